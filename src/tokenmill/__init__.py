@@ -1,0 +1,57 @@
+"""tokenmill: raw text to training-ready language-model data.
+
+The public API is re-exported here and loaded lazily, so ``import tokenmill`` stays cheap: it loads
+neither numba's compiler nor torch nor any other optional dependency.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+__version__ = "0.1.0"
+
+# public name -> module that defines it (relative to this package)
+_EXPORTS = {
+    # errors
+    "TokenmillError": ".errors",
+    "ConfigError": ".errors",
+    "InputError": ".errors",
+    "FormatError": ".errors",
+    "SpecialTokenError": ".errors",
+    "MissingExtraError": ".errors",
+    # data
+    "TokenSource": ".data.source",
+    "ArraySource": ".data.source",
+    "as_source": ".data.source",
+    # tokenizer
+    "Tokenizer": ".tokenizer.model",
+    "train_bpe": ".tokenizer.train",
+    # BEGIN windows exports (owned by tokenmill.windows)
+    # END windows exports
+    # BEGIN batching exports (owned by tokenmill.batching)
+    # END batching exports
+}
+
+__all__ = sorted(_EXPORTS) + ["__version__"]
+
+
+def __getattr__(name: str):
+    try:
+        module = _EXPORTS[name]
+    except KeyError:
+        raise AttributeError(f"module 'tokenmill' has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return __all__
+
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .data.source import ArraySource, TokenSource, as_source  # noqa: F401
+    from .errors import *  # noqa: F401,F403
+    from .tokenizer.model import Tokenizer  # noqa: F401
+    from .tokenizer.train import train_bpe  # noqa: F401

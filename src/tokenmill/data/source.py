@@ -1,0 +1,63 @@
+"""The small protocol every token consumer reads documents through.
+
+A *token source* is anything with ``__len__`` (number of documents), ``lengths`` (int64 array of
+document lengths, shape ``(num_docs,)``) and ``get(i)`` (the ids of document ``i`` as a 1-D numpy
+integer array). A list of arrays satisfies it through :func:`as_source`; the memory-mapped token
+store satisfies it directly. Windows and packing plans are computed from ``lengths`` alone; tokens
+are touched only when a batch is materialized.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+from ..errors import InputError
+
+
+@runtime_checkable
+class TokenSource(Protocol):
+    @property
+    def lengths(self) -> np.ndarray: ...
+
+    def __len__(self) -> int: ...
+
+    def get(self, i: int) -> np.ndarray: ...
+
+
+class ArraySource:
+    """A token source over in-memory sequences of ids.
+
+    >>> src = as_source([[1, 2, 3], [4]])
+    >>> len(src), src.lengths.tolist(), src.get(1).tolist()
+    (2, [3, 1], [4])
+    """
+
+    def __init__(self, docs: Sequence[Sequence[int] | np.ndarray]):
+        self._docs = []
+        for i, d in enumerate(docs):
+            a = np.asarray(d)
+            if a.ndim != 1:
+                raise InputError(f"document {i} has shape {a.shape}; each document must be a 1-D sequence of ids")
+            if a.size and not np.issubdtype(a.dtype, np.integer):
+                raise InputError(f"document {i} has dtype {a.dtype}; token ids must be integers")
+            self._docs.append(a.astype(np.int64, copy=False) if a.size else np.zeros(0, np.int64))
+        self._lengths = np.fromiter((d.size for d in self._docs), dtype=np.int64, count=len(self._docs))
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return self._lengths
+
+    def __len__(self) -> int:
+        return len(self._docs)
+
+    def get(self, i: int) -> np.ndarray:
+        return self._docs[i]
+
+
+def as_source(obj) -> TokenSource:
+    """Return ``obj`` if it already is a token source, else wrap a sequence of id sequences."""
+    if isinstance(obj, TokenSource) and not isinstance(obj, (list, tuple)):
+        return obj
+    return ArraySource(obj)

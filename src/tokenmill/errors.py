@@ -1,0 +1,43 @@
+"""One small error hierarchy. Messages name the input, the value, the limit and the fix."""
+
+from __future__ import annotations
+
+
+class TokenmillError(Exception):
+    """Base class of every error tokenmill raises on purpose."""
+
+
+class ConfigError(TokenmillError, ValueError):
+    """An option or argument has a value that cannot work (names the parameter and the fix)."""
+
+
+class InputError(TokenmillError, ValueError):
+    """Input data is malformed: names the file, line, byte offset or document."""
+
+
+class FormatError(TokenmillError, ValueError):
+    """A tokenmill file is corrupted, has a wrong hash, or a format version this release cannot read."""
+
+
+class SpecialTokenError(TokenmillError, ValueError):
+    """Text spells a special token that the caller did not allow."""
+
+
+class MissingExtraError(TokenmillError, ImportError):
+    """An optional dependency is missing; the message names the extra to install."""
+
+
+def require(module: str, extra: str):
+    """Import an optional dependency lazily, or fail with the pip command that installs it.
+
+    >>> require("json", "core").__name__
+    'json'
+    """
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        raise MissingExtraError(
+            f"{module!r} is not installed; install it with: pip install 'tokenmill[{extra}]'"
+        ) from e
