@@ -28,6 +28,10 @@ _EXPORTS = {
     "Tokenizer": ".tokenizer.model",
     "train_bpe": ".tokenizer.train",
     # BEGIN windows exports (owned by tokenmill.windows)
+    "SlidingWindows": ".windows.sliding",
+    "WindowPlan": ".windows.sliding",
+    "Window": ".windows.sliding",
+    "PlanStats": ".windows.sliding",
     # END windows exports
     # BEGIN batching exports (owned by tokenmill.batching)
     # END batching exports

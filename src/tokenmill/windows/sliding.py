@@ -1,0 +1,567 @@
+"""Sliding windows over token sequences: placement plans as arrays, tokens touched only on demand.
+
+A window is ``(doc, start, length)``. :meth:`SlidingWindows.plan` computes those three columns for
+every document at once from the document lengths alone (numpy, no Python loop per window or per
+document); :meth:`WindowPlan.materialize` then cuts the tokens lazily from any token source.
+
+Placement, for a document of ``N`` tokens, content size ``C`` (= ``window_size`` minus the room
+reserved for special tokens) and ``stride`` ``S``::
+
+    N=11, C=4, S=3, tail="align"           tokens 0 1 2 3 4 5 6 7 8 9 10
+                                           win 0  [-----]                    start 0  (full)
+                                           win 1        [-----]              start 3  (full)
+                                           win 2              [-----]        start 6  (full: 6+4 <= 11)
+                                           win 3                [-----]      start 7  (tail: N-C)
+
+1. the first start is ``start_offset`` (+ the epoch's jitter) clamped to ``max(N - C, 0)``;
+2. full windows of ``C`` tokens while ``start + C <= N``, stepping by ``S``;
+3. if tokens remain after the last full window: ``tail="align"`` adds one window at ``N - C``
+   (it always starts after the previous one, so it is never a duplicate); ``"drop"`` leaves them
+   uncovered (counted in :class:`PlanStats`); ``"pad"`` adds the short window that the stride grid
+   gives, ``[last + S, N)`` (none when that start is already ``>= N``, possible only if ``S > C``);
+4. ``0 < N < C``: one short window ``[0, N)`` (``short="keep"``) or none (``"drop"``); ``N == 0``: none;
+5. ``max_windows_per_doc=k``: of a document's ``m > k`` windows keep indices
+   ``round(i * (m - 1) / (k - 1))`` for ``i = 0..k-1`` (exact rational arithmetic, ties to even as
+   Python's ``round``): evenly spread, first and last kept; ``k = 1`` keeps the first.
+
+The seed's worked example, with its arithmetic corrected: N=10000, W=512, S=256 gives
+``(10000 - 512) // 256 + 1 = 38`` full windows (last full start 9472, covering up to 9984), then the
+aligned tail at 9488: 39 windows, every token covered.
+
+Targets follow the convention of DESIGN.md: ``labels`` sit at the input positions (the model shifts
+by one), ignored targets are ``-100``. A window's first token has nothing before it, so it is never a
+target (its label is ``-100``) unless a ``bos`` precedes it. ``score="new"`` additionally ignores
+targets that an earlier window of the same document already scored, so each token is scored at
+most once (strided perplexity); :attr:`WindowPlan.target_start` records the first scored token.
+
+>>> plan = SlidingWindows(512, 256).plan([10000])
+>>> len(plan), plan.start[-2:].tolist(), plan.stats.covered_tokens
+(39, [9472, 9488], 10000)
+"""
+
+from __future__ import annotations
+
+from dataclasses import KW_ONLY, dataclass, field
+from typing import Any, Iterator, Literal, Mapping, Sequence
+
+import numpy as np
+
+from ..errors import ConfigError, InputError
+
+IGNORE_INDEX = -100
+
+Tail = Literal["align", "drop", "pad"]
+Short = Literal["keep", "drop"]
+Jitter = Literal["global", "per_doc"]
+Positions = Literal["reset", "absolute"]
+Score = Literal["all", "new"]
+
+_CHOICES = {
+    "tail": ("align", "drop", "pad"),
+    "short": ("keep", "drop"),
+    "jitter": (None, "global", "per_doc"),
+    "positions": ("reset", "absolute"),
+    "score": ("all", "new"),
+}
+
+
+def _check_int(name: str, value, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ConfigError(f"{name}={value!r} must be an integer >= {minimum:,d}")
+    if value < minimum:
+        raise ConfigError(f"{name}={int(value):,d} is too small; pass an integer >= {minimum:,d}")
+
+
+def _check_choice(name: str, value) -> None:
+    if value not in _CHOICES[name]:
+        raise ConfigError(f"{name}={value!r} is not one of {_CHOICES[name]}")
+
+
+def as_lengths(doc_lengths) -> np.ndarray:
+    """Document lengths as a 1-D int64 array; accepts a token source (``.lengths``) or array-like.
+
+    >>> as_lengths([3, 0, 5]).tolist()
+    [3, 0, 5]
+    """
+    raw = getattr(doc_lengths, "lengths", doc_lengths)
+    a = np.asarray(raw)
+    if a.ndim != 1:
+        raise InputError(f"doc_lengths has shape {a.shape}; pass a 1-D sequence of document lengths")
+    if a.size == 0:
+        return np.zeros(0, np.int64)
+    if not np.issubdtype(a.dtype, np.integer):
+        raise InputError(f"doc_lengths has dtype {a.dtype}; document lengths must be integers")
+    if a.min() < 0:
+        i = int(np.argmin(a))
+        raise InputError(f"document {i:,d} has length {int(a[i]):,d}; lengths must be >= 0")
+    return a.astype(np.int64, copy=False)
+
+
+def jitter_rng(seed: int, epoch: int) -> np.random.Generator:
+    """The generator behind ``jitter``: PCG64 seeded with ``SeedSequence([seed, epoch])``.
+
+    >>> int(jitter_rng(0, 3).integers(0, 256)) == int(jitter_rng(0, 3).integers(0, 256))
+    True
+    """
+    return np.random.default_rng([int(seed), int(epoch)])
+
+
+def spread_indices(i: np.ndarray, m: np.ndarray, k: int) -> np.ndarray:
+    """Index of the ``i``-th kept window out of ``m`` when keeping ``k < m`` evenly spread ones.
+
+    ``round(i * (m - 1) / (k - 1))`` in exact integer arithmetic, ties to even (Python's ``round``).
+
+    >>> spread_indices(np.arange(4), np.full(4, 10), 4).tolist()
+    [0, 3, 6, 9]
+    >>> spread_indices(np.arange(3), np.full(3, 4), 3).tolist()   # 0, 1.5 -> 2, 3
+    [0, 2, 3]
+    """
+    i = np.asarray(i, np.int64)
+    m = np.asarray(m, np.int64)
+    if k == 1:
+        return np.zeros_like(i)
+    q, r = np.divmod(i * (m - 1), k - 1)
+    twice = 2 * r
+    up = (twice > k - 1) | ((twice == k - 1) & (q % 2 == 1))
+    return q + up
+
+
+@dataclass(frozen=True)
+class PlanStats:
+    """What a plan covers and what it leaves out, in counts (nothing is dropped silently).
+
+    ``uncovered_head``: tokens before a document's first window (``start_offset``/jitter);
+    ``uncovered_gap``: tokens between windows (``stride > content size``, or windows removed by
+    ``max_windows_per_doc``); ``uncovered_tail``: tokens after the last window (``tail="drop"``);
+    ``uncovered_short``: tokens of documents shorter than the window dropped by ``short="drop"``.
+    ``target_tokens`` counts scored targets over all windows, ``unique_targets`` the distinct
+    document tokens among them (their difference is the number of repeated scorings).
+    """
+
+    num_docs: int
+    num_tokens: int
+    num_windows: int
+    empty_docs: int
+    short_docs: int
+    short_docs_dropped: int
+    full_windows: int
+    tail_windows: int
+    short_windows: int
+    windows_capped: int
+    window_tokens: int
+    covered_tokens: int
+    uncovered_head: int
+    uncovered_gap: int
+    uncovered_tail: int
+    uncovered_short: int
+    target_tokens: int
+    unique_targets: int
+    jitter: int | None = None
+
+    @property
+    def uncovered_tokens(self) -> int:
+        return self.num_tokens - self.covered_tokens
+
+    @property
+    def coverage(self) -> float:
+        """Fraction of document tokens inside at least one window (1.0 for no tokens)."""
+        return self.covered_tokens / self.num_tokens if self.num_tokens else 1.0
+
+    def __add__(self, other: "PlanStats") -> "PlanStats":
+        # Only used to combine per-scale counters; coverage fields are recomputed by the caller.
+        vals = {f: getattr(self, f) + getattr(other, f) for f in self.__dataclass_fields__ if f != "jitter"}
+        return PlanStats(**vals, jitter=None)
+
+    def summary(self) -> str:
+        lines = [
+            f"documents {self.num_docs:,d} ({self.empty_docs:,d} empty, {self.short_docs:,d} shorter than "
+            f"the window, {self.short_docs_dropped:,d} of them dropped)",
+            f"windows   {self.num_windows:,d} ({self.full_windows:,d} full, {self.tail_windows:,d} tail, "
+            f"{self.short_windows:,d} short; {self.windows_capped:,d} removed by max_windows_per_doc)",
+            f"tokens    {self.num_tokens:,d} in documents, {self.window_tokens:,d} in windows "
+            f"({self.window_tokens / max(self.num_tokens, 1):.3f}x)",
+            f"coverage  {100 * self.coverage:.2f}% ({self.uncovered_tokens:,d} uncovered: head "
+            f"{self.uncovered_head:,d}, gaps {self.uncovered_gap:,d}, tail {self.uncovered_tail:,d}, "
+            f"dropped short {self.uncovered_short:,d})",
+            f"targets   {self.target_tokens:,d} scored, {self.unique_targets:,d} distinct tokens "
+            f"({self.target_tokens - self.unique_targets:,d} scored again)",
+        ]
+        if self.jitter is not None:
+            lines.append(f"jitter    {self.jitter:,d} (global offset this epoch)")
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True, eq=False)
+class Window:
+    """One materialized window; every per-token array has the same length.
+
+    ``labels`` are at the input positions (-100 = not a target); ``attention_mask`` is boolean,
+    True = may attend; ``offset`` is the document position of the first content token; ``extras``
+    holds the caller's extra per-token arrays cut the same way (0 at template positions).
+    """
+
+    input_ids: np.ndarray  # (T,) int64
+    attention_mask: np.ndarray  # (T,) bool
+    position_ids: np.ndarray  # (T,) int64
+    labels: np.ndarray  # (T,) int64
+    doc: int
+    offset: int
+    index: int = 0
+    extras: Mapping[str, np.ndarray] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return int(self.input_ids.shape[0])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"input_ids": self.input_ids, "attention_mask": self.attention_mask,
+                "position_ids": self.position_ids, "labels": self.labels, "doc": self.doc,
+                "offset": self.offset, **self.extras}
+
+
+@dataclass(frozen=True, eq=False)
+class WindowPlan:
+    """All windows of a corpus as aligned int64 columns, shape ``(num_windows,)`` each.
+
+    Rows are sorted by document, then (multi-scale plans) by scale, then by start; within one
+    document and scale, starts and ends never decrease. ``start``/``length`` count document
+    tokens (content); the materialized window adds ``bos``/``eos`` around them when set.
+    ``target_start`` is the document position of the first scored target (``end`` when none).
+    """
+
+    doc: np.ndarray
+    start: np.ndarray
+    length: np.ndarray
+    target_start: np.ndarray
+    scale: np.ndarray  # window_size of the scale the row belongs to
+    stats: PlanStats
+    bos: int | None = None
+    eos: int | None = None
+    positions: str = "reset"
+    score: str = "all"
+    epoch: int = 0
+    scale_stats: tuple[PlanStats, ...] = ()
+
+    def __len__(self) -> int:
+        return int(self.doc.shape[0])
+
+    @property
+    def end(self) -> np.ndarray:
+        return self.start + self.length
+
+    @property
+    def target_count(self) -> np.ndarray:
+        """Scored document tokens per window (plus one where an ``eos`` target ends the document)."""
+        return self.end - self.target_start
+
+    @property
+    def window_length(self) -> np.ndarray:
+        """Length of each materialized window: content plus template tokens."""
+        return self.length + (self.bos is not None) + (self.eos is not None)
+
+    def summary(self) -> str:
+        return self.stats.summary()
+
+    def select(self, rows) -> "WindowPlan":
+        """A plan of the given rows (indices or boolean mask), e.g. one rank's shard.
+
+        ``stats`` stay those of the full plan.
+        """
+        rows = np.asarray(rows)
+        cols = {k: getattr(self, k)[rows] for k in ("doc", "start", "length", "target_start", "scale")}
+        return WindowPlan(**cols, stats=self.stats, bos=self.bos, eos=self.eos, positions=self.positions,
+                          score=self.score, epoch=self.epoch, scale_stats=self.scale_stats)
+
+    # -- per-token accounting --------------------------------------------------------------------
+
+    def multiplicity(self, doc_lengths, *, targets: bool = False) -> np.ndarray:
+        """How many windows hold each token (``targets=True``: score it), all documents concatenated.
+
+        Shape ``(sum(doc_lengths),)``, int32. Memory grows with the number of tokens; for corpus-size
+        summaries use :func:`tokenmill.coverage_report`, which works from the window rows alone.
+
+        >>> plan = SlidingWindows(4, 2).plan([6])
+        >>> plan.multiplicity([6]).tolist(), plan.multiplicity([6], targets=True).tolist()
+        ([1, 1, 2, 2, 1, 1], [0, 1, 1, 2, 1, 1])
+        """
+        lengths = as_lengths(doc_lengths)
+        base = np.concatenate([[0], np.cumsum(lengths)])
+        lo = self.target_start if targets else self.start
+        if len(self) and (self.doc.max() >= lengths.size or (self.end > lengths[self.doc]).any()):
+            raise InputError("doc_lengths does not match the plan (a window ends past its document)")
+        total = int(base[-1])
+        diff = np.bincount(base[self.doc] + lo, minlength=total + 1)
+        diff = diff - np.bincount(base[self.doc] + self.end, minlength=total + 1)
+        return np.cumsum(diff[:total]).astype(np.int32)
+
+    # -- materialization -------------------------------------------------------------------------
+
+    def materialize(self, source, rows=None, *, extras: Mapping[str, Any] | None = None) -> Iterator[Window]:
+        """Yield windows lazily, cutting tokens from ``source`` (a token source or list of arrays).
+
+        ``extras`` maps names to sources of per-token arrays aligned with ``source`` (for example
+        ``{"token_type_ids": [...]}``); each is cut the same way.
+        """
+        from ..data.source import as_source
+
+        src = as_source(source)
+        ext = {k: as_source(v) for k, v in (extras or {}).items()}
+        lengths = np.asarray(src.lengths)
+        for r in range(len(self)) if rows is None else np.asarray(rows).tolist():
+            d = int(self.doc[r])
+            yield self._window(r, src.get(d), int(lengths[d]), {k: s.get(d) for k, s in ext.items()})
+
+    def __getitem__(self, r):
+        raise TypeError("a WindowPlan is indexed through materialize(source, rows) or select(rows)")
+
+    def _window(self, r: int, ids: np.ndarray, n_doc: int, extras: Mapping[str, np.ndarray]) -> Window:
+        s, n, ts = int(self.start[r]), int(self.length[r]), int(self.target_start[r])
+        b, e = int(self.bos is not None), int(self.eos is not None)
+        t = b + n + e
+        if s + n > ids.shape[0]:
+            raise InputError(f"document {int(self.doc[r]):,d} has {ids.shape[0]:,d} tokens but window {r:,d} "
+                             f"needs [{s:,d}, {s + n:,d}); plan and source disagree")
+        input_ids = np.empty(t, np.int64)
+        input_ids[b:b + n] = ids[s:s + n]
+        if b:
+            input_ids[0] = self.bos
+        if e:
+            input_ids[-1] = self.eos
+        labels = input_ids.copy()
+        labels[:b + ts - s] = IGNORE_INDEX  # bos, the window's first token (no context), already-scored
+        if e and s + n != n_doc:
+            labels[-1] = IGNORE_INDEX  # eos is a true target only where the document really ends
+        pos = np.arange(t, dtype=np.int64) + (s if self.positions == "absolute" else 0)
+        cut = {}
+        for k, a in extras.items():
+            a = np.asarray(a)
+            out = np.zeros(t, a.dtype)
+            out[b:b + n] = a[s:s + n]
+            cut[k] = out
+        return Window(input_ids, np.ones(t, bool), pos, labels, int(self.doc[r]), s, r, cut)
+
+    def gather(self, tokens: np.ndarray, doc_offsets: np.ndarray, rows=None, *, pad_id: int = 0,
+               out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Fast path: content tokens of ``rows`` from one flat (e.g. memory-mapped) token array.
+
+        ``tokens``: all documents concatenated, any integer dtype (kept); ``doc_offsets``: int64,
+        ``(num_docs + 1,)``, document ``d`` is ``tokens[doc_offsets[d]:doc_offsets[d+1]]``. Returns
+        ``(ids, lengths)``: ids ``(B, max length)`` padded with ``pad_id`` (find padding by length,
+        never by id), lengths ``(B,)`` int64. Template tokens and labels are not added here.
+
+        >>> plan = SlidingWindows(3, 2).plan([4, 2])
+        >>> ids, n = plan.gather(np.arange(6, dtype=np.uint16), np.array([0, 4, 6]), pad_id=0)
+        >>> ids.tolist(), n.tolist()
+        ([[0, 1, 2], [1, 2, 3], [4, 5, 0]], [3, 3, 2])
+        """
+        from ._kernels import gather_rows
+
+        rows = np.arange(len(self)) if rows is None else np.asarray(rows, np.int64)
+        offs = np.asarray(doc_offsets, np.int64)
+        src_start = offs[self.doc[rows]] + self.start[rows]
+        lengths = self.length[rows]
+        width = int(lengths.max()) if lengths.size else 0
+        if out is None:
+            out = np.empty((rows.size, width), tokens.dtype)
+        gather_rows(tokens, src_start, lengths, out, pad_id)
+        return out, lengths
+
+
+@dataclass(frozen=True)
+class SlidingWindows:
+    """Fixed-size sliding windows over token ids (see the module docstring for the exact rules).
+
+    ``window_size``: tokens per materialized window, template included; ``stride``: step between
+    starts (``stride > window_size`` is allowed; the gaps are reported); ``reserve``: room kept free
+    for special tokens the caller adds later; ``template=(bos, eos)``: special-token ids added inside
+    ``window_size`` (either may be None). The content size is ``window_size - max(reserve, number
+    of template tokens)``: the template fills the reserved room. ``jitter``: ``"global"`` adds one
+    offset in ``[0, stride)`` per epoch to every document's first start, ``"per_doc"`` one per
+    document, both drawn from :func:`jitter_rng` ``(seed, epoch)``; the offset is added to
+    ``start_offset`` before the clamp. ``positions``: ``"reset"`` numbers each materialized window
+    0..T-1, ``"absolute"`` adds the window's start (the position in ``[bos] + document``).
+
+    >>> sw = SlidingWindows(4, 2, template=(1, 2))
+    >>> w = next(sw.windows([10, 11, 12, 13]))
+    >>> w.input_ids.tolist(), w.labels.tolist()
+    ([1, 10, 11, 2], [-100, 10, 11, -100])
+    """
+
+    window_size: int
+    stride: int
+    _: KW_ONLY
+    start_offset: int = 0
+    tail: Tail = "align"
+    short: Short = "keep"
+    max_windows_per_doc: int | None = None
+    jitter: Jitter | None = None
+    seed: int = 0
+    positions: Positions = "reset"
+    score: Score = "all"
+    reserve: int = 0
+    template: tuple[int | None, int | None] | None = None
+
+    def __post_init__(self):
+        _check_int("window_size", self.window_size, 1)
+        _check_int("stride", self.stride, 1)
+        _check_int("start_offset", self.start_offset, 0)
+        _check_int("seed", self.seed, 0)
+        _check_int("reserve", self.reserve, 0)
+        if self.max_windows_per_doc is not None:
+            _check_int("max_windows_per_doc", self.max_windows_per_doc, 1)
+        for name in _CHOICES:
+            _check_choice(name, getattr(self, name))
+        if self.template is not None:
+            if not isinstance(self.template, (tuple, list)) or len(self.template) != 2:
+                raise ConfigError(f"template={self.template!r}; pass a pair (bos, eos), either may be None")
+            for name, t in zip(("bos", "eos"), self.template):
+                if t is not None:
+                    _check_int(f"template {name}", t, 0)
+        if self.reserve >= self.window_size:
+            raise ConfigError(f"reserve={self.reserve:,d} leaves no room in window_size={self.window_size:,d}; "
+                              "pass reserve < window_size")
+        if self.capacity < 1:
+            raise ConfigError(f"template {self.template!r} leaves no room in window_size={self.window_size:,d}; "
+                              "pass a larger window_size")
+
+    @property
+    def bos(self) -> int | None:
+        return None if self.template is None else self.template[0]
+
+    @property
+    def eos(self) -> int | None:
+        return None if self.template is None else self.template[1]
+
+    @property
+    def capacity(self) -> int:
+        """Document tokens per window: ``window_size`` minus the reserved/template room."""
+        n_template = 0 if self.template is None else sum(t is not None for t in self.template)
+        return self.window_size - max(self.reserve, n_template)
+
+    def jitter_offsets(self, num_docs: int, epoch: int = 0) -> np.ndarray | int:
+        """This epoch's jitter: an int (global), an int64 array (per_doc) or 0 (no jitter)."""
+        _check_int("epoch", epoch, 0)
+        if self.jitter is None:
+            return 0
+        rng = jitter_rng(self.seed, epoch)
+        if self.jitter == "global":
+            return int(rng.integers(0, self.stride))
+        return rng.integers(0, self.stride, size=num_docs, dtype=np.int64)
+
+    def plan(self, doc_lengths, epoch: int = 0) -> WindowPlan:
+        """Place the windows of every document from its length alone (vectorized)."""
+        lengths = as_lengths(doc_lengths)
+        jit = self.jitter_offsets(lengths.size, epoch)
+        cols, stats = place(lengths, self.capacity, self.stride, self.start_offset + jit, tail=self.tail,
+                            short=self.short, max_windows_per_doc=self.max_windows_per_doc,
+                            score=self.score, bos=self.bos is not None)
+        if self.jitter == "global":
+            stats = PlanStats(**{**stats.__dict__, "jitter": int(jit)})
+        scale = np.full(cols["doc"].shape, self.window_size, np.int64)
+        return WindowPlan(**cols, scale=scale, stats=stats, bos=self.bos, eos=self.eos,
+                          positions=self.positions, score=self.score, epoch=epoch, scale_stats=(stats,))
+
+    def windows(self, token_ids, epoch: int = 0, *, doc: int = 0, **extras) -> Iterator[Window]:
+        """Lazily yield the windows of one token sequence; ``extras`` (e.g. ``token_type_ids=...``,
+        ``loss_mask=...``) are per-token arrays cut the same way.
+
+        >>> [w.input_ids.tolist() for w in SlidingWindows(3, 2).windows([5, 6, 7, 8])]
+        [[5, 6, 7], [6, 7, 8]]
+        """
+        ids = np.asarray(token_ids)
+        if ids.ndim != 1:
+            raise InputError(f"token_ids has shape {ids.shape}; pass one 1-D sequence of ids")
+        for k, a in extras.items():
+            if np.shape(a) != ids.shape:
+                raise InputError(f"extra {k!r} has shape {np.shape(a)} but token_ids has {ids.shape}; "
+                                 "extras must be aligned per token")
+        plan = self.plan(np.array([ids.shape[0]]), epoch)
+        ex = {k: np.asarray(a) for k, a in extras.items()}
+        for r in range(len(plan)):
+            w = plan._window(r, ids, ids.shape[0], ex)
+            yield w if doc == 0 else Window(w.input_ids, w.attention_mask, w.position_ids, w.labels,
+                                            doc, w.offset, w.index, w.extras)
+
+
+# -- the vectorized placement ----------------------------------------------------------------------
+
+
+def place(lengths: np.ndarray, capacity: int, stride: int, offset, *, tail: str = "align",
+          short: str = "keep", max_windows_per_doc: int | None = None, score: str = "all",
+          bos: bool = False) -> tuple[dict[str, np.ndarray], PlanStats]:
+    """Columns ``doc, start, length, target_start`` and the stats for all documents at once.
+
+    ``offset``: the wanted first start, an int or an int64 array with one value per document.
+    """
+    L, C, S = lengths, int(capacity), int(stride)
+    D = L.size
+    first = np.minimum(np.asarray(offset, np.int64), np.maximum(L - C, 0))  # (D,)
+    first = np.broadcast_to(first, L.shape)
+    has_full = L >= C
+    nfull = np.where(has_full, (L - C - first) // S + 1, 0)  # (D,)
+    last_end = first + (nfull - 1) * S + C
+    remains = has_full & (last_end < L)
+    if tail == "align":
+        has_tail, tail_start = remains, L - C
+    elif tail == "pad":
+        nxt = first + nfull * S
+        has_tail, tail_start = remains & (nxt < L), nxt
+    else:
+        has_tail, tail_start = np.zeros(D, bool), L
+    is_short = (L > 0) & (L < C)
+    keep_short = is_short & (short == "keep")
+    count = nfull + has_tail + keep_short  # windows per document before the cap
+    kept = count if max_windows_per_doc is None else np.minimum(count, max_windows_per_doc)
+
+    doc = np.repeat(np.arange(D, dtype=np.int64), kept)
+    i = np.arange(doc.size, dtype=np.int64) - np.repeat(np.cumsum(kept) - kept, kept)
+    m = count[doc]
+    j = i if max_windows_per_doc is None else np.where(m > kept[doc], spread_indices(i, m, max_windows_per_doc), i)
+    full_row = j < nfull[doc]
+    short_row = keep_short[doc]
+    start = np.where(full_row, first[doc] + j * S, np.where(short_row, 0, tail_start[doc]))
+    length = np.where(full_row, C, np.where(short_row, L[doc], L[doc] - tail_start[doc]))
+    end = start + length
+
+    same = np.zeros(doc.size, bool)
+    same[1:] = doc[1:] == doc[:-1]
+    prev_end = np.zeros(doc.size, np.int64)
+    prev_end[1:] = end[:-1]
+    prev_end = np.where(same, prev_end, 0)
+    target_start = np.minimum(start + (0 if bos else 1), end)
+    if score == "new":
+        target_start = np.minimum(np.maximum(target_start, np.where(same, prev_end, 0)), end)
+
+    # Coverage: ends never decrease within a document, so the union is a running sum.
+    covered_rows = np.maximum(end - np.maximum(start, prev_end), 0)
+    target_prev = np.where(same, prev_end, 0)
+    unique_t = np.maximum(end - np.maximum(target_start, target_prev), 0)
+    covered = int(covered_rows.sum())
+    first_row = ~same
+    last_row = np.ones(doc.size, bool)
+    last_row[:-1] = ~same[1:]
+    head = int(start[first_row].sum())
+    tail_unc = int((L[doc[last_row]] - end[last_row]).sum())
+    unc_short = int(L[is_short & (short == "drop")].sum())
+    num_tokens = int(L.sum())
+    tail_rows = ~full_row & ~short_row
+    stats = PlanStats(
+        num_docs=D, num_tokens=num_tokens, num_windows=int(doc.size), empty_docs=int((L == 0).sum()),
+        short_docs=int(is_short.sum()), short_docs_dropped=int((is_short & (short == "drop")).sum()),
+        full_windows=int(full_row.sum()), tail_windows=int(tail_rows.sum()), short_windows=int(short_row.sum()),
+        windows_capped=int((count - kept).sum()), window_tokens=int(length.sum()), covered_tokens=covered,
+        uncovered_head=head, uncovered_gap=num_tokens - covered - head - tail_unc - unc_short,
+        uncovered_tail=tail_unc, uncovered_short=unc_short,
+        target_tokens=int((end - target_start).sum()), unique_targets=int(unique_t.sum()),
+    )
+    return {"doc": doc, "start": start, "length": length, "target_start": target_start}, stats
+
+
+def concat_plans(plans: Sequence[WindowPlan], stats: PlanStats) -> WindowPlan:
+    """Rows of several plans over the same documents, sorted by (doc, scale, start)."""
+    cols = {k: np.concatenate([getattr(p, k) for p in plans]) for k in
+            ("doc", "start", "length", "target_start", "scale")}
+    order = np.lexsort((cols["start"], cols["scale"], cols["doc"]))
+    p0 = plans[0]
+    return WindowPlan(**{k: v[order] for k, v in cols.items()}, stats=stats, bos=p0.bos, eos=p0.eos,
+                      positions=p0.positions, score=p0.score, epoch=p0.epoch,
+                      scale_stats=tuple(s for p in plans for s in p.scale_stats))
