@@ -32,6 +32,9 @@ _EXPORTS = {
     "WindowPlan": ".windows.sliding",
     "Window": ".windows.sliding",
     "PlanStats": ".windows.sliding",
+    "MultiScaleWindows": ".windows.multiscale",
+    "CoverageReport": ".windows.coverage",
+    "coverage_report": ".windows.coverage",
     # END windows exports
     # BEGIN batching exports (owned by tokenmill.batching)
     # END batching exports

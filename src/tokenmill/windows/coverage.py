@@ -1,0 +1,143 @@
+"""Check a plan before training on it: coverage, uncovered spans, multiplicity, monotonic starts.
+
+The seed's self-check (000, 5.2) walks every window and fills a Python set of covered positions.
+Here the same answers come from the window rows alone: the multiplicity is piecewise constant between
+window starts and ends, so sorting those events gives every token's count without one array entry per
+token (memory grows with the number of windows, not tokens)::
+
+    tokens        0 1 2 3 4 5 6 7 8 9
+    windows       [-----]   [-----]        (0, 4) and (5, 4) with N=10
+    multiplicity  1 1 1 1 0 1 1 1 1 0      uncovered spans (doc 0): [4, 5) and [9, 10)
+
+>>> from tokenmill.windows import SlidingWindows
+>>> rep = coverage_report(SlidingWindows(4, 5, tail="drop").plan([10]), [10])
+>>> rep.coverage, rep.uncovered_spans.tolist(), rep.multiplicity_max
+(0.8, [[0, 4, 5], [0, 9, 10]], 1)
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from ..errors import InputError
+from .sliding import WindowPlan, as_lengths
+
+
+@dataclass(frozen=True, eq=False)
+class CoverageReport:
+    """Coverage of a plan over its documents. ``uncovered_spans``: int64 ``(k, 3)`` rows of
+    ``(doc, start, end)``; ``windows_per_doc``: int64 ``(num_docs,)``; multiplicities count windows
+    per token (``target_*``: windows that score the token), min/mean/max over all tokens."""
+
+    num_docs: int
+    num_tokens: int
+    num_windows: int
+    covered_tokens: int
+    uncovered_spans: np.ndarray
+    multiplicity_min: int
+    multiplicity_mean: float
+    multiplicity_max: int
+    target_multiplicity_min: int
+    target_multiplicity_mean: float
+    target_multiplicity_max: int
+    tokens_never_scored: int
+    windows_per_doc: np.ndarray
+    starts_monotonic: bool
+    duplicate_windows: int
+    lengths_ok: bool
+
+    @property
+    def coverage(self) -> float:
+        return self.covered_tokens / self.num_tokens if self.num_tokens else 1.0
+
+    @property
+    def ok(self) -> bool:
+        """Every token covered, starts monotonic, no duplicates, every window within its size."""
+        return (self.covered_tokens == self.num_tokens and self.starts_monotonic
+                and self.duplicate_windows == 0 and self.lengths_ok)
+
+    def to_dict(self, max_spans: int = 20) -> dict:
+        d = asdict(self)
+        d["coverage"] = self.coverage
+        d["uncovered_span_count"] = int(self.uncovered_spans.shape[0])
+        d["uncovered_spans"] = self.uncovered_spans[:max_spans].tolist()
+        wpd = self.windows_per_doc
+        d["windows_per_doc"] = {"min": int(wpd.min(initial=0)), "mean": float(wpd.mean()) if wpd.size else 0.0,
+                                "max": int(wpd.max(initial=0))}
+        return d
+
+    def summary(self, max_spans: int = 5) -> str:
+        wpd = self.to_dict()["windows_per_doc"]
+        spans = self.uncovered_spans
+        shown = ", ".join(f"doc {d:,d} [{a:,d}, {b:,d})" for d, a, b in spans[:max_spans].tolist())
+        more = f" (+{spans.shape[0] - max_spans:,d} more)" if spans.shape[0] > max_spans else ""
+        return "\n".join([
+            f"coverage      {100 * self.coverage:.2f}% of {self.num_tokens:,d} tokens "
+            f"({self.num_tokens - self.covered_tokens:,d} uncovered in {spans.shape[0]:,d} spans{': ' if spans.shape[0] else ''}"
+            f"{shown}{more})",
+            f"multiplicity  inputs min {self.multiplicity_min} / mean {self.multiplicity_mean:.3f} / max "
+            f"{self.multiplicity_max}; targets min {self.target_multiplicity_min} / mean "
+            f"{self.target_multiplicity_mean:.3f} / max {self.target_multiplicity_max} "
+            f"({self.tokens_never_scored:,d} tokens never scored)",
+            f"windows/doc   min {wpd['min']:,d} / mean {wpd['mean']:.2f} / max {wpd['max']:,d} "
+            f"over {self.num_docs:,d} documents, {self.num_windows:,d} windows",
+            f"checks        starts monotonic: {self.starts_monotonic}; duplicate windows: "
+            f"{self.duplicate_windows:,d}; lengths <= window: {self.lengths_ok}",
+        ])
+
+
+def _segments(base: np.ndarray, gstart: np.ndarray, gend: np.ndarray):
+    """Piecewise-constant multiplicity: (segment starts, segment lengths, count) over all tokens."""
+    total = int(base[-1])
+    pos = np.concatenate([base, gstart, gend])
+    delta = np.concatenate([np.zeros(base.size, np.int64), np.ones(gstart.size, np.int64),
+                            -np.ones(gend.size, np.int64)])
+    u, inv = np.unique(pos, return_inverse=True)
+    count = np.cumsum(np.bincount(inv.ravel(), weights=delta, minlength=u.size)).astype(np.int64)
+    seg_len = np.diff(np.append(u, total))
+    keep = (seg_len > 0) & (u < total)
+    return u[keep], seg_len[keep], count[keep]
+
+
+def _stats(base, lo, hi):
+    s, n, c = _segments(base, lo, hi)
+    total = int(base[-1])
+    if total == 0:
+        return s, n, c, 0, 0.0, 0
+    return s, n, c, int(c.min()), float((c * n).sum() / total), int(c.max())
+
+
+def coverage_report(plan: WindowPlan, doc_lengths) -> CoverageReport:
+    """Coverage, uncovered spans, multiplicity, windows per document and sanity checks of ``plan``."""
+    lengths = as_lengths(doc_lengths)
+    D = lengths.size
+    if len(plan) and (plan.doc.min() < 0 or plan.doc.max() >= D):
+        raise InputError(f"the plan refers to document {int(plan.doc.max()):,d} but doc_lengths has {D:,d} "
+                         "documents; pass the lengths the plan was made from")
+    end = plan.end
+    inside = bool(((plan.start >= 0) & (end <= lengths[plan.doc])).all()) if len(plan) else True
+    if not inside:
+        r = int(np.flatnonzero(end > lengths[plan.doc])[0])
+        raise InputError(f"window {r:,d} ends at {int(end[r]):,d}, past document {int(plan.doc[r]):,d} of "
+                         f"{int(lengths[plan.doc[r]]):,d} tokens; pass the lengths the plan was made from")
+    base = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    g = base[plan.doc]
+    s, n, c, mn, mean, mx = _stats(base, g + plan.start, g + end)
+    _, tn, tc, tmn, tmean, tmx = _stats(base, g + plan.target_start, g + end)
+    zero = c == 0
+    seg_doc = np.searchsorted(base, s[zero], side="right") - 1
+    spans = np.stack([seg_doc, s[zero] - base[seg_doc], s[zero] + n[zero] - base[seg_doc]], axis=1)
+    same = (plan.doc[1:] == plan.doc[:-1]) & (plan.scale[1:] == plan.scale[:-1])
+    step = np.diff(plan.start)[same]
+    dup = int((same & (plan.start[1:] == plan.start[:-1]) & (plan.length[1:] == plan.length[:-1])).sum())
+    return CoverageReport(
+        num_docs=D, num_tokens=int(base[-1]), num_windows=len(plan), covered_tokens=int(n[~zero].sum()),
+        uncovered_spans=spans.astype(np.int64).reshape(-1, 3), multiplicity_min=mn, multiplicity_mean=mean,
+        multiplicity_max=mx, target_multiplicity_min=tmn, target_multiplicity_mean=tmean,
+        target_multiplicity_max=tmx, tokens_never_scored=int(tn[tc == 0].sum()),
+        windows_per_doc=np.bincount(plan.doc, minlength=D).astype(np.int64),
+        starts_monotonic=bool((step >= 0).all()), duplicate_windows=dup,
+        lengths_ok=bool(((plan.length >= 1) & (plan.window_length <= plan.scale)).all()),
+    )

@@ -1,0 +1,62 @@
+"""Several window sizes over the same documents in one plan, with a ``scale`` column.
+
+Small windows see local detail, large ones long-range context (seed 000, 5.3)::
+
+    tokens      0 ......................................................... N
+    scale 512   [---][---][---][---][---][---][---][---] ...   stride 256
+    scale 1024  [-------][-------][-------][-------] ...       stride 512
+    scale 2048  [---------------][---------------] ...         stride 1024
+
+Each scale is an ordinary :class:`SlidingWindows` with ``stride = max(1, floor(size * stride_ratio))``
+and the shared options; rows are sorted by (doc, scale, start) and ``scale`` holds the row's window
+size. ``score="new"`` applies within each scale (each scale is its own evaluation). The plan's
+``stats`` add the scales up (each token counted once per scale; ``num_docs`` counted once);
+``scale_stats`` holds one :class:`PlanStats` per scale, and :func:`tokenmill.coverage_report`
+gives the union over scales.
+
+>>> plan = MultiScaleWindows([4, 8], stride_ratio=0.5).plan([16])
+>>> plan.scale.tolist(), plan.start.tolist()
+([4, 4, 4, 4, 4, 4, 4, 8, 8, 8], [0, 2, 4, 6, 8, 10, 12, 0, 4, 8])
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Sequence
+
+import numpy as np
+
+from ..errors import ConfigError
+from .sliding import SlidingWindows, WindowPlan, as_lengths, concat_plans
+
+
+class MultiScaleWindows:
+    """Sliding windows at several sizes; ``options`` are :class:`SlidingWindows` keywords."""
+
+    def __init__(self, window_sizes: Sequence[int], stride_ratio: float = 0.5, **options):
+        sizes = list(window_sizes)
+        if not sizes:
+            raise ConfigError("window_sizes is empty; pass at least one size, e.g. [512, 1024, 2048]")
+        if len(set(sizes)) != len(sizes):
+            raise ConfigError(f"window_sizes={sizes} repeats a size; each scale must be distinct")
+        if isinstance(stride_ratio, bool) or not isinstance(stride_ratio, (int, float)) or not stride_ratio > 0:
+            raise ConfigError(f"stride_ratio={stride_ratio!r} must be a number > 0 (0.5 = half-window stride)")
+        for bad in ("window_size", "stride"):
+            if bad in options:
+                raise ConfigError(f"{bad} is set per scale; pass window_sizes and stride_ratio instead")
+        self.stride_ratio = float(stride_ratio)
+        self.scales = tuple(SlidingWindows(int(w) if not isinstance(w, bool) else w,
+                                           max(1, int(w * self.stride_ratio)) if isinstance(w, int) else 1,
+                                           **options) for w in sorted(sizes))
+
+    def __repr__(self) -> str:
+        return f"MultiScaleWindows({[s.window_size for s in self.scales]}, stride_ratio={self.stride_ratio})"
+
+    def plan(self, doc_lengths, epoch: int = 0) -> WindowPlan:
+        lengths = as_lengths(doc_lengths)
+        plans = [s.plan(lengths, epoch) for s in self.scales]
+        total = plans[0].stats
+        for p in plans[1:]:
+            total = total + p.stats
+        total = replace(total, num_docs=int(lengths.size))
+        return concat_plans(plans, total)

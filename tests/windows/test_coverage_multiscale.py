@@ -1,0 +1,85 @@
+"""coverage_report and MultiScaleWindows: golden values and agreement with per-token counting."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tokenmill.errors import ConfigError, InputError
+from tokenmill.windows import MultiScaleWindows, SlidingWindows, coverage_report
+
+
+def test_report_seed_example():
+    # N=10000, W=512, S=256 (39 windows): every token covered; tokens 256..9983 sit in two windows,
+    # 9488..9983 even in three (the aligned tail overlaps the last two full windows) -> max 3.
+    rep = coverage_report(SlidingWindows(512, 256).plan([10000]), [10000])
+    assert rep.coverage == 1.0 and rep.ok and rep.uncovered_spans.shape == (0, 3)
+    assert rep.multiplicity_min == 1 and rep.multiplicity_max == 3
+    assert rep.windows_per_doc.tolist() == [39]
+    assert rep.multiplicity_mean == pytest.approx(39 * 512 / 10000)
+    assert rep.tokens_never_scored == 1  # token 0 has no context
+    assert "100.00%" in rep.summary()
+
+
+def test_report_uncovered_spans_and_checks():
+    plan = SlidingWindows(4, 6, tail="drop").plan([0, 3, 15])
+    # doc 1 (N=3): short window; doc 2: windows at 0, 6 (6+4=10), 12+4 > 15 -> uncovered [4,6), [10,15)
+    rep = coverage_report(plan, [0, 3, 15])
+    assert rep.uncovered_spans.tolist() == [[2, 4, 6], [2, 10, 15]]
+    assert rep.covered_tokens == 11 and not rep.ok and rep.starts_monotonic and rep.lengths_ok
+    assert rep.windows_per_doc.tolist() == [0, 1, 2]
+    assert rep.to_dict()["uncovered_span_count"] == 2
+    with pytest.raises(InputError, match="past document"):
+        coverage_report(plan, [0, 3, 5])
+    with pytest.raises(InputError, match="documents"):
+        coverage_report(plan, [0, 3])
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.integers(0, 50), max_size=6), st.integers(1, 10), st.integers(1, 12),
+       st.sampled_from(["align", "drop", "pad"]), st.sampled_from(["all", "new"]))
+def test_report_agrees_with_per_token_counts(lengths, w, s, tail, score):
+    plan = SlidingWindows(w, s, tail=tail, score=score).plan(lengths)
+    rep = coverage_report(plan, lengths)
+    mult = plan.multiplicity(lengths)
+    tm = plan.multiplicity(lengths, targets=True)
+    assert rep.covered_tokens == int((mult > 0).sum()) == plan.stats.covered_tokens
+    if mult.size:
+        assert (rep.multiplicity_min, rep.multiplicity_max) == (mult.min(), mult.max())
+        assert rep.multiplicity_mean == pytest.approx(mult.mean())
+        assert (rep.target_multiplicity_min, rep.target_multiplicity_max) == (tm.min(), tm.max())
+        assert rep.tokens_never_scored == int((tm == 0).sum())
+    # the uncovered spans are exactly the zero runs
+    zero = np.zeros(int(sum(lengths)), bool)
+    base = np.concatenate([[0], np.cumsum(lengths)])
+    for d, a, b in rep.uncovered_spans.tolist():
+        assert a < b and not zero[base[d] + a:base[d] + b].any()
+        zero[base[d] + a:base[d] + b] = True
+    assert (zero == (mult == 0)).all()
+    assert rep.starts_monotonic and rep.duplicate_windows == 0 and rep.lengths_ok
+
+
+def test_multiscale_plan():
+    # N=20, sizes 4 (stride 2) and 8 (stride 4): 4 -> starts 0..16 step 2 (9 windows);
+    # 8 -> 0, 4, 8, 12 (12+8=20): 4 windows. Rows sorted by (doc, scale, start).
+    ms = MultiScaleWindows([8, 4], stride_ratio=0.5)
+    plan = ms.plan([20])
+    assert plan.scale.tolist() == [4] * 9 + [8] * 4
+    assert plan.start.tolist() == list(range(0, 17, 2)) + [0, 4, 8, 12]
+    assert [s.num_windows for s in plan.scale_stats] == [9, 4]
+    assert plan.stats.num_windows == 13 and plan.stats.num_docs == 1
+    rep = coverage_report(plan, [20])
+    assert rep.ok and rep.multiplicity_max == 4  # up to 2 windows per scale
+    # stride floor(5 * 0.5) = 2; a tiny ratio still steps by at least 1
+    assert [s.stride for s in MultiScaleWindows([5, 3], stride_ratio=0.1).scales] == [1, 1]
+    two_docs = MultiScaleWindows([2, 4], tail="drop").plan([4, 6])
+    assert two_docs.doc.tolist() == sorted(two_docs.doc.tolist())
+
+
+@pytest.mark.parametrize("args, kw", [([], {}), ([4, 4], {}), ([4], {"stride_ratio": 0}),
+                                      ([4], {"stride": 2}), ([0], {})])
+def test_multiscale_errors(args, kw):
+    with pytest.raises(ConfigError):
+        MultiScaleWindows(args, **kw)
