@@ -32,7 +32,7 @@ demo: $(VENV)/.core
 	$(VENV)/bin/tokenmill demo
 
 test: $(VENV)/.test $(GPT2_RANKS)
-	TOKENMILL_GPT2_RANKS=$(GPT2_RANKS) $(PY) -m pytest -q -p no:cacheprovider src tests
+	TOKENMILL_GPT2_RANKS=$(GPT2_RANKS) $(PY) -m pytest -q -p no:cacheprovider --doctest-glob='*.md' src tests docs
 
 bench: $(VENV)/.test
 	$(PIP) install -e '.[bench]'

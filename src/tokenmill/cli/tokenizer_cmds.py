@@ -1,0 +1,120 @@
+"""`tokenmill train | encode | decode | inspect`."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from ._common import add_command, add_document_args, add_quiet, documents_from_args
+
+
+def register(sub) -> None:
+    p = add_command(sub, "train", help="train a byte-level BPE tokenizer on text files",
+                    example="tokenmill train --input corpus/ --vocab-size 8192 --pattern gpt4 --out tok.json",
+                    func=cmd_train)
+    add_document_args(p)
+    p.add_argument("--vocab-size", type=int, required=True, help="ids in all: 256 bytes + merges + special tokens")
+    p.add_argument("--pattern", default="gpt4",
+                   help="split preset (gpt2, gpt4, o200k), 'none' (one chunk per document) or a regex")
+    p.add_argument("--special", nargs="*", default=[], metavar="TOKEN", help="special tokens, e.g. '<|endoftext|>'")
+    p.add_argument("--min-frequency", type=int, default=1)
+    p.add_argument("--max-token-bytes", type=int, default=None)
+    p.add_argument("--sample", default=None, help="a fraction of documents (0.1) or a byte budget (50MB)")
+    p.add_argument("--seed", type=int, default=0, help="seed for --sample")
+    p.add_argument("--out", required=True, help="tokenizer file to write (JSON)")
+    add_quiet(p)
+
+    p = add_command(sub, "encode", help="encode text to token ids",
+                    example="tokenmill encode --tokenizer tok.json 'Hello world'", func=cmd_encode)
+    p.add_argument("--tokenizer", required=True)
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("text", nargs="?", help="text to encode")
+    g.add_argument("--input", help="file to encode (UTF-8)")
+    p.add_argument("--allow-special", action="store_true", help="encode special-token text as special tokens")
+    p.add_argument("--json", action="store_true", help="print a JSON list instead of space-separated ids")
+
+    p = add_command(sub, "decode", help="decode token ids to text",
+                    example="tokenmill decode --tokenizer tok.json 72 101 108 108 111", func=cmd_decode)
+    p.add_argument("--tokenizer", required=True)
+    p.add_argument("ids", nargs="+", type=int)
+
+    p = add_command(sub, "inspect", help="summarize a tokenizer file",
+                    example="tokenmill inspect tok.json", func=cmd_inspect)
+    p.add_argument("path")
+    p.add_argument("--top", type=int, default=10, help="how many merges and longest tokens to show")
+
+
+def _load(path):
+    from ..tokenizer.model import Tokenizer
+
+    return Tokenizer.load(path)
+
+
+def cmd_train(args) -> int:
+    from ..tokenizer.train import train_bpe
+
+    pattern = None if args.pattern.lower() == "none" else args.pattern
+    sample = args.sample
+    if sample is not None:
+        try:
+            sample = float(sample) if "." in sample else sample
+        except ValueError:
+            pass
+    tok = train_bpe(documents_from_args(args), args.vocab_size, pattern=pattern, special_tokens=args.special,
+                    min_frequency=args.min_frequency, max_token_bytes=args.max_token_bytes,
+                    sample=sample, seed=args.seed, progress=not args.quiet)
+    tok.save(args.out)
+    r = tok.train_report
+    print(f"trained {tok!r} -> {args.out}")
+    print(f"  documents {r.documents_used:,d} of {r.documents_seen:,d} ({r.sampled_share:.1%} of {r.bytes_seen:,d} bytes), "
+          f"chunks {r.chunks:,d} ({r.distinct_chunks:,d} distinct), merges {r.merges:,d} ({r.stop_reason})")
+    return 0
+
+
+def cmd_encode(args) -> int:
+    tok = _load(args.tokenizer)
+    if args.input is not None:
+        from ..data.text import decode_utf8
+
+        with open(args.input, "rb") as f:
+            text = decode_utf8(f.read(), name=args.input)
+    else:
+        text = args.text
+    ids = tok.encode(text, allowed_special="all" if args.allow_special else ())
+    print(json.dumps(ids) if args.json else " ".join(map(str, ids)))
+    return 0
+
+
+def cmd_decode(args) -> int:
+    sys.stdout.write(_load(args.tokenizer).decode(args.ids))
+    sys.stdout.write("\n")
+    return 0
+
+
+def cmd_inspect(args) -> int:
+    tok = _load(args.path)
+    print(repr(tok))
+    print(f"pattern: {tok.pattern!r}")
+    if tok.special_tokens:
+        print("special tokens: " + ", ".join(f"{s}={i}" for s, i in tok.special_tokens.items()))
+    n = len(tok.merges) if tok.merges is not None else 0
+    if n:
+        counts = tok.trace.counts if tok.trace is not None else None
+        show = lambda i: f"  {i:>7,d}  {_readable(tok.token_bytes(i))}" + (  # noqa: E731
+            f"  (count {int(counts[i - 256]):,d})" if counts is not None else "")
+        print(f"first merges (of {n:,d}):")
+        for i in range(256, 256 + min(args.top, n)):
+            print(show(i))
+        print("last merges:")
+        for i in range(max(256, 256 + n - args.top), 256 + n):
+            print(show(i))
+    ids = sorted(range(tok.vocab_size - len(tok.special_tokens)), key=lambda i: (-len(tok.token_bytes(i)), i))
+    print("longest tokens:")
+    for i in ids[: args.top]:
+        print(f"  {i:>7,d}  {len(tok.token_bytes(i)):>3d} bytes  {_readable(tok.token_bytes(i))}")
+    return 0
+
+
+def _readable(b: bytes) -> str:
+    """Token bytes as text where they are UTF-8, with escapes for the rest."""
+    return repr(b.decode("utf-8", errors="backslashreplace"))

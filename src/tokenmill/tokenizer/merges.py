@@ -1,0 +1,155 @@
+"""The incremental BPE merge loop: exact, deterministic, O(occurrences of the merged pair) per merge.
+
+Input: distinct chunks (byte strings) with 64-bit counts. All chunks are laid out in one flat
+symbol array with doubly linked ``prev``/``next`` links; a chunk boundary is a missing link, so no
+pair ever spans two chunks. A pair -> positions index lists where each pair starts (entries can go
+stale; they are re-checked on use), and a heap keyed ``(-count, left, right)`` with lazy
+invalidation picks the next merge: the highest count, ties to the smaller pair, exactly as
+``reference.train_bpe_naive`` does with ``min(counts, key=lambda p: (-counts[p], p))``.
+
+A merge touches only the positions where the pair occurs and their two neighbours, so the cost of
+a merge is proportional to its number of occurrences, not to the length of the chunks holding it.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class MergeResult:
+    """Learned merges in rank order: merge ``i`` joins ``pairs[i]`` into id ``256 + i``."""
+
+    pairs: np.ndarray  # (M, 2) int64: left id, right id
+    counts: np.ndarray  # (M,) int64: weighted occurrences when merged
+    stop_reason: str  # "vocab_size", "no_pairs" or "min_frequency"
+
+
+def learn_merges(
+    chunks: Sequence[bytes],
+    counts: Sequence[int],
+    num_merges: int,
+    *,
+    min_frequency: int = 1,
+    max_token_bytes: int | None = None,
+    on_merge: Callable[[int], None] | None = None,
+) -> MergeResult:
+    """Learn up to ``num_merges`` merges over weighted distinct chunks.
+
+    >>> r = learn_merges([b"abab", b"ab"], [1, 2], 2)
+    >>> r.pairs.tolist(), r.counts.tolist()
+    ([[97, 98], [256, 256]], [4, 1])
+    """
+    sym, nxt, prv, weight = _layout(chunks, counts)
+    pair_count: dict[tuple[int, int], int] = defaultdict(int)
+    where: dict[tuple[int, int], list[int]] = defaultdict(list)
+    for p in np.flatnonzero(nxt >= 0).tolist():
+        pair = (int(sym[p]), int(sym[p + 1]))
+        pair_count[pair] += int(weight[p])
+        where[pair].append(p)
+    heap = [(-c, a, b) for (a, b), c in pair_count.items()]
+    heapq.heapify(heap)
+    token_len = [1] * 256
+    pairs: list[tuple[int, int]] = []
+    merged_counts: list[int] = []
+    sym_l, nxt_l, prv_l, w_l = sym.tolist(), nxt.tolist(), prv.tolist(), weight.tolist()
+    stop = "vocab_size"
+    while len(pairs) < num_merges:
+        best = _pop_best(heap, pair_count, token_len, max_token_bytes)
+        if best is None:
+            stop = "no_pairs"
+            break
+        (a, b), c = best
+        if c < min_frequency:
+            stop = "min_frequency"
+            break
+        z = 256 + len(pairs)
+        _apply_merge(a, b, z, where.pop((a, b)), sym_l, nxt_l, prv_l, w_l, pair_count, where, heap)
+        token_len.append(token_len[a] + token_len[b])
+        pairs.append((a, b))
+        merged_counts.append(c)
+        if on_merge is not None:
+            on_merge(1)
+    return MergeResult(
+        np.asarray(pairs, dtype=np.int64).reshape(-1, 2),
+        np.asarray(merged_counts, dtype=np.int64),
+        stop,
+    )
+
+
+def _layout(chunks: Sequence[bytes], counts: Sequence[int]):
+    """Flat symbols with links; -1 marks a chunk end (next) or start (prev)."""
+    total = sum(len(c) for c in chunks)
+    sym = np.frombuffer(b"".join(chunks), dtype=np.uint8).astype(np.int64) if total else np.zeros(0, np.int64)
+    lengths = np.fromiter((len(c) for c in chunks), dtype=np.int64, count=len(chunks))
+    ends = np.cumsum(lengths)
+    starts = ends - lengths
+    idx = np.arange(total, dtype=np.int64)
+    nxt, prv = idx + 1, idx - 1
+    nonempty = lengths > 0
+    nxt[ends[nonempty] - 1] = -1
+    prv[starts[nonempty]] = -1
+    weight = np.repeat(np.asarray(counts, dtype=np.int64), lengths)
+    return sym, nxt, prv, weight
+
+
+def _pop_best(heap, pair_count, token_len, max_token_bytes):
+    """Pop the valid top of the lazy heap: ((a, b), count), or None when no pair is left."""
+    while heap:
+        neg, a, b = heap[0]
+        cur = pair_count.get((a, b), 0)
+        if cur == -neg:
+            if max_token_bytes is not None and token_len[a] + token_len[b] > max_token_bytes:
+                heapq.heappop(heap)
+                del pair_count[(a, b)]  # never mergeable: forget it for good
+                continue
+            heapq.heappop(heap)
+            return (a, b), cur
+        heapq.heappop(heap)
+        if 0 < cur < -neg:  # stale high entry: re-queue at the true count
+            heapq.heappush(heap, (-cur, a, b))
+        # cur > -neg: a fresher, higher entry is still queued; cur == 0: pair is gone
+    return None
+
+
+def _apply_merge(a, b, z, positions, sym, nxt, prv, w, pair_count, where, heap):
+    """Merge every live occurrence of (a, b) left to right, updating neighbour pair counts."""
+    grown: set[tuple[int, int]] = set()
+
+    def add(pair, c, pos):
+        pair_count[pair] += c
+        where[pair].append(pos)
+        grown.add(pair)
+
+    def sub(pair, c):
+        left = pair_count[pair] - c
+        if left:
+            pair_count[pair] = left
+        else:
+            del pair_count[pair]
+
+    for p in sorted(set(positions)):
+        q = nxt[p]
+        if sym[p] != a or q < 0 or sym[q] != b:
+            continue  # stale entry: this occurrence was consumed by an earlier merge
+        c, left, right = w[p], prv[p], nxt[q]
+        if left >= 0:
+            sub((sym[left], a), c)
+            add((sym[left], z), c, left)
+        if right >= 0:
+            sub((b, sym[right]), c)
+            add((z, sym[right]), c, p)
+        sym[p], sym[q] = z, -1
+        nxt[p] = right
+        if right >= 0:
+            prv[right] = p
+    pair_count.pop((a, b), None)  # every occurrence is merged; none can remain
+    for pair in grown:
+        c = pair_count.get(pair, 0)
+        if c:
+            heapq.heappush(heap, (-c, pair[0], pair[1]))

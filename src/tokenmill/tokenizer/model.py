@@ -1,0 +1,385 @@
+"""``Tokenizer``: byte-level BPE encode/decode, special tokens, and the versioned file format.
+
+A tokenizer is a split pattern, a vocabulary (id -> bytes), a pair table that says which adjacent
+tokens merge into which (lower id merges first) and special tokens with ids after the vocabulary.
+
+    text ──split──► chunks ──UTF-8──► byte ids ──merge by rank──► token ids
+
+Special tokens follow tiktoken's safety model: ``encode`` refuses text that spells a special token
+unless the caller allows it; ``encode_ordinary`` treats such text as plain text.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from .._io import canonical_hash, read_json, write_json_atomic
+from ..errors import ConfigError, FormatError, SpecialTokenError
+from . import bpe
+from .patterns import compiled, preset_name, resolve_pattern
+
+FORMAT_NAME = "tokenmill.tokenizer"
+FORMAT_VERSION = 1
+_CACHE_LIMIT = 1 << 17  # chunk cache entries before it is cleared
+
+
+@dataclass(frozen=True)
+class MergeTrace:
+    """The training trace: for each merge its rank, pair, new id, count and bytes."""
+
+    pairs: np.ndarray  # (M, 2) int64
+    counts: np.ndarray  # (M,) int64, weighted occurrences when merged
+    token_bytes: tuple[bytes, ...]  # (M,) bytes of each new token
+
+    @property
+    def new_ids(self) -> np.ndarray:
+        return np.arange(256, 256 + len(self.counts), dtype=np.int64)
+
+    def __len__(self) -> int:
+        return len(self.counts)
+
+    def rows(self):
+        """Yield ``(rank, (left, right), new_id, count, bytes)`` per merge."""
+        for i, ((a, b), c, tb) in enumerate(zip(self.pairs.tolist(), self.counts.tolist(), self.token_bytes)):
+            yield i, (a, b), 256 + i, c, tb
+
+
+class Tokenizer:
+    """A byte-level BPE tokenizer.
+
+    >>> tok = Tokenizer.from_merges([(104, 105)], pattern="gpt4", special_tokens={"<|eos|>": 257})
+    >>> tok.encode("hi hi")
+    [256, 32, 256]
+    >>> tok.decode([256, 32, 256, 257])
+    'hi hi<|eos|>'
+    """
+
+    def __init__(
+        self,
+        vocab: Sequence[bytes],
+        pair_table: dict[tuple[int, int], int],
+        *,
+        pattern: str | None,
+        special_tokens: dict[str, int] | None = None,
+        merges: np.ndarray | None = None,
+        merge_counts: np.ndarray | None = None,
+        whole_chunk_lookup: bool = False,
+    ):
+        self._vocab = list(vocab)
+        self._pair_table = pair_table
+        self._pattern = resolve_pattern(pattern)
+        self._merges = merges
+        self._merge_counts = merge_counts
+        self._whole_chunk_lookup = whole_chunk_lookup
+        self._byte_ids = _byte_ids(self._vocab)
+        self._bytes_to_id = {b: i for i, b in enumerate(self._vocab)} if whole_chunk_lookup else None
+        self._special = _check_specials(special_tokens or {}, len(self._vocab))
+        self._special_by_id = {i: s.encode("utf-8") for s, i in self._special.items()}
+        self._cache: dict[bytes, tuple[int, ...]] = {}
+        self.train_report = None  # a TrainReport when this tokenizer came from train_bpe
+
+    # ----------------------------------------------------------------- construction
+    @classmethod
+    def from_merges(cls, merges, *, pattern="gpt4", special_tokens=None, merge_counts=None) -> "Tokenizer":
+        """Build from merges in rank order: merge ``i`` joins ``merges[i]`` into id ``256 + i``.
+
+        ``special_tokens``: a dict name -> id, or a sequence of names given the ids after the merges.
+        """
+        arr = np.asarray(merges, dtype=np.int64).reshape(-1, 2)
+        vocab = [bytes([i]) for i in range(256)]
+        table: dict[tuple[int, int], int] = {}
+        for i, (a, b) in enumerate(arr.tolist()):
+            if not (0 <= a < len(vocab) and 0 <= b < len(vocab)):
+                raise FormatError(f"merge {i} refers to id {max(a, b)}, which does not exist before it")
+            if (a, b) in table:
+                raise FormatError(f"merge {i} repeats pair ({a}, {b}) of merge {table[(a, b)] - 256}")
+            table[(a, b)] = 256 + i
+            vocab.append(vocab[a] + vocab[b])
+        if special_tokens is not None and not isinstance(special_tokens, dict):
+            special_tokens = {s: len(vocab) + k for k, s in enumerate(_names(special_tokens))}
+        return cls(vocab, table, pattern=pattern, special_tokens=special_tokens,
+                   merges=arr, merge_counts=merge_counts)
+
+    @classmethod
+    def from_tiktoken(cls, path: str | os.PathLike, *, pattern="gpt2", special_tokens=None) -> "Tokenizer":
+        """Load a ``.tiktoken`` rank file (``base64-token rank`` per line); ids equal tiktoken's."""
+        ranks = _read_tiktoken(path)
+        return cls.from_ranks(ranks, pattern=pattern, special_tokens=special_tokens)
+
+    @classmethod
+    def from_ranks(cls, ranks: dict[bytes, int], *, pattern="gpt2", special_tokens=None) -> "Tokenizer":
+        """Build from token bytes -> rank (id), merging by rank exactly as tiktoken does."""
+        n = len(ranks)
+        vocab: list[bytes | None] = [None] * n
+        for b, r in ranks.items():
+            if not 0 <= r < n or vocab[r] is not None:
+                raise FormatError(f"ranks must be a permutation of 0..{n - 1:,d}; rank {r} is out of range or repeated")
+            vocab[r] = b
+        table: dict[tuple[int, int], int] = {}
+        for m, tb in enumerate(vocab):
+            for k in range(1, len(tb)):
+                left, right = ranks.get(tb[:k]), ranks.get(tb[k:])
+                if left is not None and right is not None:
+                    table[(left, right)] = m
+        return cls(vocab, table, pattern=pattern, special_tokens=special_tokens, whole_chunk_lookup=True)
+
+    # ----------------------------------------------------------------- properties
+    @property
+    def vocab_size(self) -> int:
+        """Every id: 256 bytes + merges + special tokens."""
+        return len(self._vocab) + len(self._special)
+
+    @property
+    def special_tokens(self) -> dict[str, int]:
+        return dict(self._special)
+
+    @property
+    def pattern(self) -> str | None:
+        return self._pattern
+
+    @property
+    def merges(self) -> np.ndarray | None:
+        """(M, 2) merges in rank order (trained tokenizers), or None for rank-file tokenizers."""
+        return None if self._merges is None else self._merges.copy()
+
+    @property
+    def trace(self) -> MergeTrace | None:
+        """The training trace, when this tokenizer came from ``train_bpe``."""
+        if self._merges is None or self._merge_counts is None:
+            return None
+        return MergeTrace(self._merges, self._merge_counts, tuple(self._vocab[256:]))
+
+    def token_bytes(self, token_id: int) -> bytes:
+        """The bytes of one token (special tokens: their UTF-8 text)."""
+        if 0 <= token_id < len(self._vocab):
+            return self._vocab[token_id]
+        if token_id in self._special_by_id:
+            return self._special_by_id[token_id]
+        raise ConfigError(f"token id {token_id} is out of range for vocab_size={self.vocab_size:,d}")
+
+    # ----------------------------------------------------------------- encoding
+    def encode_ordinary(self, text: str) -> list[int]:
+        """Encode ``text`` with special-token text treated as plain text."""
+        out: list[int] = []
+        for chunk in self._split(text):
+            out.extend(self._encode_chunk(chunk.encode("utf-8")))
+        return out
+
+    def encode(
+        self,
+        text: str,
+        *,
+        allowed_special: Literal["all"] | Collection[str] = (),
+        disallowed_special: Literal["all"] | Collection[str] = "all",
+    ) -> list[int]:
+        """Encode ``text``; special-token text is an error unless allowed.
+
+        ``allowed_special``: ``"all"`` or a set of special tokens encoded as their ids.
+        ``disallowed_special``: special tokens that raise when they appear (default: all the others);
+        pass ``()`` to encode them as plain text instead.
+        """
+        allowed = set(self._special) if allowed_special == "all" else set(allowed_special)
+        unknown = allowed - set(self._special)
+        if unknown:
+            raise ConfigError(f"allowed_special names {sorted(unknown)!r}, which are not special tokens of this tokenizer")
+        disallowed = set(self._special) if disallowed_special == "all" else set(disallowed_special)
+        disallowed -= allowed
+        for s in sorted(disallowed):
+            if s in text:
+                raise SpecialTokenError(
+                    f"the text contains the special token {s!r} at character {text.index(s):,d}; "
+                    f"pass allowed_special={{{s!r}}} (or 'all') to encode it as a special token, "
+                    "disallowed_special=() to encode it as plain text, or use encode_ordinary()"
+                )
+        if not allowed:
+            return self.encode_ordinary(text)
+        out: list[int] = []
+        for piece, special in _split_specials(text, allowed):
+            if special:
+                out.append(self._special[piece])
+            else:
+                out.extend(self.encode_ordinary(piece))
+        return out
+
+    def encode_batch(self, texts: Iterable[str], *, num_threads: int | None = None, **encode_kw) -> list[list[int]]:
+        """Encode many texts; same result as ``[encode(t) for t in texts]``."""
+        texts = list(texts)
+        if num_threads is None or num_threads <= 1 or len(texts) < 2:
+            return [self.encode(t, **encode_kw) for t in texts]
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(num_threads) as ex:
+            return list(ex.map(lambda t: self.encode(t, **encode_kw), texts))
+
+    def _split(self, text: str) -> list[str]:
+        if not text:
+            return []
+        if self._pattern is None:
+            return [text]
+        return compiled(self._pattern).findall(text)
+
+    def _encode_chunk(self, chunk: bytes) -> tuple[int, ...]:
+        hit = self._cache.get(chunk)
+        if hit is not None:
+            return hit
+        if self._bytes_to_id is not None and chunk in self._bytes_to_id:
+            ids = (self._bytes_to_id[chunk],)  # tiktoken's whole-chunk shortcut
+        else:
+            ids = tuple(bpe.encode_chunk([self._byte_ids[c] for c in chunk], self._pair_table))
+        if len(self._cache) >= _CACHE_LIMIT:
+            self._cache.clear()
+        self._cache[chunk] = ids
+        return ids
+
+    # ----------------------------------------------------------------- decoding
+    def decode_bytes(self, ids: Iterable[int]) -> bytes:
+        """Concatenate the bytes of ``ids`` (no UTF-8 decoding)."""
+        try:
+            return b"".join(self.token_bytes(int(i)) for i in ids)
+        except ConfigError:
+            raise
+
+    def decode(self, ids: Iterable[int], errors: str = "replace") -> str:
+        """Decode ids to text; bytes that are not valid UTF-8 become U+FFFD unless ``errors="strict"``."""
+        return self.decode_bytes(ids).decode("utf-8", errors=errors)
+
+    # ----------------------------------------------------------------- files
+    def to_dict(self) -> dict:
+        body: dict = {
+            "format": FORMAT_NAME,
+            "version": FORMAT_VERSION,
+            "pattern": self._pattern,
+            "pattern_preset": preset_name(self._pattern),
+            "special_tokens": self._special,
+        }
+        if self._merges is not None:
+            body["model"] = {"type": "merges", "merges": self._merges.tolist()}
+            if self._merge_counts is not None:
+                body["model"]["merge_counts"] = self._merge_counts.tolist()
+        else:
+            body["model"] = {"type": "ranks", "tokens": [base64.b64encode(b).decode("ascii") for b in self._vocab]}
+        body["hash"] = canonical_hash(body)
+        return body
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the versioned JSON file atomically (a temporary name, then rename)."""
+        write_json_atomic(path, self.to_dict())
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "Tokenizer":
+        """Read a file written by ``save``; a corrupted file, wrong hash or newer version fails clearly."""
+        return cls.from_dict(read_json(path, what="tokenizer"), source=str(path))
+
+    @classmethod
+    def from_dict(cls, body: dict, *, source: str = "<dict>") -> "Tokenizer":
+        if not isinstance(body, dict) or body.get("format") != FORMAT_NAME:
+            raise FormatError(f"{source}: not a tokenmill tokenizer file (missing format={FORMAT_NAME!r})")
+        version = body.get("version")
+        if not isinstance(version, int) or version > FORMAT_VERSION:
+            raise FormatError(
+                f"{source}: tokenizer format version {version!r} is newer than this tokenmill reads "
+                f"(<= {FORMAT_VERSION}); upgrade tokenmill"
+            )
+        stored = body.get("hash")
+        unhashed = {k: v for k, v in body.items() if k != "hash"}
+        if stored != canonical_hash(unhashed):
+            raise FormatError(f"{source}: content hash mismatch (stored {stored!r}); the file was modified or corrupted")
+        try:
+            model = body["model"]
+            specials = {str(k): int(v) for k, v in body["special_tokens"].items()}
+            if model["type"] == "merges":
+                counts = model.get("merge_counts")
+                return cls.from_merges(model["merges"], pattern=body["pattern"], special_tokens=specials,
+                                       merge_counts=None if counts is None else np.asarray(counts, np.int64))
+            if model["type"] == "ranks":
+                ranks = {base64.b64decode(t): i for i, t in enumerate(model["tokens"])}
+                return cls.from_ranks(ranks, pattern=body["pattern"], special_tokens=specials)
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            if isinstance(e, FormatError):
+                raise
+            raise FormatError(f"{source}: malformed tokenizer file ({type(e).__name__}: {e})") from e
+        raise FormatError(f"{source}: unknown model type {model.get('type')!r}")
+
+    def __repr__(self) -> str:
+        p = preset_name(self._pattern) or ("none" if self._pattern is None else "custom")
+        return f"Tokenizer(vocab_size={self.vocab_size:,d}, pattern={p}, special_tokens={len(self._special)})"
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Tokenizer) and self.to_dict()["hash"] == other.to_dict()["hash"]
+
+    __hash__ = None  # mutable cache inside; compare by content
+
+
+def _names(special_tokens) -> list[str]:
+    names = list(special_tokens)
+    seen = set()
+    for s in names:
+        if not isinstance(s, str) or not s:
+            raise ConfigError(f"special token {s!r} must be a non-empty string")
+        if s in seen:
+            raise ConfigError(f"special token {s!r} is listed twice; special tokens must be distinct")
+        seen.add(s)
+    return names
+
+
+def _check_specials(special: dict[str, int], n_vocab: int) -> dict[str, int]:
+    _names(special)
+    ids = sorted(special.values())
+    if len(set(ids)) != len(ids):
+        raise ConfigError(f"special token ids {ids} repeat; each special token needs its own id")
+    expected = list(range(n_vocab, n_vocab + len(ids)))
+    if ids != expected:
+        raise ConfigError(
+            f"special token ids {ids} must be the ids right after the vocabulary ({expected}); "
+            "pass a list of names to assign them automatically"
+        )
+    return dict(special)
+
+
+def _byte_ids(vocab: Sequence[bytes]) -> list[int]:
+    ids = [-1] * 256
+    for i, b in enumerate(vocab):
+        if len(b) == 1 and ids[b[0]] < 0:
+            ids[b[0]] = i
+    missing = [b for b in range(256) if ids[b] < 0]
+    if missing:
+        raise FormatError(f"vocabulary lacks single-byte tokens for bytes {missing[:8]}...; a byte-level BPE needs all 256")
+    return ids
+
+
+def _split_specials(text: str, allowed: set[str]):
+    """Yield (piece, is_special) splitting ``text`` at allowed special tokens (longest first)."""
+    import regex
+
+    alternation = "|".join(regex.escape(s) for s in sorted(allowed, key=len, reverse=True))
+    pos = 0
+    for m in regex.finditer(alternation, text):
+        if m.start() > pos:
+            yield text[pos : m.start()], False
+        yield m.group(), True
+        pos = m.end()
+    if pos < len(text):
+        yield text[pos:], False
+
+
+def _read_tiktoken(path) -> dict[bytes, int]:
+    ranks: dict[bytes, int] = {}
+    try:
+        lines = open(path, "rb").read().splitlines()
+    except OSError as e:
+        raise FormatError(f"cannot read tiktoken rank file {str(path)!r}: {e}") from e
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            token, rank = line.split()
+            ranks[base64.b64decode(token, validate=True)] = int(rank)
+        except ValueError as e:
+            raise FormatError(f"{path}:{lineno}: expected '<base64 token> <rank>', got {line[:60]!r}") from e
+    return ranks

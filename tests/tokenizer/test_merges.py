@@ -1,0 +1,66 @@
+"""The incremental merge loop equals the seed's naive algorithm (tokenmill.reference) exactly."""
+
+from collections import Counter
+
+from hypothesis import given, settings, strategies as st
+
+from tokenmill import reference
+from tokenmill.tokenizer.merges import learn_merges
+
+
+def naive(chunks, num_merges):
+    return [list(p) for p, _ in reference.train_bpe_naive(chunks, 256 + num_merges)]
+
+
+def incremental(chunks, num_merges, **kw):
+    distinct = Counter(chunks)
+    keys = sorted(distinct)
+    return learn_merges(keys, [distinct[k] for k in keys], num_merges, **kw)
+
+
+def test_seed_example_low_times_30():
+    # "低" is e4 bd 8e; thirty of them: (e4,bd) and (bd,8e) both occur 30 times, (8e,e4) 29 times.
+    # Tie -> smaller pair (bd,8e) = 256, then (e4,256) = 257, which decodes to "低".
+    r = incremental([("低" * 30).encode()], 2)
+    assert r.pairs.tolist() == [[0xBD, 0x8E], [0xE4, 256]]
+    assert r.counts.tolist() == [30, 30]
+
+
+def test_overlapping_runs_merge_left_to_right():
+    # "aaaaa": (a,a) x4 -> merged non-overlapping: [z, z, a]; then (z,z) x1, (z,a) x1 -> (z,a)? no:
+    # tie at count 1 between (256,256) and (256,97): smaller pair is (256, 97).
+    assert incremental([b"aaaaa"], 3).pairs.tolist() == naive([b"aaaaa"], 3)
+
+
+def test_merges_never_cross_chunks():
+    # "ab" + "ab" as separate chunks: (b, a) never counted.
+    r = incremental([b"ab", b"ab"], 5)
+    assert r.pairs.tolist() == [[97, 98]]
+    assert r.stop_reason == "no_pairs"
+
+
+def test_min_frequency_stops():
+    r = incremental([b"abab", b"cd"], 10, min_frequency=2)
+    assert r.pairs.tolist() == [[97, 98]]
+    assert r.stop_reason == "min_frequency"
+
+
+def test_max_token_bytes_skips_long_pairs():
+    r = incremental([b"aaaa"] * 3, 5, max_token_bytes=2)
+    assert r.pairs.tolist() == [[97, 97]]
+
+
+small_bytes = st.binary(min_size=0, max_size=12).map(lambda b: bytes(x % 4 + 97 for x in b))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(small_bytes, max_size=12), st.integers(0, 30))
+def test_equals_naive_on_small_alphabets(chunks, num_merges):
+    assert incremental(chunks, num_merges).pairs.tolist() == naive(chunks, num_merges)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.text(max_size=20), max_size=8), st.integers(0, 40))
+def test_equals_naive_on_unicode(texts, num_merges):
+    chunks = [t.encode() for t in texts]
+    assert incremental(chunks, num_merges).pairs.tolist() == naive(chunks, num_merges)

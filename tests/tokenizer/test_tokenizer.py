@@ -1,0 +1,152 @@
+"""Tokenizer: round trips, special-token safety, files, and exact parity with tiktoken."""
+
+import json
+import warnings
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from tokenmill import FormatError, SpecialTokenError, Tokenizer, train_bpe
+from tests.conftest import corpus_sample
+
+TEXTS = [
+    "The quick brown fox jumps over the lazy dog. It's 2024; isn't it?\r\n\tTabs   and  spaces.",
+    "滑动窗口的数字采样：低低低，常用字。Ünïcödé façade — naïve café 123456 ١٢٣ 🙂👩‍👩‍👧",
+    "def f(x):\n    return x ** 2  # comment\n\n\nclass A: pass\n",
+]
+
+
+@pytest.fixture(scope="module")
+def tok():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return train_bpe(TEXTS * 3, 400, special_tokens=["<|endoftext|>", "<|pad|>"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(st.characters(codec="utf-8"), max_size=200))
+def test_round_trip_any_text(tok, text):
+    assert tok.decode(tok.encode_ordinary(text)) == text
+    assert tok.decode_bytes(tok.encode_ordinary(text)) == text.encode()
+
+
+def test_encode_batch_equals_encode(tok):
+    texts = TEXTS + ["", "x"]
+    assert tok.encode_batch(texts) == [tok.encode(t) for t in texts]
+    assert tok.encode_batch(texts, num_threads=2) == [tok.encode(t) for t in texts]
+
+
+def test_special_tokens_refused_unless_allowed(tok):
+    text = "hello<|endoftext|>world"
+    with pytest.raises(SpecialTokenError, match=r"'<\|endoftext\|>' at character 5.*allowed_special"):
+        tok.encode(text)
+    eot = tok.special_tokens["<|endoftext|>"]
+    assert tok.encode(text, allowed_special="all") == tok.encode_ordinary("hello") + [eot] + tok.encode_ordinary("world")
+    assert tok.encode(text, allowed_special={"<|endoftext|>"}).count(eot) == 1
+    assert eot not in tok.encode_ordinary(text)
+    assert tok.decode(tok.encode_ordinary(text)) == text
+    assert tok.encode(text, disallowed_special=()) == tok.encode_ordinary(text)
+    assert tok.decode([eot]) == "<|endoftext|>"
+
+
+def test_token_bytes_and_vocab(tok):
+    assert tok.vocab_size == 400
+    assert tok.token_bytes(65) == b"A"
+    assert all(tok.token_bytes(256 + i) == tok.token_bytes(a) + tok.token_bytes(b)
+               for i, (a, b) in enumerate(tok.merges.tolist()))
+    rows = list(tok.trace.rows())
+    assert rows[0][0] == 0 and rows[0][2] == 256 and rows[0][3] >= rows[-1][3]
+
+
+def test_save_load_round_trip(tok, tmp_path):
+    path = tmp_path / "tok.json"
+    tok.save(path)
+    again = Tokenizer.load(path)
+    assert again == tok
+    assert again.special_tokens == tok.special_tokens
+    assert again.encode(TEXTS[1]) == tok.encode(TEXTS[1])
+    assert again.trace.counts.tolist() == tok.trace.counts.tolist()
+    assert not list(tmp_path.glob(".*tmp"))  # atomic write left nothing behind
+
+
+def test_corrupted_files_fail_clearly(tok, tmp_path):
+    path = tmp_path / "tok.json"
+    tok.save(path)
+    body = json.loads(path.read_text())
+
+    path.write_text(path.read_text()[:100])
+    with pytest.raises(FormatError, match=r"tok.json.*not valid JSON"):
+        Tokenizer.load(path)
+
+    tampered = dict(body, pattern="x")
+    path.write_text(json.dumps(tampered))
+    with pytest.raises(FormatError, match="hash mismatch"):
+        Tokenizer.load(path)
+
+    newer = dict(body, version=99)
+    path.write_text(json.dumps(newer))
+    with pytest.raises(FormatError, match="version 99 is newer"):
+        Tokenizer.load(path)
+
+    path.write_text(json.dumps({"hello": 1}))
+    with pytest.raises(FormatError, match="not a tokenmill tokenizer"):
+        Tokenizer.load(path)
+
+    with pytest.raises(FormatError, match="does not exist"):
+        Tokenizer.load(tmp_path / "missing.json")
+
+
+def test_pathological_long_runs_are_fast_enough(tok):
+    # One chunk of 200k identical letters: the heap-based merge is O(n log n), not O(n^2).
+    text = "a" * 200_000
+    assert tok.decode(tok.encode_ordinary(text)) == text
+    emoji = "🙂" * 20_000
+    assert tok.decode(tok.encode_ordinary(emoji)) == emoji
+
+
+# -- tiktoken parity with GPT-2's real ranks ---------------------------------------------------------
+@pytest.fixture(scope="module")
+def gpt2_pair(gpt2_ranks_path):
+    tiktoken = pytest.importorskip("tiktoken")
+    from tiktoken.load import load_tiktoken_bpe
+
+    from tokenmill.tokenizer.patterns import GPT2
+
+    special = {"<|endoftext|>": 50256}
+    enc = tiktoken.Encoding("gpt2-local", pat_str=GPT2, mergeable_ranks=load_tiktoken_bpe(str(gpt2_ranks_path)),
+                            special_tokens=special)
+    ours = Tokenizer.from_tiktoken(gpt2_ranks_path, pattern="gpt2", special_tokens=special)
+    return enc, ours
+
+
+def test_gpt2_parity_on_generated_text(gpt2_pair):
+    enc, ours = gpt2_pair
+    import random
+
+    rng = random.Random(0)
+    alphabet = list("abcdefghij XYZ  \n\r\t'sll've.,;!?0123456789") + ["é", "低", "🙂", "\u00a0", "\u3000", "ſ", "K"]
+    texts = TEXTS + ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 300))) for _ in range(300)]
+    for t in texts:
+        assert ours.encode_ordinary(t) == enc.encode_ordinary(t), t
+    t = "a<|endoftext|>b"
+    assert ours.encode(t, allowed_special="all") == enc.encode(t, allowed_special="all")
+    assert ours.vocab_size == enc.n_vocab
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(st.characters(codec="utf-8"), max_size=100))
+def test_gpt2_parity_random_unicode(gpt2_pair, text):
+    enc, ours = gpt2_pair
+    assert ours.encode_ordinary(text) == enc.encode_ordinary(text)
+
+
+@pytest.mark.corpus
+@pytest.mark.slow
+def test_gpt2_parity_on_real_text_four_scripts(gpt2_pair, corpora):
+    enc, ours = gpt2_pair
+    total = 0
+    for script, budget in (("en", 4_000_000), ("zh", 3_000_000), ("multi", 2_000_000), ("code", 2_000_000)):
+        for text in corpus_sample(corpora, script, budget, stride=3):
+            assert ours.encode_ordinary(text) == enc.encode_ordinary(text)
+            total += len(text.encode())
+    assert total >= 10_000_000

@@ -1,0 +1,171 @@
+"""train_bpe: the seed's examples, exactness against the reference, determinism, bad input."""
+
+import os
+import subprocess
+import sys
+import warnings
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import tokenmill
+from tokenmill import ConfigError, InputError, reference, train_bpe
+from tokenmill.tokenizer.patterns import compiled, resolve_pattern
+from tests.conftest import corpus_sample
+
+
+def chunks_of(texts, pattern):
+    rx = resolve_pattern(pattern)
+    if rx is None:
+        return [t.encode() for t in texts if t]
+    return [c.encode() for t in texts for c in compiled(rx).findall(t)]
+
+
+def naive_merges(texts, vocab_size, pattern="gpt4"):
+    return [list(p) for p, _ in reference.train_bpe_naive(chunks_of(texts, pattern), vocab_size)]
+
+
+# -- the seed's worked examples ------------------------------------------------------------------
+def test_seed_reference_functions():
+    assert reference.merge_ids([1, 2, 3, 1, 2], (1, 2), 99) == [99, 3, 99]
+    ids = reference.text_to_ids("低" * 30)
+    assert len(ids) == 90  # the seed says 60: "低" is 3 UTF-8 bytes, 30 x 3 = 90
+    assert sum(reference.count_pairs(ids).values()) == len(ids) - 1
+    merges = reference.train_bpe_naive([bytes(ids)], 258)
+    seq = ids
+    seq = reference.merge_ids(seq, *merges[0])
+    assert len(seq) == 60
+    seq = reference.merge_ids(seq, *merges[1])
+    assert len(seq) == 30
+
+
+def test_seed_example_through_train_bpe():
+    tok = train_bpe(["低" * 30], 258)
+    assert tok.token_bytes(257) == "低".encode()
+    assert tok.decode([257]) == "低"
+    assert tok.encode("低" * 30) == [257] * 30
+    assert [row[3] for row in tok.trace.rows()] == [30, 30]  # counts in the trace
+
+
+# -- exactness ------------------------------------------------------------------------------------
+@settings(max_examples=120, deadline=None)
+@given(st.lists(st.text(st.characters(codec="utf-8"), max_size=30), max_size=8), st.integers(256, 300),
+       st.sampled_from(["gpt2", "gpt4", "o200k", None]))
+def test_equals_reference_on_random_text(texts, vocab_size, pattern):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tok = train_bpe(texts, vocab_size, pattern=pattern) if any(texts) else None
+    if tok is None:
+        return
+    assert tok.merges.tolist() == naive_merges(texts, vocab_size, pattern)
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("script", ["en", "zh", "multi", "code"])
+def test_equals_reference_on_real_text(corpora, script):
+    texts = [t[:3000] for t in corpus_sample(corpora, script, 30_000)]
+    tok = train_bpe(texts, 256 + 60)
+    assert tok.merges.tolist() == naive_merges(texts, 256 + 60)
+
+
+def test_no_merge_crosses_documents_or_chunks():
+    # "ab" ends doc 1 and "ab" starts doc 2: without boundaries (b, a) would be counted.
+    tok = train_bpe(["xab", "abx"], 259, pattern=None)
+    assert [98, 97] not in tok.merges.tolist()
+    tok = train_bpe(["a b a b"], 258, pattern="gpt4")  # chunks "a", " b", " a", " b"
+    assert all(tok.token_bytes(i).count(b" ") <= 1 for i in range(256, tok.vocab_size))
+
+
+def test_encoding_training_text_reproduces_training_segmentation():
+    texts = ["the cat sat on the mat. the hat!", "mat cat bat; sat hat that"]
+    tok = train_bpe(texts, 270)
+    chunks = chunks_of(texts, "gpt4")
+    seqs = [list(c) for c in chunks]
+    for (a, b), new_id in zip(tok.merges.tolist(), range(256, 10_000)):
+        seqs = [reference.merge_ids(s, (a, b), new_id) for s in seqs]
+    assert [tok.encode_ordinary(c.decode()) for c in chunks] == seqs
+
+
+def test_deterministic_across_hash_seeds(tmp_path):
+    code = ("import tokenmill,sys; t=tokenmill.train_bpe(['the quick brown fox jumps over the lazy dog ' * 5, "
+            "'bad dog, good fox'], 300); print(t.to_dict()['hash'])")
+    outs = {
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                       env={**os.environ, "PYTHONHASHSEED": str(s)}).stdout
+        for s in (0, 1, 12345)
+    }
+    assert len(outs) == 1
+
+
+# -- options ----------------------------------------------------------------------------------------
+def test_special_tokens_take_ids_after_merges_and_are_boundaries():
+    # Only (a, b) can merge: "<|eos|>" is a boundary, so training stops after one merge and the
+    # special token takes the id right after the last merge.
+    with pytest.warns(UserWarning, match="learned 1 of 3 merges"):
+        tok = train_bpe(["ab<|eos|>ab<|eos|>ab"], 260, special_tokens=["<|eos|>"])
+    assert tok.special_tokens == {"<|eos|>": 257}
+    assert tok.vocab_size == 258
+    assert tok.token_bytes(256) == b"ab"
+    assert tok.train_report.special_tokens_in_text == 2
+
+
+def test_min_frequency_stops_early_with_warning():
+    with pytest.warns(UserWarning, match=r"learned 1 of 44 merges"):
+        tok = train_bpe(["abab xy"], 300, pattern=None, min_frequency=2)
+    assert tok.vocab_size == 257
+    assert tok.train_report.stop_reason == "min_frequency"
+
+
+def test_max_token_bytes():
+    with pytest.warns(UserWarning, match="learned 3 of 34"):  # aa, aaa, then only 4+ byte pairs
+        tok = train_bpe(["aaaaaaaa bbbbbbbb"] * 3, 290, max_token_bytes=3, pattern=None)
+    assert max(len(tok.token_bytes(i)) for i in range(tok.vocab_size)) <= 3
+
+
+def test_sampling_fraction_is_deterministic_and_reported():
+    docs = [f"document number {i} " * 3 for i in range(400)]
+    a = train_bpe(docs, 300, sample=0.25, seed=1)
+    b = train_bpe(iter(docs), 300, sample=0.25, seed=1)
+    c = train_bpe(docs, 300, sample=0.25, seed=2)
+    assert a == b
+    ra, rc = a.train_report, c.train_report
+    assert ra.documents_seen == 400 and 60 < ra.documents_used < 140
+    assert 0.15 < ra.sampled_share < 0.35
+    assert (ra.documents_used, a.merges.tolist()) != (rc.documents_used, c.merges.tolist())
+
+
+def test_sampling_byte_budget():
+    docs = [f"doc {i} " + "x" * 90 for i in range(100)]  # ~97 bytes each
+    tok = train_bpe(docs, 270, sample="1kB", seed=0)
+    r = tok.train_report
+    assert r.bytes_used <= 1000 and r.documents_used == 10
+    assert r.bytes_seen == sum(len(d) for d in docs)
+
+
+# -- bad input --------------------------------------------------------------------------------------
+def test_vocab_too_small():
+    with pytest.raises(ConfigError, match=r"vocab_size=257 .* pass vocab_size >= 258"):
+        train_bpe(["x"], 257, special_tokens=["<a>", "<b>"])
+
+
+def test_empty_corpus():
+    with pytest.raises(InputError, match="empty"):
+        train_bpe([], 300)
+    with pytest.raises(InputError, match="empty"):
+        train_bpe(["", ""], 300)
+
+
+def test_duplicate_special_tokens():
+    with pytest.raises(ConfigError, match="listed twice"):
+        train_bpe(["x"], 300, special_tokens=["<s>", "<s>"])
+
+
+def test_non_str_document_named():
+    with pytest.raises(InputError, match="document 1 is a bytes"):
+        train_bpe(["ok", b"bytes"], 300)
+
+
+def test_import_is_light():
+    code = "import sys, tokenmill; tokenmill.train_bpe; print(sorted(m for m in ('torch','numba','tiktoken','pyarrow') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
