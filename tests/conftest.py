@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-CORPORA = (REPO / ".." / "shared" / "corpora").resolve()
+CORPORA = Path(os.environ.get("TOKENMILL_CORPORA", REPO / ".." / "shared" / "corpora")).resolve()
 
 
 @pytest.fixture(scope="session")
 def corpora() -> Path:
-    """../shared/corpora, or a skip that says where it was looked for."""
+    """../shared/corpora (or $TOKENMILL_CORPORA), or a skip that says where it was looked for."""
     if not CORPORA.is_dir():
         pytest.skip(f"real-text corpora not found at {CORPORA} (present in CI; absent on a user's machine)")
     return CORPORA
