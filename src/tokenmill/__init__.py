@@ -37,6 +37,15 @@ _EXPORTS = {
     "coverage_report": ".windows.coverage",
     # END windows exports
     # BEGIN batching exports (owned by tokenmill.batching)
+    "pack": ".batching.packing",
+    "PackPlan": ".batching.packing",
+    "chunk_stream": ".batching.packing",
+    "pad_batch": ".batching.padding",
+    "LengthGroupedBatches": ".batching.padding",
+    "Batch": ".batching.layout",
+    "Block": ".batching.layout",
+    "BatchStats": ".batching.stats",
+    "split_documents": ".batching.split",
     # END batching exports
 }
 

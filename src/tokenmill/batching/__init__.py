@@ -1,1 +1,16 @@
-"""batching"""
+"""Batches: padding, packing with exact document boundaries, accounting, train/validation split.
+
+Everything here needs only numpy (numba compiles the packing loops on first use); the torch side
+(attention masks, loss normalization, the reference model) is :mod:`tokenmill.torch`.
+"""
+
+from .layout import IGNORE_INDEX, Batch, Block
+from .packing import Chunks, PackPlan, chunk_stream, pack
+from .padding import LengthGroupedBatches, pad_batch
+from .split import Split, split_documents
+from .stats import BatchStats, stats_of
+
+__all__ = [
+    "IGNORE_INDEX", "Batch", "Block", "BatchStats", "Chunks", "LengthGroupedBatches", "PackPlan",
+    "Split", "chunk_stream", "pack", "pad_batch", "split_documents", "stats_of",
+]

@@ -1,0 +1,194 @@
+"""numba kernels for the sequential loops of packing; pure-Python twins live in ``_reference.py``.
+
+Only :mod:`tokenmill.batching.packing` imports this module, and only when a plan is computed, so
+``import tokenmill.batching`` does not load numba's compiler. Kernels take and return numpy arrays.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True, nogil=True)
+def _tree_add(tree, size, leaf, delta):
+    i = leaf + size
+    while i >= 1:
+        tree[i] += delta
+        i >>= 1
+
+
+@njit(cache=True, nogil=True)
+def _tree_first_nonzero_at_or_after(tree, size, leaf):
+    """Smallest leaf >= ``leaf`` with a nonzero count, or -1 (``tree`` holds subtree counts)."""
+    if leaf >= size:
+        return -1
+    i = leaf + size
+    if tree[i] > 0:
+        return leaf
+    while i > 1:
+        # A left child's right sibling covers the leaves just right of everything seen so far.
+        if (i & 1) == 0 and tree[i + 1] > 0:
+            i += 1
+            while i < size:
+                i *= 2
+                if tree[i] == 0:
+                    i += 1
+            return i - size
+        i >>= 1
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def best_fit(lengths, capacity):
+    """Best fit: put each item into the open block with the least room that still fits it.
+
+    Items are taken in the given order (sort them decreasing first for best-fit *decreasing*).
+    Open blocks are bucketed by remaining room, ``0 .. capacity``; a segment tree over the rooms
+    finds the smallest room >= the item in O(log capacity). Among blocks with equal room, the most
+    recently filled one wins (a stack per bucket). Returns ``(block of each item, number of blocks)``.
+    """
+    n = lengths.size
+    size = 1
+    while size < capacity + 1:
+        size *= 2
+    tree = np.zeros(2 * size, np.int64)
+    head = np.full(capacity + 1, -1, np.int64)  # top block of each room's stack
+    below = np.empty(n, np.int64)  # next block down the same stack
+    assign = np.empty(n, np.int64)
+    nblocks = 0
+    for i in range(n):
+        need = lengths[i]
+        room = _tree_first_nonzero_at_or_after(tree, size, need)
+        if room < 0:
+            b = nblocks
+            nblocks += 1
+            left = capacity - need
+        else:
+            b = head[room]
+            head[room] = below[b]
+            _tree_add(tree, size, room, -1)
+            left = room - need
+        assign[i] = b
+        if left > 0:
+            below[b] = head[left]
+            head[left] = b
+            _tree_add(tree, size, left, 1)
+    return assign, nblocks
+
+
+@njit(cache=True, nogil=True)
+def first_fit(lengths, capacity):
+    """First fit: put each item into the lowest-numbered block with room for it.
+
+    A max-tree over ``n`` potential blocks (all starting with ``capacity`` room) finds that block
+    in O(log n); an untouched block is simply the next new one.
+    """
+    n = lengths.size
+    size = 1
+    while size < max(n, 1):
+        size *= 2
+    tree = np.full(2 * size, capacity, np.int64)
+    assign = np.empty(n, np.int64)
+    nblocks = 0
+    for i in range(n):
+        need = lengths[i]
+        node = 1
+        while node < size:
+            node = 2 * node if tree[2 * node] >= need else 2 * node + 1
+        b = node - size
+        assign[i] = b
+        if b + 1 > nblocks:
+            nblocks = b + 1
+        tree[node] -= need
+        node >>= 1
+        while node >= 1:
+            tree[node] = max(tree[2 * node], tree[2 * node + 1])
+            node >>= 1
+    return assign, nblocks
+
+
+@njit(cache=True, nogil=True)
+def greedy(lengths, capacity):
+    """In order: append to the current block while it fits, else start a new one (torchtune)."""
+    n = lengths.size
+    assign = np.empty(n, np.int64)
+    b = -1
+    used = capacity
+    for i in range(n):
+        if used + lengths[i] > capacity:
+            b += 1
+            used = 0
+        assign[i] = b
+        used += lengths[i]
+    return assign, b + 1
+
+
+@njit(cache=True, nogil=True)
+def gather(tokens, src, length, dst, out):
+    """``out[dst[k] : dst[k] + length[k]] = tokens[src[k] : src[k] + length[k]]`` for every k."""
+    for k in range(src.size):
+        s = src[k]
+        d = dst[k]
+        for j in range(length[k]):
+            out[d + j] = tokens[s + j]
+
+
+@njit(cache=True, nogil=True)
+def layout(seg_row, seg_doc, seg_start, seg_len, num_rows, row_length, stream, continue_positions,
+           input_ids, labels, position_ids, doc_ids, token_offsets, real, cu_seqlens):
+    """Fill the per-position arrays of a batch from its segment table, in one pass.
+
+    ``input_ids`` (flat, ``B*T``) already holds the gathered ids and ``pad_id`` elsewhere; the other
+    flat arrays are written here. Returns ``(number of cu_seqlens entries, max_seqlen)``.
+    """
+    T = row_length
+    S = seg_row.size
+    k = 0
+    ncu = 1
+    cu_seqlens[0] = 0
+    longest = 0
+    for r in range(num_rows):
+        base = r * T
+        p = 0
+        while k < S and seg_row[k] == r:
+            n = seg_len[k]
+            d = seg_doc[k]
+            s = seg_start[k]
+            first = base + p
+            if stream:
+                pos0 = p
+            elif continue_positions:
+                pos0 = s
+            else:
+                pos0 = 0
+            for j in range(n):
+                i = first + j
+                doc_ids[i] = d
+                token_offsets[i] = s + j
+                position_ids[i] = pos0 + j
+                labels[i] = input_ids[i]
+                real[i] = True
+            if not stream:
+                labels[first] = -100
+                cu_seqlens[ncu] = first + n
+                ncu += 1
+                longest = max(longest, n)
+            p += n
+            k += 1
+        if stream and p > 0:
+            labels[base] = -100
+            cu_seqlens[ncu] = base + p
+            ncu += 1
+            longest = max(longest, p)
+        if p < T:
+            for i in range(base + p, base + T):
+                labels[i] = -100
+                position_ids[i] = i - base - p
+                doc_ids[i] = -1
+                token_offsets[i] = -1
+                real[i] = False
+            cu_seqlens[ncu] = base + T
+            ncu += 1
+            longest = max(longest, T - p)
+    return ncu, longest

@@ -1,0 +1,274 @@
+"""Rows of a batch: ids, labels, positions, document ids, cu_seqlens and masks, built from segments.
+
+Every batch, padded or packed, is described the same way: each row of ``block_size`` positions holds
+a few *segments* ``(doc, start, length)`` (a slice of one source document) followed by padding.
+From that table alone, vectorized over the whole batch, this module derives::
+
+    segments   A=[BOS 甲 乙 EOS] (doc 0), B=[BOS 丙 EOS] (doc 1), block_size 8
+
+    position      0    1    2    3    4    5    6    7
+    input_ids     BOS  甲   乙   EOS  BOS  丙   EOS  PAD
+    doc_ids       0    0    0    0    1    1    1    -1     (-1 = padding)
+    position_ids  0    1    2    3    0    1    2    0      (reset per document; padding restarts too)
+    labels        -    甲   乙   EOS  -    丙   EOS  -      (- = -100: first position of every
+                                                             document, and padding)
+    cu_seqlens    [0, 4, 7, 8]   int32; padding is its own segment, so no row of the mask is empty
+    dense_mask    (True = may attend; row = query, column = key)
+
+                  0 1 2 3 4 5 6 7
+                0 1 . . . . . . .
+                1 1 1 . . . . . .
+                2 1 1 1 . . . . .
+                3 1 1 1 1 . . . .
+                4 . . . . 1 . . .
+                5 . . . . 1 1 . .
+                6 . . . . 1 1 1 .
+                7 . . . . . . . 1
+
+Labels sit at the input positions; the model (or :func:`tokenmill.torch.token_weighted_loss`)
+shifts them by one, so the output at position ``i`` is scored against ``labels[i + 1]``. Ignoring
+the label at each document's first position is what keeps A's EOS from being asked to predict B's
+BOS. Padding is recognised by the segment lengths, never by comparing ids with ``pad_id``, so a real
+EOS keeps its label even when ``pad_id`` equals the EOS id.
+
+In *stream* layout (``concat`` packing, an intended continuous text stream) the row is one attention
+segment: positions run 0..n-1, only the row's first label is ignored, and the mask is one causal
+triangle; ``doc_ids`` still name the source document of every position.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Literal
+
+import numpy as np
+
+from ..errors import ConfigError
+
+IGNORE_INDEX = -100
+FragmentPositions = Literal["restart", "continue"]
+
+
+@dataclass(frozen=True, eq=False)
+class Block:
+    """One row of a batch (one packed block or one padded sequence); every array has shape ``(T,)``.
+
+    ``input_ids``, ``labels``, ``position_ids``, ``doc_ids``, ``token_offsets`` are int64;
+    ``cu_seqlens`` is int32 ``(segments + 1,)``, 0 .. T, strictly increasing.
+
+    >>> from tokenmill.batching import pack
+    >>> A, B = [1, 10, 11, 2], [1, 12, 2]          # [BOS 甲 乙 EOS], [BOS 丙 EOS]
+    >>> block = next(pack([4, 3], 7).blocks([A, B], pad_id=0))
+    >>> block.input_ids.tolist(), block.position_ids.tolist()
+    ([1, 10, 11, 2, 1, 12, 2], [0, 1, 2, 3, 0, 1, 2])
+    >>> block.labels.tolist(), block.cu_seqlens.tolist(), block.max_seqlen
+    ([-100, 10, 11, 2, -100, 12, 2], [0, 4, 7], 4)
+    """
+
+    input_ids: np.ndarray
+    labels: np.ndarray
+    position_ids: np.ndarray
+    doc_ids: np.ndarray  # source document of every position; -1 at padding
+    token_offsets: np.ndarray  # offset of every position inside its source document; -1 at padding
+    cu_seqlens: np.ndarray
+    max_seqlen: int
+
+    def __len__(self) -> int:
+        return int(self.input_ids.shape[0])
+
+    @property
+    def attention_mask(self) -> np.ndarray:
+        """``(T,)`` bool, True at real tokens, False at padding (the 2-D 'non-pad' mask)."""
+        return self.doc_ids >= 0
+
+    @property
+    def segment_ids(self) -> np.ndarray:
+        """``(T,)`` int64 index of the attention segment of every position (padding included)."""
+        return _segment_ids(self.cu_seqlens, len(self))
+
+    def dense_mask(self) -> np.ndarray:
+        """``(T, T)`` bool block-diagonal causal mask, True = query (row) may attend to key (column).
+
+        >>> from tokenmill.batching import pad_batch
+        >>> pad_batch([[5, 6], [7]], pad_id=0).block(1).dense_mask().astype(int).tolist()
+        [[1, 0], [0, 1]]
+        """
+        return _dense_mask(self.segment_ids[None, :])[0]
+
+    def stats(self):
+        """Accounting for this row alone (see :class:`tokenmill.batching.BatchStats`)."""
+        from .stats import stats_of
+
+        return stats_of(self.labels[None], self.doc_ids[None], self.token_offsets[None])
+
+
+@dataclass(frozen=True, eq=False)
+class Batch:
+    """A rectangular batch of ``B`` rows of ``T`` positions; 2-D arrays have shape ``(B, T)``, int64.
+
+    ``attention_mask`` is the bool non-pad mask (True = real token); it is *not* the attention
+    pattern, which also depends on causality and document boundaries (see :meth:`dense_mask`).
+    ``cu_seqlens`` (int32) covers the flattened ``B * T`` positions, as variable-length attention
+    kernels take it: ``0 .. B*T``, strictly increasing, one entry per segment boundary, padding
+    included as its own segment. ``truncated_tokens`` counts tokens cut off to build this batch.
+
+    >>> from tokenmill.batching import pad_batch
+    >>> b = pad_batch([[1, 10, 11, 2], [1, 12, 2]], pad_id=0)
+    >>> b.input_ids.tolist()
+    [[1, 10, 11, 2], [1, 12, 2, 0]]
+    >>> b.labels.tolist()
+    [[-100, 10, 11, 2], [-100, 12, 2, -100]]
+    >>> b.cu_seqlens.tolist(), b.max_seqlen
+    ([0, 4, 7, 8], 4)
+    """
+
+    input_ids: np.ndarray
+    labels: np.ndarray
+    position_ids: np.ndarray
+    attention_mask: np.ndarray
+    doc_ids: np.ndarray
+    token_offsets: np.ndarray
+    cu_seqlens: np.ndarray
+    max_seqlen: int
+    truncated_tokens: int = 0
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return tuple(self.input_ids.shape)  # type: ignore[return-value]
+
+    def __len__(self) -> int:
+        return int(self.input_ids.shape[0])
+
+    @property
+    def segment_ids(self) -> np.ndarray:
+        """``(B, T)`` int64: the attention segment of every position, numbered over the whole batch."""
+        B, T = self.shape
+        return _segment_ids(self.cu_seqlens, B * T).reshape(B, T)
+
+    def dense_mask(self) -> np.ndarray:
+        """``(B, T, T)`` bool block-diagonal causal mask, True = may attend. Memory is B*T*T bytes:
+        use it for small blocks and tests; long blocks want ``cu_seqlens`` or a FlexAttention mask."""
+        return _dense_mask(self.segment_ids)
+
+    def shifted_labels(self) -> np.ndarray:
+        """``(B, T)`` pre-shifted targets for models that do not shift: ``out[:, i] = labels[:, i+1]``,
+        ``-100`` in the last column.
+
+        >>> from tokenmill.batching import pad_batch
+        >>> pad_batch([[1, 2, 3]], pad_id=0).shifted_labels().tolist()
+        [[2, 3, -100]]
+        """
+        out = np.full_like(self.labels, IGNORE_INDEX)
+        out[:, :-1] = self.labels[:, 1:]
+        return out
+
+    def block(self, i: int) -> Block:
+        """Row ``i`` as a :class:`Block` (its cu_seqlens re-based to start at 0)."""
+        B, T = self.shape
+        cu = self.cu_seqlens
+        lo, hi = np.searchsorted(cu, [i * T, (i + 1) * T])
+        row_cu = (cu[lo : hi + 1] - i * T).astype(np.int32)
+        return Block(self.input_ids[i], self.labels[i], self.position_ids[i], self.doc_ids[i],
+                     self.token_offsets[i], row_cu, int(np.diff(row_cu).max()))
+
+    def blocks(self) -> list[Block]:
+        return [self.block(i) for i in range(len(self))]
+
+    @classmethod
+    def from_blocks(cls, blocks: list[Block]) -> "Batch":
+        """Stack equal-length blocks into a batch."""
+        if not blocks:
+            raise ConfigError("cannot build a batch from 0 blocks; pass at least one block")
+        T = len(blocks[0])
+        for i, b in enumerate(blocks):
+            if len(b) != T:
+                raise ConfigError(f"block {i} has {len(b):,d} positions, block 0 has {T:,d}; "
+                                  "blocks of one batch must have equal length")
+        cu = [np.asarray(blocks[0].cu_seqlens[:1], np.int64)]
+        cu += [np.asarray(b.cu_seqlens[1:], np.int64) + i * T for i, b in enumerate(blocks)]
+        doc_ids = np.stack([b.doc_ids for b in blocks])
+        return cls(np.stack([b.input_ids for b in blocks]), np.stack([b.labels for b in blocks]),
+                   np.stack([b.position_ids for b in blocks]), doc_ids >= 0, doc_ids,
+                   np.stack([b.token_offsets for b in blocks]), np.concatenate(cu).astype(np.int32),
+                   max(b.max_seqlen for b in blocks))
+
+    def stats(self):
+        """Positions, non-pad positions, effective targets, ... as a summable
+        :class:`tokenmill.batching.BatchStats`."""
+        from .stats import stats_of
+
+        return stats_of(self.labels, self.doc_ids, self.token_offsets, truncated_tokens=self.truncated_tokens)
+
+
+def _segment_ids(cu_seqlens: np.ndarray, total: int) -> np.ndarray:
+    seg = np.zeros(total, np.int64)
+    seg[cu_seqlens[1:-1]] = 1
+    return np.cumsum(seg)
+
+
+def _dense_mask(segment_ids: np.ndarray) -> np.ndarray:
+    T = segment_ids.shape[-1]
+    causal = np.tril(np.ones((T, T), dtype=bool))
+    return (segment_ids[:, :, None] == segment_ids[:, None, :]) & causal
+
+
+def check_fragment_positions(value: str) -> None:
+    if value not in ("restart", "continue"):
+        raise ConfigError(f"fragment_positions={value!r} is not one of 'restart' (each piece of a split "
+                          "document counts positions from 0) or 'continue' (from its offset in the document)")
+
+
+# fill(out, seg_dst): write the ids of segment k to out[seg_dst[k] : seg_dst[k] + seg_len[k]]
+Filler = Callable[[np.ndarray, np.ndarray], None]
+
+
+def assemble(fill: Filler, seg_row: np.ndarray, seg_doc: np.ndarray, seg_start: np.ndarray,
+             seg_len: np.ndarray, *, num_rows: int, row_length: int, pad_id: int, stream: bool = False,
+             fragment_positions: FragmentPositions = "restart", truncated_tokens: int = 0) -> Batch:
+    """Build a :class:`Batch` from a segment table (all arrays ``(S,)`` int64, ``seg_row``
+    nondecreasing, each row's lengths summing to at most ``row_length``).
+
+    ``fill(out, dst)`` copies the ids of segment ``k`` to ``out[dst[k] : dst[k] + seg_len[k]]`` of the
+    flat ``(B*T,)`` int64 ``input_ids``; one compiled pass then writes every other array (the
+    vectorized numpy twin in ``_reference.py`` is the oracle it is tested against).
+    """
+    from . import _kernels
+
+    check_fragment_positions(fragment_positions)
+    B, T = int(num_rows), int(row_length)
+    seg_row, seg_doc, seg_start, seg_len = (np.ascontiguousarray(a, dtype=np.int64)
+                                            for a in (seg_row, seg_doc, seg_start, seg_len))
+    N = _checked_size(seg_row, seg_len, B, T)
+    seg_dst = segment_destinations(seg_row, seg_len, B, T)
+    input_ids = np.full(N, pad_id, dtype=np.int64)
+    fill(input_ids, seg_dst)
+    labels, position_ids, doc_ids, token_offsets = (np.empty(N, np.int64) for _ in range(4))
+    real = np.empty(N, dtype=bool)
+    cu = np.empty(seg_row.size + 2 * B + 1, np.int64)
+    ncu, longest = _kernels.layout(seg_row, seg_doc, seg_start, seg_len, B, T, bool(stream),
+                                   fragment_positions == "continue", input_ids, labels, position_ids,
+                                   doc_ids, token_offsets, real, cu)
+    shape = (B, T)
+    return Batch(input_ids.reshape(shape), labels.reshape(shape), position_ids.reshape(shape),
+                 real.reshape(shape), doc_ids.reshape(shape), token_offsets.reshape(shape),
+                 cu[:ncu].astype(np.int32), int(longest), int(truncated_tokens))
+
+
+def _checked_size(seg_row: np.ndarray, seg_len: np.ndarray, B: int, T: int) -> int:
+    if seg_row.size and (seg_row[0] < 0 or seg_row[-1] >= B or (np.diff(seg_row) < 0).any()):
+        raise ConfigError(f"segment rows must be nondecreasing within 0 .. {B - 1}")
+    used = np.bincount(seg_row, weights=seg_len, minlength=B)
+    if used.size and used.max() > T:
+        raise ConfigError(f"row {int(np.argmax(used))} holds {int(used.max()):,d} tokens, more than "
+                          f"row_length={T:,d}")
+    if B * T > np.iinfo(np.int32).max:
+        raise ConfigError(f"a batch of {B * T:,d} positions overflows int32 cu_seqlens; use fewer rows per batch")
+    return B * T
+
+
+def segment_destinations(seg_row: np.ndarray, seg_len: np.ndarray, B: int, T: int) -> np.ndarray:
+    """``(S,)`` flat offset of every segment: its row's start plus the lengths before it in the row."""
+    per_row = np.bincount(seg_row, minlength=B)
+    used = np.bincount(seg_row, weights=seg_len, minlength=B).astype(np.int64)
+    end_in_row = np.cumsum(seg_len) - np.repeat(np.cumsum(used) - used, per_row)
+    return seg_row * T + end_in_row - seg_len

@@ -1,0 +1,385 @@
+"""Packing: several documents per block of ``block_size`` positions, with exact document boundaries.
+
+A plan is a segment table, not tokens: block ``b`` holds segments ``ptr[b] .. ptr[b+1]`` of the
+arrays ``doc``, ``start``, ``length`` (a slice of one source document each). It is computed from
+the document lengths alone; token ids are gathered only when blocks are materialized::
+
+    pack([4, 3], 7)          A = [BOS 甲 乙 EOS] (doc 0), B = [BOS 丙 EOS] (doc 1)
+
+    block 0    segments (doc, start, length): (0, 0, 4) (1, 0, 3)
+
+    input_ids     BOS 甲 乙 EOS BOS 丙 EOS
+    position_ids  0   1  2  3   0   1  2       (reset per document)
+    labels        -   甲 乙 EOS -   丙 EOS     (B's BOS is not a target of A's EOS)
+    mask          A's positions and B's positions each see only their own document
+
+Methods:
+
+* ``"best_fit"`` -- best-fit decreasing (Ding et al. 2024, "Fewer Truncations Improve Language
+  Modeling"): longest first, each into the fullest block it still fits. O(n log T). No document
+  that fits a block is ever cut; blocks come out in a seeded random order.
+* ``"first_fit_decreasing"`` -- longest first, each into the first block it fits. O(n log n).
+* ``"greedy"`` -- documents in order, a new block when the next does not fit (torchtune's packer).
+* ``"concat"`` -- all documents in order as one token stream cut every ``block_size`` tokens.
+  Documents cross block boundaries and, on purpose, attend to each other: materialized blocks use
+  the *stream* layout (one causal triangle, positions 0..T-1, only the first label ignored).
+
+``long_docs`` (documents longer than ``block_size``; not used by ``"concat"``): ``"split"`` into
+``block_size`` pieces (each later piece loses the target of its first token, which has no context in
+its block: counted in ``plan.boundary_targets``), ``"truncate"`` (the tail is dropped and counted in
+``plan.truncated_tokens``) or ``"error"``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator, Literal
+
+import numpy as np
+
+from ..data.source import TokenSource, as_source
+from ..errors import ConfigError, InputError
+from .layout import Batch, Block, FragmentPositions, assemble, check_fragment_positions
+
+Method = Literal["best_fit", "first_fit_decreasing", "greedy", "concat"]
+LongDocs = Literal["split", "truncate", "error"]
+METHODS = ("best_fit", "first_fit_decreasing", "greedy", "concat")
+LONG_DOCS = ("split", "truncate", "error")
+
+
+@dataclass(frozen=True, eq=False)
+class PackPlan:
+    """Which slice of which document goes where: arrays, one entry per segment (``S`` segments).
+
+    ``doc``, ``start``, ``length``: int64 ``(S,)``; ``block_ptr``: int64 ``(num_blocks + 1,)``, the
+    segments of block ``b`` are ``block_ptr[b] : block_ptr[b+1]`` in their order inside the block.
+    Counts of what was not packed as-is are fields: nothing is dropped silently.
+
+    >>> plan = pack([4, 3, 6, 2], 7)
+    >>> plan.num_blocks, plan.tokens, plan.padding, round(plan.fill, 3)
+    (3, 15, 6, 0.714)
+    >>> sorted(plan.segments(b) for b in range(plan.num_blocks))
+    [[(0, 0, 4), (1, 0, 3)], [(2, 0, 6)], [(3, 0, 2)]]
+    """
+
+    block_size: int
+    method: str
+    doc: np.ndarray
+    start: np.ndarray
+    length: np.ndarray
+    block_ptr: np.ndarray
+    doc_lengths: np.ndarray  # (num_docs,) the lengths the plan was made for
+    long_docs: str = "split"
+    stream: bool = False  # True for "concat": documents attend to each other on purpose
+    truncated_docs: int = 0
+    truncated_tokens: int = 0
+    split_docs: int = 0
+    empty_docs: int = 0
+
+    # ---- sizes -------------------------------------------------------------------------------
+    @property
+    def num_docs(self) -> int:
+        return int(self.doc_lengths.size)
+
+    @property
+    def num_blocks(self) -> int:
+        return int(self.block_ptr.size - 1)
+
+    @property
+    def num_segments(self) -> int:
+        return int(self.doc.size)
+
+    @property
+    def block(self) -> np.ndarray:
+        """``(S,)`` int64: the block of every segment."""
+        return np.repeat(np.arange(self.num_blocks, dtype=np.int64), np.diff(self.block_ptr))
+
+    @property
+    def block_tokens(self) -> np.ndarray:
+        """``(num_blocks,)`` int64: tokens in every block."""
+        return np.add.reduceat(self.length, self.block_ptr[:-1]) if self.num_segments else np.zeros(0, np.int64)
+
+    @property
+    def tokens(self) -> int:
+        return int(self.length.sum())
+
+    @property
+    def padding(self) -> int:
+        return self.num_blocks * self.block_size - self.tokens
+
+    @property
+    def fill(self) -> float:
+        """Share of block positions holding real tokens."""
+        return self.tokens / (self.num_blocks * self.block_size) if self.num_blocks else 1.0
+
+    @property
+    def boundary_targets(self) -> int:
+        """Targets lost at cuts: the first token of a continuation piece starts an attention segment
+        (a block, in stream layout), so it has no context there and is not scored."""
+        cont = self.start > 0
+        if self.stream:
+            return int(cont[self.block_ptr[:-1]].sum()) if self.num_blocks else 0
+        return int(cont.sum())
+
+    def segments(self, b: int) -> list[tuple[int, int, int]]:
+        """Block ``b`` as a list of ``(doc, start, length)``."""
+        lo, hi = int(self.block_ptr[b]), int(self.block_ptr[b + 1])
+        return list(zip(self.doc[lo:hi].tolist(), self.start[lo:hi].tolist(), self.length[lo:hi].tolist()))
+
+    def __str__(self) -> str:
+        return (f"PackPlan({self.method}, block_size={self.block_size:,d}): {self.num_docs:,d} documents "
+                f"-> {self.num_blocks:,d} blocks, {self.tokens:,d} tokens, fill {self.fill:.2%}, "
+                f"padding {self.padding:,d}; split {self.split_docs:,d} documents, truncated "
+                f"{self.truncated_docs:,d} ({self.truncated_tokens:,d} tokens), "
+                f"{self.boundary_targets:,d} targets lost at cuts, {self.empty_docs:,d} empty documents")
+
+    # ---- checks ------------------------------------------------------------------------------
+    def validate(self) -> None:
+        """Raise :class:`InputError` unless the plan is consistent: blocks within ``block_size``,
+        segments inside their documents, every kept token packed exactly once."""
+        T = self.block_size
+        if self.block_ptr[0] != 0 or self.block_ptr[-1] != self.num_segments or (np.diff(self.block_ptr) < 1).any():
+            raise InputError("block_ptr must start at 0, end at the segment count and grow by >= 1")
+        if (self.block_tokens > T).any():
+            b = int(np.argmax(self.block_tokens > T))
+            raise InputError(f"block {b} holds {int(self.block_tokens[b]):,d} tokens, more than block_size={T:,d}")
+        if (self.length < 1).any() or (self.start < 0).any() or (self.start + self.length > self.doc_lengths[self.doc]).any():
+            raise InputError("a segment is empty or reaches outside its document")
+        order = np.lexsort((self.start, self.doc))
+        d, s, n = self.doc[order], self.start[order], self.length[order]
+        same = d[1:] == d[:-1]
+        if (s[1:][same] < (s + n)[:-1][same]).any():
+            raise InputError("two segments overlap: a token would be packed twice")
+        packed = np.bincount(self.doc, weights=self.length, minlength=self.num_docs)
+        if packed.sum() + self.truncated_tokens != self.doc_lengths.sum():
+            raise InputError("packed + truncated tokens differ from the documents' total")
+
+    # ---- materialization ---------------------------------------------------------------------
+    def batches(self, source, *, batch_size: int, pad_id: int, fragment_positions: FragmentPositions = "restart",
+                stream: bool | None = None, drop_last: bool = False) -> Iterator[Batch]:
+        """Yield :class:`Batch` es of ``batch_size`` blocks (the last one smaller unless ``drop_last``).
+
+        ``source``: a list of id arrays or any :class:`~tokenmill.data.source.TokenSource`. A source
+        that also exposes ``token_array`` (all ids, 1-D) and ``doc_offsets`` (``(num_docs + 1,)``
+        int64) -- e.g. a memory-mapped store -- is gathered by one compiled copy per batch.
+        ``fragment_positions``: pieces of a split document count positions from 0 (``"restart"``) or
+        from their offset in the document (``"continue"``). ``stream`` overrides the layout
+        (default: the plan's, True only for ``"concat"``); ``stream=True`` on a document plan gives
+        plain stream packing -- no boundaries in the mask, no position reset -- for comparison.
+        """
+        if batch_size < 1 or int(batch_size) != batch_size:
+            raise ConfigError(f"batch_size={batch_size!r} must be a positive integer")
+        check_fragment_positions(fragment_positions)
+        src = self._checked_source(source)
+        fill = _filler(src)
+        stream = self.stream if stream is None else bool(stream)
+        stop = self.num_blocks - (self.num_blocks % batch_size if drop_last else 0)
+        for b0 in range(0, stop, batch_size):
+            b1 = min(b0 + batch_size, self.num_blocks)
+            lo, hi = int(self.block_ptr[b0]), int(self.block_ptr[b1])
+            rows = np.repeat(np.arange(b1 - b0, dtype=np.int64), np.diff(self.block_ptr[b0 : b1 + 1]))
+            doc, start, length = self.doc[lo:hi], self.start[lo:hi], self.length[lo:hi]
+            yield assemble(lambda out, dst: fill(out, doc, start, length, dst), rows, doc, start, length,
+                           num_rows=b1 - b0, row_length=self.block_size, pad_id=pad_id, stream=stream,
+                           fragment_positions=fragment_positions)
+
+    def blocks(self, source, *, pad_id: int, fragment_positions: FragmentPositions = "restart",
+               stream: bool | None = None, batch_size: int | None = None) -> Iterator[Block] | Iterator[Batch]:
+        """Yield one :class:`Block` per block, in plan order (with ``batch_size``: :class:`Batch` es,
+        as :meth:`batches`). Options as in :meth:`batches`."""
+        if batch_size is not None:
+            yield from self.batches(source, batch_size=batch_size, pad_id=pad_id,
+                                    fragment_positions=fragment_positions, stream=stream)
+            return
+        for batch in self.batches(source, batch_size=64, pad_id=pad_id,
+                                  fragment_positions=fragment_positions, stream=stream):
+            yield from batch.blocks()
+
+    def _checked_source(self, source) -> TokenSource:
+        src = as_source(source)
+        if len(src) != self.num_docs:
+            raise InputError(f"the source has {len(src):,d} documents but the plan was made for "
+                             f"{self.num_docs:,d}; pack the lengths of this source")
+        lengths = np.asarray(src.lengths, np.int64)
+        if not np.array_equal(lengths, self.doc_lengths):
+            i = int(np.argmax(lengths != self.doc_lengths))
+            raise InputError(f"document {i} has {int(lengths[i]):,d} tokens in the source but "
+                             f"{int(self.doc_lengths[i]):,d} in the plan; pack the lengths of this source")
+        return src
+
+
+def _filler(src: TokenSource):
+    tokens = getattr(src, "token_array", None)
+    offsets = getattr(src, "doc_offsets", None)
+    if tokens is not None and offsets is not None:
+        from . import _kernels
+
+        tokens = np.asarray(tokens)
+        offsets = np.asarray(offsets, np.int64)
+
+        def fill_flat(out, doc, start, length, dst):
+            _kernels.gather(tokens, offsets[doc] + start, length, dst, out)
+
+        return fill_flat
+
+    def fill_each(out, doc, start, length, dst):
+        for d, s, n, o in zip(doc.tolist(), start.tolist(), length.tolist(), dst.tolist()):
+            out[o : o + n] = src.get(d)[s : s + n]
+
+    return fill_each
+
+
+# ---- planning ------------------------------------------------------------------------------------
+def pack(lengths, block_size: int, *, method: Method = "best_fit", long_docs: LongDocs = "split",
+         seed: int | None = 0) -> PackPlan:
+    """Plan blocks of ``block_size`` positions from document lengths (see the module docstring).
+
+    ``lengths``: ``(num_docs,)`` integers, or a token source (its ``lengths`` are used).
+    ``seed``: blocks of ``"best_fit"`` / ``"first_fit_decreasing"`` are shuffled with it (sorted
+    order would put all long documents first); ``None`` keeps creation order. ``"greedy"`` and
+    ``"concat"`` keep document order. Deterministic for a seed.
+
+    >>> p = pack([10], 4)                  # split into pieces of 4 (each later piece loses 1 target)
+    >>> sorted(s for b in range(p.num_blocks) for s in p.segments(b)), p.boundary_targets
+    ([(0, 0, 4), (0, 4, 4), (0, 8, 2)], 2)
+    >>> p = pack([10, 3], 4, long_docs="truncate"); (p.tokens, p.truncated_tokens)
+    (7, 6)
+    >>> c = pack([4, 3, 5], 6, method="concat"); [c.segments(b) for b in range(c.num_blocks)]
+    [[(0, 0, 4), (1, 0, 2)], [(1, 2, 1), (2, 0, 5)]]
+    """
+    if method not in METHODS:
+        raise ConfigError(f"method={method!r} is not one of {', '.join(map(repr, METHODS))}")
+    if long_docs not in LONG_DOCS:
+        raise ConfigError(f"long_docs={long_docs!r} is not one of {', '.join(map(repr, LONG_DOCS))}")
+    if isinstance(block_size, bool) or int(block_size) != block_size or block_size < 1:
+        raise ConfigError(f"block_size={block_size!r} must be a positive integer")
+    T = int(block_size)
+    doc_lengths = _lengths(lengths)
+    empty = int((doc_lengths == 0).sum())
+    if method == "concat":
+        doc, start, length, ptr = _concat(doc_lengths, T)
+        return PackPlan(T, method, doc, start, length, ptr, doc_lengths, long_docs, stream=True, empty_docs=empty)
+
+    doc, start, length, counts = _items(doc_lengths, T, long_docs)
+    from . import _kernels
+
+    if method == "greedy":
+        assign, nblocks = _kernels.greedy(length, T)
+    else:
+        # Longest first; equal lengths by document then piece order, so the plan is reproducible.
+        order = np.lexsort((start, doc, -length))
+        doc, start, length = doc[order], start[order], length[order]
+        kernel = _kernels.best_fit if method == "best_fit" else _kernels.first_fit
+        assign, nblocks = kernel(length, T)
+        if seed is not None:
+            assign = np.random.default_rng(seed).permutation(nblocks)[assign]
+    by_block = np.argsort(assign, kind="stable")  # inside a block: the order items were placed
+    ptr = np.zeros(nblocks + 1, np.int64)
+    np.cumsum(np.bincount(assign, minlength=nblocks), out=ptr[1:])
+    return PackPlan(T, method, doc[by_block], start[by_block], length[by_block], ptr, doc_lengths, long_docs,
+                    empty_docs=empty, **counts)
+
+
+def _lengths(lengths) -> np.ndarray:
+    if hasattr(lengths, "lengths") and hasattr(lengths, "get"):
+        lengths = lengths.lengths
+    a = np.asarray(lengths)
+    if a.ndim != 1 or (a.size and not np.issubdtype(a.dtype, np.integer)):
+        raise InputError(f"lengths must be a 1-D array of integers, got shape {a.shape} dtype {a.dtype}")
+    a = a.astype(np.int64)
+    if (a < 0).any():
+        i = int(np.argmax(a < 0))
+        raise InputError(f"document {i} has length {int(a[i]):,d}; lengths must be >= 0")
+    return a
+
+
+def _items(doc_lengths: np.ndarray, T: int, long_docs: str):
+    """Documents -> items ``(doc, start, length)`` of at most ``T`` tokens, by the long_docs rule."""
+    over = doc_lengths > T
+    nonempty = np.flatnonzero(doc_lengths > 0)
+    counts = dict(truncated_docs=0, truncated_tokens=0, split_docs=0)
+    if over.any() and long_docs == "error":
+        i = int(np.argmax(over))
+        raise ConfigError(f"document {i} has {int(doc_lengths[i]):,d} tokens, more than block_size={T:,d}; "
+                          "pass long_docs='split' or 'truncate'")
+    if long_docs == "truncate" or not over.any():
+        counts["truncated_docs"] = int(over.sum())
+        counts["truncated_tokens"] = int((doc_lengths[over] - T).sum())
+        return nonempty, np.zeros(nonempty.size, np.int64), np.minimum(doc_lengths[nonempty], T), counts
+    pieces = -(-doc_lengths[nonempty] // T)  # ceil
+    doc = np.repeat(nonempty, pieces)
+    first = np.cumsum(pieces) - pieces
+    start = (np.arange(doc.size) - np.repeat(first, pieces)) * T
+    length = np.minimum(doc_lengths[doc] - start, T)
+    counts["split_docs"] = int(over.sum())
+    return doc, start, length, counts
+
+
+def _concat(doc_lengths: np.ndarray, T: int):
+    """One stream of all documents, cut every T tokens; a document crossing a cut becomes pieces."""
+    nonempty = np.flatnonzero(doc_lengths > 0)
+    lens = doc_lengths[nonempty]
+    ends = np.cumsum(lens)
+    begins = ends - lens
+    first_block, last_block = begins // T, (ends - 1) // T
+    pieces = last_block - first_block + 1
+    doc = np.repeat(nonempty, pieces)
+    blk = np.repeat(first_block, pieces) + (np.arange(doc.size) - np.repeat(np.cumsum(pieces) - pieces, pieces))
+    lo = np.maximum(np.repeat(begins, pieces), blk * T)
+    hi = np.minimum(np.repeat(ends, pieces), (blk + 1) * T)
+    nblocks = int(last_block[-1]) + 1 if lens.size else 0
+    ptr = np.zeros(nblocks + 1, np.int64)
+    np.cumsum(np.bincount(blk, minlength=nblocks), out=ptr[1:])
+    return doc, lo - np.repeat(begins, pieces), hi - lo, ptr
+
+
+# ---- long documents as a stream ------------------------------------------------------------------
+@dataclass(frozen=True, eq=False)
+class Chunks:
+    """Samples of one long document: ``start`` / ``length`` int64 ``(n,)``, plus what was dropped."""
+
+    start: np.ndarray
+    length: np.ndarray
+    targets: int  # targets scored over all kept samples (each exactly once)
+    dropped_tokens: int  # tokens of a dropped short last sample that were scored nowhere
+    dropped_targets: int
+
+    def __len__(self) -> int:
+        return int(self.start.size)
+
+
+def chunk_stream(length: int, block_size: int, *, last: Literal["pad", "drop"] = "pad") -> Chunks:
+    """Cut a document of ``length`` tokens into samples of ``block_size + 1`` tokens that share one
+    boundary token, so that every target (tokens 1 .. length-1) is scored exactly once::
+
+        length 10, block_size 4:   t0 t1 t2 t3 t4 t5 t6 t7 t8 t9
+        sample 0                   [t0 ........ t4]                 inputs t0..t3, targets t1..t4
+        sample 1                               [t4 ........ t8]     inputs t4..t7, targets t5..t8
+        sample 2                                           [t8 t9]  input  t8,     target  t9
+
+    Each sample is a row of ``block_size + 1`` positions whose first label is ignored (the usual
+    layout: pad them with :func:`tokenmill.batching.pad_batch`). A later sample does not see the
+    prefix before its boundary token. The last sample, if shorter, is kept (``last="pad"``) or
+    dropped (``last="drop"``; its tokens and targets are counted).
+
+    >>> c = chunk_stream(10, 4); c.start.tolist(), c.length.tolist(), c.targets
+    ([0, 4, 8], [5, 5, 2], 9)
+    >>> d = chunk_stream(10, 4, last="drop"); d.length.tolist(), d.dropped_targets, d.dropped_tokens
+    ([5, 5], 1, 1)
+    """
+    if last not in ("pad", "drop"):
+        raise ConfigError(f"last={last!r} is not 'pad' (keep a short last sample) or 'drop'")
+    if int(block_size) != block_size or block_size < 1:
+        raise ConfigError(f"block_size={block_size!r} must be a positive integer")
+    n, T = int(length), int(block_size)
+    if n < 0:
+        raise ConfigError(f"length={n!r} must be >= 0")
+    if n < 2:
+        return Chunks(np.zeros(0, np.int64), np.zeros(0, np.int64), 0, n, 0)
+    count = -(-(n - 1) // T)  # samples needed to score targets 1 .. n-1
+    start = np.arange(count, dtype=np.int64) * T
+    size = np.minimum(start + T + 1, n) - start
+    if last == "drop" and size[-1] < T + 1:
+        dropped_targets = int(size[-1] - 1)
+        return Chunks(start[:-1], size[:-1], int((size[:-1] - 1).sum()), dropped_targets, dropped_targets)
+    return Chunks(start, size, int((size - 1).sum()), 0, 0)

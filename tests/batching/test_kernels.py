@@ -1,0 +1,75 @@
+"""Every numba kernel equals its pure-Python (or plain numpy) twin, on random inputs."""
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tokenmill.batching import _kernels, _reference, layout
+
+items = st.lists(st.integers(1, 30), min_size=0, max_size=200)
+
+
+@settings(max_examples=80, deadline=None)
+@given(lengths=items, extra=st.integers(0, 20))
+def test_bin_packing_kernels_equal_their_twins(lengths, extra):
+    capacity = max(lengths, default=1) + extra
+    arr = np.array(lengths, np.int64)
+    for name in ("best_fit", "first_fit", "greedy"):
+        assign, n = getattr(_kernels, name)(arr, capacity)
+        ref_assign, ref_n = getattr(_reference, name)(lengths, capacity)
+        assert (assign.tolist(), n) == (ref_assign, ref_n), name
+        used = np.bincount(assign, weights=arr, minlength=n) if lengths else np.zeros(0)
+        assert (used <= capacity).all()
+
+
+@settings(max_examples=40, deadline=None)
+@given(lengths=st.lists(st.integers(1, 64), min_size=1, max_size=300), capacity=st.integers(64, 128))
+def test_best_fit_decreasing_never_worse_than_first_fit_decreasing_by_much(lengths, capacity):
+    arr = np.sort(np.array(lengths, np.int64))[::-1].copy()
+    _, bf = _kernels.best_fit(arr, capacity)
+    _, ff = _kernels.first_fit(arr, capacity)
+    lower = -(-int(arr.sum()) // capacity)
+    # Both are within 11/9 OPT + 1 (Johnson); OPT >= the volume bound.
+    assert lower <= bf <= 11 * max(lower, 1) // 9 + 2 and lower <= ff
+
+
+@settings(max_examples=80, deadline=None)
+@given(rows=st.lists(st.lists(st.integers(1, 9), max_size=4), min_size=1, max_size=5),
+       extra=st.integers(0, 5), stream=st.booleans(), cont=st.booleans(), pad_id=st.integers(0, 3))
+def test_layout_kernel_equals_numpy_twin(rows, extra, stream, cont, pad_id):
+    T = max(sum(r) for r in rows) + extra
+    if T == 0:
+        T = 1
+    seg_row = np.array([i for i, r in enumerate(rows) for _ in r], np.int64)
+    seg_len = np.array([n for r in rows for n in r], np.int64)
+    seg_doc = np.arange(seg_len.size, dtype=np.int64) * 3 % 7
+    seg_start = (np.arange(seg_len.size, dtype=np.int64) % 3) * 5
+
+    def fill(out, dst):
+        for k, (d, n) in enumerate(zip(dst, seg_len)):
+            out[d : d + n] = 100 * seg_doc[k] + seg_start[k] + np.arange(n)
+
+    kw = dict(num_rows=len(rows), row_length=T, pad_id=pad_id, stream=stream,
+              fragment_positions="continue" if cont else "restart", truncated_tokens=2)
+    got = layout.assemble(fill, seg_row, seg_doc, seg_start, seg_len, **kw)
+    want = _reference.assemble(fill, seg_row, seg_doc, seg_start, seg_len, **kw)
+    for name in ("input_ids", "labels", "position_ids", "attention_mask", "doc_ids", "token_offsets", "cu_seqlens"):
+        a, b = getattr(got, name), getattr(want, name)
+        assert a.dtype == b.dtype and np.array_equal(a, b), name
+    assert (got.max_seqlen, got.truncated_tokens) == (want.max_seqlen, want.truncated_tokens)
+
+
+@settings(max_examples=40, deadline=None)
+@given(lengths=st.lists(st.integers(0, 20), min_size=1, max_size=20), dtype=st.sampled_from([np.uint16, np.uint32, np.int64]))
+def test_gather_kernel(lengths, dtype):
+    rng = np.random.default_rng(len(lengths))
+    tokens = rng.integers(0, 60000, sum(lengths) + 5).astype(dtype)
+    src = np.cumsum([0] + lengths[:-1]).astype(np.int64)
+    length = np.array(lengths, np.int64)
+    dst = (np.cumsum(length) - length + np.arange(length.size)).astype(np.int64)
+    out = np.full(int(length.sum()) + length.size, -1, np.int64)
+    _kernels.gather(tokens, src, length, dst, out)
+    want = np.full_like(out, -1)
+    for s, n, d in zip(src, length, dst):
+        want[d : d + n] = tokens[s : s + n]
+    assert np.array_equal(out, want)

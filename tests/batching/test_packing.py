@@ -1,0 +1,271 @@
+"""Packing: the seed's worked example, hand-drawn masks, every method, long documents, invariants."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tokenmill.batching import PackPlan, chunk_stream, pack
+from tokenmill.errors import ConfigError, InputError
+
+BOS, EOS, PAD = 1, 2, 0
+JIA, YI, BING = 10, 11, 12
+A = [BOS, JIA, YI, EOS]
+B = [BOS, BING, EOS]
+METHODS = ["best_fit", "first_fit_decreasing", "greedy", "concat"]
+
+
+def only_block(plan, docs, **kw):
+    blocks = list(plan.blocks(docs, pad_id=PAD, **kw))
+    assert len(blocks) == 1
+    return blocks[0]
+
+
+def test_seed_packed_example():
+    # A (4) and B (3) in one block of 7: no padding, 7 positions; B's BOS label is ignored so A's EOS
+    # never predicts it: targets 甲 乙 EOS 丙 EOS = 5; positions restart for B: 0 1 2 3 0 1 2.
+    block = only_block(pack([4, 3], 7), [A, B])
+    assert block.input_ids.tolist() == [BOS, JIA, YI, EOS, BOS, BING, EOS]
+    assert block.labels.tolist() == [-100, JIA, YI, EOS, -100, BING, EOS]
+    assert block.position_ids.tolist() == [0, 1, 2, 3, 0, 1, 2]
+    assert block.doc_ids.tolist() == [0, 0, 0, 0, 1, 1, 1]
+    assert block.cu_seqlens.tolist() == [0, 4, 7] and block.cu_seqlens.dtype == np.int32
+    assert block.max_seqlen == 4
+    s = block.stats()
+    assert (s.positions, s.non_pad, s.targets, s.padding) == (7, 7, 5, 0)
+
+
+def test_seed_packed_mask_hand_drawn():
+    # 丙 (position 5) reads only B's BOS and itself; nothing of A.
+    expected = np.array([
+        # 0  1  2  3  4  5  6      keys
+        [1, 0, 0, 0, 0, 0, 0],  # 0 BOS(A)
+        [1, 1, 0, 0, 0, 0, 0],  # 1 甲
+        [1, 1, 1, 0, 0, 0, 0],  # 2 乙
+        [1, 1, 1, 1, 0, 0, 0],  # 3 EOS(A)
+        [0, 0, 0, 0, 1, 0, 0],  # 4 BOS(B)
+        [0, 0, 0, 0, 1, 1, 0],  # 5 丙
+        [0, 0, 0, 0, 1, 1, 1],  # 6 EOS(B)
+    ], dtype=bool)
+    assert (only_block(pack([4, 3], 7), [A, B]).dense_mask() == expected).all()
+
+
+def test_padding_is_its_own_segment_and_pad_eq_eos():
+    block = next(pack([4, 3], 9).blocks([A, B], pad_id=EOS))
+    assert block.input_ids.tolist() == [BOS, JIA, YI, EOS, BOS, BING, EOS, EOS, EOS]
+    assert block.labels.tolist() == [-100, JIA, YI, EOS, -100, BING, EOS, -100, -100]
+    assert block.position_ids.tolist() == [0, 1, 2, 3, 0, 1, 2, 0, 1]
+    assert block.doc_ids.tolist() == [0, 0, 0, 0, 1, 1, 1, -1, -1]
+    assert block.cu_seqlens.tolist() == [0, 4, 7, 9]
+    mask = block.dense_mask()
+    assert mask[8].tolist() == [False] * 7 + [True, True]
+    assert not mask[7:, :7].any() and not mask[:7, 7:].any()
+
+
+def test_concat_is_a_stream_on_purpose():
+    # Plain text stream: one causal triangle, positions 0..6, A's EOS -> B's BOS is a target (6 targets).
+    block = only_block(pack([4, 3], 7, method="concat"), [A, B])
+    assert block.labels.tolist() == [-100, JIA, YI, EOS, BOS, BING, EOS]
+    assert block.position_ids.tolist() == [0, 1, 2, 3, 4, 5, 6]
+    assert block.doc_ids.tolist() == [0, 0, 0, 0, 1, 1, 1]  # still says where every token came from
+    assert block.cu_seqlens.tolist() == [0, 7]
+    assert block.dense_mask().tolist() == np.tril(np.ones((7, 7), bool)).tolist()
+
+
+def test_stream_override_on_document_plan():
+    block = only_block(pack([4, 3], 7), [A, B], stream=True)
+    assert block.position_ids.tolist() == list(range(7))
+    assert block.labels[4] == BOS
+
+
+def test_split_fragments_restart_or_continue():
+    doc = list(range(100, 110))  # 10 tokens, block 4 -> pieces 4, 4, 2
+    plan = pack([10], 4, seed=None)
+    assert [plan.segments(b) for b in range(3)] == [[(0, 0, 4)], [(0, 4, 4)], [(0, 8, 2)]]
+    assert (plan.split_docs, plan.truncated_tokens, plan.boundary_targets) == (1, 0, 2)
+    restart = list(plan.blocks([doc], pad_id=PAD))
+    assert [b.position_ids.tolist() for b in restart] == [[0, 1, 2, 3], [0, 1, 2, 3], [0, 1, 0, 1]]
+    cont = list(plan.blocks([doc], pad_id=PAD, fragment_positions="continue"))
+    assert [b.position_ids.tolist() for b in cont] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 0, 1]]
+    assert [b.token_offsets.tolist() for b in cont] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, -1, -1]]
+    # Each piece's first token has no context in its block: 9 possible targets, 7 scored, 2 counted lost.
+    assert sum(b.stats().targets for b in restart) == 9 - plan.boundary_targets
+
+
+def test_long_docs_truncate_and_error():
+    plan = pack([10, 3], 4, long_docs="truncate")
+    assert (plan.tokens, plan.truncated_docs, plan.truncated_tokens) == (7, 1, 6)
+    with pytest.raises(ConfigError, match=r"document 0 has 10 tokens, more than block_size=4; pass long_docs="):
+        pack([10, 3], 4, long_docs="error")
+
+
+def test_best_fit_beats_greedy_on_a_small_case():
+    lengths = [6, 3, 6, 3, 4, 2, 4]  # 28 tokens, block 8: at least 4 blocks
+    # Best-fit decreasing: 6 | 6 | 4+4 | 3+3, then 2 goes to the fullest block with room 2 (the 3+3
+    # block, most recently filled among equal rooms): 4 blocks, the optimum.
+    bf = pack(lengths, 8, method="best_fit", seed=None)
+    assert [sorted(n for _, _, n in bf.segments(b)) for b in range(bf.num_blocks)] == [[6], [6], [4, 4], [2, 3, 3]]
+    # In order: 6 (3 would make 9) | 3 (+6 = 9) | 6 | 3+4 (+2 = 9) | 2+4: 5 blocks.
+    assert pack(lengths, 8, method="greedy").num_blocks == 5
+
+
+def test_plan_is_deterministic_for_a_seed():
+    lengths = np.random.default_rng(1).integers(1, 300, 500)
+    a, b, c = pack(lengths, 512, seed=7), pack(lengths, 512, seed=7), pack(lengths, 512, seed=8)
+    assert all(np.array_equal(getattr(a, k), getattr(b, k)) for k in ("doc", "start", "length", "block_ptr"))
+    assert not np.array_equal(a.doc, c.doc)
+    assert a.num_blocks == c.num_blocks
+
+
+def test_source_mismatch_is_refused():
+    plan = pack([4, 3], 7)
+    with pytest.raises(InputError, match="the source has 1 documents but the plan was made for 2"):
+        next(plan.blocks([A], pad_id=PAD))
+    with pytest.raises(InputError, match="document 1 has 4 tokens in the source but 3 in the plan"):
+        next(plan.blocks([A, A], pad_id=PAD))
+
+
+def test_batches_stack_blocks():
+    docs = [list(range(1, n + 1)) for n in (5, 3, 2, 4, 4, 1)]
+    plan = pack([len(d) for d in docs], 6)
+    batches = list(plan.batches(docs, batch_size=2, pad_id=PAD))
+    assert [b.shape for b in batches] == [(2, 6)] * (plan.num_blocks // 2) + [(1, 6)] * (plan.num_blocks % 2)
+    assert sum(b.stats().targets for b in batches) == sum(len(d) - 1 for d in docs)
+    again = list(plan.blocks(docs, pad_id=PAD, batch_size=2))
+    assert all(np.array_equal(x.input_ids, y.input_ids) for x, y in zip(batches, again))
+
+
+class FlatSource:
+    """A memory-mapped-store lookalike: all ids in one array plus document offsets."""
+
+    def __init__(self, docs, dtype=np.uint16):
+        self.lengths = np.array([len(d) for d in docs], np.int64)
+        self.doc_offsets = np.concatenate([[0], np.cumsum(self.lengths)])
+        self.token_array = np.concatenate([np.asarray(d, dtype) for d in docs])
+
+    def __len__(self):
+        return self.lengths.size
+
+    def get(self, i):
+        return self.token_array[self.doc_offsets[i] : self.doc_offsets[i + 1]]
+
+
+def test_flat_source_gathers_the_same_blocks(tmp_path):
+    rng = np.random.default_rng(0)
+    docs = [rng.integers(0, 60000, n) for n in rng.integers(1, 40, 200)]
+    src = FlatSource(docs)
+    path = tmp_path / "tokens.u16"
+    src.token_array.tofile(path)
+    src.token_array = np.memmap(path, dtype=np.uint16, mode="r")
+    plan = pack(src, 32)
+    for x, y in zip(plan.blocks(src, pad_id=PAD), plan.blocks(docs, pad_id=PAD)):
+        assert np.array_equal(x.input_ids, y.input_ids) and np.array_equal(x.labels, y.labels)
+
+
+# ---- invariants ----------------------------------------------------------------------------------
+lengths_st = st.lists(st.integers(0, 40), min_size=0, max_size=40)
+
+
+@settings(max_examples=60, deadline=None)
+@given(lengths=lengths_st, block_size=st.integers(1, 24), method=st.sampled_from(METHODS),
+       long_docs=st.sampled_from(["split", "truncate"]), seed=st.one_of(st.none(), st.integers(0, 3)))
+def test_every_token_packed_exactly_once(lengths, block_size, method, long_docs, seed):
+    plan = pack(lengths, block_size, method=method, long_docs=long_docs, seed=seed)
+    plan.validate()
+    assert (plan.block_tokens <= block_size).all()
+    covered = {}
+    for b in range(plan.num_blocks):
+        for d, s, n in plan.segments(b):
+            for t in range(s, s + n):
+                assert (d, t) not in covered
+                covered[(d, t)] = b
+    kept = {(d, t) for d, n in enumerate(lengths)
+            for t in range(n if long_docs == "split" or method == "concat" else min(n, block_size))}
+    assert set(covered) == kept
+    assert plan.tokens + plan.truncated_tokens == sum(lengths)
+    if method != "concat" and long_docs == "split":
+        # No document that fits a block is ever cut.
+        for b in range(plan.num_blocks):
+            for d, s, n in plan.segments(b):
+                if lengths[d] <= block_size:
+                    assert (s, n) == (0, lengths[d])
+
+
+@settings(max_examples=60, deadline=None)
+@given(lengths=st.lists(st.integers(1, 12), min_size=1, max_size=12), block_size=st.integers(1, 16),
+       method=st.sampled_from(METHODS), fragment_positions=st.sampled_from(["restart", "continue"]),
+       batch_size=st.integers(1, 4))
+def test_materialized_batches_are_consistent(lengths, block_size, method, fragment_positions, batch_size):
+    docs = [[1000 * d + t for t in range(n)] for d, n in enumerate(lengths)]
+    plan = pack(lengths, block_size, method=method)
+    seen = []
+    for batch in plan.batches(docs, batch_size=batch_size, pad_id=PAD, fragment_positions=fragment_positions):
+        B, T = batch.shape
+        cu = batch.cu_seqlens
+        assert cu.dtype == np.int32 and cu[0] == 0 and cu[-1] == B * T and (np.diff(cu) > 0).all()
+        assert set(np.arange(1, B) * T) <= set(cu.tolist())  # no segment crosses a row
+        assert batch.max_seqlen == np.diff(cu).max()
+        real = batch.doc_ids >= 0
+        assert (batch.attention_mask == real).all()
+        assert (batch.labels[~real] == -100).all()
+        starts = np.zeros(B * T, bool)
+        starts[cu[:-1]] = True
+        assert (batch.labels.ravel()[starts] == -100).all()  # nothing predicts across a boundary
+        ids = batch.input_ids[real]
+        assert (ids == 1000 * batch.doc_ids[real] + batch.token_offsets[real]).all()
+        seen += list(zip(batch.doc_ids[real].tolist(), batch.token_offsets[real].tolist()))
+        mask = batch.dense_mask()
+        assert mask[:, np.arange(T), np.arange(T)].all()  # every row attends at least to itself
+        assert not np.triu(mask, 1).any()
+    assert sorted(seen) == [(d, t) for d, n in enumerate(lengths) for t in range(n)]
+
+
+def test_summary_mentions_what_was_not_packed_as_is():
+    text = str(pack([10, 3, 0], 4, long_docs="truncate"))
+    assert "truncated 1 (6 tokens)" in text and "1 empty documents" in text
+
+
+def test_bad_options():
+    with pytest.raises(ConfigError, match="method='nope'"):
+        pack([1], 4, method="nope")
+    with pytest.raises(ConfigError, match="block_size=0"):
+        pack([1], 0)
+    with pytest.raises(InputError, match="document 1 has length -1"):
+        pack([1, -1], 4)
+    with pytest.raises(ConfigError, match="fragment_positions='x'"):
+        next(pack([1], 4).blocks([[5]], pad_id=0, fragment_positions="x"))
+
+
+def test_empty_plan():
+    plan = pack([], 8)
+    assert plan.num_blocks == 0 and plan.fill == 1.0
+    assert list(plan.blocks([], pad_id=0)) == []
+    assert isinstance(plan, PackPlan)
+
+
+# ---- long documents as a stream ------------------------------------------------------------------
+def test_chunk_stream_scores_every_target_once():
+    # 10 tokens, T=4: samples [0..4] [4..8] [8..9]; targets t1..t4, t5..t8, t9: each exactly once.
+    c = chunk_stream(10, 4)
+    assert c.start.tolist() == [0, 4, 8] and c.length.tolist() == [5, 5, 2]
+    assert c.targets == 9 and c.dropped_targets == 0
+    d = chunk_stream(10, 4, last="drop")
+    assert d.length.tolist() == [5, 5] and (d.targets, d.dropped_targets, d.dropped_tokens) == (8, 1, 1)
+    assert chunk_stream(9, 4).length.tolist() == [5, 5]  # 8 targets, exactly two full samples
+
+
+@settings(max_examples=50, deadline=None)
+@given(n=st.integers(0, 60), T=st.integers(1, 10))
+def test_chunk_stream_targets_tile_the_document(n, T):
+    from tokenmill.batching import pad_batch
+
+    c = chunk_stream(n, T)
+    assert c.targets == max(n - 1, 0)
+    if len(c) == 0:
+        return
+    assert (c.length <= T + 1).all()
+    doc = np.arange(n)
+    batch = pad_batch([doc[s : s + k] for s, k in zip(c.start, c.length)], pad_id=0,
+                      doc_ids=np.zeros(len(c), np.int64), starts=c.start)
+    s = batch.stats()
+    assert s.targets == n - 1 and s.duplicate_targets == 0

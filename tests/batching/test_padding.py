@@ -1,0 +1,102 @@
+"""Padding: the seed's worked example, pad id == EOS id, truncation, length grouping."""
+
+import numpy as np
+import pytest
+
+from tokenmill.batching import LengthGroupedBatches, pad_batch
+from tokenmill.errors import ConfigError
+
+BOS, EOS, PAD = 1, 2, 0
+JIA, YI, BING = 10, 11, 12  # 甲 乙 丙
+A = [BOS, JIA, YI, EOS]
+B = [BOS, BING, EOS]
+
+
+def test_seed_padded_example():
+    # A has 4 input positions, B 3; padded to two rows of 4 -> 8 positions, 7 non-pad (87.5%).
+    # Targets: A scores 甲 乙 EOS (3), B scores 丙 EOS (2): 5, not 8 "training tokens".
+    batch = pad_batch([A, B], pad_id=PAD)
+    assert batch.input_ids.tolist() == [[BOS, JIA, YI, EOS], [BOS, BING, EOS, PAD]]
+    assert batch.labels.tolist() == [[-100, JIA, YI, EOS], [-100, BING, EOS, -100]]
+    assert batch.attention_mask.tolist() == [[True] * 4, [True, True, True, False]]
+    assert batch.position_ids.tolist() == [[0, 1, 2, 3], [0, 1, 2, 0]]
+    s = batch.stats()
+    assert (s.positions, s.non_pad, s.targets, s.documents) == (8, 7, 5, 2)
+    assert s.fill_rate == 0.875
+
+
+def test_pad_id_equal_to_eos_keeps_real_eos_label():
+    batch = pad_batch([A, B], pad_id=EOS)
+    assert batch.input_ids[1].tolist() == [BOS, BING, EOS, EOS]
+    # The real EOS at row 1 position 2 is a target; the padding EOS at position 3 is not.
+    assert batch.labels[1].tolist() == [-100, BING, EOS, -100]
+    assert batch.stats().targets == 5
+
+
+def test_cu_seqlens_and_mask_of_padded_rows():
+    batch = pad_batch([A, B], pad_id=PAD)
+    # Row 0: one segment of 4; row 1: 3 tokens then 1 padding position (its own segment).
+    assert batch.cu_seqlens.tolist() == [0, 4, 7, 8]
+    assert batch.cu_seqlens.dtype == np.int32
+    expected_row1 = np.array([
+        [1, 0, 0, 0],
+        [1, 1, 0, 0],
+        [1, 1, 1, 0],
+        [0, 0, 0, 1],  # padding attends only to itself: no empty row, no NaN in softmax
+    ], dtype=bool)
+    assert (batch.dense_mask()[1] == expected_row1).all()
+
+
+def test_shifted_labels():
+    batch = pad_batch([A, B], pad_id=PAD)
+    assert batch.shifted_labels().tolist() == [[JIA, YI, EOS, -100], [BING, EOS, -100, -100]]
+
+
+def test_max_length_truncation_is_counted_or_refused():
+    with pytest.raises(ConfigError, match=r"sequence 0 has 4 tokens, more than max_length=3.*truncation=True"):
+        pad_batch([A, B], pad_id=PAD, max_length=3)
+    batch = pad_batch([A, B], pad_id=PAD, max_length=3, truncation=True)
+    assert batch.input_ids.tolist() == [[BOS, JIA, YI], [BOS, BING, EOS]]
+    assert batch.truncated_tokens == 1
+    assert batch.stats().truncated_tokens == 1
+
+
+def test_pad_to_multiple_and_empty_sequence():
+    batch = pad_batch([A, [], B], pad_id=PAD, pad_to_multiple_of=8)
+    assert batch.shape == (3, 8)
+    assert batch.labels[1].tolist() == [-100] * 8
+    assert batch.doc_ids[1].tolist() == [-1] * 8
+    assert batch.stats().targets == 5
+    assert batch.cu_seqlens.tolist() == [0, 4, 8, 16, 19, 24]
+
+
+def test_batch_block_roundtrip():
+    batch = pad_batch([A, B], pad_id=PAD)
+    block = batch.block(1)
+    assert block.cu_seqlens.tolist() == [0, 3, 4]
+    assert block.max_seqlen == 3
+    again = type(batch).from_blocks(batch.blocks())
+    for name in ("input_ids", "labels", "position_ids", "doc_ids", "cu_seqlens", "attention_mask"):
+        assert np.array_equal(getattr(again, name), getattr(batch, name)), name
+
+
+def test_length_grouping_pads_less_and_is_deterministic():
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(1, 1000, 2000)
+    g = LengthGroupedBatches(lengths, batch_size=16, seed=3)
+    batches = [b.tolist() for b in g]
+    assert [b.tolist() for b in LengthGroupedBatches(lengths, batch_size=16, seed=3)] == batches
+    assert sorted(i for b in batches for i in b) == list(range(2000))  # every document once
+    assert g.padding_fraction < 0.05 < 0.3 < g.ungrouped_padding_fraction
+    g.set_epoch(1)
+    assert [b.tolist() for b in g] != batches
+
+
+def test_length_grouping_by_token_budget():
+    lengths = np.array([5, 50, 7, 48, 6, 51, 40, 3])
+    g = LengthGroupedBatches(lengths, max_tokens=100, seed=0)
+    for b in g:
+        assert lengths[b].max() * b.size <= 100
+    assert sorted(i for b in g for i in b.tolist()) == list(range(8))
+    with pytest.raises(ConfigError, match="document 5 has 51 tokens, more than max_tokens=50"):
+        LengthGroupedBatches(lengths, max_tokens=50)

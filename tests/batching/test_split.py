@@ -1,0 +1,52 @@
+"""Train/validation split by group, before packing."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tokenmill.batching import pack, split_documents
+from tokenmill.errors import ConfigError
+
+
+@settings(max_examples=60, deadline=None)
+@given(groups=st.lists(st.integers(0, 15), min_size=2, max_size=80), frac=st.floats(0.05, 0.5), seed=st.integers(0, 5))
+def test_no_group_on_both_sides_and_deterministic(groups, frac, seed):
+    if len(set(groups)) < 2:
+        return
+    s = split_documents(groups, frac, seed=seed)
+    g = np.array(groups)
+    assert not set(g[s.train]) & set(g[s.val])
+    assert sorted(s.train.tolist() + s.val.tolist()) == list(range(len(groups)))
+    assert s.train.size > 0 and s.val.size > 0
+    again = split_documents(groups, frac, seed=seed)
+    assert np.array_equal(again.val, s.val)
+
+
+def test_independent_of_document_order():
+    groups = [f"author{i % 37}" for i in range(500)]
+    s = split_documents(groups, 0.2, seed=3)
+    perm = np.random.default_rng(0).permutation(500)
+    t = split_documents([groups[i] for i in perm], 0.2, seed=3)
+    assert {groups[i] for i in s.val} == {groups[perm[i]] for i in t.val}
+    assert abs(s.val_fraction - 0.2) < 0.05
+
+
+def test_pack_each_side_alone_never_mixes():
+    rng = np.random.default_rng(1)
+    lengths = rng.integers(1, 50, 300)
+    groups = rng.integers(0, 40, 300)
+    s = split_documents(groups, 0.25)
+    train_plan = pack(lengths[s.train], 64)
+    val_plan = pack(lengths[s.val], 64)
+    train_docs = set(s.train[train_plan.doc].tolist())
+    val_docs = set(s.val[val_plan.doc].tolist())
+    assert not train_docs & val_docs
+    assert not set(groups[list(train_docs)]) & set(groups[list(val_docs)])
+
+
+def test_errors():
+    with pytest.raises(ConfigError, match="val_fraction=1.5"):
+        split_documents([1, 2], 1.5)
+    with pytest.raises(ConfigError, match="1 distinct group"):
+        split_documents(["a", "a"], 0.5)
