@@ -35,6 +35,15 @@ _EXPORTS = {
     "MultiScaleWindows": ".windows.multiscale",
     "CoverageReport": ".windows.coverage",
     "coverage_report": ".windows.coverage",
+    "SemanticWindows": ".windows.semantic",
+    "SemanticPlan": ".windows.semantic",
+    "preview": ".windows.preview",
+    "WindowPreview": ".windows.preview",
+    "chunk_text": ".windows.chunking",
+    "Chunk": ".windows.chunking",
+    "assemble_context": ".windows.chunking",
+    "ContextPiece": ".windows.chunking",
+    "bm25_scores": ".windows.chunking",
     # END windows exports
     # BEGIN batching exports (owned by tokenmill.batching)
     "pack": ".batching.packing",

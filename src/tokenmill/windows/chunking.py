@@ -1,0 +1,181 @@
+"""Retrieval chunking with exact character spans, BM25 over token ids, and context assembly.
+
+Seed 000, 4.4: cut a long knowledge source into overlapping windows, score them against a query,
+and put the best ones into a prompt within a token budget::
+
+    text        |=================================================================|
+    chunks      [c0------]     [c2------]     [c4------]     [c6------]
+                     [c1------]     [c3------]     [c5------]
+    scores        .1    .9    .8    .0    .0    .7    .2
+    budget 24   pick c1, c2 (overlap merged into one piece), c5 -> pieces in document order
+
+Chunks are sliding windows (:class:`~tokenmill.windows.SlidingWindows`, ``tail="align"``) over the
+text's tokens; each has its token range and the character span ``text[chunk.span]``, snapped so
+that a character belongs to the token holding its first byte (see ``_text``). Chunks of
+non-overlapping windows therefore partition the text exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from ..errors import ConfigError, InputError
+from ._text import encode_with_offsets
+from .sliding import SlidingWindows
+
+
+@dataclass(frozen=True, eq=False)
+class Chunk:
+    """One chunk: tokens ``[token_start, token_end)``, characters ``[start, end)`` of the source."""
+
+    index: int
+    token_start: int
+    token_end: int
+    start: int
+    end: int
+    text: str
+    ids: np.ndarray  # (token_end - token_start,) int64
+
+    @property
+    def span(self) -> slice:
+        """``source_text[chunk.span] == chunk.text``."""
+        return slice(self.start, self.end)
+
+    @property
+    def num_tokens(self) -> int:
+        return self.token_end - self.token_start
+
+
+def chunk_text(text: str, tokenizer, window: int, stride: int, *, tail: str = "align") -> list[Chunk]:
+    """Cut ``text`` into windows of ``window`` tokens every ``stride`` tokens, with character spans.
+
+    >>> class Bytes:
+    ...     def encode_ordinary(self, text): return list(text.encode())
+    ...     def token_bytes(self, i): return bytes([i])
+    >>> text = "ab中cd"
+    >>> [(c.text, c.span) for c in chunk_text(text, Bytes(), 3, 2)]  # bytes 61 62 e4 b8 ad 63 64
+    [('ab中', slice(0, 3, None)), ('中', slice(2, 3, None)), ('cd', slice(3, 5, None))]
+    """
+    ids, bounds = encode_with_offsets(text, tokenizer)
+    plan = SlidingWindows(window, stride, tail=tail).plan([ids.size])
+    out = []
+    for i, (a, n) in enumerate(zip(plan.start.tolist(), plan.length.tolist())):
+        s, e = int(bounds[a]), int(bounds[a + n])
+        out.append(Chunk(i, a, a + n, s, e, text[s:e], ids[a:a + n]))
+    return out
+
+
+def bm25_scores(query_ids, documents: Sequence, *, k1: float = 1.5, b: float = 0.75) -> np.ndarray:
+    """Okapi BM25 of each document (a sequence of token ids) for the query's distinct ids.
+
+    ``idf = ln(1 + (N - df + 0.5) / (df + 0.5))``; ``score = sum idf * tf (k1 + 1) / (tf + k1 (1 - b +
+    b |d| / avgdl))``. Repeated query ids count once. Returns float64 ``(len(documents),)``.
+
+    >>> bm25_scores([7], [[1, 2], [7, 7, 3], [7, 1]]).round(3).tolist()
+    [0.0, 0.615, 0.502]
+    """
+    q = np.unique(np.asarray(query_ids, np.int64))
+    docs = [np.asarray(d, np.int64).ravel() for d in documents]
+    n = len(docs)
+    if n == 0:
+        return np.zeros(0)
+    dl = np.array([d.size for d in docs], np.float64)
+    flat = np.concatenate(docs) if n else np.zeros(0, np.int64)
+    owner = np.repeat(np.arange(n), dl.astype(np.int64))
+    hit = np.isin(flat, q)
+    term = np.searchsorted(q, flat[hit])
+    tf = np.zeros((n, q.size))
+    np.add.at(tf, (owner[hit], term), 1.0)
+    df = (tf > 0).sum(axis=0)
+    idf = np.log1p((n - df + 0.5) / (df + 0.5))
+    avgdl = dl.mean() if dl.mean() > 0 else 1.0
+    norm = k1 * (1 - b + b * dl / avgdl)
+    return (idf * tf * (k1 + 1) / (tf + norm[:, None])).sum(axis=1)
+
+
+@dataclass(frozen=True)
+class ContextPiece:
+    """Merged chunks: tokens ``[token_start, token_end)``, text ``source[start:end]``."""
+
+    token_start: int
+    token_end: int
+    start: int
+    end: int
+    text: str
+    chunks: tuple[int, ...]  # indices of the chunks merged here
+    score: float  # best score among them
+
+    @property
+    def span(self) -> slice:
+        return slice(self.start, self.end)
+
+    @property
+    def num_tokens(self) -> int:
+        return self.token_end - self.token_start
+
+
+def _union_size(ranges: list[tuple[int, int]]) -> int:
+    total, reach = 0, None
+    for a, e in sorted(ranges):
+        if reach is None or a >= reach:
+            total += e - a
+            reach = e
+        elif e > reach:
+            total += e - reach
+            reach = e
+    return total
+
+
+def assemble_context(chunks: Sequence[Chunk], scores=None, budget_tokens: int | None = None, *,
+                     query_ids=None) -> list[ContextPiece]:
+    """Pick the best-scoring chunks whose merged tokens fit ``budget_tokens``; merge overlapping or
+    touching neighbours; return the pieces in document order.
+
+    Greedy by score (ties: earlier chunk first); a chunk that does not fit is skipped and smaller
+    later ones may still fit. Overlapping tokens count once toward the budget. ``scores=None``
+    scores the chunks with :func:`bm25_scores` against ``query_ids``.
+
+    >>> class Bytes:
+    ...     def encode_ordinary(self, text): return list(text.encode())
+    ...     def token_bytes(self, i): return bytes([i])
+    >>> chunks = chunk_text("aaaa bbbb cccc", Bytes(), 5, 5)
+    >>> [p.text for p in assemble_context(chunks, [0.1, 0.9, 0.5], 10)]
+    ['bbbb cccc']
+    """
+    if budget_tokens is None or isinstance(budget_tokens, bool) or not isinstance(budget_tokens, (int, np.integer)) \
+            or budget_tokens < 0:
+        raise ConfigError(f"budget_tokens={budget_tokens!r}; pass the number of tokens the context may hold (>= 0)")
+    if scores is None:
+        if query_ids is None:
+            raise ConfigError("pass scores (one per chunk) or query_ids for the default BM25 scorer")
+        scores = bm25_scores(query_ids, [c.ids for c in chunks])
+    scores = np.asarray(scores, np.float64)
+    if scores.shape != (len(chunks),):
+        raise InputError(f"scores has shape {scores.shape} but there are {len(chunks):,d} chunks; pass one score each")
+    chosen: list[int] = []
+    ranges: list[tuple[int, int]] = []
+    for i in sorted(range(len(chunks)), key=lambda i: (-scores[i], i)):
+        c = chunks[i]
+        trial = ranges + [(c.token_start, c.token_end)]
+        if _union_size(trial) <= budget_tokens:
+            chosen.append(i)
+            ranges = trial
+    order = sorted(chosen, key=lambda i: (chunks[i].token_start, i))
+    return _merge([(chunks[i], float(scores[i])) for i in order])
+
+
+def _merge(items: list[tuple[Chunk, float]]) -> list[ContextPiece]:
+    pieces: list[ContextPiece] = []
+    for c, score in items:
+        last = pieces[-1] if pieces else None
+        if last is not None and c.token_start <= last.token_end:
+            text = last.text + c.text[max(last.end - c.start, 0):] if c.end > last.end else last.text
+            pieces[-1] = ContextPiece(last.token_start, max(last.token_end, c.token_end), last.start,
+                                      max(last.end, c.end), text, last.chunks + (c.index,),
+                                      max(last.score, score))
+        else:
+            pieces.append(ContextPiece(c.token_start, c.token_end, c.start, c.end, c.text, (c.index,), score))
+    return pieces

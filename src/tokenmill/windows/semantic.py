@@ -1,0 +1,268 @@
+"""Semantic-aware windows: cut at paragraph and sentence boundaries, overlap by whole units.
+
+Seed 000, 4.3: fixed token windows cut paragraphs, code and dialogue in half. Here the text is first
+split into *units* at boundaries (blank lines, newlines, sentence-final punctuation in Chinese and
+English: ``。！？；.!?``), the unit ends are mapped from characters to token positions, and whole
+units are packed greedily into windows; consecutive windows share the last ``overlap_units`` units::
+
+    units     [u0--][u1------][u2---][u3--][u4-------][u5-]
+    window 0  [u0--][u1------][u2---]                          (u3 would not fit)
+    window 1                  [u2---][u3--][u4-------]         (overlap_units=1: starts at u2)
+    window 2                                [u4-------][u5-]
+
+Rules, in order:
+
+1. Cut points are the ends of boundary matches (``boundaries``: ``"sentence"`` (default),
+   ``"line"``, ``"paragraph"``, or a regex whose match ends are cut points). ASCII ``.!?`` cut only
+   before whitespace or the end (so ``3.14`` and ``e.g.x`` stay whole); ``。！？；`` always cut; closing
+   quotes and brackets stay with their sentence; whitespace after the cut starts the next unit.
+2. A character cut ``c`` becomes the token position "number of tokens whose first character is
+   before ``c``"; a token holding part of a character belongs where the character's first byte is.
+3. ``atomic`` character spans (e.g. an instruction with its response) become single units: no cut
+   inside them. A non-atomic unit longer than the content size ``C`` is hard-split into ``C``-token
+   pieces; an atomic one follows ``oversize``: ``"split"`` (pieces), ``"truncate"`` (keep its first
+   ``C`` tokens; the rest is counted in ``truncated_tokens`` and left uncovered) or ``"error"``.
+4. A window takes units from ``i`` while they fit in ``C``. The next window starts at
+   ``max(i + 1, j - overlap_units)`` (``j``: first unit not taken), moved further right if the
+   overlapping units and the next new unit would not fit together, so every window adds new text.
+
+The plan is computed for all documents at once: one numpy step per window *index*, not per window.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Sequence
+
+import numpy as np
+import regex
+
+from ..data.source import ArraySource
+from ..errors import ConfigError, InputError
+from ._text import encode_with_offsets
+from .sliding import PlanStats, WindowPlan, _check_choice, _check_int
+
+BOUNDARIES = {
+    "paragraph": r"\n[ \t]*\n\s*",
+    "line": r"\n+",
+    "sentence": r"\n+|[。！？；]+[\"'”’」』）)\]]*|[.!?]+[\"'”’)\]]*(?=\s|$)",
+}
+
+
+@dataclass(frozen=True, eq=False)
+class SemanticPlan:
+    """A semantic plan: the window rows, the token ids they index, and the units they were cut from.
+
+    ``units``: int64 ``(k, 3)`` rows ``(doc, token_start, token_end)`` after atomic merging and
+    splitting; ``char_bounds``: per document, the character offset of every token boundary.
+    """
+
+    plan: WindowPlan
+    source: ArraySource
+    units: np.ndarray
+    char_bounds: tuple[np.ndarray, ...]
+    truncated_tokens: int
+    split_units: int
+
+    def window_span(self, r: int) -> slice:
+        """Character span of window ``r`` in its document's text."""
+        b = self.char_bounds[int(self.plan.doc[r])]
+        return slice(int(b[self.plan.start[r]]), int(b[self.plan.end[r]]))
+
+
+class SemanticWindows:
+    """Windows of whole units (sentences, lines or paragraphs), at most ``window_size`` tokens.
+
+    ``reserve`` keeps room for special tokens (content size ``window_size - reserve``); ``score`` is
+    as in :class:`~tokenmill.windows.SlidingWindows`.
+
+    >>> sw = SemanticWindows(6, overlap_units=1)
+    >>> p = sw.plan_units([np.array([2, 3, 2, 4])])
+    >>> p.start.tolist(), p.length.tolist()   # units [0,2) [2,5) [5,7) [7,11)
+    ([0, 2, 5], [5, 5, 6])
+    """
+
+    def __init__(self, window_size: int, *, overlap_units: int = 1, boundaries: str = "sentence",
+                 oversize: str = "split", reserve: int = 0, score: str = "all"):
+        _check_int("window_size", window_size, 1)
+        _check_int("overlap_units", overlap_units, 0)
+        _check_int("reserve", reserve, 0)
+        if reserve >= window_size:
+            raise ConfigError(f"reserve={reserve:,d} leaves no room in window_size={window_size:,d}; "
+                              "pass reserve < window_size")
+        if oversize not in ("split", "truncate", "error"):
+            raise ConfigError(f"oversize={oversize!r} is not one of ('split', 'truncate', 'error')")
+        _check_choice("score", score)
+        pattern = BOUNDARIES.get(boundaries, boundaries)
+        try:
+            self._re = regex.compile(pattern)
+        except (regex.error, TypeError) as e:
+            raise ConfigError(f"boundaries={boundaries!r} is neither one of {tuple(BOUNDARIES)} nor a valid "
+                              f"regex: {e}") from None
+        self.window_size, self.overlap_units, self.boundaries = window_size, overlap_units, boundaries
+        self.oversize, self.reserve, self.score = oversize, reserve, score
+
+    @property
+    def capacity(self) -> int:
+        return self.window_size - self.reserve
+
+    def __repr__(self) -> str:
+        return (f"SemanticWindows({self.window_size}, overlap_units={self.overlap_units}, "
+                f"boundaries={self.boundaries!r}, oversize={self.oversize!r})")
+
+    # -- text -> units ---------------------------------------------------------------------------
+
+    def cut_points(self, text: str) -> list[int]:
+        """Character offsets where units end (the text's end excluded).
+
+        >>> SemanticWindows(8).cut_points("Hi. It is 3.14 now!\\n\\n你好。再见")
+        [3, 19, 21, 24]
+        """
+        n = len(text)
+        return sorted({m.end() for m in self._re.finditer(text) if 0 < m.end() < n})
+
+    def plan_texts(self, texts: Sequence[str], tokenizer, *, atomic: Sequence[Sequence[tuple[int, int]]] | None = None,
+                   epoch: int = 0) -> SemanticPlan:
+        """Encode ``texts`` with ``tokenizer`` (duck-typed: ``encode_ordinary``, ``token_bytes``) and
+        plan windows of whole units. ``atomic[d]``: character spans ``(start, end)`` of document ``d``
+        that must stay in one window."""
+        docs, bounds, unit_lens, unit_atomic = [], [], [], []
+        for d, text in enumerate(texts):
+            ids, cb = encode_with_offsets(text, tokenizer)
+            spans = [] if atomic is None else list(atomic[d])
+            lens, flags = self._units(text, cb, spans, d)
+            docs.append(ids)
+            bounds.append(cb)
+            unit_lens.append(lens)
+            unit_atomic.append(flags)
+        plan, units, truncated, split = self._plan(unit_lens, unit_atomic, epoch)
+        return SemanticPlan(plan, ArraySource(docs), units, tuple(bounds), truncated, split)
+
+    def _units(self, text: str, cb: np.ndarray, spans, d: int) -> tuple[np.ndarray, np.ndarray]:
+        n_tok = cb.size - 1
+        to_tok = lambda c: int(np.searchsorted(cb[:-1], c, side="left"))  # tokens starting before c
+        cuts = {to_tok(c) for c in self.cut_points(text)}
+        regions = []
+        for s, e in spans:
+            if not (0 <= s <= e <= len(text)):
+                raise InputError(f"document {d:,d}: atomic span ({s:,d}, {e:,d}) is outside its {len(text):,d} characters")
+            a, b = to_tok(s), to_tok(e)
+            if b > a:
+                regions.append((a, b))
+                cuts = {c for c in cuts if not a < c < b} | {a, b}
+        edges = np.array(sorted(cuts | {0, n_tok}), np.int64) if n_tok else np.zeros(0, np.int64)
+        edges = edges[(edges >= 0) & (edges <= n_tok)]
+        lens = np.diff(edges)
+        starts = edges[:-1]
+        flags = np.zeros(lens.size, bool)
+        for a, b in regions:
+            flags |= (starts >= a) & (starts < b)
+        return lens, flags
+
+    # -- units -> windows ------------------------------------------------------------------------
+
+    def plan_units(self, unit_lengths: Sequence[np.ndarray], atomic: Sequence[np.ndarray] | None = None,
+                   epoch: int = 0) -> WindowPlan:
+        """Plan from unit token lengths per document (units are contiguous, in order)."""
+        return self._plan(unit_lengths, atomic, epoch)[0]
+
+    def _plan(self, unit_lengths, atomic, epoch):
+        C = self.capacity
+        lens = [np.asarray(u, np.int64).ravel() for u in unit_lengths]
+        D = len(lens)
+        flags = [np.zeros(u.size, bool) if atomic is None else np.asarray(atomic[d], bool).ravel()
+                 for d, u in enumerate(lens)]
+        for d in range(D):
+            if flags[d].shape != lens[d].shape:
+                raise InputError(f"document {d:,d}: atomic has {flags[d].size:,d} flags for {lens[d].size:,d} units")
+            if lens[d].size and lens[d].min() < 0:
+                raise InputError(f"document {d:,d} has a unit of negative length")
+        doc_len = np.array([int(u.sum()) for u in lens], np.int64)
+        u_doc = np.repeat(np.arange(D, dtype=np.int64), [u.size for u in lens])
+        u_len = np.concatenate(lens) if D else np.zeros(0, np.int64)
+        u_atom = np.concatenate(flags) if D else np.zeros(0, bool)
+        u_start = np.concatenate([np.cumsum(u) - u for u in lens]) if D else np.zeros(0, np.int64)
+        keep = u_len > 0
+        u_doc, u_len, u_atom, u_start = u_doc[keep], u_len[keep], u_atom[keep], u_start[keep]
+
+        big = u_len > C
+        truncated = 0
+        if (big & u_atom).any():
+            if self.oversize == "error":
+                k = int(np.flatnonzero(big & u_atom)[0])
+                raise InputError(f"document {int(u_doc[k]):,d}: an atomic segment has {int(u_len[k]):,d} tokens, "
+                                 f"more than the window's {C:,d}; pass oversize='split' or 'truncate', or a larger "
+                                 "window_size")
+            if self.oversize == "truncate":
+                cut = big & u_atom
+                truncated = int((u_len[cut] - C).sum())
+                u_len = np.where(cut, C, u_len)
+                big = u_len > C
+        # hard-split what is still longer than C into C-token pieces
+        pieces = np.where(big, -(-u_len // C), 1)
+        rep = np.repeat(np.arange(u_len.size), pieces)
+        k = np.arange(rep.size) - np.repeat(np.cumsum(pieces) - pieces, pieces)
+        p_start = u_start[rep] + k * C
+        p_len = np.minimum(C, u_len[rep] - k * C)
+        p_doc = u_doc[rep]
+        split = int(big.sum())
+
+        doc, start, length = _pack(p_doc, p_start, p_len, D, C, self.overlap_units)
+        plan = _semantic_plan(doc, start, length, doc_len, truncated, self.score, epoch, self.window_size)
+        units = np.stack([p_doc, p_start, p_start + p_len], axis=1).reshape(-1, 3)
+        return plan, units, truncated, split
+
+
+def _pack(p_doc, p_start, p_len, D, C, overlap):
+    """Greedy packing of units (sorted by doc, contiguous unless truncated) for all documents at once."""
+    m = p_len.size
+    if m == 0:
+        z = np.zeros(0, np.int64)
+        return z, z, z
+    cum = np.concatenate([[0], np.cumsum(p_len)])  # exclusive prefix over all units
+    first_unit = np.searchsorted(p_doc, np.arange(D), side="left")
+    last_unit = np.searchsorted(p_doc, np.arange(D), side="right")  # exclusive
+    active = np.flatnonzero(last_unit > first_unit)
+    i, stop = first_unit[active], last_unit[active]
+    rows_doc, rows_i, rows_j = [], [], []
+    while active.size:
+        j = np.searchsorted(cum, cum[i] + C, side="right") - 1  # largest j with sum(units[i:j]) <= C
+        j = np.minimum(np.maximum(j, i + 1), stop)
+        rows_doc.append(active), rows_i.append(i), rows_j.append(j)
+        more = j < stop
+        active, i, j, stop = active[more], i[more], j[more], stop[more]
+        fit = np.searchsorted(cum, cum[j + 1] - C, side="left")  # overlap + next unit must fit
+        i = np.maximum.reduce([i + 1, j - overlap, fit])
+    doc = np.concatenate(rows_doc)
+    ui, uj = np.concatenate(rows_i), np.concatenate(rows_j)
+    order = np.lexsort((ui, doc))
+    doc, ui, uj = doc[order], ui[order], uj[order]
+    start = p_start[ui]
+    length = p_start[uj - 1] + p_len[uj - 1] - start
+    return doc.astype(np.int64), start, length
+
+
+def _semantic_plan(doc, start, length, doc_len, truncated, score, epoch, window_size) -> WindowPlan:
+    end = start + length
+    same = np.zeros(doc.size, bool)
+    same[1:] = doc[1:] == doc[:-1]
+    prev_end = np.where(same, np.concatenate([[0], end[:-1]]), 0)
+    target_start = np.minimum(start + 1, end)
+    if score == "new":
+        target_start = np.minimum(np.maximum(target_start, prev_end), end)
+    covered = int(np.maximum(end - np.maximum(start, prev_end), 0).sum())
+    unique_t = int(np.maximum(end - np.maximum(target_start, prev_end), 0).sum())
+    last = np.ones(doc.size, bool)
+    last[:-1] = ~same[1:]
+    num_tokens = int(doc_len.sum())
+    tail = int((doc_len[doc[last]] - end[last]).sum())
+    head = int(start[~same].sum())
+    stats = PlanStats(
+        num_docs=int(doc_len.size), num_tokens=num_tokens, num_windows=int(doc.size),
+        empty_docs=int((doc_len == 0).sum()), short_docs=0, short_docs_dropped=0, full_windows=int(doc.size),
+        tail_windows=0, short_windows=0, windows_capped=0, window_tokens=int(length.sum()), covered_tokens=covered,
+        uncovered_head=head, uncovered_gap=num_tokens - covered - head - tail, uncovered_tail=tail,
+        uncovered_short=0, target_tokens=int((end - target_start).sum()), unique_targets=unique_t)
+    return WindowPlan(doc=doc, start=start, length=length, target_start=target_start,
+                      scale=np.full(doc.size, window_size, np.int64), stats=stats, score=score, epoch=epoch,
+                      scale_stats=(stats,))

@@ -1,0 +1,257 @@
+"""Tokenizer-facing parts: chunk_text spans, assemble_context, BM25, preview, SemanticWindows."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tokenmill
+from tokenmill.errors import ConfigError, InputError
+from tokenmill.windows import (SemanticWindows, SlidingWindows, assemble_context, bm25_scores, chunk_text,
+                               coverage_report, preview)
+
+TEXT = ("滑动窗口把长文档切成一段一段。每个窗口不超过模型上限！\n\n"
+        "Sliding windows cut long documents. Each window fits the model? Yes.\n"
+        "Overlap keeps context; 重叠保留上下文。")
+
+
+class Bytes:
+    """A byte-level tokenizer: one token per UTF-8 byte (tokens split characters)."""
+
+    vocab_size = 256
+
+    def encode_ordinary(self, text):
+        return list(text.encode())
+
+    def token_bytes(self, i):
+        return bytes([i])
+
+    def decode_bytes(self, ids):
+        return bytes(ids)
+
+    def decode(self, ids, errors="replace"):
+        return bytes(ids).decode("utf-8", errors)
+
+
+@pytest.fixture(scope="module")
+def bpe():
+    return tokenmill.train_bpe([TEXT] * 3, 300)
+
+
+@pytest.fixture(params=["bytes", "bpe"])
+def tok(request, bpe):
+    return Bytes() if request.param == "bytes" else bpe
+
+
+# -- chunk_text ------------------------------------------------------------------------------------
+
+
+def test_chunk_spans_are_exact(tok):
+    chunks = chunk_text(TEXT, tok, 16, 8)
+    ids = tok.encode_ordinary(TEXT)
+    assert chunks[0].start == 0 and chunks[-1].end == len(TEXT)
+    for c in chunks:
+        assert TEXT[c.span] == c.text
+        assert c.ids.tolist() == ids[c.token_start:c.token_end]
+    # the windows are those of SlidingWindows(16, 8) over the ids
+    plan = SlidingWindows(16, 8).plan([len(ids)])
+    assert [c.token_start for c in chunks] == plan.start.tolist()
+
+
+def test_non_overlapping_chunks_partition_the_text(tok):
+    chunks = chunk_text(TEXT, tok, 7, 7, tail="pad")
+    assert "".join(c.text for c in chunks) == TEXT
+    assert all(a.end == b.start for a, b in zip(chunks, chunks[1:]))
+
+
+def test_span_snapping_golden():
+    # "a中b" = bytes 61 | e4 b8 ad | 62. Windows of 2 bytes, stride 2: [61 e4] [b8 ad] [62].
+    # A character belongs to the token holding its first byte: 中 goes with chunk 0.
+    chunks = chunk_text("a中b", Bytes(), 2, 2, tail="pad")
+    assert [(c.text, c.start, c.end) for c in chunks] == [("a中", 0, 2), ("", 2, 2), ("b", 2, 3)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("ab 。中é\n😀")), max_size=40), st.integers(1, 9), st.integers(1, 9))
+def test_chunk_spans_property(text, w, s):
+    for c in chunk_text(text, Bytes(), w, s):
+        assert text[c.span] == c.text
+        # the chunk's characters are exactly those whose first byte lies in its bytes
+        b0 = len(text[:c.start].encode())
+        assert b0 >= c.token_start and b0 - c.token_start < 4
+
+
+def test_lossy_tokenizer_is_refused():
+    class Lossy(Bytes):
+        def token_bytes(self, i):
+            return b"xx"
+
+    with pytest.raises(InputError, match="lossless"):
+        chunk_text("abc", Lossy(), 2, 1)
+
+
+# -- BM25 and context assembly ---------------------------------------------------------------------
+
+
+def test_bm25_golden():
+    # N=3 docs, query term 7 appears in docs 1, 2: df=2, idf = ln(1 + (3-2+.5)/(2+.5)) = ln 1.6.
+    # avgdl = 7/3. doc 1: tf=2, |d|=3: 2*2.5 / (2 + 1.5*(.25 + .75*3/(7/3))) = 1.30841...
+    idf = np.log(1.6)
+    want1 = idf * 2 * 2.5 / (2 + 1.5 * (0.25 + 0.75 * 3 / (7 / 3)))
+    got = bm25_scores([7, 7], [[1, 2], [7, 7, 3], [7, 1]])
+    assert got[0] == 0 and got[1] == pytest.approx(want1)
+    assert bm25_scores([1], []).shape == (0,)
+
+
+def test_assemble_context_budget_merge_order():
+    chunks = chunk_text("0123456789abcdefghij", Bytes(), 4, 2)  # starts 0, 2, ..., 16: 9 chunks
+    scores = np.zeros(9)
+    scores[[1, 2, 7]] = [0.9, 0.8, 0.7]
+    # 1 = [2,6), 2 = [4,8) -> union 6 tokens; 7 = [14,18) adds 4 -> 10 <= 10
+    pieces = assemble_context(chunks, scores, 10)
+    assert [(p.token_start, p.token_end, p.text, p.chunks) for p in pieces] == [
+        (2, 8, "234567", (1, 2)), (14, 18, "efgh", (7,))]
+    assert pieces[0].score == 0.9 and "0123456789abcdefghij"[pieces[1].span] == "efgh"
+    # budget 6: after 1 and 2 (6 tokens) nothing else fits
+    assert [p.chunks for p in assemble_context(chunks, scores, 6)] == [(1, 2)]
+    assert assemble_context(chunks, scores, 0) == []
+
+
+def test_assemble_context_default_bm25():
+    text = "cats sleep. dogs bark. cats purr. birds sing."
+    chunks = chunk_text(text, Bytes(), 11, 11, tail="pad")
+    query = list(b"cats")
+    pieces = assemble_context(chunks, None, 11, query_ids=query)
+    assert len(pieces) == 1 and "cat" in pieces[0].text
+    with pytest.raises(ConfigError, match="query_ids"):
+        assemble_context(chunks, None, 10)
+    with pytest.raises(InputError, match="one score each"):
+        assemble_context(chunks, [1.0], 10)
+    with pytest.raises(ConfigError, match="budget_tokens"):
+        assemble_context(chunks, None, -1, query_ids=query)
+
+
+# -- preview ---------------------------------------------------------------------------------------
+
+
+def test_preview_marks_overlap_and_gaps():
+    docs = [list(b"abcdefghijk"), list(b"xyz")]
+    plan = SlidingWindows(4, 3).plan([11, 3])  # doc 0: 0, 3, 6, tail 7; doc 1: short [0, 3)
+    pv = preview(plan, docs, Bytes(), n=5)
+    assert [p.overlap_text for p in pv] == ["", "d", "g", "hij", ""]
+    assert [p.new_text for p in pv] == ["abcd", "efg", "hij", "k", "xyz"]
+    assert str(pv[1]).splitlines() == ["window 1  doc 0  tokens [3, 7) of 11  overlap 1", "[[d]]efg"]
+    gap = preview(SlidingWindows(2, 4).plan([8]), [list(b"abcdefgh")], Bytes())
+    assert gap[1].gap_tokens == 2 and "gap of 2" in str(gap[1])
+    with pytest.raises(ConfigError):
+        preview(plan, docs, Bytes(), n=-1)
+
+
+def test_preview_does_not_cut_characters(bpe):
+    ids = bpe.encode_ordinary(TEXT)
+    plan = SlidingWindows(10, 5).plan([len(ids)])
+    for p in preview(plan, [ids], bpe, n=len(plan)):
+        assert "\ufffd" not in p.overlap_text or "\ufffd" in bpe.decode(ids[p.start:p.start + p.length])
+
+
+# -- semantic windows ------------------------------------------------------------------------------
+
+
+def test_cut_points_golden():
+    sw = SemanticWindows(8)
+    # "Hi." ends at 3 (space follows); 3.14 is not a sentence end; "now!" ends at 19; the blank
+    # line "\n\n" ends at 21; "你好。" at 24; "再见" runs to the end.
+    assert sw.cut_points("Hi. It is 3.14 now!\n\n你好。再见") == [3, 19, 21, 24]
+    assert SemanticWindows(8, boundaries="paragraph").cut_points("a.\nb\n\nc") == [6]
+    assert SemanticWindows(8, boundaries="line").cut_points("a.\nb\n\nc") == [3, 6]
+    assert SemanticWindows(8, boundaries=r";").cut_points("a;b;") == [2]
+
+
+def test_plan_units_packing_golden():
+    # units of 2, 3, 2, 4 tokens = [0,2) [2,5) [5,7) [7,11), C=6, overlap 1:
+    # w0 = u0+u1 (5; +u2 = 7 > 6); w1 starts at u1 (overlap): u1+u2 = 5 (+u3 = 9 > 6);
+    # w2 starts at u2: u2+u3 = 6.
+    plan = SemanticWindows(6, overlap_units=1).plan_units([np.array([2, 3, 2, 4])])
+    assert list(zip(plan.start.tolist(), plan.end.tolist())) == [(0, 5), (2, 7), (5, 11)]
+    # overlap 0: w0 = u0+u1, w1 = u2+u3
+    plan0 = SemanticWindows(6, overlap_units=0).plan_units([np.array([2, 3, 2, 4])])
+    assert list(zip(plan0.start.tolist(), plan0.end.tolist())) == [(0, 5), (5, 11)]
+    # the overlap shrinks when it and the next unit do not fit: units 3, 8, 8 with C=11:
+    # w0 = u0+u1 (11); starting w1 at u1 would leave no room for u2 -> w1 = u2 alone
+    p = SemanticWindows(11).plan_units([np.array([3, 8, 8])])
+    assert list(zip(p.start.tolist(), p.end.tolist())) == [(0, 11), (11, 19)]
+
+
+def test_oversize_units():
+    # a plain unit of 10 with C=4 is hard-split into 4, 4, 2
+    p = SemanticWindows(4, overlap_units=0).plan_units([np.array([1, 10])])
+    assert list(zip(p.start.tolist(), p.end.tolist())) == [(0, 1), (1, 5), (5, 9), (9, 11)]
+    atomic = [np.array([False, True, False])]
+    units = [np.array([2, 6, 2])]
+    with pytest.raises(InputError, match="atomic segment has 6 tokens"):
+        SemanticWindows(4, oversize="error").plan_units(units, atomic)
+    t = SemanticWindows(4, oversize="truncate", overlap_units=0)
+    plan, _, truncated, _ = t._plan(units, atomic, 0)
+    # the atomic unit [2, 8) keeps [2, 6); tokens 6, 7 are truncated and uncovered
+    assert list(zip(plan.start.tolist(), plan.end.tolist())) == [(0, 2), (2, 6), (8, 10)]
+    assert truncated == 2 and plan.stats.uncovered_gap == 2
+    s = SemanticWindows(4, oversize="split", overlap_units=0).plan_units(units, atomic)
+    assert s.stats.covered_tokens == 10
+
+
+def test_semantic_text_windows(tok):
+    sw = SemanticWindows(24, overlap_units=1)
+    sp = sw.plan_texts([TEXT, "", "短。"], tok)
+    plan = sp.plan
+    assert (plan.length <= 24).all() and sp.truncated_tokens == 0
+    rep = coverage_report(plan, sp.source.lengths)
+    assert rep.coverage == 1.0 and rep.starts_monotonic and rep.duplicate_windows == 0
+    assert plan.doc.tolist().count(1) == 0 and plan.doc.tolist().count(2) == 1
+    cuts = set(sw.cut_points(TEXT))
+    ids = tok.encode_ordinary(TEXT)
+    for r in np.flatnonzero(plan.doc == 0).tolist():
+        span = sp.window_span(r)
+        # a character belongs to the window holding its first byte
+        b0 = sum(len(tok.token_bytes(i)) for i in ids[:plan.start[r]])
+        b1 = sum(len(tok.token_bytes(i)) for i in ids[:plan.end[r]])
+        firsts = [len(TEXT[:k].encode()) for k in range(len(TEXT))]
+        assert TEXT[span] == "".join(ch for ch, f in zip(TEXT, firsts) if b0 <= f < b1)
+        # windows start and end on unit edges (which sit at cut points or inside hard-split units)
+        assert plan.start[r] in sp.units[:, 1] and plan.end[r] in sp.units[:, 2]
+    # the windows materialize against the plan's own source
+    w = next(plan.materialize(sp.source))
+    assert w.input_ids.tolist() == ids[:w.input_ids.size]
+    assert any(c in cuts for c in range(len(TEXT)))
+
+
+def test_atomic_spans_stay_whole():
+    text = "Q: what is a window? A: a slice. Next question. Another one."
+    a0 = text.index("Q:")
+    a1 = text.index(" Next")
+    sw = SemanticWindows(40, overlap_units=0)
+    sp = sw.plan_texts([text], Bytes(), atomic=[[(a0, a1)]])
+    spans = [sp.window_span(r) for r in range(len(sp.plan))]
+    assert any(s.start <= a0 and a1 <= s.stop for s in spans)  # instruction + response together
+    with pytest.raises(InputError, match="outside"):
+        sw.plan_texts([text], Bytes(), atomic=[[(0, 999)]])
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 9), max_size=8), max_size=4), st.integers(1, 10), st.integers(0, 3))
+def test_semantic_invariants(unit_lists, w, ov):
+    units = [np.array(u, np.int64) for u in unit_lists]
+    plan = SemanticWindows(w, overlap_units=ov).plan_units(units)
+    lengths = [int(u.sum()) for u in units]
+    rep = coverage_report(plan, lengths)
+    assert rep.coverage == 1.0 and rep.lengths_ok and rep.duplicate_windows == 0
+    same = np.diff(plan.doc) == 0
+    assert (np.diff(plan.start)[same] > 0).all() and (np.diff(plan.end)[same] > 0).all()
+
+
+@pytest.mark.parametrize("kw", [dict(oversize="drop"), dict(boundaries="("), dict(reserve=8),
+                                dict(overlap_units=-1)])
+def test_semantic_config_errors(kw):
+    with pytest.raises(ConfigError):
+        SemanticWindows(8, **kw)
