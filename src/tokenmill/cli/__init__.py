@@ -12,6 +12,7 @@ from ..errors import TokenmillError
 COMMAND_MODULES = [
     "tokenizer_cmds",  # train, encode, decode, inspect
     "demo",
+    "windows",
 ]
 
 

@@ -64,8 +64,8 @@ class CoverageReport:
         d["uncovered_span_count"] = int(self.uncovered_spans.shape[0])
         d["uncovered_spans"] = self.uncovered_spans[:max_spans].tolist()
         wpd = self.windows_per_doc
-        d["windows_per_doc"] = {"min": int(wpd.min(initial=0)), "mean": float(wpd.mean()) if wpd.size else 0.0,
-                                "max": int(wpd.max(initial=0))}
+        d["windows_per_doc"] = ({"min": int(wpd.min()), "mean": float(wpd.mean()), "max": int(wpd.max())}
+                                if wpd.size else {"min": 0, "mean": 0.0, "max": 0})
         return d
 
     def summary(self, max_spans: int = 5) -> str:

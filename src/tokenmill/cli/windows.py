@@ -1,0 +1,71 @@
+"""`tokenmill windows`: plan sliding windows over text files, check coverage, preview as text."""
+
+from __future__ import annotations
+
+import json
+
+from ._common import add_command, add_document_args, add_quiet, documents_from_args
+
+
+def register(sub) -> None:
+    p = add_command(
+        sub, "windows", help="plan sliding windows over tokenized documents; print summary, coverage, previews",
+        example="tokenmill windows --tokenizer tok.json --input notes.txt --window 512 --stride 256 "
+                "--jitter global --epoch 3 --preview 5",
+        func=cmd_windows)
+    p.add_argument("--tokenizer", required=True, help="tokenizer file (from `tokenmill train`)")
+    add_document_args(p)
+    p.add_argument("--window", type=int, required=True, help="tokens per window (special tokens included)")
+    p.add_argument("--stride", type=int, default=None, help="step between window starts (default: window // 2)")
+    p.add_argument("--start-offset", type=int, default=0, help="first start (clamped to max(N - window, 0))")
+    p.add_argument("--tail", choices=["align", "drop", "pad"], default="align",
+                   help="tokens after the last full window: aligned last window, leave uncovered, short window")
+    p.add_argument("--short", choices=["keep", "drop"], default="keep", help="documents shorter than the window")
+    p.add_argument("--max-windows-per-doc", type=int, default=None, help="keep k evenly spread windows per document")
+    p.add_argument("--jitter", choices=["global", "per_doc"], default=None,
+                   help="random start offset in [0, stride) per epoch (training only)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--epoch", type=int, default=0)
+    p.add_argument("--score", choices=["all", "new"], default="all",
+                   help="'new': score each token once (strided perplexity evaluation)")
+    p.add_argument("--reserve", type=int, default=0, help="room kept for special tokens inside --window")
+    p.add_argument("--preview", type=int, default=5, metavar="N", help="decode the first N windows (0: none)")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    add_quiet(p)
+
+
+def cmd_windows(args) -> int:
+    import numpy as np
+
+    from ..data.source import ArraySource
+    from ..tokenizer.model import Tokenizer
+    from ..windows import SlidingWindows, coverage_report, preview
+
+    tok = Tokenizer.load(args.tokenizer)
+    stride = args.stride if args.stride is not None else max(1, args.window // 2)
+    sw = SlidingWindows(args.window, stride, start_offset=args.start_offset, tail=args.tail, short=args.short,
+                        max_windows_per_doc=args.max_windows_per_doc, jitter=args.jitter, seed=args.seed,
+                        score=args.score, reserve=args.reserve)
+    docs = [np.asarray(tok.encode_ordinary(text), np.int64) for text in documents_from_args(args)]
+    source = ArraySource(docs)
+    plan = sw.plan(source.lengths, epoch=args.epoch)
+    report = coverage_report(plan, source.lengths)
+    previews = preview(plan, source, tok, n=args.preview)
+    if args.json:
+        print(json.dumps({
+            "config": {"window": args.window, "stride": stride, "start_offset": args.start_offset,
+                       "tail": args.tail, "short": args.short, "max_windows_per_doc": args.max_windows_per_doc,
+                       "jitter": args.jitter, "seed": args.seed, "epoch": args.epoch, "score": args.score,
+                       "reserve": args.reserve},
+            "stats": {**plan.stats.__dict__, "coverage": plan.stats.coverage},
+            "coverage": report.to_dict(),
+            "previews": [{**p.__dict__} for p in previews],
+        }, ensure_ascii=False, indent=1))
+        return 0
+    print(f"{sw.window_size:,d}-token windows, stride {stride:,d}, epoch {args.epoch:,d}")
+    print(plan.summary())
+    print(report.summary())
+    for p in previews:
+        print()
+        print(p.render())
+    return 0

@@ -1,0 +1,46 @@
+"""`tokenmill windows`: summary, coverage and previews from text files, as text and JSON."""
+
+from __future__ import annotations
+
+import json
+
+import tokenmill
+from tokenmill.cli import main
+
+TEXT = "滑动窗口把长文档切成一段一段。Sliding windows cut long documents into pieces. " * 6
+
+
+def setup(tmp_path):
+    tok = tokenmill.train_bpe([TEXT], 300)
+    tok.save(tmp_path / "tok.json")
+    (tmp_path / "a.txt").write_text(TEXT, encoding="utf-8")
+    (tmp_path / "b.txt").write_text("short", encoding="utf-8")
+    return tok, [str(tmp_path / "tok.json"), str(tmp_path / "a.txt"), str(tmp_path / "b.txt")]
+
+
+def test_cli_text(tmp_path, capsys):
+    tok, (t, a, b) = setup(tmp_path)
+    rc = main(["windows", "--tokenizer", t, "--input", a, b, "--window", "32", "--stride", "16",
+               "--jitter", "global", "--epoch", "3", "--preview", "2"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "32-token windows, stride 16, epoch 3" in out and "coverage" in out and "jitter" in out
+    assert out.count("window 0  doc 0") == 1 and "window 1  doc 0" in out and "[[" in out
+
+
+def test_cli_json_matches_library(tmp_path, capsys):
+    tok, (t, a, b) = setup(tmp_path)
+    rc = main(["windows", "--tokenizer", t, "--input", a, b, "--window", "32", "--preview", "3", "--json"])
+    assert rc == 0
+    got = json.loads(capsys.readouterr().out)
+    n = len(tok.encode_ordinary(TEXT))
+    plan = tokenmill.SlidingWindows(32, 16).plan([n, len(tok.encode_ordinary("short"))])
+    assert got["stats"]["num_windows"] == len(plan) and got["coverage"]["coverage"] == 1.0
+    assert got["config"]["stride"] == 16 and len(got["previews"]) == 3
+    assert got["coverage"]["windows_per_doc"]["min"] == 1
+
+
+def test_cli_error(tmp_path, capsys):
+    _, (t, a, _) = setup(tmp_path)
+    assert main(["windows", "--tokenizer", t, "--input", a, "--window", "8", "--stride", "0"]) == 2
+    assert "stride" in capsys.readouterr().err
