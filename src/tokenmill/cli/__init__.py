@@ -13,6 +13,7 @@ COMMAND_MODULES = [
     "tokenizer_cmds",  # train, encode, decode, inspect
     "demo",
     "windows",
+    "batching",
 ]
 
 

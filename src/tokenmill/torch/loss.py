@@ -1,0 +1,120 @@
+"""Loss over a step = sum of token losses / the step's *global* count of effective targets.
+
+Why: with gradient accumulation, averaging each micro-batch and then the micro-batches weighs a
+micro-batch of 2 targets like one of 8. Two micro-batches, 2 targets at mean loss 1 and 8 at mean 3::
+
+    mean of means        (1 + 3) / 2          = 2.0   (each micro-batch weighs the same)
+    token-weighted       (2*1 + 8*3) / (2+8)  = 2.6   (each target weighs the same)
+
+So each micro-batch contributes ``sum of its token losses / N``, ``N`` = targets in all micro-batches
+of the step on all ranks. ``N`` is known before the first backward (count the labels), and since
+the parameters do not change during the step, the gradients add up to the gradient of the 2.6 loss.
+Across ranks, ``N`` is all-reduced first; if the data-parallel wrapper *averages* gradients over
+``W`` ranks (DDP and FSDP do), each rank's loss is multiplied by ``W`` to undo that division.
+"""
+
+from __future__ import annotations
+
+from ..batching.layout import IGNORE_INDEX
+from ..errors import ConfigError, require
+
+torch = require("torch", "torch")
+F = torch.nn.functional
+
+
+def count_targets(labels, *, ignore_index: int = IGNORE_INDEX):
+    """Effective targets in ``labels`` (``(B, T)``, stored at input positions): labels at positions
+    ``1 .. T-1`` that are not ``ignore_index`` (the first position is never scored after the shift).
+    Returns a 0-d int64 tensor on the labels' device.
+
+    >>> count_targets(torch.tensor([[-100, 10, 11, 2], [-100, 12, 2, -100]]))
+    tensor(5)
+    """
+    return (labels[..., 1:] != ignore_index).sum()
+
+
+def token_weighted_loss(logits, labels, *, num_targets, ignore_index: int = IGNORE_INDEX):
+    """This micro-batch's summed token cross-entropy divided by the step's ``num_targets``.
+
+    ``logits``: ``(B, T, V)``; ``labels``: ``(B, T)`` at input positions (shifted here: the output
+    at ``i`` is scored against ``labels[:, i+1]``). Summing the returned values over a step's
+    micro-batches gives the step's token-weighted mean loss.
+
+    >>> logits = torch.zeros(1, 3, 4)                      # uniform: each target costs log(4)
+    >>> loss = token_weighted_loss(logits, torch.tensor([[-100, 1, 2]]), num_targets=4)
+    >>> round(loss.item(), 6) == round(2 * 1.3862944 / 4, 6)
+    True
+    """
+    if logits.shape[:-1] != labels.shape:
+        raise ConfigError(f"logits have shape {tuple(logits.shape)} but labels {tuple(labels.shape)}; "
+                          "logits must be (B, T, V) for labels (B, T)")
+    flat = logits[..., :-1, :].reshape(-1, logits.shape[-1])
+    if flat.dtype in (torch.float16, torch.bfloat16):
+        flat = flat.float()  # sum the token losses in float32
+    total = F.cross_entropy(flat, labels[..., 1:].reshape(-1), ignore_index=ignore_index, reduction="sum")
+    n = num_targets if torch.is_tensor(num_targets) else torch.tensor(num_targets)
+    return total / n.to(total.device).clamp(min=1)
+
+
+class StepNormalizer:
+    """Normalizes every micro-batch's loss by the step's global effective-target count.
+
+    ::
+
+        norm = StepNormalizer()                      # inside torch.distributed: all ranks take part
+        norm.begin_step([mb["labels"] for mb in micro_batches])    # counts, all-reduces N
+        for mb in micro_batches:
+            loss = norm.loss(model(mb["input_ids"], ...), mb["labels"])
+            loss.backward()
+        optimizer.step()
+        step_loss = norm.end_step()                  # global token-weighted mean, for logging
+
+    ``gradients_averaged``: True (default) if the data-parallel wrapper averages gradients over
+    ranks (DDP, FSDP): the loss is then scaled by the world size. False if gradients are summed.
+
+    >>> norm = StepNormalizer()
+    >>> norm.begin_step([torch.tensor([[-100, 1, 1]]), torch.tensor([[-100, 1, 1, 1, 1, 1, 1, 1, 1]])])
+    10
+    """
+
+    def __init__(self, *, group=None, gradients_averaged: bool = True):
+        self.group = group
+        self.gradients_averaged = bool(gradients_averaged)
+        self.num_targets = None
+        self._loss_sum = None
+
+    @property
+    def world_size(self) -> int:
+        dist = torch.distributed
+        return dist.get_world_size(self.group) if dist.is_available() and dist.is_initialized() else 1
+
+    def begin_step(self, labels_of_micro_batches) -> int:
+        """Count the effective targets of this rank's micro-batches and all-reduce the sum over ranks."""
+        counts = [count_targets(labels) for labels in labels_of_micro_batches]
+        if not counts:
+            raise ConfigError("begin_step got 0 micro-batches; pass the labels of every micro-batch of the step")
+        n = torch.stack([c.to(counts[0].device) for c in counts]).sum()
+        if self.world_size > 1:
+            torch.distributed.all_reduce(n, group=self.group)
+        self.num_targets = n
+        self._loss_sum = torch.zeros((), dtype=torch.float64, device=n.device)
+        return int(n)
+
+    def loss(self, logits, labels):
+        """This micro-batch's loss to call ``backward()`` on."""
+        if self.num_targets is None:
+            raise ConfigError("call begin_step(labels of all micro-batches) before loss()")
+        loss = token_weighted_loss(logits, labels, num_targets=self.num_targets)
+        self._loss_sum += loss.detach().to(torch.float64)
+        scale = self.world_size if self.gradients_averaged else 1
+        return loss * scale if scale != 1 else loss
+
+    def end_step(self) -> float:
+        """The step's global token-weighted mean loss (all-reduced over ranks); resets the step."""
+        if self._loss_sum is None:
+            raise ConfigError("end_step() called without begin_step()")
+        total = self._loss_sum
+        if self.world_size > 1:
+            torch.distributed.all_reduce(total, group=self.group)
+        self.num_targets, self._loss_sum = None, None
+        return float(total)

@@ -1,0 +1,54 @@
+"""Attention masks for packed batches: a dense SDPA mask and a FlexAttention ``BlockMask``.
+
+Both encode the same rule, True = may attend: query ``q`` sees key ``kv`` when ``kv <= q`` and
+both lie in the same attention segment (document, or padding run) of the same row::
+
+    segment_ids   0 0 0 0 1 1 1 2        (A, B, padding)
+    mask_mod(b, h, q, kv) = (segment_ids[b, q] == segment_ids[b, kv]) & (q >= kv)
+
+The dense mask costs ``B*T*T`` bytes; the BlockMask stores only which 128x128 tiles are full, partial
+or empty, so long packed blocks skip the empty tiles entirely.
+"""
+
+from __future__ import annotations
+
+from ..batching.layout import Batch, Block
+from ..errors import require
+
+torch = require("torch", "torch")
+
+
+def _as_batch(batch: Batch | Block) -> Batch:
+    return Batch.from_blocks([batch]) if isinstance(batch, Block) else batch
+
+
+def sdpa_mask(batch: Batch | Block, *, device=None):
+    """``(B, 1, T, T)`` bool tensor for ``torch.nn.functional.scaled_dot_product_attention``
+    (``attn_mask``; True = may attend). Every row has at least its diagonal, so no NaNs.
+
+    >>> from tokenmill.batching import pack
+    >>> block = next(pack([2, 1], 3).blocks([[1, 2], [3]], pad_id=0))
+    >>> sdpa_mask(block)[0, 0].int().tolist()
+    [[1, 0, 0], [1, 1, 0], [0, 0, 1]]
+    """
+    return torch.from_numpy(_as_batch(batch).dense_mask()).unsqueeze(1).to(device)
+
+
+def document_mask_mod(segment_ids):
+    """The FlexAttention ``mask_mod`` of block-diagonal causal attention over ``segment_ids``
+    (``(B, T)`` int tensor: the attention segment of every position, padding its own segment)."""
+
+    def mask_mod(b, h, q_idx, kv_idx):
+        return (segment_ids[b, q_idx] == segment_ids[b, kv_idx]) & (q_idx >= kv_idx)
+
+    return mask_mod
+
+
+def flex_block_mask(batch: Batch | Block, *, device="cpu", BLOCK_SIZE: int = 128):
+    """A FlexAttention ``BlockMask`` for ``batch``, built from :func:`document_mask_mod`."""
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    b = _as_batch(batch)
+    B, T = b.shape
+    seg = torch.from_numpy(b.segment_ids).to(device)
+    return create_block_mask(document_mask_mod(seg), B, None, T, T, device=device, BLOCK_SIZE=BLOCK_SIZE)

@@ -1,0 +1,198 @@
+"""Proof that packing is what it claims: packed logits equal unpacked ones, document by document.
+
+:func:`packing_equivalence` follows the seed's check:
+
+1. run every document alone (positions 0..L-1, plain causal mask) and keep its logits;
+2. pack the documents (document layout: block-diagonal mask, positions reset per document) and run
+   the blocks; compare, for every scored target, the logits that predict it;
+3. replace one document that shares a block with others by different ids of the same length, run
+   the blocks again, and check that no other document's logits moved;
+4. all in eval mode (no dropout), with a stated tolerance.
+
+Plain stream packing (``layout="stream"``: one causal triangle per block, positions 0..T-1) lets a
+document read its neighbours, so it fails steps 2 and 3 -- the check can fail, and that is the
+point. With RoPE only the mask matters; with learned absolute positions both do.
+
+The model is any callable ``model(input_ids, position_ids=..., attention_mask=...)`` returning
+``(B, T, V)`` logits (or an object with ``.logits``), where ``attention_mask`` is a ``(B, 1, T, T)``
+bool tensor, True = may attend (or a FlexAttention ``BlockMask`` with ``attention="flex"``);
+:class:`tokenmill.torch.TinyCausalLM` is one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Sequence
+
+import numpy as np
+
+from .errors import ConfigError, require
+
+
+@dataclass(frozen=True)
+class EquivalenceReport:
+    """What :func:`packing_equivalence` compared and found. ``passed`` needs both checks."""
+
+    layout: str
+    documents: int
+    blocks: int
+    targets_compared: int
+    mismatched_targets: int  # targets whose packed logits differ from the unpacked ones
+    max_abs_diff: float  # largest |packed - alone| logit difference over compared targets
+    replaced_doc: int | None  # the document replaced in the isolation check (None: no shared block)
+    moved_targets: int  # other documents' targets whose logits moved when it was replaced
+    isolation_max_diff: float
+    atol: float
+    rtol: float
+
+    @property
+    def equivalent(self) -> bool:
+        return self.mismatched_targets == 0
+
+    @property
+    def isolated(self) -> bool:
+        return self.moved_targets == 0
+
+    @property
+    def passed(self) -> bool:
+        return self.equivalent and self.isolated
+
+    def __str__(self) -> str:
+        verdict = "PASS" if self.passed else "FAIL"
+        iso = ("no block holds two documents" if self.replaced_doc is None else
+               f"replacing document {self.replaced_doc} moved {self.moved_targets:,d} other targets "
+               f"(max {self.isolation_max_diff:.2e})")
+        return (f"{verdict} ({self.layout} layout): {self.documents:,d} documents in {self.blocks:,d} blocks; "
+                f"{self.mismatched_targets:,d} of {self.targets_compared:,d} targets differ from the "
+                f"documents run alone (max |diff| {self.max_abs_diff:.2e}, atol {self.atol:g}, "
+                f"rtol {self.rtol:g}); {iso}")
+
+
+def packing_equivalence(model, docs: Sequence, block_size: int, *, method: str = "best_fit",
+                        layout: Literal["documents", "stream"] = "documents",
+                        attention: Literal["dense", "flex"] = "dense", atol: float = 1e-5,
+                        rtol: float = 1e-5, batch_size: int = 8, vocab_size: int | None = None,
+                        seed: int = 0) -> EquivalenceReport:
+    """Compare a model's logits on packed blocks with its logits on each document alone.
+
+    ``docs``: id sequences, each at most ``block_size`` long (a split document cannot match: its
+    later pieces lose their prefix). ``layout="stream"`` packs the same blocks as a plain stream
+    (the failing baseline). ``vocab_size`` (default: ``model.config.vocab_size`` or the largest
+    id + 1) bounds the replacement ids. Runs under ``torch.no_grad()`` in eval mode, on the device
+    of the model's parameters; the model's train/eval mode is restored afterwards.
+
+    >>> from tokenmill.torch import TinyCausalLM, TinyConfig
+    >>> model = TinyCausalLM(TinyConfig(positions="learned"), seed=0)
+    >>> docs = [[1, 5, 6, 2], [1, 7, 2], [1, 8, 9, 10, 2]]
+    >>> packing_equivalence(model, docs, 8).passed
+    True
+    >>> packing_equivalence(model, docs, 8, layout="stream").passed
+    False
+    """
+    torch = require("torch", "torch")
+    from .batching import pack
+
+    if layout not in ("documents", "stream"):
+        raise ConfigError(f"layout={layout!r} is not 'documents' or 'stream'")
+    if attention not in ("dense", "flex"):
+        raise ConfigError(f"attention={attention!r} is not 'dense' or 'flex'")
+    arrays = [np.asarray(d, dtype=np.int64) for d in docs]
+    lengths = np.array([a.size for a in arrays], np.int64)
+    if lengths.size and lengths.max() > block_size:
+        i = int(np.argmax(lengths > block_size))
+        raise ConfigError(f"document {i} has {int(lengths[i]):,d} tokens, more than block_size={block_size:,d}; "
+                          "equivalence needs whole documents: raise block_size or drop long documents")
+    vocab = vocab_size or getattr(getattr(model, "config", None), "vocab_size", None) or \
+        int(max((a.max() for a in arrays if a.size), default=0)) + 1
+    device = next((p.device for p in getattr(model, "parameters", lambda: iter(()))()), torch.device("cpu"))
+    plan = pack(lengths, block_size, method=method, long_docs="error", seed=seed)
+    runner = _Runner(model, torch, device, attention, layout == "stream")
+
+    was_training = getattr(model, "training", False)
+    if hasattr(model, "eval"):
+        model.eval()
+    try:
+        with torch.no_grad():
+            alone = [runner.alone(a) for a in arrays]
+            packed = runner.packed(plan, arrays, batch_size)
+            diff, bad = _compare(alone, packed, atol, rtol)
+            replaced = _doc_to_replace(plan)
+            moved, iso_diff = 0, 0.0
+            if replaced is not None:
+                other = list(arrays)
+                other[replaced] = _different_ids(arrays[replaced], vocab, seed)
+                again = runner.packed(plan, other, batch_size)
+                keep = [i for i in range(len(arrays)) if i != replaced]
+                iso_diff, moved = _compare([packed[i] for i in keep], [again[i] for i in keep], atol, rtol)
+    finally:
+        if hasattr(model, "train"):
+            model.train(was_training)
+    return EquivalenceReport(layout, len(arrays), plan.num_blocks, int(sum(max(n - 1, 0) for n in lengths)),
+                             bad, diff, replaced, moved, iso_diff, atol, rtol)
+
+
+class _Runner:
+    """Runs the model on one document alone or on a plan's blocks; returns per-document logits that
+    predict the document's own next tokens: ``(L - 1, V)`` for a document of ``L`` tokens."""
+
+    def __init__(self, model, torch, device, attention: str, stream: bool):
+        self.model, self.torch, self.device = model, torch, device
+        self.attention, self.stream = attention, stream
+
+    def _logits(self, input_ids, position_ids, mask):
+        out = self.model(input_ids, position_ids=position_ids, attention_mask=mask)
+        return getattr(out, "logits", out)
+
+    def alone(self, ids: np.ndarray):
+        t = self.torch
+        L = ids.size
+        x = t.as_tensor(ids, device=self.device)[None]
+        pos = t.arange(L, device=self.device)[None]
+        mask = t.ones(L, L, dtype=t.bool, device=self.device).tril()[None, None]
+        return self._logits(x, pos, mask)[0, : max(L - 1, 0)]
+
+    def packed(self, plan, arrays, batch_size: int):
+        from .torch.masks import flex_block_mask, sdpa_mask
+
+        t = self.torch
+        out = [None] * len(arrays)
+        for batch in plan.batches(arrays, batch_size=batch_size, pad_id=0, stream=self.stream):
+            if self.attention == "flex":
+                mask = flex_block_mask(batch, device=self.device)
+            else:
+                mask = sdpa_mask(batch, device=self.device)
+            logits = self._logits(t.as_tensor(batch.input_ids, device=self.device),
+                                  t.as_tensor(batch.position_ids, device=self.device), mask)
+            for d in np.unique(batch.doc_ids[batch.doc_ids >= 0]).tolist():
+                rows, cols = np.nonzero(batch.doc_ids == d)
+                order = np.argsort(batch.token_offsets[rows, cols])
+                rows, cols = rows[order][:-1], cols[order][:-1]  # the last token predicts nothing of d
+                out[d] = logits[t.as_tensor(rows, device=self.device), t.as_tensor(cols, device=self.device)]
+        return out
+
+
+def _compare(reference, candidate, atol: float, rtol: float) -> tuple[float, int]:
+    """Largest absolute difference and number of targets (rows) outside the tolerance."""
+    worst, bad = 0.0, 0
+    for ref, got in zip(reference, candidate):
+        if ref is None or ref.numel() == 0:
+            continue
+        diff = (got.double() - ref.double()).abs()
+        worst = max(worst, float(diff.max()))
+        bad += int((diff > atol + rtol * ref.double().abs()).any(dim=-1).sum())
+    return worst, bad
+
+
+def _doc_to_replace(plan) -> int | None:
+    """The first document of the first block that holds two or more documents."""
+    sizes = np.diff(plan.block_ptr)
+    shared = np.flatnonzero(sizes >= 2)
+    return int(plan.doc[plan.block_ptr[shared[0]]]) if shared.size else None
+
+
+def _different_ids(ids: np.ndarray, vocab: int, seed: int) -> np.ndarray:
+    """Same length, different ids (every id shifted by a seeded nonzero amount modulo the vocabulary)."""
+    if vocab < 2:
+        raise ConfigError(f"vocab_size={vocab} leaves no different ids to replace a document with")
+    shift = 1 + np.random.default_rng(seed).integers(0, vocab - 1)
+    return (ids + shift) % vocab

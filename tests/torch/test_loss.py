@@ -1,0 +1,147 @@
+"""Loss normalization: the seed's 2.6, accumulated == full-batch gradients, two gloo ranks == one."""
+
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from tokenmill.batching import pack  # noqa: E402
+from tokenmill.torch import StepNormalizer, TinyCausalLM, TinyConfig, count_targets, token_weighted_loss  # noqa: E402
+from tokenmill.torch.collate import to_tensors  # noqa: E402
+
+
+def logits_with_loss(n_targets: int, loss: float):
+    """Logits over 2 classes whose cross-entropy against label 0 is exactly ``loss`` per target:
+    CE = log(1 + e^x) for logits [0, x]  ->  x = log(e^loss - 1)."""
+    x = math.log(math.expm1(loss))
+    logits = torch.zeros(1, n_targets + 1, 2, dtype=torch.float64)
+    logits[..., 1] = x
+    labels = torch.zeros(1, n_targets + 1, dtype=torch.long)
+    labels[0, 0] = -100  # first position: never a target
+    return logits, labels
+
+
+def test_seed_micro_batches_give_2_6_not_2_0():
+    (l1, y1), (l2, y2) = logits_with_loss(2, 1.0), logits_with_loss(8, 3.0)
+    assert count_targets(y1) == 2 and count_targets(y2) == 8
+    norm = StepNormalizer()
+    assert norm.begin_step([y1, y2]) == 10
+    step = norm.loss(l1, y1) + norm.loss(l2, y2)
+    # (2 * 1 + 8 * 3) / 10 = 2.6; averaging the two micro-batch means would give (1 + 3) / 2 = 2.0.
+    assert abs(step.item() - 2.6) < 1e-12
+    assert abs(norm.end_step() - 2.6) < 1e-12
+    naive = (torch.nn.functional.cross_entropy(l1[0, :-1], y1[0, 1:]) +
+             torch.nn.functional.cross_entropy(l2[0, :-1], y2[0, 1:])) / 2
+    assert abs(naive.item() - 2.0) < 1e-12
+
+
+def test_token_weighted_loss_ignores_first_and_padding():
+    logits = torch.zeros(1, 4, 8, dtype=torch.float64)
+    labels = torch.tensor([[-100, 3, 4, -100]])
+    # two targets at log(8) each, over a step count of 4
+    assert abs(token_weighted_loss(logits, labels, num_targets=4).item() - 2 * math.log(8) / 4) < 1e-12
+
+
+def micro_batches():
+    """Four micro-batches of packed blocks with very different target counts."""
+    g = torch.Generator().manual_seed(0)
+    out = []
+    for n_docs in (1, 5, 2, 7):
+        lengths = torch.randint(2, 12, (n_docs,), generator=g).tolist()
+        docs = [torch.randint(0, 64, (n,), generator=g).numpy() for n in lengths]
+        plan = pack(lengths, 24)
+        out.append(to_tensors(next(plan.batches(docs, batch_size=plan.num_blocks, pad_id=0))))
+    return out
+
+
+def run(model, mb, norm):
+    from tokenmill.torch.masks import sdpa_mask  # noqa: F401  (mask comes from the batch arrays)
+
+    B, T = mb["input_ids"].shape
+    seg = torch.repeat_interleave(torch.arange(mb["cu_seqlens"].numel() - 1),
+                                  mb["cu_seqlens"].diff().long()).view(B, T)
+    mask = (seg[:, :, None] == seg[:, None, :]) & torch.ones(T, T, dtype=torch.bool).tril()
+    logits = model(mb["input_ids"], position_ids=mb["position_ids"], attention_mask=mask[:, None])
+    return norm.loss(logits, mb["labels"])
+
+
+def full_batch_grads(mbs):
+    """Reference: one cross-entropy mean over every target of every micro-batch, one backward."""
+    model = TinyCausalLM(TinyConfig(positions="rope"), seed=3, dtype=torch.float64)
+    total, count = 0.0, 0
+    for mb in mbs:
+        B, T = mb["input_ids"].shape
+        seg = torch.repeat_interleave(torch.arange(mb["cu_seqlens"].numel() - 1),
+                                      mb["cu_seqlens"].diff().long()).view(B, T)
+        mask = (seg[:, :, None] == seg[:, None, :]) & torch.ones(T, T, dtype=torch.bool).tril()
+        logits = model(mb["input_ids"], position_ids=mb["position_ids"], attention_mask=mask[:, None])
+        total = total + torch.nn.functional.cross_entropy(
+            logits[:, :-1].reshape(-1, 64), mb["labels"][:, 1:].reshape(-1), reduction="sum")
+        count += int(count_targets(mb["labels"]))
+    (total / count).backward()
+    return {n: p.grad.clone() for n, p in model.named_parameters()}
+
+
+def test_accumulated_gradients_equal_full_batch_float64():
+    mbs = micro_batches()
+    want = full_batch_grads(mbs)
+    model = TinyCausalLM(TinyConfig(positions="rope"), seed=3, dtype=torch.float64)
+    norm = StepNormalizer()
+    norm.begin_step([mb["labels"] for mb in mbs])
+    for mb in mbs:
+        run(model, mb, norm).backward()
+    for name, p in model.named_parameters():
+        assert (p.grad - want[name]).abs().max().item() < 1e-10, name
+    # The mean-of-means alternative is measurably different (the test can fail).
+    model.zero_grad()
+    for mb in mbs:
+        local = StepNormalizer()
+        local.begin_step([mb["labels"]])
+        (run(model, mb, local) / len(mbs)).backward()
+    assert max((p.grad - want[n]).abs().max().item() for n, p in model.named_parameters()) > 1e-6
+
+
+def _gloo_worker(rank, world, init_file, out_dir):
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
+    try:
+        mbs = micro_batches()[rank::world]  # rank 0: micro-batches 0, 2; rank 1: 1, 3 (unequal counts)
+        model = DDP(TinyCausalLM(TinyConfig(positions="rope"), seed=3, dtype=torch.float64))
+        norm = StepNormalizer()  # DDP averages gradients: the loss is scaled by the world size
+        norm.begin_step([mb["labels"] for mb in mbs])
+        for mb in mbs:
+            run(model, mb, norm).backward()
+        step_loss = norm.end_step()
+        if rank == 0:
+            grads = {n.removeprefix("module."): p.grad for n, p in model.named_parameters()}
+            torch.save({"grads": grads, "loss": step_loss}, f"{out_dir}/rank0.pt")
+    finally:
+        dist.destroy_process_group()
+
+
+def test_two_gloo_ranks_equal_one_process(tmp_path):
+    import torch.distributed as dist
+    import torch.multiprocessing as mp
+
+    if not dist.is_available():
+        pytest.skip("torch.distributed is not available in this torch build")
+    # fork: the workers reuse this process's imports (spawn would re-import torch: ~15 s here)
+    mp.start_processes(_gloo_worker, args=(2, str(tmp_path / "init"), str(tmp_path)), nprocs=2, join=True,
+                       start_method="fork")
+    got = torch.load(tmp_path / "rank0.pt")
+    mbs = micro_batches()
+    want = full_batch_grads(mbs)
+    for name, g in want.items():
+        assert (got["grads"][name] - g).abs().max().item() < 1e-10, name
+    # the logged step loss is the global token-weighted mean
+    model = TinyCausalLM(TinyConfig(positions="rope"), seed=3, dtype=torch.float64)
+    norm = StepNormalizer()
+    norm.begin_step([mb["labels"] for mb in mbs])
+    with torch.no_grad():
+        for mb in mbs:
+            run(model, mb, norm)
+    assert abs(got["loss"] - norm.end_step()) < 1e-12

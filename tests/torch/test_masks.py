@@ -1,0 +1,79 @@
+"""Attention masks: dense SDPA mask and FlexAttention BlockMask agree with the hand-drawn mask."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from tokenmill.batching import pack, pad_batch  # noqa: E402
+from tokenmill.torch import collate_blocks, document_mask_mod, flex_block_mask, sdpa_mask, to_tensors  # noqa: E402
+
+A, B = [1, 10, 11, 2], [1, 12, 2]
+
+# A (positions 0-3), B (4-6), one padding position (7): True = may attend, row = query.
+HAND_DRAWN = np.array([
+    [1, 0, 0, 0, 0, 0, 0, 0],
+    [1, 1, 0, 0, 0, 0, 0, 0],
+    [1, 1, 1, 0, 0, 0, 0, 0],
+    [1, 1, 1, 1, 0, 0, 0, 0],
+    [0, 0, 0, 0, 1, 0, 0, 0],
+    [0, 0, 0, 0, 1, 1, 0, 0],
+    [0, 0, 0, 0, 1, 1, 1, 0],
+    [0, 0, 0, 0, 0, 0, 0, 1],
+], dtype=bool)
+
+
+def packed_batch():
+    return next(pack([4, 3], 8).batches([A, B], batch_size=1, pad_id=0))
+
+
+def test_sdpa_mask_is_hand_drawn():
+    mask = sdpa_mask(packed_batch())
+    assert mask.shape == (1, 1, 8, 8) and mask.dtype == torch.bool
+    assert (mask[0, 0].numpy() == HAND_DRAWN).all()
+
+
+def test_mask_mod_densely_equals_hand_drawn():
+    seg = torch.from_numpy(packed_batch().segment_ids)
+    mod = document_mask_mod(seg)
+    q = torch.arange(8)[:, None]
+    kv = torch.arange(8)[None, :]
+    dense = mod(torch.zeros((), dtype=torch.long), torch.zeros((), dtype=torch.long), q, kv)
+    assert (dense.numpy() == HAND_DRAWN).all()
+
+
+def test_flex_block_mask_matches_on_cpu():
+    from torch.nn.attention.flex_attention import create_mask
+
+    batch = packed_batch()
+    seg = torch.from_numpy(batch.segment_ids)
+    assert (create_mask(document_mask_mod(seg), 1, None, 8, 8, device="cpu")[0, 0].numpy() == HAND_DRAWN).all()
+    bm = flex_block_mask(batch)
+    assert bm.shape[-2:] == (8, 8)
+    # flex attention with the BlockMask equals SDPA with the dense mask
+    from torch.nn.attention.flex_attention import flex_attention
+
+    q, k, v = torch.randn(3, 1, 2, 8, 16, generator=torch.Generator().manual_seed(0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = flex_attention(q, k, v, block_mask=bm)
+    want = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=sdpa_mask(batch))
+    assert torch.allclose(got, want, atol=1e-5)
+
+
+def test_padded_rows_have_no_nan():
+    batch = pad_batch([A, [1]], pad_id=0)
+    q = torch.randn(2, 1, 4, 8)
+    out = torch.nn.functional.scaled_dot_product_attention(q, q, q, attn_mask=sdpa_mask(batch))
+    assert not out.isnan().any()
+
+
+def test_tensors_and_collate():
+    batch = packed_batch()
+    t = to_tensors(batch)
+    assert t["input_ids"].dtype == torch.int64 and t["cu_seqlens"].tolist() == [0, 4, 7, 8]
+    assert t["max_seqlen"] == 4 and t["attention_mask"].dtype == torch.bool
+    c = collate_blocks(batch.blocks() * 2)
+    assert c["input_ids"].shape == (2, 8) and c["cu_seqlens"].tolist() == [0, 4, 7, 8, 12, 15, 16]
