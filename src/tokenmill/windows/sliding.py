@@ -456,7 +456,7 @@ class SlidingWindows:
                             score=self.score, bos=self.bos is not None)
         if self.jitter == "global":
             stats = PlanStats(**{**stats.__dict__, "jitter": int(jit)})
-        scale = np.full(cols["doc"].shape, self.window_size, np.int64)
+        scale = np.broadcast_to(np.int64(self.window_size), cols["doc"].shape)  # read-only view, no memory
         return WindowPlan(**cols, scale=scale, stats=stats, bos=self.bos, eos=self.eos,
                           positions=self.positions, score=self.score, epoch=epoch, scale_stats=(stats,))
 
@@ -487,17 +487,20 @@ class SlidingWindows:
 
 def place(lengths: np.ndarray, capacity: int, stride: int, offset, *, tail: str = "align",
           short: str = "keep", max_windows_per_doc: int | None = None, score: str = "all",
-          bos: bool = False) -> tuple[dict[str, np.ndarray], PlanStats]:
+          bos: bool = False, kernel: bool = True) -> tuple[dict[str, np.ndarray], PlanStats]:
     """Columns ``doc, start, length, target_start`` and the stats for all documents at once.
 
     ``offset``: the wanted first start, an int or an int64 array with one value per document.
+    Everything per document is computed on ``(num_docs,)`` numpy arrays; the rows are then written
+    by a compiled one-pass loop (``kernel=True``) or by the vectorized numpy twin
+    :func:`_fill_rows_numpy` (``kernel=False``); tests check they agree.
     """
     L, C, S = lengths, int(capacity), int(stride)
     D = L.size
     first = np.minimum(np.asarray(offset, np.int64), np.maximum(L - C, 0))  # (D,)
-    first = np.broadcast_to(first, L.shape)
+    first = np.ascontiguousarray(np.broadcast_to(first, L.shape))
     has_full = L >= C
-    nfull = np.where(has_full, (L - C - first) // S + 1, 0)  # (D,)
+    nfull = np.where(has_full, (L - C - first) // S + 1, 0)  # (D,) full windows
     last_end = first + (nfull - 1) * S + C
     remains = has_full & (last_end < L)
     if tail == "align":
@@ -509,51 +512,76 @@ def place(lengths: np.ndarray, capacity: int, stride: int, offset, *, tail: str 
         has_tail, tail_start = np.zeros(D, bool), L
     is_short = (L > 0) & (L < C)
     keep_short = is_short & (short == "keep")
-    count = nfull + has_tail + keep_short  # windows per document before the cap
+    count = nfull + has_tail + keep_short  # (D,) windows per document before the cap
     kept = count if max_windows_per_doc is None else np.minimum(count, max_windows_per_doc)
+    row0 = np.cumsum(kept) - kept  # (D,) first row of each document
+    lead = 0 if bos else 1
+    args = (L, first, nfull, tail_start, keep_short, count, kept, row0, C, S, max_windows_per_doc or 0,
+            lead, score == "new")
+    if kernel and D:
+        from ._kernels import fill_rows
 
-    doc = np.repeat(np.arange(D, dtype=np.int64), kept)
-    i = np.arange(doc.size, dtype=np.int64) - np.repeat(np.cumsum(kept) - kept, kept)
-    m = count[doc]
-    j = i if max_windows_per_doc is None else np.where(m > kept[doc], spread_indices(i, m, max_windows_per_doc), i)
-    full_row = j < nfull[doc]
-    short_row = keep_short[doc]
-    start = np.where(full_row, first[doc] + j * S, np.where(short_row, 0, tail_start[doc]))
-    length = np.where(full_row, C, np.where(short_row, L[doc], L[doc] - tail_start[doc]))
-    end = start + length
-
-    same = np.zeros(doc.size, bool)
-    same[1:] = doc[1:] == doc[:-1]
-    prev_end = np.zeros(doc.size, np.int64)
-    prev_end[1:] = end[:-1]
-    prev_end = np.where(same, prev_end, 0)
-    target_start = np.minimum(start + (0 if bos else 1), end)
-    if score == "new":
-        target_start = np.minimum(np.maximum(target_start, np.where(same, prev_end, 0)), end)
-
-    # Coverage: ends never decrease within a document, so the union is a running sum.
-    covered_rows = np.maximum(end - np.maximum(start, prev_end), 0)
-    target_prev = np.where(same, prev_end, 0)
-    unique_t = np.maximum(end - np.maximum(target_start, target_prev), 0)
-    covered = int(covered_rows.sum())
-    first_row = ~same
-    last_row = np.ones(doc.size, bool)
-    last_row[:-1] = ~same[1:]
-    head = int(start[first_row].sum())
-    tail_unc = int((L[doc[last_row]] - end[last_row]).sum())
-    unc_short = int(L[is_short & (short == "drop")].sum())
+        doc, start, length, target_start, acc = fill_rows(*args)
+    else:
+        doc, start, length, target_start, acc = _fill_rows_numpy(*args)
+    covered, unique_t, head, tail_unc, full_windows = (int(x) for x in acc)
+    M = int(doc.size)
     num_tokens = int(L.sum())
-    tail_rows = ~full_row & ~short_row
+    unc_short = int(L[is_short & (short == "drop")].sum())
+    n_short = int(keep_short.sum())
     stats = PlanStats(
-        num_docs=D, num_tokens=num_tokens, num_windows=int(doc.size), empty_docs=int((L == 0).sum()),
+        num_docs=D, num_tokens=num_tokens, num_windows=M, empty_docs=int((L == 0).sum()),
         short_docs=int(is_short.sum()), short_docs_dropped=int((is_short & (short == "drop")).sum()),
-        full_windows=int(full_row.sum()), tail_windows=int(tail_rows.sum()), short_windows=int(short_row.sum()),
+        full_windows=full_windows, tail_windows=M - full_windows - n_short, short_windows=n_short,
         windows_capped=int((count - kept).sum()), window_tokens=int(length.sum()), covered_tokens=covered,
         uncovered_head=head, uncovered_gap=num_tokens - covered - head - tail_unc - unc_short,
         uncovered_tail=tail_unc, uncovered_short=unc_short,
-        target_tokens=int((end - target_start).sum()), unique_targets=int(unique_t.sum()),
+        target_tokens=int(length.sum() + start.sum() - target_start.sum()), unique_targets=unique_t,
     )
     return {"doc": doc, "start": start, "length": length, "target_start": target_start}, stats
+
+
+def _fill_rows_numpy(L, first, nfull, tail_start, keep_short, count, kept, row0, C, S, k, lead, score_new):
+    """Vectorized twin of the compiled row fill: row columns and ``[covered, unique targets, head,
+    uncovered tail, full windows]``."""
+    D = L.size
+    capped = count > kept
+    M = int(kept.sum())
+    doc = np.repeat(np.arange(D, dtype=np.int64), kept)  # (M,)
+    start = np.arange(M, dtype=np.int64) * S - np.repeat(row0 * S - first, kept)  # first + i * S
+    length = np.full(M, C, np.int64)
+    t = np.flatnonzero((count > nfull + keep_short) & ~capped)  # documents with a tail window
+    start[row0[t] + nfull[t]] = tail_start[t]
+    length[row0[t] + nfull[t]] = L[t] - tail_start[t]
+    s = np.flatnonzero(keep_short)
+    start[row0[s]] = 0
+    length[row0[s]] = L[s]
+    full_windows = int(nfull[~capped].sum())
+    if capped.any():  # evenly spread subset, first and last kept
+        c = np.flatnonzero(capped)
+        local = np.arange(int(kept[c].sum())) - np.repeat(np.cumsum(kept[c]) - kept[c], kept[c])
+        rows = np.repeat(row0[c], kept[c]) + local
+        cd = doc[rows]
+        j = spread_indices(local, count[cd], k)
+        is_full = j < nfull[cd]
+        start[rows] = np.where(is_full, first[cd] + j * S, tail_start[cd])
+        length[rows] = np.where(is_full, C, L[cd] - tail_start[cd])
+        full_windows += int(is_full.sum())
+    end = start + length
+    # ends never decrease within a document: the previous row's end is the furthest reached so far
+    opens = row0[kept > 0]
+    closes = opens + kept[kept > 0] - 1
+    prev_end = np.zeros(M, np.int64)
+    prev_end[1:] = end[:-1]
+    prev_end[opens] = 0
+    target_start = start + lead
+    if score_new:
+        target_start = np.maximum(target_start, prev_end)
+    target_start = np.minimum(target_start, end)
+    union = lambda lo: int(np.maximum(end - np.maximum(lo, prev_end), 0).sum())  # noqa: E731
+    acc = [union(start), union(target_start), int(start[opens].sum()),
+           int((L[kept > 0] - end[closes]).sum()), full_windows]
+    return doc, start, length, target_start, acc
 
 
 def concat_plans(plans: Sequence[WindowPlan], stats: PlanStats) -> WindowPlan:
