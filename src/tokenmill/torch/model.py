@@ -48,6 +48,13 @@ class _Attention(nn.Module):
         q, k, v = self.qkv(x).view(B, T, 3, H, d // H).permute(2, 0, 3, 1, 4)  # 3 x (B, H, T, hs)
         if self.cfg.positions == "rope":
             q, k = _rope(q, position_ids, self.cfg.rope_base), _rope(k, position_ids, self.cfg.rope_base)
+        if isinstance(mask, tuple):  # (cu_seqlens, max_seqlen): variable-length flash attention (CUDA)
+            from torch.nn.attention.varlen import varlen_attn
+
+            cu, max_len = mask
+            flat = [t.transpose(1, 2).reshape(B * T, H, d // H) for t in (q, k, v)]  # (B*T, H, hs)
+            y = varlen_attn(*flat, cu, cu, max_len, max_len, window_size=(-1, 0))
+            return self.out(y.reshape(B, T, d))
         if mask is not None and not torch.is_tensor(mask):  # a FlexAttention BlockMask
             from torch.nn.attention.flex_attention import flex_attention
 
@@ -86,6 +93,8 @@ class TinyCausalLM(nn.Module):
     """``logits = model(input_ids, position_ids=..., attention_mask=...)``, ``(B, T, vocab_size)``.
 
     ``position_ids`` default to ``0 .. T-1`` per row; ``attention_mask`` defaults to plain causal.
+    It may be a ``(B, 1, T, T)`` bool tensor (True = may attend), a FlexAttention ``BlockMask``, or
+    a tuple ``(cu_seqlens, max_seqlen)`` for variable-length flash attention (CUDA, half precision).
     Weights are initialized from ``seed`` (reproducible across processes).
 
     >>> model = TinyCausalLM(TinyConfig(positions="rope"), seed=0)
