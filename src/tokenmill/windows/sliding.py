@@ -585,11 +585,20 @@ def _fill_rows_numpy(L, first, nfull, tail_start, keep_short, count, kept, row0,
 
 
 def concat_plans(plans: Sequence[WindowPlan], stats: PlanStats) -> WindowPlan:
-    """Rows of several plans over the same documents, sorted by (doc, scale, start)."""
-    cols = {k: np.concatenate([getattr(p, k) for p in plans]) for k in
-            ("doc", "start", "length", "target_start", "scale")}
-    order = np.lexsort((cols["start"], cols["scale"], cols["doc"]))
+    """Rows of several plans over the same documents (each sorted by doc, then start; scales in
+    order), interleaved to (doc, scale, start) order by computed positions, without sorting."""
+    D = 1 + max((int(p.doc[-1]) for p in plans if len(p)), default=-1)
+    counts = [np.bincount(p.doc, minlength=D) for p in plans]  # windows per document, per scale
+    total = np.sum(counts, axis=0) if D else np.zeros(0, np.int64)
+    base = np.cumsum(total) - total  # first row of each document in the merged plan
+    M = sum(len(p) for p in plans)
+    cols = {k: np.empty(M, np.int64) for k in ("doc", "start", "length", "target_start", "scale")}
+    for p, c in zip(plans, counts):
+        row0 = np.cumsum(c) - c
+        pos = base[p.doc] + (np.arange(len(p)) - row0[p.doc])
+        for k, a in cols.items():
+            a[pos] = getattr(p, k)
+        base = base + c
     p0 = plans[0]
-    return WindowPlan(**{k: v[order] for k, v in cols.items()}, stats=stats, bos=p0.bos, eos=p0.eos,
-                      positions=p0.positions, score=p0.score, epoch=p0.epoch,
-                      scale_stats=tuple(s for p in plans for s in p.scale_stats))
+    return WindowPlan(**cols, stats=stats, bos=p0.bos, eos=p0.eos, positions=p0.positions, score=p0.score,
+                      epoch=p0.epoch, scale_stats=tuple(s for p in plans for s in p.scale_stats))
