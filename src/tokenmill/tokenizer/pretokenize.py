@@ -1,0 +1,222 @@
+"""Pre-tokenization: split text into the chunks a split regex finds, fast.
+
+For the presets ``gpt2``, ``gpt4`` (``cl100k``) and ``o200k``, compiled kernels (``_pretok_kernels``)
+split UTF-8 bytes into exactly the chunks ``regex.findall(pattern, text)`` returns, at well over
+ten times the speed of the ``regex`` module (numbers in docs/benchmarks.md). Any other pattern goes
+through ``regex.findall``.
+
+The kernels look characters up in a class table: one uint16 per code point (0x110000 entries,
+2.2 MB) whose bits say \\p{L}, \\p{N}, \\s, the o200k letter classes and the case-insensitive
+contraction letters. The table is derived by running the ``regex`` module itself over every code
+point, so it agrees with the regex engine whatever Unicode version that engine ships (its ``\\s`` is
+Unicode White_Space: U+0085 and U+00A0 are in, U+001C..U+001F are not; ``(?i:s)`` also matches
+U+017F LATIN SMALL LETTER LONG S). Building it takes about 0.2 s, so it is cached on disk under
+``$TOKENMILL_CACHE_DIR`` (default ``$XDG_CACHE_HOME/tokenmill`` or ``~/.cache/tokenmill``), keyed by
+the ``regex`` version and ``unicodedata.unidata_version``. Nothing is built or compiled at import.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import os
+import tempfile
+import unicodedata
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import ConfigError, InputError
+from .patterns import GPT2, GPT4, O200K, compiled
+
+# preset name or resolved regex -> kernel preset id (_pretok_kernels.GPT2 / GPT4 / O200K)
+_PRESET_IDS = {"gpt2": 0, "gpt4": 1, "cl100k": 1, "o200k": 2, GPT2: 0, GPT4: 1, O200K: 2}
+_TABLE_LAYOUT = 1  # bump when the meaning of the table's bits changes
+_N_CODE_POINTS = 0x110000
+
+__all__ = ["split_offsets", "split_text", "class_table", "build_class_table"]
+
+
+def split_offsets(data: bytes, preset: str, *, validate: bool = True) -> np.ndarray:
+    """Byte offsets of the chunk boundaries of UTF-8 ``data`` under a preset split pattern.
+
+    Returns int64 ``[0, e1, e2, ..., len(data)]``, strictly increasing (``[0]`` for empty input):
+    chunk ``k`` is ``data[offs[k]:offs[k + 1]]``, exactly the ``k``-th item of
+    ``regex.findall(pattern, data.decode())``. ``preset`` is ``"gpt2"``, ``"gpt4"``/``"cl100k"``,
+    ``"o200k"`` or one of those regex strings. ``data`` may be any bytes-like object; it must be valid
+    UTF-8, which is checked unless ``validate=False`` (the check costs a few percent).
+
+    >>> split_offsets("Hello world's  end".encode(), "gpt2").tolist()
+    [0, 5, 11, 13, 14, 18]
+    """
+    pid = _preset_id(preset)
+    buf = _as_readonly_bytes(data)
+    if validate:
+        _check_utf8(buf)
+    return _kernels().split_offsets(buf, class_table(), pid)
+
+
+def split_text(text: str, pattern: str | None) -> list[str]:
+    """The chunks of ``text``: ``regex.findall(pattern, text)``, compiled for the presets.
+
+    ``pattern`` is a preset name, a resolved regex (the presets' strings use the kernels), any other
+    regex (``regex.findall``), or ``None`` (the whole text is one chunk; empty text gives none).
+
+    >>> split_text("Hello world's  end", "gpt2")
+    ['Hello', ' world', "'s", ' ', ' end']
+    >>> split_text("x", None), split_text("", None)
+    (['x'], [])
+    """
+    if pattern is None:
+        return [text] if text else []
+    pid = _PRESET_IDS.get(pattern)
+    if pid is None:
+        return compiled(pattern).findall(text)
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates: not UTF-8, so leave them to the regex engine
+        return compiled(_preset_regex(pid)).findall(text)
+    buf = _as_readonly_bytes(data)
+    offs = _kernels().split_offsets(buf, class_table(), pid)
+    if len(data) != len(text):  # not ASCII: byte offsets -> code point offsets
+        offs = _kernels().char_offsets(buf, offs)
+    bounds = offs.tolist()
+    return [text[a:b] for a, b in itertools.pairwise(bounds)]
+
+
+def _preset_id(preset: str) -> int:
+    pid = _PRESET_IDS.get(preset) if isinstance(preset, str) else None
+    if pid is None:
+        raise ConfigError(
+            f"preset={preset!r} has no compiled splitter; use 'gpt2', 'gpt4', 'cl100k' or 'o200k' "
+            "(or split_text for a custom regex)"
+        )
+    return pid
+
+
+def _as_readonly_bytes(data) -> np.ndarray:
+    """A read-only, contiguous 1-D uint8 view (copied only if not contiguous).
+
+    The kernels always see this one array type, so numba compiles (and caches) them only once.
+    """
+    buf = np.frombuffer(data, dtype=np.uint8) if not isinstance(data, np.ndarray) else data
+    if buf.dtype != np.uint8 or buf.ndim != 1:
+        raise ConfigError(f"data has dtype {buf.dtype} and shape {buf.shape}; pass bytes or a 1-D uint8 array")
+    buf = np.ascontiguousarray(buf).view()
+    buf.flags.writeable = False
+    return buf
+
+
+def _preset_regex(pid: int) -> str:
+    return (GPT2, GPT4, O200K)[pid]
+
+
+def _check_utf8(buf: np.ndarray) -> None:
+    try:
+        str(memoryview(buf), "utf-8")
+    except UnicodeDecodeError as e:
+        raise InputError(f"data is not valid UTF-8 at byte offset {e.start:,d}: {e.reason}") from e
+
+
+@functools.cache
+def _kernels():
+    # Imported on first use: loading numba (and its cached machine code) must not happen at import.
+    from . import _pretok_kernels
+
+    return _pretok_kernels
+
+
+# ----------------------------------------------------------------------------------------------
+# the class table
+
+
+def _class_regexes() -> list[tuple[int, str]]:
+    """(bit, regex class) pairs: bit is set for a code point iff the class matches it."""
+    k = _kernels()
+    return [
+        (k.L_, r"\p{L}"),
+        (k.N_, r"\p{N}"),
+        (k.S_, r"\s"),
+        (k.U_, r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]"),
+        (k.W_, r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]"),
+        (k.F_S, r"(?i:s)"),
+        (k.F_D, r"(?i:d)"),
+        (k.F_M, r"(?i:m)"),
+        (k.F_T, r"(?i:t)"),
+        (k.F_L, r"(?i:l)"),
+        (k.F_V, r"(?i:v)"),
+        (k.F_E, r"(?i:e)"),
+        (k.F_R, r"(?i:r)"),
+    ]
+
+
+def build_class_table() -> np.ndarray:
+    """Compute the class table (uint16, one entry per code point) from the ``regex`` module.
+
+    Every code point (lone surrogates included, which UTF-8 never holds) is tested by letting the
+    regex engine find the runs of each class in the string of all code points in order.
+    """
+    import regex
+
+    every = "".join(map(chr, range(_N_CODE_POINTS)))
+    table = np.zeros(_N_CODE_POINTS, np.uint16)
+    for bit, cls in _class_regexes():
+        for m in regex.finditer(f"(?:{cls})+", every):
+            table[m.start() : m.end()] |= bit
+    return table
+
+
+@functools.cache
+def class_table() -> np.ndarray:
+    """The class table, loaded from the on-disk cache or built (and cached) on first use."""
+    path = _cache_dir() / _table_file_name()
+    table = _load_table(path)
+    if table is None:
+        table = build_class_table()
+        _save_table(path, table)
+    table.setflags(write=False)
+    return table
+
+
+def _cache_dir() -> Path:
+    env = os.environ.get("TOKENMILL_CACHE_DIR")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "tokenmill"
+
+
+def _table_file_name() -> str:
+    import regex
+
+    return f"pretok-classes-v{_TABLE_LAYOUT}-regex{regex.__version__}-ucd{unicodedata.unidata_version}.npy"
+
+
+def _load_table(path: Path) -> np.ndarray | None:
+    """The cached table, or None when absent or unusable (it is then rebuilt and rewritten)."""
+    try:
+        table = np.load(path, allow_pickle=False)
+    except (OSError, ValueError):
+        return None
+    if table.dtype != np.uint16 or table.shape != (_N_CODE_POINTS,):
+        return None
+    k = _kernels()
+    spot = {0x61: k.L_ | k.W_, 0x20: k.S_, 0x35: k.N_, 0x4E00: k.L_ | k.U_ | k.W_, 0x17F: k.L_ | k.W_ | k.F_S}
+    if any(int(table[cp]) != bits for cp, bits in spot.items()):
+        return None
+    return table
+
+
+def _save_table(path: Path, table: np.ndarray) -> None:
+    """Write atomically (temporary name, then rename); a cache that cannot be written is skipped."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    except OSError:
+        return
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.save(f, table, allow_pickle=False)
+        os.replace(tmp, path)
+    except OSError:
+        Path(tmp).unlink(missing_ok=True)

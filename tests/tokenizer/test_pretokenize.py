@@ -1,0 +1,276 @@
+"""Pre-tokenization kernels: exact parity with ``regex.findall`` for the gpt2, gpt4 and o200k presets.
+
+Three tiers: golden chunks for the subtle corners of the patterns (each with its derivation), the
+class table against the regex engine code point by code point, and parity with ``regex.findall``
+on hypothesis-generated text (arbitrary Unicode and targeted alphabets) and on real corpora.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+import regex
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tokenmill.errors import ConfigError, InputError
+from tokenmill.tokenizer import pretokenize
+from tokenmill.tokenizer.patterns import GPT2, GPT4, O200K
+from tokenmill.tokenizer.pretokenize import build_class_table, class_table, split_offsets, split_text
+
+PRESETS = {"gpt2": GPT2, "gpt4": GPT4, "o200k": O200K}
+CORPORA = Path(__file__).resolve().parents[2] / ".." / "shared" / "corpora"
+SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def assert_parity(text: str) -> None:
+    """split_text and split_offsets agree with regex.findall for every preset."""
+    data = text.encode("utf-8")
+    for name, pattern in PRESETS.items():
+        expected = regex.findall(pattern, text)
+        # The presets match at every position, so findall's chunks tile the text without gaps and
+        # the kernels' boundaries can be successive match ends; check that claim as well.
+        assert "".join(expected) == text, (name, text)
+        assert split_text(text, name) == expected, (name, text)
+        assert split_text(text, pattern) == expected, (name, text)
+        offs = split_offsets(data, name)
+        assert offs.dtype == np.int64 and offs[0] == 0 and offs[-1] == len(data)
+        assert np.all(np.diff(offs) > 0)
+        assert [data[a:b].decode() for a, b in zip(offs[:-1], offs[1:])] == expected, (name, text)
+
+
+# ---------------------------------------------------------------------------------------------
+# golden chunks
+
+
+@pytest.mark.parametrize(
+    "preset, text, chunks",
+    [
+        # \s+(?!\S) gives back the last space, which " ?\p{L}++" then takes with the word.
+        ("gpt2", "a   b", ["a", "  ", " b"]),
+        # \s++$: trailing whitespace is one chunk (and "$" never matches before the final "\n" here:
+        # the possessive run has already eaten it).
+        ("gpt2", "a \n", ["a", " \n"]),
+        # gpt2's contractions are case-sensitive; "'S" is punctuation then a letter.
+        ("gpt2", "IT'S it's", ["IT", "'", "S", " it", "'s"]),
+        # a newline before a word is its own chunk in gpt2 (only U+0020 joins a word).
+        ("gpt2", "\n\nx", ["\n", "\n", "x"]),
+        # gpt4: any one non-letter, non-digit except CR/LF joins the next letters ("?+" possessive).
+        ("gpt4", "\tx !y", ["\tx", " !", "y"]),
+        # gpt4: (?i:...) contractions, also with U+017F LONG S (folds to s); KELVIN SIGN folds to k,
+        # which is no contraction letter.
+        ("gpt4", "IT'S A'\u017f B'\u212a", ["IT", "'S", " A", "'\u017f", " B", "'\u212a"]),
+        # gpt4: \p{N}{1,3} groups digits in threes from the left, other scripts' digits included.
+        ("gpt4", "1234567 \u0663\u0664\u0665\u0666", ["123", "456", "7", " ", "\u0663\u0664\u0665", "\u0666"]),
+        # gpt4: \s*[\r\n] stops after the run's last newline; the rest is \s+(?!\S) then " ?..."
+        ("gpt4", "a \r\n \n  b", ["a", " \r\n \n", " ", " b"]),
+        # gpt4: punctuation takes the CR/LF that follow it.
+        ("gpt4", "x.\r\n\r\ny", ["x", ".\r\n\r\n", "y"]),
+        # o200k: an upper run followed by lowercase is one word; a lower word after upper letters
+        # is split before the last capital (CamelCase).
+        ("o200k", "HTTPServer isOK", ["HTTPServer", " is", "OK"]),
+        # o200k: contractions hang on the word; punctuation takes the "/" and newlines after it.
+        ("o200k", "DON'T we'll .//\n", ["DON'T", " we'll", " .//\n"]),
+        # o200k: \s*[\r\n]+ has no \s++$ before it, so trailing spaces after the newline split off.
+        ("o200k", "a\n  ", ["a", "\n", "  "]),
+        # o200k: a combining mark after a space is the optional prefix of nothing: U* takes it
+        # alone (marks are both "upper" and "lower" letters there).
+        ("o200k", "e\u0301 \u0301", ["e\u0301", " \u0301"]),
+    ],
+)
+def test_golden(preset, text, chunks):
+    assert regex.findall(PRESETS[preset], text) == chunks  # the derivation above is right
+    assert split_text(text, preset) == chunks
+
+
+def test_empty_and_none():
+    for name in PRESETS:
+        assert split_offsets(b"", name).tolist() == [0]
+        assert split_text("", name) == []
+    assert split_text("", None) == [] and split_text("a b", None) == ["a b"]
+
+
+def test_preset_names_and_regex_strings():
+    text = "Hello,  world's 123!\n"
+    assert split_text(text, "cl100k") == split_text(text, GPT4) == regex.findall(GPT4, text)
+    assert split_offsets(text.encode(), GPT2).tolist() == split_offsets(text.encode(), "gpt2").tolist()
+    assert split_offsets(bytearray(b"a b"), "gpt2").tolist() == [0, 1, 3]
+    assert split_offsets(np.frombuffer(b"a b", np.uint8), "o200k").tolist() == [0, 1, 3]
+
+
+def test_custom_pattern_uses_regex():
+    assert split_text("ab12cd", r"\d+|\D+") == ["ab", "12", "cd"]
+    assert split_text("a-b", r"-") == ["-"]  # findall semantics, gaps and all
+
+
+def test_lone_surrogates_fall_back_to_regex():
+    text = "ab\ud800 cd"
+    for name, pattern in PRESETS.items():
+        assert split_text(text, name) == regex.findall(pattern, text)
+
+
+def test_errors():
+    with pytest.raises(ConfigError, match="preset='nope'"):
+        split_offsets(b"x", "nope")
+    with pytest.raises(InputError, match="byte offset 1"):
+        split_offsets(b"a\xffb", "gpt2")
+    with pytest.raises(ConfigError, match="dtype"):
+        split_offsets(np.zeros(3, np.int32), "gpt2")
+
+
+@given(st.binary(max_size=64))
+@SETTINGS
+def test_invalid_utf8_without_validation_stays_in_bounds(data):
+    for name in PRESETS:
+        offs = split_offsets(data, name, validate=False)
+        assert offs[0] == 0 and offs[-1] == len(data) and np.all(np.diff(offs) > 0)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a" * 100_000,
+        "A" * 50_000 + "a",  # o200k: U* runs to the end, then backtracks to the last W
+        "\u4e2dA" * 20_000,  # o200k: Lo (both classes) interleaved with Lu
+        " " * 100_000 + "x",
+        "\r\n" * 50_000 + " ",
+        "\u0301" * 50_000,
+        "1" * 100_001,
+        "!" * 100_000 + "\n/",
+        "\U0001f469\u200d\U0001f4bb" * 10_000,
+    ],
+)
+def test_long_runs(text):
+    assert_parity(text)
+
+
+# ---------------------------------------------------------------------------------------------
+# the class table
+
+
+def test_class_table_is_what_regex_says():
+    """Each bit against the regex engine for sampled code points, plus the notorious ones."""
+    k = pretokenize._kernels()
+    tab = class_table()
+    assert tab.dtype == np.uint16 and tab.shape == (0x110000,)
+    rng = random.Random(0)
+    cps = [rng.randrange(0x110000) for _ in range(3000)] + [rng.randrange(0x3000) for _ in range(3000)]
+    cps += [0x9, 0xA, 0xB, 0xC, 0xD, 0x1C, 0x1F, 0x20, 0x27, 0x85, 0xA0, 0x17F, 0x1680, 0x180E, 0x200B]
+    cps += [0x2028, 0x2029, 0x202F, 0x205F, 0x3000, 0xFEFF, 0x212A, 0x130, 0x131, 0x1E9E, 0xDF, 0x1C5]
+    cps += list(range(0x2000, 0x200E)) + list(range(0x80))
+    checks = [(bit, regex.compile(cls)) for bit, cls in pretokenize._class_regexes()]
+    for cp in cps:
+        for bit, rx in checks:
+            assert bool(tab[cp] & bit) == bool(rx.fullmatch(chr(cp))), (hex(cp), rx.pattern)
+    # regex's \s is Unicode White_Space: NEL, NBSP, U+2000..U+200A, U+3000 in; U+001C..U+001F and
+    # ZERO WIDTH SPACE out (str.isspace disagrees on U+001C..U+001F).
+    spaces = {cp for cp in range(0x3001) if tab[cp] & k.S_}
+    assert {0x85, 0xA0, 0x1680, 0x2028, 0x2029, 0x202F, 0x205F, 0x3000, *range(0x2000, 0x200B)} <= spaces
+    assert not spaces & {0x1C, 0x1D, 0x1E, 0x1F, 0x200B}
+
+
+def test_class_table_cache_round_trip(tmp_path):
+    fresh = build_class_table()
+    assert np.array_equal(fresh, class_table())
+    path = tmp_path / "t.npy"
+    pretokenize._save_table(path, fresh)
+    assert np.array_equal(pretokenize._load_table(path), fresh)
+    path.write_bytes(b"garbage")
+    assert pretokenize._load_table(path) is None  # rebuilt, never trusted
+    np.save(path, np.zeros(0x110000, np.uint16))
+    assert pretokenize._load_table(path) is None
+
+
+def test_no_numba_at_import():
+    import subprocess
+    import sys
+
+    code = "import sys, tokenmill.tokenizer.pretokenize; print('numba' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
+
+
+# ---------------------------------------------------------------------------------------------
+# parity on generated text
+
+SPECIAL = [
+    "'", "\u2019", "s", "S", "d", "D", "m", "M", "t", "T", "l", "L", "v", "V", "e", "E", "r", "R",
+    "\u017f", "\u212a", "k", "K", "a", "x", "Z",  # contraction letters, long s, Kelvin sign
+    " ", " ", " ", "\t", "\n", "\r", "\x0b", "\x0c", "\x1c", "\x1f",
+    "\u00a0", "\u0085", "\u1680", "\u2028", "\u2029", "\u202f", "\u205f", "\u3000", "\u200b",
+    *map(chr, range(0x2000, 0x200B)),  # EN QUAD .. HAIR SPACE
+    "\u0301", "\u0300", "\u0903", "\u20dd", "\u200d", "\ufe0f",  # marks (Mn, Mc, Me), ZWJ, VS16
+    "0", "7", "\u0663", "\u0967", "\u09e8", "\uff11", "\u00b2", "\u2167", "\U0001d7d8",  # digits
+    "\u4e2d", "\u6587", "\u3042", "\u30a2", "\uac00", "\u0e01", "\u0627", "\u05d0", "\u0416", "\u0436",
+    "\u01c5", "\u02b0", "\u00c9", "\u00e9", "\u00df", "\u0130", "\ufb06",  # Lt, Lm, cased, folds
+    "\U0001f468", "\U0001f469", "\U0001f467", "\U0001f3fd", "\U0001f44d", "\U0001f1fa",  # emoji
+    ".", ",", "!", "?", "/", "-", "_", "(", '"', "#", "\u00ad", "\u2014", "\U0010ffff", "\x00",
+]
+PIECES = [
+    "'s", "'S", "'t", "'T", "'re", "'RE", "'Re", "'ve", "'VE", "'m", "'M", "'ll", "'LL", "'lL",
+    "'d", "'D", "'\u017f", "'\u212a", "'x", "''", " '", "don't", "WE'LL", "It's",
+    "\U0001f468\u200d\U0001f469\u200d\U0001f467", "\U0001f44d\U0001f3fd", "\u2764\ufe0f",
+    "e\u0301", "\u0915\u094d\u0937", "HTTPServer", "camelCase", "ABC", "abc", "123456", "\u0663\u0664",
+    "\r\n", " \r\n", "\n\n", "   ", " \t ", "\u00a0\u00a0", "//", "./", "...", "\n/",
+]
+
+arbitrary_text = st.text(max_size=80)
+targeted_text = st.text(alphabet=st.sampled_from(SPECIAL), max_size=60)
+piece_text = st.lists(st.sampled_from(PIECES + SPECIAL), max_size=25).map("".join)
+
+
+@given(arbitrary_text)
+@SETTINGS
+def test_parity_arbitrary_unicode(text):
+    assert_parity(text)
+
+
+@given(targeted_text)
+@SETTINGS
+def test_parity_targeted_alphabet(text):
+    assert_parity(text)
+
+
+@given(piece_text)
+@SETTINGS
+def test_parity_pieces(text):
+    assert_parity(text)
+
+
+@given(st.lists(st.sampled_from(["a", "A", "\u01c5", "\u02b0", "\u4e2d", "\u0301", " ", "!", "'", "s", "1"]), max_size=40).map("".join))
+@SETTINGS
+def test_parity_o200k_letter_classes(text):
+    """o200k's two letter alternatives backtrack in Lu/Lt/Lm/Lo/Ll/M mixtures; stress them."""
+    assert_parity(text)
+
+
+# ---------------------------------------------------------------------------------------------
+# parity on real text
+
+
+@pytest.mark.corpus
+def test_parity_on_corpora():
+    """About 1.5 MB from each corpus folder (whole files, spread over the folder), all presets."""
+    if not CORPORA.is_dir():
+        pytest.skip(f"../shared/corpora not found at {CORPORA.resolve()} (real-text parity runs where it exists)")
+    compared = 0
+    for folder in ("en", "zh", "multi", "code"):
+        files = sorted((CORPORA / folder).glob("*.txt"))
+        assert files, f"no .txt files in {CORPORA / folder}"
+        size = 0
+        for f in files[:: max(1, len(files) // 40)]:
+            if size > 1_500_000:
+                break
+            text = f.read_text(encoding="utf-8")
+            data = text.encode()
+            size += len(data)
+            for name, pattern in PRESETS.items():
+                expected = regex.findall(pattern, text)
+                offs = split_offsets(data, name).tolist()
+                lengths = [len(c.encode()) for c in expected]
+                assert offs == [0, *np.cumsum(lengths).tolist()], (name, f.name)
+                assert split_text(text, name) == expected, (name, f.name)
+        compared += size
+    assert compared > 4_000_000
