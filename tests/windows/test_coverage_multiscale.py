@@ -15,7 +15,7 @@ def test_report_seed_example():
     # N=10000, W=512, S=256 (39 windows): every token covered; tokens 256..9983 sit in two windows,
     # 9488..9983 even in three (the aligned tail overlaps the last two full windows) -> max 3.
     rep = coverage_report(SlidingWindows(512, 256).plan([10000]), [10000])
-    assert rep.coverage == 1.0 and rep.ok and rep.uncovered_spans.shape == (0, 3)
+    assert rep.coverage == 1.0 and rep.coverage_percent == 100.0 and rep.ok and rep.uncovered_spans.shape == (0, 3)
     assert rep.multiplicity_min == 1 and rep.multiplicity_max == 3
     assert rep.windows_per_doc.tolist() == [39]
     assert rep.multiplicity_mean == pytest.approx(39 * 512 / 10000)

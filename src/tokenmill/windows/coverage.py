@@ -50,7 +50,12 @@ class CoverageReport:
 
     @property
     def coverage(self) -> float:
+        """Fraction of tokens in at least one window (1.0 when there are no tokens)."""
         return self.covered_tokens / self.num_tokens if self.num_tokens else 1.0
+
+    @property
+    def coverage_percent(self) -> float:
+        return 100.0 * self.coverage
 
     @property
     def ok(self) -> bool:
@@ -61,6 +66,7 @@ class CoverageReport:
     def to_dict(self, max_spans: int = 20) -> dict:
         d = asdict(self)
         d["coverage"] = self.coverage
+        d["coverage_percent"] = self.coverage_percent
         d["uncovered_span_count"] = int(self.uncovered_spans.shape[0])
         d["uncovered_spans"] = self.uncovered_spans[:max_spans].tolist()
         wpd = self.windows_per_doc

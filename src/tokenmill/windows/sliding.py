@@ -167,6 +167,10 @@ class PlanStats:
         """Fraction of document tokens inside at least one window (1.0 for no tokens)."""
         return self.covered_tokens / self.num_tokens if self.num_tokens else 1.0
 
+    @property
+    def coverage_percent(self) -> float:
+        return 100.0 * self.coverage
+
     def __add__(self, other: "PlanStats") -> "PlanStats":
         # Only used to combine per-scale counters; coverage fields are recomputed by the caller.
         vals = {f: getattr(self, f) + getattr(other, f) for f in self.__dataclass_fields__ if f != "jitter"}
