@@ -63,7 +63,7 @@ def test_report_agrees_with_per_token_counts(lengths, w, s, tail, score):
 
 def test_multiscale_plan():
     # N=20, sizes 4 (stride 2) and 8 (stride 4): 4 -> starts 0..16 step 2 (9 windows);
-    # 8 -> 0, 4, 8, 12 (12+8=20): 4 windows. Rows sorted by (doc, scale, start).
+    # 8 -> 0, 4, 8, 12 (12+8=20): 4 windows. Rows sorted by (scale, doc, start).
     ms = MultiScaleWindows([8, 4], stride_ratio=0.5)
     plan = ms.plan([20])
     assert plan.scale.tolist() == [4] * 9 + [8] * 4
@@ -75,7 +75,11 @@ def test_multiscale_plan():
     # stride floor(5 * 0.5) = 2; a tiny ratio still steps by at least 1
     assert [s.stride for s in MultiScaleWindows([5, 3], stride_ratio=0.1).scales] == [1, 1]
     two_docs = MultiScaleWindows([2, 4], tail="drop").plan([4, 6])
-    assert two_docs.doc.tolist() == sorted(two_docs.doc.tolist())
+    # scale 2 (stride 1): doc 0 starts 0..2, doc 1 starts 0..4; scale 4 (stride 2): doc 0 at 0, doc 1 at 0, 2
+    assert list(zip(two_docs.scale.tolist(), two_docs.doc.tolist(), two_docs.start.tolist())) == [
+        (2, 0, 0), (2, 0, 1), (2, 0, 2), (2, 1, 0), (2, 1, 1), (2, 1, 2), (2, 1, 3), (2, 1, 4),
+        (4, 0, 0), (4, 1, 0), (4, 1, 2)]
+    assert coverage_report(two_docs, [4, 6]).starts_monotonic
 
 
 @pytest.mark.parametrize("args, kw", [([], {}), ([4, 4], {}), ([4], {"stride_ratio": 0}),

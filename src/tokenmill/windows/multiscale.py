@@ -8,8 +8,8 @@ Small windows see local detail, large ones long-range context (seed 000, 5.3)::
     scale 2048  [---------------][---------------] ...         stride 1024
 
 Each scale is an ordinary :class:`SlidingWindows` with ``stride = max(1, floor(size * stride_ratio))``
-and the shared options; rows are sorted by (doc, scale, start) and ``scale`` holds the row's window
-size. ``score="new"`` applies within each scale (each scale is its own evaluation). The plan's
+and the shared options; rows are sorted by (scale, doc, start): the plans of the scales one after
+the other, smallest window first, and ``scale`` holds the row's window size. ``score="new"`` applies within each scale (each scale is its own evaluation). The plan's
 ``stats`` add the scales up (each token counted once per scale; ``num_docs`` counted once);
 ``scale_stats`` holds one :class:`PlanStats` per scale, and :func:`tokenmill.coverage_report`
 gives the union over scales.

@@ -226,8 +226,8 @@ class Window:
 class WindowPlan:
     """All windows of a corpus as aligned int64 columns, shape ``(num_windows,)`` each.
 
-    Rows are sorted by document, then (multi-scale plans) by scale, then by start; within one
-    document and scale, starts and ends never decrease. ``start``/``length`` count document
+    Rows are sorted by document, then start (multi-scale plans: by scale, then document, then
+    start); within one document and scale, starts and ends never decrease. ``start``/``length`` count document
     tokens (content); the materialized window adds ``bos``/``eos`` around them when set.
     ``target_start`` is the document position of the first scored target (``end`` when none).
     """
@@ -495,11 +495,34 @@ def place(lengths: np.ndarray, capacity: int, stride: int, offset, *, tail: str 
     """Columns ``doc, start, length, target_start`` and the stats for all documents at once.
 
     ``offset``: the wanted first start, an int or an int64 array with one value per document.
-    Everything per document is computed on ``(num_docs,)`` numpy arrays; the rows are then written
-    by a compiled one-pass loop (``kernel=True``) or by the vectorized numpy twin
-    :func:`_fill_rows_numpy` (``kernel=False``); tests check they agree.
+    ``kernel=True``: two compiled passes over the documents (count, then fill the rows and sum the
+    statistics); ``kernel=False``: the vectorized numpy twin :func:`_place_numpy`. Tests check that
+    both agree, and both agree with :mod:`tokenmill.windows.reference`.
     """
-    L, C, S = lengths, int(capacity), int(stride)
+    L = lengths
+    args = (L, offset, int(capacity), int(stride), tail, short == "keep", max_windows_per_doc or 0,
+            0 if bos else 1, score == "new")
+    if kernel and L.size:
+        from ._kernels import plan_rows
+
+        cols, acc = plan_rows(*args)
+    else:
+        cols, acc = _place_numpy(*args)
+    num_tokens = int(L.sum())
+    known = acc["covered"] + acc["head"] + acc["tail_unc"] + acc["unc_short"]
+    stats = PlanStats(
+        num_docs=int(L.size), num_tokens=num_tokens, num_windows=int(cols["doc"].size), empty_docs=acc["empty"],
+        short_docs=acc["short_docs"], short_docs_dropped=acc["short_dropped"], full_windows=acc["full"],
+        tail_windows=acc["tail"], short_windows=acc["short"], windows_capped=acc["capped"],
+        window_tokens=acc["window_tokens"], covered_tokens=acc["covered"], uncovered_head=acc["head"],
+        uncovered_gap=num_tokens - known, uncovered_tail=acc["tail_unc"], uncovered_short=acc["unc_short"],
+        target_tokens=acc["target_tokens"], unique_targets=acc["unique"],
+    )
+    return cols, stats
+
+
+def _place_numpy(L, offset, C, S, tail, keep_short_flag, k, lead, score_new):
+    """Vectorized numpy twin of the compiled planner: the row columns and the summed statistics."""
     D = L.size
     first = np.minimum(np.asarray(offset, np.int64), np.maximum(L - C, 0))  # (D,)
     first = np.ascontiguousarray(np.broadcast_to(first, L.shape))
@@ -515,46 +538,17 @@ def place(lengths: np.ndarray, capacity: int, stride: int, offset, *, tail: str 
     else:
         has_tail, tail_start = np.zeros(D, bool), L
     is_short = (L > 0) & (L < C)
-    keep_short = is_short & (short == "keep")
+    keep_short = is_short & keep_short_flag
     count = nfull + has_tail + keep_short  # (D,) windows per document before the cap
-    kept = count if max_windows_per_doc is None else np.minimum(count, max_windows_per_doc)
-    row0 = np.cumsum(kept) - kept  # (D,) first row of each document
-    lead = 0 if bos else 1
-    args = (L, first, nfull, tail_start, keep_short, count, kept, row0, C, S, max_windows_per_doc or 0,
-            lead, score == "new")
-    if kernel and D:
-        from ._kernels import fill_rows
-
-        doc, start, length, target_start, acc = fill_rows(*args)
-    else:
-        doc, start, length, target_start, acc = _fill_rows_numpy(*args)
-    covered, unique_t, head, tail_unc, full_windows = (int(x) for x in acc)
-    M = int(doc.size)
-    num_tokens = int(L.sum())
-    unc_short = int(L[is_short & (short == "drop")].sum())
-    n_short = int(keep_short.sum())
-    stats = PlanStats(
-        num_docs=D, num_tokens=num_tokens, num_windows=M, empty_docs=int((L == 0).sum()),
-        short_docs=int(is_short.sum()), short_docs_dropped=int((is_short & (short == "drop")).sum()),
-        full_windows=full_windows, tail_windows=M - full_windows - n_short, short_windows=n_short,
-        windows_capped=int((count - kept).sum()), window_tokens=int(length.sum()), covered_tokens=covered,
-        uncovered_head=head, uncovered_gap=num_tokens - covered - head - tail_unc - unc_short,
-        uncovered_tail=tail_unc, uncovered_short=unc_short,
-        target_tokens=int(length.sum() + start.sum() - target_start.sum()), unique_targets=unique_t,
-    )
-    return {"doc": doc, "start": start, "length": length, "target_start": target_start}, stats
-
-
-def _fill_rows_numpy(L, first, nfull, tail_start, keep_short, count, kept, row0, C, S, k, lead, score_new):
-    """Vectorized twin of the compiled row fill: row columns and ``[covered, unique targets, head,
-    uncovered tail, full windows]``."""
-    D = L.size
+    kept = count if not k else np.minimum(count, k)
     capped = count > kept
+    row0 = np.cumsum(kept) - kept  # (D,) first row of each document
     M = int(kept.sum())
+
     doc = np.repeat(np.arange(D, dtype=np.int64), kept)  # (M,)
     start = np.arange(M, dtype=np.int64) * S - np.repeat(row0 * S - first, kept)  # first + i * S
     length = np.full(M, C, np.int64)
-    t = np.flatnonzero((count > nfull + keep_short) & ~capped)  # documents with a tail window
+    t = np.flatnonzero(has_tail & ~capped)
     start[row0[t] + nfull[t]] = tail_start[t]
     length[row0[t] + nfull[t]] = L[t] - tail_start[t]
     s = np.flatnonzero(keep_short)
@@ -583,26 +577,21 @@ def _fill_rows_numpy(L, first, nfull, tail_start, keep_short, count, kept, row0,
         target_start = np.maximum(target_start, prev_end)
     target_start = np.minimum(target_start, end)
     union = lambda lo: int(np.maximum(end - np.maximum(lo, prev_end), 0).sum())  # noqa: E731
-    acc = [union(start), union(target_start), int(start[opens].sum()),
-           int((L[kept > 0] - end[closes]).sum()), full_windows]
-    return doc, start, length, target_start, acc
+    n_short = int(keep_short.sum())
+    dropped = is_short & ~keep_short
+    acc = {"covered": union(start), "unique": union(target_start), "head": int(start[opens].sum()),
+           "tail_unc": int((L[kept > 0] - end[closes]).sum()), "full": full_windows,
+           "tail": M - full_windows - n_short, "short": n_short, "window_tokens": int(length.sum()),
+           "target_tokens": int((end - target_start).sum()), "capped": int((count - kept).sum()),
+           "empty": int((L == 0).sum()), "short_docs": int(is_short.sum()), "short_dropped": int(dropped.sum()),
+           "unc_short": int(L[dropped].sum())}
+    return {"doc": doc, "start": start, "length": length, "target_start": target_start}, acc
 
 
 def concat_plans(plans: Sequence[WindowPlan], stats: PlanStats) -> WindowPlan:
-    """Rows of several plans over the same documents (each sorted by doc, then start; scales in
-    order), interleaved to (doc, scale, start) order by computed positions, without sorting."""
-    D = 1 + max((int(p.doc[-1]) for p in plans if len(p)), default=-1)
-    counts = [np.bincount(p.doc, minlength=D) for p in plans]  # windows per document, per scale
-    total = np.sum(counts, axis=0) if D else np.zeros(0, np.int64)
-    base = np.cumsum(total) - total  # first row of each document in the merged plan
-    M = sum(len(p) for p in plans)
-    cols = {k: np.empty(M, np.int64) for k in ("doc", "start", "length", "target_start", "scale")}
-    for p, c in zip(plans, counts):
-        row0 = np.cumsum(c) - c
-        pos = base[p.doc] + (np.arange(len(p)) - row0[p.doc])
-        for k, a in cols.items():
-            a[pos] = getattr(p, k)
-        base = base + c
+    """Rows of several plans over the same documents, one after the other (scale-major order)."""
+    cols = {k: np.concatenate([np.asarray(getattr(p, k)) for p in plans]) for k in
+            ("doc", "start", "length", "target_start", "scale")}
     p0 = plans[0]
     return WindowPlan(**cols, stats=stats, bos=p0.bos, eos=p0.eos, positions=p0.positions, score=p0.score,
                       epoch=p0.epoch, scale_stats=tuple(s for p in plans for s in p.scale_stats))
