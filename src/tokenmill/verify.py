@@ -15,7 +15,8 @@ point. With RoPE only the mask matters; with learned absolute positions both do.
 
 The model is any callable ``model(input_ids, position_ids=..., attention_mask=...)`` returning
 ``(B, T, V)`` logits (or an object with ``.logits``), where ``attention_mask`` is a ``(B, 1, T, T)``
-bool tensor, True = may attend (or a FlexAttention ``BlockMask`` with ``attention="flex"``);
+bool tensor, True = may attend (a FlexAttention ``BlockMask`` with ``attention="flex"``; a tuple
+``(cu_seqlens, max_seqlen)`` for variable-length flash attention with ``attention="varlen"``);
 :class:`tokenmill.torch.TinyCausalLM` is one.
 """
 
@@ -70,7 +71,7 @@ class EquivalenceReport:
 
 def packing_equivalence(model, docs: Sequence, block_size: int, *, method: str = "best_fit",
                         layout: Literal["documents", "stream"] = "documents",
-                        attention: Literal["dense", "flex"] = "dense", atol: float = 1e-5,
+                        attention: Literal["dense", "flex", "varlen"] = "dense", atol: float = 1e-5,
                         rtol: float = 1e-5, batch_size: int = 8, vocab_size: int | None = None,
                         seed: int = 0) -> EquivalenceReport:
     """Compare a model's logits on packed blocks with its logits on each document alone.
@@ -94,8 +95,8 @@ def packing_equivalence(model, docs: Sequence, block_size: int, *, method: str =
 
     if layout not in ("documents", "stream"):
         raise ConfigError(f"layout={layout!r} is not 'documents' or 'stream'")
-    if attention not in ("dense", "flex"):
-        raise ConfigError(f"attention={attention!r} is not 'dense' or 'flex'")
+    if attention not in ("dense", "flex", "varlen"):
+        raise ConfigError(f"attention={attention!r} is not 'dense', 'flex' or 'varlen'")
     arrays = [np.asarray(d, dtype=np.int64) for d in docs]
     lengths = np.array([a.size for a in arrays], np.int64)
     if lengths.size and lengths.max() > block_size:
@@ -148,7 +149,10 @@ class _Runner:
         L = ids.size
         x = t.as_tensor(ids, device=self.device)[None]
         pos = t.arange(L, device=self.device)[None]
-        mask = t.ones(L, L, dtype=t.bool, device=self.device).tril()[None, None]
+        if self.attention == "varlen":
+            mask = (t.tensor([0, L], dtype=t.int32, device=self.device), L)
+        else:
+            mask = t.ones(L, L, dtype=t.bool, device=self.device).tril()[None, None]
         return self._logits(x, pos, mask)[0, : max(L - 1, 0)]
 
     def packed(self, plan, arrays, batch_size: int):
@@ -159,6 +163,8 @@ class _Runner:
         for batch in plan.batches(arrays, batch_size=batch_size, pad_id=0, stream=self.stream):
             if self.attention == "flex":
                 mask = flex_block_mask(batch, device=self.device)
+            elif self.attention == "varlen":
+                mask = (t.as_tensor(batch.cu_seqlens, device=self.device), batch.max_seqlen)
             else:
                 mask = sdpa_mask(batch, device=self.device)
             logits = self._logits(t.as_tensor(batch.input_ids, device=self.device),

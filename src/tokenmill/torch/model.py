@@ -56,14 +56,26 @@ class _Attention(nn.Module):
             y = varlen_attn(*flat, cu, cu, max_len, max_len, window_size=(-1, 0))
             return self.out(y.reshape(B, T, d))
         if mask is not None and not torch.is_tensor(mask):  # a FlexAttention BlockMask
-            from torch.nn.attention.flex_attention import flex_attention
-
-            y = flex_attention(q, k, v, block_mask=mask)
+            y = _flex_attention(x.is_cuda)(q, k, v, block_mask=mask)
         elif mask is None:
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         else:
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask if mask.dim() == 4 else mask[:, None])
         return self.out(y.transpose(1, 2).reshape(B, T, d))  # (B, T, d)
+
+
+_COMPILED_FLEX = []
+
+
+def _flex_attention(cuda: bool):
+    """flex_attention; compiled on CUDA (the fused kernel skips empty tiles), eager on CPU."""
+    from torch.nn.attention.flex_attention import flex_attention
+
+    if not cuda:
+        return flex_attention
+    if not _COMPILED_FLEX:
+        _COMPILED_FLEX.append(torch.compile(flex_attention))
+    return _COMPILED_FLEX[0]
 
 
 def _rope(x, position_ids, base: float):
