@@ -171,6 +171,9 @@ def test_jitter_is_reproducible_and_in_range():
     firsts = plan.start[np.r_[0, np.flatnonzero(np.diff(plan.doc)) + 1]]
     assert (firsts == offs).all()
     assert SlidingWindows(64, 16).jitter_offsets(3) == 0
+    # windows() of one sequence as document 3 equals document 3's rows of the corpus plan
+    ws = list(p.windows(np.arange(1000), epoch=2, doc=3))
+    assert [w.offset for w in ws] == plan.start[plan.doc == 3].tolist() and {w.doc for w in ws} == {3}
 
 
 @pytest.mark.parametrize("kw, match", [

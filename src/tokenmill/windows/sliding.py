@@ -317,7 +317,8 @@ class WindowPlan:
     def __getitem__(self, r):
         raise TypeError("a WindowPlan is indexed through materialize(source, rows) or select(rows)")
 
-    def _window(self, r: int, ids: np.ndarray, n_doc: int, extras: Mapping[str, np.ndarray]) -> Window:
+    def _window(self, r: int, ids: np.ndarray, n_doc: int, extras: Mapping[str, np.ndarray],
+                doc: int | None = None) -> Window:
         s, n, ts = int(self.start[r]), int(self.length[r]), int(self.target_start[r])
         b, e = int(self.bos is not None), int(self.eos is not None)
         t = b + n + e
@@ -341,7 +342,7 @@ class WindowPlan:
             out = np.zeros(t, a.dtype)
             out[b:b + n] = a[s:s + n]
             cut[k] = out
-        return Window(input_ids, np.ones(t, bool), pos, labels, int(self.doc[r]), s, r, cut)
+        return Window(input_ids, np.ones(t, bool), pos, labels, int(self.doc[r]) if doc is None else doc, s, r, cut)
 
     def gather(self, tokens: np.ndarray, doc_offsets: np.ndarray, rows=None, *, pad_id: int = 0,
                out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -466,7 +467,9 @@ class SlidingWindows:
 
     def windows(self, token_ids, epoch: int = 0, *, doc: int = 0, **extras) -> Iterator[Window]:
         """Lazily yield the windows of one token sequence; ``extras`` (e.g. ``token_type_ids=...``,
-        ``loss_mask=...``) are per-token arrays cut the same way.
+        ``loss_mask=...``) are per-token arrays cut the same way. ``doc``: the sequence's index in
+        its corpus (reported in each window, and it selects the ``per_doc`` jitter, so the windows
+        equal that document's rows of a corpus plan).
 
         >>> [w.input_ids.tolist() for w in SlidingWindows(3, 2).windows([5, 6, 7, 8])]
         [[5, 6, 7], [6, 7, 8]]
@@ -478,12 +481,13 @@ class SlidingWindows:
             if np.shape(a) != ids.shape:
                 raise InputError(f"extra {k!r} has shape {np.shape(a)} but token_ids has {ids.shape}; "
                                  "extras must be aligned per token")
-        plan = self.plan(np.array([ids.shape[0]]), epoch)
+        _check_int("doc", doc, 0)
+        lengths = np.zeros(doc + 1, np.int64)  # as document `doc` of a corpus: same per_doc jitter
+        lengths[doc] = ids.shape[0]
+        plan = self.plan(lengths, epoch)
         ex = {k: np.asarray(a) for k, a in extras.items()}
         for r in range(len(plan)):
-            w = plan._window(r, ids, ids.shape[0], ex)
-            yield w if doc == 0 else Window(w.input_ids, w.attention_mask, w.position_ids, w.labels,
-                                            doc, w.offset, w.index, w.extras)
+            yield plan._window(r, ids, ids.shape[0], ex)
 
 
 # -- the vectorized placement ----------------------------------------------------------------------
