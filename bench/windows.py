@@ -1,6 +1,7 @@
 """Sliding windows: planning and materialization speed, against plain Python and `datasets.map`.
 
-    .venv/bin/python bench/windows.py                 # full run (~2-4 minutes on 2 cores)
+    .venv/bin/python -m pip install datasets          # only for the datasets.map comparison
+    .venv/bin/python bench/windows.py                 # full run (~4 minutes on 2 cores)
     .venv/bin/python bench/windows.py --docs 1000000 --tokens 20000000 --repeat 3   # quicker
 
 Measures (median of --repeat runs, wall clock):
