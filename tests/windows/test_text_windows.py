@@ -148,6 +148,12 @@ def test_preview_marks_overlap_and_gaps():
     with pytest.raises(ConfigError):
         preview(plan, docs, Bytes(), n=-1)
 
+    class TextOnly:  # a tokenizer with decode but no decode_bytes
+        def decode(self, ids):
+            return bytes(ids).decode()
+
+    assert [p.new_text for p in preview(plan, docs, TextOnly(), n=2)] == ["abcd", "efg"]
+
 
 def test_preview_does_not_cut_characters(bpe):
     ids = bpe.encode_ordinary(TEXT)

@@ -52,10 +52,17 @@ class WindowPreview:
         return self.render()
 
 
+def _bytes(tokenizer, ids) -> bytes:
+    ids = [int(i) for i in ids]
+    if hasattr(tokenizer, "decode_bytes"):
+        return tokenizer.decode_bytes(ids)
+    return tokenizer.decode(ids).encode("utf-8")  # tokenizers without byte access
+
+
 def _split_decode(ids: np.ndarray, cut: int, tokenizer) -> tuple[str, str]:
     """Decode ``ids`` once and split the text at token ``cut``, snapped to a character start."""
-    data = tokenizer.decode_bytes([int(i) for i in ids])
-    at = len(tokenizer.decode_bytes([int(i) for i in ids[:cut]])) if cut else 0
+    data = _bytes(tokenizer, ids)
+    at = len(_bytes(tokenizer, ids[:cut])) if cut else 0
     while at < len(data) and (data[at] & 0xC0) == 0x80:  # do not cut inside a character
         at += 1
     return data[:at].decode("utf-8", "replace"), data[at:].decode("utf-8", "replace")
