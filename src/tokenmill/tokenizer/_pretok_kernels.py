@@ -1,6 +1,6 @@
 """Compiled pre-tokenization kernels: the split regexes of gpt2, gpt4 (cl100k) and o200k on UTF-8 bytes.
 
-Each ``_m_<preset>(data, tab, i, n)`` returns the end (byte offset) of the chunk that
+Each ``_m_<preset>(data, cls, i, n)`` returns the end (byte offset) of the chunk that
 ``regex.findall(pattern, text)`` matches at byte offset ``i``. It tries the pattern's alternatives
 in order, as the backtracking engine does, with every backtrack worked out once by hand (the
 comments next to each alternative say how). The presets always match at least one character at
@@ -9,9 +9,13 @@ successive match ends.
 
 ``tab`` is a uint16 array indexed by code point (0x110000 entries) whose bits are the character
 classes the patterns use, derived from the ``regex`` module itself (see ``pretokenize.py``).
-Characters are decoded from UTF-8 on the fly; ASCII bytes can never occur inside a multi-byte
-sequence, so ASCII characters are compared as raw bytes. Only plain Python entry points in
-``pretokenize.py`` call these kernels.
+A first pass (``classify``) decodes the UTF-8 once and stores, at the first byte of every character,
+its table entry plus its UTF-8 length (``cls``); the matchers then only read that array (and compare
+ASCII characters as raw bytes: they never occur inside a multi-byte sequence). Decoding at every
+look instead made the matchers so large that numba took over 100 s of CPU to compile them, and
+they ran no faster. Matching is bound by branch mispredictions (about one per chunk), not by
+memory: classify runs at about 1 GB/s, the matchers at 100-300 MB/s. Only plain Python entry points
+in ``pretokenize.py`` call these kernels.
 """
 
 from __future__ import annotations
@@ -36,62 +40,84 @@ F_L = 512
 F_V = 1024
 F_E = 2048
 F_R = 4096
-
-GPT2, GPT4, O200K = 0, 1, 2  # preset ids of split_offsets
+# classify() stores the character's UTF-8 length minus one in bits 13-14 of its entry.
+STEP = 13
 
 _CR, _LF, _SP, _APOS, _SLASH = 13, 10, 32, 39, 47
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _dec(data, i, n):
-    """(code point, next offset) of the character starting at byte ``i``; never reads past ``n``.
+@njit(cache=True, nogil=True)
+def classify(data, tab):
+    """Per-byte class array: at each character's first byte, ``tab[code point] | (len - 1) << STEP``.
 
-    Valid UTF-8 is assumed; on invalid input the result is some code point <= 0x10FFFF and an
-    offset in (i, n], so callers stay in bounds and always advance.
+    ``data`` is UTF-8 (uint8, shape (n,)); the result is uint16, shape (n,), its entries at
+    continuation bytes unused (0). Invalid UTF-8 never makes this read out of bounds: a stray or
+    truncated byte counts as a one-byte character.
     """
-    b = np.int64(data[i])
-    if b < 0x80:
-        return b, i + 1
-    if b < 0xC0:  # stray continuation byte (invalid)
-        return b, i + 1
-    if b < 0xE0:
-        m = 2
-        cp = b & 0x1F
-    elif b < 0xF0:
-        m = 3
-        cp = b & 0x0F
-    else:
-        m = 4
-        cp = b & 0x07
-    if i + m > n:  # truncated sequence (invalid)
-        return b, i + 1
-    for k in range(1, m):
-        cp = (cp << 6) | (np.int64(data[i + k]) & 0x3F)
-    if cp > 0x10FFFF:
-        cp = 0xFFFD
-    return cp, i + m
+    n = data.shape[0]
+    cls = np.zeros(n, np.uint16)
+    i = 0
+    while i < n:
+        b = np.int64(data[i])
+        if b < 0x80:
+            cls[i] = tab[b]
+            i += 1
+            continue
+        m = 1
+        cp = b  # stray continuation byte or truncated sequence (invalid UTF-8): one byte
+        if b >= 0xF0:
+            m, cp = 4, b & 0x07
+        elif b >= 0xE0:
+            m, cp = 3, b & 0x0F
+        elif b >= 0xC0:
+            m, cp = 2, b & 0x1F
+        if i + m > n:
+            m, cp = 1, b
+        for k in range(1, m):
+            cp = (cp << 6) | (np.int64(data[i + k]) & 0x3F)
+        if cp > 0x10FFFF:
+            cp = 0xFFFD
+        cls[i] = tab[cp] | ((m - 1) << STEP)
+        i += m
+    return cls
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _run(data, tab, p, n, kind):
+def _next(cls, p):
+    """Offset of the character after the one starting at ``p``."""
+    return p + 1 + (cls[p] >> STEP)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _run(cls, p, n, kind):
     """End of the run of characters of class ``kind`` (L_, N_, S_ or 0) starting at ``p``."""
     while p < n:
-        c, q = _dec(data, p, n)
-        if (tab[c] & KIND) != kind:
+        c = cls[p]
+        if (c & KIND) != kind:
             break
-        p = q
+        p += 1 + (c >> STEP)
     return p
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _run_bits(data, tab, p, n, bits):
+def _run_bits(cls, p, n, bits):
     """End of the run of characters having any of ``bits`` starting at ``p``."""
     while p < n:
-        c, q = _dec(data, p, n)
-        if (tab[c] & bits) == 0:
+        c = cls[p]
+        if (c & bits) == 0:
             break
-        p = q
+        p += 1 + (c >> STEP)
     return p
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _digits3(cls, j, n):
+    """End of ``\\p{N}{1,3}`` whose first digit ends at ``j``."""
+    for _ in range(2):
+        if j >= n or (cls[j] & KIND) != N_:
+            break
+        j = _next(cls, j)
+    return j
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -103,7 +129,7 @@ def _skip_bytes(data, p, n, a, b, c):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _space_end(data, tab, i, j, n, newlines, dollar):
+def _space_end(data, cls, i, j, n, newlines, dollar):
     """End of the whitespace chunk starting at ``i`` (its first character ends at ``j``).
 
     Tries, in order: ``\\s++$`` (if ``dollar``: the whole run when it reaches the end of the text),
@@ -112,19 +138,17 @@ def _space_end(data, tab, i, j, n, newlines, dollar):
     character when followed by non-space, or all of it at the end), and ``\\s`` / ``\\s+`` (one
     character: the run has only one then).
     """
-    p = j
+    p = i
     last = i  # start of the run's last character
     nl_end = -1  # end of the run's last CR/LF
-    if data[i] == _CR or data[i] == _LF:
-        nl_end = j
     while p < n:
-        c, q = _dec(data, p, n)
-        if (tab[c] & S_) == 0:
+        c = cls[p]
+        if (c & S_) == 0:
             break
-        if c == _CR or c == _LF:
-            nl_end = q
         last = p
-        p = q
+        p += 1 + (c >> STEP)
+        if data[last] == _CR or data[last] == _LF:
+            nl_end = p
     if dollar and p == n:
         return n
     if newlines and nl_end >= 0:
@@ -137,85 +161,70 @@ def _space_end(data, tab, i, j, n, newlines, dollar):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _m_gpt2(data, tab, i, n):
+def _m_gpt2(data, cls, i, n):
     """'(?:[sdmt]|ll|ve|re)| ?\\p{L}++| ?\\p{N}++| ?[^\\s\\p{L}\\p{N}]++|\\s++$|\\s+(?!\\S)|\\s"""
-    c, j = _dec(data, i, n)
-    if c == _APOS and j < n:  # case-sensitive contractions: ASCII bytes only
-        b = data[j]
-        if b == 115 or b == 100 or b == 109 or b == 116:  # s d m t
+    b = data[i]
+    j = _next(cls, i)
+    if b == _APOS and j < n:  # case-sensitive contractions: ASCII bytes only
+        b1 = data[j]
+        if b1 == 115 or b1 == 100 or b1 == 109 or b1 == 116:  # s d m t
             return j + 1
         if j + 1 < n:
             b2 = data[j + 1]
-            if (b == 108 and b2 == 108) or (b2 == 101 and (b == 118 or b == 114)):  # ll ve re
+            if (b1 == 108 and b2 == 108) or (b2 == 101 and (b1 == 118 or b1 == 114)):  # ll ve re
                 return j + 2
-    if c == _SP and j < n:  # " ?X++": the space joins a following run of L, N or other
-        c2, j2 = _dec(data, j, n)
-        kind2 = tab[c2] & KIND
+    if b == _SP and j < n:  # " ?X++": the space joins a following run of L, N or other
+        kind2 = cls[j] & KIND
         if kind2 != S_:
-            return _run(data, tab, j2, n, kind2)
-    kind = tab[c] & KIND
+            return _run(cls, j, n, kind2)
+    kind = cls[i] & KIND
     if kind != S_:
-        return _run(data, tab, j, n, kind)
-    return _space_end(data, tab, i, j, n, False, True)
+        return _run(cls, j, n, kind)
+    return _space_end(data, cls, i, j, n, False, True)
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _contraction_ci(data, tab, e, n):
+def _contraction_ci(data, cls, e, n):
     """End of a case-insensitive contraction at ``e`` ('s 'd 'm 't 'll 've 're), or -1."""
-    if e >= n or data[e] != _APOS or e + 1 >= n:
+    if e + 1 >= n or data[e] != _APOS:
         return -1
-    c2, j2 = _dec(data, e + 1, n)
-    g2 = tab[c2]
+    g2 = cls[e + 1]
     if (g2 & (F_S | F_D | F_M | F_T)) != 0:
-        return j2
+        return _next(cls, e + 1)
+    j2 = _next(cls, e + 1)
     if j2 < n:
-        c3, j3 = _dec(data, j2, n)
-        g3 = tab[c3]
-        if (g2 & F_L) != 0 and (g3 & F_L) != 0:
-            return j3
-        if (g3 & F_E) != 0 and (g2 & (F_V | F_R)) != 0:
-            return j3
+        g3 = cls[j2]
+        if ((g2 & F_L) != 0 and (g3 & F_L) != 0) or ((g3 & F_E) != 0 and (g2 & (F_V | F_R)) != 0):
+            return _next(cls, j2)
     return -1
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _m_gpt4(data, tab, i, n):
+def _m_gpt4(data, cls, i, n):
     """'(?i:[sdmt]|ll|ve|re)|[^\\r\\n\\p{L}\\p{N}]?+\\p{L}++|\\p{N}{1,3}+| ?[^\\s\\p{L}\\p{N}]++[\\r\\n]*+
     |\\s++$|\\s*[\\r\\n]|\\s+(?!\\S)|\\s"""
-    c, j = _dec(data, i, n)
-    if c == _APOS:
-        e = _contraction_ci(data, tab, i, n)
+    b = data[i]
+    j = _next(cls, i)
+    if b == _APOS:
+        e = _contraction_ci(data, cls, i, n)
         if e >= 0:
             return e
-    f = tab[c]
-    kind = f & KIND
+    kind = cls[i] & KIND
     if kind == L_:
-        return _run(data, tab, j, n, L_)
-    if c != _CR and c != _LF and kind != N_ and j < n:  # one non-letter, non-digit prefix
-        c2, j2 = _dec(data, j, n)
-        if (tab[c2] & KIND) == L_:
-            return _run(data, tab, j2, n, L_)
-    if kind == N_:  # \p{N}{1,3}+
-        p = j
-        for _ in range(2):
-            if p >= n:
-                break
-            c2, q = _dec(data, p, n)
-            if (tab[c2] & KIND) != N_:
-                break
-            p = q
-        return p
-    if c == _SP and j < n:
-        c2, j2 = _dec(data, j, n)
-        if (tab[c2] & KIND) == 0:
-            return _skip_bytes(data, _run(data, tab, j2, n, 0), n, _CR, _LF, _LF)
+        return _run(cls, j, n, L_)
+    if b != _CR and b != _LF and kind != N_ and j < n and (cls[j] & KIND) == L_:
+        return _run(cls, j, n, L_)  # one non-letter, non-digit prefix ("?+": no way back)
+    if kind == N_:
+        return _digits3(cls, j, n)
+    if b == _SP and j < n and (cls[j] & KIND) == 0:
+        return _skip_bytes(data, _run(cls, j, n, 0), n, _CR, _LF, _LF)
     if kind == 0:
-        return _skip_bytes(data, _run(data, tab, j, n, 0), n, _CR, _LF, _LF)
-    return _space_end(data, tab, i, j, n, True, True)
+        return _skip_bytes(data, _run(cls, j, n, 0), n, _CR, _LF, _LF)
+    return _space_end(data, cls, i, j, n, True, True)
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _o200k_letters1(data, tab, s, n):
+def _o200k_letters1(cls, s, n):
     """End of [U]*[W]+ at ``s`` (U = Lu Lt Lm Lo M, W = Ll Lm Lo M), or -1.
 
     U* first takes the whole U run; if the next character is in W (so it is Ll), W+ takes the W run
@@ -225,11 +234,11 @@ def _o200k_letters1(data, tab, s, n):
     p = s
     last_w_end = -1
     while p < n:
-        c, q = _dec(data, p, n)
-        g = tab[c]
+        g = cls[p]
+        q = p + 1 + (g >> STEP)
         if (g & U_) == 0:
             if (g & W_) != 0:
-                return _run_bits(data, tab, q, n, W_)
+                return _run_bits(cls, q, n, W_)
             break
         if (g & W_) != 0:
             last_w_end = q
@@ -238,89 +247,132 @@ def _o200k_letters1(data, tab, s, n):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _o200k_letters2(data, tab, s, n):
+def _o200k_letters2(cls, s, n):
     """End of [U]+[W]* at ``s``, or -1 (greedy; W* may be empty, so no backtracking is needed)."""
-    p = _run_bits(data, tab, s, n, U_)
+    p = _run_bits(cls, s, n, U_)
     if p == s:
         return -1
-    return _run_bits(data, tab, p, n, W_)
+    return _run_bits(cls, p, n, W_)
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _m_o200k(data, tab, i, n):
+def _m_o200k(data, cls, i, n):
     """[^\\r\\n\\p{L}\\p{N}]?[U]*[W]+C?|[^\\r\\n\\p{L}\\p{N}]?[U]+[W]*C?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*
     |\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+   (C = (?i:'s|'t|'re|'ve|'m|'ll|'d))"""
-    c, j = _dec(data, i, n)
-    f = tab[c]
-    kind = f & KIND
+    b = data[i]
+    j = _next(cls, i)
+    kind = cls[i] & KIND
     # The optional prefix is greedy: try with it (if this character can be one), then without.
-    prefix = c != _CR and c != _LF and kind != L_ and kind != N_
+    prefix = b != _CR and b != _LF and kind != L_ and kind != N_ and j < n
     e = -1
-    if prefix and j < n:
-        e = _o200k_letters1(data, tab, j, n)
+    if prefix:
+        e = _o200k_letters1(cls, j, n)
     if e < 0:
-        e = _o200k_letters1(data, tab, i, n)
-    if e < 0 and prefix and j < n:
-        e = _o200k_letters2(data, tab, j, n)
+        e = _o200k_letters1(cls, i, n)
+    if e < 0 and prefix:
+        e = _o200k_letters2(cls, j, n)
     if e < 0:
-        e = _o200k_letters2(data, tab, i, n)
+        e = _o200k_letters2(cls, i, n)
     if e >= 0:
-        e2 = _contraction_ci(data, tab, e, n)
+        e2 = _contraction_ci(data, cls, e, n)
         return e2 if e2 >= 0 else e
-    if kind == N_:  # \p{N}{1,3}
-        p = j
-        for _ in range(2):
-            if p >= n:
-                break
-            c2, q = _dec(data, p, n)
-            if (tab[c2] & KIND) != N_:
-                break
-            p = q
-        return p
-    if c == _SP and j < n:
-        c2, j2 = _dec(data, j, n)
-        if (tab[c2] & KIND) == 0:
-            return _skip_bytes(data, _run(data, tab, j2, n, 0), n, _CR, _LF, _SLASH)
+    if kind == N_:
+        return _digits3(cls, j, n)
+    if b == _SP and j < n and (cls[j] & KIND) == 0:
+        return _skip_bytes(data, _run(cls, j, n, 0), n, _CR, _LF, _SLASH)
     if kind == 0:
-        return _skip_bytes(data, _run(data, tab, j, n, 0), n, _CR, _LF, _SLASH)
-    return _space_end(data, tab, i, j, n, True, False)
+        return _skip_bytes(data, _run(cls, j, n, 0), n, _CR, _LF, _SLASH)
+    return _space_end(data, cls, i, j, n, True, False)
+
+
+# The entry points: one per preset, so that a process compiles only the matcher it uses (each
+# compiles in about 6 s; the three together in one kernel took 17 s). The hot loop (``_fill_*``)
+# is kept apart from the growing of ``out`` so that it never rebinds an array: numba would then
+# count references on every iteration (measured: 2x slower).
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _fill(data, tab, preset, i, n, out, k):
-    """Write match ends into ``out[k:]`` until the text or ``out`` runs out; return (i, k).
+def _fill_gpt2(data, cls, i, n, out, k):
+    """Write match ends into ``out[k:]`` until the text or ``out`` runs out; return (i, k)."""
+    while i < n and k < out.shape[0]:
+        i = _m_gpt2(data, cls, i, n)
+        out[k] = i
+        k += 1
+    return i, k
 
-    Kept apart from the growing of ``out`` so that the hot loop never rebinds an array (numba would
-    then count references on every iteration: measured 2x slower).
-    """
-    cap = out.shape[0]
-    while i < n and k < cap:
-        if preset == GPT2:
-            i = _m_gpt2(data, tab, i, n)
-        elif preset == GPT4:
-            i = _m_gpt4(data, tab, i, n)
-        else:
-            i = _m_o200k(data, tab, i, n)
+
+@njit(cache=True, nogil=True, inline="always")
+def _fill_gpt4(data, cls, i, n, out, k):
+    """Write match ends into ``out[k:]`` until the text or ``out`` runs out; return (i, k)."""
+    while i < n and k < out.shape[0]:
+        i = _m_gpt4(data, cls, i, n)
+        out[k] = i
+        k += 1
+    return i, k
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _fill_o200k(data, cls, i, n, out, k):
+    """Write match ends into ``out[k:]`` until the text or ``out`` runs out; return (i, k)."""
+    while i < n and k < out.shape[0]:
+        i = _m_o200k(data, cls, i, n)
         out[k] = i
         k += 1
     return i, k
 
 
 @njit(cache=True, nogil=True)
-def split_offsets(data, tab, preset):
-    """Chunk boundaries of ``data`` (uint8 UTF-8) for ``preset`` (GPT2, GPT4 or O200K).
+def _start(n):
+    out = np.empty(n // 4 + 16, np.int64)  # int64 (chunks,): grown by doubling when full
+    out[0] = 0
+    return out
 
-    Returns int64 ``[0, e1, ..., len(data)]``, strictly increasing.
+
+@njit(cache=True, nogil=True)
+def _grow(out, k):
+    grown = np.empty(2 * out.shape[0], np.int64)
+    grown[:k] = out[:k]
+    return grown
+
+
+@njit(cache=True, nogil=True)
+def split_gpt2(data, tab):
+    """Chunk boundaries of ``data`` (uint8 UTF-8, shape (n,)) under the gpt2 pattern.
+
+    Returns int64 ``[0, e1, ..., n]``, strictly increasing. Temporary memory: 2 bytes per input
+    byte (the class array) and 8 bytes per chunk. Same for split_gpt4 and split_o200k.
     """
     n = data.shape[0]
-    out = np.empty(n // 4 + 16, np.int64)
-    out[0] = 0
-    i, k = _fill(data, tab, preset, 0, n, out, 1)
-    while i < n:  # out is full: double it (amortized O(1) per chunk)
-        grown = np.empty(2 * out.shape[0], np.int64)
-        grown[:k] = out[:k]
-        out = grown
-        i, k = _fill(data, tab, preset, i, n, out, k)
+    cls = classify(data, tab)
+    out = _start(n)
+    i, k = _fill_gpt2(data, cls, 0, n, out, 1)
+    while i < n:
+        out = _grow(out, k)
+        i, k = _fill_gpt2(data, cls, i, n, out, k)
+    return out[:k].copy()
+
+
+@njit(cache=True, nogil=True)
+def split_gpt4(data, tab):
+    n = data.shape[0]
+    cls = classify(data, tab)
+    out = _start(n)
+    i, k = _fill_gpt4(data, cls, 0, n, out, 1)
+    while i < n:
+        out = _grow(out, k)
+        i, k = _fill_gpt4(data, cls, i, n, out, k)
+    return out[:k].copy()
+
+
+@njit(cache=True, nogil=True)
+def split_o200k(data, tab):
+    n = data.shape[0]
+    cls = classify(data, tab)
+    out = _start(n)
+    i, k = _fill_o200k(data, cls, 0, n, out, 1)
+    while i < n:
+        out = _grow(out, k)
+        i, k = _fill_o200k(data, cls, i, n, out, k)
     return out[:k].copy()
 
 

@@ -29,8 +29,9 @@ import numpy as np
 from ..errors import ConfigError, InputError
 from .patterns import GPT2, GPT4, O200K, compiled
 
-# preset name or resolved regex -> kernel preset id (_pretok_kernels.GPT2 / GPT4 / O200K)
+# preset name or resolved regex -> preset id: the index in _KERNEL_NAMES and (GPT2, GPT4, O200K)
 _PRESET_IDS = {"gpt2": 0, "gpt4": 1, "cl100k": 1, "o200k": 2, GPT2: 0, GPT4: 1, O200K: 2}
+_KERNEL_NAMES = ("split_gpt2", "split_gpt4", "split_o200k")
 _TABLE_LAYOUT = 1  # bump when the meaning of the table's bits changes
 _N_CODE_POINTS = 0x110000
 
@@ -53,7 +54,7 @@ def split_offsets(data: bytes, preset: str, *, validate: bool = True) -> np.ndar
     buf = _as_readonly_bytes(data)
     if validate:
         _check_utf8(buf)
-    return _kernels().split_offsets(buf, class_table(), pid)
+    return _split(buf, pid)
 
 
 def split_text(text: str, pattern: str | None) -> list[str]:
@@ -77,11 +78,15 @@ def split_text(text: str, pattern: str | None) -> list[str]:
     except UnicodeEncodeError:  # lone surrogates: not UTF-8, so leave them to the regex engine
         return compiled(_preset_regex(pid)).findall(text)
     buf = _as_readonly_bytes(data)
-    offs = _kernels().split_offsets(buf, class_table(), pid)
+    offs = _split(buf, pid)
     if len(data) != len(text):  # not ASCII: byte offsets -> code point offsets
         offs = _kernels().char_offsets(buf, offs)
     bounds = offs.tolist()
     return [text[a:b] for a, b in itertools.pairwise(bounds)]
+
+
+def _split(buf: np.ndarray, pid: int) -> np.ndarray:
+    return getattr(_kernels(), _KERNEL_NAMES[pid])(buf, class_table())
 
 
 def _preset_id(preset: str) -> int:
