@@ -87,3 +87,18 @@ def test_multiscale_plan():
 def test_multiscale_errors(args, kw):
     with pytest.raises(ConfigError):
         MultiScaleWindows(args, **kw)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 40), max_size=6), st.lists(st.integers(1, 12), min_size=1, max_size=3, unique=True),
+       st.sampled_from([0.25, 0.5, 1.0, 1.5]), st.sampled_from([None, "global", "per_doc"]),
+       st.sampled_from(["align", "drop", "pad"]))
+def test_multiscale_equals_per_scale_plans(lengths, sizes, ratio, jitter, tail):
+    ms = MultiScaleWindows(sizes, stride_ratio=ratio, jitter=jitter, tail=tail, seed=5)
+    plan = ms.plan(lengths, epoch=2)
+    parts = [s.plan(lengths, epoch=2) for s in ms.scales]
+    for k in ("doc", "start", "length", "target_start"):
+        assert plan.__dict__[k].tolist() == sum((p.__dict__[k].tolist() for p in parts), [])
+    assert plan.scale.tolist() == sum(([s.window_size] * len(p) for s, p in zip(ms.scales, parts)), [])
+    assert plan.scale_stats == tuple(p.stats for p in parts)
+    assert plan.stats.num_windows == len(plan)

@@ -187,16 +187,31 @@ def _plan_kernels():
     return _plan
 
 
-def plan_rows(L, offset, C, S, tail: str, keep_short: bool, k: int, lead: int, score_new: bool):
-    """Compiled twin of ``sliding._place_numpy``: row columns and the ``ACC`` statistics."""
-    count, fill = _plan_kernels()
+def _args(L, offset, tail):
     L = np.ascontiguousarray(L, np.int64)
     offs = np.ascontiguousarray(np.atleast_1d(np.asarray(offset, np.int64)))
-    code = {"align": ALIGN, "drop": DROP, "pad": PAD}[tail]
-    kept = np.empty(L.shape[0], np.int64)
-    M = count(L, offs, int(C), int(S), code, bool(keep_short), int(k), kept)
-    cols = {name: np.empty(M, np.int64) for name in ("doc", "start", "length", "target_start")}
+    return L, offs, {"align": ALIGN, "drop": DROP, "pad": PAD}[tail]
+
+
+def count_rows(L, offset, C, S, tail: str, keep_short: bool, k: int) -> int:
+    """Number of windows a plan will have (the first compiled pass alone)."""
+    count, _ = _plan_kernels()
+    L, offs, code = _args(L, offset, tail)
+    return int(count(L, offs, int(C), int(S), code, bool(keep_short), int(k), np.empty(L.shape[0], np.int64)))
+
+
+def plan_rows(L, offset, C, S, tail: str, keep_short: bool, k: int, lead: int, score_new: bool, out=None):
+    """Compiled twin of ``sliding._place_numpy``: row columns and the ``ACC`` statistics.
+
+    ``out``: preallocated int64 columns ``doc, start, length, target_start`` of exactly the right
+    length (see :func:`count_rows`), e.g. slices of one multi-scale plan; else they are allocated.
+    """
+    _, fill = _plan_kernels()
+    if out is None:
+        M = count_rows(L, offset, C, S, tail, keep_short, k)
+        out = {name: np.empty(M, np.int64) for name in ("doc", "start", "length", "target_start")}
+    L, offs, code = _args(L, offset, tail)
     acc = np.zeros(len(ACC), np.int64)
     fill(L, offs, int(C), int(S), code, bool(keep_short), int(k), int(lead), bool(score_new),
-         cols["doc"], cols["start"], cols["length"], cols["target_start"], acc)
-    return cols, dict(zip(ACC, (int(a) for a in acc)))
+         out["doc"], out["start"], out["length"], out["target_start"], acc)
+    return out, dict(zip(ACC, (int(a) for a in acc)))

@@ -455,15 +455,26 @@ class SlidingWindows:
     def plan(self, doc_lengths, epoch: int = 0) -> WindowPlan:
         """Place the windows of every document from its length alone (vectorized)."""
         lengths = as_lengths(doc_lengths)
-        jit = self.jitter_offsets(lengths.size, epoch)
-        cols, stats = place(lengths, self.capacity, self.stride, self.start_offset + jit, tail=self.tail,
-                            short=self.short, max_windows_per_doc=self.max_windows_per_doc,
-                            score=self.score, bos=self.bos is not None)
-        if self.jitter == "global":
-            stats = PlanStats(**{**stats.__dict__, "jitter": int(jit)})
+        cols, stats = self._place(lengths, epoch)
         scale = np.broadcast_to(np.int64(self.window_size), cols["doc"].shape)  # read-only view, no memory
         return WindowPlan(**cols, scale=scale, stats=stats, bos=self.bos, eos=self.eos,
                           positions=self.positions, score=self.score, epoch=epoch, scale_stats=(stats,))
+
+    def _place(self, lengths: np.ndarray, epoch: int, out=None) -> tuple[dict[str, np.ndarray], PlanStats]:
+        jit = self.jitter_offsets(lengths.size, epoch)
+        cols, stats = place(lengths, self.capacity, self.stride, self.start_offset + jit, tail=self.tail,
+                            short=self.short, max_windows_per_doc=self.max_windows_per_doc,
+                            score=self.score, bos=self.bos is not None, out=out)
+        if self.jitter == "global":
+            stats = PlanStats(**{**stats.__dict__, "jitter": int(jit)})
+        return cols, stats
+
+    def _count(self, lengths: np.ndarray, epoch: int) -> int:
+        from ._kernels import count_rows
+
+        off = self.start_offset + self.jitter_offsets(lengths.size, epoch)
+        return count_rows(lengths, off, self.capacity, self.stride, self.tail, self.short == "keep",
+                          self.max_windows_per_doc or 0) if lengths.size else 0
 
     def windows(self, token_ids, epoch: int = 0, *, doc: int = 0, **extras) -> Iterator[Window]:
         """Lazily yield the windows of one token sequence; ``extras`` (e.g. ``token_type_ids=...``,
@@ -495,13 +506,14 @@ class SlidingWindows:
 
 def place(lengths: np.ndarray, capacity: int, stride: int, offset, *, tail: str = "align",
           short: str = "keep", max_windows_per_doc: int | None = None, score: str = "all",
-          bos: bool = False, kernel: bool = True) -> tuple[dict[str, np.ndarray], PlanStats]:
+          bos: bool = False, kernel: bool = True, out=None) -> tuple[dict[str, np.ndarray], PlanStats]:
     """Columns ``doc, start, length, target_start`` and the stats for all documents at once.
 
     ``offset``: the wanted first start, an int or an int64 array with one value per document.
     ``kernel=True``: two compiled passes over the documents (count, then fill the rows and sum the
     statistics); ``kernel=False``: the vectorized numpy twin :func:`_place_numpy`. Tests check that
-    both agree, and both agree with :mod:`tokenmill.windows.reference`.
+    both agree, and both agree with :mod:`tokenmill.windows.reference`. ``out``: preallocated
+    columns for the compiled path (multi-scale plans fill slices of one array).
     """
     L = lengths
     args = (L, offset, int(capacity), int(stride), tail, short == "keep", max_windows_per_doc or 0,
@@ -509,7 +521,7 @@ def place(lengths: np.ndarray, capacity: int, stride: int, offset, *, tail: str 
     if kernel and L.size:
         from ._kernels import plan_rows
 
-        cols, acc = plan_rows(*args)
+        cols, acc = plan_rows(*args, out=out)
     else:
         cols, acc = _place_numpy(*args)
     num_tokens = int(L.sum())
@@ -590,12 +602,3 @@ def _place_numpy(L, offset, C, S, tail, keep_short_flag, k, lead, score_new):
            "empty": int((L == 0).sum()), "short_docs": int(is_short.sum()), "short_dropped": int(dropped.sum()),
            "unc_short": int(L[dropped].sum())}
     return {"doc": doc, "start": start, "length": length, "target_start": target_start}, acc
-
-
-def concat_plans(plans: Sequence[WindowPlan], stats: PlanStats) -> WindowPlan:
-    """Rows of several plans over the same documents, one after the other (scale-major order)."""
-    cols = {k: np.concatenate([np.asarray(getattr(p, k)) for p in plans]) for k in
-            ("doc", "start", "length", "target_start", "scale")}
-    p0 = plans[0]
-    return WindowPlan(**cols, stats=stats, bos=p0.bos, eos=p0.eos, positions=p0.positions, score=p0.score,
-                      epoch=p0.epoch, scale_stats=tuple(s for p in plans for s in p.scale_stats))
