@@ -1,7 +1,8 @@
 """The seed's sliding-window sampler, corrected, as small readable Python: the oracle for the plans.
 
-One document at a time, one window at a time, exactly as a person would write it. The vectorized
-:func:`tokenmill.windows.sliding.place` must give the same windows for every input (tests check).
+One document at a time, one window at a time, exactly as a person would write it. The plans of
+:func:`tokenmill.windows.sliding.place` (compiled and numpy paths) must give the same windows for
+every input (tests check).
 
 >>> reference_windows(11, 4, 3)
 [(0, 4), (3, 4), (6, 4), (7, 4)]
