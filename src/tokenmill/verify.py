@@ -117,19 +117,25 @@ def packing_equivalence(model, docs: Sequence, block_size: int, *, method: str =
             alone = [runner.alone(a) for a in arrays]
             packed = runner.packed(plan, arrays, batch_size)
             diff, bad = _compare(alone, packed, atol, rtol)
-            replaced = _doc_to_replace(plan)
-            moved, iso_diff = 0, 0.0
-            if replaced is not None:
-                other = list(arrays)
-                other[replaced] = _different_ids(arrays[replaced], vocab, seed)
-                again = runner.packed(plan, other, batch_size)
-                keep = [i for i in range(len(arrays)) if i != replaced]
-                iso_diff, moved = _compare([packed[i] for i in keep], [again[i] for i in keep], atol, rtol)
+            replaced, iso_diff, moved = _isolation(runner, plan, arrays, packed, vocab, seed, batch_size, atol, rtol)
     finally:
         if hasattr(model, "train"):
             model.train(was_training)
     return EquivalenceReport(layout, len(arrays), plan.num_blocks, int(sum(max(n - 1, 0) for n in lengths)),
                              bad, diff, replaced, moved, iso_diff, atol, rtol)
+
+
+def _isolation(runner, plan, arrays, packed, vocab, seed, batch_size, atol, rtol):
+    """Replace one document that shares a block; return (its index, max diff, targets of others moved)."""
+    replaced = _doc_to_replace(plan)
+    if replaced is None:
+        return None, 0.0, 0
+    other = list(arrays)
+    other[replaced] = _different_ids(arrays[replaced], vocab, seed)
+    again = runner.packed(plan, other, batch_size)
+    keep = [i for i in range(len(arrays)) if i != replaced]
+    diff, moved = _compare([packed[i] for i in keep], [again[i] for i in keep], atol, rtol)
+    return replaced, diff, moved
 
 
 class _Runner:

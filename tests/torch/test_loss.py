@@ -55,14 +55,16 @@ def micro_batches():
     return out
 
 
-def run(model, mb, norm):
-    from tokenmill.torch.masks import sdpa_mask  # noqa: F401  (mask comes from the batch arrays)
-
+def doc_mask(mb):
+    """(B, 1, T, T) block-diagonal causal mask rebuilt from cu_seqlens (True = may attend)."""
     B, T = mb["input_ids"].shape
     seg = torch.repeat_interleave(torch.arange(mb["cu_seqlens"].numel() - 1),
                                   mb["cu_seqlens"].diff().long()).view(B, T)
-    mask = (seg[:, :, None] == seg[:, None, :]) & torch.ones(T, T, dtype=torch.bool).tril()
-    logits = model(mb["input_ids"], position_ids=mb["position_ids"], attention_mask=mask[:, None])
+    return ((seg[:, :, None] == seg[:, None, :]) & torch.ones(T, T, dtype=torch.bool).tril())[:, None]
+
+
+def run(model, mb, norm):
+    logits = model(mb["input_ids"], position_ids=mb["position_ids"], attention_mask=doc_mask(mb))
     return norm.loss(logits, mb["labels"])
 
 
@@ -71,11 +73,7 @@ def full_batch_grads(mbs):
     model = TinyCausalLM(TinyConfig(positions="rope"), seed=3, dtype=torch.float64)
     total, count = 0.0, 0
     for mb in mbs:
-        B, T = mb["input_ids"].shape
-        seg = torch.repeat_interleave(torch.arange(mb["cu_seqlens"].numel() - 1),
-                                      mb["cu_seqlens"].diff().long()).view(B, T)
-        mask = (seg[:, :, None] == seg[:, None, :]) & torch.ones(T, T, dtype=torch.bool).tril()
-        logits = model(mb["input_ids"], position_ids=mb["position_ids"], attention_mask=mask[:, None])
+        logits = model(mb["input_ids"], position_ids=mb["position_ids"], attention_mask=doc_mask(mb))
         total = total + torch.nn.functional.cross_entropy(
             logits[:, :-1].reshape(-1, 64), mb["labels"][:, 1:].reshape(-1), reduction="sum")
         count += int(count_targets(mb["labels"]))
