@@ -269,3 +269,37 @@ def test_chunk_stream_targets_tile_the_document(n, T):
                       doc_ids=np.zeros(len(c), np.int64), starts=c.start)
     s = batch.stats()
     assert s.targets == n - 1 and s.duplicate_targets == 0
+
+
+# ---- data parallelism and resumption -------------------------------------------------------------
+@settings(max_examples=40, deadline=None)
+@given(lengths=st.lists(st.integers(1, 30), min_size=0, max_size=30), world=st.integers(1, 4))
+def test_shards_cover_the_plan_once_and_run_equal_steps(lengths, world):
+    plan = pack(lengths, 32)
+    shards = [plan.shard(r, world) for r in range(world)]
+    assert len({s.num_blocks for s in shards}) == 1  # same number of steps on every rank
+    for s in shards:
+        s.validate()
+    segs = sorted(seg for s in shards for b in range(s.num_blocks) for seg in s.segments(b))
+    assert segs == sorted(seg for b in range(plan.num_blocks) for seg in plan.segments(b))
+    assert sum(s.tokens for s in shards) == plan.tokens
+
+
+def test_empty_block_of_an_even_shard_has_no_targets():
+    docs = [[1, 2, 3, 4, 5]] * 3
+    shard = pack([5, 5, 5], 6).shard(1, 2)
+    blocks = list(shard.blocks(docs, pad_id=0))
+    assert [b.stats().targets for b in blocks] == [4, 0]
+    assert blocks[1].labels.tolist() == [-100] * 6 and blocks[1].cu_seqlens.tolist() == [0, 6]
+    assert pack([5, 5, 5], 6).shard(1, 2, even=False).num_blocks == 1
+
+
+def test_resume_from_a_block():
+    rng = np.random.default_rng(3)
+    docs = [rng.integers(0, 100, n) for n in rng.integers(1, 20, 40)]
+    plan = pack([len(d) for d in docs], 24)
+    full = [b.input_ids.tolist() for b in plan.blocks(docs, pad_id=0)]
+    tail = [r.tolist() for batch in plan.batches(docs, batch_size=3, pad_id=0, start_block=5) for r in batch.input_ids]
+    assert tail == full[5:]
+    with pytest.raises(ConfigError, match="start_block=99"):
+        next(plan.batches(docs, batch_size=3, pad_id=0, start_block=99))

@@ -32,7 +32,7 @@ its block: counted in ``plan.boundary_targets``), ``"truncate"`` (the tail is dr
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterator, Literal
 
 import numpy as np
@@ -75,6 +75,7 @@ class PackPlan:
     truncated_tokens: int = 0
     split_docs: int = 0
     empty_docs: int = 0
+    complete: bool = True  # False for a shard or selection: holds only some of the plan's blocks
 
     # ---- sizes -------------------------------------------------------------------------------
     @property
@@ -97,7 +98,7 @@ class PackPlan:
     @property
     def block_tokens(self) -> np.ndarray:
         """``(num_blocks,)`` int64: tokens in every block."""
-        return np.add.reduceat(self.length, self.block_ptr[:-1]) if self.num_segments else np.zeros(0, np.int64)
+        return np.bincount(self.block, weights=self.length, minlength=self.num_blocks).astype(np.int64)
 
     @property
     def tokens(self) -> int:
@@ -118,7 +119,7 @@ class PackPlan:
         (a block, in stream layout), so it has no context there and is not scored."""
         cont = self.start > 0
         if self.stream:
-            return int(cont[self.block_ptr[:-1]].sum()) if self.num_blocks else 0
+            return int(cont[self.block_ptr[:-1][np.diff(self.block_ptr) > 0]].sum())
         return int(cont.sum())
 
     def segments(self, b: int) -> list[tuple[int, int, int]]:
@@ -138,8 +139,8 @@ class PackPlan:
         """Raise :class:`InputError` unless the plan is consistent: blocks within ``block_size``,
         segments inside their documents, every kept token packed exactly once."""
         T = self.block_size
-        if self.block_ptr[0] != 0 or self.block_ptr[-1] != self.num_segments or (np.diff(self.block_ptr) < 1).any():
-            raise InputError("block_ptr must start at 0, end at the segment count and grow by >= 1")
+        if self.block_ptr[0] != 0 or self.block_ptr[-1] != self.num_segments or (np.diff(self.block_ptr) < 0).any():
+            raise InputError("block_ptr must start at 0, end at the segment count and never decrease")
         if (self.block_tokens > T).any():
             b = int(np.argmax(self.block_tokens > T))
             raise InputError(f"block {b} holds {int(self.block_tokens[b]):,d} tokens, more than block_size={T:,d}")
@@ -150,13 +151,48 @@ class PackPlan:
         same = d[1:] == d[:-1]
         if (s[1:][same] < (s + n)[:-1][same]).any():
             raise InputError("two segments overlap: a token would be packed twice")
-        packed = np.bincount(self.doc, weights=self.length, minlength=self.num_docs)
-        if packed.sum() + self.truncated_tokens != self.doc_lengths.sum():
+        if self.complete and self.tokens + self.truncated_tokens != self.doc_lengths.sum():
             raise InputError("packed + truncated tokens differ from the documents' total")
+
+    # ---- data parallelism and resumption -----------------------------------------------------
+    def shard(self, rank: int, world_size: int, *, even: bool = True) -> "PackPlan":
+        """Blocks ``rank, rank + world_size, ...`` of this plan: one data-parallel rank's part.
+
+        With ``even=True`` a rank that gets one block fewer gets an empty block instead (all
+        padding, zero targets), so every rank runs the same number of steps and nothing is dropped;
+        under the token-weighted loss an empty block changes nothing. The counts (truncated, split,
+        ...) still describe the whole plan.
+
+        >>> plan = pack([5, 5, 5], 6)
+        >>> [plan.shard(r, 2).num_blocks for r in (0, 1)]
+        [2, 2]
+        >>> plan.shard(1, 2).block_tokens.tolist()
+        [5, 0]
+        """
+        if not (0 <= rank < world_size):
+            raise ConfigError(f"rank={rank} must be in 0 .. world_size-1 (world_size={world_size})")
+        idx = np.arange(rank, self.num_blocks, world_size)
+        if even:
+            per_rank = -(-self.num_blocks // world_size)
+            idx = np.concatenate([idx, np.full(per_rank - idx.size, -1)])
+        return self.select(idx)
+
+    def select(self, blocks) -> "PackPlan":
+        """A plan of the given blocks, in the given order; ``-1`` stands for an empty block."""
+        blocks = np.asarray(blocks, np.int64)
+        if blocks.size and (blocks.max(initial=-1) >= self.num_blocks or blocks.min() < -1):
+            raise ConfigError(f"block indices must be in -1 .. {self.num_blocks - 1}")
+        real = blocks >= 0
+        counts = np.where(real, np.diff(self.block_ptr)[np.where(real, blocks, 0)], 0)
+        first = np.where(real, self.block_ptr[:-1][np.where(real, blocks, 0)], 0)
+        seg = np.repeat(first - (np.cumsum(counts) - counts), counts) + np.arange(int(counts.sum()))
+        ptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        return replace(self, doc=self.doc[seg], start=self.start[seg], length=self.length[seg], block_ptr=ptr,
+                       complete=False)
 
     # ---- materialization ---------------------------------------------------------------------
     def batches(self, source, *, batch_size: int, pad_id: int, fragment_positions: FragmentPositions = "restart",
-                stream: bool | None = None, drop_last: bool = False) -> Iterator[Batch]:
+                stream: bool | None = None, drop_last: bool = False, start_block: int = 0) -> Iterator[Batch]:
         """Yield :class:`Batch` es of ``batch_size`` blocks (the last one smaller unless ``drop_last``).
 
         ``source``: a list of id arrays or any :class:`~tokenmill.data.source.TokenSource`. A source
@@ -166,15 +202,19 @@ class PackPlan:
         from their offset in the document (``"continue"``). ``stream`` overrides the layout
         (default: the plan's, True only for ``"concat"``); ``stream=True`` on a document plan gives
         plain stream packing -- no boundaries in the mask, no position reset -- for comparison.
+        ``start_block`` resumes from that block (the state of a run is the epoch's plan and the
+        number of blocks consumed).
         """
+        if not 0 <= start_block <= self.num_blocks:
+            raise ConfigError(f"start_block={start_block} must be in 0 .. {self.num_blocks}")
         if batch_size < 1 or int(batch_size) != batch_size:
             raise ConfigError(f"batch_size={batch_size!r} must be a positive integer")
         check_fragment_positions(fragment_positions)
         src = self._checked_source(source)
         fill = _filler(src)
         stream = self.stream if stream is None else bool(stream)
-        stop = self.num_blocks - (self.num_blocks % batch_size if drop_last else 0)
-        for b0 in range(0, stop, batch_size):
+        stop = self.num_blocks - ((self.num_blocks - start_block) % batch_size if drop_last else 0)
+        for b0 in range(start_block, stop, batch_size):
             b1 = min(b0 + batch_size, self.num_blocks)
             lo, hi = int(self.block_ptr[b0]), int(self.block_ptr[b1])
             rows = np.repeat(np.arange(b1 - b0, dtype=np.int64), np.diff(self.block_ptr[b0 : b1 + 1]))
