@@ -77,3 +77,17 @@ def test_tensors_and_collate():
     assert t["max_seqlen"] == 4 and t["attention_mask"].dtype == torch.bool
     c = collate_blocks(batch.blocks() * 2)
     assert c["input_ids"].shape == (2, 8) and c["cu_seqlens"].tolist() == [0, 4, 7, 8, 12, 15, 16]
+
+
+def test_packed_batches_dataloader_with_workers_keeps_plan_order():
+    from tokenmill.torch import PackedBatches
+
+    rng = np.random.default_rng(0)
+    docs = [rng.integers(0, 100, n) for n in rng.integers(1, 30, 60)]
+    plan = pack([len(d) for d in docs], 32)
+    want = [b.input_ids.tolist() for b in plan.batches(docs, batch_size=3, pad_id=0)]
+    ds = PackedBatches(plan, docs, batch_size=3, pad_id=0)
+    assert len(ds) == len(want)
+    for workers in (0, 2):
+        loader = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=workers)
+        assert [b["input_ids"].tolist() for b in loader] == want

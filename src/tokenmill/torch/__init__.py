@@ -11,6 +11,7 @@ import importlib
 _EXPORTS = {
     "to_tensors": ".collate",
     "collate_blocks": ".collate",
+    "PackedBatches": ".collate",
     "sdpa_mask": ".masks",
     "document_mask_mod": ".masks",
     "flex_block_mask": ".masks",

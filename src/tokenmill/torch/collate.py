@@ -29,3 +29,37 @@ def to_tensors(batch: Batch | Block, *, device=None) -> dict:
 def collate_blocks(blocks: list[Block]) -> dict:
     """``collate_fn`` for a DataLoader that yields :class:`~tokenmill.batching.Block` s."""
     return to_tensors(Batch.from_blocks(list(blocks)))
+
+
+class PackedBatches(torch.utils.data.IterableDataset):
+    """A plan's batches as dicts of tensors (see :func:`to_tensors`), for
+    ``DataLoader(PackedBatches(...), batch_size=None, num_workers=k)``.
+
+    Batch ``i`` holds blocks ``i*batch_size .. (i+1)*batch_size - 1``; DataLoader worker ``w`` of
+    ``k`` builds batches ``w, w+k, ...`` and the DataLoader returns them in plan order. Shard the
+    plan per rank first (``plan.shard(rank, world_size)``). Options go to ``plan.batches``.
+
+    >>> from tokenmill.batching import pack
+    >>> docs = [[1, 2, 3], [4, 5], [6, 7, 8, 9], [1, 2, 3, 4, 5]]       # 3 blocks: 5 | 4 | 3+2
+    >>> ds = PackedBatches(pack([len(d) for d in docs], 5), docs, batch_size=2, pad_id=0)
+    >>> [b["input_ids"].shape for b in torch.utils.data.DataLoader(ds, batch_size=None)]
+    [torch.Size([2, 5]), torch.Size([1, 5])]
+    """
+
+    def __init__(self, plan, source, *, batch_size: int, pad_id: int, **options):
+        super().__init__()
+        self.plan, self.source, self.batch_size, self.pad_id, self.options = plan, source, batch_size, pad_id, options
+
+    def __len__(self) -> int:
+        return -(-self.plan.num_blocks // self.batch_size)
+
+    def __iter__(self):
+        import numpy as np
+
+        info = torch.utils.data.get_worker_info()
+        worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
+        mine = np.arange(worker, len(self), workers)  # this worker's batch numbers
+        blocks = (mine[:, None] * self.batch_size + np.arange(self.batch_size)).ravel()
+        part = self.plan.select(blocks[blocks < self.plan.num_blocks])
+        for batch in part.batches(self.source, batch_size=self.batch_size, pad_id=self.pad_id, **self.options):
+            yield to_tensors(batch)
