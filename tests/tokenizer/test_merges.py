@@ -64,3 +64,18 @@ def test_equals_naive_on_small_alphabets(chunks, num_merges):
 def test_equals_naive_on_unicode(texts, num_merges):
     chunks = [t.encode() for t in texts]
     assert incremental(chunks, num_merges).pairs.tolist() == naive(chunks, num_merges)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(st.characters(codec="utf-8"), max_size=25), max_size=10), st.integers(0, 60),
+       st.sampled_from([None, 2, 3, 5]), st.integers(1, 3))
+def test_compiled_kernel_equals_python_twin(texts, num_merges, max_token_bytes, min_frequency):
+    distinct = Counter(t.encode() for t in texts)
+    keys = sorted(distinct)
+    weights = [distinct[k] for k in keys]
+    kw = dict(max_token_bytes=max_token_bytes, min_frequency=min_frequency)
+    fast = learn_merges(keys, weights, num_merges, backend="numba", **kw)
+    slow = learn_merges(keys, weights, num_merges, backend="python", **kw)
+    assert fast.pairs.tolist() == slow.pairs.tolist()
+    assert fast.counts.tolist() == slow.counts.tolist()
+    assert fast.stop_reason == slow.stop_reason

@@ -19,8 +19,10 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..errors import ConfigError, InputError
-from .merges import learn_merges
+from .merges import learn_merges_arrays
 from .model import Tokenizer, _names
 from .patterns import compiled, resolve_pattern
 
@@ -90,8 +92,9 @@ def train_bpe(
             + (" before sampling" if sample is not None else "")
             + "); pass at least one non-empty document"
         )
-    keys = sorted(counts)  # sorted: layout and result never depend on insertion or hash order
-    result = _learn(keys, [counts[k] for k in keys], num_merges, min_frequency, max_token_bytes, show)
+    # The merges do not depend on the order of the chunks (ties are broken by the pair itself), so
+    # the table's order, which depends on the thread count, never reaches the result.
+    result = _learn(counts, num_merges, min_frequency, max_token_bytes, show)
     if len(result.counts) < num_merges:
         warnings.warn(
             f"training stopped early: learned {len(result.counts):,d} of {num_merges:,d} merges "
@@ -101,60 +104,205 @@ def train_bpe(
         )
     tok = Tokenizer.from_merges(result.pairs, pattern=regex_str, special_tokens=names, merge_counts=result.counts)
     tok.train_report = TrainReport(
-        chunks=sum(counts.values()), distinct_chunks=len(counts), merges=len(result.counts),
+        chunks=int(counts.counts.sum()), distinct_chunks=len(counts), merges=len(result.counts),
         merges_requested=num_merges, stop_reason=result.stop_reason, **stats,
     )
     return tok
 
 
+@dataclass(frozen=True)
+class ChunkCounts:
+    """Distinct chunks laid end to end: chunk ``k`` is ``data[offsets[k]:offsets[k+1]]``, seen ``counts[k]`` times."""
+
+    data: np.ndarray  # uint8
+    lengths: np.ndarray  # int64
+    counts: np.ndarray  # int64
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def to_dict(self) -> dict[bytes, int]:
+        ends = np.cumsum(self.lengths).tolist()
+        raw = self.data.tobytes()
+        return {raw[e - n : e]: c for e, n, c in zip(ends, self.lengths.tolist(), self.counts.tolist())}
+
+    @classmethod
+    def from_dict(cls, counts: dict[bytes, int]) -> "ChunkCounts":
+        keys = list(counts)
+        return cls(np.frombuffer(b"".join(keys), dtype=np.uint8),
+                   np.fromiter((len(k) for k in keys), np.int64, len(keys)),
+                   np.fromiter((counts[k] for k in keys), np.int64, len(keys)))
+
+
+class ChunkCounter:
+    """A compiled byte-keyed hash table of chunk counts (``_count_kernels``)."""
+
+    def __init__(self):
+        self.arena = np.empty(1 << 20, np.uint8)
+        self.starts = np.empty(1 << 14, np.int64)
+        self.lens = np.empty(1 << 14, np.int64)
+        self.counts = np.empty(1 << 14, np.int64)
+        self.hashes = np.empty(1 << 14, np.uint64)
+        self.table = np.full(1 << 15, -1, np.int64)
+        self.sizes = np.zeros(2, np.int64)
+
+    def add(self, data: np.ndarray, offsets: np.ndarray, weight: int = 1) -> None:
+        from . import _count_kernels as K
+
+        (self.arena, self.starts, self.lens, self.counts, self.hashes, self.table) = K.count_into(
+            data, offsets, weight, self.arena, self.starts, self.lens, self.counts, self.hashes, self.table, self.sizes)
+
+    def merge(self, other: "ChunkCounter") -> None:
+        from . import _count_kernels as K
+
+        n = int(other.sizes[0])
+        (self.arena, self.starts, self.lens, self.counts, self.hashes, self.table) = K.merge_into(
+            self.arena, self.starts, self.lens, self.counts, self.hashes, self.table, self.sizes,
+            other.arena, other.starts, other.lens, other.counts, n)
+
+    def result(self) -> ChunkCounts:
+        n, size = int(self.sizes[0]), int(self.sizes[1])
+        return ChunkCounts(self.arena[:size].copy(), self.lens[:n].copy(), self.counts[:n].copy())
+
+
 def count_chunks(
-    docs: Iterable[str], regex_str: str | None, special_tokens: Sequence[str] = (), *, progress: bool = False
-) -> tuple[Counter, dict]:
-    """Count distinct chunks (as UTF-8 bytes) over documents; returns (counts, stats)."""
-    str_counts: Counter = Counter()
-    split = compiled(regex_str).findall if regex_str is not None else (lambda t: [t])
-    special_re = re.compile("|".join(map(re.escape, sorted(special_tokens, key=len, reverse=True)))) if special_tokens else None
-    n_docs = n_bytes = n_special = 0
-    bar = _bar(progress, "counting chunks", "doc")
-    for doc in docs:
-        if not isinstance(doc, str):
-            raise InputError(f"document {n_docs:,d} is a {type(doc).__name__}, not str; pass text documents")
-        n_docs += 1
-        n_bytes += len(doc.encode("utf-8"))
-        pieces = special_re.split(doc) if special_re is not None else [doc]
-        n_special += len(pieces) - 1
-        for piece in pieces:
-            if piece:
-                str_counts.update(split(piece))
+    docs: Iterable[str],
+    regex_str: str | None,
+    special_tokens: Sequence[str] = (),
+    *,
+    progress: bool = False,
+    num_threads: int | None = None,
+) -> tuple[ChunkCounts, dict]:
+    """Count distinct chunks (as UTF-8 bytes) over documents; returns (counts, stats).
+
+    For the preset patterns the split and the counting are compiled kernels that release the GIL,
+    run on ``num_threads`` threads (default: all cores), each into its own table; the tables are
+    merged at the end. Counts do not depend on the number of threads or on the document order.
+    """
+    from .pretokenize import _PRESET_IDS
+
+    special_re = (re.compile("|".join(map(re.escape, sorted(special_tokens, key=len, reverse=True))))
+                  if special_tokens else None)
+    bar = _bar(progress, "counting chunks", "B", unit_scale=True)
+    stats = dict(documents_used=0, bytes_used=0, special_tokens_in_text=0)
+
+    def pieces():
+        for doc in docs:
+            if not isinstance(doc, str):
+                raise InputError(f"document {stats['documents_used']:,d} is a {type(doc).__name__}, not str; "
+                                 "pass text documents")
+            try:
+                data = doc.encode("utf-8")
+            except UnicodeEncodeError as e:
+                raise InputError(f"document {stats['documents_used']:,d} holds a lone surrogate at character "
+                                 f"{e.start:,d}, which UTF-8 cannot encode; clean the text first") from None
+            stats["documents_used"] += 1
+            stats["bytes_used"] += len(data)
+            if bar is not None:
+                bar.update(len(data))
+            if special_re is None:
+                yield doc, data
+                continue
+            parts = special_re.split(doc)
+            stats["special_tokens_in_text"] += len(parts) - 1
+            for part in parts:
+                if part:
+                    yield part, part.encode("utf-8")
+
+    try:
+        if regex_str is not None and regex_str in _PRESET_IDS:
+            counts = _count_compiled(pieces(), regex_str, num_threads)
+        else:
+            counts = _count_python(pieces(), regex_str)
+    finally:
         if bar is not None:
-            bar.update(1)
-    if bar is not None:
-        bar.close()
-    counts: Counter = Counter()
-    for s, c in str_counts.items():
-        counts[s.encode("utf-8")] += c
-    stats = dict(documents_used=n_docs, bytes_used=n_bytes, special_tokens_in_text=n_special)
+            bar.close()
     seen = getattr(docs, "seen", None)
-    stats.update(documents_seen=seen[0] if seen else n_docs, bytes_seen=seen[1] if seen else n_bytes)
+    stats.update(documents_seen=seen[0] if seen else stats["documents_used"],
+                 bytes_seen=seen[1] if seen else stats["bytes_used"])
     return counts, stats
 
 
-def _learn(keys, weights, num_merges, min_frequency, max_token_bytes, show):
+def _count_python(pieces, regex_str) -> ChunkCounts:
+    """The readable twin (and the path for custom regexes): a Counter over split strings."""
+    str_counts: Counter = Counter()
+    split = compiled(regex_str).findall if regex_str is not None else (lambda t: [t])
+    for text, _ in pieces:
+        str_counts.update(split(text))
+    counts: Counter = Counter()
+    for s, c in str_counts.items():
+        counts[s.encode("utf-8")] += c
+    return ChunkCounts.from_dict(counts)
+
+
+def _count_compiled(pieces, regex_str, num_threads) -> ChunkCounts:
+    import os
+    import queue
+    import threading
+
+    from .pretokenize import split_offsets
+
+    n = max(1, num_threads or os.cpu_count() or 1)
+    counters = [ChunkCounter() for _ in range(n)]
+    work: queue.Queue = queue.Queue(maxsize=4 * n)
+    errors: list[BaseException] = []
+
+    def worker(counter: ChunkCounter):
+        while True:
+            batch = work.get()
+            if batch is None:
+                return
+            if errors:
+                continue
+            try:
+                for data in batch:
+                    buf = np.frombuffer(data, dtype=np.uint8)
+                    counter.add(buf, split_offsets(buf, regex_str, validate=False))
+            except BaseException as e:  # surfaced in the main thread
+                errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(c,), daemon=True) for c in counters]
+    for t in threads:
+        t.start()
+    try:
+        batch, size = [], 0
+        for _, data in pieces:
+            batch.append(data)
+            size += len(data)
+            if size >= 1 << 20:
+                work.put(batch)
+                batch, size = [], 0
+        if batch:
+            work.put(batch)
+    finally:
+        for _ in threads:
+            work.put(None)
+        for t in threads:
+            t.join()
+    if errors:
+        raise errors[0]
+    total = counters[0]
+    for other in counters[1:]:
+        total.merge(other)
+    return total.result()
+
+
+def _learn(counts: ChunkCounts, num_merges, min_frequency, max_token_bytes, show):
     bar = _bar(show, "merging", "merge", total=num_merges)
     try:
-        return learn_merges(keys, weights, num_merges, min_frequency=min_frequency,
+        return learn_merges_arrays(counts.data, counts.lengths, counts.counts, num_merges, min_frequency=min_frequency,
                             max_token_bytes=max_token_bytes, on_merge=bar.update if bar else None)
     finally:
         if bar is not None:
             bar.close()
 
 
-def _bar(show: bool, desc: str, unit: str, total=None):
+def _bar(show: bool, desc: str, unit: str, total=None, unit_scale=False):
     if not show:
         return None
     from tqdm import tqdm
 
-    return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, mininterval=0.5)
+    return tqdm(total=total, desc=desc, unit=unit, unit_scale=unit_scale, file=sys.stderr, mininterval=0.5)
 
 
 # --------------------------------------------------------------------------- sampling

@@ -1,0 +1,112 @@
+"""numba kernels for counting distinct chunks: a byte-keyed open-addressing hash table.
+
+State (owned by ``train.ChunkCounter``): ``arena`` holds each distinct chunk's bytes once, entry ``e``
+at ``arena[start[e]:start[e] + length[e]]`` with a 64-bit ``count[e]`` and its FNV-1a ``hash[e]``;
+``table`` maps hash slots to entries (-1 empty), load factor <= 1/2.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+_FNV_OFFSET = np.uint64(0xCBF29CE484222325)
+_FNV_PRIME = np.uint64(0x100000001B3)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _fnv(data, a, b):
+    h = _FNV_OFFSET
+    for i in range(a, b):
+        h ^= np.uint64(data[i])
+        h *= _FNV_PRIME
+    return h
+
+
+@njit(cache=True, nogil=True)
+def _same(arena, start, data, a, n):
+    for i in range(n):
+        if arena[start + i] != data[a + i]:
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True)
+def _rehash(table, hashes, nent, new_cap):
+    t = np.full(new_cap, -1, np.int64)
+    mask = np.uint64(new_cap - 1)
+    for e in range(nent):
+        i = np.int64(hashes[e] & mask)
+        while t[i] != -1:
+            i = (i + 1) & (new_cap - 1)
+        t[i] = e
+    return t
+
+
+@njit(cache=True, nogil=True)
+def _grow(a, need):
+    b = np.empty(max(2 * a.size, need), a.dtype)
+    b[: a.size] = a
+    return b
+
+
+@njit(cache=True, nogil=True)
+def count_into(data, offs, weight, arena, starts, lens, counts, hashes, table, sizes):
+    """Add chunks ``data[offs[k]:offs[k+1]]`` (each with ``weight``) into the table.
+
+    ``sizes``: int64[2] = (entries, arena bytes), updated in place. Returns the (possibly grown)
+    arrays ``arena, starts, lens, counts, hashes, table``.
+    """
+    nent = sizes[0]
+    narena = sizes[1]
+    for k in range(offs.size - 1):
+        a = offs[k]
+        b = offs[k + 1]
+        n = b - a
+        h = _fnv(data, a, b)
+        mask = table.size - 1
+        i = np.int64(h & np.uint64(mask))
+        while True:
+            e = table[i]
+            if e == -1:
+                break
+            if hashes[e] == h and lens[e] == n and _same(arena, starts[e], data, a, n):
+                break
+            i = (i + 1) & mask
+        if e != -1:
+            counts[e] += weight
+            continue
+        # new entry
+        if nent == starts.size:
+            starts = _grow(starts, nent + 1)
+            lens = _grow(lens, nent + 1)
+            counts = _grow(counts, nent + 1)
+            hashes = _grow(hashes, nent + 1)
+        if narena + n > arena.size:
+            arena = _grow(arena, narena + n)
+        arena[narena : narena + n] = data[a:b]
+        starts[nent] = narena
+        lens[nent] = n
+        counts[nent] = weight
+        hashes[nent] = h
+        table[i] = nent
+        nent += 1
+        narena += n
+        if 2 * nent > table.size:
+            table = _rehash(table, hashes, nent, 2 * table.size)
+    sizes[0] = nent
+    sizes[1] = narena
+    return arena, starts, lens, counts, hashes, table
+
+
+@njit(cache=True, nogil=True)
+def merge_into(arena, starts, lens, counts, hashes, table, sizes, o_arena, o_starts, o_lens, o_counts, o_n):
+    """Add another table's ``o_n`` entries (with their counts) into this one."""
+    for e in range(o_n):
+        a = o_starts[e]
+        offs = np.empty(2, np.int64)
+        offs[0] = a
+        offs[1] = a + o_lens[e]
+        arena, starts, lens, counts, hashes, table = count_into(
+            o_arena, offs, o_counts[e], arena, starts, lens, counts, hashes, table, sizes)
+    return arena, starts, lens, counts, hashes, table
