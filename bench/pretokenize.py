@@ -7,8 +7,9 @@ MB of UTF-8) is split file by file with each preset by:
   - ``regex.findall(pattern, text)`` (the reference; the ``regex`` module),
   - ``split_offsets(data, preset)``: the kernel on UTF-8 bytes, with the UTF-8 check,
   - ``split_text(text, preset)``: str in, list of str out (encode + kernel + slicing).
-MB/s counts UTF-8 bytes (MB = 10**6 bytes); each figure is the median of ``--runs`` runs on one
-thread. The chunks are also checked for equality with regex.findall. Finally the first-call cost
+MB/s counts UTF-8 bytes (MB = 10**6 bytes) per second of the process's CPU time (one thread, so
+equal to wall time on an idle core; robust on a shared machine); each figure is the median of
+``--runs`` runs. The chunks are also checked for equality with regex.findall. Finally the first-call cost
 is measured in fresh processes: cold (numba compiles, the class table is built) and warm (both
 loaded from their on-disk caches).
 """
@@ -54,9 +55,9 @@ def sample_files(folder: Path, mb: float) -> list[str]:
 def median_seconds(fn, runs: int) -> float:
     times = []
     for _ in range(runs):
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         fn()
-        times.append(time.perf_counter() - t0)
+        times.append(time.process_time() - t0)
     return statistics.median(times)
 
 

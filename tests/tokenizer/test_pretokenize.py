@@ -117,6 +117,8 @@ def test_errors():
         split_offsets(b"x", "nope")
     with pytest.raises(InputError, match="byte offset 1"):
         split_offsets(b"a\xffb", "gpt2")
+    with pytest.raises(ConfigError, match="text.encode"):
+        split_offsets("text", "gpt2")
     with pytest.raises(ConfigError, match="dtype"):
         split_offsets(np.zeros(3, np.int32), "gpt2")
 

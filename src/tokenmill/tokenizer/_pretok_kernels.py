@@ -224,8 +224,8 @@ def _m_gpt4(data, cls, i, n):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _o200k_letters1(cls, s, n):
-    """End of [U]*[W]+ at ``s`` (U = Lu Lt Lm Lo M, W = Ll Lm Lo M), or -1.
+def _o200k_letters(cls, s, n):
+    """(end of [U]*[W]+ at ``s`` or -1, end of the U run at ``s``); U = Lu Lt Lm Lo M, W = Ll Lm Lo M.
 
     U* first takes the whole U run; if the next character is in W (so it is Ll), W+ takes the W run
     from there. Otherwise U* gives back characters until one in W can start W+: the match ends just
@@ -238,21 +238,37 @@ def _o200k_letters1(cls, s, n):
         q = p + 1 + (g >> STEP)
         if (g & U_) == 0:
             if (g & W_) != 0:
-                return _run_bits(cls, q, n, W_)
+                return _run_bits(cls, q, n, W_), p
             break
         if (g & W_) != 0:
             last_w_end = q
         p = q
-    return last_w_end
+    return last_w_end, p
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _o200k_letters2(cls, s, n):
-    """End of [U]+[W]* at ``s``, or -1 (greedy; W* may be empty, so no backtracking is needed)."""
-    p = _run_bits(cls, s, n, U_)
-    if p == s:
-        return -1
-    return _run_bits(cls, p, n, W_)
+def _o200k_word(cls, i, j, n, prefix):
+    """End of o200k's first two alternatives (without the contraction) at ``i``, or -1.
+
+    Backtracking order: [P]?[U]*[W]+ with the optional prefix P taken (if this character can be
+    one), then without it; then [P]?[U]+[W]* likewise. When [U]*[W]+ fails at a start, the character
+    after the U run is not in W, so [U]+[W]* there is exactly the U run (if not empty).
+    """
+    e1, u1 = -1, j
+    if prefix:
+        e1, u1 = _o200k_letters(cls, j, n)
+        if e1 >= 0:
+            return e1
+    e0, u0 = -1, i
+    if (cls[i] & (U_ | W_)) != 0:  # else [U]*[W]+ and [U]+ fail at once without the prefix
+        e0, u0 = _o200k_letters(cls, i, n)
+        if e0 >= 0:
+            return e0
+    if u1 > j:
+        return u1
+    if u0 > i:
+        return u0
+    return -1
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -262,17 +278,9 @@ def _m_o200k(data, cls, i, n):
     b = data[i]
     j = _next(cls, i)
     kind = cls[i] & KIND
-    # The optional prefix is greedy: try with it (if this character can be one), then without.
+    # can this character be the optional prefix [^\r\n\p{L}\p{N}]?
     prefix = b != _CR and b != _LF and kind != L_ and kind != N_ and j < n
-    e = -1
-    if prefix:
-        e = _o200k_letters1(cls, j, n)
-    if e < 0:
-        e = _o200k_letters1(cls, i, n)
-    if e < 0 and prefix:
-        e = _o200k_letters2(cls, j, n)
-    if e < 0:
-        e = _o200k_letters2(cls, i, n)
+    e = _o200k_word(cls, i, j, n, prefix)
     if e >= 0:
         e2 = _contraction_ci(data, cls, e, n)
         return e2 if e2 >= 0 else e

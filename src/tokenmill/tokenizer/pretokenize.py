@@ -104,6 +104,8 @@ def _as_readonly_bytes(data) -> np.ndarray:
 
     The kernels always see this one array type, so numba compiles (and caches) them only once.
     """
+    if isinstance(data, str):
+        raise ConfigError("data is a str; pass its UTF-8 bytes (text.encode()) or use split_text(text, preset)")
     buf = np.frombuffer(data, dtype=np.uint8) if not isinstance(data, np.ndarray) else data
     if buf.dtype != np.uint8 or buf.ndim != 1:
         raise ConfigError(f"data has dtype {buf.dtype} and shape {buf.shape}; pass bytes or a 1-D uint8 array")
