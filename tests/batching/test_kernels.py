@@ -51,12 +51,16 @@ def test_layout_kernel_equals_numpy_twin(rows, extra, stream, cont, pad_id):
 
     kw = dict(num_rows=len(rows), row_length=T, pad_id=pad_id, stream=stream,
               fragment_positions="continue" if cont else "restart", truncated_tokens=2)
-    got = layout.assemble(fill, seg_row, seg_doc, seg_start, seg_len, **kw)
     want = _reference.assemble(fill, seg_row, seg_doc, seg_start, seg_len, **kw)
-    for name in ("input_ids", "labels", "position_ids", "attention_mask", "doc_ids", "token_offsets", "cu_seqlens"):
-        a, b = getattr(got, name), getattr(want, name)
-        assert a.dtype == b.dtype and np.array_equal(a, b), name
-    assert (got.max_seqlen, got.truncated_tokens) == (want.max_seqlen, want.truncated_tokens)
+    # the same ids as a flat uint16 token array (a memory-mapped store), read inside the kernel
+    flat = np.concatenate([np.zeros(3)] + [100 * d + s + np.arange(n) for d, s, n in zip(seg_doc, seg_start, seg_len)])
+    seg_src = 3 + np.cumsum(seg_len) - seg_len
+    for how in (fill, (flat.astype(np.uint16), seg_src)):
+        got = layout.assemble(how, seg_row, seg_doc, seg_start, seg_len, **kw)
+        for name in ("input_ids", "labels", "position_ids", "attention_mask", "doc_ids", "token_offsets", "cu_seqlens"):
+            a, b = getattr(got, name), getattr(want, name)
+            assert a.dtype == b.dtype and np.array_equal(a, b), name
+        assert (got.max_seqlen, got.truncated_tokens) == (want.max_seqlen, want.truncated_tokens)
 
 
 @settings(max_examples=40, deadline=None)

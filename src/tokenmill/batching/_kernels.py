@@ -135,13 +135,15 @@ def gather(tokens, src, length, dst, out):
 
 
 @njit(cache=True, nogil=True)
-def layout(seg_row, seg_doc, seg_start, seg_len, num_rows, row_length, stream, continue_positions,
-           input_ids, labels, position_ids, doc_ids, token_offsets, real, cu_seqlens):
+def layout(seg_row, seg_doc, seg_start, seg_len, num_rows, row_length, stream, continue_positions, pad_id,
+           tokens, seg_src, input_ids, labels, position_ids, doc_ids, token_offsets, real, cu_seqlens):
     """Fill the per-position arrays of a batch from its segment table, in one pass.
 
-    ``input_ids`` (flat, ``B*T``) already holds the gathered ids and ``pad_id`` elsewhere; the other
-    flat arrays are written here. Returns ``(number of cu_seqlens entries, max_seqlen)``.
+    If ``tokens`` is non-empty, segment ``k``'s ids are read from ``tokens[seg_src[k]:]`` (a flat
+    token store); otherwise ``input_ids`` (flat, ``B*T``) already holds them at the real positions.
+    Padding gets ``pad_id``. Returns ``(number of cu_seqlens entries, max_seqlen)``.
     """
+    gather = tokens.size > 0
     T = row_length
     S = seg_row.size
     k = 0
@@ -162,13 +164,19 @@ def layout(seg_row, seg_doc, seg_start, seg_len, num_rows, row_length, stream, c
                 pos0 = s
             else:
                 pos0 = 0
+            # Separate simple loops over contiguous slices: each compiles to vector stores.
+            if gather:
+                src = seg_src[k]
+                for j in range(n):
+                    input_ids[first + j] = tokens[src + j]
             for j in range(n):
-                i = first + j
-                doc_ids[i] = d
-                token_offsets[i] = s + j
-                position_ids[i] = pos0 + j
-                labels[i] = input_ids[i]
-                real[i] = True
+                labels[first + j] = input_ids[first + j]
+            for j in range(n):
+                position_ids[first + j] = pos0 + j
+            for j in range(n):
+                token_offsets[first + j] = s + j
+            doc_ids[first : first + n] = d
+            real[first : first + n] = True
             if not stream:
                 labels[first] = -100
                 cu_seqlens[ncu] = first + n
@@ -182,12 +190,14 @@ def layout(seg_row, seg_doc, seg_start, seg_len, num_rows, row_length, stream, c
             ncu += 1
             longest = max(longest, p)
         if p < T:
-            for i in range(base + p, base + T):
-                labels[i] = -100
-                position_ids[i] = i - base - p
-                doc_ids[i] = -1
-                token_offsets[i] = -1
-                real[i] = False
+            lo, hi = base + p, base + T
+            input_ids[lo:hi] = pad_id
+            labels[lo:hi] = -100
+            for i in range(lo, hi):
+                position_ids[i] = i - lo
+            doc_ids[lo:hi] = -1
+            token_offsets[lo:hi] = -1
+            real[lo:hi] = False
             cu_seqlens[ncu] = base + T
             ncu += 1
             longest = max(longest, T - p)

@@ -219,7 +219,7 @@ class PackPlan:
             lo, hi = int(self.block_ptr[b0]), int(self.block_ptr[b1])
             rows = np.repeat(np.arange(b1 - b0, dtype=np.int64), np.diff(self.block_ptr[b0 : b1 + 1]))
             doc, start, length = self.doc[lo:hi], self.start[lo:hi], self.length[lo:hi]
-            yield assemble(lambda out, dst: fill(out, doc, start, length, dst), rows, doc, start, length,
+            yield assemble(fill(doc, start, length), rows, doc, start, length,
                            num_rows=b1 - b0, row_length=self.block_size, pad_id=pad_id, stream=stream,
                            fragment_positions=fragment_positions)
 
@@ -249,22 +249,20 @@ class PackPlan:
 
 
 def _filler(src: TokenSource):
+    """``fill(doc, start, length)`` -> what :func:`assemble` copies the segments' ids with: the flat
+    token array and offsets (read inside the compiled pass), or a per-segment copy from ``src.get``."""
     tokens = getattr(src, "token_array", None)
     offsets = getattr(src, "doc_offsets", None)
     if tokens is not None and offsets is not None:
-        from . import _kernels
-
         tokens = np.asarray(tokens)
         offsets = np.asarray(offsets, np.int64)
+        return lambda doc, start, length: (tokens, offsets[doc] + start)
 
-        def fill_flat(out, doc, start, length, dst):
-            _kernels.gather(tokens, offsets[doc] + start, length, dst, out)
-
-        return fill_flat
-
-    def fill_each(out, doc, start, length, dst):
-        for d, s, n, o in zip(doc.tolist(), start.tolist(), length.tolist(), dst.tolist()):
-            out[o : o + n] = src.get(d)[s : s + n]
+    def fill_each(doc, start, length):
+        def fill(out, dst):
+            for d, s, n, o in zip(doc.tolist(), start.tolist(), length.tolist(), dst.tolist()):
+                out[o : o + n] = src.get(d)[s : s + n]
+        return fill
 
     return fill_each
 
