@@ -150,3 +150,32 @@ def test_gpt2_parity_on_real_text_four_scripts(gpt2_pair, corpora):
             assert ours.encode_ordinary(text) == enc.encode_ordinary(text)
             total += len(text.encode())
     assert total >= 10_000_000
+
+
+# -- the compiled encoder equals the pure-Python twin -------------------------------------------------
+@settings(max_examples=200, deadline=None)
+@given(st.text(st.characters(codec="utf-8"), max_size=300), st.sampled_from(["gpt2", "gpt4", "o200k", None, r"\w+"]))
+def test_compiled_encoder_equals_python_twin(text, pattern):
+    tok = Tokenizer.from_merges(_MERGES, pattern=pattern)
+    assert tok.encode_ordinary(text) == tok.encode_ordinary_python(text)
+    assert tok.decode(tok.encode_ordinary(text)) == text
+
+
+_MERGES = train_bpe(["aaaa bbbb abab 低低低 🙂🙂 the then there " * 3, "x" * 70], 289).merges
+
+
+def test_long_chunks_and_cache_reset(monkeypatch):
+    from tokenmill.tokenizer import encoder
+
+    monkeypatch.setattr(encoder, "_CACHE_LIMIT", 3)  # force resets
+    tok = Tokenizer.from_merges(_MERGES, pattern="gpt4")
+    texts = ["a" * n for n in (1, 2, 47, 48, 49, 255, 256, 257, 5000)] + ["the then there " * 20, "低" * 100]
+    for t in texts * 2:
+        assert tok.encode_ordinary(t) == tok.encode_ordinary_python(t)
+
+
+def test_lone_surrogate_is_a_clear_error(tok):
+    from tokenmill import InputError
+
+    with pytest.raises(InputError, match="lone surrogate at character 1"):
+        tok.encode("a\ud800b")

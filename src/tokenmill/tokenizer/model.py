@@ -22,7 +22,7 @@ import numpy as np
 from .._io import canonical_hash, read_json, write_json_atomic
 from ..errors import ConfigError, FormatError, SpecialTokenError
 from . import bpe
-from .patterns import compiled, preset_name, resolve_pattern
+from .patterns import preset_name, resolve_pattern, split_with_gaps
 
 FORMAT_NAME = "tokenmill.tokenizer"
 FORMAT_VERSION = 1
@@ -82,6 +82,7 @@ class Tokenizer:
         self._special = _check_specials(special_tokens or {}, len(self._vocab))
         self._special_by_id = {i: s.encode("utf-8") for s, i in self._special.items()}
         self._cache: dict[bytes, tuple[int, ...]] = {}
+        self._encoder = None  # the compiled encoder, built on first encode
         self.train_report = None  # a TrainReport when this tokenizer came from train_bpe
 
     # ----------------------------------------------------------------- construction
@@ -166,10 +167,23 @@ class Tokenizer:
     # ----------------------------------------------------------------- encoding
     def encode_ordinary(self, text: str) -> list[int]:
         """Encode ``text`` with special-token text treated as plain text."""
+        return self._compiled().encode(text).tolist()
+
+    def encode_ordinary_python(self, text: str) -> list[int]:
+        """The readable pure-Python twin of ``encode_ordinary`` (same result; used by the tests)."""
         out: list[int] = []
         for chunk in self._split(text):
             out.extend(self._encode_chunk(chunk.encode("utf-8")))
         return out
+
+    def _compiled(self):
+        enc = self._encoder
+        if enc is None:
+            from .encoder import CompiledEncoder
+
+            enc = self._encoder = CompiledEncoder(self._vocab, self._pair_table, self._byte_ids, self._pattern,
+                                                  pin_vocab=self._whole_chunk_lookup)
+        return enc
 
     def encode(
         self,
@@ -222,7 +236,7 @@ class Tokenizer:
             return []
         if self._pattern is None:
             return [text]
-        return compiled(self._pattern).findall(text)
+        return split_with_gaps(self._pattern, text)
 
     def _encode_chunk(self, chunk: bytes) -> tuple[int, ...]:
         hit = self._cache.get(chunk)

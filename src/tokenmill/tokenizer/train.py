@@ -24,7 +24,7 @@ import numpy as np
 from ..errors import ConfigError, InputError
 from .merges import learn_merges_arrays
 from .model import Tokenizer, _names
-from .patterns import compiled, resolve_pattern
+from .patterns import resolve_pattern, split_with_gaps
 
 
 @dataclass(frozen=True)
@@ -226,7 +226,7 @@ def count_chunks(
 def _count_python(pieces, regex_str) -> ChunkCounts:
     """The readable twin (and the path for custom regexes): a Counter over split strings."""
     str_counts: Counter = Counter()
-    split = compiled(regex_str).findall if regex_str is not None else (lambda t: [t])
+    split = (lambda t: split_with_gaps(regex_str, t)) if regex_str is not None else (lambda t: [t])
     for text, _ in pieces:
         str_counts.update(split(text))
     counts: Counter = Counter()

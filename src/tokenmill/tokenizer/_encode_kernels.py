@@ -1,0 +1,329 @@
+"""numba kernels for encoding: BPE by rank per chunk, with a compiled whole-chunk cache.
+
+* pair table: open addressing from ``left << 32 | right`` to the merged id (rank == id; -1 empty);
+* per chunk: tiktoken's scheme for short chunks (a rank per adjacent pair, rescanned for the min,
+  neighbours updated after each merge) and, for long chunks, a heap over pair positions with linked
+  neighbours, so a 10 MB run of one letter is O(n log n) instead of O(n^2);
+* cache: chunk bytes -> token ids in a byte-keyed table. Rank-file tokenizers pin every vocabulary
+  token in it first, which is exactly tiktoken's "a chunk that is a token maps to it" shortcut.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+_CACHE_MAX_BYTES = 256  # longer chunks are encoded every time, never cached
+_SHORT = 48  # chunks up to this many bytes use the rescanning loop; longer ones the heap
+_BIG = np.int64(1) << 62
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _mix(key):
+    x = np.uint64(key)
+    x ^= x >> np.uint64(33)
+    x *= np.uint64(0xFF51AFD7ED558CCD)
+    x ^= x >> np.uint64(33)
+    return x
+
+
+@njit(cache=True, nogil=True)
+def build_pair_table(lefts, rights, merged):
+    cap = 16
+    while cap < 2 * lefts.size + 2:
+        cap *= 2
+    keys = np.full(cap, -1, np.int64)
+    vals = np.empty(cap, np.int64)
+    mask = cap - 1
+    for k in range(lefts.size):
+        key = (lefts[k] << 32) | rights[k]
+        i = np.int64(_mix(key) & np.uint64(mask))
+        while keys[i] != -1 and keys[i] != key:
+            i = (i + 1) & mask
+        keys[i] = key
+        vals[i] = merged[k]
+    return keys, vals
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _rank(keys, vals, left, right):
+    key = (np.int64(left) << 32) | np.int64(right)
+    mask = keys.size - 1
+    i = np.int64(_mix(key) & np.uint64(mask))
+    while True:
+        k = keys[i]
+        if k == key:
+            return vals[i]
+        if k == -1:
+            return _BIG
+        i = (i + 1) & mask
+
+
+@njit(cache=True, nogil=True)
+def _bpe_short(ids, n, keys, vals, ranks):
+    """Merge ``ids[:n]`` in place by rank (leftmost first on ties); returns the new length."""
+    for i in range(n - 1):
+        ranks[i] = _rank(keys, vals, ids[i], ids[i + 1])
+    while n > 1:
+        best = _BIG
+        at = -1
+        for i in range(n - 1):
+            if ranks[i] < best:
+                best = ranks[i]
+                at = i
+        if at < 0:
+            break
+        ids[at] = best
+        for i in range(at + 1, n - 1):
+            ids[i] = ids[i + 1]
+            ranks[i] = ranks[i + 1]
+        n -= 1
+        if at > 0:
+            ranks[at - 1] = _rank(keys, vals, ids[at - 1], ids[at])
+        if at < n - 1:
+            ranks[at] = _rank(keys, vals, ids[at], ids[at + 1])
+    return n
+
+
+@njit(cache=True, nogil=True)
+def _heap_push(h, n, v):
+    i = n
+    while i > 0:
+        p = (i - 1) >> 1
+        if h[p] <= v:
+            break
+        h[i] = h[p]
+        i = p
+    h[i] = v
+
+
+@njit(cache=True, nogil=True)
+def _heap_pop(h, n):
+    n -= 1
+    v = h[n]
+    i = 0
+    while True:
+        c = 2 * i + 1
+        if c >= n:
+            break
+        if c + 1 < n and h[c + 1] < h[c]:
+            c += 1
+        if v <= h[c]:
+            break
+        h[i] = h[c]
+        i = c
+    if n > 0:
+        h[i] = v
+
+
+@njit(cache=True, nogil=True)
+def _bpe_long(ids, n, keys, vals):
+    """Heap-based merge of ``ids[:n]`` in place; entries ``rank << 32 | position``, checked on pop."""
+    nxt = np.arange(1, n + 1)
+    prv = np.arange(-1, n - 1)
+    nxt[n - 1] = -1
+    heap = np.empty(3 * n, np.int64)
+    hn = 0
+    for i in range(n - 1):
+        r = _rank(keys, vals, ids[i], ids[i + 1])
+        if r != _BIG:
+            _heap_push(heap, hn, (r << 32) | i)
+            hn += 1
+    while hn > 0:
+        top = heap[0]
+        _heap_pop(heap, hn)
+        hn -= 1
+        r = top >> 32
+        i = top & 0xFFFFFFFF
+        j = nxt[i]
+        if ids[i] < 0 or j < 0 or _rank(keys, vals, ids[i], ids[j]) != r:
+            continue  # stale: a neighbour changed since this entry was queued
+        ids[i] = r
+        ids[j] = -1
+        k = nxt[j]
+        nxt[i] = k
+        if k >= 0:
+            prv[k] = i
+            rk = _rank(keys, vals, r, ids[k])
+            if rk != _BIG:
+                if hn == heap.size:
+                    heap = np.concatenate((heap, np.empty(heap.size, np.int64)))
+                _heap_push(heap, hn, (rk << 32) | i)
+                hn += 1
+        h = prv[i]
+        if h >= 0:
+            rh = _rank(keys, vals, ids[h], r)
+            if rh != _BIG:
+                if hn == heap.size:
+                    heap = np.concatenate((heap, np.empty(heap.size, np.int64)))
+                _heap_push(heap, hn, (rh << 32) | h)
+                hn += 1
+    m = 0
+    for i in range(n):
+        if ids[i] >= 0:
+            ids[m] = ids[i]
+            m += 1
+    return m
+
+
+# ------------------------------------------------------------------------------ the chunk cache
+@njit(cache=True, nogil=True)
+def _fnv(data, a, b):
+    h = np.uint64(0xCBF29CE484222325)
+    for i in range(a, b):
+        h ^= np.uint64(data[i])
+        h *= np.uint64(0x100000001B3)
+    return h
+
+
+@njit(cache=True, nogil=True)
+def _find(ctab, c_start, c_len, c_hash, c_bytes, data, a, b, h):
+    """Table slot holding chunk data[a:b], or the empty slot where it would go."""
+    mask = ctab.size - 1
+    i = np.int64(h & np.uint64(mask))
+    n = b - a
+    while True:
+        e = ctab[i]
+        if e == -1:
+            return i
+        if c_hash[e] == h and c_len[e] == n:
+            s = c_start[e]
+            same = True
+            for t in range(n):
+                if c_bytes[s + t] != data[a + t]:
+                    same = False
+                    break
+            if same:
+                return i
+        i = (i + 1) & mask
+
+
+@njit(cache=True, nogil=True)
+def encode_chunks(data, offs, byte_ids, keys, vals, state, limit, out):
+    """Encode chunks ``data[offs[k]:offs[k+1]]`` into ``out`` (big enough: len(data) ids).
+
+    ``state`` = (ctab, c_start, c_len, c_hash, c_bytes, c_ids_start, c_ids_len, c_ids, sizes) is the
+    cache; ``sizes`` = [entries, bytes used, ids used, pinned entries, pinned bytes, pinned ids].
+    When the cache would exceed ``limit`` entries it is reset to its pinned part.
+    Returns (number of ids written, state).
+    """
+    ctab, c_start, c_len, c_hash, c_bytes, c_ids_start, c_ids_len, c_ids, sizes = state
+    nout = 0
+    work = np.empty(_SHORT + 1, np.int64)
+    ranks = np.empty(_SHORT + 1, np.int64)
+    for k in range(offs.size - 1):
+        a = offs[k]
+        b = offs[k + 1]
+        n = b - a
+        if n == 1:
+            out[nout] = byte_ids[data[a]]
+            nout += 1
+            continue
+        h = _fnv(data, a, b)
+        slot = _find(ctab, c_start, c_len, c_hash, c_bytes, data, a, b, h)
+        e = ctab[slot]
+        if e != -1:
+            s = c_ids_start[e]
+            for t in range(c_ids_len[e]):
+                out[nout + t] = c_ids[s + t]
+            nout += c_ids_len[e]
+            continue
+        # miss: run BPE
+        if n <= _SHORT:
+            for t in range(n):
+                work[t] = byte_ids[data[a + t]]
+            m = _bpe_short(work, n, keys, vals, ranks)
+            for t in range(m):
+                out[nout + t] = work[t]
+        else:
+            big = np.empty(n, np.int64)
+            for t in range(n):
+                big[t] = byte_ids[data[a + t]]
+            m = _bpe_long(big, n, keys, vals)
+            for t in range(m):
+                out[nout + t] = big[t]
+        if n > _CACHE_MAX_BYTES:
+            nout += m  # long chunks are rare and would bloat the cache
+            continue
+        # insert into the cache (reset to its pinned part when it holds ``limit`` entries)
+        if sizes[0] + 1 > limit:
+            _reset(ctab, c_hash, sizes)
+        if (2 * (sizes[0] + 1) > ctab.size or sizes[0] + 1 > c_start.size
+                or sizes[1] + n > c_bytes.size or sizes[2] + m > c_ids.size):
+            ctab, c_start, c_len, c_hash, c_bytes, c_ids_start, c_ids_len, c_ids = _grow_cache(
+                ctab, c_start, c_len, c_hash, c_bytes, c_ids_start, c_ids_len, c_ids, sizes, n, m)
+        slot = _find(ctab, c_start, c_len, c_hash, c_bytes, data, a, b, h)
+        e = sizes[0]
+        ctab[slot] = e
+        c_start[e] = sizes[1]
+        c_len[e] = n
+        c_hash[e] = h
+        c_bytes[sizes[1] : sizes[1] + n] = data[a:b]
+        c_ids_start[e] = sizes[2]
+        c_ids_len[e] = m
+        c_ids[sizes[2] : sizes[2] + m] = out[nout : nout + m]
+        sizes[0] += 1
+        sizes[1] += n
+        sizes[2] += m
+        nout += m
+    return nout, (ctab, c_start, c_len, c_hash, c_bytes, c_ids_start, c_ids_len, c_ids, sizes)
+
+
+@njit(cache=True, nogil=True)
+def _reset(ctab, c_hash, sizes):
+    """Drop every unpinned entry: rebuild the table from the pinned entries only."""
+    ctab[:] = -1
+    mask = ctab.size - 1
+    for e in range(sizes[3]):
+        i = np.int64(c_hash[e] & np.uint64(mask))
+        while ctab[i] != -1:
+            i = (i + 1) & mask
+        ctab[i] = e
+    sizes[0] = sizes[3]
+    sizes[1] = sizes[4]
+    sizes[2] = sizes[5]
+
+
+@njit(cache=True, nogil=True)
+def _grow_cache(ctab, c_start, c_len, c_hash, c_bytes, c_ids_start, c_ids_len, c_ids, sizes, n, m):
+    ne = sizes[0] + 1
+    if ne > c_start.size:
+        cap = 2 * c_start.size
+        c_start = _grow1(c_start, cap)
+        c_len = _grow1(c_len, cap)
+        c_hash = _grow1(c_hash, cap)
+        c_ids_start = _grow1(c_ids_start, cap)
+        c_ids_len = _grow1(c_ids_len, cap)
+    if sizes[1] + n > c_bytes.size:
+        c_bytes = _grow1(c_bytes, max(2 * c_bytes.size, sizes[1] + n))
+    if sizes[2] + m > c_ids.size:
+        c_ids = _grow1(c_ids, max(2 * c_ids.size, sizes[2] + m))
+    if 2 * ne > ctab.size:
+        ctab = np.full(2 * ctab.size, -1, np.int64)
+        mask = ctab.size - 1
+        for e in range(sizes[0]):
+            i = np.int64(c_hash[e] & np.uint64(mask))
+            while ctab[i] != -1:
+                i = (i + 1) & mask
+            ctab[i] = e
+    return ctab, c_start, c_len, c_hash, c_bytes, c_ids_start, c_ids_len, c_ids
+
+
+@njit(cache=True, nogil=True)
+def _grow1(a, cap):
+    b = np.empty(cap, a.dtype)
+    b[: a.size] = a
+    return b
+
+
+@njit(cache=True, nogil=True)
+def pin_tokens(c_bytes, c_start, c_len, ctab, c_hash):
+    """Fill hashes and the table for the pinned tokens laid out in ``c_bytes``."""
+    mask = ctab.size - 1
+    for e in range(c_start.size):
+        h = _fnv(c_bytes, c_start[e], c_start[e] + c_len[e])
+        c_hash[e] = h
+        i = np.int64(h & np.uint64(mask))
+        while ctab[i] != -1:
+            i = (i + 1) & mask
+        ctab[i] = e

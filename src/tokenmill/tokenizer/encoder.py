@@ -1,0 +1,98 @@
+"""The compiled encoding path behind ``Tokenizer``: split kernels + BPE kernels + a per-thread cache.
+
+Plain Python around ``_encode_kernels``. Results equal the pure-Python path (``bpe.encode_chunk``)
+exactly (tested); the kernels release the GIL, so ``encode_batch`` scales over threads.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from .patterns import split_with_gaps
+
+_CACHE_LIMIT = 1 << 18  # cached chunks per thread before the cache is reset to its pinned part
+
+
+class CompiledEncoder:
+    def __init__(self, vocab: list[bytes], pair_table: dict, byte_ids: list[int], pattern: str | None,
+                 pin_vocab: bool):
+        from . import _encode_kernels as K
+        from .pretokenize import _PRESET_IDS
+
+        self._K = K
+        items = list(pair_table.items())
+        lefts = np.fromiter((p[0] for p, _ in items), np.int64, len(items))
+        rights = np.fromiter((p[1] for p, _ in items), np.int64, len(items))
+        merged = np.fromiter((m for _, m in items), np.int64, len(items))
+        self.keys, self.vals = K.build_pair_table(lefts, rights, merged)
+        self.byte_ids = np.asarray(byte_ids, dtype=np.int64)
+        self.pattern = pattern
+        self.preset = pattern is not None and pattern in _PRESET_IDS
+        self._template = self._pinned_state([(b, i) for i, b in enumerate(vocab) if len(b) > 1] if pin_vocab else [])
+        self._local = threading.local()
+
+    def _pinned_state(self, tokens):
+        K = self._K
+        n = len(tokens)
+        lens = np.fromiter((len(b) for b, _ in tokens), np.int64, n)
+        data = np.frombuffer(b"".join(b for b, _ in tokens), np.uint8).copy()
+        cap_e = max(1024, 2 * n)
+        cap_t = 1 << 12
+        while cap_t < 2 * cap_e:
+            cap_t *= 2
+        ctab = np.full(cap_t, -1, np.int64)
+        c_start = np.zeros(cap_e, np.int64)
+        c_len = np.zeros(cap_e, np.int64)
+        c_hash = np.zeros(cap_e, np.uint64)
+        c_ids_start = np.zeros(cap_e, np.int64)
+        c_ids_len = np.zeros(cap_e, np.int64)
+        c_bytes = np.zeros(max(1 << 16, 2 * data.size), np.uint8)
+        c_ids = np.zeros(max(1 << 14, 2 * n), np.int64)
+        if n:
+            c_bytes[: data.size] = data
+            c_start[:n] = np.cumsum(lens) - lens
+            c_len[:n] = lens
+            c_ids[:n] = [i for _, i in tokens]
+            c_ids_start[:n] = np.arange(n)
+            c_ids_len[:n] = 1
+            K.pin_tokens(c_bytes, c_start[:n], c_len[:n], ctab, c_hash)
+        sizes = np.array([n, data.size, n, n, data.size, n], np.int64)
+        return (ctab, c_start, c_len, c_hash, c_bytes, c_ids_start, c_ids_len, c_ids, sizes)
+
+    def _state(self):
+        st = getattr(self._local, "state", None)
+        if st is None:
+            st = tuple(a.copy() for a in self._template)
+        return st
+
+    def offsets(self, data: bytes, text: str) -> np.ndarray:
+        """Chunk boundaries in ``data`` (the UTF-8 of ``text``)."""
+        if self.pattern is None:
+            return np.array([0, len(data)] if data else [0], np.int64)
+        if self.preset:
+            from .pretokenize import split_offsets
+
+            return split_offsets(data, self.pattern, validate=False)
+        lens = [len(c.encode("utf-8")) for c in split_with_gaps(self.pattern, text)]
+        return np.concatenate(([0], np.cumsum(lens, dtype=np.int64)))
+
+    def encode(self, text: str) -> np.ndarray:
+        """Token ids (int64 array) of ``text`` with no special-token handling."""
+        try:
+            data = text.encode("utf-8")
+        except UnicodeEncodeError as e:
+            from ..errors import InputError
+
+            raise InputError(f"the text holds a lone surrogate at character {e.start:,d}, which UTF-8 cannot "
+                             "encode; clean the text first (e.g. text.encode('utf-8', 'replace').decode())") from None
+        if not data:
+            return np.zeros(0, np.int64)
+        offs = self.offsets(data, text)
+        buf = np.frombuffer(data, np.uint8)
+        out = np.empty(len(data), np.int64)
+        n, state = self._K.encode_chunks(buf, offs, self.byte_ids, self.keys, self.vals, self._state(),
+                                         _CACHE_LIMIT, out)
+        self._local.state = state
+        return out[:n]
