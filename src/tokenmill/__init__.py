@@ -55,6 +55,7 @@ _EXPORTS = {
     "Block": ".batching.layout",
     "BatchStats": ".batching.stats",
     "split_documents": ".batching.split",
+    "SliceSource": ".batching.sources",
     "packing_equivalence": ".verify",
     # END batching exports
 }

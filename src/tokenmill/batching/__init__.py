@@ -7,10 +7,11 @@ Everything here needs only numpy (numba compiles the packing loops on first use)
 from .layout import IGNORE_INDEX, Batch, Block
 from .packing import Chunks, PackPlan, chunk_stream, pack
 from .padding import LengthGroupedBatches, pad_batch
+from .sources import SliceSource
 from .split import Split, split_documents
 from .stats import BatchStats, stats_of
 
 __all__ = [
     "IGNORE_INDEX", "Batch", "Block", "BatchStats", "Chunks", "LengthGroupedBatches", "PackPlan",
-    "Split", "chunk_stream", "pack", "pad_batch", "split_documents", "stats_of",
+    "SliceSource", "Split", "chunk_stream", "pack", "pad_batch", "split_documents", "stats_of",
 ]

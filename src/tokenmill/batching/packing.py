@@ -219,7 +219,8 @@ class PackPlan:
             lo, hi = int(self.block_ptr[b0]), int(self.block_ptr[b1])
             rows = np.repeat(np.arange(b1 - b0, dtype=np.int64), np.diff(self.block_ptr[b0 : b1 + 1]))
             doc, start, length = self.doc[lo:hi], self.start[lo:hi], self.length[lo:hi]
-            yield assemble(fill(doc, start, length), rows, doc, start, length,
+            o_doc, o_start = _origin(src, doc, start)
+            yield assemble(fill(doc, start, length), rows, o_doc, o_start, length,
                            num_rows=b1 - b0, row_length=self.block_size, pad_id=pad_id, stream=stream,
                            fragment_positions=fragment_positions)
 
@@ -246,6 +247,14 @@ class PackPlan:
             raise InputError(f"document {i} has {int(lengths[i]):,d} tokens in the source but "
                              f"{int(self.doc_lengths[i]):,d} in the plan; pack the lengths of this source")
         return src
+
+
+def _origin(src, doc: np.ndarray, start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where segments come from in the original documents (a SliceSource maps windows back)."""
+    origin_doc = getattr(src, "origin_doc", None)
+    if origin_doc is None:
+        return doc, start
+    return origin_doc[doc], src.origin_start[doc] + start
 
 
 def _filler(src: TokenSource):

@@ -1,0 +1,74 @@
+"""Pack windows, not only documents: a token source whose items are slices of another source.
+
+::
+
+    document 0:   t0 t1 t2 t3 t4 t5 t6 t7 t8 t9
+    windows       (0, 0, 6) -> t0..t5      (0, 4, 6) -> t4..t9      (overlap t4 t5)
+
+    SliceSource(docs, doc=[0, 0], start=[0, 4], length=[6, 6])  -> 2 items of 6 tokens
+
+Packing plans and materializes the items like documents; blocks report the *original* document
+and offset in ``doc_ids`` / ``token_offsets``, so ``stats()`` counts a target scored by two
+overlapping windows as a duplicate. A window plan from :mod:`tokenmill.windows` (columns ``doc``,
+``start``, ``length``) converts with :meth:`SliceSource.from_windows`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..data.source import TokenSource, as_source
+from ..errors import InputError
+
+
+class SliceSource:
+    """Items ``(doc, start, length)`` of ``source`` as a token source.
+
+    >>> src = SliceSource([[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]], doc=[0, 0], start=[0, 4], length=[6, 6])
+    >>> len(src), src.lengths.tolist(), src.get(1).tolist()
+    (2, [6, 6], [4, 5, 6, 7, 8, 9])
+    """
+
+    def __init__(self, source, *, doc, start, length):
+        self.base: TokenSource = as_source(source)
+        self.origin_doc = np.asarray(doc, np.int64)
+        self.origin_start = np.asarray(start, np.int64)
+        self._lengths = np.asarray(length, np.int64)
+        n = self.origin_doc.size
+        if self.origin_start.shape != (n,) or self._lengths.shape != (n,):
+            raise InputError("doc, start and length must be 1-D arrays of equal length")
+        self._check(np.asarray(self.base.lengths, np.int64))
+        tokens = getattr(self.base, "token_array", None)
+        offsets = getattr(self.base, "doc_offsets", None)
+        if tokens is not None and offsets is not None:
+            # Flat fast path: item i starts at token_array[doc_offsets[i]] (the last entry is unused).
+            self.token_array = tokens
+            self.doc_offsets = np.append(np.asarray(offsets, np.int64)[self.origin_doc] + self.origin_start, 0)
+
+    def _check(self, base_lengths: np.ndarray) -> None:
+        if self.origin_doc.size == 0:
+            return
+        if ((self.origin_doc < 0) | (self.origin_doc >= base_lengths.size)).any():
+            raise InputError(f"a slice names a document outside 0 .. {base_lengths.size - 1}")
+        end = self.origin_start + self._lengths
+        bad = (self.origin_start < 0) | (self._lengths < 0) | (end > base_lengths[self.origin_doc])
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise InputError(f"slice {i} (doc {int(self.origin_doc[i])}, start {int(self.origin_start[i]):,d}, "
+                             f"length {int(self._lengths[i]):,d}) reaches outside its document")
+
+    @classmethod
+    def from_windows(cls, plan, source) -> "SliceSource":
+        """The windows of a :class:`tokenmill.windows` plan (its ``doc``, ``start``, ``length``)."""
+        return cls(source, doc=plan.doc, start=plan.start, length=plan.length)
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return self._lengths
+
+    def __len__(self) -> int:
+        return int(self._lengths.size)
+
+    def get(self, i: int) -> np.ndarray:
+        s = int(self.origin_start[i])
+        return np.asarray(self.base.get(int(self.origin_doc[i])))[s : s + int(self._lengths[i])]

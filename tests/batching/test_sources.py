@@ -1,0 +1,55 @@
+"""Packing windows: SliceSource maps blocks back to the original documents."""
+
+import numpy as np
+import pytest
+
+from tokenmill.batching import SliceSource, pack
+from tokenmill.errors import InputError
+
+
+def test_overlapping_windows_packed_report_duplicate_targets():
+    doc = np.arange(100, 110)  # 10 tokens
+    # windows t0..t5 and t4..t9: the second window's first label (t4) is ignored, t5 is scored twice
+    src = SliceSource([doc], doc=[0, 0], start=[0, 4], length=[6, 6])
+    plan = pack(src, 12)
+    block = next(plan.blocks(src, pad_id=0))
+    assert block.doc_ids.tolist() == [0] * 12
+    assert sorted(block.token_offsets.tolist()) == sorted(list(range(6)) + list(range(4, 10)))
+    s = block.stats()
+    assert (s.targets, s.duplicate_targets, s.documents) == (10, 1, 1)
+    assert sorted(block.input_ids.tolist()) == sorted(list(doc[:6]) + list(doc[4:]))
+
+
+def test_from_sliding_windows_plan_and_flat_path():
+    from tokenmill.windows import SlidingWindows
+
+    rng = np.random.default_rng(0)
+    docs = [rng.integers(0, 1000, n) for n in rng.integers(5, 60, 30)]
+    wplan = SlidingWindows(16, 8).plan([len(d) for d in docs])
+    src = SliceSource.from_windows(wplan, docs)
+    assert len(src) == len(wplan)
+
+    class Flat:
+        lengths = np.array([len(d) for d in docs], np.int64)
+        doc_offsets = np.concatenate([[0], np.cumsum(lengths)])
+        token_array = np.concatenate(docs).astype(np.uint32)
+
+        def __len__(self):
+            return len(docs)
+
+        def get(self, i):
+            return self.token_array[self.doc_offsets[i] : self.doc_offsets[i + 1]]
+
+    flat = SliceSource.from_windows(wplan, Flat())
+    assert hasattr(flat, "token_array")
+    plan = pack(src, 32)
+    for a, b in zip(plan.blocks(src, pad_id=0), plan.blocks(flat, pad_id=0)):
+        assert np.array_equal(a.input_ids, b.input_ids) and np.array_equal(a.token_offsets, b.token_offsets)
+        real = a.doc_ids >= 0
+        for d, o, t in zip(a.doc_ids[real], a.token_offsets[real], a.input_ids[real]):
+            assert docs[d][o] == t
+
+
+def test_slice_outside_document_is_refused():
+    with pytest.raises(InputError, match="slice 0 .* reaches outside its document"):
+        SliceSource([[1, 2, 3]], doc=[0], start=[2], length=[2])
