@@ -320,6 +320,18 @@ class Tokenizer:
             raise FormatError(f"{source}: malformed tokenizer file ({type(e).__name__}: {e})") from e
         raise FormatError(f"{source}: unknown model type {model.get('type')!r}")
 
+    def save_huggingface(self, path: str | os.PathLike) -> None:
+        """Export to a Hugging Face ``tokenizer.json`` (same ids; see ``tokenizer.export``)."""
+        from .export import save_huggingface
+
+        save_huggingface(self, path)
+
+    def save_tiktoken(self, path: str | os.PathLike) -> None:
+        """Export the vocabulary as a tiktoken ``.tiktoken`` rank file (see ``tokenizer.export``)."""
+        from .export import save_tiktoken
+
+        save_tiktoken(self, path)
+
     def __repr__(self) -> str:
         p = preset_name(self._pattern) or ("none" if self._pattern is None else "custom")
         return f"Tokenizer(vocab_size={self.vocab_size:,d}, pattern={p}, special_tokens={len(self._special)})"
