@@ -179,3 +179,12 @@ def test_lone_surrogate_is_a_clear_error(tok):
 
     with pytest.raises(InputError, match="lone surrogate at character 1"):
         tok.encode("a\ud800b")
+
+
+def test_encode_batch_arrays_and_threads():
+    tok = Tokenizer.from_merges(_MERGES, pattern="gpt4")
+    texts = TEXTS * 5 + ["", "低" * 300]
+    expected = [tok.encode(t) for t in texts]
+    for threads in (None, 1, 2, 3):
+        assert tok.encode_batch(texts, num_threads=threads) == expected
+        assert [a.tolist() for a in tok.encode_batch(texts, num_threads=threads, as_arrays=True)] == expected

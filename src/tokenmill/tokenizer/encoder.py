@@ -74,7 +74,7 @@ class CompiledEncoder:
         if self.preset:
             from .pretokenize import split_offsets
 
-            return split_offsets(data, self.pattern, validate=False)
+            return split_offsets(data, self.pattern)
         lens = [len(c.encode("utf-8")) for c in split_with_gaps(self.pattern, text)]
         return np.concatenate(([0], np.cumsum(lens, dtype=np.int64)))
 

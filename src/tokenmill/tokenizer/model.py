@@ -221,15 +221,35 @@ class Tokenizer:
                 out.extend(self.encode_ordinary(piece))
         return out
 
-    def encode_batch(self, texts: Iterable[str], *, num_threads: int | None = None, **encode_kw) -> list[list[int]]:
-        """Encode many texts; same result as ``[encode(t) for t in texts]``."""
+    def encode_batch(
+        self,
+        texts: Iterable[str],
+        *,
+        num_threads: int | None = None,
+        as_arrays: bool = False,
+        **encode_kw,
+    ) -> list:
+        """Encode many texts on ``num_threads`` threads (default: all cores); the compiled kernels
+        release the GIL. Same result as ``[encode(t) for t in texts]``, in order, whatever the
+        thread count. ``as_arrays=True`` returns int64 numpy arrays, which skips building Python
+        lists (the part of encoding that holds the GIL).
+        """
+        import os
+
         texts = list(texts)
-        if num_threads is None or num_threads <= 1 or len(texts) < 2:
-            return [self.encode(t, **encode_kw) for t in texts]
+        threads = max(1, os.cpu_count() or 1) if num_threads is None else max(1, num_threads)
+        one = self._encode_array if as_arrays else self.encode
+        if threads == 1 or len(texts) < 2:
+            return [one(t, **encode_kw) for t in texts]
         from concurrent.futures import ThreadPoolExecutor
 
-        with ThreadPoolExecutor(num_threads) as ex:
-            return list(ex.map(lambda t: self.encode(t, **encode_kw), texts))
+        with ThreadPoolExecutor(min(threads, len(texts))) as ex:
+            return list(ex.map(lambda t: one(t, **encode_kw), texts))
+
+    def _encode_array(self, text: str, **encode_kw) -> np.ndarray:
+        if not encode_kw and not self._special:
+            return self._compiled().encode(text)
+        return np.asarray(self.encode(text, **encode_kw), dtype=np.int64)
 
     def _split(self, text: str) -> list[str]:
         if not text:

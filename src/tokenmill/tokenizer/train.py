@@ -257,7 +257,7 @@ def _count_compiled(pieces, regex_str, num_threads) -> ChunkCounts:
             try:
                 for data in batch:
                     buf = np.frombuffer(data, dtype=np.uint8)
-                    counter.add(buf, split_offsets(buf, regex_str, validate=False))
+                    counter.add(buf, split_offsets(buf, regex_str))
             except BaseException as e:  # surfaced in the main thread
                 errors.append(e)
 
