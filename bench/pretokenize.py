@@ -1,6 +1,7 @@
 """Pre-tokenization speed: ``regex.findall`` vs tokenmill's compiled kernels, per preset and corpus.
 
     .venv/bin/python bench/pretokenize.py [--corpora ../shared/corpora] [--mb 4] [--runs 3]
+    .venv/bin/python bench/pretokenize.py --full-parity   # every file of every corpus, no timing
 
 For each corpus folder (en, zh, multi, code) a deterministic sample of whole files (about ``--mb``
 MB of UTF-8) is split file by file with each preset by:
@@ -105,6 +106,26 @@ def _run(env: dict) -> tuple[float, float]:
     return float(a), float(b)
 
 
+def full_parity(corpora: Path) -> None:
+    """Compare every file of every corpus folder with regex.findall, for all presets."""
+    total = 0
+    for name in CORPORA:
+        files = sorted((corpora / name).glob("*.txt"))
+        size = 0
+        for f in files:
+            text = f.read_text(encoding="utf-8")
+            data = text.encode()
+            size += len(data)
+            for preset in PRESET_NAMES:
+                expected = regex.findall(PRESETS[preset], text)
+                offs = split_offsets(data, preset)
+                if split_text(text, preset) != expected or len(offs) != len(expected) + 1:
+                    raise SystemExit(f"parity failure: {f} {preset}")
+        total += size
+        print(f"{name}: {len(files):,d} files, {size:,d} bytes: identical for {', '.join(PRESET_NAMES)}", flush=True)
+    print(f"all: {total:,d} bytes identical")
+
+
 def machine() -> str:
     cpu = platform.processor() or platform.machine()
     try:
@@ -125,7 +146,10 @@ def main() -> None:
     ap.add_argument("--corpora", type=Path, default=Path(__file__).resolve().parents[1] / ".." / "shared" / "corpora")
     ap.add_argument("--mb", type=float, default=4.0, help="sample size per corpus, MB of UTF-8")
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--full-parity", action="store_true", help="check every corpus file, skip timing")
     args = ap.parse_args()
+    if args.full_parity:
+        return full_parity(args.corpora)
     print(machine())
     cold, warm = first_call_cost()
     print(f"first call (import + first split; gpt2 / all three presets): cold {cold[0]:.2f} / {cold[1]:.2f} s, "

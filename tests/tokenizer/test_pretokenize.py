@@ -22,6 +22,7 @@ from tokenmill.tokenizer.patterns import GPT2, GPT4, O200K
 from tokenmill.tokenizer.pretokenize import build_class_table, class_table, split_offsets, split_text
 
 PRESETS = {"gpt2": GPT2, "gpt4": GPT4, "o200k": O200K}
+PRESET_IDS = {"gpt2": 0, "gpt4": 1, "o200k": 2}
 CORPORA = Path(__file__).resolve().parents[2] / ".." / "shared" / "corpora"
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -115,7 +116,7 @@ def test_lone_surrogates_fall_back_to_regex():
 def test_errors():
     with pytest.raises(ConfigError, match="preset='nope'"):
         split_offsets(b"x", "nope")
-    with pytest.raises(InputError, match="byte offset 1"):
+    with pytest.raises(InputError, match="byte offset 1 .invalid start byte"):
         split_offsets(b"a\xffb", "gpt2")
     with pytest.raises(ConfigError, match="text.encode"):
         split_offsets("text", "gpt2")
@@ -123,12 +124,56 @@ def test_errors():
         split_offsets(np.zeros(3, np.int32), "gpt2")
 
 
-@given(st.binary(max_size=64))
+def _mangled_utf8(draw_text: str, edits: list[tuple[int, int]]) -> bytes:
+    """UTF-8 of a text with some bytes overwritten: mostly ill-formed in interesting places."""
+    data = bytearray(draw_text.encode())
+    for pos, byte in edits:
+        if data:
+            data[pos % len(data)] = byte
+    return bytes(data)
+
+
+mangled_utf8 = st.builds(
+    _mangled_utf8,
+    st.text(max_size=30),
+    st.lists(st.tuples(st.integers(0, 200), st.sampled_from([0x80, 0xBF, 0xC0, 0xC2, 0xE0, 0xED, 0xF0, 0xF4, 0xF5, 0xFF, 0x27])), max_size=3),
+)
+
+
+@given(st.one_of(st.binary(max_size=64), mangled_utf8))
 @SETTINGS
-def test_invalid_utf8_without_validation_stays_in_bounds(data):
-    for name in PRESETS:
-        offs = split_offsets(data, name, validate=False)
-        assert offs[0] == 0 and offs[-1] == len(data) and np.all(np.diff(offs) > 0)
+def test_utf8_validation_is_pythons(data):
+    """split_offsets accepts exactly what Python's strict decoder accepts, and names the same offset."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        for name in PRESETS:
+            with pytest.raises(InputError, match=f"byte offset {e.start:,d} "):
+                split_offsets(data, name)
+            # whatever the bytes, the kernels stay in bounds and make progress
+            offs, bad = pretokenize._split(pretokenize._as_readonly_bytes(data), PRESET_IDS[name])
+            assert bad == e.start and offs[0] == 0 and offs[-1] == len(data) and np.all(np.diff(offs) > 0)
+    else:
+        assert_parity(text)
+
+
+@pytest.mark.parametrize(
+    "data, offset",
+    [
+        (b"a\xc0\x80", 1),  # overlong NUL
+        (b"\xe0\x80\x80", 0),  # overlong 3-byte form
+        (b"ab\xed\xa0\x80", 2),  # UTF-8 of a surrogate
+        (b"\xf4\x90\x80\x80", 0),  # above U+10FFFF
+        (b"\xf5\x80\x80\x80", 0),
+        (b"x \xe4\xb8", 2),  # truncated
+        (b"\xe4\xb8\xad\x80", 3),  # stray continuation byte
+    ],
+)
+def test_ill_formed_utf8(data, offset):
+    with pytest.raises(UnicodeDecodeError):
+        data.decode("utf-8")
+    with pytest.raises(InputError, match=f"byte offset {offset} "):
+        split_offsets(data, "gpt4")
 
 
 @pytest.mark.parametrize(

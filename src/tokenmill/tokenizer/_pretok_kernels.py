@@ -46,16 +46,52 @@ STEP = 13
 _CR, _LF, _SP, _APOS, _SLASH = 13, 10, 32, 39, 47
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _utf8_len(data, i, n):
+    """Length of the well-formed UTF-8 sequence at ``i`` (lead byte >= 0x80), or 0 if ill-formed.
+
+    Well-formed as Unicode's table 3-7 defines it (what Python's decoder accepts): no overlong
+    forms, no surrogates, nothing above U+10FFFF, no truncated sequence.
+    """
+    b = data[i]
+    lo, hi = 0x80, 0xBF  # range of the second byte
+    if 0xC2 <= b <= 0xDF:
+        m = 2
+    elif 0xE0 <= b <= 0xEF:
+        m = 3
+        if b == 0xE0:
+            lo = 0xA0
+        elif b == 0xED:
+            hi = 0x9F
+    elif 0xF0 <= b <= 0xF4:
+        m = 4
+        if b == 0xF0:
+            lo = 0x90
+        elif b == 0xF4:
+            hi = 0x8F
+    else:
+        return 0
+    if i + m > n or data[i + 1] < lo or data[i + 1] > hi:
+        return 0
+    for k in range(2, m):
+        if (data[i + k] & 0xC0) != 0x80:
+            return 0
+    return m
+
+
 @njit(cache=True, nogil=True)
 def classify(data, tab):
-    """Per-byte class array: at each character's first byte, ``tab[code point] | (len - 1) << STEP``.
+    """(cls, bad): per-byte classes of ``data`` and the offset of its first ill-formed byte (or -1).
 
-    ``data`` is UTF-8 (uint8, shape (n,)); the result is uint16, shape (n,), its entries at
-    continuation bytes unused (0). Invalid UTF-8 never makes this read out of bounds: a stray or
-    truncated byte counts as a one-byte character.
+    ``data`` is UTF-8 (uint8, shape (n,)); ``cls`` is uint16, shape (n,): at each character's first
+    byte ``tab[code point] | (len - 1) << STEP``, 0 at continuation bytes (never read). Validating
+    here costs nothing measurable; decoding with Python first cost 15% of the time on Chinese.
+    An ill-formed byte counts as a one-byte character of class 0 ("other"), so the matchers stay
+    in bounds and still make progress.
     """
     n = data.shape[0]
     cls = np.zeros(n, np.uint16)
+    bad = -1
     i = 0
     while i < n:
         b = np.int64(data[i])
@@ -63,23 +99,18 @@ def classify(data, tab):
             cls[i] = tab[b]
             i += 1
             continue
-        m = 1
-        cp = b  # stray continuation byte or truncated sequence (invalid UTF-8): one byte
-        if b >= 0xF0:
-            m, cp = 4, b & 0x07
-        elif b >= 0xE0:
-            m, cp = 3, b & 0x0F
-        elif b >= 0xC0:
-            m, cp = 2, b & 0x1F
-        if i + m > n:
-            m, cp = 1, b
+        m = _utf8_len(data, i, n)
+        if m == 0:
+            if bad < 0:
+                bad = i
+            i += 1
+            continue
+        cp = b & (0x7F >> m)  # payload bits of the lead byte
         for k in range(1, m):
             cp = (cp << 6) | (np.int64(data[i + k]) & 0x3F)
-        if cp > 0x10FFFF:
-            cp = 0xFFFD
         cls[i] = tab[cp] | ((m - 1) << STEP)
         i += m
-    return cls
+    return cls, bad
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -345,43 +376,45 @@ def _grow(out, k):
 
 @njit(cache=True, nogil=True)
 def split_gpt2(data, tab):
-    """Chunk boundaries of ``data`` (uint8 UTF-8, shape (n,)) under the gpt2 pattern.
+    """(offsets, bad): chunk boundaries of ``data`` (uint8 UTF-8, shape (n,)) under the gpt2 pattern.
 
-    Returns int64 ``[0, e1, ..., n]``, strictly increasing. Temporary memory: 2 bytes per input
-    byte (the class array) and 8 bytes per chunk. Same for split_gpt4 and split_o200k.
+    ``offsets`` is int64 ``[0, e1, ..., n]``, strictly increasing; ``bad`` is the offset of the
+    first ill-formed UTF-8 byte, or -1 (offsets are then meaningless but in bounds). Temporary
+    memory: 2 bytes per input byte (the class array) and 8 bytes per chunk. Same for split_gpt4
+    and split_o200k.
     """
     n = data.shape[0]
-    cls = classify(data, tab)
+    cls, bad = classify(data, tab)
     out = _start(n)
     i, k = _fill_gpt2(data, cls, 0, n, out, 1)
     while i < n:
         out = _grow(out, k)
         i, k = _fill_gpt2(data, cls, i, n, out, k)
-    return out[:k].copy()
+    return out[:k].copy(), bad
 
 
 @njit(cache=True, nogil=True)
 def split_gpt4(data, tab):
     n = data.shape[0]
-    cls = classify(data, tab)
+    cls, bad = classify(data, tab)
     out = _start(n)
     i, k = _fill_gpt4(data, cls, 0, n, out, 1)
     while i < n:
         out = _grow(out, k)
         i, k = _fill_gpt4(data, cls, i, n, out, k)
-    return out[:k].copy()
+    return out[:k].copy(), bad
 
 
 @njit(cache=True, nogil=True)
 def split_o200k(data, tab):
     n = data.shape[0]
-    cls = classify(data, tab)
+    cls, bad = classify(data, tab)
     out = _start(n)
     i, k = _fill_o200k(data, cls, 0, n, out, 1)
     while i < n:
         out = _grow(out, k)
         i, k = _fill_o200k(data, cls, i, n, out, k)
-    return out[:k].copy()
+    return out[:k].copy(), bad
 
 
 @njit(cache=True, nogil=True)
