@@ -77,8 +77,21 @@ def __dir__():
     return __all__
 
 
-if TYPE_CHECKING:  # pragma: no cover
+if TYPE_CHECKING:  # pragma: no cover  (static type checkers see the lazy exports)
+    from .batching.layout import Batch, Block  # noqa: F401
+    from .batching.packing import PackPlan, chunk_stream, pack  # noqa: F401
+    from .batching.padding import LengthGroupedBatches, pad_batch  # noqa: F401
+    from .batching.sources import SliceSource  # noqa: F401
+    from .batching.split import split_documents  # noqa: F401
+    from .batching.stats import BatchStats  # noqa: F401
     from .data.source import ArraySource, TokenSource, as_source  # noqa: F401
-    from .errors import *  # noqa: F401,F403
+    from .errors import ConfigError, FormatError, InputError, MissingExtraError, SpecialTokenError, TokenmillError  # noqa: F401
     from .tokenizer.model import Tokenizer  # noqa: F401
     from .tokenizer.train import train_bpe  # noqa: F401
+    from .verify import packing_equivalence  # noqa: F401
+    from .windows.chunking import Chunk, ContextPiece, assemble_context, bm25_scores, chunk_text  # noqa: F401
+    from .windows.coverage import CoverageReport, coverage_report  # noqa: F401
+    from .windows.multiscale import MultiScaleWindows  # noqa: F401
+    from .windows.preview import WindowPreview, preview  # noqa: F401
+    from .windows.semantic import SemanticPlan, SemanticWindows  # noqa: F401
+    from .windows.sliding import PlanStats, SlidingWindows, Window, WindowPlan  # noqa: F401

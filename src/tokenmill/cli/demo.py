@@ -44,7 +44,46 @@ def cmd_demo(args) -> int:
     sample = "Sliding windows over token ids: 滑动窗口。"
     print(f"   {sample!r} -> {tok.encode(sample)}")
 
+    eot = tok.special_tokens["<|endoftext|>"]
+    docs_ids = [x + [eot] for x in ids]
+    _windows(tok, docs_ids)
+    _batches(docs_ids, eot)
+
     out = Path(args.out)
     tok.save(out / "tokenizer.json")
-    print(f"\nsaved {out / 'tokenizer.json'}; try: tokenmill inspect {out / 'tokenizer.json'}")
+    print(f"\nsaved {out / 'tokenizer.json'}; next: tokenmill inspect {out / 'tokenizer.json'}, "
+          f"tokenmill windows --help, tokenmill pack --help")
     return 0
+
+
+def _windows(tok, docs_ids) -> None:
+    import numpy as np
+
+    from ..data.source import as_source
+    from ..windows.coverage import coverage_report
+    from ..windows.preview import preview
+    from ..windows.sliding import SlidingWindows
+
+    lengths = np.array([len(x) for x in docs_ids])
+    sw = SlidingWindows(512, 256)  # add jitter="global" for a new start offset every epoch
+    plan = sw.plan(lengths, epoch=0)
+    cov = coverage_report(plan, lengths)
+    print(f"\n3. sliding windows 512/256 over {len(lengths):,d} documents: {len(plan):,d} windows, "
+          f"coverage {cov.coverage_percent:.2f}%, each token in {cov.multiplicity_min}-{cov.multiplicity_max} windows")
+    first = preview(plan, as_source(docs_ids), tok, n=1)[0]
+    print("   first window as text, overlap with the next in [[...]]: " + repr(str(first)[:160]) + " ...")
+
+
+def _batches(docs_ids, eot) -> None:
+    from ..batching.packing import pack
+    from ..data.source import as_source
+
+    src = as_source(docs_ids)
+    for method in ("best_fit", "greedy"):
+        plan = pack(src.lengths, 2048, method=method)
+        print(f"\n4. packed into blocks of 2,048 ({method}): {plan}")
+    plan = pack(src.lengths, 2048)
+    batch = next(iter(plan.batches(src, batch_size=4, pad_id=eot)))
+    st = batch.stats()
+    print(f"   first batch of 4 blocks: {st.positions:,d} positions, {st.non_pad:,d} real tokens, {st.targets:,d} targets "
+          f"(every document's first position is ignored); cu_seqlens {batch.cu_seqlens[:6].tolist()} ...")
