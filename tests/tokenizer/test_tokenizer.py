@@ -188,3 +188,11 @@ def test_encode_batch_arrays_and_threads():
     for threads in (None, 1, 2, 3):
         assert tok.encode_batch(texts, num_threads=threads) == expected
         assert [a.tolist() for a in tok.encode_batch(texts, num_threads=threads, as_arrays=True)] == expected
+
+
+def test_gpt2_parity_on_pathological_runs(gpt2_pair):
+    # tiktoken's issue #195: long runs of one letter / emoji are one chunk each. Equality on runs that
+    # tiktoken itself handles quickly; the heap path makes 10 MB runs linear-ish (bench/tokenizers.py).
+    enc, ours = gpt2_pair
+    for text in ["a" * 20_000, "🙂" * 5_000, " " * 5_000, "1" * 5_000, "\n" * 3_000, "ab" * 10_000]:
+        assert ours.encode_ordinary(text) == enc.encode_ordinary(text)
