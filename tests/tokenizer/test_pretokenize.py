@@ -102,9 +102,36 @@ def test_preset_names_and_regex_strings():
     assert split_offsets(np.frombuffer(b"a b", np.uint8), "o200k").tolist() == [0, 1, 3]
 
 
+@given(st.lists(st.one_of(st.text(max_size=12), st.sampled_from(["", " ", "a\n", "\u00e9 ", "'s"])), max_size=6))
+@SETTINGS
+def test_doc_offsets_split_each_document_alone(docs):
+    """One call over many documents = the per-document results, shifted and joined."""
+    encoded = [d.encode() for d in docs]
+    bounds = np.cumsum([0] + [len(e) for e in encoded])
+    for name in PRESETS:
+        expected = [0]
+        for start, e in zip(bounds, encoded):
+            expected += [start + x for x in split_offsets(e, name).tolist()[1:]]
+        got = split_offsets(b"".join(encoded), name, doc_offsets=bounds)
+        assert got.tolist() == expected
+        assert set(bounds.tolist()) <= set(got.tolist())
+
+
+def test_doc_offsets_errors():
+    with pytest.raises(ConfigError, match="doc_offsets"):
+        split_offsets(b"abc", "gpt2", doc_offsets=[0, 2])
+    with pytest.raises(ConfigError, match="doc_offsets"):
+        split_offsets(b"abc", "gpt2", doc_offsets=[0, 2, 1, 3])
+    # a character cut by a document boundary is ill-formed in both documents
+    with pytest.raises(InputError, match="byte offset 1 "):
+        split_offsets("a\u00e9".encode(), "gpt2", doc_offsets=[0, 2, 3])
+
+
 def test_custom_pattern_uses_regex():
     assert split_text("ab12cd", r"\d+|\D+") == ["ab", "12", "cd"]
     assert split_text("a-b", r"-") == ["-"]  # findall semantics, gaps and all
+    with pytest.raises(ConfigError, match="not a valid regex"):
+        split_text("a", "(")
 
 
 def test_lone_surrogates_fall_back_to_regex():
@@ -151,7 +178,7 @@ def test_utf8_validation_is_pythons(data):
             with pytest.raises(InputError, match=f"byte offset {e.start:,d} "):
                 split_offsets(data, name)
             # whatever the bytes, the kernels stay in bounds and make progress
-            offs, bad = pretokenize._split(pretokenize._as_readonly_bytes(data), PRESET_IDS[name])
+            offs, bad = pretokenize._split(pretokenize._as_readonly_bytes(data), PRESET_IDS[name], pretokenize._whole(len(data)))
             assert bad == e.start and offs[0] == 0 and offs[-1] == len(data) and np.all(np.diff(offs) > 0)
     else:
         assert_parity(text)

@@ -82,33 +82,35 @@ def _decode(data, i, n):
 
 
 @njit(cache=True, nogil=True)
-def classify(data, tab):
+def classify(data, tab, docs):
     """(cls, bad): per-byte classes of ``data`` and the offset of its first ill-formed byte (or -1).
 
-    ``data`` is UTF-8 (uint8, shape (n,)); ``cls`` is uint16, shape (n,): at each character's first
-    byte ``tab[code point] | (len - 1) << STEP``, 0 at continuation bytes (never read). Validating
-    here is cheap; decoding with Python first cost 15% of the time on Chinese.
-    An ill-formed byte counts as a one-byte character of class 0 ("other"), so the matchers stay
-    in bounds and still make progress.
+    ``data`` is UTF-8 (uint8, shape (n,)) holding the documents ``data[docs[d]:docs[d + 1]]``
+    (``docs``: int64, non-decreasing, from 0 to n), each of which must be well-formed on its own.
+    ``cls`` is uint16, shape (n,): at each character's first byte
+    ``tab[code point] | (len - 1) << STEP``, 0 at continuation bytes (never read). Validating here
+    is cheap; decoding with Python first cost 15% of the time on Chinese. An ill-formed byte counts
+    as a one-byte character of class 0 ("other"), so the matchers stay in bounds and make progress.
     """
-    n = data.shape[0]
-    cls = np.zeros(n, np.uint16)
+    cls = np.zeros(data.shape[0], np.uint16)
     bad = -1
-    i = 0
-    while i < n:
-        b = np.int64(data[i])
-        if b < 0x80:
-            cls[i] = tab[b]
-            i += 1
-            continue
-        cp, m = _decode(data, i, n)
-        if m == 0:
-            if bad < 0:
-                bad = i
-            i += 1
-            continue
-        cls[i] = tab[cp] | ((m - 1) << STEP)
-        i += m
+    for d in range(docs.shape[0] - 1):
+        i = docs[d]
+        n = docs[d + 1]  # no character crosses the end of its document
+        while i < n:
+            b = np.int64(data[i])
+            if b < 0x80:
+                cls[i] = tab[b]
+                i += 1
+                continue
+            cp, m = _decode(data, i, n)
+            if m == 0:
+                if bad < 0:
+                    bad = i
+                i += 1
+                continue
+            cls[i] = tab[cp] | ((m - 1) << STEP)
+            i += m
     return cls, bad
 
 
@@ -374,45 +376,50 @@ def _grow(out, k):
 
 
 @njit(cache=True, nogil=True)
-def split_gpt2(data, tab):
-    """(offsets, bad): chunk boundaries of ``data`` (uint8 UTF-8, shape (n,)) under the gpt2 pattern.
+def split_gpt2(data, tab, docs):
+    """(offsets, bad): chunk boundaries of the documents in ``data`` under the gpt2 pattern.
 
-    ``offsets`` is int64 ``[0, e1, ..., n]``, strictly increasing; ``bad`` is the offset of the
-    first ill-formed UTF-8 byte, or -1 (offsets are then meaningless but in bounds). Temporary
-    memory: 2 bytes per input byte (the class array) and 8 bytes per chunk. Same for split_gpt4
-    and split_o200k.
+    ``data``: uint8 UTF-8, shape (n,); ``docs``: int64 document boundaries, non-decreasing, from 0
+    to n (``[0, n]`` for one document). Each document is split on its own: ``offsets`` is int64
+    ``[0, e1, ..., n]``, strictly increasing, and holds every document boundary. ``bad`` is the
+    offset of the first ill-formed UTF-8 byte, or -1 (offsets are then meaningless but in bounds).
+    Temporary memory: 2 bytes per input byte (the class array) and 8 bytes per chunk. Same for
+    split_gpt4 and split_o200k.
     """
-    n = data.shape[0]
-    cls, bad = classify(data, tab)
-    out = _start(n)
-    i, k = _fill_gpt2(data, cls, 0, n, out, 1)
-    while i < n:
-        out = _grow(out, k)
-        i, k = _fill_gpt2(data, cls, i, n, out, k)
+    cls, bad = classify(data, tab, docs)
+    out = _start(data.shape[0])
+    k = 1
+    for d in range(docs.shape[0] - 1):
+        i, k = _fill_gpt2(data, cls, docs[d], docs[d + 1], out, k)
+        while i < docs[d + 1]:
+            out = _grow(out, k)
+            i, k = _fill_gpt2(data, cls, i, docs[d + 1], out, k)
     return out[:k].copy(), bad
 
 
 @njit(cache=True, nogil=True)
-def split_gpt4(data, tab):
-    n = data.shape[0]
-    cls, bad = classify(data, tab)
-    out = _start(n)
-    i, k = _fill_gpt4(data, cls, 0, n, out, 1)
-    while i < n:
-        out = _grow(out, k)
-        i, k = _fill_gpt4(data, cls, i, n, out, k)
+def split_gpt4(data, tab, docs):
+    cls, bad = classify(data, tab, docs)
+    out = _start(data.shape[0])
+    k = 1
+    for d in range(docs.shape[0] - 1):
+        i, k = _fill_gpt4(data, cls, docs[d], docs[d + 1], out, k)
+        while i < docs[d + 1]:
+            out = _grow(out, k)
+            i, k = _fill_gpt4(data, cls, i, docs[d + 1], out, k)
     return out[:k].copy(), bad
 
 
 @njit(cache=True, nogil=True)
-def split_o200k(data, tab):
-    n = data.shape[0]
-    cls, bad = classify(data, tab)
-    out = _start(n)
-    i, k = _fill_o200k(data, cls, 0, n, out, 1)
-    while i < n:
-        out = _grow(out, k)
-        i, k = _fill_o200k(data, cls, i, n, out, k)
+def split_o200k(data, tab, docs):
+    cls, bad = classify(data, tab, docs)
+    out = _start(data.shape[0])
+    k = 1
+    for d in range(docs.shape[0] - 1):
+        i, k = _fill_o200k(data, cls, docs[d], docs[d + 1], out, k)
+        while i < docs[d + 1]:
+            out = _grow(out, k)
+            i, k = _fill_o200k(data, cls, i, docs[d + 1], out, k)
     return out[:k].copy(), bad
 
 

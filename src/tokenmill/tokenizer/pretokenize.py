@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ConfigError, InputError
-from .patterns import GPT2, GPT4, O200K, compiled
+from .patterns import GPT2, GPT4, O200K, compiled, resolve_pattern
 
 # preset name or resolved regex -> preset id: the index in _KERNEL_NAMES and (GPT2, GPT4, O200K)
 _PRESET_IDS = {"gpt2": 0, "gpt4": 1, "cl100k": 1, "o200k": 2, GPT2: 0, GPT4: 1, O200K: 2}
@@ -38,7 +38,7 @@ _N_CODE_POINTS = 0x110000
 __all__ = ["split_offsets", "split_text", "class_table", "build_class_table"]
 
 
-def split_offsets(data: bytes, preset: str) -> np.ndarray:
+def split_offsets(data: bytes, preset: str, *, doc_offsets: np.ndarray | None = None) -> np.ndarray:
     """Byte offsets of the chunk boundaries of UTF-8 ``data`` under a preset split pattern.
 
     Returns int64 ``[0, e1, e2, ..., len(data)]``, strictly increasing (``[0]`` for empty input):
@@ -47,12 +47,20 @@ def split_offsets(data: bytes, preset: str) -> np.ndarray:
     ``"o200k"`` or one of those regex strings. ``data`` may be any bytes-like object or 1-D uint8
     array; it must be well-formed UTF-8 (checked while splitting, at no extra cost: InputError).
 
+    ``doc_offsets`` (int64, non-decreasing, from 0 to ``len(data)``) splits many documents in one
+    call: each ``data[doc_offsets[d]:doc_offsets[d + 1]]`` is split on its own (no chunk crosses a
+    document boundary, and trailing whitespace is judged per document), and the result holds every
+    document boundary, as if the per-document results were concatenated (a call costs about 3 us).
+
     >>> split_offsets("Hello world's  end".encode(), "gpt2").tolist()
     [0, 5, 11, 13, 14, 18]
+    >>> split_offsets(b"a b  c d ", "gpt2", doc_offsets=[0, 4, 9]).tolist()  # "a b " + " c d "
+    [0, 1, 3, 4, 6, 8, 9]
     """
     pid = _preset_id(preset)
     buf = _as_readonly_bytes(data)
-    offsets, bad = _split(buf, pid)
+    docs = _whole(len(buf)) if doc_offsets is None else _check_doc_offsets(doc_offsets, len(buf))
+    offsets, bad = _split(buf, pid, docs)
     if bad >= 0:
         _raise_not_utf8(buf, bad)
     return offsets
@@ -73,21 +81,35 @@ def split_text(text: str, pattern: str | None) -> list[str]:
         return [text] if text else []
     pid = _PRESET_IDS.get(pattern)
     if pid is None:
-        return compiled(pattern).findall(text)
+        return compiled(resolve_pattern(pattern)).findall(text)
     try:
         data = text.encode("utf-8")
     except UnicodeEncodeError:  # lone surrogates: not UTF-8, so leave them to the regex engine
         return compiled(_preset_regex(pid)).findall(text)
     buf = _as_readonly_bytes(data)
-    offs, _ = _split(buf, pid)  # str.encode() is always well-formed
+    offs, _ = _split(buf, pid, _whole(len(buf)))  # str.encode() is always well-formed
     if len(data) != len(text):  # not ASCII: byte offsets -> code point offsets
         offs = _kernels().char_offsets(buf, offs)
     bounds = offs.tolist()
     return [text[a:b] for a, b in itertools.pairwise(bounds)]
 
 
-def _split(buf: np.ndarray, pid: int) -> tuple[np.ndarray, int]:
-    return getattr(_kernels(), _KERNEL_NAMES[pid])(buf, class_table())
+def _split(buf: np.ndarray, pid: int, docs: np.ndarray) -> tuple[np.ndarray, int]:
+    return getattr(_kernels(), _KERNEL_NAMES[pid])(buf, class_table(), docs)
+
+
+def _whole(n: int) -> np.ndarray:
+    return np.array([0, n], np.int64)
+
+
+def _check_doc_offsets(doc_offsets, n: int) -> np.ndarray:
+    docs = np.ascontiguousarray(doc_offsets, dtype=np.int64)
+    if docs.ndim != 1 or docs.size < 1 or docs[0] != 0 or docs[-1] != n or np.any(np.diff(docs) < 0):
+        raise ConfigError(
+            f"doc_offsets must be non-decreasing int64 offsets from 0 to len(data)={n:,d}; got "
+            f"{docs.size:,d} values from {docs[:1].tolist()} to {docs[-1:].tolist()}"
+        )
+    return docs
 
 
 def _preset_id(preset: str) -> int:
@@ -125,8 +147,10 @@ def _raise_not_utf8(buf: np.ndarray, bad: int) -> None:
         str(memoryview(buf[bad : bad + 4]), "utf-8")
     except UnicodeDecodeError as e:
         reason = e.reason
-    raise InputError(f"data is not valid UTF-8 at byte offset {bad:,d} ({reason}); decode and re-encode it, "
-                     "e.g. data.decode('utf-8', errors='replace').encode()")
+    raise InputError(
+        f"data is not valid UTF-8 at byte offset {bad:,d} ({reason}); decode and re-encode it, "
+        "e.g. data.decode('utf-8', errors='replace').encode()"
+    )
 
 
 @functools.cache
