@@ -23,7 +23,7 @@ from tokenmill.tokenizer.pretokenize import build_class_table, class_table, spli
 
 PRESETS = {"gpt2": GPT2, "gpt4": GPT4, "o200k": O200K}
 PRESET_IDS = {"gpt2": 0, "gpt4": 1, "o200k": 2}
-CORPORA = Path(__file__).resolve().parents[2] / ".." / "shared" / "corpora"
+from tests.conftest import CORPORA  # ../shared/corpora, or $TOKENMILL_CORPORA
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
