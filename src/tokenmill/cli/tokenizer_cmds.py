@@ -116,5 +116,10 @@ def cmd_inspect(args) -> int:
 
 
 def _readable(b: bytes) -> str:
-    """Token bytes as text where they are UTF-8, with escapes for the rest."""
-    return repr(b.decode("utf-8", errors="backslashreplace"))
+    r"""Token bytes as quoted text: UTF-8 as is, other bytes and control characters escaped.
+
+    >>> print(_readable("低\n".encode() + b"\xe0"))
+    '低\n\xe0'
+    """
+    text = b.decode("utf-8", errors="backslashreplace")
+    return "'" + "".join(c if c.isprintable() else repr(c)[1:-1] for c in text) + "'"
