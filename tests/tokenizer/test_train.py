@@ -169,3 +169,29 @@ def test_import_is_light():
     code = "import sys, tokenmill; tokenmill.train_bpe; print(sorted(m for m in ('torch','numba','tiktoken','pyarrow') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+# -- compiled counting ------------------------------------------------------------------------------
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.text(st.characters(codec="utf-8"), max_size=60), max_size=12),
+       st.sampled_from(["gpt2", "gpt4", "o200k"]), st.sampled_from([1, 2, 3]))
+def test_compiled_counting_equals_python_twin_any_thread_count(texts, pattern, threads):
+    from tokenmill.tokenizer.train import _count_python, count_chunks
+
+    rx = resolve_pattern(pattern)
+    fast, stats = count_chunks(texts, rx, num_threads=threads)
+    slow = _count_python(((t, t.encode()) for t in texts), rx)
+    assert fast.to_dict() == slow.to_dict()
+    assert stats["documents_used"] == len(texts)
+
+
+def test_training_identical_whatever_the_thread_count():
+    from tokenmill.tokenizer.merges import learn_merges_arrays
+    from tokenmill.tokenizer.train import count_chunks
+
+    docs = [f"doc {i}: " + "lorem ipsum dolor sit amet, 低低 常用字 " * (i % 7 + 1) for i in range(300)]
+    results = []
+    for threads in (1, 2, 4):
+        c, _ = count_chunks(docs, resolve_pattern("gpt4"), num_threads=threads)
+        results.append(learn_merges_arrays(c.data, c.lengths, c.counts, 200).pairs.tolist())
+    assert results[0] == results[1] == results[2]
