@@ -26,8 +26,9 @@ class CompiledEncoder:
         lefts = np.fromiter((p[0] for p, _ in items), np.int64, len(items))
         rights = np.fromiter((p[1] for p, _ in items), np.int64, len(items))
         merged = np.fromiter((m for _, m in items), np.int64, len(items))
-        self.keys, self.vals = K.build_pair_table(lefts, rights, merged)
+        self.pairs = K.build_pair_table(lefts, rights, merged)
         self.byte_ids = np.asarray(byte_ids, dtype=np.int64)
+        self.byte_pairs = K.build_byte_pairs(self.byte_ids, self.pairs)
         self.pattern = pattern
         self.preset = pattern is not None and pattern in _PRESET_IDS
         self._template = self._pinned_state([(b, i) for i, b in enumerate(vocab) if len(b) > 1] if pin_vocab else [])
@@ -59,7 +60,9 @@ class CompiledEncoder:
             c_ids_len[:n] = 1
             K.pin_tokens(c_bytes, c_start[:n], c_len[:n], ctab, c_hash)
         sizes = np.array([n, data.size, n, n, data.size, n], np.int64)
-        return (ctab, c_start, c_len, c_hash, c_bytes, c_ids_start, c_ids_len, c_ids, sizes)
+        skeys = np.zeros(1 << 16, np.uint64)  # small-chunk table: packed bytes | length << 56 (0 = empty)
+        sids = np.zeros((1 << 16, 8), np.int64)  # its ids: count, then up to 7 ids
+        return (ctab, c_start, c_len, c_hash, c_bytes, c_ids_start, c_ids_len, c_ids, sizes, skeys, sids)
 
     def _state(self):
         st = getattr(self._local, "state", None)
@@ -92,7 +95,7 @@ class CompiledEncoder:
         offs = self.offsets(data, text)
         buf = np.frombuffer(data, np.uint8)
         out = np.empty(len(data), np.int64)
-        n, state = self._K.encode_chunks(buf, offs, self.byte_ids, self.keys, self.vals, self._state(),
+        n, state = self._K.encode_chunks(buf, offs, self.byte_ids, self.byte_pairs, self.pairs, self._state(),
                                          _CACHE_LIMIT, out)
         self._local.state = state
         return out[:n]
