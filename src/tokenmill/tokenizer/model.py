@@ -279,10 +279,7 @@ class Tokenizer:
     # ----------------------------------------------------------------- decoding
     def decode_bytes(self, ids: Iterable[int]) -> bytes:
         """Concatenate the bytes of ``ids`` (no UTF-8 decoding)."""
-        try:
-            return b"".join(self.token_bytes(int(i)) for i in ids)
-        except ConfigError:
-            raise
+        return b"".join(self.token_bytes(int(i)) for i in ids)
 
     def decode(self, ids: Iterable[int], errors: str = "replace") -> str:
         """Decode ids to text; bytes that are not valid UTF-8 become U+FFFD unless ``errors="strict"``."""
