@@ -33,7 +33,7 @@ def corpus_sample(root: Path, script: str, max_bytes: int, stride: int = 7) -> l
     files = sorted((root / script).glob("*.txt"))[::stride]
     out, total = [], 0
     for f in files:
-        text = f.read_text(encoding="utf-8")
+        text = f.read_bytes().decode("utf-8")  # not read_text: keep CRLF, which the splitters must handle
         out.append(text)
         total += len(text.encode())
         if total >= max_bytes:
