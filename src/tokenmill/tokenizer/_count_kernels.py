@@ -10,18 +10,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-_FNV_OFFSET = np.uint64(0xCBF29CE484222325)
-_FNV_PRIME = np.uint64(0x100000001B3)
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _fnv(data, a, b):
-    h = _FNV_OFFSET
-    for i in range(a, b):
-        h ^= np.uint64(data[i])
-        h *= _FNV_PRIME
-    return h
-
+from ._hashing import fnv1a, reindex
 
 @njit(cache=True, nogil=True)
 def _same(arena, start, data, a, n):
@@ -33,13 +22,8 @@ def _same(arena, start, data, a, n):
 
 @njit(cache=True, nogil=True)
 def _rehash(table, hashes, nent, new_cap):
-    t = np.full(new_cap, -1, np.int64)
-    mask = np.uint64(new_cap - 1)
-    for e in range(nent):
-        i = np.int64(hashes[e] & mask)
-        while t[i] != -1:
-            i = (i + 1) & (new_cap - 1)
-        t[i] = e
+    t = np.empty(new_cap, np.int64)
+    reindex(t, hashes, nent)
     return t
 
 
@@ -63,7 +47,7 @@ def count_into(data, offs, weight, arena, starts, lens, counts, hashes, table, s
         a = offs[k]
         b = offs[k + 1]
         n = b - a
-        h = _fnv(data, a, b)
+        h = fnv1a(data, a, b)
         mask = table.size - 1
         i = np.int64(h & np.uint64(mask))
         while True:

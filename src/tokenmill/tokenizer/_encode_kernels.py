@@ -13,19 +13,12 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ._hashing import fnv1a, mix64, reindex
+
 _CACHE_MAX_BYTES = 256  # longer chunks are encoded every time, never cached
 _SMALL = 7  # chunks up to this many bytes go through the direct-mapped small-chunk table
 _SHORT = 48  # chunks up to this many bytes use the rescanning loop; longer ones the heap
 _BIG = np.int64(1) << 62
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _mix(key):
-    x = np.uint64(key)
-    x ^= x >> np.uint64(33)
-    x *= np.uint64(0xFF51AFD7ED558CCD)
-    x ^= x >> np.uint64(33)
-    return x
 
 
 @njit(cache=True, nogil=True)
@@ -38,7 +31,7 @@ def build_pair_table(lefts, rights, merged):
     mask = cap - 1
     for k in range(lefts.size):
         key = (lefts[k] << 32) | rights[k]
-        i = np.int64(_mix(key) & np.uint64(mask))
+        i = np.int64(mix64(key) & np.uint64(mask))
         while table[i, 0] != -1 and table[i, 0] != key:
             i = (i + 1) & mask
         table[i, 0] = key
@@ -50,7 +43,7 @@ def build_pair_table(lefts, rights, merged):
 def _rank(table, left, right):
     key = (np.int64(left) << 32) | np.int64(right)
     mask = table.shape[0] - 1
-    i = np.int64(_mix(key) & np.uint64(mask))
+    i = np.int64(mix64(key) & np.uint64(mask))
     while True:
         k = table[i, 0]
         if k == key:
@@ -172,15 +165,6 @@ def _bpe_long(ids, n, table):
 
 # ------------------------------------------------------------------------------ the chunk cache
 @njit(cache=True, nogil=True)
-def _fnv(data, a, b):
-    h = np.uint64(0xCBF29CE484222325)
-    for i in range(a, b):
-        h ^= np.uint64(data[i])
-        h *= np.uint64(0x100000001B3)
-    return h
-
-
-@njit(cache=True, nogil=True)
 def _find(ctab, c_start, c_len, c_hash, c_bytes, data, a, b, h):
     """Table slot holding chunk data[a:b], or the empty slot where it would go."""
     mask = ctab.size - 1
@@ -232,14 +216,14 @@ def encode_chunks(data, offs, byte_ids, byte_pairs, table, state, limit, out):
             key = np.uint64(n) << np.uint64(56)
             for t in range(n):
                 key |= np.uint64(data[a + t]) << np.uint64(8 * t)
-            slot = np.int64(_mix(np.int64(key & np.uint64(0x7FFFFFFFFFFFFFFF)) ^ np.int64(n)) & np.uint64(smask))
+            slot = np.int64(mix64(np.int64(key & np.uint64(0x7FFFFFFFFFFFFFFF)) ^ np.int64(n)) & np.uint64(smask))
             if skeys[slot] == key:
                 m = sids[slot, 0]
                 for t in range(m):
                     out[nout + t] = sids[slot, 1 + t]
                 nout += m
                 continue
-            h = _fnv(data, a, b)
+            h = fnv1a(data, a, b)
             e = ctab[_find(ctab, c_start, c_len, c_hash, c_bytes, data, a, b, h)]
             if e != -1:  # pinned vocabulary token (tiktoken's whole-chunk rule) or cached
                 m = c_ids_len[e]
@@ -257,7 +241,7 @@ def encode_chunks(data, offs, byte_ids, byte_pairs, table, state, limit, out):
                 out[nout + t] = work[t]
             nout += m
             continue
-        h = _fnv(data, a, b)
+        h = fnv1a(data, a, b)
         slot = _find(ctab, c_start, c_len, c_hash, c_bytes, data, a, b, h)
         e = ctab[slot]
         if e != -1:
@@ -319,13 +303,7 @@ def encode_chunks(data, offs, byte_ids, byte_pairs, table, state, limit, out):
 @njit(cache=True, nogil=True)
 def _reset(ctab, c_hash, sizes):
     """Drop every unpinned entry: rebuild the table from the pinned entries only."""
-    ctab[:] = -1
-    mask = ctab.size - 1
-    for e in range(sizes[3]):
-        i = np.int64(c_hash[e] & np.uint64(mask))
-        while ctab[i] != -1:
-            i = (i + 1) & mask
-        ctab[i] = e
+    reindex(ctab, c_hash, sizes[3])
     sizes[0] = sizes[3]
     sizes[1] = sizes[4]
     sizes[2] = sizes[5]
@@ -346,13 +324,8 @@ def _grow_cache(ctab, c_start, c_len, c_hash, c_bytes, c_ids_start, c_ids_len, c
     if sizes[2] + m > c_ids.size:
         c_ids = _grow1(c_ids, max(2 * c_ids.size, sizes[2] + m))
     if 2 * ne > ctab.size:
-        ctab = np.full(2 * ctab.size, -1, np.int64)
-        mask = ctab.size - 1
-        for e in range(sizes[0]):
-            i = np.int64(c_hash[e] & np.uint64(mask))
-            while ctab[i] != -1:
-                i = (i + 1) & mask
-            ctab[i] = e
+        ctab = np.empty(2 * ctab.size, np.int64)
+        reindex(ctab, c_hash, sizes[0])
     return ctab, c_start, c_len, c_hash, c_bytes, c_ids_start, c_ids_len, c_ids
 
 
@@ -366,14 +339,9 @@ def _grow1(a, cap):
 @njit(cache=True, nogil=True)
 def pin_tokens(c_bytes, c_start, c_len, ctab, c_hash):
     """Fill hashes and the table for the pinned tokens laid out in ``c_bytes``."""
-    mask = ctab.size - 1
     for e in range(c_start.size):
-        h = _fnv(c_bytes, c_start[e], c_start[e] + c_len[e])
-        c_hash[e] = h
-        i = np.int64(h & np.uint64(mask))
-        while ctab[i] != -1:
-            i = (i + 1) & mask
-        ctab[i] = e
+        c_hash[e] = fnv1a(c_bytes, c_start[e], c_start[e] + c_len[e])
+    reindex(ctab, c_hash, c_start.size)
 
 
 @njit(cache=True, nogil=True)

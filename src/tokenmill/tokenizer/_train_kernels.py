@@ -16,25 +16,15 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-_EMPTY = np.int64(-1)
+from ._hashing import mix64
 
-
-@njit(cache=True, nogil=True, inline="always")
-def _mix(key):
-    x = np.uint64(key)
-    x ^= x >> np.uint64(33)
-    x *= np.uint64(0xFF51AFD7ED558CCD)
-    x ^= x >> np.uint64(33)
-    x *= np.uint64(0xC4CEB9FE1A85EC53)
-    x ^= x >> np.uint64(33)
-    return x
 
 
 @njit(cache=True, nogil=True)
 def _probe(tab, key):
     """Row of ``key`` in the open-addressing table ``tab`` ((cap, 2): key, slot), or of the empty row where it goes."""
     mask = tab.shape[0] - 1
-    i = np.int64(_mix(key) & np.uint64(mask))
+    i = np.int64(mix64(key) & np.uint64(mask))
     while True:
         k = tab[i, 0]
         if k == key or k == -1:
@@ -159,12 +149,7 @@ def learn_merges_kernel(rec, num_merges, min_frequency, max_token_bytes, progres
         tab, S, nslots, s = _slot_of(tab, S, nslots, key)
         rec[p, 4] = s
         S[s, 1] += rec[p, 3]
-        if nocc == occ.shape[0]:
-            occ = _grow2(occ, nocc)
-        occ[nocc, 0] = p
-        occ[nocc, 1] = S[s, 2]
-        S[s, 2] = nocc
-        nocc += 1
+        occ, nocc = _occ_push(occ, nocc, S, s, p)
 
     hneg = np.empty(max(nslots, 16), np.int64)
     hkey = np.empty(max(nslots, 16), np.int64)
@@ -243,12 +228,7 @@ def learn_merges_kernel(rec, num_merges, min_frequency, max_token_bytes, progres
                 tab, S, nslots, sn = _slot_of(tab, S, nslots, new)
                 rec[at, 4] = sn
                 S[sn, 1] += c
-                if nocc == occ.shape[0]:
-                    occ = _grow2(occ, nocc)
-                occ[nocc, 0] = at
-                occ[nocc, 1] = S[sn, 2]
-                S[sn, 2] = nocc
-                nocc += 1
+                occ, nocc = _occ_push(occ, nocc, S, sn, at)
                 if S[sn, 3] != m:
                     S[sn, 3] = m
                     if ntouch == touched.size:
@@ -277,6 +257,17 @@ def learn_merges_kernel(rec, num_merges, min_frequency, max_token_bytes, progres
     if m == num_merges:
         stop = 0
     return out_pairs[:m].copy(), out_counts[:m].copy(), stop
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _occ_push(occ, nocc, S, s, pos):
+    """Record that pair slot ``s`` occurs at ``pos``: prepend to its list in the arena."""
+    if nocc == occ.shape[0]:
+        occ = _grow2(occ, nocc)
+    occ[nocc, 0] = pos
+    occ[nocc, 1] = S[s, 2]
+    S[s, 2] = nocc
+    return occ, nocc + 1
 
 
 @njit(cache=True, nogil=True)

@@ -1,0 +1,40 @@
+"""Hashing shared by the tokenizer's numba kernels (pair tables and byte-keyed chunk tables)."""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True, nogil=True, inline="always")
+def mix64(key):
+    """Scramble a 64-bit key (murmur3's finalizer) so that structured keys spread over the table."""
+    x = np.uint64(key)
+    x ^= x >> np.uint64(33)
+    x *= np.uint64(0xFF51AFD7ED558CCD)
+    x ^= x >> np.uint64(33)
+    x *= np.uint64(0xC4CEB9FE1A85EC53)
+    x ^= x >> np.uint64(33)
+    return x
+
+
+@njit(cache=True, nogil=True, inline="always")
+def fnv1a(data, a, b):
+    """64-bit FNV-1a of the bytes ``data[a:b]``."""
+    h = np.uint64(0xCBF29CE484222325)
+    for i in range(a, b):
+        h ^= np.uint64(data[i])
+        h *= np.uint64(0x100000001B3)
+    return h
+
+
+@njit(cache=True, nogil=True)
+def reindex(table, hashes, count):
+    """Fill ``table`` (power-of-two size) with entries ``0..count-1`` by ``hashes``, linear probing."""
+    table[:] = -1
+    mask = table.size - 1
+    for e in range(count):
+        i = np.int64(hashes[e] & np.uint64(mask))
+        while table[i] != -1:
+            i = (i + 1) & mask
+        table[i] = e
