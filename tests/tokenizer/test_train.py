@@ -195,3 +195,5 @@ def test_training_identical_whatever_the_thread_count():
         c, _ = count_chunks(docs, resolve_pattern("gpt4"), num_threads=threads)
         results.append(learn_merges_arrays(c.data, c.lengths, c.counts, 200).pairs.tolist())
     assert results[0] == results[1] == results[2]
+    files = {train_bpe(docs, 456, num_threads=t).to_dict()["hash"] for t in (1, 2, 3)}
+    assert len(files) == 1  # same tokenizer file, byte for byte, whatever the thread count

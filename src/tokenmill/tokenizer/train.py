@@ -58,13 +58,15 @@ def train_bpe(
     sample: float | int | str | None = None,
     seed: int = 0,
     progress: bool | None = None,
+    num_threads: int | None = None,
 ) -> Tokenizer:
     """Train a byte-level BPE tokenizer with ``vocab_size`` ids in all (256 bytes + merges + specials).
 
     ``texts``: any iterable of documents (streamed). ``pattern``: ``"gpt2"``, ``"gpt4"``, ``"o200k"``,
     a regex, or ``None`` (each document is one chunk). Special-token text inside documents is a
     boundary and never part of a merge. ``sample``: a fraction of documents (``0.1``) or a byte
-    budget (``50_000_000`` or ``"50MB"``), chosen deterministically from ``seed``.
+    budget (``50_000_000`` or ``"50MB"``), chosen deterministically from ``seed``. ``num_threads``:
+    threads that split and count (default: all cores); the result does not depend on it.
 
     >>> tok = train_bpe(["低" * 30], 258)
     >>> tok.decode([257]), len(tok.encode("低" * 30))
@@ -85,7 +87,7 @@ def train_bpe(
     show = sys.stderr.isatty() if progress is None else progress
 
     docs = _sampled(texts, sample, seed)
-    counts, stats = count_chunks(docs, regex_str, names, progress=show)
+    counts, stats = count_chunks(docs, regex_str, names, progress=show, num_threads=num_threads)
     if stats["documents_used"] == 0 or stats["bytes_used"] == 0:
         raise InputError(
             f"the training corpus is empty ({stats['documents_seen']:,d} documents, {stats['bytes_seen']:,d} bytes"
