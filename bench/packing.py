@@ -109,15 +109,17 @@ def bench_materialize(n_docs: int, T: int, runs: int, batch_size: int = 64) -> l
                 dst = np.cumsum(length[lo:hi]) - length[lo:hi]  # rows filled back to back
                 _kernels.gather(tokens, offsets[doc[lo:hi]] + start[lo:hi], length[lo:hi], dst, out)
 
-        def full_batches():
-            for _ in plan.batches(src, batch_size=batch_size, pad_id=0):
+        def full_batches(threads=1):
+            for _ in plan.batches(src, batch_size=batch_size, pad_id=0, num_threads=threads):
                 pass
 
         gather_only(), full_batches()  # warm the page cache and the kernels
         t_gather, _ = median_time(gather_only, runs)
         t_full, _ = median_time(full_batches, runs)
+        t_full2, _ = median_time(lambda: full_batches(2), runs)
     return [f"| gather ids into int64 rows (compiled copy per segment) | {plan.tokens:,d} | {t_gather:.2f} | {gb / t_gather:.2f} |",
-            f"| full `Batch`es via `plan.batches(source, batch_size={batch_size})` | {plan.tokens:,d} | {t_full:.2f} | {gb / t_full:.2f} |"]
+            f"| full `Batch`es via `plan.batches(source, batch_size={batch_size})` | {plan.tokens:,d} | {t_full:.2f} | {gb / t_full:.2f} |",
+            f"| full `Batch`es, `num_threads=2` | {plan.tokens:,d} | {t_full2:.2f} | {gb / t_full2:.2f} |"]
 
 
 def machine() -> str:

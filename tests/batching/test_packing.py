@@ -303,3 +303,21 @@ def test_resume_from_a_block():
     assert tail == full[5:]
     with pytest.raises(ConfigError, match="start_block=99"):
         next(plan.batches(docs, batch_size=3, pad_id=0, start_block=99))
+
+
+def test_batches_on_threads_equal_one_thread():
+    import dataclasses
+
+    from tokenmill.batching.packing import pack as _pack
+
+    rng = np.random.default_rng(5)
+    docs = [rng.integers(0, 1000, n) for n in rng.integers(1, 300, 200)]
+    plan = _pack([len(d) for d in docs], 256)
+    one = list(plan.batches(docs, batch_size=8, pad_id=0))
+    for threads in (2, 3):
+        many = list(plan.batches(docs, batch_size=8, pad_id=0, num_threads=threads))
+        assert len(many) == len(one)
+        for a, b in zip(one, many):
+            for f in dataclasses.fields(a):
+                x, y = getattr(a, f.name), getattr(b, f.name)
+                assert np.array_equal(x, y) if isinstance(x, np.ndarray) else x == y, f.name

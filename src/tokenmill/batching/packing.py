@@ -192,7 +192,8 @@ class PackPlan:
 
     # ---- materialization ---------------------------------------------------------------------
     def batches(self, source, *, batch_size: int, pad_id: int, fragment_positions: FragmentPositions = "restart",
-                stream: bool | None = None, drop_last: bool = False, start_block: int = 0) -> Iterator[Batch]:
+                stream: bool | None = None, drop_last: bool = False, start_block: int = 0,
+                num_threads: int = 1) -> Iterator[Batch]:
         """Yield :class:`Batch` es of ``batch_size`` blocks (the last one smaller unless ``drop_last``).
 
         ``source``: a list of id arrays or any :class:`~tokenmill.data.source.TokenSource`. A source
@@ -203,7 +204,9 @@ class PackPlan:
         (default: the plan's, True only for ``"concat"``); ``stream=True`` on a document plan gives
         plain stream packing -- no boundaries in the mask, no position reset -- for comparison.
         ``start_block`` resumes from that block (the state of a run is the epoch's plan and the
-        number of blocks consumed).
+        number of blocks consumed). ``num_threads > 1`` builds the next batches on that many threads
+        while the current one is consumed (the compiled passes release the GIL); the batches and
+        their order are the same whatever the thread count.
         """
         if not 0 <= start_block <= self.num_blocks:
             raise ConfigError(f"start_block={start_block} must be in 0 .. {self.num_blocks}")
@@ -213,16 +216,35 @@ class PackPlan:
         src = self._checked_source(source)
         fill = _filler(src)
         stream = self.stream if stream is None else bool(stream)
+        if num_threads < 1 or int(num_threads) != num_threads:
+            raise ConfigError(f"num_threads={num_threads!r} must be a positive integer")
         stop = self.num_blocks - ((self.num_blocks - start_block) % batch_size if drop_last else 0)
-        for b0 in range(start_block, stop, batch_size):
+
+        def make(b0: int) -> Batch:
             b1 = min(b0 + batch_size, self.num_blocks)
             lo, hi = int(self.block_ptr[b0]), int(self.block_ptr[b1])
             rows = np.repeat(np.arange(b1 - b0, dtype=np.int64), np.diff(self.block_ptr[b0 : b1 + 1]))
             doc, start, length = self.doc[lo:hi], self.start[lo:hi], self.length[lo:hi]
             o_doc, o_start = _origin(src, doc, start)
-            yield assemble(fill(doc, start, length), rows, o_doc, o_start, length,
-                           num_rows=b1 - b0, row_length=self.block_size, pad_id=pad_id, stream=stream,
-                           fragment_positions=fragment_positions)
+            return assemble(fill(doc, start, length), rows, o_doc, o_start, length,
+                            num_rows=b1 - b0, row_length=self.block_size, pad_id=pad_id, stream=stream,
+                            fragment_positions=fragment_positions)
+
+        firsts = range(start_block, stop, batch_size)
+        if num_threads == 1:
+            yield from map(make, firsts)
+            return
+        from collections import deque
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(int(num_threads)) as ex:
+            pending: deque = deque()
+            for b0 in firsts:
+                pending.append(ex.submit(make, b0))
+                if len(pending) > num_threads:  # bounded read-ahead, order kept
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()
 
     def blocks(self, source, *, pad_id: int, fragment_positions: FragmentPositions = "restart",
                stream: bool | None = None, batch_size: int | None = None) -> Iterator[Block] | Iterator[Batch]:
