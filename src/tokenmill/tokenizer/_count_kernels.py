@@ -86,11 +86,10 @@ def count_into(data, offs, weight, arena, starts, lens, counts, hashes, table, s
 @njit(cache=True, nogil=True)
 def merge_into(arena, starts, lens, counts, hashes, table, sizes, o_arena, o_starts, o_lens, o_counts, o_n):
     """Add another table's ``o_n`` entries (with their counts) into this one."""
+    offs = np.empty(2, np.int64)
     for e in range(o_n):
-        a = o_starts[e]
-        offs = np.empty(2, np.int64)
-        offs[0] = a
-        offs[1] = a + o_lens[e]
+        offs[0] = o_starts[e]
+        offs[1] = o_starts[e] + o_lens[e]
         arena, starts, lens, counts, hashes, table = count_into(
             o_arena, offs, o_counts[e], arena, starts, lens, counts, hashes, table, sizes)
     return arena, starts, lens, counts, hashes, table
