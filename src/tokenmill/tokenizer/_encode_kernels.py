@@ -1,6 +1,9 @@
 """numba kernels for encoding: BPE by rank per chunk, with a compiled whole-chunk cache.
 
-* pair table: open addressing from ``left << 32 | right`` to the merged id (rank == id; -1 empty);
+* pair table: open addressing from ``left << 32 | right`` to the merge's priority (-1 empty). For
+  tiktoken rank files and trained tokenizers the priority is the merged id (rank == id) and ``res``
+  is empty; for imported merge lists (tokenizer.json) the priority is the merge's index in the list
+  and ``res[priority]`` is the id it produces (ids anywhere in the model's id space);
 * per chunk: tiktoken's scheme for short chunks (a rank per adjacent pair, rescanned for the min,
   neighbours updated after each merge) and, for long chunks, a heap over pair positions with linked
   neighbours, so a 10 MB run of one letter is O(n log n) instead of O(n^2);
@@ -54,7 +57,7 @@ def _rank(table, left, right):
 
 
 @njit(cache=True, nogil=True)
-def _bpe_short(ids, n, table, ranks, byte_pairs, data, a):
+def _bpe_short(ids, n, table, ranks, byte_pairs, data, a, res):
     """Merge ``ids[:n]`` (the base ids of ``data[a:a+n]``) in place by rank, leftmost first on ties;
     returns the new length. The first ranks come from ``byte_pairs``, a dense 256 x 256 table of
     byte-pair ranks (256 KB, cache-resident): on text whose chunks are mostly new (Chinese under
@@ -70,7 +73,7 @@ def _bpe_short(ids, n, table, ranks, byte_pairs, data, a):
                 at = i
         if at < 0:
             break
-        ids[at] = best
+        ids[at] = res[best] if res.size else best
         for i in range(at + 1, n - 1):
             ids[i] = ids[i + 1]
             ranks[i] = ranks[i + 1]
@@ -114,7 +117,7 @@ def _heap_pop(h, n):
 
 
 @njit(cache=True, nogil=True)
-def _bpe_long(ids, n, table):
+def _bpe_long(ids, n, table, res):
     """Heap-based merge of ``ids[:n]`` in place; entries ``rank << 32 | position``, checked on pop."""
     nxt = np.arange(1, n + 1)
     prv = np.arange(-1, n - 1)
@@ -135,13 +138,14 @@ def _bpe_long(ids, n, table):
         j = nxt[i]
         if ids[i] < 0 or j < 0 or _rank(table, ids[i], ids[j]) != r:
             continue  # stale: a neighbour changed since this entry was queued
-        ids[i] = r
+        nid = res[r] if res.size else r
+        ids[i] = nid
         ids[j] = -1
         k = nxt[j]
         nxt[i] = k
         if k >= 0:
             prv[k] = i
-            rk = _rank(table, r, ids[k])
+            rk = _rank(table, nid, ids[k])
             if rk != _BIG:
                 if hn == heap.size:
                     heap = np.concatenate((heap, np.empty(heap.size, np.int64)))
@@ -149,7 +153,7 @@ def _bpe_long(ids, n, table):
                 hn += 1
         h = prv[i]
         if h >= 0:
-            rh = _rank(table, ids[h], r)
+            rh = _rank(table, ids[h], nid)
             if rh != _BIG:
                 if hn == heap.size:
                     heap = np.concatenate((heap, np.empty(heap.size, np.int64)))
@@ -187,7 +191,7 @@ def _find(ctab, c_start, c_len, c_hash, c_bytes, data, a, b, h):
 
 
 @njit(cache=True, nogil=True)
-def encode_chunks(data, offs, byte_ids, byte_pairs, table, state, limit, out):
+def encode_chunks(data, offs, byte_ids, byte_pairs, table, res, state, limit, out):
     """Encode chunks ``data[offs[k]:offs[k+1]]`` into ``out`` (big enough: len(data) ids).
 
     ``state`` = (ctab, c_start, c_len, c_hash, c_bytes, c_ids_start, c_ids_len, c_ids, sizes, skeys,
@@ -233,7 +237,7 @@ def encode_chunks(data, offs, byte_ids, byte_pairs, table, state, limit, out):
             else:
                 for t in range(n):
                     work[t] = byte_ids[data[a + t]]
-                m = _bpe_short(work, n, table, ranks, byte_pairs, data, a)
+                m = _bpe_short(work, n, table, ranks, byte_pairs, data, a, res)
             skeys[slot] = key
             sids[slot, 0] = m
             for t in range(m):
@@ -254,14 +258,14 @@ def encode_chunks(data, offs, byte_ids, byte_pairs, table, state, limit, out):
         if n <= _SHORT:
             for t in range(n):
                 work[t] = byte_ids[data[a + t]]
-            m = _bpe_short(work, n, table, ranks, byte_pairs, data, a)
+            m = _bpe_short(work, n, table, ranks, byte_pairs, data, a, res)
             for t in range(m):
                 out[nout + t] = work[t]
         else:
             big = np.empty(n, np.int64)
             for t in range(n):
                 big[t] = byte_ids[data[a + t]]
-            m = _bpe_long(big, n, table)
+            m = _bpe_long(big, n, table, res)
             for t in range(m):
                 out[nout + t] = big[t]
         if n > _CACHE_MAX_BYTES:

@@ -13,8 +13,12 @@ from __future__ import annotations
 import heapq
 
 
-def encode_chunk(ids: list[int], pair_table: dict[tuple[int, int], int]) -> list[int]:
+def encode_chunk(ids: list[int], pair_table: dict[tuple[int, int], int], result=None) -> list[int]:
     """Merge ``ids`` (base token ids of one chunk) by rank.
+
+    ``result``: None when ``pair_table`` gives the merged id itself (its rank); else the table gives
+    the merge's priority and ``result[priority]`` the merged id (imported merge lists, as HF applies
+    them: lowest priority first, leftmost on ties).
 
     >>> encode_chunk([97, 97, 98], {(97, 97): 256, (256, 98): 257})
     [257]
@@ -37,17 +41,18 @@ def encode_chunk(ids: list[int], pair_table: dict[tuple[int, int], int]) -> list
         j = nxt[i]
         if ids[i] != left or j < 0 or ids[j] != right:
             continue  # stale: one side was merged away since this entry was queued
-        ids[i], ids[j] = m, -1
+        new = m if result is None else int(result[m])
+        ids[i], ids[j] = new, -1
         k = nxt[j]
         nxt[i] = k
         if k >= 0:
             prv[k] = i
-            mk = pair_table.get((m, ids[k]))
+            mk = pair_table.get((new, ids[k]))
             if mk is not None:
-                heapq.heappush(heap, (mk, i, m, ids[k]))
+                heapq.heappush(heap, (mk, i, new, ids[k]))
         h = prv[i]
         if h >= 0:
-            mh = pair_table.get((ids[h], m))
+            mh = pair_table.get((ids[h], new))
             if mh is not None:
-                heapq.heappush(heap, (mh, h, ids[h], m))
+                heapq.heappush(heap, (mh, h, ids[h], new))
     return [t for t in ids if t >= 0]

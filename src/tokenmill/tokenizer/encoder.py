@@ -16,8 +16,12 @@ _CACHE_LIMIT = 1 << 18  # cached chunks per thread before the cache is reset to 
 
 
 class CompiledEncoder:
-    def __init__(self, vocab: list[bytes], pair_table: dict, byte_ids: list[int], pattern: str | None,
-                 pin_vocab: bool):
+    def __init__(self, vocab: list, pair_table: dict, byte_ids: list[int], pattern: str | None,
+                 pin_vocab: bool, merge_ids=None, split_patterns: tuple = ()):
+        """``pair_table``: (left id, right id) -> priority (lower merges first); ``merge_ids``: None when
+        the priority is the merged id, else an int array priority -> merged id. ``vocab`` entries may be
+        None (ids held by added tokens). ``split_patterns``: further patterns, each splitting the chunks
+        of the one before (HF ``Sequence`` of ``Split``)."""
         from . import _encode_kernels as K
         from .pretokenize import _PRESET_IDS
 
@@ -26,12 +30,20 @@ class CompiledEncoder:
         lefts = np.fromiter((p[0] for p, _ in items), np.int64, len(items))
         rights = np.fromiter((p[1] for p, _ in items), np.int64, len(items))
         merged = np.fromiter((m for _, m in items), np.int64, len(items))
+        self.res = np.zeros(0, np.int64) if merge_ids is None else np.ascontiguousarray(merge_ids, np.int64)
+        # the kernels do not check bounds: every priority must index ``res``, every id be a real one
+        if self.res.size and (merged.size and (merged.min() < 0 or merged.max() >= self.res.size)):
+            raise ValueError("merge priorities out of range of merge_ids")
+        if self.res.size and (self.res.min() < 0 or self.res.max() >= len(vocab)):
+            raise ValueError("merge_ids hold an id outside the vocabulary")
         self.pairs = K.build_pair_table(lefts, rights, merged)
         self.byte_ids = np.asarray(byte_ids, dtype=np.int64)
         self.byte_pairs = K.build_byte_pairs(self.byte_ids, self.pairs)
         self.pattern = pattern
         self.preset = pattern is not None and pattern in _PRESET_IDS
-        self._template = self._pinned_state([(b, i) for i, b in enumerate(vocab) if len(b) > 1] if pin_vocab else [])
+        self.split_patterns = tuple(split_patterns)
+        self._template = self._pinned_state(
+            [(b, i) for i, b in enumerate(vocab) if b is not None and len(b) > 1] if pin_vocab else [])
         self._local = threading.local()
 
     def _pinned_state(self, tokens):
@@ -75,10 +87,16 @@ class CompiledEncoder:
         """Chunk boundaries in ``data`` (the UTF-8 of ``text``)."""
         if self.pattern is None:
             return np.array([0, len(data)] if data else [0], np.int64)
-        if self.preset:
+        if self.preset and not self.split_patterns:
             from .pretokenize import split_offsets
 
             return split_offsets(data, self.pattern)
+        if self.split_patterns:
+            chunks = split_with_gaps(self.pattern, text)
+            for p in self.split_patterns:
+                chunks = [c for chunk in chunks for c in split_with_gaps(p, chunk)]
+            lens = [len(c.encode("utf-8")) for c in chunks]
+            return np.concatenate(([0], np.cumsum(lens, dtype=np.int64)))
         lens = [len(c.encode("utf-8")) for c in split_with_gaps(self.pattern, text)]
         return np.concatenate(([0], np.cumsum(lens, dtype=np.int64)))
 
@@ -96,7 +114,7 @@ class CompiledEncoder:
         offs = self.offsets(data, text)
         buf = np.frombuffer(data, np.uint8)
         out = np.empty(len(data), np.int64)
-        n, state = self._K.encode_chunks(buf, offs, self.byte_ids, self.byte_pairs, self.pairs, self._state(),
+        n, state = self._K.encode_chunks(buf, offs, self.byte_ids, self.byte_pairs, self.pairs, self.res, self._state(),
                                          _CACHE_LIMIT, out)
         self._local.state = state
         return out[:n]

@@ -25,7 +25,7 @@ from . import bpe
 from .patterns import preset_name, resolve_pattern, split_with_gaps
 
 FORMAT_NAME = "tokenmill.tokenizer"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2 adds model type "bpe" (imported merge lists, ids anywhere, added tokens); 1 still read
 _CACHE_LIMIT = 1 << 17  # chunk cache entries before it is cleared
 
 
@@ -70,17 +70,47 @@ class Tokenizer:
         merges: np.ndarray | None = None,
         merge_counts: np.ndarray | None = None,
         whole_chunk_lookup: bool = False,
+        merge_ids: np.ndarray | None = None,
+        added_tokens=None,
+        normalizer: str | None = None,
+        add_prefix_space: bool = False,
+        split_patterns: Sequence[str] = (),
     ):
+        # ``vocab[id]`` is the token's bytes, or None for an id that only an added/special token holds.
+        # ``pair_table[(l, r)]`` is the merge's priority (lower first); the merged id is the priority
+        # itself, or ``merge_ids[priority]`` for imported merge lists (tokenizer.json).
         self._vocab = list(vocab)
         self._pair_table = pair_table
+        self._merge_ids = None if merge_ids is None else np.asarray(merge_ids, np.int64)
         self._pattern = resolve_pattern(pattern)
+        self._split_patterns = tuple(resolve_pattern(p) for p in split_patterns)
         self._merges = merges
         self._merge_counts = merge_counts
         self._whole_chunk_lookup = whole_chunk_lookup
         self._byte_ids = _byte_ids(self._vocab)
-        self._bytes_to_id = {b: i for i, b in enumerate(self._vocab)} if whole_chunk_lookup else None
-        self._special = _check_specials(special_tokens or {}, len(self._vocab))
+        self._bytes_to_id = ({b: i for i, b in enumerate(self._vocab) if b is not None}
+                             if whole_chunk_lookup else None)
+        if normalizer not in (None, "NFC"):
+            raise ConfigError(f"normalizer={normalizer!r}; only None and 'NFC' are supported")
+        self._normalizer = normalizer
+        self._add_prefix_space = bool(add_prefix_space)
+        # HF-style added tokens (tokenizer.json imports): matched as HF does; None = tiktoken's model
+        self._added = None if added_tokens is None else tuple(added_tokens)
+        if self._added is not None:
+            special_tokens = {t.content: t.id for t in self._added if t.special}
+        self._special = _check_specials(special_tokens or {}, self._vocab, dense=self._added is None)
         self._special_by_id = {i: s.encode("utf-8") for s, i in self._special.items()}
+        self._extra_by_id = dict(self._special_by_id)
+        if self._added is not None:
+            for t in self._added:
+                self._extra_by_id[t.id] = t.content.encode("utf-8")
+        self._n_ids = max([len(self._vocab)] + [i + 1 for i in self._extra_by_id])
+        self._matcher = None  # the added-token matcher, built on first use
+        self._special_re = None
+        if len(self._special) > 4:
+            import regex
+
+            self._special_re = regex.compile("|".join(regex.escape(s) for s in sorted(self._special)))
         self._cache: dict[bytes, tuple[int, ...]] = {}
         self._encoder = None  # the compiled encoder, built on first encode
         self.train_report = None  # a TrainReport when this tokenizer came from train_bpe
@@ -130,11 +160,68 @@ class Tokenizer:
                     table[(left, right)] = m
         return cls(vocab, table, pattern=pattern, special_tokens=special_tokens, whole_chunk_lookup=True)
 
+    @classmethod
+    def from_merge_list(cls, vocab, merges, *, pattern, special_tokens=None, added_tokens=None,
+                        ignore_merges=False, normalizer=None, add_prefix_space=False, split_patterns=(),
+                        source="<merges>") -> "Tokenizer":
+        """A merge-list BPE in any id space, applied as HF ``tokenizers`` applies it.
+
+        ``vocab[id]``: token bytes (None where only an added token sits); ``merges``: (left id, right id)
+        in priority order, merge ``k`` producing the id whose bytes are ``vocab[l] + vocab[r]``. A pair
+        listed twice keeps its last priority (as HF's merge map does). ``ignore_merges``: a chunk that is
+        a vocabulary token is that token. ``special_tokens``/``added_tokens`` as in ``Tokenizer``.
+        """
+        by_bytes: dict[bytes, int] = {}
+        for i, b in enumerate(vocab):
+            if b is not None:
+                by_bytes.setdefault(b, i)
+        n = len(vocab)
+        table: dict[tuple[int, int], int] = {}
+        res = np.empty(len(merges), np.int64)
+        for k, (a, b) in enumerate(merges):
+            if not (0 <= a < n and 0 <= b < n) or vocab[a] is None or vocab[b] is None:
+                raise FormatError(f"{source}: merge {k} refers to id {a} or {b}, which is not a vocabulary token")
+            m = by_bytes.get(vocab[a] + vocab[b])
+            if m is None:
+                raise FormatError(f"{source}: merge {k} ({a}, {b}) produces bytes {vocab[a] + vocab[b]!r}, "
+                                  "which are not in the vocabulary")
+            res[k] = m
+            table[(a, b)] = k
+        return cls(vocab, table, pattern=pattern, special_tokens=special_tokens, added_tokens=added_tokens,
+                   merges=np.asarray(merges, np.int64).reshape(-1, 2), merge_ids=res,
+                   whole_chunk_lookup=ignore_merges, normalizer=normalizer, add_prefix_space=add_prefix_space,
+                   split_patterns=split_patterns)
+
+    @classmethod
+    def from_huggingface(cls, path: str | os.PathLike) -> "Tokenizer":
+        """Load a byte-level BPE ``tokenizer.json`` (a file or the folder holding it); ids equal HF
+        ``tokenizers``' ``encode(text, add_special_tokens=False)`` with special tokens allowed
+        (``encode(text, allowed_special="all")``). Components that cannot be reproduced exactly are
+        refused with a FormatError naming them (see ``tokenizer.huggingface``)."""
+        from .huggingface import load_tokenizer_json
+
+        return load_tokenizer_json(path)
+
     # ----------------------------------------------------------------- properties
     @property
     def vocab_size(self) -> int:
-        """Every id: 256 bytes + merges + special tokens."""
-        return len(self._vocab) + len(self._special)
+        """The size of the id space (1 + the largest id): 256 bytes + merges + special tokens."""
+        return self._n_ids
+
+    @property
+    def added_tokens(self) -> dict[str, int]:
+        """Added tokens of an imported tokenizer.json, special or not (content -> id); else the specials."""
+        if self._added is None:
+            return dict(self._special)
+        return {t.content: t.id for t in self._added}
+
+    @property
+    def content_hash(self) -> str:
+        """A hash of everything that decides the ids (the saved file's ``hash``)."""
+        h = getattr(self, "_content_hash", None)
+        if h is None:
+            h = self._content_hash = self.to_dict()["hash"]
+        return h
 
     @property
     def special_tokens(self) -> dict[str, int]:
@@ -146,7 +233,8 @@ class Tokenizer:
 
     @property
     def merges(self) -> np.ndarray | None:
-        """(M, 2) merges in rank order (trained tokenizers), or None for rank-file tokenizers."""
+        """(M, 2) merges (left id, right id) in rank order (trained or tokenizer.json tokenizers), or None
+        for rank-file tokenizers (``export.recover_merges`` derives them)."""
         return None if self._merges is None else self._merges.copy()
 
     @property
@@ -158,22 +246,26 @@ class Tokenizer:
 
     def token_bytes(self, token_id: int) -> bytes:
         """The bytes of one token (special tokens: their UTF-8 text)."""
-        if 0 <= token_id < len(self._vocab):
+        if 0 <= token_id < len(self._vocab) and self._vocab[token_id] is not None:
             return self._vocab[token_id]
-        if token_id in self._special_by_id:
-            return self._special_by_id[token_id]
+        if token_id in self._extra_by_id:
+            return self._extra_by_id[token_id]
         raise ConfigError(f"token id {token_id} is out of range for vocab_size={self.vocab_size:,d}")
 
     # ----------------------------------------------------------------- encoding
     def encode_ordinary(self, text: str) -> list[int]:
         """Encode ``text`` with special-token text treated as plain text."""
-        return self._compiled().encode(text).tolist()
+        return self._encode(text, (), ()).tolist()
 
     def encode_ordinary_python(self, text: str) -> list[int]:
         """The readable pure-Python twin of ``encode_ordinary`` (same result; used by the tests)."""
         out: list[int] = []
-        for chunk in self._split(text):
-            out.extend(self._encode_chunk(chunk.encode("utf-8")))
+        for piece, token_id in self._pieces(text, set()):
+            if token_id is not None:
+                out.append(token_id)
+                continue
+            for chunk in self._split(piece):
+                out.extend(self._encode_chunk(chunk.encode("utf-8")))
         return out
 
     def _compiled(self):
@@ -182,7 +274,8 @@ class Tokenizer:
             from .encoder import CompiledEncoder
 
             enc = self._encoder = CompiledEncoder(self._vocab, self._pair_table, self._byte_ids, self._pattern,
-                                                  pin_vocab=self._whole_chunk_lookup)
+                                                  pin_vocab=self._whole_chunk_lookup, merge_ids=self._merge_ids,
+                                                  split_patterns=self._split_patterns)
         return enc
 
     def encode(
@@ -203,11 +296,33 @@ class Tokenizer:
     def _encode(self, text: str, allowed_special=(), disallowed_special="all") -> np.ndarray:
         """``encode`` as an int64 array (possibly a view of a larger buffer)."""
         allowed = self._allowed_specials(text, allowed_special, disallowed_special)
-        if not allowed:
-            return self._compiled().encode(text)
-        parts = [np.array([self._special[piece]], np.int64) if special else self._compiled().encode(piece)
-                 for piece, special in _split_specials(text, allowed)]
+        if self._added is None:
+            if not allowed:
+                return self._compiled().encode(text)
+            parts = [np.array([self._special[piece]], np.int64) if special else self._compiled().encode(piece)
+                     for piece, special in _split_specials(text, allowed)]
+        else:
+            parts = [np.array([token_id], np.int64) if token_id is not None else self._encode_plain(piece)
+                     for piece, token_id in self._pieces(text, allowed)]
+        if len(parts) == 1:
+            return parts[0]
         return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+    def _pieces(self, text: str, allowed: set[str]) -> list[tuple[str, int | None]]:
+        """(piece, id): added tokens matched as HF does (id), and the normalized text between (None)."""
+        if self._added is None:
+            return [(text, None)] if text else []
+        if self._matcher is None:
+            from .huggingface import AddedTokenMatcher
+
+            self._matcher = AddedTokenMatcher(self._added, self._normalizer)
+        return self._matcher.pieces(text, allowed)
+
+    def _encode_plain(self, piece: str) -> np.ndarray:
+        """One piece between added tokens (already normalized): HF's ByteLevel prefix space, then split + BPE."""
+        if self._add_prefix_space and not piece.startswith(" "):
+            piece = " " + piece
+        return self._compiled().encode(piece)
 
     def _allowed_specials(self, text: str, allowed_special, disallowed_special) -> set[str]:
         """The allowed special tokens; raises if ``text`` spells a disallowed one."""
@@ -216,7 +331,11 @@ class Tokenizer:
         if unknown:
             raise ConfigError(f"allowed_special names {sorted(unknown)!r}, which are not special tokens of this tokenizer")
         disallowed = set(self._special) if disallowed_special == "all" else set(disallowed_special)
-        for s in sorted(disallowed - allowed):
+        check = disallowed - allowed
+        if not check or (self._special_re is not None and len(check) == len(self._special)
+                         and self._special_re.search(text) is None):
+            return allowed  # one scan for all special tokens instead of one per token
+        for s in sorted(check):
             if s in text:
                 raise SpecialTokenError(
                     f"the text contains the special token {s!r} at character {text.index(s):,d}; "
@@ -259,9 +378,14 @@ class Tokenizer:
     def _split(self, text: str) -> list[str]:
         if not text:
             return []
+        if self._add_prefix_space and not text.startswith(" "):
+            text = " " + text
         if self._pattern is None:
             return [text]
-        return split_with_gaps(self._pattern, text)
+        chunks = split_with_gaps(self._pattern, text)
+        for p in self._split_patterns:
+            chunks = [c for chunk in chunks for c in split_with_gaps(p, chunk)]
+        return chunks
 
     def _encode_chunk(self, chunk: bytes) -> tuple[int, ...]:
         hit = self._cache.get(chunk)
@@ -270,7 +394,7 @@ class Tokenizer:
         if self._bytes_to_id is not None and chunk in self._bytes_to_id:
             ids = (self._bytes_to_id[chunk],)  # tiktoken's whole-chunk shortcut
         else:
-            ids = tuple(bpe.encode_chunk([self._byte_ids[c] for c in chunk], self._pair_table))
+            ids = tuple(bpe.encode_chunk([self._byte_ids[c] for c in chunk], self._pair_table, self._merge_ids))
         if len(self._cache) >= _CACHE_LIMIT:
             self._cache.clear()
         self._cache[chunk] = ids
@@ -287,9 +411,11 @@ class Tokenizer:
 
     # ----------------------------------------------------------------- files
     def to_dict(self) -> dict:
+        if self._merge_ids is not None or self._added is not None:
+            return self._to_dict_v2()
         body: dict = {
             "format": FORMAT_NAME,
-            "version": FORMAT_VERSION,
+            "version": 1,  # what version 1 holds is still written as version 1 (same files, same hashes)
             "pattern": self._pattern,
             "pattern_preset": preset_name(self._pattern),
             "special_tokens": self._special,
@@ -300,6 +426,29 @@ class Tokenizer:
                 body["model"]["merge_counts"] = self._merge_counts.tolist()
         else:
             body["model"] = {"type": "ranks", "tokens": [base64.b64encode(b).decode("ascii") for b in self._vocab]}
+        body["hash"] = canonical_hash(body)
+        return body
+
+    def _to_dict_v2(self) -> dict:
+        """Version 2, model type "bpe": tokens by id (base64, null where only an added token sits), merges
+        as id pairs in priority order, and HF's added tokens, normalizer and pre-tokenization."""
+        body: dict = {
+            "format": FORMAT_NAME,
+            "version": FORMAT_VERSION,
+            "pattern": self._pattern,
+            "pattern_preset": preset_name(self._pattern),
+            "split_patterns": list(self._split_patterns),
+            "add_prefix_space": self._add_prefix_space,
+            "normalizer": self._normalizer,
+            "special_tokens": self._special,
+            "added_tokens": None if self._added is None else [t.to_dict() for t in self._added],
+            "model": {
+                "type": "bpe",
+                "tokens": [None if b is None else base64.b64encode(b).decode("ascii") for b in self._vocab],
+                "merges": [] if self._merges is None else self._merges.tolist(),
+                "ignore_merges": self._whole_chunk_lookup,
+            },
+        }
         body["hash"] = canonical_hash(body)
         return body
 
@@ -336,6 +485,18 @@ class Tokenizer:
             if model["type"] == "ranks":
                 ranks = {base64.b64decode(t): i for i, t in enumerate(model["tokens"])}
                 return cls.from_ranks(ranks, pattern=body["pattern"], special_tokens=specials)
+            if model["type"] == "bpe" and version >= 2:
+                from .huggingface import AddedToken
+
+                vocab = [None if t is None else base64.b64decode(t) for t in model["tokens"]]
+                added = body.get("added_tokens")
+                return cls.from_merge_list(
+                    vocab, [tuple(m) for m in model["merges"]], pattern=body["pattern"],
+                    special_tokens=None if added is not None else specials,
+                    added_tokens=None if added is None else [AddedToken.from_dict(t) for t in added],
+                    ignore_merges=bool(model["ignore_merges"]), normalizer=body["normalizer"],
+                    add_prefix_space=bool(body["add_prefix_space"]), split_patterns=body["split_patterns"],
+                    source=source)
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             if isinstance(e, FormatError):
                 raise
@@ -376,24 +537,28 @@ def _names(special_tokens) -> list[str]:
     return names
 
 
-def _check_specials(special: dict[str, int], n_vocab: int) -> dict[str, int]:
+def _check_specials(special: dict[str, int], vocab: Sequence, dense: bool = True) -> dict[str, int]:
+    """Special tokens: distinct names and ids, anywhere an id is not held by other vocabulary bytes
+    (after the vocabulary, in a gap, or, for tokenizer.json imports, on a token with the same bytes).
+    ``dense`` is kept for callers; ids in the vocabulary's range are refused for tiktoken-style files."""
     _names(special)
     ids = sorted(special.values())
+    if any(not isinstance(i, int) or i < 0 for i in ids):
+        raise ConfigError(f"special token ids {ids[:8]} must be non-negative integers")
     if len(set(ids)) != len(ids):
         raise ConfigError(f"special token ids {ids} repeat; each special token needs its own id")
-    expected = list(range(n_vocab, n_vocab + len(ids)))
-    if ids != expected:
-        raise ConfigError(
-            f"special token ids {ids} must be the ids right after the vocabulary ({expected}); "
-            "pass a list of names to assign them automatically"
-        )
+    n_vocab = len(vocab)
+    for s, i in special.items():
+        if i < n_vocab and vocab[i] is not None and (dense or vocab[i] != s.encode("utf-8")):
+            raise ConfigError(f"special token {s!r} has id {i:,d}, which the vocabulary token {vocab[i]!r} holds; "
+                              "give it a free id")
     return dict(special)
 
 
-def _byte_ids(vocab: Sequence[bytes]) -> list[int]:
+def _byte_ids(vocab: Sequence[bytes | None]) -> list[int]:
     ids = [-1] * 256
     for i, b in enumerate(vocab):
-        if len(b) == 1 and ids[b[0]] < 0:
+        if b is not None and len(b) == 1 and ids[b[0]] < 0:
             ids[b[0]] = i
     missing = [b for b in range(256) if ids[b] < 0]
     if missing:

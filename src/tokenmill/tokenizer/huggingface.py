@@ -1,0 +1,328 @@
+"""Import a Hugging Face byte-level BPE ``tokenizer.json`` exactly as HF ``tokenizers`` runs it.
+
+What is honoured (anything else is refused with a FormatError naming the component):
+
+* ``normalizer``: none or ``NFC`` (also inside a ``Sequence``);
+* ``pre_tokenizer``: ``ByteLevel`` (with its own GPT-2 regex or ``use_regex: false``, and
+  ``add_prefix_space``: a space before every piece between added tokens that does not start with
+  one), ``Split`` (a regex or a string, ``Isolated``, not inverted) and ``Digits``, also several in a
+  ``Sequence``, each splitting the chunks of the one before;
+* ``model``: ``BPE`` with merges as ``"a b"`` strings or ``["a", "b"]`` pairs, applied by merge
+  priority (a pair listed twice keeps its last priority, as HF's merge map does); ``ignore_merges``
+  (a chunk that is a vocabulary token is that token); vocabularies in any id order, byte tokens
+  anywhere; no ``dropout``, no ``byte_fallback``, no word prefix or suffix;
+* ``added_tokens``: ids assigned as HF assigns them on load (an added token whose content is a
+  vocabulary token takes its id; others get ids from the vocabulary's size on, in file order);
+  matched in the text as HF's AddedVocabulary does: non-normalized tokens first on the raw text,
+  leftmost-longest, then normalized ones on the normalized pieces; ``single_word`` (no word
+  character on either side), ``lstrip``/``rstrip`` (the token absorbs the whitespace beside it).
+  Special added tokens follow tokenmill's safety model (``allowed_special``); non-special ones are
+  always matched, as in HF.
+
+Ids then equal ``tokenizers.Tokenizer.encode(text, add_special_tokens=False).ids`` (the
+post-processor's template tokens, e.g. a BOS, are not added: add them yourself).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import unicodedata
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from ..errors import FormatError
+
+# HF ByteLevel's own split regex; equal to the gpt2 preset on every input (tested), so it runs compiled.
+BYTELEVEL_REGEX = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
+
+
+@dataclass(frozen=True)
+class AddedToken:
+    """One entry of tokenizer.json's ``added_tokens`` with the id HF gives it."""
+
+    id: int
+    content: str
+    special: bool = False
+    single_word: bool = False
+    lstrip: bool = False
+    rstrip: bool = False
+    normalized: bool = False
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "AddedToken":
+        return cls(int(d["id"]), str(d["content"]), bool(d.get("special", False)), bool(d.get("single_word", False)),
+                   bool(d.get("lstrip", False)), bool(d.get("rstrip", False)), bool(d.get("normalized", False)))
+
+
+@dataclass(frozen=True)
+class _Flags:
+    """An added token's matching options (HF compares them to skip re-adding an identical token)."""
+
+    content: str
+    single_word: bool
+    lstrip: bool
+    rstrip: bool
+    normalized: bool
+    special: bool
+
+
+def _white_space() -> frozenset:
+    import regex
+
+    return frozenset(c for c in map(chr, range(0x3100)) if regex.match(r"\s", c))
+
+
+class AddedTokenMatcher:
+    """Splits text into pieces and added tokens as HF's ``AddedVocabulary.extract_and_normalize``."""
+
+    def __init__(self, added, normalizer: str | None):
+        import regex
+
+        self._normalizer = normalizer
+        self._raw = {t.content: t for t in added if not t.normalized}
+        self._norm = {self._normalize(t.content): t for t in added if t.normalized}
+        self._raw_re = self._alternation(self._raw)
+        self._norm_re = self._alternation(self._norm)
+        self._space = _white_space()
+        self._word = regex.compile(r"\w")
+
+    def _normalize(self, s: str) -> str:
+        return unicodedata.normalize("NFC", s) if self._normalizer == "NFC" else s
+
+    @staticmethod
+    def _alternation(tokens: dict):
+        import regex
+
+        if not tokens:
+            return None
+        # longest first: at the leftmost position where any token matches, the longest one wins
+        return regex.compile("|".join(regex.escape(c) for c in sorted(tokens, key=lambda c: (-len(c), c))))
+
+    def pieces(self, text: str, allowed) -> list[tuple[str, int | None]]:
+        out: list[tuple[str, int | None]] = []
+        for piece, tid in self._find(text, self._raw_re, self._raw, allowed):
+            if tid is not None:
+                out.append((piece, tid))
+                continue
+            piece = self._normalize(piece)
+            for p2, t2 in self._find(piece, self._norm_re, self._norm, allowed):
+                if p2 or t2 is not None:
+                    out.append((p2, t2))
+        return out
+
+    def _find(self, s: str, pattern, tokens: dict, allowed) -> list[tuple[str, int | None]]:
+        """HF's ``find_matches``: pieces in order, each (text, None) or (text, added token id)."""
+        if not s:
+            return []
+        if pattern is None:
+            return [(s, None)]
+        out: list[tuple[str, int | None]] = []
+        start_offset = 0
+        n = len(s)
+        for m in pattern.finditer(s):
+            start, stop = m.span()
+            tok = tokens[m.group()]
+            if tok.special and tok.content not in allowed:
+                continue  # a special token not allowed here is plain text (HF's encode_special_tokens)
+            if tok.single_word:
+                start_space = start == 0 or not self._word.match(s[start - 1])
+                stop_space = stop == n or not self._word.match(s[stop])
+                if not (start_space and stop_space):
+                    continue
+            if tok.lstrip:
+                k = start
+                while k > 0 and s[k - 1] in self._space:
+                    k -= 1
+                start = max(k, start_offset)
+            if tok.rstrip:
+                while stop < n and s[stop] in self._space:
+                    stop += 1
+            if start_offset < start:
+                out.append((s[start_offset:start], None))
+            out.append((s[start:stop], tok.id))
+            start_offset = stop
+        if start_offset < n:
+            out.append((s[start_offset:], None))
+        return out
+
+
+# ------------------------------------------------------------------------------------ loading
+def _refuse(source: str, what: str, why: str = "") -> FormatError:
+    return FormatError(
+        f"{source}: {what} cannot be reproduced exactly by tokenmill{': ' + why if why else ''}; tokenmill "
+        "imports byte-level BPE tokenizers (ByteLevel/Split/Digits pre-tokenizers, BPE model, NFC or no "
+        "normalizer). Use tokenmill.as_tokenizer(tokenizers.Tokenizer.from_file(...)) to call HF itself."
+    )
+
+
+def _normalizer(spec, source: str) -> str | None:
+    if spec is None:
+        return None
+    kind = spec.get("type")
+    if kind == "NFC":
+        return "NFC"
+    if kind == "Sequence":
+        parts = [_normalizer(p, source) for p in spec.get("normalizers", [])]
+        parts = [p for p in parts if p is not None]
+        if len(parts) <= 1:
+            return parts[0] if parts else None
+        raise _refuse(source, "a normalizer Sequence of several NFC")
+    raise _refuse(source, f"the {kind!r} normalizer")
+
+
+def _pre_tokenizer(spec, source: str):
+    """(patterns, add_prefix_space) from the pre-tokenizer: each pattern splits the chunks of the one before."""
+    import regex
+
+    if spec is None:
+        raise _refuse(source, "a tokenizer without a ByteLevel pre-tokenizer", "its model does not see bytes")
+    items = spec.get("pretokenizers", []) if spec.get("type") == "Sequence" else [spec]
+    patterns: list[str] = []
+    prefix_space = False
+    byte_level = False
+    for k, item in enumerate(items):
+        kind = item.get("type")
+        if byte_level:
+            raise _refuse(source, f"pre-tokenizer {kind!r} after ByteLevel")
+        if kind == "ByteLevel":
+            byte_level = True
+            if item.get("add_prefix_space", True):
+                if k > 0:
+                    raise _refuse(source, "ByteLevel(add_prefix_space=true) after another pre-tokenizer",
+                                  "it would add a space to every chunk")
+                prefix_space = True
+            if item.get("use_regex", True):
+                patterns.append("gpt2")
+        elif kind == "Split":
+            if item.get("invert", False):
+                raise _refuse(source, "an inverted Split pre-tokenizer")
+            if item.get("behavior") != "Isolated":
+                raise _refuse(source, f"a Split pre-tokenizer with behavior {item.get('behavior')!r}",
+                              "only 'Isolated' is supported")
+            pat = item.get("pattern", {})
+            if "Regex" in pat:
+                rx = pat["Regex"]
+                if regex.search(r"\{\d+(?:,\d*)?\}\+", rx):
+                    raise _refuse(source, f"the Split regex {rx!r}", "Oniguruma reads '{m,n}+' as a repetition")
+                patterns.append(rx)
+            elif "String" in pat:
+                patterns.append(regex.escape(pat["String"]))
+            else:
+                raise _refuse(source, f"a Split pattern {pat!r}")
+        elif kind == "Digits":
+            patterns.append(r"\p{N}" if item.get("individual_digits", False) else r"\p{N}+")
+        else:
+            raise _refuse(source, f"the {kind!r} pre-tokenizer")
+    if not byte_level:
+        raise _refuse(source, "a tokenizer without a ByteLevel pre-tokenizer", "its model does not see bytes")
+    return patterns, prefix_space
+
+
+def _split_merge(m, k: int, source: str) -> tuple[str, str]:
+    if isinstance(m, str):
+        parts = m.split(" ")
+        if len(parts) != 2:
+            raise FormatError(f"{source}: merge {k} {m!r} is not two tokens separated by one space")
+        return parts[0], parts[1]
+    if isinstance(m, list) and len(m) == 2 and all(isinstance(x, str) for x in m):
+        return m[0], m[1]
+    raise FormatError(f"{source}: merge {k} {m!r} is neither 'a b' nor a pair of strings")
+
+
+def tokenizer_json_path(path: str | os.PathLike) -> Path:
+    p = Path(path)
+    return p / "tokenizer.json" if p.is_dir() else p
+
+
+def load_tokenizer_json(path: str | os.PathLike):
+    """``Tokenizer.from_huggingface``: see the module docstring."""
+    from .export import bytes_to_unicode
+    from .model import Tokenizer
+
+    p = tokenizer_json_path(path)
+    source = str(p)
+    try:
+        body = json.loads(p.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise FormatError(f"cannot read {source}: {e}") from e
+    except ValueError as e:
+        raise FormatError(f"{source}: not valid JSON ({e})") from e
+    if not isinstance(body, dict) or not isinstance(body.get("model"), dict):
+        raise FormatError(f"{source}: not a Hugging Face tokenizer.json (no 'model' object)")
+    model = body["model"]
+    mtype = model.get("type", "BPE" if "merges" in model else None)
+    if mtype != "BPE":
+        raise _refuse(source, f"the {mtype!r} model")
+    if model.get("dropout") not in (None, 0, 0.0):
+        raise _refuse(source, f"BPE dropout={model.get('dropout')}", "it samples")
+    if model.get("byte_fallback"):
+        raise _refuse(source, "BPE byte_fallback")
+    for key in ("continuing_subword_prefix", "end_of_word_suffix"):
+        if model.get(key):
+            raise _refuse(source, f"BPE {key}={model.get(key)!r}")
+    normalizer = _normalizer(body.get("normalizer"), source)
+    patterns, prefix_space = _pre_tokenizer(body.get("pre_tokenizer"), source)
+
+    u2b = {u: b for b, u in bytes_to_unicode().items()}
+    vocab_map: dict[str, int] = model.get("vocab") or {}
+    size = max(vocab_map.values(), default=-1) + 1
+    vocab: list[bytes | None] = [None] * size
+    for s, i in vocab_map.items():
+        try:
+            vocab[i] = bytes(u2b[c] for c in s)
+        except KeyError:
+            pass  # not byte-level text: BPE can never produce it from bytes (only an added token can)
+    ids = {s: i for s, i in vocab_map.items() if vocab[i] is not None}
+    merges = []
+    for k, m in enumerate(model.get("merges") or []):
+        a, b = _split_merge(m, k, source)
+        if a not in ids or b not in ids:
+            if a in vocab_map and b in vocab_map:
+                continue  # a merge of non-byte-level tokens never fires on byte-level input
+            raise FormatError(f"{source}: merge {k} ({a!r}, {b!r}) names a token missing from the vocabulary")
+        if a + b not in vocab_map:
+            raise FormatError(f"{source}: merge {k} ({a!r}, {b!r}) produces {a + b!r}, missing from the vocabulary")
+        merges.append((ids[a], ids[b]))
+    missing = [x for x in range(256) if bytes_to_unicode()[x] not in ids]
+    if missing:
+        raise _refuse(source, f"a vocabulary without the byte tokens for bytes {missing[:8]}",
+                      "a byte-level BPE needs all 256")
+    added = _added_tokens(body.get("added_tokens") or [], vocab_map, source)
+    if normalizer is not None and not all(t.special or not t.normalized for t in added):
+        pass  # normalized added tokens are matched on normalized text (AddedTokenMatcher)
+    if len(patterns) == 0:
+        pattern, rest = None, []
+    else:
+        pattern, rest = patterns[0], patterns[1:]
+    return Tokenizer.from_merge_list(
+        vocab, merges, pattern=pattern, added_tokens=added, ignore_merges=bool(model.get("ignore_merges", False)),
+        normalizer=normalizer, add_prefix_space=prefix_space, split_patterns=rest, source=source)
+
+
+def _added_tokens(entries, vocab_map: dict[str, int], source: str) -> list[AddedToken]:
+    """HF's ``AddedVocabulary.add_tokens`` on load: the file's ids are not used, the ids are re-derived."""
+    next_id = len(vocab_map)
+    by_content: dict[str, int] = {}
+    by_id: dict[int, _Flags] = {}
+    for k, e in enumerate(entries):
+        if not isinstance(e, dict) or not isinstance(e.get("content"), str):
+            raise FormatError(f"{source}: added_tokens[{k}] has no string 'content'")
+        f = _Flags(e["content"], bool(e.get("single_word", False)), bool(e.get("lstrip", False)),
+                   bool(e.get("rstrip", False)), bool(e.get("normalized", not e.get("special", False))),
+                   bool(e.get("special", False)))
+        if not f.content:
+            continue
+        if f.content in by_content and by_id.get(by_content[f.content]) == f:
+            continue
+        tid = by_content.get(f.content, vocab_map.get(f.content))
+        if tid is None:
+            tid = next_id
+            next_id += 1
+        by_content[f.content] = tid
+        by_id[tid] = f
+    return [AddedToken(i, f.content, f.special, f.single_word, f.lstrip, f.rstrip, f.normalized)
+            for i, f in sorted(by_id.items())]
