@@ -18,18 +18,14 @@ _CACHE_LIMIT = 1 << 18  # cached chunks per thread before the cache is reset to 
 class CompiledEncoder:
     def __init__(self, vocab: list, pair_table: dict, byte_ids: list[int], pattern: str | None,
                  pin_vocab: bool, merge_ids=None, split_patterns: tuple = ()):
-        """``pair_table``: (left id, right id) -> priority (lower merges first); ``merge_ids``: None when
+        """``pair_table``: (lefts, rights, priorities) arrays, lower priority merging first; ``merge_ids``: None when
         the priority is the merged id, else an int array priority -> merged id. ``vocab`` entries may be
         None (ids held by added tokens). ``split_patterns``: further patterns, each splitting the chunks
         of the one before (HF ``Sequence`` of ``Split``)."""
         from . import _encode_kernels as K
-        from .pretokenize import _PRESET_IDS
 
         self._K = K
-        items = list(pair_table.items())
-        lefts = np.fromiter((p[0] for p, _ in items), np.int64, len(items))
-        rights = np.fromiter((p[1] for p, _ in items), np.int64, len(items))
-        merged = np.fromiter((m for _, m in items), np.int64, len(items))
+        lefts, rights, merged = pair_table  # int64 arrays: (left, right) -> priority
         self.res = np.zeros(0, np.int64) if merge_ids is None else np.ascontiguousarray(merge_ids, np.int64)
         # the kernels do not check bounds: every priority must index ``res``, every id be a real one
         if self.res.size and (merged.size and (merged.min() < 0 or merged.max() >= self.res.size)):
@@ -40,7 +36,9 @@ class CompiledEncoder:
         self.byte_ids = np.asarray(byte_ids, dtype=np.int64)
         self.byte_pairs = K.build_byte_pairs(self.byte_ids, self.pairs)
         self.pattern = pattern
-        self.preset = pattern is not None and pattern in _PRESET_IDS
+        from .splitter import has_compiled
+
+        self.preset = has_compiled(pattern)  # a compiled matcher exists (presets, Llama 3 / Qwen family)
         self.split_patterns = tuple(split_patterns)
         self._template = self._pinned_state(
             [(b, i) for i, b in enumerate(vocab) if b is not None and len(b) > 1] if pin_vocab else [])
@@ -88,9 +86,9 @@ class CompiledEncoder:
         if self.pattern is None:
             return np.array([0, len(data)] if data else [0], np.int64)
         if self.preset and not self.split_patterns:
-            from .pretokenize import split_offsets
+            from .splitter import compiled_offsets
 
-            return split_offsets(data, self.pattern)
+            return compiled_offsets(data, self.pattern)
         if self.split_patterns:
             chunks = split_with_gaps(self.pattern, text)
             for p in self.split_patterns:

@@ -25,11 +25,14 @@ post-processor's template tokens, e.g. a BOS, are not added: add them yourself).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import unicodedata
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+import numpy as np
 
 from ..errors import FormatError
 
@@ -73,7 +76,7 @@ class _Flags:
 def _white_space() -> frozenset:
     import regex
 
-    return frozenset(c for c in map(chr, range(0x3100)) if regex.match(r"\s", c))
+    return frozenset(regex.findall(r"\s", "".join(map(chr, range(0x3100)))))
 
 
 class AddedTokenMatcher:
@@ -222,6 +225,17 @@ def _pre_tokenizer(spec, source: str):
     return patterns, prefix_space
 
 
+@functools.cache
+def _byte_level_table() -> dict[int, int]:
+    """``str.translate`` table from ByteLevel characters to the latin-1 character of their byte; any
+    other character below U+0100 goes to U+FFFF, so that encoding to latin-1 fails on it."""
+    from .export import bytes_to_unicode
+
+    table = {c: 0xFFFF for c in range(256)}
+    table.update({ord(u): b for b, u in bytes_to_unicode().items()})
+    return table
+
+
 def _split_merge(m, k: int, source: str) -> tuple[str, str]:
     if isinstance(m, str):
         parts = m.split(" ")
@@ -239,18 +253,90 @@ def tokenizer_json_path(path: str | os.PathLike) -> Path:
 
 
 def load_tokenizer_json(path: str | os.PathLike):
-    """``Tokenizer.from_huggingface``: see the module docstring."""
-    from .export import bytes_to_unicode
-    from .model import Tokenizer
+    """``Tokenizer.from_huggingface``: see the module docstring.
+
+    The conversion (vocabulary to bytes, merges to id arrays) is cached on disk, keyed by the file's
+    SHA-256, under the same cache folder as the splitter's class table: a 128k-vocabulary file then
+    loads in a fraction of a second."""
+    import hashlib
 
     p = tokenizer_json_path(path)
     source = str(p)
     try:
-        body = json.loads(p.read_text(encoding="utf-8"))
+        raw = p.read_bytes()
     except OSError as e:
         raise FormatError(f"cannot read {source}: {e}") from e
+    key = hashlib.sha256(raw).hexdigest()[:32]
+    cached = _load_cached(key)
+    if cached is not None:
+        return _build(*cached, source=source)
+    try:
+        body = json.loads(raw.decode("utf-8"))
     except ValueError as e:
         raise FormatError(f"{source}: not valid JSON ({e})") from e
+    parts = _convert(body, source)
+    _save_cached(key, *parts)
+    return _build(*parts, source=source)
+
+
+def _build(vocab, arr, config, *, source):
+    from .model import Tokenizer
+
+    patterns = config["patterns"]
+    return Tokenizer.from_merge_list(
+        vocab, arr[:, :2], merge_ids=arr[:, 2], pattern=patterns[0] if patterns else None,
+        added_tokens=[AddedToken.from_dict(t) for t in config["added_tokens"]],
+        ignore_merges=config["ignore_merges"], normalizer=config["normalizer"],
+        add_prefix_space=config["add_prefix_space"], split_patterns=patterns[1:], source=source)
+
+
+_CACHE_LAYOUT = 1
+
+
+def _cache_file(key: str):
+    from .pretokenize import _cache_dir
+
+    return _cache_dir() / f"hf-tokenizer-v{_CACHE_LAYOUT}-{key}.npz"
+
+
+def _load_cached(key: str):
+    """(vocab, merges, config) from the cache, or None when absent or unreadable (then rebuilt)."""
+    try:
+        with np.load(_cache_file(key), allow_pickle=False) as z:
+            blob, starts, lens, arr = z["blob"], z["starts"], z["lens"], z["merges"]
+            config = json.loads(str(z["config"]))
+        data = blob.tobytes()
+        vocab = [None if n < 0 else data[a : a + n] for a, n in zip(starts.tolist(), lens.tolist())]
+        if arr.ndim != 2 or arr.shape[1] != 3:
+            return None
+        return vocab, arr.astype(np.int64, copy=False), config
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _save_cached(key: str, vocab, arr, config) -> None:
+    """Write the cache atomically; a cache that cannot be written is skipped."""
+    import tempfile
+
+    path = _cache_file(key)
+    lens = np.fromiter((-1 if b is None else len(b) for b in vocab), np.int64, len(vocab))
+    sizes = np.maximum(lens, 0)
+    starts = np.cumsum(sizes) - sizes
+    blob = np.frombuffer(b"".join(b for b in vocab if b is not None), np.uint8)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            np.savez(f, blob=blob, starts=starts, lens=lens, merges=arr, config=np.array(json.dumps(config)))
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
+def _convert(body, source: str):
+    """(vocab by id, merges (M, 3) [left, right, merged id], config) from a parsed tokenizer.json."""
+    from .export import bytes_to_unicode
+
     if not isinstance(body, dict) or not isinstance(body.get("model"), dict):
         raise FormatError(f"{source}: not a Hugging Face tokenizer.json (no 'model' object)")
     model = body["model"]
@@ -267,40 +353,43 @@ def load_tokenizer_json(path: str | os.PathLike):
     normalizer = _normalizer(body.get("normalizer"), source)
     patterns, prefix_space = _pre_tokenizer(body.get("pre_tokenizer"), source)
 
-    u2b = {u: b for b, u in bytes_to_unicode().items()}
     vocab_map: dict[str, int] = model.get("vocab") or {}
+    if not isinstance(vocab_map, dict) or not all(isinstance(i, int) and i >= 0 for i in vocab_map.values()):
+        raise FormatError(f"{source}: model.vocab must map token strings to non-negative integer ids")
     size = max(vocab_map.values(), default=-1) + 1
     vocab: list[bytes | None] = [None] * size
+    table = _byte_level_table()
     for s, i in vocab_map.items():
-        try:
-            vocab[i] = bytes(u2b[c] for c in s)
-        except KeyError:
+        try:  # ByteLevel text -> bytes: every character stands for one byte
+            vocab[i] = s.translate(table).encode("latin-1")
+        except UnicodeEncodeError:
             pass  # not byte-level text: BPE can never produce it from bytes (only an added token can)
     ids = {s: i for s, i in vocab_map.items() if vocab[i] is not None}
-    merges = []
-    for k, m in enumerate(model.get("merges") or []):
-        a, b = _split_merge(m, k, source)
-        if a not in ids or b not in ids:
-            if a in vocab_map and b in vocab_map:
-                continue  # a merge of non-byte-level tokens never fires on byte-level input
-            raise FormatError(f"{source}: merge {k} ({a!r}, {b!r}) names a token missing from the vocabulary")
-        if a + b not in vocab_map:
-            raise FormatError(f"{source}: merge {k} ({a!r}, {b!r}) produces {a + b!r}, missing from the vocabulary")
-        merges.append((ids[a], ids[b]))
+    raw = model.get("merges") or []
+    try:
+        arr = np.array([(ids[a], ids[b], vocab_map[a + b]) for a, b in
+                        (m.split(" ") if isinstance(m, str) else m for m in raw)], np.int64).reshape(-1, 3)
+    except (KeyError, ValueError, TypeError):  # find the merge at fault, or drop unusable ones
+        rows = []
+        for k, m in enumerate(raw):
+            a, b = _split_merge(m, k, source)
+            if a not in ids or b not in ids:
+                if a in vocab_map and b in vocab_map:
+                    continue  # a merge of non-byte-level tokens never fires on byte-level input
+                raise FormatError(f"{source}: merge {k} ({a!r}, {b!r}) names a token missing from the vocabulary")
+            if a + b not in vocab_map:
+                raise FormatError(f"{source}: merge {k} ({a!r}, {b!r}) produces {a + b!r}, missing from the vocabulary")
+            rows.append((ids[a], ids[b], vocab_map[a + b]))
+        arr = np.array(rows, np.int64).reshape(-1, 3)
     missing = [x for x in range(256) if bytes_to_unicode()[x] not in ids]
     if missing:
         raise _refuse(source, f"a vocabulary without the byte tokens for bytes {missing[:8]}",
                       "a byte-level BPE needs all 256")
     added = _added_tokens(body.get("added_tokens") or [], vocab_map, source)
-    if normalizer is not None and not all(t.special or not t.normalized for t in added):
-        pass  # normalized added tokens are matched on normalized text (AddedTokenMatcher)
-    if len(patterns) == 0:
-        pattern, rest = None, []
-    else:
-        pattern, rest = patterns[0], patterns[1:]
-    return Tokenizer.from_merge_list(
-        vocab, merges, pattern=pattern, added_tokens=added, ignore_merges=bool(model.get("ignore_merges", False)),
-        normalizer=normalizer, add_prefix_space=prefix_space, split_patterns=rest, source=source)
+    config = {"patterns": patterns, "add_prefix_space": prefix_space, "normalizer": normalizer,
+              "ignore_merges": bool(model.get("ignore_merges", False)),
+              "added_tokens": [t.to_dict() for t in added]}
+    return vocab, arr, config
 
 
 def _added_tokens(entries, vocab_map: dict[str, int], source: str) -> list[AddedToken]:

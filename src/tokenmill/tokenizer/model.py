@@ -80,7 +80,7 @@ class Tokenizer:
         # ``pair_table[(l, r)]`` is the merge's priority (lower first); the merged id is the priority
         # itself, or ``merge_ids[priority]`` for imported merge lists (tokenizer.json).
         self._vocab = list(vocab)
-        self._pair_table = pair_table
+        self._pairs_src = pair_table  # a dict, or (lefts, rights, priorities) int64 arrays
         self._merge_ids = None if merge_ids is None else np.asarray(merge_ids, np.int64)
         self._pattern = resolve_pattern(pattern)
         self._split_patterns = tuple(resolve_pattern(p) for p in split_patterns)
@@ -88,8 +88,7 @@ class Tokenizer:
         self._merge_counts = merge_counts
         self._whole_chunk_lookup = whole_chunk_lookup
         self._byte_ids = _byte_ids(self._vocab)
-        self._bytes_to_id = ({b: i for i, b in enumerate(self._vocab) if b is not None}
-                             if whole_chunk_lookup else None)
+        self._bytes_to_id_map = None
         if normalizer not in (None, "NFC"):
             raise ConfigError(f"normalizer={normalizer!r}; only None and 'NFC' are supported")
         self._normalizer = normalizer
@@ -163,7 +162,7 @@ class Tokenizer:
     @classmethod
     def from_merge_list(cls, vocab, merges, *, pattern, special_tokens=None, added_tokens=None,
                         ignore_merges=False, normalizer=None, add_prefix_space=False, split_patterns=(),
-                        source="<merges>") -> "Tokenizer":
+                        merge_ids=None, source="<merges>") -> "Tokenizer":
         """A merge-list BPE in any id space, applied as HF ``tokenizers`` applies it.
 
         ``vocab[id]``: token bytes (None where only an added token sits); ``merges``: (left id, right id)
@@ -171,24 +170,41 @@ class Tokenizer:
         listed twice keeps its last priority (as HF's merge map does). ``ignore_merges``: a chunk that is
         a vocabulary token is that token. ``special_tokens``/``added_tokens`` as in ``Tokenizer``.
         """
-        by_bytes: dict[bytes, int] = {}
-        for i, b in enumerate(vocab):
-            if b is not None:
-                by_bytes.setdefault(b, i)
         n = len(vocab)
-        table: dict[tuple[int, int], int] = {}
-        res = np.empty(len(merges), np.int64)
-        for k, (a, b) in enumerate(merges):
-            if not (0 <= a < n and 0 <= b < n) or vocab[a] is None or vocab[b] is None:
-                raise FormatError(f"{source}: merge {k} refers to id {a} or {b}, which is not a vocabulary token")
-            m = by_bytes.get(vocab[a] + vocab[b])
-            if m is None:
-                raise FormatError(f"{source}: merge {k} ({a}, {b}) produces bytes {vocab[a] + vocab[b]!r}, "
-                                  "which are not in the vocabulary")
-            res[k] = m
-            table[(a, b)] = k
+        arr = np.asarray(merges, np.int64).reshape(-1, 2)
+        present = np.fromiter((b is not None for b in vocab), np.bool_, n)
+        bad = np.flatnonzero(((arr < 0) | (arr >= n)).any(axis=1))
+        if bad.size == 0:
+            bad = np.flatnonzero(~(present[arr[:, 0]] & present[arr[:, 1]]))
+        if bad.size:
+            k = int(bad[0])
+            raise FormatError(f"{source}: merge {k} refers to id {arr[k].tolist()}, which is not a vocabulary token")
+        if merge_ids is None:
+            by_bytes: dict[bytes, int] = {}
+            for i, b in enumerate(vocab):
+                if b is not None:
+                    by_bytes.setdefault(b, i)
+            res = np.empty(len(arr), np.int64)
+            for k, (a, b) in enumerate(arr.tolist()):
+                m = by_bytes.get(vocab[a] + vocab[b])
+                if m is None:
+                    raise FormatError(f"{source}: merge {k} ({a}, {b}) produces bytes {vocab[a] + vocab[b]!r}, "
+                                      "which are not in the vocabulary")
+                res[k] = m
+        else:  # the importer derived them from the token strings; check the lengths add up
+            res = np.asarray(merge_ids, np.int64).reshape(-1)
+            lens = np.fromiter((0 if b is None else len(b) for b in vocab), np.int64, n)
+            if res.shape[0] != arr.shape[0] or ((res < 0) | (res >= n)).any() or (
+                    lens[res] != lens[arr[:, 0]] + lens[arr[:, 1]]).any():
+                raise FormatError(f"{source}: merge_ids do not match the merges")
+        # a pair listed twice keeps its last priority (HF's merge map): drop the earlier entries
+        keys = (arr[:, 0] << 32) | arr[:, 1]
+        _, last_rev = np.unique(keys[::-1], return_index=True)
+        keep = np.sort(len(keys) - 1 - last_rev)
+        table = (arr[keep, 0].copy(), arr[keep, 1].copy(), keep.astype(np.int64))
+        merges = arr
         return cls(vocab, table, pattern=pattern, special_tokens=special_tokens, added_tokens=added_tokens,
-                   merges=np.asarray(merges, np.int64).reshape(-1, 2), merge_ids=res,
+                   merges=merges, merge_ids=res,
                    whole_chunk_lookup=ignore_merges, normalizer=normalizer, add_prefix_space=add_prefix_space,
                    split_patterns=split_patterns)
 
@@ -201,6 +217,30 @@ class Tokenizer:
         from .huggingface import load_tokenizer_json
 
         return load_tokenizer_json(path)
+
+    @property
+    def _pair_table(self) -> dict[tuple[int, int], int]:
+        src = self._pairs_src
+        if not isinstance(src, dict):
+            lefts, rights, prios = src
+            src = self._pairs_src = dict(zip(zip(lefts.tolist(), rights.tolist()), prios.tolist()))
+        return src
+
+    def _pair_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        src = self._pairs_src
+        if isinstance(src, dict):
+            n = len(src)
+            return (np.fromiter((p[0] for p in src), np.int64, n), np.fromiter((p[1] for p in src), np.int64, n),
+                    np.fromiter(src.values(), np.int64, n))
+        return src
+
+    @property
+    def _bytes_to_id(self) -> dict[bytes, int] | None:
+        if not self._whole_chunk_lookup:
+            return None
+        if self._bytes_to_id_map is None:
+            self._bytes_to_id_map = {b: i for i, b in enumerate(self._vocab) if b is not None}
+        return self._bytes_to_id_map
 
     # ----------------------------------------------------------------- properties
     @property
@@ -273,7 +313,7 @@ class Tokenizer:
         if enc is None:
             from .encoder import CompiledEncoder
 
-            enc = self._encoder = CompiledEncoder(self._vocab, self._pair_table, self._byte_ids, self._pattern,
+            enc = self._encoder = CompiledEncoder(self._vocab, self._pair_arrays(), self._byte_ids, self._pattern,
                                                   pin_vocab=self._whole_chunk_lookup, merge_ids=self._merge_ids,
                                                   split_patterns=self._split_patterns)
         return enc
@@ -446,6 +486,7 @@ class Tokenizer:
                 "type": "bpe",
                 "tokens": [None if b is None else base64.b64encode(b).decode("ascii") for b in self._vocab],
                 "merges": [] if self._merges is None else self._merges.tolist(),
+                "merge_ids": [] if self._merge_ids is None else self._merge_ids.tolist(),
                 "ignore_merges": self._whole_chunk_lookup,
             },
         }
@@ -495,6 +536,7 @@ class Tokenizer:
                     special_tokens=None if added is not None else specials,
                     added_tokens=None if added is None else [AddedToken.from_dict(t) for t in added],
                     ignore_merges=bool(model["ignore_merges"]), normalizer=body["normalizer"],
+                    merge_ids=model["merge_ids"] if model.get("merge_ids") else None,
                     add_prefix_space=bool(body["add_prefix_space"]), split_patterns=body["split_patterns"],
                     source=source)
         except (KeyError, TypeError, ValueError, AttributeError) as e:

@@ -1,0 +1,97 @@
+"""Compiled matcher for the split regexes of today's open models: Llama 3, Qwen 2/2.5/3, Qwen 3.5.
+
+They are one family, the pre-possessive spelling of cl100k's regex::
+
+    (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?LET+|\\p{N}{1,K}| ?[^\\s LET \\p{N}]+[\\r\\n]*
+    |\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+
+
+with LET = ``\\p{L}`` (Llama 3: K = 3; Qwen 2: K = 1) or ``[\\p{L}\\p{M}]`` (Qwen 3.5: K = 1). Unlike
+tiktoken's cl100k spelling it has no ``\\s++$`` alternative, so whitespace after the last newline at
+the end of a text is a chunk of its own (cl100k keeps it with the newline): the gpt4 kernel would be
+wrong on such texts, hence this one. Qwen 3.5's letter class is run with a class table whose L bit
+also holds ``\\p{M}``: then ``[^\\s\\p{L}\\p{M}\\p{N}]`` is "kind 0" and a mark can start a word, which
+is exactly what the prefix ``[^\\r\\n\\p{L}\\p{N}]?`` (which admits marks) followed by LET+ gives.
+
+Every backtrack is worked out as in ``_pretok_kernels`` (whose helpers this module uses):
+
+* the contraction is tried first (an apostrophe followed by s, t, m, d, ll, ve, re in any case);
+* a LET character starts a LET run; a character that is not CR, LF, LET or N followed by a LET
+  character is a one-character prefix of the run (if it is not followed by one, LET+ fails there and,
+  the character not being LET itself, so does the branch without it);
+* a digit: up to K digits;
+* `` ?[^\\s LET N]+[\\r\\n]*``: the other-run, with one leading space, then any CR/LF;
+* whitespace: ``\\s*[\\r\\n]+`` ends after the run's last CR/LF; else ``\\s+(?!\\S)`` leaves the run's
+  last character when a non-space follows (all of it at the end); else one character.
+"""
+
+from __future__ import annotations
+
+from numba import njit
+
+from ._pretok_kernels import (
+    _APOS,
+    _CR,
+    _LF,
+    _SP,
+    KIND,
+    L_,
+    N_,
+    _contraction_ci,
+    _grow,
+    _next,
+    _run,
+    _skip_bytes,
+    _space_end,
+    _start,
+    classify,
+)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _m_family(data, cls, i, n, dmax):
+    b = data[i]
+    j = _next(cls, i)
+    if b == _APOS:
+        e = _contraction_ci(data, cls, i, n)
+        if e >= 0:
+            return e
+    kind = cls[i] & KIND
+    if kind == L_:
+        return _run(cls, j, n, L_)
+    if b != _CR and b != _LF and kind != N_ and j < n and (cls[j] & KIND) == L_:
+        return _run(cls, j, n, L_)
+    if kind == N_:
+        for _ in range(dmax - 1):
+            if j >= n or (cls[j] & KIND) != N_:
+                break
+            j = _next(cls, j)
+        return j
+    if b == _SP and j < n and (cls[j] & KIND) == 0:
+        return _skip_bytes(data, _run(cls, j, n, 0), n, _CR, _LF, _LF)
+    if kind == 0:
+        return _skip_bytes(data, _run(cls, j, n, 0), n, _CR, _LF, _LF)
+    return _space_end(data, cls, i, j, n, True, False)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _fill_family(data, cls, i, n, out, k, dmax):
+    while i < n and k < out.shape[0]:
+        i = _m_family(data, cls, i, n, dmax)
+        out[k] = i
+        k += 1
+    return i, k
+
+
+@njit(cache=True, nogil=True)
+def split_family(data, tab, docs, dmax):
+    """(offsets, bad) as ``_pretok_kernels.split_gpt4``, for the family pattern with K = ``dmax``
+    (LET is whatever the table's L bit holds)."""
+    cls, bad = classify(data, tab, docs)
+    out = _start(data.shape[0])
+    k = 1
+    for d in range(docs.shape[0] - 1):
+        i, k = _fill_family(data, cls, docs[d], docs[d + 1], out, k, dmax)
+        while i < docs[d + 1]:
+            out = _grow(out, k)
+            i, k = _fill_family(data, cls, i, docs[d + 1], out, k, dmax)
+    return out[:k].copy(), bad

@@ -1,0 +1,123 @@
+"""Compiled splitting for any pattern tokenmill knows how to run compiled, behind one entry point.
+
+``compiled_offsets(data, pattern)`` returns the chunk boundaries of UTF-8 ``data`` (like
+``pretokenize.split_offsets``) or None when the pattern has no compiled matcher; callers then use
+``regex`` (``patterns.split_with_gaps``). Compiled today:
+
+* the presets ``gpt2``, ``gpt4``/``cl100k``, ``o200k`` (``_pretok_kernels``);
+* the family of today's open models (``_family_kernels``): ``llama3`` (Llama 3 / 3.1 / 3.2 / 3.3,
+  also DeepSeek-V3-style spellings equal to it), ``qwen2`` (Qwen 2, 2.5, 3) and ``qwen3.5``, matched
+  by the exact regex string their tokenizer files carry.
+
+Equality with ``regex.findall`` is tested on the corpora and on generated text (tests/tokenizer).
+A general compiled matcher for arbitrary patterns of the tokenizer-regex family is not part of this
+module yet: other patterns run through the ``regex`` module.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import tempfile
+import unicodedata
+
+import numpy as np
+
+LLAMA3 = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+QWEN2 = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+QWEN3_5 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*"
+           r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+# name -> (regex, digits K, letters include \p{M})
+FAMILY = {"llama3": (LLAMA3, 3, False), "qwen2": (QWEN2, 1, False), "qwen3.5": (QWEN3_5, 1, True)}
+_BY_REGEX = {rx: (k, marks) for rx, k, marks in FAMILY.values()}
+
+
+def family_params(pattern: str | None) -> tuple[int, bool] | None:
+    """(K, marks) when ``pattern`` (a resolved regex or a family name) is one of the family's, else None."""
+    if pattern in FAMILY:
+        _, k, marks = FAMILY[pattern]
+        return k, marks
+    return _BY_REGEX.get(pattern)
+
+
+def has_compiled(pattern: str | None) -> bool:
+    from .pretokenize import _PRESET_IDS
+
+    return pattern is not None and (pattern in _PRESET_IDS or family_params(pattern) is not None)
+
+
+def compiled_offsets(data: bytes, pattern: str) -> np.ndarray | None:
+    """Chunk boundaries ``[0, e1, ..., len(data)]`` of UTF-8 ``data``, or None (no compiled matcher)."""
+    from .pretokenize import _PRESET_IDS, _as_readonly_bytes, _raise_not_utf8, _whole, split_offsets
+
+    if pattern in _PRESET_IDS:
+        return split_offsets(data, pattern)
+    params = family_params(pattern)
+    if params is None:
+        return None
+    k, marks = params
+    buf = _as_readonly_bytes(data)
+    offsets, bad = _kernels().split_family(buf, family_table(marks), _whole(len(buf)), k)
+    if bad >= 0:
+        _raise_not_utf8(buf, bad)
+    return offsets
+
+
+def split_text_compiled(text: str, pattern: str) -> list[str] | None:
+    """The chunks of ``text`` (``regex.findall``) through the compiled matcher, or None."""
+    data = text.encode("utf-8")
+    offs = compiled_offsets(data, pattern)
+    if offs is None:
+        return None
+    from .pretokenize import _as_readonly_bytes, _kernels as pk
+
+    if len(data) != len(text):
+        offs = pk().char_offsets(_as_readonly_bytes(data), offs)
+    b = offs.tolist()
+    return [text[x:y] for x, y in zip(b, b[1:])]
+
+
+@functools.cache
+def _kernels():
+    from . import _family_kernels
+
+    return _family_kernels
+
+
+@functools.cache
+def family_table(marks: bool) -> np.ndarray:
+    """The class table; with ``marks`` its L bit also holds ``\\p{M}`` (Qwen 3.5's letter class).
+
+    Derived from the ``regex`` module like the base table, and cached on disk next to it."""
+    from .pretokenize import _cache_dir, class_table
+
+    base = class_table()
+    if not marks:
+        return base
+    import regex
+
+    from ._pretok_kernels import L_
+
+    path = _cache_dir() / f"pretok-marks-v1-regex{regex.__version__}-ucd{unicodedata.unidata_version}.npy"
+    try:
+        table = np.load(path, allow_pickle=False)
+        if table.dtype == np.uint16 and table.shape == base.shape and table[0x301] & L_ and table[0x61] == base[0x61]:
+            table.setflags(write=False)
+            return table
+    except (OSError, ValueError):
+        pass
+    every = "".join(map(chr, range(base.shape[0])))
+    table = base.copy()
+    for m in regex.finditer(r"\p{M}+", every):
+        table[m.start() : m.end()] |= L_
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            np.save(f, table, allow_pickle=False)
+        os.replace(tmp, path)
+    except OSError:
+        pass
+    table.setflags(write=False)
+    return table
