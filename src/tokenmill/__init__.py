@@ -24,6 +24,7 @@ _EXPORTS = {
     "TokenSource": ".data.source",
     "ArraySource": ".data.source",
     "as_source": ".data.source",
+    "TokenStore": ".data.store",
     # tokenizer
     "Tokenizer": ".tokenizer.model",
     "train_bpe": ".tokenizer.train",
@@ -85,6 +86,7 @@ if TYPE_CHECKING:  # pragma: no cover  (static type checkers see the lazy export
     from .batching.split import split_documents  # noqa: F401
     from .batching.stats import BatchStats  # noqa: F401
     from .data.source import ArraySource, TokenSource, as_source  # noqa: F401
+    from .data.store import TokenStore  # noqa: F401
     from .errors import ConfigError, FormatError, InputError, MissingExtraError, SpecialTokenError, TokenmillError  # noqa: F401
     from .tokenizer.model import Tokenizer  # noqa: F401
     from .tokenizer.train import train_bpe  # noqa: F401

@@ -282,6 +282,9 @@ def _origin(src, doc: np.ndarray, start: np.ndarray) -> tuple[np.ndarray, np.nda
 def _filler(src: TokenSource):
     """``fill(doc, start, length)`` -> what :func:`assemble` copies the segments' ids with: the flat
     token array and offsets (read inside the compiled pass), or a per-segment copy from ``src.get``."""
+    segment_filler = getattr(src, "segment_filler", None)
+    if segment_filler is not None:  # e.g. a multi-shard TokenStore: one compiled copy per shard, per batch
+        return segment_filler
     tokens = getattr(src, "token_array", None)
     offsets = getattr(src, "doc_offsets", None)
     if tokens is not None and offsets is not None:

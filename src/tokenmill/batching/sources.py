@@ -38,6 +38,10 @@ class SliceSource:
         if self.origin_start.shape != (n,) or self._lengths.shape != (n,):
             raise InputError("doc, start and length must be 1-D arrays of equal length")
         self._check(np.asarray(self.base.lengths, np.int64))
+        base_filler = getattr(self.base, "segment_filler", None)
+        if base_filler is not None:  # e.g. a multi-shard TokenStore: its compiled per-shard copy
+            self.segment_filler = lambda doc, start, length: base_filler(
+                self.origin_doc[doc], self.origin_start[doc] + start, length)
         tokens = getattr(self.base, "token_array", None)
         offsets = getattr(self.base, "doc_offsets", None)
         if tokens is not None and offsets is not None:

@@ -1,0 +1,210 @@
+"""Where shard jobs run: inline, a local process or thread pool, or Ray tasks (one machine or a cluster).
+
+A shard job is a list of texts; its result is ``(ids, lengths)``: the documents' ids, each followed
+by EOS / preceded by BOS as asked, concatenated in the store's dtype, and the per-document lengths.
+A job's result depends only on its texts and the options, never on where it ran, so the store's
+bytes are the same for every engine and worker count. Results come back in job order; at most a
+few jobs per worker are in flight, so memory stays bounded whatever the corpus size.
+
+    engine   workers   runs on
+    local    1         the calling thread
+    local    n > 1     n processes (fork; spawn where fork does not exist)
+    thread   n         n threads (the compiled encoder releases the GIL)
+    ray      n         Ray tasks, 2n in flight; ray.init(address=...) reaches a cluster
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Iterator
+
+import numpy as np
+
+from ..errors import ConfigError, require
+
+ENGINES = ("local", "thread", "ray")
+
+
+@dataclass(frozen=True)
+class EncodeOptions:
+    dtype: str
+    vocab_size: int
+    eos_id: int | None
+    bos_id: int | None
+    special_text: str = "error"  # "error" (the tokenizer's default) or "plain" (encode it as text)
+
+
+@dataclass(frozen=True)
+class JobError:
+    """A job failed on one document: its index inside the job and the message (picklable)."""
+
+    index: int
+    message: str
+
+
+def tokenizer_payload(tokenizer) -> Any:
+    """What a worker process rebuilds the tokenizer from: a tokenmill Tokenizer travels as its
+    versioned dict (its caches and compiled state hold thread-locals that do not pickle)."""
+    from ..tokenizer.model import Tokenizer
+
+    if isinstance(tokenizer, Tokenizer):
+        return ("tokenmill.tokenizer", tokenizer.to_dict())
+    return ("object", tokenizer)
+
+
+def tokenizer_from_payload(payload):
+    kind, body = payload
+    if kind == "tokenmill.tokenizer":
+        from ..tokenizer.model import Tokenizer
+
+        return Tokenizer.from_dict(body, source="<worker payload>")
+    return body
+
+
+def encode_job(tokenizer, opts: EncodeOptions, texts: list[str]):
+    """``(ids, lengths)`` of one job, or a :class:`JobError` naming the document that failed."""
+    kw = {"disallowed_special": ()} if opts.special_text == "plain" else {}
+    try:
+        arrays = tokenizer.encode_batch(texts, as_arrays=True, num_threads=1, **kw)
+    except Exception:  # find the document, so the caller can name its file and row
+        for i, t in enumerate(texts):
+            try:
+                tokenizer.encode_batch([t], as_arrays=True, num_threads=1, **kw)
+            except Exception as e:  # noqa: BLE001  (reported with the document's provenance)
+                return JobError(i, f"{type(e).__name__}: {e}")
+        raise
+    return assemble_ids(arrays, opts)
+
+
+def assemble_ids(arrays: list[np.ndarray], opts: EncodeOptions):
+    """Concatenate per-document ids with BOS/EOS, check every id < vocab_size, cast to the dtype."""
+    n = len(arrays)
+    extra = (opts.bos_id is not None) + (opts.eos_id is not None)
+    lengths = np.fromiter((a.shape[0] + extra for a in arrays), np.int64, n)
+    flat = np.empty(int(lengths.sum()), np.int64)
+    pos = 0
+    for a in arrays:
+        if opts.bos_id is not None:
+            flat[pos] = opts.bos_id
+            pos += 1
+        flat[pos:pos + a.shape[0]] = a
+        pos += a.shape[0]
+        if opts.eos_id is not None:
+            flat[pos] = opts.eos_id
+            pos += 1
+    if flat.size and (flat.min() < 0 or flat.max() >= opts.vocab_size):
+        bad = int(np.flatnonzero((flat < 0) | (flat >= opts.vocab_size))[0])
+        doc = int(np.searchsorted(np.cumsum(lengths), bad, side="right"))
+        return JobError(doc, f"the tokenizer returned id {int(flat[bad]):,d}, outside 0 .. vocab_size-1 "
+                             f"({opts.vocab_size - 1:,d})")
+    return flat.astype(opts.dtype), lengths
+
+
+# ---- local process pool: the tokenizer is set once per process ----------------------------------
+_WORKER: tuple | None = None
+
+
+def _init_worker(payload, opts):
+    global _WORKER
+    _WORKER = (tokenizer_from_payload(payload) if isinstance(payload, tuple) else payload, opts)
+
+
+def _run_in_worker(texts):
+    tok, opts = _WORKER
+    return encode_job(tok, opts, texts)
+
+
+def run_jobs(jobs: Iterable, tokenizer, opts: EncodeOptions, *, engine: str, workers: int,
+             ray_address: str | None = None) -> Iterator[tuple[Any, Any]]:
+    """Yield ``(job_key, result)`` in job order for ``jobs`` of ``(job_key, texts)``.
+
+    A job whose texts are ``None`` is not run (a finished shard of a resumed build); it is yielded
+    with result ``None`` in its place.
+    """
+    if engine not in ENGINES:
+        raise ConfigError(f"engine={engine!r} is not one of {', '.join(map(repr, ENGINES))}")
+    if engine == "ray":
+        yield from _ordered(jobs, *_ray_submitter(tokenizer, opts, workers, ray_address), workers)
+        return
+    if workers == 1 and engine == "local":
+        for key, texts in jobs:
+            yield key, None if texts is None else encode_job(tokenizer, opts, texts)
+        return
+    if engine == "thread":
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(workers) as ex:
+            submit = lambda texts: ex.submit(encode_job, tokenizer, opts, texts)  # noqa: E731
+            yield from _ordered(jobs, submit, lambda f: f.result(), workers)
+        return
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    if "fork" in mp.get_all_start_methods():
+        ctx, payload = mp.get_context("fork"), tokenizer  # inherited, nothing pickled
+    else:  # pragma: no cover  (macOS/Windows)
+        ctx, payload = mp.get_context("spawn"), tokenizer_payload(tokenizer)
+    with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker, initargs=(payload, opts)) as ex:
+        submit = lambda texts: ex.submit(_run_in_worker, texts)  # noqa: E731
+        yield from _ordered(jobs, submit, lambda f: f.result(), workers)
+
+
+def _ordered(jobs, submit: Callable, result: Callable, workers: int):
+    """Submit ahead (at most ``2 * workers`` in flight) and yield results in job order."""
+    pending: deque = deque()
+    limit = 2 * workers
+    for key, texts in jobs:
+        pending.append((key, None if texts is None else submit(texts)))
+        while len(pending) > limit or (pending and pending[0][1] is None):
+            k, fut = pending.popleft()
+            yield k, None if fut is None else result(fut)
+    while pending:
+        k, fut = pending.popleft()
+        yield k, None if fut is None else result(fut)
+
+
+def _ray_submitter(tokenizer, opts: EncodeOptions, workers: int, address: str | None):
+    ray = require("ray", "ray")
+    if not ray.is_initialized():
+        if address is not None:
+            ray.init(address=address)
+        else:
+            ray.init(num_cpus=workers)
+    key = tokenizer_key(tokenizer)
+    payload = ray.put(tokenizer_payload(tokenizer))
+    task = ray.remote(num_cpus=1)(_ray_encode)
+    return (lambda texts: task.remote(key, payload, opts, texts)), ray.get
+
+
+_RAY_TOKENIZERS: dict = {}
+
+
+def _ray_encode(key, payload, opts, texts):
+    tok = _RAY_TOKENIZERS.get(key)
+    if tok is None:  # once per worker process
+        _RAY_TOKENIZERS.clear()
+        tok = _RAY_TOKENIZERS[key] = tokenizer_from_payload(payload)
+    return encode_job(tok, opts, texts)
+
+
+def tokenizer_key(tokenizer) -> str:
+    """The tokenizer's content hash: ``content_hash`` (attribute or method) if it has one, else the
+    ``hash`` of a tokenmill ``Tokenizer.to_dict()`` (sha256 of its canonical JSON)."""
+    h = getattr(tokenizer, "content_hash", None)
+    if callable(h):
+        h = h()
+    if isinstance(h, str) and h:
+        return h
+    to_dict = getattr(tokenizer, "to_dict", None)
+    if to_dict is not None:
+        h = to_dict().get("hash")
+        if isinstance(h, str):
+            return h
+    raise ConfigError(f"cannot tell the content hash of a {type(tokenizer).__name__}; a tokenizer for the store "
+                      "needs a 'content_hash' (str) or a tokenmill-style to_dict() with a 'hash'")
+
+
+def default_workers() -> int:
+    return max(1, os.cpu_count() or 1)

@@ -1,0 +1,422 @@
+"""Text sources for the token store: files (text, JSONL, Parquet), Hugging Face datasets, iterables.
+
+Every source yields ``(text, file, row)`` in a fixed order: ``file`` indexes the source's
+:meth:`Source.files` (its provenance names) and ``row`` is the document's 0-based place in that file
+(the line of a JSONL file, the row of a Parquet file, the piece of a split text file). Errors name
+the file and the byte offset, line or row, and say what to do::
+
+    files(["a.txt", "b.jsonl.gz"])      a.txt -> 1 document (row 0); b.jsonl.gz -> 1 per line
+    files("corpus/")                    every .txt/.jsonl/.ndjson/.parquet (+ .gz/.zst) below, sorted
+    files("shards/*.parquet", field="content")
+    texts(["doc one", "doc two"])       any iterable of str (a generator too)
+    hf_dataset(ds, field="text")        a datasets.Dataset or IterableDataset column
+
+Text files are read exactly as ``tokenmill train`` reads them (:mod:`tokenmill.data.text`): one
+document per file, per line (``split_lines``: ``str.splitlines``, blank lines skipped) or per
+``separator``; lines and separators are streamed in blocks, so memory stays bounded. ``.gz`` and
+``.zst`` are decompressed transparently (byte offsets then count in the decompressed data).
+Only regular files are read: a FIFO or device could not be read again by a resumed build.
+"""
+
+from __future__ import annotations
+
+import glob as _glob
+import io
+import json
+import os
+import stat
+from dataclasses import dataclass, field as _field
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Literal
+
+from ..errors import ConfigError, InputError, require
+
+Errors = Literal["strict", "replace"]
+Format = Literal["auto", "text", "jsonl", "parquet"]
+FORMATS = ("auto", "text", "jsonl", "parquet")
+_BLOCK = 1 << 22  # bytes read per block when streaming lines or separators
+_TEXT_EXT = (".txt", ".text", ".md")
+_JSONL_EXT = (".jsonl", ".ndjson")
+_PARQUET_EXT = (".parquet",)
+_COMPRESSED = (".gz", ".zst")
+
+Document = tuple  # (text: str, file: int, row: int)
+
+
+def _decode(data: bytes, *, where: str, base: int, errors: Errors) -> str:
+    try:
+        return data.decode("utf-8", errors=errors)
+    except UnicodeDecodeError as e:
+        raise InputError(
+            f"{where}: invalid UTF-8 at byte offset {base + e.start:,d} ({e.reason}); fix the input, "
+            "or pass errors='replace' (CLI: --errors replace) to substitute U+FFFD") from None
+
+
+class Source:
+    """One entry of a build's ``sources``: yields ``(text, file, row)`` in a fixed order."""
+
+    kind = "source"
+
+    def files(self) -> list[str]:
+        """Provenance names, indexed by the ``file`` of each document."""
+        raise NotImplementedError
+
+    def spec(self) -> dict:
+        """What defines this source, as JSON (part of the build's argument fingerprint)."""
+        raise NotImplementedError
+
+    def documents(self) -> Iterator[Document]:
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        names = self.files()
+        return names[0] if len(names) == 1 else f"{self.kind} source of {len(names):,d} files ({names[0]}, ...)"
+
+
+# ---- files ---------------------------------------------------------------------------------------
+def _kind_of(path: Path) -> str:
+    name = path.name.lower()
+    for c in _COMPRESSED:
+        if name.endswith(c):
+            name = name[: -len(c)]
+    if name.endswith(_JSONL_EXT):
+        return "jsonl"
+    if name.endswith(_PARQUET_EXT):
+        return "parquet"
+    return "text"
+
+
+def _is_known(path: Path) -> bool:
+    name = path.name.lower()
+    for c in _COMPRESSED:
+        if name.endswith(c):
+            name = name[: -len(c)]
+    return name.endswith(_TEXT_EXT + _JSONL_EXT + _PARQUET_EXT)
+
+
+def expand_paths(inputs) -> list[Path]:
+    """Paths as given; folders expand to their known files (recursively, sorted); globs (``*``, ``?``,
+    ``[``) to their sorted matches. A missing path, an empty folder or an unmatched glob is an error."""
+    if isinstance(inputs, (str, os.PathLike)):
+        inputs = [inputs]
+    out: list[Path] = []
+    for item in inputs:
+        s = os.fspath(item)
+        if any(c in s for c in "*?[") and not os.path.exists(s):
+            matches = sorted(_glob.glob(s, recursive=True))
+            if not matches:
+                raise InputError(f"the pattern {s!r} matches no file")
+            out.extend(Path(m) for m in matches if not Path(m).is_dir())
+            continue
+        p = Path(s)
+        if p.is_dir():
+            found = sorted(f for f in p.rglob("*") if _is_known(f) and not f.is_dir())
+            if not found:
+                raise InputError(f"the folder {s!r} holds no .txt, .jsonl, .ndjson or .parquet file "
+                                 "(optionally .gz or .zst)")
+            out.extend(found)
+        elif os.path.lexists(p):
+            out.append(p)
+        else:
+            raise InputError(f"input {s!r} does not exist")
+    return out
+
+
+def check_regular(path: Path) -> os.stat_result:
+    """``os.stat`` of a regular file, else an InputError naming what it is."""
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        raise InputError(f"cannot read input file {str(path)!r}: {e.strerror or e}") from e
+    if not stat.S_ISREG(st.st_mode):
+        what = ("a FIFO" if stat.S_ISFIFO(st.st_mode) else "a character device" if stat.S_ISCHR(st.st_mode)
+                else "a block device" if stat.S_ISBLK(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode)
+                else "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file")
+        raise InputError(f"input {str(path)!r} is {what}; only regular files can be read (a resumed build "
+                         "reads its input again): write the data to a file first")
+    return st
+
+
+def open_binary(path: Path):
+    """A binary reader of ``path``, decompressing ``.gz`` and ``.zst``."""
+    check_regular(path)
+    name = path.name.lower()
+    try:
+        if name.endswith(".gz"):
+            import gzip
+
+            return gzip.open(path, "rb")
+        if name.endswith(".zst"):
+            zstd = require("zstandard", "zstd")
+            raw = open(path, "rb")
+            return io.BufferedReader(zstd.ZstdDecompressor().stream_reader(raw, closefd=True), _BLOCK)
+        return open(path, "rb")
+    except OSError as e:
+        raise InputError(f"cannot read input file {str(path)!r}: {e.strerror or e}") from e
+
+
+def _blocks(path: Path, sep: bytes) -> Iterator[tuple[int, bytes]]:
+    """``(offset, block)`` of the file's bytes, every block but the last ending with ``sep``."""
+    with open_binary(path) as f:
+        carry, offset = b"", 0
+        while True:
+            try:
+                chunk = f.read(_BLOCK)
+            except (OSError, EOFError, ValueError) as e:
+                raise InputError(f"{path}: cannot read (corrupt or truncated compressed data?): {e}") from e
+            if not chunk:
+                break
+            data = carry + chunk
+            cut = data.rfind(sep)
+            if cut < 0:
+                carry = data
+                continue
+            cut += len(sep)
+            yield offset, data[:cut]
+            offset += cut
+            carry = data[cut:]
+        if carry:
+            yield offset, carry
+
+
+def _read_all(path: Path) -> bytes:
+    with open_binary(path) as f:
+        try:
+            return f.read()
+        except (OSError, EOFError, ValueError) as e:
+            raise InputError(f"{path}: cannot read (corrupt or truncated compressed data?): {e}") from e
+
+
+@dataclass
+class FileSource(Source):
+    """Documents from files (see the module docstring). ``format="auto"`` picks by extension:
+    ``.jsonl``/``.ndjson`` -> JSONL, ``.parquet`` -> Parquet, anything else -> text."""
+
+    paths: list[Path]
+    format: str = "auto"
+    field: str = "text"
+    split_lines: bool = False
+    separator: str | None = None
+    errors: str = "strict"
+    _given: list[str] = _field(default_factory=list)
+
+    kind = "files"
+
+    def __post_init__(self):
+        if self.format not in FORMATS:
+            raise ConfigError(f"format={self.format!r} is not one of {', '.join(map(repr, FORMATS))}")
+        if self.errors not in ("strict", "replace"):
+            raise ConfigError(f"errors={self.errors!r}; use 'strict' or 'replace'")
+        if self.split_lines and self.separator is not None:
+            raise ConfigError("pass either split_lines=True or separator=..., not both")
+        if self.separator == "":
+            raise ConfigError("separator must not be empty")
+        if not isinstance(self.field, str) or not self.field:
+            raise ConfigError(f"field={self.field!r} must be a non-empty column or field name")
+
+    def kind_of(self, path: Path) -> str:
+        return _kind_of(path) if self.format == "auto" else self.format
+
+    def files(self) -> list[str]:
+        return [str(p) for p in self.paths]
+
+    def spec(self) -> dict:
+        sizes = []
+        for p in self.paths:
+            sizes.append(check_regular(p).st_size)
+        return {"kind": "files", "format": self.format, "field": self.field, "split_lines": self.split_lines,
+                "separator": self.separator, "errors": self.errors, "files": self.files(), "sizes": sizes}
+
+    def documents(self) -> Iterator[Document]:
+        for i, p in enumerate(self.paths):
+            kind = self.kind_of(p)
+            reader = {"text": self._text, "jsonl": self._jsonl, "parquet": self._parquet}[kind]
+            for text, row in reader(p):
+                yield text, i, row
+
+    # -- text: per file, per line, per separator
+    def _text(self, p: Path) -> Iterator[tuple[str, int]]:
+        if self.split_lines:
+            row = 0
+            for offset, block in _blocks(p, b"\n"):
+                for line in _decode(block, where=str(p), base=offset, errors=self.errors).splitlines():
+                    if line.strip():
+                        yield line, row
+                    row += 1
+        elif self.separator is not None:
+            sep = self.separator.encode("utf-8")  # UTF-8 is self-synchronizing: bytes split == str split
+            row, ended = 0, True  # str.split: "" -> [""], "a|" -> ["a", ""]
+            for offset, block in _blocks(p, sep):
+                pieces = block.split(sep)
+                ended = block.endswith(sep)
+                if ended:
+                    pieces.pop()  # the empty piece after the block's last separator starts the next block
+                pos = offset
+                for piece in pieces:
+                    yield _decode(piece, where=str(p), base=pos, errors=self.errors), row
+                    pos += len(piece) + len(sep)
+                    row += 1
+            if ended:
+                yield "", row
+        else:
+            yield _decode(_read_all(p), where=str(p), base=0, errors=self.errors), 0
+
+    # -- JSONL: one record per line, the text in ``field``
+    def _jsonl(self, p: Path) -> Iterator[tuple[str, int]]:
+        line_no = 0
+        for offset, block in _blocks(p, b"\n"):
+            lines = block.split(b"\n")
+            if block.endswith(b"\n"):
+                lines.pop()
+            pos = offset
+            for raw in lines:
+                line_no += 1
+                start, pos = pos, pos + len(raw) + 1
+                if not raw.strip():
+                    continue  # blank lines carry no record
+                line = _decode(raw, where=f"{p}:{line_no}", base=start, errors=self.errors)
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise InputError(f"{p}:{line_no}: not valid JSON ({e.msg} at column {e.colno}); "
+                                     "every line of a JSONL file must be one JSON object") from None
+                yield _field_of(rec, self.field, f"{p}:{line_no}"), line_no - 1
+
+    # -- Parquet: one column, streamed by row group
+    def _parquet(self, p: Path) -> Iterator[tuple[str, int]]:
+        pq = require("pyarrow.parquet", "parquet")
+        check_regular(p)
+        try:
+            pf = pq.ParquetFile(p)
+        except Exception as e:  # pyarrow raises ArrowInvalid/OSError subclasses
+            raise InputError(f"{p}: not a readable Parquet file ({e})") from e
+        names = pf.schema_arrow.names
+        if self.field not in names:
+            raise InputError(f"{p}: no column {self.field!r}; the columns are: {', '.join(names)}; "
+                             "pass field=... (CLI: --field)")
+        row = 0
+        for g in range(pf.num_row_groups):
+            col = pf.read_row_group(g, columns=[self.field]).column(0)
+            for v in col.to_pylist():
+                yield _as_text(v, f"{p}: row {row:,d}", self.field, self.errors), row
+                row += 1
+
+
+def _field_of(rec: Any, name: str, where: str) -> str:
+    if not isinstance(rec, dict):
+        raise InputError(f"{where}: the line is a JSON {type(rec).__name__}, not an object with a {name!r} field")
+    if name not in rec:
+        present = ", ".join(map(repr, rec)) or "none"
+        raise InputError(f"{where}: no field {name!r}; the record's fields are: {present}; pass field=... "
+                         "(CLI: --field)")
+    return _as_text(rec[name], where, name, "strict")
+
+
+def _as_text(v: Any, where: str, name: str, errors: str) -> str:
+    if isinstance(v, str):
+        return v
+    if isinstance(v, bytes):
+        return _decode(v, where=f"{where} (field {name!r})", base=0, errors=errors)
+    raise InputError(f"{where}: field {name!r} is {'null' if v is None else type(v).__name__}, not a string")
+
+
+# ---- in-memory sources ---------------------------------------------------------------------------
+@dataclass
+class IterableSource(Source):
+    """Any iterable of str (a list, a generator, ...); ``name`` labels it in errors and provenance."""
+
+    items: Any
+    name: str = "<iterable>"
+    kind = "iterable"
+
+    def files(self) -> list[str]:
+        return [self.name]
+
+    def spec(self) -> dict:
+        n = len(self.items) if hasattr(self.items, "__len__") else None
+        return {"kind": "iterable", "name": self.name, "len": n}
+
+    def documents(self) -> Iterator[Document]:
+        for row, t in enumerate(self.items):
+            if not isinstance(t, str):
+                raise InputError(f"{self.name}: item {row:,d} is a {type(t).__name__}, not a str")
+            yield t, 0, row
+
+
+@dataclass
+class HFSource(Source):
+    """A column of a Hugging Face ``datasets.Dataset`` or ``IterableDataset``, read in batches."""
+
+    dataset: Any
+    field: str = "text"
+    batch_size: int = 1000
+    kind = "hf_dataset"
+
+    def files(self) -> list[str]:
+        name = getattr(getattr(self.dataset, "info", None), "dataset_name", None) or "<datasets>"
+        return [str(name)]
+
+    def spec(self) -> dict:
+        fp = getattr(self.dataset, "_fingerprint", None)
+        n = len(self.dataset) if hasattr(self.dataset, "__len__") else None
+        return {"kind": "hf_dataset", "field": self.field, "fingerprint": fp, "len": n}
+
+    def documents(self) -> Iterator[Document]:
+        names = getattr(self.dataset, "column_names", None)
+        if names is not None and self.field not in names:
+            raise InputError(f"dataset {self.files()[0]}: no column {self.field!r}; the columns are: "
+                             f"{', '.join(names)}; pass field=... (CLI: --field)")
+        row = 0
+        for batch in self.dataset.iter(batch_size=self.batch_size):
+            if self.field not in batch:
+                raise InputError(f"dataset {self.files()[0]}: no column {self.field!r}; the columns are: "
+                                 f"{', '.join(batch)}; pass field=...")
+            for v in batch[self.field]:
+                yield _as_text(v, f"dataset {self.files()[0]}: row {row:,d}", self.field, "strict"), 0, row
+                row += 1
+
+
+# ---- constructors --------------------------------------------------------------------------------
+def files(inputs, *, format: Format = "auto", field: str = "text", split_lines: bool = False,  # noqa: A002
+          separator: str | None = None, errors: Errors = "strict") -> FileSource:
+    """A file source: paths, folders and globs (see :func:`expand_paths`), read in sorted order."""
+    return FileSource(expand_paths(inputs), format, field, split_lines, separator, errors)
+
+
+def texts(items: Iterable[str], *, name: str = "<iterable>") -> IterableSource:
+    """An iterable of str as a source."""
+    return IterableSource(items, name)
+
+
+def hf_dataset(dataset, *, field: str = "text", batch_size: int = 1000) -> HFSource:
+    """A Hugging Face dataset column as a source."""
+    return HFSource(dataset, field, batch_size)
+
+
+def as_sources(sources, *, field: str = "text", format: Format = "auto", split_lines: bool = False,  # noqa: A002
+               separator: str | None = None, errors: Errors = "strict") -> list[Source]:
+    """Normalize what :meth:`TokenStore.build` accepts into a list of :class:`Source`.
+
+    ``sources``: one source or a list/tuple of them. A source is a :class:`Source`, a path (str or
+    ``os.PathLike``: file, folder or glob), a ``datasets`` Dataset/IterableDataset, or any other
+    iterable of str (e.g. a generator). A plain list of strings is a list of *paths*; wrap in-memory
+    texts with :func:`texts`. Each path (file, folder or glob) is one source.
+    """
+    opts = dict(field=field, format=format, split_lines=split_lines, separator=separator, errors=errors)
+    items = list(sources) if isinstance(sources, (list, tuple)) else [sources]
+    if not items:
+        raise InputError("no sources given; pass at least one file, folder, glob, dataset or iterable of str")
+    # each path (a file, a folder, a glob) is one source: the unit of ``split(by="source")``
+    return [files(item, **opts) if isinstance(item, (str, os.PathLike)) else _one(item, field) for item in items]
+
+
+def _one(item, field: str) -> Source:
+    if isinstance(item, Source):
+        return item
+    mod = type(item).__module__ or ""
+    if mod.startswith("datasets") and hasattr(item, "iter"):
+        return hf_dataset(item, field=field)
+    if isinstance(item, (bytes, dict)) or not hasattr(item, "__iter__"):
+        raise ConfigError(f"cannot read a source of type {type(item).__name__}; pass a path, a folder, a glob, "
+                          "a datasets.Dataset, or an iterable of str")
+    return texts(item)

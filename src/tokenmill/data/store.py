@@ -1,0 +1,695 @@
+"""The token store: a corpus encoded once into verified, memory-mapped shards.
+
+::
+
+    text sources ──► shard jobs (documents in source order, cut every ``shard_bytes`` of input)
+                 ──► encoded in parallel (any worker count, local or Ray: same bytes)
+                 ──► out_dir/shard-00000.tokens    raw little-endian ids (uint16, or uint32 past 65,536)
+                             shard-00000.offsets   int64 (documents + 1,): document d = tokens[o[d]:o[d+1]]
+                             shard-00000.meta      int64 (documents, 2): file index, row (provenance)
+                             ...
+                             manifest.json         written last: a folder without one is unfinished
+
+A shard is written under a temporary name, renamed into place, then recorded in
+``shard-NNNNN.json``; a rerun with the same arguments skips every recorded shard whose files still
+have their sizes and sha256 (and whose input documents are the same), so a build killed at any
+moment ends byte-identical to an uninterrupted one. The manifest replaces those records when the
+build ends. Shard boundaries depend only on the input and ``shard_bytes``, never on ``workers``.
+
+>>> import tempfile, os
+>>> from tokenmill import Tokenizer, TokenStore
+>>> from tokenmill.data import texts
+>>> tok = Tokenizer.from_merges([(104, 105)], special_tokens=["<|endoftext|>"])
+>>> d = tempfile.mkdtemp()
+>>> store = TokenStore.build(os.path.join(d, "s"), texts(["hi", "hi hi"]), tok, workers=1, progress=False)
+>>> len(store), store.lengths.tolist(), store.get(1).tolist(), store.dtype.name
+(2, [2, 4], [256, 32, 256, 257], 'uint16')
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import sys
+from pathlib import Path
+from typing import Callable, Iterator
+
+import numpy as np
+
+from .._io import atomic_path, canonical_hash, read_json, write_json_atomic
+from ..errors import ConfigError, FormatError, InputError, TokenmillError
+from . import engines
+from .readers import Source, as_sources
+
+FORMAT_NAME = "tokenmill.store"
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+BUILD_STATE = "build.json"
+DEFAULT_SHARD_BYTES = 16 << 20  # input (UTF-8) bytes per shard job
+_SHARD_RE = re.compile(r"^shard-(\d{5,})\.(tokens|offsets|meta|json)$")
+_PARTS = ("tokens", "offsets", "meta")
+EOS_NAMES = ("<|endoftext|>", "</s>", "<|eos|>", "<eos>", "<|end_of_text|>", "<|im_end|>")
+BOS_NAMES = ("<|begin_of_text|>", "<s>", "<|bos|>", "<bos>", "<|startoftext|>")
+
+
+class WriteError(TokenmillError, OSError):
+    """Writing the store failed (full disk, permissions); names the path. The previous state stays valid."""
+
+
+def shard_name(k: int) -> str:
+    return f"shard-{k:05d}"
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while True:
+            b = f.read(1 << 22)
+            if not b:
+                break
+            h.update(b)
+    return "sha256:" + h.hexdigest()
+
+
+def _test_hook(point: str, k: int) -> None:
+    """Tests kill a build at an exact point: TOKENMILL_STORE_KILL=<point>:<shard>, e.g. ``renamed:1``."""
+    want = os.environ.get("TOKENMILL_STORE_KILL")
+    if want and want == f"{point}:{k}":
+        import signal
+
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+# ==================================================================================================
+# building
+# ==================================================================================================
+def _special_id(tokenizer, names, given, what: str, needed: bool) -> int | None:
+    if not needed:
+        return None
+    specials = dict(getattr(tokenizer, "special_tokens", {}) or {})
+    if given is not None:
+        v = int(given)
+        if not 0 <= v < tokenizer.vocab_size:
+            raise ConfigError(f"{what}_id={v:,d} is outside the vocabulary (0 .. {tokenizer.vocab_size - 1:,d})")
+        return v
+    for n in names:
+        if n in specials:
+            return int(specials[n])
+    flag = "append_eos" if what == "eos" else "prepend_bos"
+    raise ConfigError(f"{flag}=True but the tokenizer has no {what.upper()} special token (it has: "
+                      f"{', '.join(map(repr, specials)) or 'none'}); pass {what}_id=... or {flag}=False")
+
+
+def _describe_difference(old: dict, new: dict) -> str:
+    diffs = []
+    for k in sorted(set(old) | set(new)):
+        if old.get(k) != new.get(k):
+            a, b = repr(old.get(k)), repr(new.get(k))
+            a = a if len(a) < 120 else a[:117] + "..."
+            b = b if len(b) < 120 else b[:117] + "..."
+            diffs.append(f"{k}: {a} before, {b} now")
+    return "; ".join(diffs)
+
+
+def _store_files(out: Path) -> tuple[list[Path], list[Path]]:
+    """(files that belong to a store or its build, other files) in ``out``."""
+    ours, other = [], []
+    for p in out.iterdir():
+        n = p.name
+        if n in (MANIFEST, BUILD_STATE) or _SHARD_RE.match(n) or (n.startswith(".") and n.endswith(".tmp")):
+            ours.append(p)
+        else:
+            other.append(p)
+    return ours, other
+
+
+def _prepare(out: Path, args: dict, fingerprint: str, overwrite: bool) -> str:
+    """Decide what to do with ``out``: "new", "resume" or "done"; refuse a different build."""
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"out_dir {str(out)!r} exists and is not a folder")
+    if not out.exists():
+        return "new"
+    ours, other = _store_files(out)
+    if other:
+        raise ConfigError(f"out_dir {str(out)!r} holds files that are not part of a token store "
+                          f"({', '.join(sorted(p.name for p in other)[:5])}); choose an empty or new folder")
+    if not ours:
+        return "new"
+    for name in (MANIFEST, BUILD_STATE):
+        if (out / name).exists():
+            old = read_json(out / name, what="store " + name.split(".")[0])
+            old_args = old.get("build", {}) if isinstance(old, dict) else {}
+            if old.get("build_fingerprint") == fingerprint:
+                return "done" if name == MANIFEST else "resume"
+            if overwrite:
+                break
+            raise ConfigError(f"{out} already holds a {'store' if name == MANIFEST else 'partial build'} made "
+                              f"with other arguments ({_describe_difference(old_args, args)}); pass "
+                              "overwrite=True (CLI: --overwrite) to replace it, or choose another out_dir")
+    for p in ours:  # overwrite, or leftovers without a record
+        p.unlink()
+    return "new"
+
+
+def build(out_dir, sources, tokenizer, *, workers: int | None = None, engine: str = "local",
+          append_eos: bool = True, prepend_bos: bool = False, shard_bytes: int = DEFAULT_SHARD_BYTES,
+          errors: str = "strict", field: str = "text", format: str = "auto",  # noqa: A002
+          split_lines: bool = False, separator: str | None = None, eos_id: int | None = None,
+          bos_id: int | None = None, special_text: str = "error", overwrite: bool = False,
+          progress: bool = True, ray_address: str | None = None) -> "TokenStore":
+    """Encode ``sources`` with ``tokenizer`` into a store at ``out_dir``; see :meth:`TokenStore.build`."""
+    if isinstance(shard_bytes, bool) or not isinstance(shard_bytes, (int, np.integer)) or shard_bytes < 1:
+        raise ConfigError(f"shard_bytes={shard_bytes!r} must be a positive integer (input bytes per shard)")
+    if special_text not in ("error", "plain"):
+        raise ConfigError(f"special_text={special_text!r}: use 'error' (text spelling a special token fails) "
+                          "or 'plain' (encode it as ordinary text)")
+    workers = engines.default_workers() if workers is None else workers
+    if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 1:
+        raise ConfigError(f"workers={workers!r} must be a positive integer")
+    if engine not in engines.ENGINES:
+        raise ConfigError(f"engine={engine!r} is not one of {', '.join(map(repr, engines.ENGINES))}")
+    srcs = as_sources(sources, field=field, format=format, split_lines=split_lines, separator=separator,
+                      errors=errors)
+    vocab = int(tokenizer.vocab_size)
+    opts = engines.EncodeOptions(
+        dtype="uint16" if vocab <= 1 << 16 else "uint32", vocab_size=vocab,
+        eos_id=_special_id(tokenizer, EOS_NAMES, eos_id, "eos", append_eos),
+        bos_id=_special_id(tokenizer, BOS_NAMES, bos_id, "bos", prepend_bos), special_text=special_text)
+    args = {"sources": [s.spec() for s in srcs], "tokenizer_hash": engines.tokenizer_key(tokenizer),
+            "vocab_size": vocab, "dtype": opts.dtype, "eos_id": opts.eos_id, "bos_id": opts.bos_id,
+            "shard_bytes": int(shard_bytes), "special_text": special_text}
+    fingerprint = canonical_hash(args)
+    out = Path(out_dir)
+    state = _prepare(out, args, fingerprint, overwrite)
+    if state == "done":
+        return TokenStore.open(out)
+    out.mkdir(parents=True, exist_ok=True)
+    for p in out.iterdir():  # temporaries of a killed build
+        if p.name.startswith(".") and p.name.endswith(".tmp"):
+            p.unlink()
+    _write_json(out / BUILD_STATE, {"format": FORMAT_NAME + ".build", "build": args,
+                                    "build_fingerprint": fingerprint})
+    _Builder(out, srcs, tokenizer, opts, int(shard_bytes), progress).run(engine, int(workers), ray_address)
+    _finish(out, srcs, args, fingerprint, opts)
+    return TokenStore.open(out)
+
+
+def _write_json(path: Path, obj) -> None:
+    try:
+        write_json_atomic(path, obj)
+    except OSError as e:
+        raise WriteError(f"cannot write {path}: {e.strerror or e}; the store's previous state is unchanged") from e
+
+
+def _write_array(path: Path, arr: np.ndarray) -> tuple[int, str]:
+    """Write ``arr`` (little-endian) atomically; return its size and sha256."""
+    data = np.ascontiguousarray(arr)
+    if data.dtype.byteorder == ">":
+        data = data.astype(data.dtype.newbyteorder("<"))
+    view = memoryview(data).cast("B")
+    try:
+        with atomic_path(path) as tmp:
+            with open(tmp, "wb") as f:
+                f.write(view)
+    except OSError as e:
+        raise WriteError(f"cannot write {path}: {e.strerror or e}; the store's previous state is unchanged "
+                         "(free space or fix permissions, then rerun: finished shards are kept)") from e
+    return len(view), "sha256:" + hashlib.sha256(view).hexdigest()
+
+
+class _Builder:
+    def __init__(self, out: Path, srcs: list[Source], tokenizer, opts, shard_bytes: int, progress: bool):
+        self.out, self.srcs, self.tok, self.opts = out, srcs, tokenizer, opts
+        self.shard_bytes, self.progress = shard_bytes, progress
+        self.files: list[str] = []
+        self.file_base: list[int] = []
+        for s in srcs:
+            self.file_base.append(len(self.files))
+            self.files.extend(s.files())
+        self.pending_meta: dict[int, np.ndarray] = {}
+
+    # documents in source order, cut into jobs
+    def _jobs(self) -> Iterator[tuple[int, list[str] | None]]:
+        k, texts, meta, size = 0, [], [], 0
+        for si, src in enumerate(self.srcs):
+            base, count = self.file_base[si], 0
+            for text, f, row in src.documents():
+                count += 1
+                texts.append(text)
+                meta.append((base + f, row))
+                size += len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+                if size >= self.shard_bytes:
+                    yield self._job(k, texts, meta, size)
+                    k, texts, meta, size = k + 1, [], [], 0
+            if count == 0:
+                raise InputError(f"source {si} ({src.describe()}) holds no documents; remove it or check the "
+                                 "path, field and split options")
+        if texts or k == 0:
+            yield self._job(k, texts, meta, size)
+
+    def _job(self, k: int, texts: list[str], meta: list, size: int):
+        m = np.array(meta, np.int64).reshape(-1, 2)
+        self.bar_update(len(texts), size)
+        if self._finished(k, m, size):
+            return k, None
+        self.pending_meta[k] = (m, size, texts)
+        return k, texts
+
+    def _finished(self, k: int, meta: np.ndarray, size: int) -> bool:
+        rec_path = self.out / f"{shard_name(k)}.json"
+        if not rec_path.exists():
+            return False
+        try:
+            rec = read_json(rec_path, what="shard record")
+            for part in _PARTS:
+                p = self.out / f"{shard_name(k)}.{part}"
+                info = rec["files"][part]
+                if not p.is_file() or p.stat().st_size != info["bytes"] or _sha256(p) != info["sha256"]:
+                    return False
+            if rec["documents"] != len(meta) or rec["input_bytes"] != size:
+                raise InputError(f"the input changed since the interrupted build: shard {k} held "
+                                 f"{rec['documents']:,d} documents ({rec['input_bytes']:,d} bytes), the input now "
+                                 f"gives {len(meta):,d} ({size:,d} bytes); rerun with overwrite=True")
+            stored = np.fromfile(self.out / f"{shard_name(k)}.meta", dtype="<i8").reshape(-1, 2)
+            if not np.array_equal(stored, meta):
+                raise InputError(f"the input changed since the interrupted build: the documents of shard {k} "
+                                 "come from other files or rows now; rerun with overwrite=True")
+        except (FormatError, KeyError, TypeError):
+            return False
+        self.done_records[k] = rec
+        return True
+
+    def bar_update(self, docs: int, size: int) -> None:
+        if self.bar is not None:
+            self.bar.update(size)
+
+    def run(self, engine: str, workers: int, ray_address: str | None) -> None:
+        self.done_records: dict[int, dict] = {}
+        self.bar = None
+        self.tokens_done = 0
+        self.docs_done = 0
+        results = engines.run_jobs(self._jobs(), self.tok, self.opts, engine=engine, workers=workers,
+                                   ray_address=ray_address)
+        if self.progress:
+            from tqdm.auto import tqdm
+
+            total = sum(s.spec().get("sizes") and sum(s.spec()["sizes"]) or 0 for s in self.srcs) or None
+            self.bar = tqdm(total=total, unit="B", unit_scale=True, desc="store build", file=sys.stderr,
+                            dynamic_ncols=True)
+        try:
+            for k, res in results:
+                if res is None:
+                    rec = self.done_records[k]
+                else:
+                    rec = self._write_shard(k, res)
+                self.tokens_done += rec["tokens"]
+                self.docs_done += rec["documents"]
+                if self.bar is not None:
+                    el = self.bar.format_dict.get("elapsed") or 0
+                    self.bar.set_postfix(docs=f"{self.docs_done:,d}",
+                                         tok_s=f"{self.tokens_done / el:,.0f}" if el else "-", refresh=False)
+        finally:
+            if self.bar is not None:
+                self.bar.close()
+
+    def _write_shard(self, k: int, res) -> dict:
+        meta, size, texts = self.pending_meta.pop(k)
+        if isinstance(res, engines.JobError):
+            f, row = meta[res.index]
+            raise InputError(f"{self.files[f]}: document at row {int(row):,d} (shard {k}): {res.message}")
+        ids, lengths = res
+        offsets = np.zeros(lengths.size + 1, np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        name = shard_name(k)
+        info = {}
+        for part, arr in (("meta", meta.astype("<i8")), ("offsets", offsets.astype("<i8")),
+                          ("tokens", ids.astype(ids.dtype.newbyteorder("<")))):
+            _test_hook(f"before-{part}", k)
+            n, h = _write_array(self.out / f"{name}.{part}", arr)
+            info[part] = {"bytes": n, "sha256": h}
+        _test_hook("renamed", k)
+        rec = {"name": name, "documents": int(lengths.size), "tokens": int(ids.size), "input_bytes": int(size),
+               "files": info}
+        _write_json(self.out / f"{name}.json", rec)
+        _test_hook("recorded", k)
+        return rec
+
+
+def _finish(out: Path, srcs: list[Source], args: dict, fingerprint: str, opts) -> None:
+    shards = []
+    k = 0
+    while (out / f"{shard_name(k)}.json").exists():
+        shards.append(read_json(out / f"{shard_name(k)}.json", what="shard record"))
+        k += 1
+    files, file_source = [], []
+    for i, s in enumerate(srcs):
+        files.extend(s.files())
+        file_source.extend([i] * len(s.files()))
+    body = {
+        "format": FORMAT_NAME, "version": FORMAT_VERSION,
+        "tokenizer": {"hash": args["tokenizer_hash"], "vocab_size": opts.vocab_size, "eos_id": opts.eos_id,
+                      "bos_id": opts.bos_id},
+        "dtype": opts.dtype, "byte_order": "little",
+        "documents": sum(s["documents"] for s in shards), "tokens": sum(s["tokens"] for s in shards),
+        "input_bytes": sum(s["input_bytes"] for s in shards),
+        "build": args, "build_fingerprint": fingerprint,
+        "sources": [s.spec()["kind"] for s in srcs], "files": files, "file_source": file_source,
+        "shards": shards,
+    }
+    body["hash"] = canonical_hash(body)
+    _write_json(out / MANIFEST, body)
+    for p in list(out.iterdir()):  # the manifest now holds every record
+        m = _SHARD_RE.match(p.name)
+        if p.name == BUILD_STATE or (m and m.group(2) == "json") or (m and int(m.group(1)) >= len(shards)):
+            p.unlink()
+
+
+# ==================================================================================================
+# reading
+# ==================================================================================================
+class _Shard:
+    """One shard's memory maps, loaded and validated on first use."""
+
+    def __init__(self, root: Path, rec: dict, dtype: np.dtype):
+        self.root, self.rec, self.dtype = root, rec, dtype
+        self._tokens = self._offsets = None
+
+    def path(self, part: str) -> Path:
+        return self.root / f"{self.rec['name']}.{part}"
+
+    @staticmethod
+    def _map(path: Path, dtype, count: int) -> np.ndarray:
+        if count == 0:
+            return np.zeros(0, dtype)
+        return np.asarray(np.memmap(path, dtype=dtype, mode="r", shape=(count,)))
+
+    @property
+    def tokens(self) -> np.ndarray:
+        if self._tokens is None:
+            self._tokens = self._map(self.path("tokens"), self.dtype, self.rec["tokens"])
+        return self._tokens
+
+    @property
+    def offsets(self) -> np.ndarray:
+        if self._offsets is None:
+            o = self._map(self.path("offsets"), np.dtype("<i8"), self.rec["documents"] + 1)
+            d = np.diff(o)
+            if o[0] != 0 or o[-1] != self.rec["tokens"] or (d < 0).any():
+                raise FormatError(f"{self.path('offsets')}: document offsets are not monotone from 0 to "
+                                  f"{self.rec['tokens']:,d}; the shard is corrupted: rebuild the store")
+            self._offsets = o
+        return self._offsets
+
+    def meta(self) -> np.ndarray:
+        return self._map(self.path("meta"), np.dtype("<i8"), 2 * self.rec["documents"]).reshape(-1, 2)
+
+
+class _SourceMixin:
+    """What every store and view shares: windows, packing fast path, stats, split."""
+
+    def gather_windows(self, plan, rows=None, *, pad_id: int = 0, out: np.ndarray | None = None):
+        """``WindowPlan.gather`` across shards: ``(ids (B, max length) padded with pad_id, lengths)``.
+
+        One compiled copy per shard present in ``rows`` (not one Python call per window).
+        """
+        rows = np.arange(len(plan)) if rows is None else np.asarray(rows, np.int64)
+        doc, start, length = plan.doc[rows], plan.start[rows], plan.length[rows]
+        width = int(length.max()) if length.size else 0
+        if out is None:
+            out = np.full((rows.size, width), pad_id, self.dtype)
+        else:
+            if out.shape[0] != rows.size or out.shape[1] < width or not out.flags.c_contiguous:
+                raise ConfigError(f"out must be C-contiguous with shape ({rows.size}, >= {width})")
+            out[...] = pad_id
+        dst = np.arange(rows.size, dtype=np.int64) * out.shape[1]
+        self._fill(np.asarray(doc, np.int64), np.asarray(start, np.int64), np.asarray(length, np.int64),
+                   dst, out.reshape(-1))
+        return out, np.asarray(length, np.int64)
+
+    def segment_filler(self, doc, start, length):
+        """The packing fast path (``PackPlan.batches``): ``fill(out, dst)`` that copies segment ``k``
+        (``doc[k]``, from ``start[k]``, ``length[k]`` ids) to ``out[dst[k]:]``, one compiled call per
+        shard present in the batch."""
+        doc, start, length = (np.asarray(a, np.int64) for a in (doc, start, length))
+        flat = self._flat_segments(doc, start, length)
+        if flat is not None:  # one shard: the layout pass reads the memory map itself (no extra copy)
+            return flat
+        return lambda out, dst: self._fill(doc, start, length, np.asarray(dst, np.int64), out)
+
+    def _flat_segments(self, doc, start, length):
+        root = getattr(self, "store", self)
+        if len(root._shards) != 1:
+            return None
+        self._check_segments(doc, start, length)
+        if hasattr(self, "index"):
+            doc = self.index[doc]
+        sh = root._shards[0]
+        return sh.tokens, sh.offsets[doc] + start
+
+    def _check_segments(self, doc, start, length) -> None:
+        n = len(self)
+        if doc.size == 0:
+            return
+        if doc.min() < 0 or doc.max() >= n:
+            raise InputError(f"a segment names document {int(doc.max() if doc.max() >= n else doc.min()):,d}, "
+                             f"outside 0 .. {n - 1:,d}")
+        bad = (start < 0) | (length < 0) | (start + length > self.lengths[doc])
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise InputError(f"segment (doc {int(doc[i]):,d}, start {int(start[i]):,d}, length {int(length[i]):,d}) "
+                             f"reaches outside its document of {int(self.lengths[doc[i]]):,d} tokens")
+
+    def stats(self):
+        from .stats import store_stats
+
+        return store_stats(self)
+
+    def split(self, val_fraction: float, *, by: str | Callable = "doc", seed: int = 0):
+        """Two disjoint views ``(train, val)``: groups (documents, sources, files or whatever ``by``
+        returns) are shuffled with ``seed`` and taken into ``val`` until it holds ``val_fraction`` of
+        the documents; a group never lands in both. Deterministic for a seed.
+
+        ``by``: ``"doc"``, ``"source"`` (the entry of ``sources`` a document came from), ``"file"``, or
+        a callable ``f(doc_index) -> hashable group key``.
+        """
+        from .split import split_store
+
+        return split_store(self, val_fraction, by=by, seed=seed)
+
+
+class TokenStore(_SourceMixin):
+    """A finished store, opened read-only: a token source (``len``, ``lengths``, ``get``).
+
+    ``get(i)`` is a zero-copy memory-map view; ``lengths`` (int64) is read once from the offsets.
+    ``fingerprint`` hashes what defines the data (tokenizer, dtype, every shard's content hash), not
+    the folder it sits in. Build with :meth:`build`, check every byte with :meth:`verify`.
+    """
+
+    def __init__(self, path: Path, manifest: dict):
+        self.path = Path(path)
+        self.manifest = manifest
+        self.dtype = np.dtype(manifest["dtype"]).newbyteorder("<")
+        self._shards = [_Shard(self.path, rec, self.dtype) for rec in manifest["shards"]]
+        self._doc_start = np.zeros(len(self._shards) + 1, np.int64)
+        np.cumsum([r["documents"] for r in manifest["shards"]], out=self._doc_start[1:])
+        self._lengths = None
+
+    # ---- construction ----------------------------------------------------------------------------
+    @classmethod
+    def build(cls, out_dir, sources, tokenizer, **kwargs) -> "TokenStore":
+        """Encode ``sources`` into a store at ``out_dir`` and open it.
+
+        ``sources``: a path, folder or glob, a list of them, a ``datasets`` Dataset, an iterable of str
+        (or :func:`tokenmill.data.texts` / ``files`` / ``hf_dataset`` sources); ``tokenizer``: needs
+        ``encode_batch(texts, as_arrays=True, num_threads=...)``, ``vocab_size``, ``special_tokens``
+        and a content hash. Keywords: ``workers`` (default: all cores), ``engine`` ("local" processes,
+        "thread", "ray"), ``append_eos=True``, ``prepend_bos=False`` (ids found among the special
+        tokens, or ``eos_id``/``bos_id``), ``shard_bytes`` (input bytes per shard, 16 MiB),
+        ``errors`` ("strict" or "replace" for invalid UTF-8), ``field`` (JSONL field / Parquet or
+        dataset column), ``format``, ``split_lines``, ``separator``, ``special_text`` ("error" or
+        "plain"), ``overwrite``, ``progress``, ``ray_address``. Same bytes for any ``workers`` and
+        engine; a killed build reruns from its finished shards.
+        """
+        return build(out_dir, sources, tokenizer, **kwargs)
+
+    @classmethod
+    def open(cls, path) -> "TokenStore":
+        """Open a finished store; checks the manifest and every shard file's size (not hashes)."""
+        path = Path(path)
+        if not (path / MANIFEST).exists():
+            extra = (" (a build was interrupted: rerun it with the same arguments to resume)"
+                     if (path / BUILD_STATE).exists() else "")
+            if not path.exists():
+                raise FormatError(f"token store {str(path)!r} does not exist")
+            raise FormatError(f"{path} has no {MANIFEST}: it is not a finished token store{extra}")
+        m = read_json(path / MANIFEST, what="store manifest")
+        if not isinstance(m, dict) or m.get("format") != FORMAT_NAME:
+            raise FormatError(f"{path / MANIFEST}: not a tokenmill store manifest")
+        if not isinstance(m.get("version"), int) or m["version"] > FORMAT_VERSION:
+            raise FormatError(f"{path / MANIFEST}: store format version {m.get('version')!r} is newer than this "
+                              f"tokenmill reads (<= {FORMAT_VERSION}); upgrade tokenmill")
+        if m.get("hash") != canonical_hash({k: v for k, v in m.items() if k != "hash"}):
+            raise FormatError(f"{path / MANIFEST}: content hash mismatch; the manifest was modified or corrupted")
+        store = cls(path, m)
+        for rec in m["shards"]:
+            for part in _PARTS:
+                p = path / f"{rec['name']}.{part}"
+                want = rec["files"][part]["bytes"]
+                try:
+                    got = p.stat().st_size
+                except FileNotFoundError:
+                    raise FormatError(f"shard file {p} is missing; the store is incomplete: rebuild it "
+                                      "(or restore the file)") from None
+                if got != want:
+                    raise FormatError(f"shard file {p} has {got:,d} bytes, the manifest says {want:,d} "
+                                      f"({'truncated' if got < want else 'too long'}); rebuild the store")
+        return store
+
+    @classmethod
+    def from_megatron(cls, prefix):
+        """Read a Megatron ``prefix.bin`` / ``prefix.idx`` pair (MMIDIDX version 1) as a token source."""
+        from .megatron import MegatronSource
+
+        return MegatronSource(prefix)
+
+    # ---- identity --------------------------------------------------------------------------------
+    @property
+    def fingerprint(self) -> str:
+        m = self.manifest
+        return canonical_hash({"format": FORMAT_NAME, "version": m["version"], "tokenizer": m["tokenizer"],
+                               "dtype": m["dtype"], "shards": [
+                                   [r["documents"], r["tokens"]] + [r["files"][p]["sha256"] for p in _PARTS]
+                                   for r in m["shards"]]})
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.manifest["tokenizer"]["vocab_size"])
+
+    @property
+    def tokenizer_hash(self) -> str:
+        return self.manifest["tokenizer"]["hash"]
+
+    @property
+    def eos_id(self) -> int | None:
+        return self.manifest["tokenizer"]["eos_id"]
+
+    @property
+    def bos_id(self) -> int | None:
+        return self.manifest["tokenizer"]["bos_id"]
+
+    @property
+    def num_tokens(self) -> int:
+        return int(self.manifest["tokens"])
+
+    @property
+    def num_shards(self) -> int:
+        return len(self._shards)
+
+    def check_tokenizer(self, tokenizer) -> None:
+        """Raise unless ``tokenizer`` is the one the store was built with (content hashes equal)."""
+        h = engines.tokenizer_key(tokenizer)
+        if h != self.tokenizer_hash:
+            raise ConfigError(f"the tokenizer does not match the store {self.path}: its hash is {h}, the store was "
+                              f"built with {self.tokenizer_hash}; decode with the tokenizer that built it")
+
+    def decode(self, i: int, tokenizer) -> str:
+        """The text of document ``i`` (EOS/BOS included as their special-token text)."""
+        self.check_tokenizer(tokenizer)
+        return tokenizer.decode(self.get(i).tolist())
+
+    def __repr__(self) -> str:
+        return (f"TokenStore({str(self.path)!r}: {len(self):,d} documents, {self.num_tokens:,d} tokens, "
+                f"{self.num_shards} shards, {self.dtype.name})")
+
+    # ---- token source ----------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return int(self.manifest["documents"])
+
+    @property
+    def lengths(self) -> np.ndarray:
+        """``(num_docs,)`` int64 document lengths (read from the offsets once; validates them)."""
+        if self._lengths is None:
+            parts = [np.diff(s.offsets) for s in self._shards]
+            self._lengths = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+        return self._lengths
+
+    def _locate(self, i: int) -> tuple[_Shard, int]:
+        n = len(self)
+        if isinstance(i, (bool, np.bool_)) or not isinstance(i, (int, np.integer)):
+            raise ConfigError(f"document index {i!r} must be an integer")
+        if not -n <= i < n:
+            raise IndexError(f"document {i:,d} is outside 0 .. {n - 1:,d}")
+        i = int(i) % n
+        s = int(np.searchsorted(self._doc_start, i, side="right")) - 1
+        return self._shards[s], i - int(self._doc_start[s])
+
+    def get(self, i: int) -> np.ndarray:
+        """Document ``i``'s ids: a read-only view of the memory map (no copy)."""
+        sh, j = self._locate(i)
+        o = sh.offsets
+        return sh.tokens[o[j]:o[j + 1]]
+
+    def provenance(self, i: int) -> tuple[int, str, int]:
+        """``(source index, file name, row)`` of document ``i``."""
+        sh, j = self._locate(i)
+        f, row = sh.meta()[j].tolist()
+        return int(self.manifest["file_source"][f]), self.manifest["files"][f], int(row)
+
+    def meta(self) -> np.ndarray:
+        """``(num_docs, 2)`` int64: file index (into ``manifest['files']``) and row of every document."""
+        parts = [s.meta() for s in self._shards]
+        return np.concatenate(parts) if parts else np.zeros((0, 2), np.int64)
+
+    # single-shard stores expose the flat arrays the plans read directly
+    @property
+    def token_array(self) -> np.ndarray:
+        if len(self._shards) != 1:
+            raise AttributeError("token_array exists only for a single-shard store; use segment_filler")
+        return self._shards[0].tokens
+
+    @property
+    def doc_offsets(self) -> np.ndarray:
+        if len(self._shards) != 1:
+            raise AttributeError("doc_offsets exists only for a single-shard store; use segment_filler")
+        return self._shards[0].offsets
+
+    def _fill(self, doc, start, length, dst, out) -> None:
+        from ..batching import _kernels
+
+        self._check_segments(doc, start, length)
+        if out.dtype != np.int64 and out.dtype != self.dtype:
+            raise ConfigError(f"out has dtype {out.dtype}; use int64 or the store's {self.dtype}")
+        if dst.size and (dst.min() < 0 or (dst + length).max() > out.size):
+            raise ConfigError("a segment's destination lies outside out")
+        shard = np.searchsorted(self._doc_start, doc, side="right") - 1
+        for s in (np.unique(shard) if len(self._shards) > 1 else [0]):
+            m = shard == s if len(self._shards) > 1 else slice(None)
+            sh = self._shards[int(s)]
+            local = doc[m] - self._doc_start[int(s)]
+            src = np.ascontiguousarray(sh.offsets[local] + start[m])
+            _kernels.gather(sh.tokens, src, np.ascontiguousarray(length[m]), np.ascontiguousarray(dst[m]), out)
+
+    # ---- checks ----------------------------------------------------------------------------------
+    def verify(self, *, progress: bool = False) -> dict:
+        """Check every shard: sha256 of each file, offsets monotone, every id < vocab size, provenance
+        in range. Raises :class:`FormatError` listing the problems; returns counts on success."""
+        from .verify import verify_store
+
+        return verify_store(self, progress=progress)
+
+    def export_megatron(self, prefix) -> tuple[Path, Path]:
+        """Write ``prefix.bin`` / ``prefix.idx`` (Megatron MMIDIDX version 1), one sequence per document."""
+        from .megatron import export_megatron
+
+        return export_megatron(self, prefix)
+
+
+def remove_store(path) -> None:
+    """Delete a store folder written by tokenmill (refuses a folder holding other files)."""
+    path = Path(path)
+    ours, other = _store_files(path)
+    if other:
+        raise ConfigError(f"{path} holds files that are not part of a token store; not removing it")
+    shutil.rmtree(path)

@@ -1,0 +1,131 @@
+"""Sources: text files as `tokenmill train` reads them, JSONL, Parquet, datasets, iterables; errors."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+
+import pytest
+
+from tokenmill.data import files, hf_dataset, texts
+from tokenmill.data.readers import as_sources
+from tokenmill.data.text import iter_documents
+from tokenmill.errors import ConfigError, InputError
+
+
+def docs(src):
+    return list(src.documents())
+
+
+@pytest.mark.parametrize("mode", ["file", "lines", "sep"])
+def test_text_files_read_as_train_reads_them(tmp_path, mode, monkeypatch):
+    import tokenmill.data.readers as R
+
+    monkeypatch.setattr(R, "_BLOCK", 7)  # tiny blocks: every line and separator crosses a block edge
+    a = tmp_path / "a.txt"
+    a.write_bytes("one\r\ntwo  \n\n  \nthree\u2028four||five||||six||".encode())
+    b = tmp_path / "b.txt"
+    b.write_bytes(b"")
+    opts = {"file": {}, "lines": {"split_lines": True}, "sep": {"separator": "||"}}[mode]
+    got = docs(files([a, b], **opts))
+    want = list(iter_documents([a, b], **opts))
+    assert [t for t, _, _ in got] == want
+    assert all(f in (0, 1) for _, f, _ in got)
+    if mode == "lines":  # rows: the line index (str.splitlines), blank lines counted but skipped
+        assert [(t, r) for t, _, r in got] == [("one", 0), ("two  ", 1), ("three", 4), ("four||five||||six||", 5)]
+
+
+def test_jsonl_field_rows_and_compression(tmp_path):
+    recs = [{"text": "alpha", "id": 1}, {"text": "βeta"}, {"text": ""}]
+    body = "\n".join(json.dumps(r, ensure_ascii=False) for r in recs[:2]) + "\n\n" + json.dumps(recs[2]) + "\n"
+    (tmp_path / "a.jsonl").write_text(body, encoding="utf-8")
+    with gzip.open(tmp_path / "b.jsonl.gz", "wt", encoding="utf-8") as f:
+        f.write(json.dumps({"text": "gz doc"}) + "\n")
+    zstd = pytest.importorskip("zstandard")
+    (tmp_path / "c.jsonl.zst").write_bytes(zstd.ZstdCompressor().compress(b'{"text": "zst doc"}\n'))
+    got = docs(files(tmp_path))  # a folder: its known files, sorted
+    assert [(t, f, r) for t, f, r in got] == [("alpha", 0, 0), ("βeta", 0, 1), ("", 0, 3), ("gz doc", 1, 0),
+                                              ("zst doc", 2, 0)]
+
+
+def test_jsonl_errors_name_file_line_and_fields(tmp_path):
+    p = tmp_path / "bad.jsonl"
+    p.write_text('{"text": "ok"}\n{"text": oops}\n')
+    with pytest.raises(InputError, match=r"bad.jsonl:2: not valid JSON"):
+        docs(files(p))
+    p.write_text('{"text": "ok"}\n{"body": "x", "id": 3}\n')
+    with pytest.raises(InputError, match=r"bad.jsonl:2: no field 'text'; the record's fields are: 'body', 'id'"):
+        docs(files(p))
+    p.write_text('{"text": null}\n')
+    with pytest.raises(InputError, match="field 'text' is null"):
+        docs(files(p))
+
+
+def test_invalid_utf8_names_file_and_byte_offset(tmp_path):
+    p = tmp_path / "x.txt"
+    p.write_bytes(b"good line\nbad \xff here\n")
+    with pytest.raises(InputError, match=r"x.txt: invalid UTF-8 at byte offset 14"):
+        docs(files(p, split_lines=True))
+    with pytest.raises(InputError, match=r"x.txt: invalid UTF-8 at byte offset 14"):
+        docs(files(p))
+    assert [t for t, _, _ in docs(files(p, split_lines=True, errors="replace"))] == ["good line", "bad \ufffd here"]
+    j = tmp_path / "x.jsonl"
+    j.write_bytes(b'{"text": "a"}\n{"text": "\xc3"}\n')
+    with pytest.raises(InputError, match=r"x.jsonl:2: invalid UTF-8 at byte offset 24"):
+        docs(files(j))
+
+
+def test_parquet_column_streamed_by_row_group(tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    table = pa.table({"content": [f"row {i}" for i in range(25)], "n": list(range(25))})
+    pq.write_table(table, tmp_path / "t.parquet", row_group_size=4)
+    assert pq.ParquetFile(tmp_path / "t.parquet").num_row_groups == 7
+    got = docs(files(tmp_path / "*.parquet", field="content"))
+    assert [(t, r) for t, _, r in got] == [(f"row {i}", i) for i in range(25)]
+    with pytest.raises(InputError, match=r"no column 'text'; the columns are: content, n"):
+        docs(files(tmp_path / "t.parquet"))
+
+
+def test_hf_dataset_and_iterables(tmp_path):
+    datasets = pytest.importorskip("datasets")
+    ds = datasets.Dataset.from_dict({"body": ["a", "b", "c"], "k": [1, 2, 3]})
+    assert [(t, r) for t, _, r in docs(hf_dataset(ds, field="body"))] == [("a", 0), ("b", 1), ("c", 2)]
+    it = ds.to_iterable_dataset()
+    assert [t for t, _, _ in docs(as_sources(it, field="body")[0])] == ["a", "b", "c"]
+    with pytest.raises(InputError, match=r"no column 'text'; the columns are: body, k"):
+        docs(hf_dataset(ds))
+    gen = (s for s in ["x", "y"])
+    assert [t for t, _, _ in docs(as_sources(gen)[0])] == ["x", "y"]
+    with pytest.raises(InputError, match="item 1 is a int"):
+        docs(texts(["x", 3]))
+
+
+def test_paths_globs_folders_and_bad_inputs(tmp_path):
+    (tmp_path / "d" / "sub").mkdir(parents=True)
+    (tmp_path / "d" / "b.txt").write_text("b")
+    (tmp_path / "d" / "sub" / "a.txt").write_text("a")
+    (tmp_path / "d" / "skip.bin").write_bytes(b"\0")
+    src = files(tmp_path / "d")
+    assert [os.path.basename(f) for f in src.files()] == ["b.txt", "a.txt"]  # sorted by path: d/b.txt < d/sub/
+    with pytest.raises(InputError, match="matches no file"):
+        files(str(tmp_path / "nothing*.txt"))
+    with pytest.raises(InputError, match="does not exist"):
+        files(tmp_path / "missing.txt")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(InputError, match="holds no .txt"):
+        files(tmp_path / "empty")
+    with pytest.raises(InputError, match="does not exist"):
+        as_sources(["hello world"])  # a list of str is a list of paths
+    with pytest.raises(ConfigError, match="split_lines=True or separator"):
+        files(tmp_path / "d", split_lines=True, separator="|")
+
+
+def test_fifo_is_refused(tmp_path):
+    fifo = tmp_path / "pipe.txt"
+    os.mkfifo(fifo)
+    with pytest.raises(InputError, match=r"pipe.txt' is a FIFO; only regular files"):
+        docs(files(fifo))
+    with pytest.raises(InputError, match="is a character device"):
+        docs(files("/dev/null"))

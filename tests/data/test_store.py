@@ -1,0 +1,199 @@
+"""TokenStore: build, open, verify; same bytes for any worker count; resumable after SIGKILL."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tokenmill import TokenStore
+from tokenmill.data import files, texts
+from tokenmill.errors import ConfigError, FormatError, InputError
+
+from .conftest import make_corpus
+
+
+def store_bytes(d: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(d.iterdir())}
+
+
+def build(out, src, tok, **kw):
+    kw.setdefault("progress", False)
+    kw.setdefault("workers", 1)
+    return TokenStore.build(out, src, tok, **kw)
+
+
+def test_documents_equal_encoding_plus_eos_and_provenance(tmp_path, tok):
+    paths = make_corpus(tmp_path / "in")
+    store = build(tmp_path / "s", [str(p) for p in paths], tok, split_lines=True, shard_bytes=300)
+    want = [t for p in paths for t in p.read_text(encoding="utf-8").splitlines() if t.strip()]
+    eos = tok.special_tokens["<|endoftext|>"]
+    assert len(store) == len(want) and store.num_shards > 3
+    for i, t in enumerate(want):
+        assert store.get(i).tolist() == tok.encode(t) + [eos]
+    assert store.lengths.tolist() == [len(tok.encode(t)) + 1 for t in want]
+    assert store.dtype == np.uint16 and store.eos_id == eos and store.bos_id is None
+    assert isinstance(store.get(0), np.ndarray) and not store.get(0).flags.owndata  # a view of the map
+    src, name, row = store.provenance(len(store) - 1)
+    assert (src, Path(name).name) == (5, "part-05.txt") and row == 4
+    assert store.decode(1, tok) == want[1] + "<|endoftext|>"
+    m = json.loads((tmp_path / "s" / "manifest.json").read_text())
+    assert m["documents"] == len(want) and m["tokens"] == int(store.lengths.sum())
+    assert m["tokenizer"]["hash"] == tok.to_dict()["hash"] and m["dtype"] == "uint16"
+    assert store.verify()["documents"] == len(want)
+    assert sorted(os.listdir(tmp_path / "s")) == sorted(
+        ["manifest.json"] + [f"shard-{k:05d}.{p}" for k in range(store.num_shards) for p in ("tokens", "offsets", "meta")])
+
+
+def test_bos_eos_options_and_uint32(tmp_path, tok, wide_tok):
+    s = build(tmp_path / "a", texts(["the", ""]), tok, prepend_bos=True, append_eos=False)
+    assert [s.get(i).tolist() for i in range(2)] == [[tok.special_tokens["<s>"]] + tok.encode("the"),
+                                                    [tok.special_tokens["<s>"]]]
+    w = build(tmp_path / "w", texts(["ab", "c"]), wide_tok)
+    assert w.dtype == np.uint32 and w.get(0).tolist() == [70_097, 70_098, 70_299]
+    with pytest.raises(ConfigError, match="no BOS special token"):
+        build(tmp_path / "b", texts(["x"]), wide_tok, prepend_bos=True)
+
+
+def test_same_bytes_for_any_worker_count_and_engine(tmp_path, tok):
+    paths = make_corpus(tmp_path / "in", n_files=8)
+    ref = build(tmp_path / "w1", tmp_path / "in", tok, shard_bytes=500, split_lines=True)
+    assert ref.num_shards > 4
+    for name, kw in {"w2": dict(workers=2), "w3": dict(workers=3), "t2": dict(workers=2, engine="thread")}.items():
+        build(tmp_path / name, tmp_path / "in", tok, shard_bytes=500, split_lines=True, **kw)
+        assert store_bytes(tmp_path / name) == store_bytes(tmp_path / "w1"), name
+    assert TokenStore.open(tmp_path / "w2").fingerprint == ref.fingerprint
+    assert len(paths) == 8
+
+
+def test_rerun_same_arguments_reuses_different_arguments_refuse(tmp_path, tok):
+    make_corpus(tmp_path / "in")
+    a = build(tmp_path / "s", tmp_path / "in", tok, shard_bytes=400)
+    a_lengths = a.lengths.copy()
+    before = store_bytes(tmp_path / "s")
+    b = build(tmp_path / "s", tmp_path / "in", tok, shard_bytes=400, workers=2)
+    assert b.fingerprint == a.fingerprint and store_bytes(tmp_path / "s") == before
+    with pytest.raises(ConfigError, match=r"other arguments \(.*shard_bytes: 400 before, 999 now.*--overwrite"):
+        build(tmp_path / "s", tmp_path / "in", tok, shard_bytes=999)
+    c = build(tmp_path / "s", tmp_path / "in", tok, shard_bytes=999, overwrite=True)
+    assert c.fingerprint != a.fingerprint and np.array_equal(c.lengths, a_lengths)
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("mine")
+    with pytest.raises(ConfigError, match="not part of a token store"):
+        build(tmp_path / "other", tmp_path / "in", tok)
+
+
+def test_fingerprint_ignores_the_folder(tmp_path, tok):
+    make_corpus(tmp_path / "in")
+    a = build(tmp_path / "x", tmp_path / "in", tok)
+    os.rename(tmp_path / "x", tmp_path / "y")
+    assert TokenStore.open(tmp_path / "y").fingerprint == a.fingerprint
+
+
+def test_open_refuses_truncated_or_missing_shard_and_verify_finds_corruption(tmp_path, tok):
+    make_corpus(tmp_path / "in")
+    build(tmp_path / "s", tmp_path / "in", tok, shard_bytes=400)
+    d = tmp_path / "s"
+    tokens = d / "shard-00001.tokens"
+    data = tokens.read_bytes()
+    tokens.write_bytes(data[:-2])
+    with pytest.raises(FormatError, match=r"shard-00001.tokens has .* bytes, the manifest says .* \(truncated\)"):
+        TokenStore.open(d)
+    tokens.write_bytes(data[:2] + bytes([data[2] ^ 1]) + data[3:])  # same size, one bit flipped
+    store = TokenStore.open(d)
+    with pytest.raises(FormatError, match=r"shard-00001.tokens: sha256 differs"):
+        store.verify()
+    tokens.write_bytes(data)
+    off = d / "shard-00002.offsets"
+    o = np.fromfile(off, "<i8")
+    o[1] = o[-1] + 1
+    o.astype("<i8").tofile(off)
+    with pytest.raises(FormatError, match="shard-00002.offsets: sha256 differs"):
+        TokenStore.open(d).verify()
+    with pytest.raises(FormatError, match="not monotone"):
+        TokenStore.open(d).lengths  # noqa: B018  (reading the lengths validates the offsets)
+    os.unlink(off)
+    with pytest.raises(FormatError, match=r"shard-00002.offsets is missing"):
+        TokenStore.open(d)
+    os.unlink(d / "manifest.json")
+    with pytest.raises(FormatError, match="not a finished token store"):
+        TokenStore.open(d)
+
+
+def test_verify_finds_ids_beyond_the_vocabulary(tmp_path, tok):
+    build(tmp_path / "s", texts(["the the"]), tok)
+    m = json.loads((tmp_path / "s" / "manifest.json").read_text())
+    shard = tmp_path / "s" / "shard-00000.tokens"
+    ids = np.fromfile(shard, "<u2")
+    ids[0] = tok.vocab_size + 5
+    ids.tofile(shard)
+    import hashlib
+
+    from tokenmill._io import canonical_hash
+
+    m["shards"][0]["files"]["tokens"]["sha256"] = "sha256:" + hashlib.sha256(ids.tobytes()).hexdigest()
+    m["hash"] = canonical_hash({k: v for k, v in m.items() if k != "hash"})
+    (tmp_path / "s" / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(FormatError, match=f"id {tok.vocab_size + 5} at position 0 is not below the vocabulary"):
+        TokenStore.open(tmp_path / "s").verify()
+
+
+def test_tokenizer_mismatch_shows_both_hashes(tmp_path, tok):
+    from tokenmill import Tokenizer
+
+    store = build(tmp_path / "s", texts(["there"]), tok)
+    other = Tokenizer.from_merges([(116, 104)], special_tokens=["<|endoftext|>"])
+    with pytest.raises(ConfigError) as e:
+        store.decode(0, other)
+    assert other.to_dict()["hash"] in str(e.value) and tok.to_dict()["hash"] in str(e.value)
+
+
+def test_bad_input_leaves_no_finished_store(tmp_path, tok):
+    d = tmp_path / "in"
+    d.mkdir()
+    (d / "a.txt").write_text("fine " * 100)
+    (d / "b.txt").write_bytes(b"broken \xfe")
+    with pytest.raises(InputError, match=r"b.txt: invalid UTF-8 at byte offset 7"):
+        build(tmp_path / "s", d, tok, shard_bytes=100)
+    assert not (tmp_path / "s" / "manifest.json").exists()
+    assert not [p for p in os.listdir(tmp_path / "s") if p.endswith(".tmp")]
+    with pytest.raises(FormatError, match="interrupted"):
+        TokenStore.open(tmp_path / "s")
+    with pytest.raises(InputError, match=r"source 1 \(<iterable>\) holds no documents"):
+        build(tmp_path / "e", [d / "a.txt", texts([])], tok)
+    with pytest.raises(InputError, match=r"<iterable>: document at row 1 .*special token '<\|endoftext\|>'"):
+        build(tmp_path / "sp", texts(["ok", "a <|endoftext|> b"]), tok)
+    s = build(tmp_path / "sp2", texts(["ok", "a <|endoftext|> b"]), tok, special_text="plain")
+    assert s.get(1).tolist() == tok.encode("a <|endoftext|> b", disallowed_special=()) + [tok.special_tokens["<|endoftext|>"]]
+
+
+KILL_SCRIPT = """
+import sys
+from tokenmill import Tokenizer, TokenStore
+tok = Tokenizer.load(sys.argv[1])
+TokenStore.build(sys.argv[2], sys.argv[3], tok, workers=int(sys.argv[4]), shard_bytes=400, split_lines=True,
+                 progress=False)
+"""
+
+
+@pytest.mark.parametrize("point", ["recorded:0", "renamed:2", "before-tokens:1", "before-offsets:3"])
+def test_sigkill_then_rerun_is_byte_identical(tmp_path, tok, point):
+    make_corpus(tmp_path / "in")
+    tok.save(tmp_path / "tok.json")
+    ref = tmp_path / "ref"
+    build(ref, tmp_path / "in", tok, shard_bytes=400, split_lines=True)
+    out = tmp_path / "s"
+    cmd = [sys.executable, "-c", KILL_SCRIPT, str(tmp_path / "tok.json"), str(out), str(tmp_path / "in"), "1"]
+    r = subprocess.run(cmd, env={**os.environ, "TOKENMILL_STORE_KILL": point}, capture_output=True)
+    assert r.returncode == -9, r.stderr.decode()
+    assert not (out / "manifest.json").exists() and (out / "build.json").exists()
+    if point.startswith("recorded"):
+        assert (out / "shard-00000.json").exists()
+    r = subprocess.run(cmd[:-1] + ["2"], capture_output=True)  # resumed with another worker count
+    assert r.returncode == 0, r.stderr.decode()
+    assert store_bytes(out) == store_bytes(ref)

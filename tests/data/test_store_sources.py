@@ -1,0 +1,107 @@
+"""A store feeds PackPlan.batches, windows and SliceSource through the compiled per-shard copy;
+split views are disjoint, deterministic token sources."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tokenmill import SliceSource, SlidingWindows, TokenStore, pack
+from tokenmill.data import texts
+from tokenmill.errors import ConfigError, InputError
+
+from .conftest import make_corpus
+
+
+@pytest.fixture
+def store(tmp_path, tok):
+    paths = make_corpus(tmp_path / "in", n_files=6, docs_per_file=6)
+    s = TokenStore.build(tmp_path / "s", [tmp_path / "in" / "part-00.txt", *paths[1:]], tok, split_lines=True, shard_bytes=300,
+                         workers=1, progress=False)
+    assert s.num_shards > 3
+    return s
+
+
+def as_lists(src):
+    return [np.asarray(src.get(i)).tolist() for i in range(len(src))]
+
+
+def same_batches(a, b):
+    for x, y in zip(a, b, strict=True):
+        for f in ("input_ids", "labels", "position_ids", "doc_ids", "cu_seqlens"):
+            assert np.array_equal(getattr(x, f), getattr(y, f)), f
+
+
+def test_pack_batches_across_shards_equal_the_list_path(store, monkeypatch):
+    docs = as_lists(store)
+    plan = pack(store.lengths, 64)
+    calls = []
+    real = store._fill
+    monkeypatch.setattr(store, "_fill", lambda *a: (calls.append(1), real(*a)))
+    got = list(plan.batches(store, batch_size=4, pad_id=0))
+    assert calls and len(calls) == len(got)  # one fill per batch (one compiled copy per shard inside)
+    same_batches(got, plan.batches(docs, batch_size=4, pad_id=0))
+    stream = pack(store.lengths, 50, method="concat")
+    same_batches(stream.batches(store, batch_size=3, pad_id=0), stream.batches(docs, batch_size=3, pad_id=0))
+
+
+def test_slice_source_and_single_shard_flat_path(store, tok, tmp_path):
+    docs = as_lists(store)
+    plan = SlidingWindows(16, 8).plan(store.lengths)
+    a, b = SliceSource.from_windows(plan, store), SliceSource.from_windows(plan, docs)
+    p2 = pack(a.lengths, 40)
+    same_batches(p2.batches(a, batch_size=5, pad_id=0), p2.batches(b, batch_size=5, pad_id=0))
+    one = TokenStore.build(tmp_path / "one", texts(["the store", "there in"]), tok, workers=1, progress=False)
+    assert one.num_shards == 1 and one.token_array.dtype == np.uint16 and one.doc_offsets.tolist()[0] == 0
+    same_batches(pack(one.lengths, 8).batches(one, batch_size=2, pad_id=0),
+                 pack(one.lengths, 8).batches(as_lists(one), batch_size=2, pad_id=0))
+    with pytest.raises(AttributeError):
+        store.token_array  # noqa: B018  (multi-shard: no single flat array)
+
+
+def test_gather_windows_equals_plan_gather_on_the_flat_array(store):
+    flat = np.concatenate([store.get(i) for i in range(len(store))])
+    offsets = np.concatenate([[0], np.cumsum(store.lengths)])
+    plan = SlidingWindows(12, 5).plan(store.lengths)
+    rows = np.random.default_rng(1).permutation(len(plan))[:50]
+    for r in (None, rows):
+        ids, n = store.gather_windows(plan, r, pad_id=7)
+        want, wn = plan.gather(flat, offsets, r, pad_id=7)
+        assert ids.dtype == np.uint16 and np.array_equal(ids, want) and np.array_equal(n, wn)
+
+
+def test_segments_outside_a_document_are_refused(store):
+    with pytest.raises(InputError, match="reaches outside its document"):
+        store.segment_filler([0], [0], [int(store.lengths[0]) + 1])(np.zeros(100, np.int64), np.array([0]))
+    with pytest.raises(InputError, match="outside 0 .."):
+        store.segment_filler([len(store)], [0], [1])(np.zeros(10, np.int64), np.array([0]))
+
+
+@pytest.mark.parametrize("by", ["doc", "file", "source", lambda i: i % 3])
+def test_split_views_are_disjoint_deterministic_token_sources(store, by):
+    train, val = store.split(0.25, by=by, seed=3)
+    assert len(train) + len(val) == len(store) and len(val) > 0 and len(train) > 0
+    assert set(train.index.tolist()).isdisjoint(val.index.tolist())
+    t2, v2 = store.split(0.25, by=by, seed=3)
+    assert np.array_equal(v2.index, val.index) and v2.fingerprint == val.fingerprint
+    assert val.fingerprint != train.fingerprint != store.fingerprint
+    if by in ("file", "source") or callable(by):
+        key = (store.meta()[:, 0] if by in ("file", "source") else np.arange(len(store)) % 3)
+        assert set(key[train.index]).isdisjoint(key[val.index])  # a group never in both
+    assert np.array_equal(val.lengths, store.lengths[val.index])
+    assert val.get(0).tolist() == store.get(int(val.index[0])).tolist()
+    plan = pack(val.lengths, 32)
+    same_batches(plan.batches(val, batch_size=2, pad_id=0), plan.batches(as_lists(val), batch_size=2, pad_id=0))
+    ids, _ = val.gather_windows(SlidingWindows(8, 8).plan(val.lengths), pad_id=0)
+    assert ids.shape[1] == 8
+
+
+def test_split_fraction_by_doc_and_errors(store):
+    train, val = store.split(0.2, seed=0)
+    assert len(val) == int(np.ceil(0.2 * len(store)))
+    other = store.split(0.2, seed=1)[1]
+    assert not np.array_equal(other.index, val.index)
+    with pytest.raises(ConfigError, match="strictly between 0 and 1"):
+        store.split(1.0)
+    with pytest.raises(ConfigError, match="1 group"):
+        store.split(0.5, by=lambda i: "same")
