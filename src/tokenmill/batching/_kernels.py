@@ -7,7 +7,7 @@ Only :mod:`tokenmill.batching.packing` imports this module, and only when a plan
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from .._jit import njit
 
 
 @njit(cache=True, nogil=True)

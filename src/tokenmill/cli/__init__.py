@@ -14,6 +14,7 @@ COMMAND_MODULES = [
     "demo",
     "windows",
     "batching",
+    "warmup",
 ]
 
 

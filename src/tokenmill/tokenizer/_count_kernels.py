@@ -8,7 +8,7 @@ at ``arena[start[e]:start[e] + length[e]]`` with a 64-bit ``count[e]`` and its F
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from .._jit import njit
 
 from ._hashing import fnv1a, reindex
 

@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from .._jit import njit
 
 from ._hashing import fnv1a, mix64, reindex
 

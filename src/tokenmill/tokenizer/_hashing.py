@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from .._jit import njit
 
 
 @njit(cache=True, nogil=True, inline="always")

@@ -21,7 +21,7 @@ in ``pretokenize.py`` call these kernels.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from .._jit import njit
 
 # Bits of the class table (see pretokenize.build_class_table). L, N and S are disjoint, so
 # ``tab[c] & KIND`` is L_, N_, S_ or 0 (0 = "other": [^\s\p{L}\p{N}]).

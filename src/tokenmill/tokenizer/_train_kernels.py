@@ -14,7 +14,7 @@ hold it equal to), with hand-rolled structures so nothing allocates per operatio
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from .._jit import njit
 
 from ._hashing import mix64
 

@@ -25,7 +25,7 @@ _compiled = None
 def _kernel():
     global _compiled
     if _compiled is None:
-        from numba import njit
+        from .._jit import njit
 
         @njit(cache=True, nogil=True)
         def gather(tokens, src_start, lengths, out, pad_id):
@@ -72,7 +72,7 @@ _plan = None
 def _plan_kernels():
     global _plan
     if _plan is None:
-        from numba import njit
+        from .._jit import njit
 
         @njit(cache=True, nogil=True)
         def doc_windows(n, off, C, S, tail):

@@ -1,0 +1,209 @@
+"""Compiled kernels: one way to load them lazily, to say when a first run compiles, and to warm up.
+
+numba compiles a kernel the first time it is called and caches the machine code on disk
+(``cache=True``), so only a machine's first run pays for compilation (tens of seconds for the
+tokenizer kernels on 2 cores). This module
+
+* loads kernel modules lazily (:func:`kernels`): importing tokenmill never loads numba;
+* tells the user, once per process, when a kernel compiles instead of loading from the cache (a
+  numba compile-event listener installed by :func:`njit`), and keeps compile seconds out of progress
+  bars' throughput and apart in :func:`compile_seconds`;
+* compiles every family ahead of time, in parallel processes (:func:`warmup`, ``tokenmill warmup``),
+  which ``make demo``/``make test`` and the install instructions run.
+
+``TOKENMILL_QUIET=1`` (or ``--quiet`` on the command line) silences the notice.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import os
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+_lock = threading.Lock()
+_announced: set[str] = set()
+_state = {"listening": False, "depth": 0, "t0": 0.0, "seconds": 0.0, "count": 0, "bars": []}
+
+
+def njit(*args, **kwargs):
+    """numba's ``njit``, for every tokenmill kernel module: it also installs the compile listener
+    (first-run notice, compile seconds kept apart from progress-bar throughput)."""
+    from numba import njit as _njit
+
+    _listen()
+    return _njit(*args, **kwargs)
+
+
+def compile_seconds() -> float:
+    """Seconds this process has spent compiling tokenmill kernels (0 when all came from the cache);
+    commands subtract it from throughput figures and report it apart."""
+    return _state["seconds"]
+
+
+def _listen() -> None:
+    with _lock:
+        if _state["listening"]:
+            return
+        _state["listening"] = True
+    from numba.core import event
+
+    class _CompileListener(event.Listener):
+        def on_start(self, ev):
+            disp = (ev.data or {}).get("dispatcher")
+            if not getattr(getattr(disp, "py_func", None), "__module__", "").startswith("tokenmill."):
+                return
+            with _lock:
+                _state["depth"] += 1
+                if _state["depth"] > 1:
+                    return
+                _state["t0"] = time.perf_counter()
+            _announce()
+            _state["bars"] = _active_bars()
+            for bar in _state["bars"]:
+                bar.set_postfix_str("compiling kernels (first run only)", refresh=True)
+
+        def on_end(self, ev):
+            disp = (ev.data or {}).get("dispatcher")
+            if not getattr(getattr(disp, "py_func", None), "__module__", "").startswith("tokenmill."):
+                return
+            with _lock:
+                _state["depth"] -= 1
+                if _state["depth"] > 0:
+                    return
+                dt = time.perf_counter() - _state["t0"]
+                _state["seconds"] += dt
+                _state["count"] += 1
+            for bar in _state["bars"]:  # the bar's clock skips the compile: its rate stays real
+                bar.start_t += dt
+                bar.last_print_t += dt
+                bar.set_postfix_str("", refresh=False)
+            _state["bars"] = []
+
+    event.register("numba:compile", _CompileListener())
+
+
+def _active_bars() -> list:
+    try:
+        from tqdm import tqdm
+    except ImportError:  # pragma: no cover
+        return []
+    return [b for b in list(getattr(tqdm, "_instances", ())) if not getattr(b, "disable", True)]
+
+
+def _announce() -> None:
+    with _lock:
+        if "any" in _announced:
+            return
+        _announced.add("any")
+    if os.environ.get("TOKENMILL_QUIET", "") not in ("", "0"):
+        return
+    print("tokenmill: compiling kernels (first run only: later runs load them from the disk cache; "
+          "`tokenmill warmup` compiles all of them ahead of time, in parallel)", file=sys.stderr, flush=True)
+
+
+@functools.cache
+def kernels(module: str):
+    """Import a kernel module of this package (``"tokenizer._encode_kernels"``) on first use."""
+    return importlib.import_module(f"tokenmill.{module}")
+
+
+def is_cached(obj) -> bool | None:
+    """For a kernel (or every kernel of a kernel module): True when numba's disk cache holds machine
+    code for the current source, False when a first call will compile, None when that cannot be told."""
+    try:
+        from numba.core.registry import CPUDispatcher
+    except ImportError:  # pragma: no cover
+        return None
+    found = False
+    for disp in ([obj] if isinstance(obj, CPUDispatcher) else vars(obj).values()):
+        if not isinstance(disp, CPUDispatcher) or getattr(disp, "_cache", None) is None:
+            continue
+        found = True
+        try:
+            if not disp.overloads and not disp._cache._cache_file._load_index():
+                return False
+        except Exception:  # numba internals changed: say nothing rather than something wrong
+            return None
+    return True if found else None
+
+
+# ------------------------------------------------------------------------------------------------
+# warm-up: each job runs a public path on a tiny input in a fresh process, so the kernels compile
+# with exactly the types the library passes them. Longest first: a pool of 2 finishes the split
+# kernels that later jobs share before those jobs need them.
+
+JOBS: dict[str, str] = {
+    "train (split gpt4, chunk counting, merge loop)":
+        "import tokenmill; tokenmill.train_bpe(['hello world, hello there 123'] * 4, 270, pattern='gpt4')",
+    "encode (split gpt2, BPE encoder)":
+        "from tokenmill.tokenizer.model import Tokenizer\n"
+        "t = Tokenizer.from_ranks({**{bytes([i]): i for i in range(256)}, b'he': 256, b'll': 257}, pattern='gpt2')\n"
+        "t.encode('hello world 世界'); t.encode_batch(['hello', 'x y'], num_threads=1, as_arrays=True)",
+    "split o200k":
+        "from tokenmill.tokenizer.pretokenize import split_offsets; split_offsets(b'Hello world 123', 'o200k')",
+    "split custom patterns":
+        "from tokenmill.tokenizer.pretokenize import split_text; split_text('Hello world 123', r'\\w+|\\s+')",
+    "packing":
+        "import tokenmill\n"
+        "docs = [list(range(1, 9)), [1, 2, 3], [4, 5]]\n"
+        "for m in ('best_fit', 'first_fit_decreasing', 'greedy', 'concat'):\n"
+        "    p = tokenmill.pack([8, 3, 2], 8, method=m); next(iter(p.batches(docs, batch_size=2, pad_id=0)))",
+    "windows":
+        "import numpy as np, tokenmill\n"
+        "p = tokenmill.SlidingWindows(8, 4).plan(np.array([20, 5]))\n"
+        "p.gather(np.arange(25), np.array([0, 20, 25]))",
+}
+
+
+@dataclass
+class JobResult:
+    name: str
+    seconds: float
+    ok: bool
+    error: str = ""
+
+
+def _run(name: str, code: str, env: dict) -> JobResult:
+    t0 = time.perf_counter()
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    dt = time.perf_counter() - t0
+    err = (out.stderr.strip().splitlines() or [""])[-1]
+    return JobResult(name, dt, out.returncode == 0, err)
+
+
+def warmup(jobs: int | None = None, *, only: list[str] | None = None, progress: bool = True) -> list[JobResult]:
+    """Compile every kernel family ahead of time in ``jobs`` parallel processes (default: all cores).
+
+    Kernels already in the disk cache load in about a second each. Returns one result per family,
+    in the order of :data:`JOBS`; a failed job names its error (the others still run).
+    """
+    names = list(JOBS) if only is None else only
+    unknown = [n for n in names if n not in JOBS]
+    if unknown:
+        from .errors import ConfigError
+
+        raise ConfigError(f"unknown warm-up job(s) {unknown}; known: {list(JOBS)}")
+    workers = max(1, min(len(names), jobs or os.cpu_count() or 1))
+    env = dict(os.environ, TOKENMILL_QUIET="1")
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(names), desc="compiling kernels (first run only)", unit="family", file=sys.stderr)
+    results: dict[str, JobResult] = {}
+    with ThreadPoolExecutor(workers) as ex:
+        futures = {ex.submit(_run, n, JOBS[n], env): n for n in names}
+        for fut in futures:
+            r = fut.result()
+            results[r.name] = r
+            if bar is not None:
+                bar.update(1)
+    if bar is not None:
+        bar.close()
+    return [results[n] for n in names]

@@ -1,0 +1,82 @@
+"""The kernel loader: first-run notice, compile seconds kept apart, and `tokenmill warmup`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+PROBE = ("import numpy as np, tokenmill\n"
+         "from tokenmill import _jit\n"
+         "from tokenmill.batching import _kernels as K\n"
+         "before = _jit.is_cached(K.best_fit)\n"
+         "tokenmill.pack([3, 2, 4], 5)\n"
+         "print(before, _jit.is_cached(K.best_fit), round(_jit.compile_seconds(), 3))\n")
+
+
+def _run(code: str, cache: str, **env):
+    e = dict(os.environ, NUMBA_CACHE_DIR=cache, **env)
+    e.pop("TOKENMILL_QUIET", None)
+    e.update(env)
+    return subprocess.run([sys.executable, "-c", code], env=e, capture_output=True, text=True, check=True)
+
+
+@pytest.mark.slow
+def test_first_run_says_it_compiles_and_later_runs_load_from_cache(tmp_path):
+    cold = _run(PROBE, str(tmp_path))
+    before, after, seconds = cold.stdout.split()
+    assert before == "False" and after == "True" and float(seconds) > 0
+    assert "compiling kernels (first run only" in cold.stderr
+    warm = _run(PROBE, str(tmp_path))
+    assert warm.stdout.split() == ["True", "True", "0.0"]
+    assert "compiling" not in warm.stderr
+    quiet = _run(PROBE.replace("tokenmill.pack([3, 2, 4], 5)", "tokenmill.pack([3, 2, 4], 5, method='greedy')"),
+                 str(tmp_path / "other"), TOKENMILL_QUIET="1")
+    assert "compiling" not in quiet.stderr
+
+
+def test_compile_time_is_kept_out_of_progress_bars():
+    """A bar running while a kernel compiles has its clock moved past the compile."""
+    from tqdm import tqdm
+
+    from tokenmill import _jit
+    from numba.core import event
+
+    _jit._listen()
+    bar = tqdm(total=10, file=open(os.devnull, "w"))
+    start = bar.start_t
+
+    class Disp:  # what the compile event carries
+        class py_func:
+            __module__ = "tokenmill.fake"
+
+    ev = event.Event("numba:compile", event.EventStatus.START, data={"dispatcher": Disp})
+    event.broadcast(ev)
+    import time
+
+    time.sleep(0.05)
+    event.broadcast(event.Event("numba:compile", event.EventStatus.END, data={"dispatcher": Disp}))
+    assert bar.start_t - start >= 0.05
+    bar.close()
+
+
+def test_warmup_cli_json_lists_every_family(monkeypatch):
+    """`tokenmill warmup --json` runs every job (fast here: the suite's caches are warm)."""
+    from tokenmill import _jit
+    from tokenmill.cli import main
+
+    ran = []
+    monkeypatch.setattr(_jit, "_run", lambda n, c, env: ran.append(n) or _jit.JobResult(n, 0.1, True))
+    assert main(["warmup", "--json", "--quiet", "--jobs", "2"]) == 0
+    assert ran == list(_jit.JOBS)
+
+
+def test_warmup_jobs_are_valid_python_that_runs():
+    """Each job's code compiles as Python (the jobs themselves run in `make test`'s warm-up step)."""
+    from tokenmill import _jit
+
+    for name, code in _jit.JOBS.items():
+        compile(code, name, "exec")
