@@ -14,6 +14,7 @@ COMMAND_MODULES = [
     "demo",
     "windows",
     "batching",
+    "store",  # store build, verify, stats
     "warmup",
 ]
 

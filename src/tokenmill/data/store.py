@@ -461,6 +461,12 @@ class _SourceMixin:
             raise InputError(f"segment (doc {int(doc[i]):,d}, start {int(start[i]):,d}, length {int(length[i]):,d}) "
                              f"reaches outside its document of {int(self.lengths[doc[i]]):,d} tokens")
 
+    def export_megatron(self, prefix) -> tuple[Path, Path]:
+        """Write ``prefix.bin`` / ``prefix.idx`` (Megatron MMIDIDX version 1), one sequence per document."""
+        from .megatron import export_megatron
+
+        return export_megatron(self, prefix)
+
     def stats(self):
         from .stats import store_stats
 
@@ -679,11 +685,6 @@ class TokenStore(_SourceMixin):
 
         return verify_store(self, progress=progress)
 
-    def export_megatron(self, prefix) -> tuple[Path, Path]:
-        """Write ``prefix.bin`` / ``prefix.idx`` (Megatron MMIDIDX version 1), one sequence per document."""
-        from .megatron import export_megatron
-
-        return export_megatron(self, prefix)
 
 
 def remove_store(path) -> None:

@@ -1,0 +1,68 @@
+"""Megatron .bin/.idx export: megatron-core's IndexedDataset reads identical documents; we read it back."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tokenmill import TokenStore, pack
+from tokenmill.data import texts
+from tokenmill.errors import FormatError
+
+from .conftest import make_corpus
+
+
+@pytest.fixture
+def store(tmp_path, tok):
+    make_corpus(tmp_path / "in", n_files=4)
+    return TokenStore.build(tmp_path / "s", tmp_path / "in", tok, split_lines=True, shard_bytes=300, workers=1,
+                            progress=False)
+
+
+def test_megatron_core_reads_identical_documents(store, tmp_path):
+    pytest.importorskip("torch")
+    indexed = pytest.importorskip("megatron.core.datasets.indexed_dataset")
+    bin_path, idx_path = store.export_megatron(tmp_path / "mt" / "corpus_text_document")
+    assert bin_path.name == "corpus_text_document.bin" and idx_path.exists()
+    ds = indexed.IndexedDataset(str(tmp_path / "mt" / "corpus_text_document"))
+    assert len(ds) == len(store)
+    for i in range(len(store)):
+        got = ds[i]
+        assert got.dtype == np.uint16 and got.tolist() == store.get(i).tolist()
+    assert np.array_equal(ds.sequence_lengths, store.lengths)
+    assert np.array_equal(ds.document_indices, np.arange(len(store) + 1))
+
+
+def test_from_megatron_round_trip_and_views(store, tmp_path, wide_tok):
+    store.export_megatron(tmp_path / "m")
+    back = TokenStore.from_megatron(tmp_path / "m")
+    assert len(back) == len(store) and np.array_equal(back.lengths, store.lengths)
+    assert all(back.get(i).tolist() == store.get(i).tolist() for i in range(len(store)))
+    plan = pack(back.lengths, 64)
+    a, b = list(plan.batches(back, batch_size=4, pad_id=0)), list(plan.batches(store, batch_size=4, pad_id=0))
+    assert all(np.array_equal(x.input_ids, y.input_ids) for x, y in zip(a, b, strict=True))
+    _, val = store.split(0.3, seed=1)
+    val.export_megatron(tmp_path / "v")
+    v = TokenStore.from_megatron(tmp_path / "v")
+    assert [v.get(i).tolist() for i in range(len(v))] == [val.get(i).tolist() for i in range(len(val))]
+    w = TokenStore.build(tmp_path / "w", texts(["ab"]), wide_tok, workers=1, progress=False)
+    w.export_megatron(tmp_path / "w32")  # uint32 ids travel as int32 (Megatron has no uint32 code)
+    assert TokenStore.from_megatron(tmp_path / "w32").get(0).tolist() == [70_097, 70_098, 70_299]
+    assert back.fingerprint == TokenStore.from_megatron(tmp_path / "m").fingerprint != v.fingerprint
+
+
+def test_from_megatron_refuses_damaged_files(store, tmp_path):
+    store.export_megatron(tmp_path / "m")
+    idx = tmp_path / "m.idx"
+    data = idx.read_bytes()
+    idx.write_bytes(b"NOTANIDX!" + data[9:])
+    with pytest.raises(FormatError, match="bad header"):
+        TokenStore.from_megatron(tmp_path / "m")
+    idx.write_bytes(data[:40])
+    with pytest.raises(FormatError, match="truncated"):
+        TokenStore.from_megatron(tmp_path / "m")
+    idx.write_bytes(data)
+    b = tmp_path / "m.bin"
+    b.write_bytes(b.read_bytes()[:-4])
+    with pytest.raises(FormatError, match=r"m.bin: .* bytes, the index needs"):
+        TokenStore.from_megatron(tmp_path / "m")

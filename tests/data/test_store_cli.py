@@ -1,0 +1,49 @@
+"""`tokenmill store build | verify | stats`: same store as the API, clear errors, --help examples."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tokenmill import TokenStore
+from tokenmill.cli import build_parser, main
+
+from .conftest import make_corpus
+
+
+def test_build_verify_stats(tmp_path, tok, capsys):
+    make_corpus(tmp_path / "in")
+    tok.save(tmp_path / "tok.json")
+    out = tmp_path / "s"
+    assert main(["store", "build", "--tokenizer", str(tmp_path / "tok.json"), "--input", str(tmp_path / "in"),
+                 "--out", str(out), "--split-lines", "--workers", "1", "--shard-mb", "0.0005", "--quiet"]) == 0
+    assert "documents" in capsys.readouterr().out
+    api = TokenStore.build(tmp_path / "api", [tmp_path / "in"], tok, split_lines=True, workers=2,
+                           shard_bytes=int(0.0005 * 2**20), progress=False)
+    assert TokenStore.open(out).fingerprint == api.fingerprint
+    assert main(["store", "verify", str(out), "-q"]) == 0
+    assert capsys.readouterr().out.startswith("ok: ")
+    assert main(["store", "stats", str(out), "--json", "--plot", str(tmp_path / "len.png")]) == 0
+    st = json.loads(capsys.readouterr().out)
+    assert st["documents"] == len(api) and st["tokens"] == api.num_tokens
+    assert st["percentiles"]["p100"] == int(api.lengths.max()) and sum(st["histogram"]["counts"]) == len(api)
+    assert (tmp_path / "len.png").read_bytes()[:4] == b"\x89PNG"
+    assert 1.0 < st["bytes_per_token"] < 4.0
+
+
+def test_errors_are_reported_not_raised(tmp_path, tok, capsys):
+    tok.save(tmp_path / "tok.json")
+    (tmp_path / "bad.jsonl").write_text('{"body": 1}\n')
+    assert main(["store", "build", "--tokenizer", str(tmp_path / "tok.json"), "--input",
+                 str(tmp_path / "bad.jsonl"), "--out", str(tmp_path / "s"), "-q"]) == 2
+    assert "bad.jsonl:1: no field 'text'; the record's fields are: 'body'" in capsys.readouterr().err
+    assert main(["store", "verify", str(tmp_path / "s")]) == 2
+    assert "not a finished token store" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("cmd", ["build", "verify", "stats"])
+def test_help_has_an_example(cmd, capsys):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["store", cmd, "--help"])
+    assert "example:\n  tokenmill store " + cmd in capsys.readouterr().out

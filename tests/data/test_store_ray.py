@@ -1,0 +1,27 @@
+"""engine="ray": the same shard jobs as Ray tasks give the same bytes as the local engine."""
+
+from __future__ import annotations
+
+import pytest
+
+from tokenmill import TokenStore
+
+from .conftest import make_corpus
+from .test_store import store_bytes
+
+
+@pytest.mark.slow
+def test_ray_engine_is_byte_identical_to_local(tmp_path, tok):
+    ray = pytest.importorskip("ray")
+    make_corpus(tmp_path / "in", n_files=6)
+    local = TokenStore.build(tmp_path / "local", tmp_path / "in", tok, split_lines=True, shard_bytes=400,
+                             workers=1, progress=False)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    try:
+        on_ray = TokenStore.build(tmp_path / "ray", tmp_path / "in", tok, split_lines=True, shard_bytes=400,
+                                  workers=2, engine="ray", progress=False)
+    finally:
+        ray.shutdown()
+    assert local.num_shards > 3
+    assert store_bytes(tmp_path / "ray") == store_bytes(tmp_path / "local")
+    assert on_ray.fingerprint == local.fingerprint
