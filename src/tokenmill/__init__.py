@@ -25,6 +25,7 @@ _EXPORTS = {
     "ArraySource": ".data.source",
     "as_source": ".data.source",
     "TokenStore": ".data.store",
+    "Mixture": ".data.mixture",
     # tokenizer
     "Tokenizer": ".tokenizer.model",
     "train_bpe": ".tokenizer.train",
@@ -85,6 +86,7 @@ if TYPE_CHECKING:  # pragma: no cover  (static type checkers see the lazy export
     from .batching.sources import SliceSource  # noqa: F401
     from .batching.split import split_documents  # noqa: F401
     from .batching.stats import BatchStats  # noqa: F401
+    from .data.mixture import Mixture  # noqa: F401
     from .data.source import ArraySource, TokenSource, as_source  # noqa: F401
     from .data.store import TokenStore  # noqa: F401
     from .errors import ConfigError, FormatError, InputError, MissingExtraError, SpecialTokenError, TokenmillError  # noqa: F401

@@ -20,6 +20,9 @@ _EXPORTS = {
     "StepNormalizer": ".loss",
     "TinyConfig": ".model",
     "TinyCausalLM": ".model",
+    "TrainingLoader": ".loader",
+    "LoaderDataset": ".loader",
+    "batch_tensors": ".loader",
 }
 
 __all__ = sorted(_EXPORTS)

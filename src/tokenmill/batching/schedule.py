@@ -1,0 +1,481 @@
+"""The global sample sequence of a training run, as arrays indexed by (seed, epoch, position).
+
+This is the torch-free core of :class:`tokenmill.torch.TrainingLoader`. A *sample* is one row of a
+batch: a packed block, or one window (padded, or packed with other windows into a block). Per epoch:
+
+::
+
+    plan      pack(lengths) / windows.plan(lengths, epoch) [-> pack]    arrays, no tokens read
+    order     permutation of the plan's samples from default_rng([tag, seed, part, epoch])
+    global    batch g = samples g*G .. (g+1)*G - 1,   G = batch_size * world_size
+    rank r    slots r*b .. (r+1)*b - 1 of every global batch
+
+    epoch 0, 10 samples, b=2, W=2 (G=4), drop_last:    global batch 0: s3 s7 | s0 s9
+                                                        global batch 1: s5 s1 | s8 s2
+                                                        (s4 s6 dropped: 10 % 4; counted)
+
+The state of a run is ``(epoch, global batches consumed)``; because every batch is a function of
+``(seed, epoch, g, rank)``, a run resumed from that state sees exactly the batches of an
+uninterrupted one, and a state saved with ``W1 x b1`` continues on ``W2 x b2`` when
+``W1 * b1 == W2 * b2`` (same global batches, sliced differently).
+
+With ``drop_last=False`` the last global batch is completed with empty samples (all padding, zero
+targets; a no-op under the token-weighted loss), so every rank still gets ``batch_size`` rows.
+
+Mixtures (:class:`tokenmill.data.mixture.Mixture`): each part has its own plan and order per *part
+epoch*; a mixture epoch has as many samples as the parts together have in their epoch 0, and global
+batch ``g`` takes from part ``i`` the count :func:`~tokenmill.data.mixture.allocate_counts` gives
+(within one sample of its share; shares are the token weights converted with each part's mean
+tokens per sample), interleaved evenly inside the batch. A part that runs out continues with its
+next part epoch (upsampling).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, is_dataclass
+
+import numpy as np
+
+from ..data.mixture import Mixture, allocate_counts, source_fingerprint
+from ..data.source import as_source
+from ..errors import ConfigError, FormatError
+from .layout import IGNORE_INDEX, Batch, assemble, check_fragment_positions
+from .packing import LONG_DOCS, METHODS, PackPlan, _filler, _origin, pack
+from .sources import SliceSource
+
+_ORDER_TAG = 0x6F72646572  # "order": keeps the sample order's generator apart from pack's and the jitter's
+STATE_FORMAT = "tokenmill.TrainingLoader"
+STATE_VERSION = 1
+_STATE_KEYS = {"format": str, "version": int, "epoch": int, "batches_consumed": int, "samples_consumed": int,
+               "global_batch_size": int, "world_size": int, "batch_size": int, "rank": int, "seed": int,
+               "data": str, "plan": str, "checksum": str}
+
+
+@dataclass(frozen=True, eq=False)
+class _Stream:
+    """One (part, part epoch): what its samples are made of and the order they are drawn in."""
+
+    source: object  # token source the plan indexes (the part, or a SliceSource of its windows)
+    plan: PackPlan
+    order: np.ndarray  # (num_samples,) block ids in draw order
+    fill: object  # the filler of packing._filler for source (store fast path included)
+    window_stats: object = None  # PlanStats of the windows, if any
+
+    @property
+    def num_samples(self) -> int:
+        return int(self.order.size)
+
+    @property
+    def tokens(self) -> int:
+        return self.plan.tokens
+
+
+def _is_int(v) -> bool:
+    return not isinstance(v, bool) and isinstance(v, (int, np.integer))
+
+
+def _positive(name: str, v) -> int:
+    if not _is_int(v) or v < 1:
+        raise ConfigError(f"{name}={v!r} must be a positive integer")
+    return int(v)
+
+
+class BatchSchedule:
+    """Which samples every rank gets in every batch of every epoch, and how to build them.
+
+    Arguments as :class:`tokenmill.torch.TrainingLoader` (minus the torch ones). ``batch(epoch, g)``
+    materializes this rank's rows of global batch ``g`` as a :class:`~tokenmill.batching.Batch`.
+
+    >>> docs = [[i] * n for i, n in enumerate([3, 5, 2, 4, 6, 1])]
+    >>> s = BatchSchedule(docs, batch_size=1, block_size=6, world_size=2, rank=1, seed=0)
+    >>> s.num_batches(0), s.num_samples(0)
+    (2, 4)
+    >>> s.batch(0, 0).input_ids.tolist()
+    [[3, 3, 3, 3, 2, 2]]
+    """
+
+    def __init__(self, source, *, batch_size: int, block_size: int | None = None, method: str = "best_fit",
+                 windows=None, seed: int = 0, rank: int = 0, world_size: int = 1, shuffle: bool = True,
+                 drop_last: bool = True, pad_id: int | None = None, long_docs: str = "split"):
+        self.batch_size = _positive("batch_size", batch_size)
+        self.world_size = _positive("world_size", world_size)
+        if not _is_int(rank) or not 0 <= rank < self.world_size:
+            raise ConfigError(f"rank={rank!r} must be in 0 .. world_size-1 = {self.world_size - 1} "
+                              f"(world_size={self.world_size})")
+        self.rank = int(rank)
+        if not _is_int(seed) or seed < 0:
+            raise ConfigError(f"seed={seed!r} must be an integer >= 0")
+        self.seed = int(seed)
+        if method not in METHODS:
+            raise ConfigError(f"method={method!r} is not one of {', '.join(map(repr, METHODS))}")
+        if long_docs not in LONG_DOCS:
+            raise ConfigError(f"long_docs={long_docs!r} is not one of {', '.join(map(repr, LONG_DOCS))}")
+        self.method, self.long_docs = method, long_docs
+        self.block_size = None if block_size is None else _positive("block_size", block_size)
+        self.windows = windows
+        if windows is None and block_size is None:
+            raise ConfigError("pass block_size=T (packed blocks of T positions) or windows=SlidingWindows(...) "
+                              "(windows, padded; with block_size also packed)")
+        self.fragment_positions = "restart"
+        if windows is not None:
+            for attr in ("plan", "capacity", "window_size"):
+                if not hasattr(windows, attr):
+                    raise ConfigError(f"windows={windows!r} is not a SlidingWindows (it has no {attr!r})")
+            if getattr(windows, "template", None) is not None:
+                raise ConfigError("windows with a template (bos/eos) are not supported by the loader; add the "
+                                  "special tokens to the documents (e.g. the store's append_eos) instead")
+            if getattr(windows, "score", "all") != "all":
+                raise ConfigError("windows with score='new' are for evaluation; the loader trains on every "
+                                  "target: use score='all'")
+            if getattr(windows, "positions", "reset") == "absolute":
+                self.fragment_positions = "continue"
+        check_fragment_positions(self.fragment_positions)
+        self.shuffle, self.drop_last = bool(shuffle), bool(drop_last)
+        if pad_id is not None and (not _is_int(pad_id) or pad_id < 0):
+            raise ConfigError(f"pad_id={pad_id!r} must be an integer >= 0 (padding is found by length, so "
+                              "the EOS id is safe)")
+        self.pad_id = 0 if pad_id is None else int(pad_id)
+
+        self.source = source
+        if isinstance(source, Mixture):
+            self.mixture: Mixture | None = source
+            self.parts = list(source.parts)
+            self.doc_base = source.doc_base
+        else:
+            self.mixture = None
+            self.parts = [as_source(source)]
+            self.doc_base = np.zeros(2, np.int64)
+            if len(self.parts[0]) == 0:
+                raise ConfigError("the source has 0 documents; there is nothing to train on")
+        self._streams: dict[tuple[int, int], _Stream] = {}
+        self._pack_cache: dict[int, PackPlan] = {}
+        self._part_counts: dict[tuple[int, int], int] = {}
+        self._mix = None
+        self._fingerprint: str | None = None
+        self.num_batches(0)  # fail early: batch larger than an epoch, empty plans
+
+    # ---- identity --------------------------------------------------------------------------------
+    @property
+    def global_batch_size(self) -> int:
+        return self.batch_size * self.world_size
+
+    @property
+    def data_fingerprint(self) -> str:
+        if self._fingerprint is None:
+            self._fingerprint = source_fingerprint(self.source if self.mixture is not None else self.parts[0])
+        return self._fingerprint
+
+    def plan_options(self) -> dict:
+        """What, besides the data and the seed, defines the sample sequence (JSON-able)."""
+        win = None
+        if self.windows is not None:
+            win = asdict(self.windows) if is_dataclass(self.windows) else repr(self.windows)
+            if isinstance(win, dict):
+                win = {k: (list(v) if isinstance(v, tuple) else v) for k, v in win.items()}
+        return {"block_size": self.block_size, "method": self.method, "long_docs": self.long_docs,
+                "windows": win, "shuffle": self.shuffle, "drop_last": self.drop_last,
+                "mixture": self.mixture is not None}
+
+    # ---- per (part, part epoch) plans --------------------------------------------------------------
+    def stream(self, part: int, epoch: int) -> _Stream:
+        key = (part, epoch)
+        s = self._streams.get(key)
+        if s is not None:
+            return s
+        src = self.parts[part]
+        wstats = None
+        if self.windows is None:
+            plan = self._pack_cache.get(part)
+            if plan is None:
+                plan = pack(src.lengths, self.block_size, method=self.method, long_docs=self.long_docs,
+                            seed=self.seed)
+                self._pack_cache[part] = plan
+            base = src
+        else:
+            wplan = self.windows.plan(src.lengths, epoch=epoch)
+            wstats = wplan.stats
+            base = SliceSource(src, doc=wplan.doc, start=wplan.start, length=wplan.length)
+            if self.block_size is not None:
+                plan = pack(base.lengths, self.block_size, method=self.method, long_docs=self.long_docs,
+                            seed=self.seed)
+            else:
+                n = len(base)
+                plan = PackPlan(int(self.windows.capacity), "windows", np.arange(n, dtype=np.int64),
+                                np.zeros(n, np.int64), np.asarray(base.lengths, np.int64),
+                                np.arange(n + 1, dtype=np.int64), np.asarray(base.lengths, np.int64))
+        n = plan.num_blocks
+        if self.shuffle:
+            # a tag first: default_rng([seed, 0, 0]) would equal pack's default_rng(seed) (trailing zeros)
+            order = np.random.default_rng([_ORDER_TAG, self.seed, part, epoch]).permutation(n).astype(np.int64)
+        else:
+            order = np.arange(n, dtype=np.int64)
+        s = _Stream(base, plan, order, _make_filler(base, plan.doc_lengths), wstats)
+        if len(self._streams) >= 4 * len(self.parts):  # keep a few recent epochs
+            self._streams.pop(next(iter(self._streams)))
+        self._streams[key] = s
+        self._part_counts[key] = n
+        return s
+
+    def _part_samples(self, part: int, epoch: int) -> int:
+        key = (part, epoch)
+        if key not in self._part_counts:
+            if self.windows is None or getattr(self.windows, "jitter", None) is None:
+                self._part_counts[key] = self.stream(part, 0).num_samples
+            else:
+                self._part_counts[key] = self.stream(part, epoch).num_samples
+        return self._part_counts[key]
+
+    # ---- sizes -----------------------------------------------------------------------------------
+    def num_samples(self, epoch: int) -> int:
+        """Samples in the global sequence of ``epoch`` (before drop_last)."""
+        if self.mixture is None:
+            return self._part_samples(0, epoch)
+        return self._mixture()[0]
+
+    def num_batches(self, epoch: int) -> int:
+        """Batches of ``epoch`` for every rank (= global batches)."""
+        _check_epoch(epoch)
+        n, G = self.num_samples(epoch), self.global_batch_size
+        nb = n // G if self.drop_last else -(-n // G)
+        if nb == 0:
+            raise ConfigError(f"the global batch (batch_size={self.batch_size} x world_size={self.world_size} = "
+                              f"{G:,d} samples) is larger than epoch {epoch}, which has {n:,d} samples; lower "
+                              "batch_size, use a smaller block_size or window, or add data")
+        return nb
+
+    def dropped_samples(self, epoch: int) -> int:
+        """Samples of ``epoch`` that ``drop_last`` leaves out (0 without drop_last or for mixtures)."""
+        if not self.drop_last or self.mixture is not None:
+            return 0
+        return self.num_samples(epoch) % self.global_batch_size
+
+    # ---- mixtures --------------------------------------------------------------------------------
+    def _mixture(self):
+        """(samples per epoch, sample fractions, per-batch counts (nb, k), cumulative counts (nb+1, k))."""
+        if self._mix is None:
+            k = len(self.parts)
+            firsts = [self.stream(i, 0) for i in range(k)]
+            S = sum(s.num_samples for s in firsts)
+            per_sample = np.array([s.tokens / max(s.num_samples, 1) for s in firsts])
+            for i, s in enumerate(firsts):
+                if s.num_samples == 0:
+                    raise ConfigError(f"mixture part {i} ({self.mixture.names[i]!r}) has no samples under "
+                                      "this plan (its documents are all shorter than the windows kept?)")
+            q = self.mixture.weights / per_sample
+            q = q / q.sum()
+            G = self.global_batch_size
+            nb = S // G if self.drop_last else -(-S // G)
+            counts = allocate_counts(q, G, max(nb, 0))
+            cum = np.zeros((counts.shape[0] + 1, k), np.int64)
+            np.cumsum(counts, axis=0, out=cum[1:])
+            self._mix = (S, q, counts, cum)
+        return self._mix
+
+    def _part_position(self, part: int, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Stream index ``k`` of a part (samples drawn from it since the run began) -> (part epoch, index)."""
+        k = np.asarray(k, np.int64)
+        p_ep = np.zeros(k.shape, np.int64)
+        idx = k.copy()
+        if self.windows is None or getattr(self.windows, "jitter", None) is None:
+            n = self._part_samples(part, 0)
+            return idx // n, idx % n
+        # part epochs of different sizes (window jitter): walk them
+        if k.size == 0:
+            return p_ep, idx
+        p, start = 0, 0
+        hi = int(k.max())
+        while True:
+            n = self._part_samples(part, p)
+            here = (k >= start) & (k < start + n)
+            p_ep[here], idx[here] = p, k[here] - start
+            start += n
+            if start > hi:
+                return p_ep, idx
+            p += 1
+
+    # ---- the sequence ----------------------------------------------------------------------------
+    def global_samples(self, epoch: int, g: int):
+        """``(part, part_epoch, block)`` int64 arrays of the ``G`` samples of global batch ``g``;
+        ``block == -1`` is an empty sample (padding only)."""
+        nb = self.num_batches(epoch)
+        if not _is_int(g) or not 0 <= g < nb:
+            raise ConfigError(f"batch {g!r} is outside 0 .. {nb - 1} of epoch {epoch}")
+        G = self.global_batch_size
+        if self.mixture is None:
+            s = self.stream(0, epoch)
+            t = g * G + np.arange(G, dtype=np.int64)
+            block = np.where(t < s.num_samples, s.order[np.minimum(t, max(s.num_samples - 1, 0))], -1)
+            return np.zeros(G, np.int64), np.full(G, epoch, np.int64), block
+        _, _, counts, cum = self._mixture()
+        n = counts[g]
+        part = np.repeat(np.arange(n.size, dtype=np.int64), n)
+        local = np.arange(G, dtype=np.int64) - np.repeat(np.cumsum(n) - n, n)  # j-th sample of its part
+        key = (local + 0.5) / n[part]  # spread every part evenly over the batch
+        order = np.lexsort((part, key))
+        part, local = part[order], local[order]
+        per_epoch = cum[-1]
+        kk = epoch * per_epoch[part] + cum[g][part] + local  # samples drawn from the part before this one
+        p_ep = np.empty(G, np.int64)
+        block = np.empty(G, np.int64)
+        for i in np.unique(part).tolist():
+            m = part == i
+            pe, idx = self._part_position(i, kk[m])
+            p_ep[m] = pe
+            block[m] = [int(self.stream(i, int(e)).order[j]) for e, j in zip(pe.tolist(), idx.tolist())]
+        return part, p_ep, block
+
+    def rank_samples(self, epoch: int, g: int, rank: int | None = None):
+        """This rank's slice (``batch_size`` samples) of global batch ``g``."""
+        r = self.rank if rank is None else rank
+        lo = r * self.batch_size
+        return tuple(a[lo : lo + self.batch_size] for a in self.global_samples(epoch, g))
+
+    # ---- materialization -------------------------------------------------------------------------
+    def batch(self, epoch: int, g: int) -> Batch:
+        """This rank's rows of global batch ``g`` of ``epoch``; ``doc_ids`` in the source's numbering
+        (for a mixture: the concatenated numbering, part ``i`` from ``mixture.doc_base[i]``)."""
+        part, p_ep, block = self.rank_samples(epoch, g)
+        groups: dict[tuple[int, int], list[int]] = {}
+        for row, (i, e) in enumerate(zip(part.tolist(), p_ep.tolist())):
+            groups.setdefault((i, e), []).append(row)
+        if len(groups) == 1:
+            (i, e), = groups
+            out = self._build(self.stream(i, e), block)
+            return _shift_docs(out, int(self.doc_base[i])) if self.doc_base[i] else out
+        pieces = []
+        for (i, e), rows in groups.items():
+            b = self._build(self.stream(i, e), block[rows])
+            pieces.append((rows, _shift_docs(b, int(self.doc_base[i])) if self.doc_base[i] else b))
+        return _merge_rows(pieces, len(block))
+
+    def _build(self, s: _Stream, blocks: np.ndarray) -> Batch:
+        plan = s.plan
+        blocks = np.asarray(blocks, np.int64)
+        real = blocks >= 0
+        safe = np.where(real, blocks, 0)
+        counts = np.where(real, plan.block_ptr[safe + 1] - plan.block_ptr[safe], 0)
+        first = np.where(real, plan.block_ptr[safe], 0)
+        seg = np.repeat(first - (np.cumsum(counts) - counts), counts) + np.arange(int(counts.sum()))
+        rows = np.repeat(np.arange(blocks.size, dtype=np.int64), counts)
+        doc, start, length = plan.doc[seg], plan.start[seg], plan.length[seg]
+        o_doc, o_start = _origin(s.source, doc, start)
+        return assemble(s.fill(doc, start, length), rows, o_doc, o_start, length, num_rows=blocks.size,
+                        row_length=plan.block_size, pad_id=self.pad_id, stream=plan.stream,
+                        fragment_positions=self.fragment_positions)
+
+    # ---- state -----------------------------------------------------------------------------------
+    def state_dict(self, epoch: int, batches_consumed: int) -> dict:
+        """A plain dict of ints and strings: where the run is, and what defines its sequence."""
+        state = {"format": STATE_FORMAT, "version": STATE_VERSION, "epoch": int(epoch),
+                 "batches_consumed": int(batches_consumed),
+                 "samples_consumed": int(batches_consumed) * self.global_batch_size,
+                 "global_batch_size": self.global_batch_size, "world_size": self.world_size,
+                 "batch_size": self.batch_size, "rank": self.rank, "seed": self.seed,
+                 "data": self.data_fingerprint, "plan": json.dumps(self.plan_options(), sort_keys=True)}
+        state["checksum"] = _checksum(state)
+        return state
+
+    def check_state(self, state) -> tuple[int, int]:
+        """Validate a state from :meth:`state_dict` against this schedule; return (epoch, consumed)."""
+        if not isinstance(state, dict):
+            raise FormatError(f"a loader state must be a dict (from state_dict()), got {type(state).__name__}")
+        if state.get("format") != STATE_FORMAT:
+            raise FormatError(f"this is not a TrainingLoader state (format={state.get('format')!r}); pass "
+                              "the dict that TrainingLoader.state_dict() returned")
+        if state.get("version") != STATE_VERSION:
+            raise FormatError(f"the loader state has version {state.get('version')!r}; this tokenmill reads "
+                              f"version {STATE_VERSION}: resume with the tokenmill release that wrote it")
+        missing = [k for k in _STATE_KEYS if k not in state]
+        if missing:
+            raise FormatError(f"the loader state is truncated: missing {', '.join(missing)}; save it again "
+                              "with state_dict() (store the whole dict)")
+        for k, t in _STATE_KEYS.items():
+            v = state[k]
+            if not isinstance(v, t) or (t is int and isinstance(v, bool)):
+                raise FormatError(f"the loader state's {k!r} is {v!r} ({type(v).__name__}), expected "
+                                  f"{t.__name__}: the state was edited or corrupted")
+        if _checksum(state) != state["checksum"]:
+            raise FormatError("the loader state's checksum does not match its fields: it was edited or "
+                              "corrupted; load an unmodified state_dict()")
+        if state["data"] != self.data_fingerprint:
+            raise ConfigError(f"the state was saved for other data: data fingerprint {state['data']} in the "
+                              f"state, {self.data_fingerprint} here; load it with the same store, split or "
+                              "mixture (a moved folder is fine: the fingerprint is of the content)")
+        saved, mine = json.loads(state["plan"]), self.plan_options()
+        diff = [f"{k}: {saved.get(k)!r} in the state, {mine.get(k)!r} here"
+                for k in sorted(set(saved) | set(mine)) if saved.get(k) != mine.get(k)]
+        if diff:
+            raise ConfigError("the state was saved with other plan options, so the sample sequence would "
+                              "differ: " + "; ".join(diff) + ". Pass the same options to resume")
+        if state["seed"] != self.seed:
+            raise ConfigError(f"the state was saved with seed={state['seed']}, this loader has "
+                              f"seed={self.seed}; pass seed={state['seed']} to resume")
+        G0, G = state["global_batch_size"], self.global_batch_size
+        if G0 != G:
+            hint = (f"batch_size={G0 // self.world_size}" if G0 % self.world_size == 0 else
+                    f"a world size that divides {G0:,d}")
+            raise ConfigError(
+                f"the state was saved with a global batch of {G0:,d} samples (world_size {state['world_size']} "
+                f"x batch_size {state['batch_size']}); this loader has {G:,d} (world_size {self.world_size} x "
+                f"batch_size {self.batch_size}). Elastic resume needs world_size x batch_size to stay "
+                f"{G0:,d}: use {hint} (keep the step size with gradient accumulation), or start the next "
+                f"epoch fresh with set_epoch({state['epoch'] + 1}) instead of loading this state")
+        epoch, consumed = state["epoch"], state["batches_consumed"]
+        if epoch < 0 or consumed < 0 or state["samples_consumed"] != consumed * G0:
+            raise FormatError("the loader state has inconsistent positions: it was edited or corrupted")
+        nb = self.num_batches(epoch)
+        if consumed > nb:
+            raise ConfigError(f"the state says {consumed:,d} batches of epoch {epoch} were consumed, but the "
+                              f"epoch has {nb:,d}: the data or options differ from the saved run")
+        return epoch, consumed
+
+
+def _make_filler(src, lengths: np.ndarray):
+    """``packing._filler`` for ``src`` (the same fast-path recognition as ``PackPlan.batches``)."""
+    import inspect
+
+    if len(inspect.signature(_filler).parameters) >= 2:
+        return _filler(src, lengths)
+    return _filler(src)
+
+
+def _checksum(state: dict) -> str:
+    body = {k: v for k, v in state.items() if k != "checksum"}
+    blob = json.dumps(body, sort_keys=True, separators=(",", ":"))
+    return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+def _check_epoch(epoch) -> None:
+    if not _is_int(epoch) or epoch < 0:
+        raise ConfigError(f"epoch={epoch!r} must be an integer >= 0")
+
+
+def _shift_docs(b: Batch, base: int) -> Batch:
+    doc_ids = np.where(b.doc_ids >= 0, b.doc_ids + base, b.doc_ids)
+    return Batch(b.input_ids, b.labels, b.position_ids, b.attention_mask, doc_ids, b.token_offsets,
+                 b.cu_seqlens, b.max_seqlen, b.truncated_tokens)
+
+
+def _merge_rows(pieces, num_rows: int) -> Batch:
+    """Rows of several batches (``[(row positions, batch), ...]``) as one batch in row order."""
+    T = pieces[0][1].shape[1]
+    arrays = {k: np.empty((num_rows, T), np.int64) for k in ("input_ids", "labels", "position_ids", "doc_ids",
+                                                             "token_offsets")}
+    row_cu: list = [None] * num_rows
+    longest = 0
+    for rows, b in pieces:
+        for k, a in arrays.items():
+            a[rows] = getattr(b, k)
+        for j, r in enumerate(rows):
+            row_cu[r] = b.block(j).cu_seqlens.astype(np.int64)
+        longest = max(longest, b.max_seqlen)
+    cu = np.concatenate([[0]] + [c[1:] + r * T for r, c in enumerate(row_cu)]).astype(np.int32)
+    return Batch(arrays["input_ids"], arrays["labels"], arrays["position_ids"], arrays["doc_ids"] >= 0,
+                 arrays["doc_ids"], arrays["token_offsets"], cu, int(longest))
+
+
+def count_targets(labels: np.ndarray) -> int:
+    """Effective targets of a ``(B, T)`` labels array (positions 1.., not -100)."""
+    return int((np.asarray(labels)[:, 1:] != IGNORE_INDEX).sum())

@@ -1,0 +1,250 @@
+"""Mixtures: several token sources drawn in fixed proportions of tokens, deterministically.
+
+::
+
+    Mixture({web: 0.7, code: 0.3}, seed=0)
+
+    web   (2.0 M tokens)   0.7 of every global batch's tokens    0.35 epochs per 1 M training tokens
+    code  (0.2 M tokens)   0.3 of every global batch's tokens    1.50 epochs per 1 M training tokens
+
+A mixture is a token source (``len``, ``lengths``, ``get``) over its parts' documents concatenated
+(part 0's documents first); what makes it a mixture is how
+:class:`tokenmill.torch.TrainingLoader` draws from it: every part is planned on its own (windows,
+packs), and every global batch takes from part ``i`` a number of samples within one of its share,
+where the share is the weight converted from tokens to samples with the part's mean tokens per
+sample. A part that runs out starts its next epoch (reshuffled, window jitter of that epoch): that is
+upsampling, and :meth:`Mixture.report` makes it visible.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import ConfigError, InputError
+from .source import TokenSource, as_source
+
+
+def source_fingerprint(source) -> str:
+    """What identifies a token source's content, independent of where it lives on disk.
+
+    A source with a ``fingerprint`` attribute (a token store, a store view, a :class:`Mixture`)
+    gives its own; otherwise a sha256 of its document lengths and ids (ids hashed as int64, so the
+    same documents give the same fingerprint whatever their dtype).
+
+    >>> source_fingerprint([[1, 2], [3]]) == source_fingerprint([[1, 2], [3]])
+    True
+    >>> source_fingerprint([[1, 2], [3]]) == source_fingerprint([[1, 2, 3]])
+    False
+    """
+    fp = getattr(source, "fingerprint", None)
+    if fp is not None:
+        return str(fp)
+    src = as_source(source)
+    h = hashlib.sha256(b"tokenmill.source.v1\x00")
+    lengths = np.ascontiguousarray(np.asarray(src.lengths, np.int64))
+    h.update(lengths.tobytes())
+    tokens, offsets = getattr(src, "token_array", None), getattr(src, "doc_offsets", None)
+    if tokens is not None and offsets is not None and len(src):
+        offsets = np.asarray(offsets, np.int64)
+        lo, hi = int(offsets[0]), int(offsets[len(src)])
+        contiguous = np.array_equal(np.diff(offsets[: len(src) + 1]), lengths)
+        if contiguous:  # documents back to back: hash the flat array in chunks
+            tokens = np.asarray(tokens)
+            for a in range(lo, hi, 1 << 24):
+                h.update(np.ascontiguousarray(tokens[a : min(a + (1 << 24), hi)], np.int64).tobytes())
+            return "sha256:" + h.hexdigest()
+    for i in range(len(src)):
+        h.update(np.ascontiguousarray(np.asarray(src.get(i)), np.int64).tobytes())
+    return "sha256:" + h.hexdigest()
+
+
+@dataclass(frozen=True)
+class PartReport:
+    name: str
+    weight: float
+    documents: int
+    tokens: int  # tokens in one epoch of the part
+    drawn_tokens: int  # training tokens taken from this part
+    epochs: float  # drawn_tokens / tokens
+
+    @property
+    def upsampled(self) -> bool:
+        return self.epochs > 1.0
+
+
+@dataclass(frozen=True)
+class MixtureReport:
+    """How many epochs of each part ``training_tokens`` consume (upsampling made visible).
+
+    ``str(report)`` is a table; ``report.parts`` one :class:`PartReport` per part.
+    """
+
+    training_tokens: int
+    parts: tuple[PartReport, ...]
+
+    def __str__(self) -> str:
+        w = max(4, *(len(p.name) for p in self.parts))
+        lines = [f"{self.training_tokens:,d} training tokens:",
+                 f"  {'part':<{w}}  weight  {'tokens/epoch':>14}  {'drawn':>14}  epochs"]
+        for p in self.parts:
+            flag = "  (upsampled: repeats)" if p.upsampled else ""
+            lines.append(f"  {p.name:<{w}}  {p.weight:6.3f}  {p.tokens:>14,d}  {p.drawn_tokens:>14,d}  "
+                         f"{p.epochs:6.2f}{flag}")
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict:
+        return {"training_tokens": self.training_tokens,
+                "parts": [{**p.__dict__, "upsampled": p.upsampled} for p in self.parts]}
+
+
+class Mixture:
+    """Token sources drawn in proportions of tokens (see the module docstring).
+
+    ``parts``: a dict ``{source: weight}`` or a list of ``(source, weight)`` pairs; weights are
+    positive finite numbers, normalized to sum to 1. ``names``: one per part (default ``part0``,
+    ``part1``, ... or a source's ``name``). ``seed`` shuffles each part's samples per part epoch.
+
+    >>> a, b = [[1, 2, 3]] * 6, [[7, 8]] * 2
+    >>> m = Mixture([(a, 3), (b, 1)], seed=0, names=["a", "b"])
+    >>> m.weights.tolist(), len(m), m.lengths.tolist()[-3:], m.get(7).tolist()
+    ([0.75, 0.25], 8, [3, 2, 2], [7, 8])
+    >>> print(m.report(40))
+    40 training tokens:
+      part  weight    tokens/epoch           drawn  epochs
+      a      0.750              18              30    1.67  (upsampled: repeats)
+      b      0.250               4              10    2.50  (upsampled: repeats)
+    """
+
+    def __init__(self, parts, *, seed: int = 0, names=None):
+        items = list(parts.items()) if isinstance(parts, dict) else list(parts)
+        if not items:
+            raise ConfigError("a Mixture needs at least one part; pass {source: weight, ...}")
+        sources, weights = [], []
+        for i, item in enumerate(items):
+            if not isinstance(item, (tuple, list)) or len(item) != 2:
+                raise ConfigError(f"mixture part {i} is {item!r}; pass (source, weight) pairs or a dict")
+            src, w = item
+            if isinstance(src, Mixture):
+                raise ConfigError(f"mixture part {i} is itself a Mixture; list its parts with combined weights")
+            try:
+                wf = float(w)
+            except (TypeError, ValueError):
+                raise ConfigError(f"mixture part {i} has weight {w!r}; weights must be positive numbers") from None
+            if not math.isfinite(wf) or wf <= 0:
+                raise ConfigError(f"mixture part {i} has weight {w!r}; weights must be positive and finite "
+                                  "(leave a part out instead of giving it weight 0)")
+            sources.append(as_source(src))
+            weights.append(wf)
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+            raise ConfigError(f"seed={seed!r} must be an integer >= 0")
+        self.seed = int(seed)
+        if names is None:
+            names = [str(getattr(s, "name", None) or f"part{i}") for i, s in enumerate(sources)]
+        names = [str(n) for n in names]
+        if len(names) != len(sources) or len(set(names)) != len(names):
+            raise ConfigError(f"names={names!r}: pass one distinct name per part ({len(sources)} parts)")
+        self.names = tuple(names)
+        self.parts: tuple[TokenSource, ...] = tuple(sources)
+        w = np.asarray(weights, np.float64)
+        self.weights = w / w.sum()
+        self._part_lengths = [np.asarray(s.lengths, np.int64) for s in sources]
+        for i, (name, lengths) in enumerate(zip(self.names, self._part_lengths)):
+            if lengths.size == 0 or int(lengths.sum()) == 0:
+                raise InputError(f"mixture part {i} ({name!r}) has {lengths.size:,d} documents and no tokens; "
+                                 "remove it or give it data")
+        self.doc_base = np.concatenate([[0], np.cumsum([lg.size for lg in self._part_lengths])]).astype(np.int64)
+        self._lengths = np.concatenate(self._part_lengths)
+        self._fingerprint = None
+
+    # ---- token source over the concatenated parts ------------------------------------------------
+    @property
+    def lengths(self) -> np.ndarray:
+        return self._lengths
+
+    def __len__(self) -> int:
+        return int(self._lengths.size)
+
+    def get(self, i: int) -> np.ndarray:
+        i = int(i)
+        if not 0 <= i < len(self):
+            raise IndexError(f"document {i} is outside 0 .. {len(self) - 1}")
+        p = int(np.searchsorted(self.doc_base, i, side="right") - 1)
+        return self.parts[p].get(i - int(self.doc_base[p]))
+
+    @property
+    def fingerprint(self) -> str:
+        """Hash of the parts' fingerprints, names, weights and seed."""
+        if self._fingerprint is None:
+            blob = "\x00".join(["tokenmill.mixture.v1", str(self.seed)] +
+                               [f"{n}\x01{w!r}\x01{source_fingerprint(s)}"
+                                for n, w, s in zip(self.names, self.weights.tolist(), self.parts)])
+            self._fingerprint = "sha256:" + hashlib.sha256(blob.encode()).hexdigest()
+        return self._fingerprint
+
+    def part_of(self, doc_ids) -> np.ndarray:
+        """The part of every document id of the concatenated numbering (-1 stays -1: padding)."""
+        d = np.asarray(doc_ids, np.int64)
+        return np.where(d >= 0, np.searchsorted(self.doc_base, d, side="right") - 1, -1)
+
+    def report(self, training_tokens: int) -> MixtureReport:
+        """Epochs of each part that ``training_tokens`` tokens consume (tokens of the documents;
+        a loader's plan may keep slightly fewer, e.g. windows or truncation)."""
+        if isinstance(training_tokens, bool) or int(training_tokens) != training_tokens or training_tokens < 0:
+            raise ConfigError(f"training_tokens={training_tokens!r} must be an integer >= 0")
+        n = int(training_tokens)
+        drawn = _apportion(self.weights, n)
+        parts = []
+        for name, w, lengths, d in zip(self.names, self.weights.tolist(), self._part_lengths, drawn.tolist()):
+            tokens = int(lengths.sum())
+            parts.append(PartReport(name, w, int(lengths.size), tokens, int(d), d / tokens))
+        return MixtureReport(n, tuple(parts))
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{n}: {w:.3f} ({len(s):,d} docs)" for n, w, s in zip(self.names, self.weights, self.parts))
+        return f"Mixture({inner}; seed={self.seed})"
+
+
+def _apportion(fractions: np.ndarray, total: int) -> np.ndarray:
+    """Integers summing to ``total``, each the floor or ceil of ``fractions * total`` (largest remainder)."""
+    exact = np.asarray(fractions, np.float64) * total
+    base = np.floor(exact).astype(np.int64)
+    short = int(total - base.sum())
+    if short > 0:
+        base[np.argsort(-(exact - base), kind="stable")[:short]] += 1
+    return base
+
+
+def allocate_counts(fractions, per_batch: int, num_batches: int) -> np.ndarray:
+    """``(num_batches, k)`` samples of each part per global batch of ``per_batch`` samples.
+
+    Every batch gives part ``i`` either ``floor(f_i * per_batch)`` or one more (within one sample of
+    its share), every row sums to ``per_batch``, and the running totals stay within one sample of
+    ``f_i * per_batch * batches`` (the extra samples go to the parts furthest behind, ties to the
+    lower index). Deterministic.
+
+    >>> allocate_counts([0.5, 0.3, 0.2], 4, 5).tolist()
+    [[2, 1, 1], [2, 1, 1], [2, 2, 0], [2, 1, 1], [2, 1, 1]]
+    """
+    f = np.asarray(fractions, np.float64)
+    exact = f * per_batch
+    base = np.floor(exact).astype(np.int64)
+    extra = int(per_batch - base.sum())
+    out = np.tile(base, (int(num_batches), 1))
+    if extra == 0 or num_batches == 0:
+        return out
+    frac = (exact - base).tolist()
+    k = len(frac)
+    debt = [0.0] * k
+    order_cache = list(range(k))
+    for g in range(int(num_batches)):
+        for i in range(k):
+            debt[i] += frac[i]
+        order_cache.sort(key=lambda i: (-debt[i], i))
+        for i in order_cache[:extra]:
+            out[g, i] += 1
+            debt[i] -= 1.0
+    return out

@@ -1,0 +1,252 @@
+"""``TrainingLoader``: deterministic, exactly and elastically resumable batches for a training loop.
+
+::
+
+    loader = TrainingLoader(store, batch_size=8, block_size=2048, seed=0,
+                            rank=rank, world_size=world, num_workers=2)
+    loader.load_state_dict(ckpt["data"])          # optional: resume
+    for batch in loader:                          # dicts of tensors (see to_tensors) + num_targets
+        ...
+        ckpt = {"model": ..., "data": loader.state_dict()}    # ints and strings
+
+Every batch is a pure function of ``(data, plan options, seed, epoch, global batch g, rank)``
+(:class:`tokenmill.batching.schedule.BatchSchedule`). The loader is the iterable over this rank's
+batches of the current epoch, from the position it is at; with ``num_workers > 0`` a torch
+``DataLoader`` only parallelizes building them (worker ``w`` builds batches ``w, w + k, ...`` of the
+remaining range, the DataLoader returns them in order), and the loader counts the batches it hands
+out in the main process, so ``state_dict()`` is exact whatever was prefetched.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..batching.layout import IGNORE_INDEX
+from ..batching.schedule import BatchSchedule
+from ..errors import ConfigError, require
+
+torch = require("torch", "torch")
+
+
+def batch_tensors(batch) -> dict:
+    """A :class:`~tokenmill.batching.Batch` as the loader's dict: ``input_ids``, ``labels``,
+    ``position_ids``, ``doc_ids``, ``token_offsets`` (int64 ``(B, T)``), ``attention_mask`` (bool
+    non-pad), ``cu_seqlens`` (int32, over the flattened ``B*T`` positions), ``max_seqlen`` (int) and
+    ``num_targets`` (0-d int64 tensor: this batch's effective targets)."""
+    out = {name: torch.from_numpy(getattr(batch, name))
+           for name in ("input_ids", "labels", "position_ids", "doc_ids", "token_offsets", "attention_mask",
+                        "cu_seqlens")}
+    out["max_seqlen"] = int(batch.max_seqlen)
+    out["num_targets"] = torch.tensor(int((batch.labels[:, 1:] != IGNORE_INDEX).sum()), dtype=torch.int64)
+    return out
+
+
+class _RangeBatches(torch.utils.data.IterableDataset):
+    """Batches ``start .. stop-1`` of one epoch; DataLoader worker ``w`` of ``k`` builds ``start + w``,
+    ``start + w + k``, ... and the DataLoader interleaves them back in order."""
+
+    def __init__(self, schedule: BatchSchedule, epoch: int, start: int, stop: int):
+        super().__init__()
+        self.schedule, self.epoch, self.start, self.stop = schedule, epoch, start, stop
+
+    def __iter__(self):
+        info = torch.utils.data.get_worker_info()
+        w, k = (info.id, info.num_workers) if info is not None else (0, 1)
+        for g in range(self.start + w, self.stop, k):
+            yield g, batch_tensors(self.schedule.batch(self.epoch, g))
+
+
+class TrainingLoader:
+    """This rank's batches, epoch after epoch, resumable exactly (see the module docstring).
+
+    ``source``: a token store, a store view (split), a :class:`tokenmill.Mixture` or any token
+    source (a list of id arrays works). Samples: with ``block_size`` and no ``windows``, packed blocks
+    (:func:`tokenmill.pack` with ``method``, ``long_docs``); with ``windows=SlidingWindows(...)``,
+    windows (jitter per epoch), one per row padded to the window size, or packed into blocks of
+    ``block_size`` when it is given.
+
+    Order: a global sequence of samples per epoch from ``(seed, epoch)`` (reshuffled every epoch
+    unless ``shuffle=False``); rank ``r`` of ``world_size`` takes slots ``r*batch_size ..`` of every
+    global batch of ``batch_size * world_size`` samples. The samples a rank sees do not depend on
+    ``num_workers``. ``drop_last=True`` (default) leaves out the last ``num_samples % global batch``
+    samples of each epoch (a different set every epoch when shuffled; counted by
+    :meth:`dropped_samples`); ``drop_last=False`` completes the last global batch with empty rows
+    (all padding, ``num_targets`` 0), so every rank gets the same number of full-shape batches and
+    nothing is dropped. ``len(loader)`` is the number of batches of the current epoch.
+
+    Epochs: iterating to the end of an epoch moves the loader to the next one; ``set_epoch(e)``
+    jumps to the start of epoch ``e`` (a no-op when ``e`` is the current epoch, so a resumed run that
+    calls ``set_epoch`` at the top of its epoch loop keeps its position).
+
+    ``pin_memory``, ``prefetch_factor``, ``persistent_workers``, ``multiprocessing_context`` and
+    ``timeout`` go to the DataLoader used when ``num_workers > 0``; the batches are plain CPU tensors,
+    ready for ``pin_memory`` and ``.to(device, non_blocking=True)``.
+
+    >>> docs = [[i + 1] * n for i, n in enumerate([3, 5, 2, 4, 6, 1, 2, 3])]
+    >>> loader = TrainingLoader(docs, batch_size=2, block_size=6, seed=0)
+    >>> len(loader), [b["input_ids"].shape for b in loader]
+    (2, [torch.Size([2, 6]), torch.Size([2, 6])])
+    >>> loader.state_dict()["epoch"], loader.state_dict()["batches_consumed"]
+    (1, 0)
+    """
+
+    def __init__(self, source, *, batch_size: int, block_size: int | None = None, method: str = "best_fit",
+                 windows=None, seed: int = 0, rank: int = 0, world_size: int = 1, num_workers: int = 0,
+                 shuffle: bool = True, drop_last: bool = True, pad_id: int | None = None,
+                 long_docs: str = "split", pin_memory: bool = False, prefetch_factor: int | None = None,
+                 persistent_workers: bool = False, multiprocessing_context=None, timeout: float = 0):
+        self.schedule = BatchSchedule(source, batch_size=batch_size, block_size=block_size, method=method,
+                                      windows=windows, seed=seed, rank=rank, world_size=world_size,
+                                      shuffle=shuffle, drop_last=drop_last, pad_id=pad_id, long_docs=long_docs)
+        if isinstance(num_workers, bool) or not isinstance(num_workers, (int, np.integer)) or num_workers < 0:
+            raise ConfigError(f"num_workers={num_workers!r} must be an integer >= 0")
+        self.num_workers = int(num_workers)
+        self._dl_options = dict(pin_memory=bool(pin_memory), timeout=timeout,
+                                multiprocessing_context=multiprocessing_context)
+        if self.num_workers > 0:
+            if prefetch_factor is not None:
+                self._dl_options["prefetch_factor"] = prefetch_factor
+            self._dl_options["persistent_workers"] = False if persistent_workers is None else bool(persistent_workers)
+        self.epoch = 0
+        self._consumed = 0  # global batches of self.epoch handed out
+
+    # ---- shape of the run ------------------------------------------------------------------------
+    @property
+    def batch_size(self) -> int:
+        return self.schedule.batch_size
+
+    @property
+    def world_size(self) -> int:
+        return self.schedule.world_size
+
+    @property
+    def rank(self) -> int:
+        return self.schedule.rank
+
+    @property
+    def batches_consumed(self) -> int:
+        """Batches of the current epoch already handed out (where iteration continues)."""
+        return self._consumed
+
+    def __len__(self) -> int:
+        return self.schedule.num_batches(self.epoch)
+
+    def num_samples(self, epoch: int | None = None) -> int:
+        """Samples in the global sequence of an epoch (all ranks, before ``drop_last``)."""
+        return self.schedule.num_samples(self.epoch if epoch is None else epoch)
+
+    def dropped_samples(self, epoch: int | None = None) -> int:
+        """Samples that ``drop_last`` leaves out of an epoch."""
+        return self.schedule.dropped_samples(self.epoch if epoch is None else epoch)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Start epoch ``epoch`` from its first batch (no-op if it is the current epoch)."""
+        if isinstance(epoch, bool) or not isinstance(epoch, (int, np.integer)) or epoch < 0:
+            raise ConfigError(f"epoch={epoch!r} must be an integer >= 0")
+        if int(epoch) != self.epoch:
+            self.schedule.num_batches(int(epoch))
+            self.epoch, self._consumed = int(epoch), 0
+
+    # ---- iteration -------------------------------------------------------------------------------
+    def __iter__(self):
+        epoch, start = self.epoch, self._consumed
+        stop = self.schedule.num_batches(epoch)
+        if self.num_workers == 0 or stop - start <= 0:
+            for g in range(start, stop):
+                batch = batch_tensors(self.schedule.batch(epoch, g))
+                self._consumed = g + 1
+                yield batch
+        else:
+            dl = torch.utils.data.DataLoader(_RangeBatches(self.schedule, epoch, start, stop), batch_size=None,
+                                             num_workers=min(self.num_workers, stop - start), **self._dl_options)
+            expected = start
+            for g, batch in dl:
+                if g != expected:  # the DataLoader's round robin keeps order; never trust it silently
+                    raise RuntimeError(f"DataLoader returned batch {g} where {expected} was due")
+                expected += 1
+                self._consumed = g + 1
+                yield batch
+        if self.epoch == epoch and self._consumed == stop:
+            self.epoch, self._consumed = epoch + 1, 0
+
+    # ---- state -----------------------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        """Where this run is (epoch, global batches consumed) and what defines its sample sequence
+        (data fingerprint, plan options, seed, global batch size): a dict of ints and strings."""
+        return self.schedule.state_dict(self.epoch, self._consumed)
+
+    def load_state_dict(self, state: dict) -> None:
+        """Continue from ``state`` (from :meth:`state_dict`, possibly of another rank or world size
+        with the same global batch). Raises a :class:`tokenmill.TokenmillError` that names what
+        differs when the state cannot continue this loader's sequence."""
+        self.epoch, self._consumed = self.schedule.check_state(state)
+
+    # ---- torchdata ---------------------------------------------------------------------------------
+    def as_dataset(self) -> "LoaderDataset":
+        """This loader's batches as a stateful ``IterableDataset`` for
+        ``torchdata.stateful_dataloader.StatefulDataLoader(ds, batch_size=None, num_workers=k)``."""
+        return LoaderDataset(self.schedule, self.epoch)
+
+    def __repr__(self) -> str:
+        s = self.schedule
+        what = (f"block_size={s.block_size}, method={s.method!r}" if s.windows is None else
+                f"windows={s.windows!r}" + (f", packed into {s.block_size}" if s.block_size else ", padded"))
+        return (f"TrainingLoader({what}, batch_size={s.batch_size}, rank {s.rank} of {s.world_size}, "
+                f"epoch {self.epoch}, {self._consumed}/{len(self)} batches consumed, workers={self.num_workers})")
+
+
+class LoaderDataset(torch.utils.data.IterableDataset):
+    """A rank's batches of one epoch for torchdata's ``StatefulDataLoader`` (``batch_size=None``).
+
+    Each DataLoader worker ``w`` of ``k`` builds batches ``w, w + k, ...``; its ``state_dict()`` is
+    the epoch and the next batch it will build, which ``StatefulDataLoader`` snapshots per worker
+    and restores, so a resumed ``StatefulDataLoader`` (same ``num_workers``) continues exactly.
+    Call ``set_epoch(e)`` before each epoch, as with a ``DistributedSampler``.
+    """
+
+    def __init__(self, schedule: BatchSchedule, epoch: int = 0):
+        super().__init__()
+        self.schedule, self.epoch = schedule, int(epoch)
+        self._next: int | None = None  # next batch this copy builds (None: its worker's first)
+        self._workers: int | None = None
+
+    def __len__(self) -> int:
+        return self.schedule.num_batches(self.epoch)
+
+    def set_epoch(self, epoch: int) -> None:
+        self.schedule.num_batches(int(epoch))
+        self.epoch, self._next = int(epoch), None
+
+    def __iter__(self):
+        info = torch.utils.data.get_worker_info()
+        w, k = (info.id, info.num_workers) if info is not None else (0, 1)
+        if self._workers is not None and self._workers != k:
+            raise ConfigError(f"the dataset state was saved with {self._workers} workers, this DataLoader has "
+                              f"{k}; StatefulDataLoader resumes with the same num_workers")
+        self._workers = k
+        g = w if self._next is None else self._next
+        stop = self.schedule.num_batches(self.epoch)
+        while g < stop:
+            batch = batch_tensors(self.schedule.batch(self.epoch, g))
+            g += k
+            self._next = g
+            yield batch
+
+    def state_dict(self) -> dict:
+        st = self.schedule.state_dict(self.epoch, 0)
+        st.update({"worker_next": -1 if self._next is None else int(self._next),
+                   "num_workers": -1 if self._workers is None else int(self._workers)})
+        return st
+
+    def load_state_dict(self, state: dict) -> None:
+        if not isinstance(state, dict) or "worker_next" not in state or "num_workers" not in state:
+            from ..errors import FormatError
+
+            raise FormatError("not a LoaderDataset state (no worker_next/num_workers); pass what "
+                              "StatefulDataLoader.state_dict() saved")
+        core = {k: v for k, v in state.items() if k not in ("worker_next", "num_workers")}
+        epoch, _ = self.schedule.check_state(core)
+        self.epoch = epoch
+        nxt, workers = int(state["worker_next"]), int(state["num_workers"])
+        self._next = None if nxt < 0 else nxt
+        self._workers = None if workers < 0 else workers

@@ -1,0 +1,386 @@
+"""TrainingLoader: order, coverage, exact resume (ranks, workers, elastic), state checks, mixtures."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from tokenmill import ConfigError, FormatError, Mixture, SlidingWindows, TokenmillError  # noqa: E402
+from tokenmill.data.source import ArraySource  # noqa: E402
+from tokenmill.torch import TrainingLoader  # noqa: E402
+
+
+def make_docs(n=240, seed=0, lo=1, hi=150, vocab=1000):
+    rng = np.random.default_rng(seed)
+    return [rng.integers(0, vocab, int(k)) for k in rng.integers(lo, hi, n)]
+
+
+DOCS = make_docs()
+FIELDS = ("input_ids", "labels", "position_ids", "doc_ids", "token_offsets", "attention_mask", "cu_seqlens")
+
+
+def key(batch) -> tuple:
+    """A batch as comparable bytes (every field of the conventions)."""
+    return tuple(batch[f].numpy().tobytes() for f in FIELDS) + (batch["max_seqlen"], int(batch["num_targets"]))
+
+
+def rows(batch) -> list[tuple]:
+    """Each row as (doc ids bytes, offsets bytes, ids bytes)."""
+    return [(batch["doc_ids"][i].numpy().tobytes(), batch["token_offsets"][i].numpy().tobytes(),
+             batch["input_ids"][i].numpy().tobytes()) for i in range(batch["input_ids"].shape[0])]
+
+
+def run(loader, epochs):
+    """Every batch of ``epochs`` epochs from the loader's current position, as keys."""
+    out = []
+    for _ in range(epochs):
+        out += [key(b) for b in loader]
+    return out
+
+
+def resumed_run(make, epochs, stops):
+    """Like ``run``, but the loader is replaced by a fresh one loaded with ``state_dict()`` after
+    every step in ``stops`` (a crash and restart)."""
+    n = len(make())  # batches per epoch (constant without window jitter)
+    stops = set(stops)
+    out, loader = [], make()
+    it = iter(loader)
+    while len(out) < epochs * n:
+        try:
+            b = next(it)
+        except StopIteration:
+            it = iter(loader)  # the next epoch
+            continue
+        out.append(key(b))
+        if len(out) in stops:
+            state = copy.deepcopy(loader.state_dict())
+            it.close()
+            loader = make()
+            loader.load_state_dict(state)
+            it = iter(loader)
+    return out
+
+
+OPTS = dict(block_size=64, seed=3)
+
+
+def test_batches_follow_the_conventions_and_len_is_exact():
+    loader = TrainingLoader(DOCS, batch_size=4, **OPTS)
+    batches = list(loader)
+    assert len(batches) == len(loader) == loader.num_samples(0) // 4
+    b = batches[0]
+    assert b["input_ids"].shape == (4, 64) and b["input_ids"].dtype == torch.int64
+    assert b["cu_seqlens"].dtype == torch.int32 and int(b["cu_seqlens"][-1]) == 4 * 64
+    assert (b["labels"][:, 0] == -100).all()
+    assert int(b["num_targets"]) == int((b["labels"][:, 1:] != -100).sum())
+    assert b["attention_mask"].dtype == torch.bool
+    assert isinstance(b["max_seqlen"], int)
+    # the tensors are plain CPU tensors that pin_memory accepts (no accelerator needed to check the type)
+    assert all(b[f].is_contiguous() for f in FIELDS)
+
+
+def test_every_token_of_every_sample_exactly_once_per_epoch_over_ranks():
+    src = ArraySource(DOCS)
+    flat, base = np.concatenate(DOCS), np.concatenate([[0], np.cumsum(src.lengths)])
+    for drop_last in (False, True):
+        loaders = [TrainingLoader(src, batch_size=3, world_size=2, rank=r, drop_last=drop_last, **OPTS)
+                   for r in range(2)]
+        pairs, ids, samples = [], [], 0
+        for ld in loaders:
+            for b in ld:
+                real = b["doc_ids"] >= 0
+                pairs.append(np.stack([b["doc_ids"][real].numpy(), b["token_offsets"][real].numpy()], 1))
+                ids.append(b["input_ids"][real].numpy())
+                samples += int((real.sum(1) > 0).sum())
+        pairs, ids = np.concatenate(pairs), np.concatenate(ids)
+        assert np.unique(pairs, axis=0).shape[0] == pairs.shape[0]  # never twice: ranks disjoint
+        assert np.array_equal(ids, flat[base[pairs[:, 0]] + pairs[:, 1]])  # the source's ids
+        n, dropped = loaders[0].num_samples(0), loaders[0].dropped_samples(0)
+        if drop_last:
+            assert dropped == n % 6 and samples == n - dropped
+        else:
+            assert dropped == 0 and samples == n and pairs.shape[0] == flat.size  # every token
+
+
+def test_ranks_together_are_the_global_sequence_whatever_the_split():
+    one = [rows(b) for b in TrainingLoader(DOCS, batch_size=4, world_size=1, **OPTS)]
+    two = [TrainingLoader(DOCS, batch_size=2, world_size=2, rank=r, **OPTS) for r in range(2)]
+    four = [TrainingLoader(DOCS, batch_size=1, world_size=4, rank=r, **OPTS) for r in range(4)]
+    for split in (two, four):
+        per_rank = [[rows(b) for b in ld] for ld in split]
+        joined = [sum((per_rank[r][g] for r in range(len(split))), []) for g in range(len(one))]
+        assert joined == one
+
+
+def test_epochs_reshuffle_and_are_reproducible():
+    a = TrainingLoader(DOCS, batch_size=4, **OPTS)
+    e0, e1 = run(a, 1), run(a, 1)
+    assert a.epoch == 2 and e0 != e1
+    b = TrainingLoader(DOCS, batch_size=4, **OPTS)
+    b.set_epoch(1)
+    assert run(b, 1) == e1 and b.epoch == 2
+    b.set_epoch(2)  # the loop's `set_epoch(epoch)` after a finished epoch: a no-op
+    assert (b.epoch, b.batches_consumed) == (2, 0)
+    b.set_epoch(1)  # another epoch: from its start
+    assert run(b, 1) == e1
+    c = TrainingLoader(DOCS, batch_size=4, **{**OPTS, "seed": 4})
+    assert run(c, 1) != e0
+
+
+@pytest.mark.parametrize("world", [1, 2])
+def test_interrupted_at_random_steps_equals_uninterrupted(world):
+    rng = np.random.default_rng(world)
+    for rank in range(world):
+        make = lambda: TrainingLoader(DOCS, batch_size=2, world_size=world, rank=rank, **OPTS)  # noqa: E731
+        n = len(make())
+        full = run(make(), 3)
+        stops = rng.choice(np.arange(1, 3 * n), size=6, replace=False).tolist() + [n, 2 * n]
+        assert resumed_run(make, 3, stops) == full
+
+
+def test_set_epoch_after_resume_keeps_the_position():
+    a = TrainingLoader(DOCS, batch_size=4, **OPTS)
+    it = iter(a)
+    first = [key(next(it)) for _ in range(3)]
+    state = a.state_dict()
+    rest = [key(b) for b in it]
+    b = TrainingLoader(DOCS, batch_size=4, **OPTS)
+    b.load_state_dict(state)
+    b.set_epoch(0)  # the usual `for epoch in ...: loader.set_epoch(epoch)` loop
+    assert [key(x) for x in b] == rest and len(first) == 3
+
+
+def test_elastic_resume_continues_the_global_sequence():
+    ref = [rows(b) for b in TrainingLoader(DOCS, batch_size=4, world_size=1, **OPTS)]
+    n = len(ref)
+    # 2 ranks x 2 consume 5 global batches, then 4 ranks x 1 and 1 rank x 4 continue
+    saved = []
+    for r in range(2):
+        ld = TrainingLoader(DOCS, batch_size=2, world_size=2, rank=r, **OPTS)
+        it = iter(ld)
+        for _ in range(5):
+            next(it)
+        saved.append(ld.state_dict())
+    assert saved[0]["batches_consumed"] == 5 and saved[0]["samples_consumed"] == 20
+    four = []
+    for r in range(4):
+        ld = TrainingLoader(DOCS, batch_size=1, world_size=4, rank=r, **OPTS)
+        ld.load_state_dict(saved[r % 2])  # any rank's state: the position is global
+        four.append([rows(b) for b in ld])
+    assert [sum((four[r][g] for r in range(4)), []) for g in range(n - 5)] == ref[5:]
+    one = TrainingLoader(DOCS, batch_size=4, world_size=1, **OPTS)
+    one.load_state_dict(saved[1])
+    assert [rows(b) for b in one] == ref[5:]
+
+
+def test_other_global_batch_is_refused_with_a_way_forward():
+    a = TrainingLoader(DOCS, batch_size=2, world_size=2, **OPTS)
+    next(iter(a))
+    b = TrainingLoader(DOCS, batch_size=3, world_size=2, **OPTS)
+    with pytest.raises(ConfigError, match=r"global batch of 4 .*world_size 2 x batch_size 3.*use batch_size=2"):
+        b.load_state_dict(a.state_dict())
+
+
+def test_state_checks_name_what_differs():
+    a = TrainingLoader(DOCS, batch_size=4, **OPTS)
+    it = iter(a)
+    next(it)
+    state = a.state_dict()
+    assert all(isinstance(v, (int, str)) for v in state.values())
+    # same content in other objects (a moved folder), and more workers: accepted
+    moved = [np.array(d, dtype=np.int32) for d in DOCS]
+    TrainingLoader(moved, batch_size=4, num_workers=3, **OPTS).load_state_dict(state)
+    other = [d.copy() for d in DOCS]
+    other[7] = other[7].copy()
+    other[7][0] += 1
+    with pytest.raises(ConfigError, match="other data: data fingerprint"):
+        TrainingLoader(other, batch_size=4, **OPTS).load_state_dict(state)
+    with pytest.raises(ConfigError, match="block_size: 64 in the state, 32 here"):
+        TrainingLoader(DOCS, batch_size=4, block_size=32, seed=3).load_state_dict(state)
+    with pytest.raises(ConfigError, match="method"):
+        TrainingLoader(DOCS, batch_size=4, method="greedy", **OPTS).load_state_dict(state)
+    with pytest.raises(ConfigError, match="seed=3"):
+        TrainingLoader(DOCS, batch_size=4, block_size=64, seed=5).load_state_dict(state)
+    b = TrainingLoader(DOCS, batch_size=4, **OPTS)
+    for bad, pattern in [
+        ({**state, "version": 99}, "version 99"),
+        ({k: v for k, v in state.items() if k != "epoch"}, "truncated: missing epoch"),
+        ({**state, "batches_consumed": 2}, "edited or corrupted"),
+        ({**state, "epoch": "1"}, "edited or corrupted"),
+        ([1, 2], "must be a dict"),
+        ({**state, "format": "x"}, "not a TrainingLoader state"),
+    ]:
+        with pytest.raises(FormatError, match=pattern):
+            b.load_state_dict(bad)
+    assert (b.epoch, b.batches_consumed) == (0, 0)  # a refused state changes nothing
+
+
+def test_bad_arguments_are_clear_errors():
+    with pytest.raises(ConfigError, match="rank=2 must be in 0 .. world_size-1 = 1"):
+        TrainingLoader(DOCS, batch_size=2, rank=2, world_size=2, **OPTS)
+    with pytest.raises(ConfigError, match="larger than epoch 0"):
+        TrainingLoader(DOCS, batch_size=10_000, **OPTS)
+    with pytest.raises(ConfigError, match="block_size=T"):
+        TrainingLoader(DOCS, batch_size=2)
+    with pytest.raises(ConfigError, match="batch_size"):
+        TrainingLoader(DOCS, batch_size=0, **OPTS)
+    with pytest.raises(ConfigError, match="template"):
+        TrainingLoader(DOCS, batch_size=2, windows=SlidingWindows(16, 8, template=(1, 2)))
+    with pytest.raises(ConfigError, match="num_workers"):
+        TrainingLoader(DOCS, batch_size=2, num_workers=-1, **OPTS)
+
+
+def test_windows_padded_and_packed_with_jitter():
+    sw = SlidingWindows(32, 24, jitter="global", seed=1)
+    padded = TrainingLoader(DOCS, batch_size=4, windows=sw, seed=2)
+    b = next(iter(padded))
+    assert b["input_ids"].shape == (4, 32)
+    # each row is one window: one document, offsets consecutive
+    for i in range(4):
+        d = b["doc_ids"][i][b["doc_ids"][i] >= 0].unique()
+        assert d.numel() == 1
+    e0 = run(TrainingLoader(DOCS, batch_size=4, windows=sw, seed=2), 1)
+    ld = TrainingLoader(DOCS, batch_size=4, windows=sw, seed=2)
+    ld.set_epoch(1)
+    assert run(ld, 1) != e0  # jitter and shuffle per epoch
+    packed = TrainingLoader(DOCS, batch_size=2, windows=sw, block_size=64, seed=2)
+    pb = next(iter(packed))
+    assert pb["input_ids"].shape == (2, 64)
+    assert len(packed) == packed.num_samples(0) // 2
+    # resume across the epoch boundary, where the jitter (and the number of windows) changes
+    make = lambda: TrainingLoader(DOCS, batch_size=2, windows=sw, block_size=64, seed=2)  # noqa: E731
+    full = []
+    ld = make()
+    for _ in range(2):
+        full += [key(x) for x in ld]
+    cut = len(make()) + 3
+    a = make()
+    got = []
+    while len(got) < cut:
+        got += [key(x) for x in _take(a, cut - len(got))]
+    c = make()
+    c.load_state_dict(a.state_dict())
+    got += [key(x) for x in c]
+    assert got == full
+
+
+def _take(loader, n):
+    out = []
+    for b in loader:
+        out.append(b)
+        if len(out) == n:
+            break
+    return out
+
+
+def test_absolute_window_positions_continue_in_the_document():
+    sw = SlidingWindows(16, 16, positions="absolute")
+    b = next(iter(TrainingLoader(DOCS, batch_size=8, windows=sw, shuffle=False)))
+    real = b["doc_ids"] >= 0
+    assert torch.equal(b["position_ids"][real], b["token_offsets"][real])
+
+
+@pytest.mark.slow
+def test_workers_give_the_same_batches_and_resume_exactly():
+    make = lambda w: TrainingLoader(DOCS, batch_size=2, world_size=2, rank=1, num_workers=w, **OPTS)  # noqa: E731
+    full = run(make(0), 2)
+    n = len(make(0))
+    a = make(2)
+    got = [key(b) for b in _take_across(a, n + 3)]  # into epoch 1, with prefetching workers
+    state = a.state_dict()
+    assert (state["epoch"], state["batches_consumed"]) == (1, 3)
+    b = make(2)
+    b.load_state_dict(state)
+    got += [key(x) for x in b]
+    assert got == full
+
+
+def _mix(seed=0):
+    a = make_docs(120, seed=1, lo=20, hi=120)
+    b = make_docs(15, seed=2, lo=10, hi=60, vocab=50)
+    return Mixture({ArraySource(a): 0.7, ArraySource(b): 0.3}, seed=seed)
+
+
+def test_mixture_holds_the_proportions_in_every_global_batch():
+    mix = _mix()
+    ld = TrainingLoader(mix, batch_size=10, block_size=64, seed=0)
+    sched = ld.schedule
+    _, q, counts, _ = sched._mixture()
+    tokens = np.zeros(2)
+    for b in ld:
+        part = mix.part_of(b["doc_ids"].numpy())
+        # samples per part: blocks never mix parts
+        row_part = np.array([np.unique(p[p >= 0])[0] for p in part])
+        assert all(np.unique(p[p >= 0]).size == 1 for p in part)
+        n = np.bincount(row_part, minlength=2)
+        assert (np.abs(n - q * 10) < 1).all()
+        tokens += np.bincount(part[part >= 0], minlength=2)
+    share = tokens / tokens.sum()
+    assert abs(share[0] - 0.7) < 0.03, share
+    # the small part is upsampled: its documents repeat within the epoch
+    report = mix.report(int(tokens.sum()))
+    assert report.parts[1].epochs > 1 and report.parts[0].epochs < 1
+
+
+def test_mixture_resume_and_elastic_resume():
+    mix = _mix()
+    ref = [rows(b) for b in TrainingLoader(mix, batch_size=6, block_size=64, seed=0)]
+    ref += [rows(b) for b in _second_epoch(TrainingLoader(mix, batch_size=6, block_size=64, seed=0))]
+    a = [TrainingLoader(mix, batch_size=3, world_size=2, rank=r, block_size=64, seed=0) for r in range(2)]
+    k = len(a[0]) + 2
+    parts = [[rows(b) for b in _take_across(ld, k)] for ld in a]
+    got = [parts[0][g] + parts[1][g] for g in range(k)]
+    state = a[0].state_dict()
+    c = TrainingLoader(mix, batch_size=6, block_size=64, seed=0)
+    c.load_state_dict(state)
+    got += [rows(b) for b in c]
+    assert got == ref
+
+
+def _second_epoch(loader):
+    for _ in loader:
+        pass
+    return loader
+
+
+def _take_across(loader, n):
+    out = []
+    while len(out) < n:
+        out += _take(loader, n - len(out))
+    return out
+
+
+def test_mixture_bad_input():
+    a = ArraySource(DOCS[:10])
+    for w in (0, -1, float("nan"), float("inf"), "x"):
+        with pytest.raises(ConfigError, match="weight"):
+            Mixture([(a, 1.0), (ArraySource(DOCS[10:20]), w)])
+    with pytest.raises(TokenmillError, match="no tokens"):
+        Mixture([(a, 1.0), (ArraySource([]), 1.0)])
+    with pytest.raises(ConfigError, match="at least one part"):
+        Mixture({})
+    # a state of the mixture does not load into a loader over one of its parts
+    ld = TrainingLoader(_mix(), batch_size=4, block_size=64)
+    with pytest.raises(ConfigError, match="other data|mixture"):
+        TrainingLoader(DOCS, batch_size=4, block_size=64).load_state_dict(ld.state_dict())
+
+
+@pytest.mark.slow
+def test_stateful_dataloader_resumes_exactly():
+    sdl = pytest.importorskip("torchdata.stateful_dataloader")
+    make = lambda: TrainingLoader(DOCS, batch_size=2, **OPTS).as_dataset()  # noqa: E731
+    full = [key(b) for b in sdl.StatefulDataLoader(make(), batch_size=None, num_workers=2)]
+    assert full == run(TrainingLoader(DOCS, batch_size=2, **OPTS), 1)
+    dl = sdl.StatefulDataLoader(make(), batch_size=None, num_workers=2)
+    it = iter(dl)
+    got = [key(next(it)) for _ in range(7)]
+    state = dl.state_dict()
+    del it, dl
+    dl2 = sdl.StatefulDataLoader(make(), batch_size=None, num_workers=2)
+    dl2.load_state_dict(state)
+    got += [key(b) for b in dl2]
+    assert got == full
