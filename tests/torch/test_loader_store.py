@@ -1,0 +1,73 @@
+"""TrainingLoader over a token store and its split views: the store's fast path, fingerprints, a moved folder."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from tokenmill import ConfigError, Mixture, SlidingWindows, TokenStore, Tokenizer  # noqa: E402
+from tokenmill.data.readers import texts  # noqa: E402
+from tokenmill.torch import TrainingLoader  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def store_dir(tmp_path_factory):
+    tok = Tokenizer.from_merges([(116, 104), (256, 101), (32, 97)], pattern="gpt4", special_tokens=["<|endoftext|>"])
+    rng = np.random.default_rng(0)
+    words = ["the", "loader", "resumes", "数据", "exactly", "on", "any", "rank", "\n"]
+    docs = [" ".join(words[int(i)] for i in rng.integers(0, len(words), int(n))) for n in rng.integers(1, 60, 200)]
+    out = tmp_path_factory.mktemp("store") / "s"
+    TokenStore.build(out, texts(docs), tok, workers=1, shard_bytes=2000, progress=False)  # several shards
+    return out
+
+
+def test_store_batches_hold_the_store_ids_and_cover_the_view(store_dir):
+    store = TokenStore.open(store_dir)
+    assert store.num_shards > 1
+    train, val = store.split(0.2, seed=0)
+    seen = []
+    for r in range(2):
+        for b in TrainingLoader(train, batch_size=2, world_size=2, rank=r, block_size=48, drop_last=False):
+            real = b["doc_ids"] >= 0
+            d, o, ids = (b[k][real].numpy() for k in ("doc_ids", "token_offsets", "input_ids"))
+            for doc in np.unique(d):  # the ids are the view's ids at those offsets
+                m = d == doc
+                assert np.array_equal(ids[m], np.asarray(train.get(int(doc)))[o[m]])
+            seen.append(np.stack([d, o], 1))
+    pairs = np.concatenate(seen)
+    assert pairs.shape[0] == int(train.lengths.sum()) == np.unique(pairs, axis=0).shape[0]
+
+
+def test_moved_store_resumes_other_split_is_refused(store_dir, tmp_path):
+    train = TokenStore.open(store_dir).split(0.2, seed=0)[0]
+    make = lambda src: TrainingLoader(src, batch_size=2, windows=SlidingWindows(16, 12, jitter="global"),  # noqa: E731
+                                      block_size=32, seed=1)
+    full = [b["input_ids"].numpy().tobytes() for b in make(train)]
+    a = make(train)
+    it = iter(a)
+    got = [next(it)["input_ids"].numpy().tobytes() for _ in range(5)]
+    state = a.state_dict()
+    moved = tmp_path / "elsewhere"
+    shutil.copytree(store_dir, moved)
+    b = make(TokenStore.open(moved).split(0.2, seed=0)[0])
+    b.load_state_dict(state)  # same content, other folder: accepted
+    got += [x["input_ids"].numpy().tobytes() for x in b]
+    assert got == full
+    other = TokenStore.open(store_dir).split(0.2, seed=1)[0]
+    with pytest.raises(ConfigError, match="other data"):
+        make(other).load_state_dict(state)
+
+
+def test_mixture_of_store_views(store_dir):
+    train, val = TokenStore.open(store_dir).split(0.3, seed=0)
+    mix = Mixture({train: 0.5, val: 0.5}, seed=0)
+    ld = TrainingLoader(mix, batch_size=4, block_size=32)
+    tokens = np.zeros(2)
+    for b in ld:
+        part = mix.part_of(b["doc_ids"].numpy())
+        tokens += np.bincount(part[part >= 0], minlength=2)
+    assert abs(tokens[0] / tokens.sum() - 0.5) < 0.05
