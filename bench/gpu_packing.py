@@ -155,6 +155,8 @@ def main() -> int:
     ap.add_argument("--skip-throughput", action="store_true")
     ap.add_argument("--skip-equivalence", action="store_true")
     ap.add_argument("--cpu-dry-run", action="store_true", help="run the code paths on CPU with a toy model")
+    ap.add_argument("--publish", action="store_true",
+                    help="also write bench/results/gpu-packing.json and its docs/benchmarks.md section")
     args = ap.parse_args()
     kernels = _numba_or_twins()
     import torch
@@ -176,7 +178,21 @@ def main() -> int:
     save(equivalence=eq)
     tp = [] if args.skip_throughput else throughput(torch, dev, args.tokens, small=args.cpu_dry_run)
     save(equivalence=eq, throughput=tp)
+    if args.publish and not args.cpu_dry_run:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from _results import publish
+
+        publish("gpu-packing", dict(info=info, equivalence=eq, throughput=tp),
+                "\n\n".join(_table(rows) for rows in (eq, tp) if rows), note=f"Device: {name}, torch {torch.__version__}.")
     return 0
+
+
+def _table(rows: list[dict]) -> str:
+    """Rows of dicts as one markdown table (columns: every key, in first-seen order)."""
+    cols = list(dict.fromkeys(k for r in rows for k in r))
+    fmt = lambda v: f"{v:.3g}" if isinstance(v, float) else str(v)  # noqa: E731
+    return "\n".join(["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+                     + ["| " + " | ".join(fmt(r.get(c, "")) for c in cols) + " |" for r in rows])
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ from pathlib import Path
 import numba
 import numpy as np
 
-from tokenmill.batching import _kernels, _reference, pack
+from tokenmill.batching import _reference, pack
 
 METHODS = ["best_fit", "first_fit_decreasing", "greedy", "concat"]
 
@@ -98,27 +98,15 @@ def bench_materialize(n_docs: int, T: int, runs: int, batch_size: int = 64) -> l
         src = MemmapSource(path, lengths)
         plan = pack(lengths, T)
         gb = plan.tokens * 4 / 1e9
-        ptr, doc, start, length = plan.block_ptr, plan.doc, plan.start, plan.length
-        offsets = src.doc_offsets
-        tokens = np.asarray(src.token_array)
-
-        def gather_only():
-            out = np.empty(batch_size * T, np.int64)
-            for b0 in range(0, plan.num_blocks, batch_size):
-                lo, hi = ptr[b0], ptr[min(b0 + batch_size, plan.num_blocks)]
-                dst = np.cumsum(length[lo:hi]) - length[lo:hi]  # rows filled back to back
-                _kernels.gather(tokens, offsets[doc[lo:hi]] + start[lo:hi], length[lo:hi], dst, out)
 
         def full_batches(threads=1):
             for _ in plan.batches(src, batch_size=batch_size, pad_id=0, num_threads=threads):
                 pass
 
-        gather_only(), full_batches()  # warm the page cache and the kernels
-        t_gather, _ = median_time(gather_only, runs)
+        full_batches()  # warm the page cache and the kernels
         t_full, _ = median_time(full_batches, runs)
         t_full2, _ = median_time(lambda: full_batches(2), runs)
-    return [f"| gather ids into int64 rows (compiled copy per segment) | {plan.tokens:,d} | {t_gather:.2f} | {gb / t_gather:.2f} |",
-            f"| full `Batch`es via `plan.batches(source, batch_size={batch_size})` | {plan.tokens:,d} | {t_full:.2f} | {gb / t_full:.2f} |",
+    return [f"| full `Batch`es via `plan.batches(source, batch_size={batch_size})` | {plan.tokens:,d} | {t_full:.2f} | {gb / t_full:.2f} |",
             f"| full `Batch`es, `num_threads=2` | {plan.tokens:,d} | {t_full2:.2f} | {gb / t_full2:.2f} |"]
 
 
@@ -137,6 +125,7 @@ def machine() -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--no-publish", action="store_true", help="print only; do not write bench/results and docs")
     ap.add_argument("--docs", type=int, default=1_000_000)
     ap.add_argument("--block-size", type=int, default=2048)
     ap.add_argument("--runs", type=int, default=5)
@@ -145,23 +134,34 @@ def main() -> None:
     args = ap.parse_args()
     T = args.block_size
 
+    out = []
+
+    def emit(line: str) -> None:
+        print(line, flush=True)
+        out.append(line)
+
     print(f"machine: {machine()}\n")
-    print(f"### Plans: {args.docs:,d} documents, block_size {T:,d} (median of {args.runs} runs)\n")
-    print("| lengths | method | seconds | blocks | fill | fitting docs cut | targets lost at cuts |")
-    print("|---|---|---:|---:|---:|---:|---:|")
+    emit(f"### Plans: {args.docs:,d} documents, block_size {T:,d} (median of {args.runs} runs)\n")
+    emit("| lengths | method | seconds | blocks | fill | fitting docs cut | targets lost at cuts |")
+    emit("|---|---|---:|---:|---:|---:|---:|")
     ln = lognormal_lengths(args.docs)
     for row in bench_plans(f"log-normal (mean {ln.mean():.0f})", ln, T, args.runs):
-        print(row, flush=True)
+        emit(row)
     cl = corpus_lengths(args.corpora, args.docs)
     if cl is not None:
         for row in bench_plans(f"corpora bytes/4 (mean {cl.mean():,.0f})", cl, T, args.runs):
-            print(row, flush=True)
-    print(f"\n### Materializing blocks from a memory-mapped uint32 token file ({args.materialize_docs:,d} "
+            emit(row)
+    emit(f"\n### Materializing blocks from a memory-mapped uint32 token file ({args.materialize_docs:,d} "
           f"log-normal documents, median of {args.runs})\n")
-    print("| what | tokens | seconds | GB/s of token ids |")
-    print("|---|---:|---:|---:|")
+    emit("| what | tokens | seconds | GB/s of token ids |")
+    emit("|---|---:|---:|---:|")
     for row in bench_materialize(args.materialize_docs, T, args.runs):
-        print(row, flush=True)
+        emit(row)
+    if not args.no_publish:
+        from _results import publish, tables
+
+        md = "\n".join(out)
+        publish("packing", {"tables": tables(md)}, md)
 
 
 if __name__ == "__main__":

@@ -157,23 +157,34 @@ def main() -> None:
     ap.add_argument("--mb", type=float, default=4.0, help="sample size per corpus, MB of UTF-8")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--full-parity", action="store_true", help="check every corpus file, skip timing")
+    ap.add_argument("--no-publish", action="store_true", help="print only; do not write bench/results and docs")
     args = ap.parse_args()
     if args.full_parity:
         return full_parity(args.corpora)
     print(machine())
     cold, warm = first_call_cost()
-    print(f"first call (import + first split; gpt2 / all three presets): cold {cold[0]:.2f} / {cold[1]:.2f} s, "
-          f"warm {warm[0]:.2f} / {warm[1]:.2f} s")
-    print(f"{'corpus':6} {'preset':6} {'MB':>6} {'chunks':>10} {'regex MB/s':>11} {'offsets MB/s':>13} "
-          f"{'split_text MB/s':>16} {'speedup':>8}")
+    md = [f"First call (import + first split; gpt2 / all three presets): cold {cold[0]:.2f} / {cold[1]:.2f} s, "
+          f"warm {warm[0]:.2f} / {warm[1]:.2f} s.", "",
+          f"MB/s of UTF-8 input, median of {args.runs}, {args.mb:g} MB sampled per corpus; `regex` is "
+          "`regex.findall` with the preset's pattern, `offsets` the compiled splitter's chunk offsets, "
+          "`split_text` the same returned as a list of str.", "",
+          "| corpus | preset | MB | chunks | regex MB/s | offsets MB/s | split_text MB/s | offsets/regex |",
+          "|---|---|---:|---:|---:|---:|---:|---:|"]
+    print("\n".join(md), flush=True)
     for name in CORPORA:
         folder = args.corpora / name
         if not folder.is_dir():
-            print(f"{name}: {folder} not found, skipped")
+            md.append(f"| {name} | (folder {folder} not found: skipped) | | | | | | |")
             continue
         for row in bench_corpus(name, sample_files(folder, args.mb), args.runs):
             c, p, nb, ch, re_, off, txt, ratio = row
-            print(f"{c:6} {p:6} {nb / 1e6:6.2f} {ch:10,d} {re_:11.1f} {off:13.1f} {txt:16.1f} {ratio:7.1f}x")
+            md.append(f"| {c} | {p} | {nb / 1e6:.2f} | {ch:,d} | {re_:.1f} | {off:.1f} | {txt:.1f} | {ratio:.1f}x |")
+            print(md[-1], flush=True)
+    if not args.no_publish:
+        from _results import publish, tables
+
+        text = "\n".join(md)
+        publish("pretokenize", {"first_call_cold_s": cold, "first_call_warm_s": warm, "tables": tables(text)}, text)
 
 
 if __name__ == "__main__":

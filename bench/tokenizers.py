@@ -554,6 +554,7 @@ def main():
     ap.add_argument("--phases", default="training,encoding,cold",
                     help="comma-separated subset of training,encoding,cold (default: all)")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--no-publish", action="store_true", help="print only; do not write bench/results and docs")
     # internal: worker mode
     ap.add_argument("--_worker", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--_out", default=None, help=argparse.SUPPRESS)
@@ -623,6 +624,13 @@ def main():
     if a.json:
         with open(a.json, "w") as fh:
             json.dump(R, fh, indent=1, default=str)
+    if not a.no_publish:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from _results import publish
+
+        parts = [] if a.stream_only else [p for p in ("training", "encoding", "cold") if p in phases]
+        name = "-".join(["tokenizers", *parts] + (["stream"] if a.stream_mb else []))
+        publish(name, json.loads(json.dumps(R, default=str)), text)
 
 
 if __name__ == "__main__":

@@ -247,16 +247,21 @@ def main(argv=None) -> int:
     ap.add_argument("--python-docs", type=int, default=200_000, help="documents for the Python-loop baselines")
     ap.add_argument("--batch", type=int, default=1024, help="windows per gathered batch")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--no-publish", action="store_true", help="print only; do not write bench/results and docs")
     args = ap.parse_args(argv)
-    out = ["## Windows", "", f"Machine: {machine()}.", "",
-           f"Rerun: `.venv/bin/python bench/windows.py --docs {args.docs} --tokens {args.tokens} "
-           f"--repeat {args.repeat}` (median of {args.repeat} runs).", "", "### Planning", ""]
+    print(f"Machine: {machine()}.")
+    out = [f"Median of {args.repeat} runs.", "", "### Planning", ""]
     bench_planning(args, out)
     out += ["### Materialization", ""]
     with tempfile.TemporaryDirectory() as tmp:
         bench_gather(args, out, tmp)
     bench_datasets(args, out)
-    print("\n".join(out))
+    text = "\n".join(out)
+    print(text)
+    if not args.no_publish:
+        from _results import publish, tables
+
+        publish("windows", {"tables": tables(text)}, text)
     return 0
 
 
