@@ -36,9 +36,9 @@ def test_errors_are_reported_not_raised(tmp_path, tok, capsys):
     tok.save(tmp_path / "tok.json")
     (tmp_path / "bad.jsonl").write_text('{"body": 1}\n')
     assert main(["store", "build", "--tokenizer", str(tmp_path / "tok.json"), "--input",
-                 str(tmp_path / "bad.jsonl"), "--out", str(tmp_path / "s"), "-q"]) == 2
+                 str(tmp_path / "bad.jsonl"), "--out", str(tmp_path / "s"), "-q"]) != 0
     assert "bad.jsonl:1: no field 'text'; the record's fields are: 'body'" in capsys.readouterr().err
-    assert main(["store", "verify", str(tmp_path / "s")]) == 2
+    assert main(["store", "verify", str(tmp_path / "s")]) != 0
     assert "not a finished token store" in capsys.readouterr().err
 
 
