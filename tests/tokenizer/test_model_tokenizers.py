@@ -242,3 +242,44 @@ def test_llama3_pattern_is_not_cl100k_at_the_end_of_a_text():
 
     assert regex.findall(LLAMA3, "a\n  ") == ["a", "\n", "  "] == split_text_compiled("a\n  ", LLAMA3)
     assert regex.findall(GPT4, "a\n  ") == ["a", "\n  "]
+
+
+# ------------------------------------------------------------------------------- exports both ways
+def test_rank_file_exports_to_the_real_tokenizer_json(llama3_dir, llama3_rank, llama3_json, tmp_path):
+    import json
+
+    tokenizers = pytest.importorskip("tokenizers")
+    from tokenmill.tokenizer.export import to_huggingface_dict
+
+    ours, enc = llama3_rank
+    body = to_huggingface_dict(ours)
+    real = json.loads((llama3_dir / "tokenizer.json").read_text())
+    # the merge list recovered from the ranks is exactly the one Meta/HF ship
+    assert body["model"]["merges"] == [m.split(" ") for m in real["model"]["merges"]]
+    assert body["model"]["vocab"] == real["model"]["vocab"]
+    ours.save_huggingface(tmp_path / "tokenizer.json")
+    hf = tokenizers.Tokenizer.from_file(str(tmp_path / "tokenizer.json"))
+    rng = random.Random(1)
+    texts = ["Hello world's 123456 低 \n  ", "a<|eot_id|>b"] + [
+        "".join(rng.choice(ALPHABET) for _ in range(200)) for _ in range(50)]
+    for t in texts:
+        assert hf.encode(t, add_special_tokens=False).ids == enc.encode(t, allowed_special="all") == \
+            ours.encode(t, allowed_special="all")
+
+
+def test_tokenizer_json_exports_back(llama3_json, llama3_rank, tmp_path):
+    tokenizers = pytest.importorskip("tokenizers")
+    ours, hf = llama3_json
+    _, enc = llama3_rank
+    ours.save_tiktoken(tmp_path / "l3.tiktoken")
+    again = Tokenizer.from_tiktoken(tmp_path / "l3.tiktoken", pattern=ours.pattern, special_tokens=ours.special_tokens)
+    as_tiktoken = ours.to_tiktoken()
+    ours.save_huggingface(tmp_path / "tokenizer.json")
+    hf2 = tokenizers.Tokenizer.from_file(str(tmp_path / "tokenizer.json"))
+    rng = random.Random(2)
+    for t in ["Hello world's 123456 低 \n  ", "x<|end_of_text|>y"] + [
+            "".join(rng.choice(ALPHABET) for _ in range(200)) for _ in range(50)]:
+        want = hf.encode(t, add_special_tokens=False).ids
+        assert again.encode(t, allowed_special="all") == want
+        assert as_tiktoken.encode(t, allowed_special="all") == want
+        assert hf2.encode(t, add_special_tokens=False).ids == want

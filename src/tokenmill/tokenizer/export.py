@@ -5,6 +5,12 @@ order, the split regex as a ``Split`` pre-tokenizer (``Isolated``, so unmatched 
 tokenmill does) followed by ``ByteLevel(use_regex=False)``, special tokens as added tokens. HF applies
 merges by rank inside each chunk, which is exactly tokenmill's encoding, so ids match.
 
+Rank-file tokenizers (tiktoken's rule) export too: ``recover_merges`` lists, for every token, each
+split of its bytes into two tokens (HF's own tiktoken converter does the same), and ``ignore_merges``
+carries tiktoken's "a chunk that is a token is that token"; Llama 3's ``tokenizer.model`` exported so
+gives HF the ids tiktoken gives (tested). tokenizer.json imports export back with their own merges,
+added tokens (flags included), normalizer and pre-tokenization.
+
 tiktoken: ``base64(token bytes) rank`` per line, rank = id. tiktoken merges by the rank of the
 concatenated bytes, which can differ from merge-list BPE when a token is reachable by two different
 splits; on real text the two agree (tested), and ``Tokenizer.from_tiktoken`` reproduces tiktoken's
@@ -20,6 +26,7 @@ from functools import lru_cache
 
 from .._io import atomic_path
 from ..errors import ConfigError
+from .patterns import resolve_pattern
 
 
 @lru_cache(maxsize=1)
@@ -36,18 +43,42 @@ def bytes_to_unicode() -> dict[int, str]:
     return dict(zip(printable, map(chr, chars)))
 
 
-def _unique_vocab(tok) -> list[bytes]:
-    n = tok.vocab_size - len(tok.special_tokens)
-    vocab = [tok.token_bytes(i) for i in range(n)]
+def _unique_vocab(tok) -> dict[int, bytes]:
+    """id -> bytes of the model's tokens (special and added tokens excluded), every bytes string once."""
+    vocab: dict[int, bytes] = {}
     seen: dict[bytes, int] = {}
-    for i, b in enumerate(vocab):
+    for i, b in enumerate(tok._vocab):
+        if b is None:
+            continue
         if b in seen:
             raise ConfigError(
                 f"tokens {seen[b]} and {i} have the same bytes {b!r} (two merges built the same string); "
                 "this format keys tokens by their bytes and cannot hold both"
             )
         seen[b] = i
+        vocab[i] = b
     return vocab
+
+
+def recover_merges(tok) -> list[tuple[int, int]]:
+    """The merge list of a rank-file (tiktoken) tokenizer, as HF's own converter derives it.
+
+    tiktoken merges two adjacent tokens whenever their bytes together are a token, lowest rank of the
+    result first. As a merge list: for every token (in rank order), every split of its bytes into two
+    tokens, ordered by the ranks of the left then the right part. With ``ignore_merges`` (tiktoken's
+    whole-chunk rule) HF ``tokenizers`` then gives tiktoken's ids (tested on Llama 3's and Qwen's
+    files). Merge-list tokenizers (trained, tokenizer.json) return their own merges.
+    """
+    if tok.merges is not None:
+        return [tuple(m) for m in tok.merges.tolist()]
+    vocab = _unique_vocab(tok)
+    rank = {b: i for i, b in vocab.items()}
+    out: list[tuple[int, int]] = []
+    for i in sorted(vocab):
+        b = vocab[i]
+        local = [(rank[b[:k]], rank[b[k:]]) for k in range(1, len(b)) if b[:k] in rank and b[k:] in rank]
+        out.extend(sorted(local))
+    return out
 
 
 def onig_pattern(regex_str: str) -> str:
@@ -66,36 +97,97 @@ def onig_pattern(regex_str: str) -> str:
 
 
 def to_huggingface_dict(tok) -> dict:
-    if tok.merges is None:
-        raise ConfigError("only tokenizers with a merge list (trained or loaded from tokenmill files) export to "
-                          "Hugging Face; rank-file tokenizers have no merge list")
+    """A ``tokenizer.json`` body that HF ``tokenizers`` encodes exactly as ``tok`` does."""
     b2u = bytes_to_unicode()
     enc = lambda b: "".join(b2u[x] for x in b)  # noqa: E731
     vocab = _unique_vocab(tok)
-    pre = [{"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]
-    if tok.pattern is not None:
-        pre.insert(0, {"type": "Split", "pattern": {"Regex": onig_pattern(tok.pattern)}, "behavior": "Isolated",
-                       "invert": False})
+    rank_file = tok.merges is None
+    merges = recover_merges(tok)
+    added = _added_for_export(tok, vocab)
+    patterns = [p for p in [tok.pattern, *tok._split_patterns] if p is not None]
+    prefix = tok._add_prefix_space
+    if prefix:
+        if patterns not in ([], [resolve_pattern("gpt2")]):
+            raise ConfigError("a tokenizer with add_prefix_space and split patterns other than ByteLevel's own "
+                              "has no tokenizer.json form")
+        pre = {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": bool(patterns)}
+    else:
+        steps = [{"type": "Split", "pattern": {"Regex": onig_pattern(p)}, "behavior": "Isolated", "invert": False}
+                 for p in patterns]
+        steps.append({"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False})
+        pre = {"type": "Sequence", "pretokenizers": steps}
     return {
         "version": "1.0",
         "truncation": None,
         "padding": None,
-        "added_tokens": [
-            {"id": i, "content": s, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False,
-             "special": True}
-            for s, i in sorted(tok.special_tokens.items(), key=lambda kv: kv[1])
-        ],
-        "normalizer": None,
-        "pre_tokenizer": {"type": "Sequence", "pretokenizers": pre},
+        "added_tokens": added,
+        "normalizer": {"type": "NFC"} if tok._normalizer == "NFC" else None,
+        "pre_tokenizer": pre,
         "post_processor": None,
         "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False},
         "model": {
             "type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
-            "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
-            "vocab": {enc(b): i for i, b in enumerate(vocab)},
-            "merges": [[enc(vocab[a]), enc(vocab[b])] for a, b in tok.merges.tolist()],
+            "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False,
+            "ignore_merges": bool(rank_file or tok._whole_chunk_lookup),
+            "vocab": {enc(b): i for i, b in vocab.items()},
+            "merges": [[enc(vocab[a]), enc(vocab[b])] for a, b in merges],
         },
     }
+
+
+def _added_for_export(tok, vocab: dict[int, bytes]) -> list[dict]:
+    """Added tokens; HF re-derives their ids on load (vocabulary tokens keep theirs, the others are
+    numbered from the vocabulary's size on), so those must already be numbered that way."""
+    if tok._added is not None:
+        items = [t.to_dict() for t in tok._added]
+    else:
+        items = [{"id": i, "content": s, "special": True, "single_word": False, "lstrip": False, "rstrip": False,
+                  "normalized": False} for s, i in tok.special_tokens.items()]
+    items.sort(key=lambda t: t["id"])
+    next_id = len(vocab)
+    b2u = bytes_to_unicode()
+    by_string = {"".join(b2u[x] for x in b): i for i, b in vocab.items()}
+    for t in items:
+        want = by_string.get(t["content"])
+        if want is None:
+            want, next_id = next_id, next_id + 1
+        if want != t["id"]:
+            raise ConfigError(
+                f"added token {t['content']!r} has id {t['id']:,d}, but HF tokenizers would give it id {want:,d} "
+                "(added tokens outside the vocabulary must take the ids right after it, in order)"
+            )
+    return [{"id": t["id"], "content": t["content"], "single_word": t["single_word"], "lstrip": t["lstrip"],
+             "rstrip": t["rstrip"], "normalized": t["normalized"], "special": t["special"]} for t in items]
+
+
+def to_tiktoken(tok, name: str | None = None):
+    """A ``tiktoken.Encoding`` with ``tok``'s ranks, pattern and special tokens.
+
+    tiktoken's rule is "merge the adjacent pair whose bytes together have the lowest rank; a chunk that
+    is a token is that token". That is exact for rank-file tokenizers and for tokenizer.json imports
+    that follow it (merges ordered as their results' ids, ``ignore_merges``: Llama 3's), and agrees on
+    real text for trained tokenizers (tested). Anything tiktoken cannot express is refused."""
+    from ..errors import require
+
+    tiktoken = require("tiktoken", "tiktoken")
+    if tok._normalizer is not None or tok._add_prefix_space or tok._split_patterns:
+        raise ConfigError("tiktoken has no normalizer, prefix space or second split pattern; this tokenizer "
+                          "uses one (encode with tokenmill, or export with save_huggingface)")
+    if tok._added is not None and any(not t.special for t in tok._added):
+        raise ConfigError("tiktoken has no non-special added tokens; this tokenizer has some")
+    if tok._merge_ids is not None:
+        import numpy as np
+
+        if len(tok._merge_ids) and np.any(np.diff(tok._merge_ids) < 0):
+            raise ConfigError("this tokenizer's merge order differs from its id order, so tiktoken's ranks "
+                              "(= ids) would merge differently; use save_huggingface instead")
+    vocab = _unique_vocab(tok)
+    return tiktoken.Encoding(
+        name or f"tokenmill-{tok.content_hash[:12]}",
+        pat_str=tok.pattern if tok.pattern is not None else r"[\s\S]+",
+        mergeable_ranks={b: i for i, b in vocab.items()},
+        special_tokens=dict(tok.special_tokens),
+    )
 
 
 def save_huggingface(tok, path: str | os.PathLike) -> None:
@@ -108,6 +200,6 @@ def save_huggingface(tok, path: str | os.PathLike) -> None:
 def save_tiktoken(tok, path: str | os.PathLike) -> None:
     """Write a ``.tiktoken`` rank file (special tokens are not part of it; pass them to tiktoken)."""
     vocab = _unique_vocab(tok)
-    lines = "".join(f"{base64.b64encode(b).decode('ascii')} {i}\n" for i, b in enumerate(vocab))
+    lines = "".join(f"{base64.b64encode(b).decode('ascii')} {i}\n" for i, b in vocab.items())
     with atomic_path(path) as tmp:
         tmp.write_text(lines, encoding="ascii")

@@ -551,6 +551,12 @@ class Tokenizer:
 
         save_huggingface(self, path)
 
+    def to_tiktoken(self, name: str | None = None):
+        """A ``tiktoken.Encoding`` with the same ranks, pattern and special tokens (see ``export.to_tiktoken``)."""
+        from .export import to_tiktoken
+
+        return to_tiktoken(self, name)
+
     def save_tiktoken(self, path: str | os.PathLike) -> None:
         """Export the vocabulary as a tiktoken ``.tiktoken`` rank file (see ``tokenizer.export``)."""
         from .export import save_tiktoken
