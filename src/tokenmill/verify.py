@@ -27,6 +27,7 @@ from typing import Literal, Sequence
 
 import numpy as np
 
+from ._validate import check_array, check_float, check_int
 from .errors import ConfigError, require
 
 
@@ -97,7 +98,11 @@ def packing_equivalence(model, docs: Sequence, block_size: int, *, method: str =
         raise ConfigError(f"layout={layout!r} is not 'documents' or 'stream'")
     if attention not in ("dense", "flex", "varlen"):
         raise ConfigError(f"attention={attention!r} is not 'dense', 'flex' or 'varlen'")
-    arrays = [np.asarray(d, dtype=np.int64) for d in docs]
+    # tolerances compare as diff > atol + rtol * |ref|: NaN there would make every check pass
+    atol = check_float(atol, "atol", min=0.0)
+    rtol = check_float(rtol, "rtol", min=0.0)
+    block_size = check_int(block_size, "block_size", min=1)
+    arrays = [check_array(d, f"document {i}") for i, d in enumerate(docs)]
     lengths = np.array([a.size for a in arrays], np.int64)
     if lengths.size and lengths.max() > block_size:
         i = int(np.argmax(lengths > block_size))
@@ -190,8 +195,10 @@ def _compare(reference, candidate, atol: float, rtol: float) -> tuple[float, int
         if ref is None or ref.numel() == 0:
             continue
         diff = (got.double() - ref.double()).abs()
-        worst = max(worst, float(diff.max()))
-        bad += int((diff > atol + rtol * ref.double().abs()).any(dim=-1).sum())
+        m = float(diff.max())
+        worst = m if m != m or worst != worst else max(worst, m)  # NaN stays NaN (never "within tolerance")
+        # not (diff <= tol): a NaN difference is outside every tolerance
+        bad += int((~(diff <= atol + rtol * ref.double().abs())).any(dim=-1).sum())
     return worst, bad
 
 

@@ -18,7 +18,7 @@ def test_pack_command_reports_fill(capsys, tmp_path):
 
 
 def test_pack_command_bad_file(capsys, tmp_path):
-    assert main(["pack", "--lengths", str(tmp_path / "missing.txt"), "--block-size", "7"]) == 2
+    assert main(["pack", "--lengths", str(tmp_path / "missing.txt"), "--block-size", "7"]) == 1
     assert "cannot read lengths" in capsys.readouterr().err
 
 

@@ -49,7 +49,7 @@ def test_encode_decode_inspect(corpus, tmp_path, capsys):
     assert ids == tok.encode("the cat 低")
     main(["decode", "--tokenizer", str(out), *map(str, ids)])
     assert capsys.readouterr().out == "the cat 低\n"
-    assert main(["encode", "--tokenizer", str(out), "x<|eos|>"]) == 2
+    assert main(["encode", "--tokenizer", str(out), "x<|eos|>"]) == 1
     assert "allowed_special" in capsys.readouterr().err
     main(["encode", "--tokenizer", str(out), "--allow-special", "x<|eos|>"])
     assert capsys.readouterr().out.split()[-1] == str(tok.special_tokens["<|eos|>"])
@@ -61,7 +61,7 @@ def test_encode_decode_inspect(corpus, tmp_path, capsys):
 def test_invalid_utf8_names_file_and_offset(tmp_path, capsys):
     bad = tmp_path / "bad.txt"
     bad.write_bytes(b"hello \xff world")
-    assert main(["train", "--input", str(bad), "--vocab-size", "260", "--out", str(tmp_path / "t.json"), "-q"]) == 2
+    assert main(["train", "--input", str(bad), "--vocab-size", "260", "--out", str(tmp_path / "t.json"), "-q"]) == 1
     err = capsys.readouterr().err
     assert "bad.txt" in err and "byte offset 6" in err and "--errors replace" in err
     assert main(["train", "--input", str(bad), "--vocab-size", "258", "--out", str(tmp_path / "t.json"), "-q",
@@ -71,7 +71,7 @@ def test_invalid_utf8_names_file_and_offset(tmp_path, capsys):
 def test_bad_tokenizer_file(tmp_path, capsys):
     p = tmp_path / "broken.json"
     p.write_text("{not json")
-    assert main(["inspect", str(p)]) == 2
+    assert main(["inspect", str(p)]) == 1
     assert "broken.json" in capsys.readouterr().err
 
 

@@ -42,5 +42,5 @@ def test_cli_json_matches_library(tmp_path, capsys):
 
 def test_cli_error(tmp_path, capsys):
     _, (t, a, _) = setup(tmp_path)
-    assert main(["windows", "--tokenizer", t, "--input", a, "--window", "8", "--stride", "0"]) == 2
+    assert main(["windows", "--tokenizer", t, "--input", a, "--window", "8", "--stride", "0"]) == 1
     assert "stride" in capsys.readouterr().err

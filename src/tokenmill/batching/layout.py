@@ -43,7 +43,8 @@ from typing import Callable, Literal
 
 import numpy as np
 
-from ..errors import ConfigError
+from .._validate import check_array, check_int, check_spans
+from ..errors import ConfigError, InputError
 
 IGNORE_INDEX = -100
 FragmentPositions = Literal["restart", "continue"]
@@ -238,16 +239,24 @@ def assemble(fill: Filler | tuple[np.ndarray, np.ndarray], seg_row: np.ndarray, 
     from . import _kernels
 
     check_fragment_positions(fragment_positions)
-    B, T = int(num_rows), int(row_length)
-    seg_row, seg_doc, seg_start, seg_len = (np.ascontiguousarray(a, dtype=np.int64)
-                                            for a in (seg_row, seg_doc, seg_start, seg_len))
+    B = check_int(num_rows, "num_rows", min=1)
+    T = check_int(row_length, "row_length", min=1)
+    pad_id = check_int(pad_id, "pad_id")
+    seg_row, seg_doc, seg_start, seg_len = (check_array(a, name) for a, name in (
+        (seg_row, "seg_row"), (seg_doc, "seg_doc"), (seg_start, "seg_start"), (seg_len, "seg_len")))
+    if not seg_row.shape == seg_doc.shape == seg_start.shape == seg_len.shape:
+        raise ConfigError("the segment arrays seg_row, seg_doc, seg_start and seg_len must have one shape")
+    if seg_len.size and seg_len.min() < 0:
+        raise ConfigError(f"seg_len holds {int(seg_len.min()):,d}; segment lengths must be >= 0")
     N = _checked_size(seg_row, seg_len, B, T)
     seg_dst = segment_destinations(seg_row, seg_len, B, T)
     # One allocation for the five int64 arrays: large enough for transparent huge pages, which
     # made fresh per-batch buffers ~4x faster to fill (page faults dominated: 60 vs 430 M positions/s).
     input_ids, labels, position_ids, doc_ids, token_offsets = np.empty((5, N), np.int64)
     if isinstance(fill, tuple):
-        tokens, seg_src = np.asarray(fill[0]), np.ascontiguousarray(fill[1], dtype=np.int64)
+        tokens = check_token_array(fill[0], "tokens")
+        seg_src = check_array(fill[1], "seg_src", shape=seg_len.shape)
+        check_spans(seg_src, seg_len, tokens.size, "segments")
     else:
         tokens, seg_src = np.zeros(0, np.int64), seg_start
         fill(input_ids, seg_dst)
@@ -262,15 +271,33 @@ def assemble(fill: Filler | tuple[np.ndarray, np.ndarray], seg_row: np.ndarray, 
                  cu[:ncu].astype(np.int32), int(longest), int(truncated_tokens))
 
 
+def check_token_array(tokens, name: str) -> np.ndarray:
+    """A flat 1-D integer token array the compiled passes can read as is (a memmap stays a view).
+
+    uint64 is refused: its ids could exceed the int64 the batches hold (checking every value of a
+    memory-mapped corpus would read it all).
+    """
+    a = np.asarray(tokens)
+    if a.ndim != 1:
+        raise InputError(f"{name} has shape {a.shape}; it must be a flat 1-D array of token ids")
+    if a.size == 0:
+        return np.zeros(0, np.int64)
+    if a.dtype.kind not in "iu" or a.dtype == np.uint64:
+        raise InputError(f"{name} has dtype {a.dtype}; token ids must be int8..int64 or uint8..uint32")
+    if not a.flags.c_contiguous:
+        a = np.ascontiguousarray(a)
+    return a
+
+
 def _checked_size(seg_row: np.ndarray, seg_len: np.ndarray, B: int, T: int) -> int:
+    if B * T > np.iinfo(np.int32).max:
+        raise ConfigError(f"a batch of {B * T:,d} positions overflows int32 cu_seqlens; use fewer rows per batch")
     if seg_row.size and (seg_row[0] < 0 or seg_row[-1] >= B or (np.diff(seg_row) < 0).any()):
         raise ConfigError(f"segment rows must be nondecreasing within 0 .. {B - 1}")
     used = np.bincount(seg_row, weights=seg_len, minlength=B)
     if used.size and used.max() > T:
         raise ConfigError(f"row {int(np.argmax(used))} holds {int(used.max()):,d} tokens, more than "
                           f"row_length={T:,d}")
-    if B * T > np.iinfo(np.int32).max:
-        raise ConfigError(f"a batch of {B * T:,d} positions overflows int32 cu_seqlens; use fewer rows per batch")
     return B * T
 
 

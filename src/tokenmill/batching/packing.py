@@ -38,8 +38,9 @@ from typing import Iterator, Literal
 import numpy as np
 
 from ..data.source import TokenSource, as_source
+from .._validate import check_array, check_int, check_spans, check_total
 from ..errors import ConfigError, InputError
-from .layout import Batch, Block, FragmentPositions, assemble, check_fragment_positions
+from .layout import Batch, Block, FragmentPositions, assemble, check_fragment_positions, check_token_array
 
 Method = Literal["best_fit", "first_fit_decreasing", "greedy", "concat"]
 LongDocs = Literal["split", "truncate", "error"]
@@ -208,16 +209,14 @@ class PackPlan:
         while the current one is consumed (the compiled passes release the GIL); the batches and
         their order are the same whatever the thread count.
         """
-        if not 0 <= start_block <= self.num_blocks:
-            raise ConfigError(f"start_block={start_block} must be in 0 .. {self.num_blocks}")
-        if batch_size < 1 or int(batch_size) != batch_size:
-            raise ConfigError(f"batch_size={batch_size!r} must be a positive integer")
+        start_block = check_int(start_block, "start_block", min=0, max=self.num_blocks)
+        batch_size = check_int(batch_size, "batch_size", min=1)
+        pad_id = check_int(pad_id, "pad_id")
+        num_threads = check_int(num_threads, "num_threads", min=1, max=1024)
         check_fragment_positions(fragment_positions)
         src = self._checked_source(source)
-        fill = _filler(src)
+        fill = _filler(src, self.doc_lengths)
         stream = self.stream if stream is None else bool(stream)
-        if num_threads < 1 or int(num_threads) != num_threads:
-            raise ConfigError(f"num_threads={num_threads!r} must be a positive integer")
         stop = self.num_blocks - ((self.num_blocks - start_block) % batch_size if drop_last else 0)
 
         def make(b0: int) -> Batch:
@@ -263,7 +262,7 @@ class PackPlan:
         if len(src) != self.num_docs:
             raise InputError(f"the source has {len(src):,d} documents but the plan was made for "
                              f"{self.num_docs:,d}; pack the lengths of this source")
-        lengths = np.asarray(src.lengths, np.int64)
+        lengths = check_array(src.lengths, "the source's lengths", min=0)
         if not np.array_equal(lengths, self.doc_lengths):
             i = int(np.argmax(lengths != self.doc_lengths))
             raise InputError(f"document {i} has {int(lengths[i]):,d} tokens in the source but "
@@ -279,17 +278,27 @@ def _origin(src, doc: np.ndarray, start: np.ndarray) -> tuple[np.ndarray, np.nda
     return origin_doc[doc], src.origin_start[doc] + start
 
 
-def _filler(src: TokenSource):
+def _filler(src: TokenSource, lengths: np.ndarray):
     """``fill(doc, start, length)`` -> what :func:`assemble` copies the segments' ids with: the flat
-    token array and offsets (read inside the compiled pass), or a per-segment copy from ``src.get``."""
+    token array and offsets (read inside the compiled pass), or a per-segment copy from ``src.get``.
+
+    The flat arrays are checked once here against the lengths the plan was made for: document
+    ``d`` must lie inside ``token_array`` at ``doc_offsets[d] .. doc_offsets[d] + lengths[d]``
+    (a source whose arrays disagree with its lengths would make the compiled pass read stale memory).
+    """
     segment_filler = getattr(src, "segment_filler", None)
     if segment_filler is not None:  # e.g. a multi-shard TokenStore: one compiled copy per shard, per batch
         return segment_filler
     tokens = getattr(src, "token_array", None)
     offsets = getattr(src, "doc_offsets", None)
     if tokens is not None and offsets is not None:
-        tokens = np.asarray(tokens)
-        offsets = np.asarray(offsets, np.int64)
+        tokens = check_token_array(tokens, "the source's token_array")
+        offsets = check_array(offsets, "the source's doc_offsets")
+        n = lengths.size
+        if offsets.size < n:
+            raise InputError(f"the source's doc_offsets has {offsets.size:,d} entries for {n:,d} documents; "
+                             "it needs one per document (plus the end)")
+        check_spans(offsets[:n], lengths, tokens.size, "the source's token_array/doc_offsets")
         return lambda doc, start, length: (tokens, offsets[doc] + start)
 
     def fill_each(doc, start, length):
@@ -323,9 +332,7 @@ def pack(lengths, block_size: int, *, method: Method = "best_fit", long_docs: Lo
         raise ConfigError(f"method={method!r} is not one of {', '.join(map(repr, METHODS))}")
     if long_docs not in LONG_DOCS:
         raise ConfigError(f"long_docs={long_docs!r} is not one of {', '.join(map(repr, LONG_DOCS))}")
-    if isinstance(block_size, bool) or int(block_size) != block_size or block_size < 1:
-        raise ConfigError(f"block_size={block_size!r} must be a positive integer")
-    T = int(block_size)
+    T = check_int(block_size, "block_size", min=1, max=2**62)
     doc_lengths = _lengths(lengths)
     empty = int((doc_lengths == 0).sum())
     if method == "concat":
@@ -355,13 +362,8 @@ def pack(lengths, block_size: int, *, method: Method = "best_fit", long_docs: Lo
 def _lengths(lengths) -> np.ndarray:
     if hasattr(lengths, "lengths") and hasattr(lengths, "get"):
         lengths = lengths.lengths
-    a = np.asarray(lengths)
-    if a.ndim != 1 or (a.size and not np.issubdtype(a.dtype, np.integer)):
-        raise InputError(f"lengths must be a 1-D array of integers, got shape {a.shape} dtype {a.dtype}")
-    a = a.astype(np.int64)
-    if (a < 0).any():
-        i = int(np.argmax(a < 0))
-        raise InputError(f"document {i} has length {int(a[i]):,d}; lengths must be >= 0")
+    a = check_array(lengths, "lengths", min=0, item="document {i} has length {v}")
+    check_total(a, "lengths")
     return a
 
 
@@ -441,11 +443,8 @@ def chunk_stream(length: int, block_size: int, *, last: Literal["pad", "drop"] =
     """
     if last not in ("pad", "drop"):
         raise ConfigError(f"last={last!r} is not 'pad' (keep a short last sample) or 'drop'")
-    if int(block_size) != block_size or block_size < 1:
-        raise ConfigError(f"block_size={block_size!r} must be a positive integer")
-    n, T = int(length), int(block_size)
-    if n < 0:
-        raise ConfigError(f"length={n!r} must be >= 0")
+    T = check_int(block_size, "block_size", min=1, max=2**62)
+    n = check_int(length, "length", min=0, max=2**62)
     if n < 2:
         return Chunks(np.zeros(0, np.int64), np.zeros(0, np.int64), 0, n, 0)
     count = -(-(n - 1) // T)  # samples needed to score targets 1 .. n-1

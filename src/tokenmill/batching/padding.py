@@ -19,7 +19,8 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from ..errors import ConfigError, InputError
+from .._validate import check_array, check_int
+from ..errors import ConfigError
 from .layout import Batch, assemble
 
 
@@ -74,22 +75,15 @@ def pad_batch(seqs: Sequence[Sequence[int] | np.ndarray], *, pad_id: int, max_le
 
 
 def _as_ids(seq, i: int) -> np.ndarray:
-    a = np.asarray(seq)
-    if a.ndim != 1:
-        raise InputError(f"sequence {i} has shape {a.shape}; each sequence must be a 1-D array of ids")
-    if a.size and not np.issubdtype(a.dtype, np.integer):
-        raise InputError(f"sequence {i} has dtype {a.dtype}; token ids must be integers")
-    return a
+    return check_array(seq, f"sequence {i}")
 
 
 def _positive(value, name: str) -> int:
-    if int(value) != value or value < 1:
-        raise ConfigError(f"{name}={value!r} must be a positive integer")
-    return int(value)
+    return check_int(value, name, min=1, max=2**62)
 
 
 def _index_array(values, n: int, name: str) -> np.ndarray:
-    a = np.asarray(values, dtype=np.int64)
+    a = check_array(values, name, error=ConfigError)
     if a.shape != (n,):
         raise ConfigError(f"{name} has shape {a.shape}; it needs one entry per sequence, shape ({n},)")
     return a
@@ -118,9 +112,7 @@ class LengthGroupedBatches:
 
     def __init__(self, lengths, *, batch_size: int | None = None, max_tokens: int | None = None,
                  shuffle: bool = True, seed: int = 0, group_size: int | None = None):
-        self.lengths = np.asarray(lengths, dtype=np.int64)
-        if self.lengths.ndim != 1 or (self.lengths < 0).any():
-            raise ConfigError("lengths must be a 1-D array of non-negative document lengths")
+        self.lengths = check_array(lengths, "lengths", min=0, error=ConfigError)
         if batch_size is None and max_tokens is None:
             raise ConfigError("pass batch_size (documents per batch), max_tokens (padded positions per "
                               "batch) or both")
@@ -131,7 +123,7 @@ class LengthGroupedBatches:
             raise ConfigError(f"document {i} has {int(self.lengths[i]):,d} tokens, more than "
                               f"max_tokens={self.max_tokens:,d}; split or truncate long documents first, "
                               "or raise max_tokens")
-        self.shuffle, self.seed, self.epoch = bool(shuffle), int(seed), 0
+        self.shuffle, self.seed, self.epoch = bool(shuffle), check_int(seed, "seed", min=0), 0
         if group_size is None:
             per_batch = self.batch_size or max(1, self.max_tokens // max(1, int(self.lengths.mean() if self.lengths.size else 1)))
             group_size = 50 * per_batch
@@ -140,7 +132,7 @@ class LengthGroupedBatches:
 
     def set_epoch(self, epoch: int) -> None:
         """Use the shuffle of ``epoch`` (the same seed gives a different, reproducible order per epoch)."""
-        self.epoch = int(epoch)
+        self.epoch = check_int(epoch, "epoch", min=0)
 
     def __iter__(self) -> Iterator[np.ndarray]:
         return iter(self._batches()[0])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from ..errors import TokenmillError
@@ -29,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .. import __version__
 
     parser.add_argument("--version", action="version", version=f"tokenmill {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error (also TOKENMILL_DEBUG=1)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMAND_MODULES:
         importlib.import_module(f".{name}", __name__).register(sub)
@@ -36,12 +38,41 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the command line; returns the exit status.
+
+    0: success; 1: an error (bad input, a file that cannot be read or written, a failed check), shown
+    as one line ``tokenmill <command>: error: ...`` on stderr; 2: a usage error (argparse); 130:
+    interrupted. ``--debug`` (or ``TOKENMILL_DEBUG=1``) shows the traceback instead.
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
+    debug = bool(getattr(args, "debug", False)) or os.environ.get("TOKENMILL_DEBUG", "") not in ("", "0")
     try:
         return int(args.func(args) or 0)
-    except TokenmillError as e:
-        print(f"tokenmill {args.command}: error: {e}", file=sys.stderr)
-        return 2
     except BrokenPipeError:  # e.g. `tokenmill encode ... | head`
         return 0
+    except KeyboardInterrupt:
+        if debug:
+            raise
+        print(f"tokenmill {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # noqa: BLE001 -- every failure becomes one line unless --debug
+        if debug:
+            raise
+        print(f"tokenmill {args.command}: error: {_one_line(e)}", file=sys.stderr)
+        return 1
+
+
+def _one_line(e: BaseException) -> str:
+    """The message for an exception: ours as they are; files, memory and bugs explained."""
+    if isinstance(e, TokenmillError):
+        text = str(e)
+    elif isinstance(e, OSError):
+        name = f" {e.filename!r}" if e.filename else ""
+        text = f"cannot access{name}: {e.strerror or e}"
+    elif isinstance(e, MemoryError):
+        text = "out of memory; use smaller inputs or options (e.g. --sample, a smaller --vocab-size)"
+    else:
+        text = (f"unexpected {type(e).__name__}: {e}; this is a bug in tokenmill: rerun with --debug for the "
+                "traceback and report it")
+    return " ".join(text.split())  # one line

@@ -15,6 +15,9 @@ def add_command(sub, name: str, *, help: str, example: str, func) -> argparse.Ar
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.set_defaults(func=func)
+    # also after the command name; SUPPRESS keeps `tokenmill --debug CMD` from being overridden
+    p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                   help="show the traceback of an error instead of one line")
     return p
 
 
@@ -33,9 +36,32 @@ def add_quiet(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bars on stderr")
 
 
-def documents_from_args(args):
-    from ..data.text import expand_inputs, iter_documents
+def unescape(value: str, option: str) -> str:
+    """Backslash escapes (``\\n``, ``\\t``, ``\\x1e``, ``\\u2029``) in an option's value; other
+    characters, non-ASCII included, stay as they are. A bad escape is a ConfigError naming the option.
 
-    sep = args.separator.encode().decode("unicode_escape") if args.separator else None
-    return iter_documents(expand_inputs(args.input), split_lines=args.split_lines,
+    >>> unescape(r"\\n\\t。", "--separator") == "\\n\\t。"
+    True
+    """
+    from ..errors import ConfigError
+
+    try:
+        return value.encode("latin-1", "backslashreplace").decode("unicode_escape")
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{option} {value!r} holds an invalid backslash escape ({e.reason}); write e.g. "
+                          r"'\n' for a newline or '\\' for a backslash") from None
+
+
+def input_files(args) -> list:
+    """The files named by ``--input`` (directories expanded to their .txt files)."""
+    from ..data.text import expand_inputs
+
+    return expand_inputs(args.input)
+
+
+def documents_from_args(args, files=None):
+    from ..data.text import iter_documents
+
+    sep = unescape(args.separator, "--separator") if args.separator else None
+    return iter_documents(input_files(args) if files is None else files, split_lines=args.split_lines,
                           separator=sep, errors=args.errors)

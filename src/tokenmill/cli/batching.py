@@ -42,17 +42,29 @@ def register(sub) -> None:
 def _read_lengths(args):
     import numpy as np
 
-    from ..errors import InputError
+    from .._validate import check_float, check_int
+    from ..errors import ConfigError, InputError
 
     if args.lognormal is not None:
-        rng = np.random.default_rng(args.seed)
-        return np.maximum(rng.lognormal(args.mu, args.sigma, args.lognormal).astype(np.int64), 1)
+        n = check_int(args.lognormal, "--lognormal", min=0, max=2**31)
+        mu = check_float(args.mu, "--mu", min=-1e3, max=1e3)
+        sigma = check_float(args.sigma, "--sigma", min=0.0, max=1e3)
+        rng = np.random.default_rng(check_int(args.seed, "--seed", min=0))
+        with np.errstate(over="ignore"):
+            x = rng.lognormal(mu, sigma, n)
+        if n and not (np.isfinite(x).all() and x.max() < 2**40):
+            raise ConfigError(f"--mu {mu:g} --sigma {sigma:g} draw lengths up to {x.max():.3g} tokens, more than "
+                              f"2**40 (or infinite); lower --mu or --sigma")
+        return np.maximum(x.astype(np.int64), 1)
+    from ..data.text import check_input_file
+
     try:
+        check_input_file(args.lengths)  # a clear error for a folder, a device or a missing file
         if args.lengths.endswith(".npy"):
             return np.load(args.lengths, allow_pickle=False)
         return np.loadtxt(args.lengths, dtype=np.int64, ndmin=1)
-    except (OSError, ValueError) as e:
-        raise InputError(f"cannot read lengths from {args.lengths}: {e}") from e
+    except (InputError, OSError, ValueError, OverflowError, EOFError) as e:
+        raise InputError(f"cannot read lengths from {args.lengths}: {' '.join(str(e).split())}") from e
 
 
 def cmd_pack(args) -> int:
@@ -71,6 +83,7 @@ def cmd_pack(args) -> int:
 def cmd_verify(args) -> int:
     import numpy as np
 
+    from .._validate import check_float, check_int
     from ..errors import require
     from ..verify import packing_equivalence
 
@@ -79,6 +92,10 @@ def cmd_verify(args) -> int:
 
     dtype = getattr(torch, args.dtype)
     atol = args.atol if args.atol is not None else (1e-9 if args.dtype == "float64" else 1e-4)
+    check_float(atol, "--atol", min=0.0)  # NaN would make every comparison pass
+    check_int(args.docs, "--docs", min=1, max=100_000)
+    check_int(args.block_size, "--block-size", min=2, max=4096)  # dense masks: block_size**2 per block
+    check_int(args.seed, "--seed", min=0)
     rng = np.random.default_rng(args.seed)
     cfg_kw = dict(vocab_size=64, max_positions=max(args.block_size, 1))
     docs = [rng.integers(0, 64, n) for n in rng.integers(2, max(args.block_size // 2, 3), args.docs)]

@@ -31,6 +31,8 @@ def register(sub) -> None:
     g.add_argument("text", nargs="?", help="text to encode")
     g.add_argument("--input", help="file to encode (UTF-8)")
     p.add_argument("--allow-special", action="store_true", help="encode special-token text as special tokens")
+    p.add_argument("--errors", choices=["strict", "replace"], default="strict",
+                   help="invalid UTF-8 in --input: fail naming the byte offset (default) or replace with U+FFFD")
     p.add_argument("--json", action="store_true", help="print a JSON list instead of space-separated ids")
 
     p = add_command(sub, "decode", help="decode token ids to text",
@@ -51,8 +53,12 @@ def _load(path):
 
 
 def cmd_train(args) -> int:
+    from .._io import protect_inputs, resolve_output
     from ..tokenizer.train import train_bpe
+    from ._common import input_files
 
+    files = input_files(args)
+    resolve_output(args.out, what="--out", inputs=files)  # fail before training, not after
     pattern = None if args.pattern.lower() == "none" else args.pattern
     sample = args.sample
     if sample is not None:
@@ -60,10 +66,11 @@ def cmd_train(args) -> int:
             sample = float(sample) if "." in sample else sample
         except ValueError:
             pass
-    tok = train_bpe(documents_from_args(args), args.vocab_size, pattern=pattern, special_tokens=args.special,
-                    min_frequency=args.min_frequency, max_token_bytes=args.max_token_bytes,
-                    sample=sample, seed=args.seed, progress=not args.quiet)
-    tok.save(args.out)
+    tok = train_bpe(documents_from_args(args, files), args.vocab_size, pattern=pattern,
+                    special_tokens=args.special, min_frequency=args.min_frequency,
+                    max_token_bytes=args.max_token_bytes, sample=sample, seed=args.seed, progress=not args.quiet)
+    with protect_inputs(files):
+        tok.save(args.out)
     r = tok.train_report
     print(f"trained {tok!r} -> {args.out}")
     print(f"  documents {r.documents_used:,d} of {r.documents_seen:,d} ({r.sampled_share:.1%} of {r.bytes_seen:,d} bytes), "
@@ -74,10 +81,9 @@ def cmd_train(args) -> int:
 def cmd_encode(args) -> int:
     tok = _load(args.tokenizer)
     if args.input is not None:
-        from ..data.text import decode_utf8
+        from ..data.text import decode_utf8, read_input_bytes
 
-        with open(args.input, "rb") as f:
-            text = decode_utf8(f.read(), name=args.input)
+        text = decode_utf8(read_input_bytes(args.input), name=args.input, errors=args.errors)
     else:
         text = args.text
     ids = tok.encode(text, allowed_special="all" if args.allow_special else ())

@@ -13,6 +13,7 @@ from typing import Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
+from .._validate import check_array
 from ..errors import InputError
 
 
@@ -36,13 +37,11 @@ class ArraySource:
 
     def __init__(self, docs: Sequence[Sequence[int] | np.ndarray]):
         self._docs = []
+        if isinstance(docs, (str, bytes)):
+            raise InputError(f"docs is a {type(docs).__name__}; pass a sequence of token id sequences")
         for i, d in enumerate(docs):
-            a = np.asarray(d)
-            if a.ndim != 1:
-                raise InputError(f"document {i} has shape {a.shape}; each document must be a 1-D sequence of ids")
-            if a.size and not np.issubdtype(a.dtype, np.integer):
-                raise InputError(f"document {i} has dtype {a.dtype}; token ids must be integers")
-            self._docs.append(a.astype(np.int64, copy=False) if a.size else np.zeros(0, np.int64))
+            # exact int64 (no float truncation, no uint64 wrap-around)
+            self._docs.append(check_array(d, f"document {i}"))
         self._lengths = np.fromiter((d.size for d in self._docs), dtype=np.int64, count=len(self._docs))
 
     @property

@@ -53,17 +53,52 @@ def iter_documents(
         raise ConfigError("separator must not be empty")
     for path in paths:
         p = Path(path)
-        try:
-            data = p.read_bytes()
-        except OSError as e:
-            raise InputError(f"cannot read input file {str(p)!r}: {e.strerror or e}") from e
-        text = decode_utf8(data, name=str(p), errors=errors)
+        text = decode_utf8(read_input_bytes(p), name=str(p), errors=errors)
         if split_lines:
             yield from (line for line in text.splitlines() if line.strip())
         elif separator is not None:
             yield from text.split(separator)
         else:
             yield text
+
+
+def check_input_file(path: str | os.PathLike) -> bool:
+    """True for a regular file, False for a FIFO; an InputError naming ``path`` for anything else
+    (missing, a directory, a device such as /dev/zero, a socket)."""
+    import stat
+
+    raw = os.fspath(path)
+    try:
+        st = os.stat(raw)
+    except FileNotFoundError:
+        raise InputError(f"input {raw!r} does not exist") from None
+    except OSError as e:
+        raise InputError(f"cannot read input {raw!r}: {e.strerror or e}") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise InputError(f"input {raw!r} is a directory; pass a file (or, where accepted, the directory's "
+                         ".txt files are read)")
+    if not (stat.S_ISREG(st.st_mode) or stat.S_ISFIFO(st.st_mode)):
+        raise InputError(f"input {raw!r} is not a regular file (a device or socket); pass a text file")
+    return stat.S_ISREG(st.st_mode)
+
+
+def read_input_bytes(path: str | os.PathLike) -> bytes:
+    """The bytes of one input file. A directory, a missing file or a device (``/dev/zero`` would be
+    read until memory runs out) is an InputError naming it; a FIFO (``<(cmd)``, a pipe) is read up
+    to ``$TOKENMILL_MAX_FILE_BYTES`` (1 GiB); a regular file is read whole."""
+    from .._io import max_file_bytes
+
+    raw = os.fspath(path)
+    limit = None if check_input_file(raw) else max_file_bytes()
+    try:
+        with open(raw, "rb") as f:
+            data = f.read() if limit is None else f.read(limit + 1)
+    except OSError as e:
+        raise InputError(f"cannot read input {raw!r}: {e.strerror or e}") from None
+    if limit is not None and len(data) > limit:
+        raise InputError(f"input {raw!r} is a stream of more than {limit:,d} bytes; save it to a file, "
+                         "or raise TOKENMILL_MAX_FILE_BYTES")
+    return data
 
 
 def expand_inputs(inputs: Iterable[str | os.PathLike]) -> list[Path]:

@@ -20,6 +20,9 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from .._validate import check_array, check_int
+from ..errors import ConfigError, InputError
+
 
 @dataclass(frozen=True)
 class MergeResult:
@@ -64,10 +67,27 @@ def learn_merges_arrays(
     ``backend="numba"`` runs the compiled kernel (``_train_kernels``); ``"python"`` runs the readable
     twin below. Both give identical results (tested).
     """
+    if backend not in ("numba", "python"):
+        raise ConfigError(f"backend={backend!r}; use 'numba' or 'python'")
+    data, lengths, counts = _checked(data, lengths, counts)
+    requested = check_int(num_merges, "num_merges", min=0)
+    min_frequency = check_int(min_frequency, "min_frequency", min=1)
+    max_token_bytes = check_int(max_token_bytes, "max_token_bytes", min=2, none=True)
+    # Each merge removes at least one symbol from a chunk of two or more, so no more than
+    # (symbols - non-empty chunks) merges can exist: cap the request there, so that the work and
+    # memory (per-merge arrays) are bounded by the input, not by a huge vocab_size.
+    num_merges = min(requested, int(lengths.sum()) - int((lengths > 0).sum()))
     if backend == "numba":
-        return _learn_compiled(_rows(data, lengths, counts), num_merges, min_frequency, max_token_bytes, on_merge)
-    if backend != "python":
-        raise ValueError(f"backend={backend!r}; use 'numba' or 'python'")
+        result = _learn_compiled(_rows(data, lengths, counts), num_merges, min_frequency, max_token_bytes, on_merge)
+    else:
+        result = _learn_python(data, lengths, counts, num_merges, min_frequency, max_token_bytes, on_merge)
+    if num_merges < requested and result.stop_reason == "vocab_size":
+        result = MergeResult(result.pairs, result.counts, "no_pairs")  # every chunk is one token
+    return result
+
+
+def _learn_python(data, lengths, counts, num_merges, min_frequency, max_token_bytes, on_merge) -> MergeResult:
+    """The readable twin of the compiled merge loop."""
     sym, nxt, prv, weight = _layout(data, lengths, counts)
     pair_count: dict[tuple[int, int], int] = defaultdict(int)
     where: dict[tuple[int, int], list[int]] = defaultdict(list)
@@ -103,6 +123,19 @@ def learn_merges_arrays(
         np.asarray(merged_counts, dtype=np.int64),
         stop,
     )
+
+
+def _checked(data, lengths, counts):
+    """The kernel's boundary: uint8 data, lengths >= 0 that add up to ``data.size``, counts >= 0."""
+    if not isinstance(data, np.ndarray) or data.dtype != np.uint8 or data.ndim != 1:
+        raise ConfigError("data must be a 1-D uint8 array of the chunks' bytes laid end to end")
+    lengths = check_array(lengths, "lengths", min=0, error=ConfigError)
+    counts = check_array(counts, "counts", min=0, shape=lengths.shape, error=ConfigError)
+    total = int(lengths.sum(dtype=np.float64)) if lengths.size else 0
+    if total != data.size or (lengths.size and int(lengths.sum()) != data.size):
+        raise ConfigError(f"lengths add up to {total:,d} bytes but data holds {data.size:,d}; "
+                          "they must describe the same chunks")
+    return np.ascontiguousarray(data), lengths, counts
 
 
 def _layout(data: np.ndarray, lengths: np.ndarray, counts: np.ndarray):
@@ -189,7 +222,7 @@ def _rows(data: np.ndarray, lengths: np.ndarray, counts: np.ndarray) -> np.ndarr
     """
     total = int(lengths.sum())
     if total >= 2**31 - 1:
-        raise ValueError(f"{total:,d} bytes of distinct chunks exceed the 2 GiB the kernel indexes; sample the corpus")
+        raise InputError(f"{total:,d} bytes of distinct chunks exceed the 2 GiB the kernel indexes; sample the corpus")
     small = counts.size == 0 or int(counts.max()) < 2**31 - 1
     dt = np.int32 if small else np.int64
     rec = np.empty((total, 5), dtype=dt)

@@ -8,6 +8,7 @@ Any other string is used as a regex (``regex`` module syntax). No merge ever cro
 from __future__ import annotations
 
 import functools
+import os
 
 from ..errors import ConfigError
 
@@ -69,13 +70,22 @@ def split_with_gaps(regex_str: str, text: str) -> list[str]:
 
     ``regex.findall`` drops text no alternative matches; for the presets nothing is ever dropped, but a
     custom pattern such as ``\w+`` would lose the spaces, and ``decode(encode(s)) == s`` would fail.
+    The chunks always cover ``text`` exactly, in order: a pattern whose matches run backwards or
+    overlap (the ``(?r)`` reverse flag) is refused, and a pattern runs under a time budget
+    (:func:`regex_budget`) so that catastrophic backtracking ends with an error naming it.
 
     >>> split_with_gaps(r"\w+", "ab, cd")
     ['ab', ', ', 'cd']
     """
     out: list[str] = []
     pos = 0
-    for m in compiled(regex_str).finditer(text):
+    for m in finditer_bounded(regex_str, text):
+        if m.start() < pos:
+            raise ConfigError(
+                f"pattern {regex_str!r} matched text[{m.start():,d}:{m.end():,d}], which starts before the end "
+                f"of the previous match ({pos:,d}); a split pattern must match left to right without overlap "
+                "(drop the (?r) reverse flag)"
+            )
         if m.start() > pos:
             out.append(text[pos : m.start()])
         if m.end() > m.start():
@@ -84,3 +94,49 @@ def split_with_gaps(regex_str: str, text: str) -> list[str]:
     if pos < len(text):
         out.append(text[pos:])
     return out
+
+
+def regex_budget(n_chars: int) -> float | None:
+    """Seconds a custom pattern may run over ``n_chars`` characters before it is stopped.
+
+    ``$TOKENMILL_REGEX_TIMEOUT`` seconds (default 5) plus 2 microseconds per character: 10-100 times
+    what a linear-time pattern needs. ``TOKENMILL_REGEX_TIMEOUT=0`` turns the budget off.
+    """
+    raw = os.environ.get("TOKENMILL_REGEX_TIMEOUT", "5")
+    try:
+        base = float(raw)
+    except ValueError:
+        raise ConfigError(f"TOKENMILL_REGEX_TIMEOUT={raw!r} is not a number of seconds") from None
+    if base != base:
+        raise ConfigError("TOKENMILL_REGEX_TIMEOUT=nan is not a number of seconds")
+    if base <= 0:  # 0 or negative: no limit
+        return None
+    return base + 2e-6 * n_chars
+
+
+def finditer_bounded(regex_str: str, text: str):
+    """``compiled(regex_str).finditer(text)`` under :func:`regex_budget`; a pattern that runs out of
+    time (nested quantifiers such as ``(a|a)+$`` backtrack exponentially) raises a ConfigError."""
+    budget = regex_budget(len(text))
+    it = compiled(regex_str).finditer(text, timeout=budget)
+    try:
+        yield from it
+    except TimeoutError:
+        raise _timed_out(regex_str, budget, len(text)) from None
+
+
+def findall_bounded(regex_str: str, text: str) -> list:
+    """``regex.findall(regex_str, text)`` under the same time budget."""
+    budget = regex_budget(len(text))
+    try:
+        return compiled(regex_str).findall(text, timeout=budget)
+    except TimeoutError:
+        raise _timed_out(regex_str, budget, len(text)) from None
+
+
+def _timed_out(regex_str: str, budget: float, n: int) -> ConfigError:
+    return ConfigError(
+        f"pattern {regex_str!r} ran out of its time budget ({budget:.1f} s for {n:,d} characters): it "
+        "backtracks catastrophically (nested quantifiers such as (a+)+ or (a|a)+); rewrite it, or raise "
+        "TOKENMILL_REGEX_TIMEOUT (seconds; 0 = no limit)"
+    )

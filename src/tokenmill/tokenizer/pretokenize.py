@@ -26,8 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
+from .._validate import check_offsets
 from ..errors import ConfigError, InputError
-from .patterns import GPT2, GPT4, O200K, compiled, resolve_pattern
+from .patterns import GPT2, GPT4, O200K, compiled, findall_bounded, resolve_pattern
 
 # preset name or resolved regex -> preset id: the index in _KERNEL_NAMES and (GPT2, GPT4, O200K)
 _PRESET_IDS = {"gpt2": 0, "gpt4": 1, "cl100k": 1, "o200k": 2, GPT2: 0, GPT4: 1, O200K: 2}
@@ -81,7 +82,7 @@ def split_text(text: str, pattern: str | None) -> list[str]:
         return [text] if text else []
     pid = _PRESET_IDS.get(pattern)
     if pid is None:
-        return compiled(resolve_pattern(pattern)).findall(text)
+        return findall_bounded(resolve_pattern(pattern), text)
     try:
         data = text.encode("utf-8")
     except UnicodeEncodeError:  # lone surrogates: not UTF-8, so leave them to the regex engine
@@ -103,13 +104,8 @@ def _whole(n: int) -> np.ndarray:
 
 
 def _check_doc_offsets(doc_offsets, n: int) -> np.ndarray:
-    docs = np.ascontiguousarray(doc_offsets, dtype=np.int64)
-    if docs.ndim != 1 or docs.size < 1 or docs[0] != 0 or docs[-1] != n or np.any(np.diff(docs) < 0):
-        raise ConfigError(
-            f"doc_offsets must be non-decreasing int64 offsets from 0 to len(data)={n:,d}; got "
-            f"{docs.size:,d} values from {docs[:1].tolist()} to {docs[-1:].tolist()}"
-        )
-    return docs
+    # exact int64 (no float truncation, no wrap-around), from 0 to n, never decreasing
+    return check_offsets(doc_offsets, "doc_offsets", n=n, error=ConfigError)
 
 
 def _preset_id(preset: str) -> int:

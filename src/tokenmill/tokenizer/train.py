@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._validate import check_int, check_offsets
 from ..errors import ConfigError, InputError
 from .merges import learn_merges_arrays
 from .model import Tokenizer, _names
@@ -72,7 +73,15 @@ def train_bpe(
     >>> tok.decode([257]), len(tok.encode("低" * 30))
     ('低', 30)
     """
+    if isinstance(special_tokens, str):  # one token, not one per character
+        special_tokens = [special_tokens]
     names = _names(special_tokens)
+    vocab_size = check_int(vocab_size, "vocab_size")
+    min_frequency = check_int(min_frequency, "min_frequency", min=1)
+    max_token_bytes = check_int(max_token_bytes, "max_token_bytes", none=True)
+    seed = check_int(seed, "seed")
+    if num_threads is not None:
+        num_threads = check_int(num_threads, "num_threads", min=1, max=1024)
     num_merges = vocab_size - 256 - len(names)
     if num_merges < 0:
         raise ConfigError(
@@ -149,6 +158,16 @@ class ChunkCounter:
         self.sizes = np.zeros(2, np.int64)
 
     def add(self, data: np.ndarray, offsets: np.ndarray, weight: int = 1) -> None:
+        """Count the chunks ``data[offsets[k]:offsets[k+1]]`` (``data``: 1-D uint8; ``offsets``: int64,
+        non-decreasing, from 0 to ``data.size``), each ``weight`` times. Checked: the kernel does not."""
+        if not isinstance(data, np.ndarray) or data.dtype != np.uint8 or data.ndim != 1:
+            raise ConfigError("data must be a 1-D uint8 array (np.frombuffer(text.encode(), np.uint8))")
+        offsets = check_offsets(offsets, "offsets", n=data.size, error=ConfigError)
+        weight = check_int(weight, "weight", min=1, max=2**40)
+        self._add(np.ascontiguousarray(data), offsets, weight)
+
+    def _add(self, data: np.ndarray, offsets: np.ndarray, weight: int = 1) -> None:
+        """``add`` for offsets straight from ``split_offsets`` (a kernel that guarantees the contract)."""
         from . import _count_kernels as K
 
         (self.arena, self.starts, self.lens, self.counts, self.hashes, self.table) = K.count_into(
@@ -259,7 +278,7 @@ def _count_compiled(pieces, regex_str, num_threads) -> ChunkCounts:
             try:
                 for data in batch:
                     buf = np.frombuffer(data, dtype=np.uint8)
-                    counter.add(buf, split_offsets(buf, regex_str))
+                    counter._add(buf, split_offsets(buf, regex_str))
             except BaseException as e:  # surfaced in the main thread
                 errors.append(e)
 

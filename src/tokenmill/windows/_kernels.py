@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import ConfigError, InputError
+
 
 def gather_rows_py(tokens, src_start, lengths, out, pad_id) -> None:
     """Reference: ``out[i, :n] = tokens[s:s+n]``, the rest of the row ``pad_id``."""
@@ -43,14 +45,34 @@ def _kernel():
 
 
 def gather_rows(tokens, src_start, lengths, out, pad_id: int) -> None:
-    """Fill ``out`` (B, W) with the windows; compiled on first use, ``gather_rows_py`` semantics."""
-    if out.shape[0] == 0:
-        return
-    if out.shape[1] < (int(lengths.max()) if lengths.size else 0):
-        raise ValueError("out is narrower than the longest window")
+    """Fill ``out`` (B, W) with the windows; compiled on first use, ``gather_rows_py`` semantics.
+
+    The kernel's boundary: every window must lie inside ``tokens``, ``out`` must have a row per
+    window and room for the longest one, and its dtype must hold every token id and ``pad_id``
+    exactly (numba would truncate in silence).
+    """
+    from .._validate import check_array, check_int, check_out, check_spans
+
     tok = np.asarray(tokens)  # a memmap becomes a plain ndarray view (no copy), which numba types
-    _kernel()(tok, np.ascontiguousarray(src_start, np.int64), np.ascontiguousarray(lengths, np.int64),
-              out, out.dtype.type(pad_id))
+    if tok.ndim != 1 or (tok.size and tok.dtype.kind not in "iu"):
+        raise InputError(f"tokens has shape {tok.shape} and dtype {tok.dtype}; pass a flat 1-D integer array")
+    src_start = check_array(src_start, "src_start")
+    lengths = check_array(lengths, "lengths", shape=src_start.shape)
+    check_spans(src_start, lengths, tok.size, "windows")
+    width = int(lengths.max()) if lengths.size else 0
+    out = check_out(out, "out", shape=(src_start.size, width))
+    if tok.size and not np.can_cast(tok.dtype, out.dtype, "safe"):
+        raise ConfigError(f"out has dtype {out.dtype}, which cannot hold every {tok.dtype} token id; "
+                          f"pass out with dtype {tok.dtype} (or wider)")
+    info = np.iinfo(out.dtype)
+    pad = check_int(pad_id, "pad_id", min=int(info.min), max=int(info.max))
+    if src_start.size == 0:
+        return
+    if out.shape[0] > src_start.size:  # only the first rows are written
+        out = out[: src_start.size]
+    if tok.size == 0:
+        tok = np.zeros(1, out.dtype)  # every window is empty; the kernel reads nothing
+    _kernel()(tok, src_start, lengths, out, out.dtype.type(pad))
 
 
 # -- the whole plan in two compiled passes ---------------------------------------------------------
@@ -64,7 +86,7 @@ def gather_rows(tokens, src_start, lengths, out, pad_id: int) -> None:
 ALIGN, DROP, PAD = 0, 1, 2
 # acc layout: the statistics summed by the fill pass
 ACC = ("covered", "unique", "head", "tail_unc", "full", "tail", "short", "window_tokens", "target_tokens",
-       "capped", "empty", "short_docs", "short_dropped", "unc_short")
+       "capped", "empty", "short_docs", "short_dropped", "unc_short", "first_covered")
 
 _plan = None
 
@@ -120,9 +142,12 @@ def _plan_kernels():
                         acc[12] += 1
                         acc[13] += n
                         continue
+                    if r >= doc.shape[0]:
+                        return False  # the columns are too short for this plan: nothing written past them
                     doc[r] = d
                     start[r] = 0
                     length[r] = n
+                    acc[14] += 1
                     t0 = min(lead, n)
                     tstart[r] = t0
                     acc[0] += n
@@ -138,6 +163,8 @@ def _plan_kernels():
                 if k > 0 and m > k:
                     kd = k
                     acc[9] += m - k
+                if r + kd > doc.shape[0]:
+                    return False
                 prev = 0
                 for i in range(kd):
                     j = i
@@ -177,19 +204,27 @@ def _plan_kernels():
                         acc[1] += e - lo
                     if i == 0:
                         acc[2] += s
+                        if s == 0:
+                            acc[14] += 1
                     acc[7] += ln
                     acc[8] += e - t
                     prev = e
                     r += 1
                 acc[3] += n - prev
+            return True
 
         _plan = (count, fill)
     return _plan
 
 
 def _args(L, offset, tail):
-    L = np.ascontiguousarray(L, np.int64)
-    offs = np.ascontiguousarray(np.atleast_1d(np.asarray(offset, np.int64)))
+    from .._validate import check_array
+
+    L = check_array(L, "doc_lengths", min=0)
+    offs = check_array(np.atleast_1d(np.asarray(offset)), "start offsets", min=0)
+    if offs.shape[0] not in (1, L.shape[0]):
+        raise ConfigError(f"start offsets: {offs.shape[0]:,d} values for {L.shape[0]:,d} documents; "
+                          "pass one or one per document")
     return L, offs, {"align": ALIGN, "drop": DROP, "pad": PAD}[tail]
 
 
@@ -211,7 +246,13 @@ def plan_rows(L, offset, C, S, tail: str, keep_short: bool, k: int, lead: int, s
         M = count_rows(L, offset, C, S, tail, keep_short, k)
         out = {name: np.empty(M, np.int64) for name in ("doc", "start", "length", "target_start")}
     L, offs, code = _args(L, offset, tail)
+    cols = [out[name] for name in ("doc", "start", "length", "target_start")]
+    if any(not isinstance(c, np.ndarray) or c.dtype != np.int64 or c.ndim != 1 or not c.flags.writeable
+           or c.shape != cols[0].shape for c in cols):
+        raise ConfigError("out columns must be writeable 1-D int64 arrays of one length")
     acc = np.zeros(len(ACC), np.int64)
-    fill(L, offs, int(C), int(S), code, bool(keep_short), int(k), int(lead), bool(score_new),
-         out["doc"], out["start"], out["length"], out["target_start"], acc)
+    ok = fill(L, offs, int(C), int(S), code, bool(keep_short), int(k), int(lead), bool(score_new), *cols, acc)
+    if not ok:
+        raise ConfigError(f"out columns hold {cols[0].size:,d} rows, fewer than the plan's windows; "
+                          "size them with count_rows")
     return out, dict(zip(ACC, (int(a) for a in acc)))

@@ -262,7 +262,8 @@ def _semantic_plan(doc, start, length, doc_len, truncated, score, epoch, window_
         empty_docs=int((doc_len == 0).sum()), short_docs=0, short_docs_dropped=0, full_windows=int(doc.size),
         tail_windows=0, short_windows=0, windows_capped=0, window_tokens=int(length.sum()), covered_tokens=covered,
         uncovered_head=head, uncovered_gap=num_tokens - covered - head - tail, uncovered_tail=tail,
-        uncovered_short=0, target_tokens=int((end - target_start).sum()), unique_targets=unique_t)
+        uncovered_short=0, target_tokens=int((end - target_start).sum()), unique_targets=unique_t,
+        unscored_tokens=covered - unique_t - int((start[~same] == 0).sum()))
     return WindowPlan(doc=doc, start=start, length=length, target_start=target_start,
                       scale=np.full(doc.size, window_size, np.int64), stats=stats, score=score, epoch=epoch,
                       scale_stats=(stats,))

@@ -48,6 +48,7 @@ from typing import Any, Iterator, Literal, Mapping, Sequence
 
 import numpy as np
 
+from .._validate import check_array, check_int, check_spans, check_total
 from ..errors import ConfigError, InputError
 
 IGNORE_INDEX = -100
@@ -68,10 +69,8 @@ _CHOICES = {
 
 
 def _check_int(name: str, value, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ConfigError(f"{name}={value!r} must be an integer >= {minimum:,d}")
-    if value < minimum:
-        raise ConfigError(f"{name}={int(value):,d} is too small; pass an integer >= {minimum:,d}")
+    # sizes, strides and offsets up to 2**62: their sums stay inside int64 in the planners
+    check_int(value, name, min=minimum, max=2**62)
 
 
 def _check_choice(name: str, value) -> None:
@@ -86,17 +85,9 @@ def as_lengths(doc_lengths) -> np.ndarray:
     [3, 0, 5]
     """
     raw = getattr(doc_lengths, "lengths", doc_lengths)
-    a = np.asarray(raw)
-    if a.ndim != 1:
-        raise InputError(f"doc_lengths has shape {a.shape}; pass a 1-D sequence of document lengths")
-    if a.size == 0:
-        return np.zeros(0, np.int64)
-    if not np.issubdtype(a.dtype, np.integer):
-        raise InputError(f"doc_lengths has dtype {a.dtype}; document lengths must be integers")
-    if a.min() < 0:
-        i = int(np.argmin(a))
-        raise InputError(f"document {i:,d} has length {int(a[i]):,d}; lengths must be >= 0")
-    return a.astype(np.int64, copy=False)
+    a = check_array(raw, "doc_lengths", min=0, item="document {i} has length {v}")
+    check_total(a, "doc_lengths")
+    return a
 
 
 def jitter_rng(seed: int, epoch: int) -> np.random.Generator:
@@ -138,6 +129,11 @@ class PlanStats:
     ``uncovered_short``: tokens of documents shorter than the window dropped by ``short="drop"``.
     ``target_tokens`` counts scored targets over all windows, ``unique_targets`` the distinct
     document tokens among them (their difference is the number of repeated scorings).
+    ``unscored_tokens``: tokens inside some window that no window scores, other than a document's
+    first token (it has nothing before it to be predicted from, unless a ``bos`` precedes it). A
+    window's first token has no context in its window, so with ``stride == capacity`` (no overlap)
+    the first token of every later window is never a target: like the targets packing loses at
+    cuts, they are counted here, not hidden.
     """
 
     num_docs: int
@@ -159,6 +155,7 @@ class PlanStats:
     target_tokens: int
     unique_targets: int
     jitter: int | None = None
+    unscored_tokens: int = 0
 
     @property
     def uncovered_tokens(self) -> int:
@@ -190,7 +187,8 @@ class PlanStats:
             f"{self.uncovered_head:,d}, gaps {self.uncovered_gap:,d}, tail {self.uncovered_tail:,d}, "
             f"dropped short {self.uncovered_short:,d})",
             f"targets   {self.target_tokens:,d} scored, {self.unique_targets:,d} distinct tokens "
-            f"({self.target_tokens - self.unique_targets:,d} scored again)",
+            f"({self.target_tokens - self.unique_targets:,d} scored again"
+            + (f", {self.unscored_tokens:,d} covered but never scored)" if self.unscored_tokens else ")"),
         ]
         if self.jitter is not None:
             lines.append(f"jitter    {self.jitter:,d} (global offset this epoch)")
@@ -272,7 +270,7 @@ class WindowPlan:
 
         ``stats`` stay those of the full plan.
         """
-        rows = np.asarray(rows)
+        rows = self._rows(rows)
         cols = {k: getattr(self, k)[rows] for k in ("doc", "start", "length", "target_start", "scale")}
         return WindowPlan(**cols, stats=self.stats, bos=self.bos, eos=self.eos, positions=self.positions,
                           score=self.score, epoch=self.epoch, scale_stats=self.scale_stats)
@@ -362,15 +360,32 @@ class WindowPlan:
         """
         from ._kernels import gather_rows
 
-        rows = np.arange(len(self)) if rows is None else np.asarray(rows, np.int64)
-        offs = np.asarray(doc_offsets, np.int64)
-        src_start = offs[self.doc[rows]] + self.start[rows]
+        tokens = _token_array(tokens)
+        rows = self._rows(rows)
+        offs = check_array(doc_offsets, "doc_offsets")
+        doc = self.doc[rows]
+        if doc.size and (offs.size == 0 or int(doc.max()) >= offs.size):
+            raise InputError(f"doc_offsets has {offs.size:,d} entries but the plan names document "
+                             f"{int(doc.max()):,d}; pass one offset per document (plus the end)")
+        src_start = offs[doc] + self.start[rows]
         lengths = self.length[rows]
+        check_spans(src_start, lengths, tokens.size, "windows in tokens/doc_offsets")
         width = int(lengths.max()) if lengths.size else 0
         if out is None:
             out = np.empty((rows.size, width), tokens.dtype)
         gather_rows(tokens, src_start, lengths, out, pad_id)
         return out, lengths
+
+    def _rows(self, rows) -> np.ndarray:
+        """Row indices (int64, each in 0 .. len - 1) from indices or a boolean mask."""
+        if rows is None:
+            return np.arange(len(self), dtype=np.int64)
+        r = np.asarray(rows)
+        if r.dtype == bool:
+            if r.shape != (len(self),):
+                raise ConfigError(f"a boolean rows mask needs shape ({len(self):,d},), got {r.shape}")
+            return np.flatnonzero(r)
+        return check_array(r, "rows", min=0, max=max(len(self) - 1, 0) if len(self) else -1, error=ConfigError)
 
 
 @dataclass(frozen=True)
@@ -487,9 +502,7 @@ class SlidingWindows:
         >>> [w.input_ids.tolist() for w in SlidingWindows(3, 2).windows([5, 6, 7, 8])]
         [[5, 6, 7], [6, 7, 8]]
         """
-        ids = np.asarray(token_ids)
-        if ids.ndim != 1:
-            raise InputError(f"token_ids has shape {ids.shape}; pass one 1-D sequence of ids")
+        ids = check_array(token_ids, "token_ids")
         for k, a in extras.items():
             if np.shape(a) != ids.shape:
                 raise InputError(f"extra {k!r} has shape {np.shape(a)} but token_ids has {ids.shape}; "
@@ -501,6 +514,16 @@ class SlidingWindows:
         ex = {k: np.asarray(a) for k, a in extras.items()}
         for r in range(len(plan)):
             yield plan._window(r, ids, ids.shape[0], ex)
+
+
+def _token_array(tokens) -> np.ndarray:
+    """A flat integer token array, kept in its dtype (a memmap stays a view)."""
+    a = np.asarray(tokens)
+    if a.ndim != 1:
+        raise InputError(f"tokens has shape {a.shape}; pass the flat 1-D array of all documents' ids")
+    if a.size and a.dtype.kind not in "iu":
+        raise InputError(f"tokens has dtype {a.dtype}; token ids must be integers")
+    return a if a.dtype.kind in "iu" else np.zeros(0, np.int64)
 
 
 # -- placement for all documents at once ------------------------------------------------------------
@@ -535,6 +558,7 @@ def place(lengths: np.ndarray, capacity: int, stride: int, offset, *, tail: str 
         window_tokens=acc["window_tokens"], covered_tokens=acc["covered"], uncovered_head=acc["head"],
         uncovered_gap=num_tokens - known, uncovered_tail=acc["tail_unc"], uncovered_short=acc["unc_short"],
         target_tokens=acc["target_tokens"], unique_targets=acc["unique"],
+        unscored_tokens=acc["covered"] - acc["unique"] - (acc["first_covered"] if not bos else 0),
     )
     return cols, stats
 
@@ -602,5 +626,5 @@ def _place_numpy(L, offset, C, S, tail, keep_short_flag, k, lead, score_new):
            "tail": M - full_windows - n_short, "short": n_short, "window_tokens": int(length.sum()),
            "target_tokens": int((end - target_start).sum()), "capped": int((count - kept).sum()),
            "empty": int((L == 0).sum()), "short_docs": int(is_short.sum()), "short_dropped": int(dropped.sum()),
-           "unc_short": int(L[dropped].sum())}
+           "unc_short": int(L[dropped].sum()), "first_covered": int((start[opens] == 0).sum())}
     return {"doc": doc, "start": start, "length": length, "target_start": target_start}, acc

@@ -1,0 +1,190 @@
+"""The one validating boundary in front of every compiled kernel.
+
+numba does not check bounds: an array that reaches a kernel with a wrong dtype, shape, range or
+offsets reads or writes memory it does not own. Every Python function that calls a kernel first
+passes its arguments through these checks, which either return exactly the value the kernel will
+see (converted without loss) or raise a :class:`~tokenmill.errors.ConfigError` /
+:class:`~tokenmill.errors.InputError` that names the parameter, the value and the fix. Nothing is
+coerced in silence: ``True`` is not ``1``, ``1.5`` is not ``1``, ``2**64 - 1`` is not ``-1``.
+
+>>> check_int(3, "block_size", min=1)
+3
+>>> check_int(1.5, "pad_id")
+Traceback (most recent call last):
+...
+tokenmill.errors.ConfigError: pad_id=1.5 must be an integer (got a float)
+>>> check_array([3, 0, 5], "lengths", min=0).tolist()
+[3, 0, 5]
+>>> check_offsets([0, 2, 2, 5], "doc_offsets", n=5).tolist()
+[0, 2, 2, 5]
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+
+from .errors import ConfigError, InputError
+
+INT64_MAX = 2**63 - 1
+INT64_MIN = -(2**63)
+
+
+def check_int(value, name: str, *, min: int | None = None, max: int | None = None,  # noqa: A002
+              none: bool = False, error=ConfigError) -> int | None:
+    """``value`` as a Python int in ``[min, max]`` (and within int64), else ``error`` naming ``name``.
+
+    Refuses bool, float (even ``2.0``), numpy floats, str and None (unless ``none=True``).
+    """
+    if value is None and none:
+        return None
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Integral, np.integer)):
+        kind = type(value).__name__
+        raise error(f"{name}={value!r} must be an integer (got a {kind})")
+    v = int(value)
+    lo = INT64_MIN if min is None else min
+    hi = INT64_MAX if max is None else max
+    if v < lo or v > hi:
+        if min is not None and max is not None and max < INT64_MAX:
+            want = f"in {min:,d} .. {max:,d}"
+        elif min is not None and v < min:
+            want = f">= {min:,d}"
+        else:
+            want = f"<= {hi:,d}"
+        raise error(f"{name}={v:,d} is out of range; pass an integer {want}")
+    return v
+
+
+def check_float(value, name: str, *, min: float | None = None, max: float | None = None,  # noqa: A002
+                error=ConfigError) -> float:
+    """``value`` as a finite float in ``[min, max]``; NaN and infinities are refused (a check must
+    never pass because a comparison with NaN is False)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Real, np.floating, np.integer)):
+        raise error(f"{name}={value!r} must be a number (got a {type(value).__name__})")
+    v = float(value)
+    if not math.isfinite(v):
+        raise error(f"{name}={v!r} must be a finite number")
+    if (min is not None and v < min) or (max is not None and v > max):
+        lo = "-inf" if min is None else f"{min:g}"
+        hi = "inf" if max is None else f"{max:g}"
+        raise error(f"{name}={v:g} is out of range; pass a number in [{lo}, {hi}]")
+    return v
+
+
+def check_array(a, name: str, *, ndim: int | None = 1, dtype=np.int64, min: int | None = None,  # noqa: A002
+                max: int | None = None, shape: tuple | None = None, error=InputError,
+                item: str | None = None) -> np.ndarray:
+    """An integer array as a C-contiguous ``dtype`` array, converted exactly or refused.
+
+    Accepts any integer dtype (and empty arrays of any dtype, since ``np.asarray([])`` is float64).
+    Refuses bool, float, complex, object and str arrays, values that ``dtype`` cannot hold (e.g.
+    uint64 above 2**63 - 1 for int64), values outside ``[min, max]``, and a wrong ``ndim``/``shape``.
+    ``item``: how to name one entry in a range error, e.g. ``"document {i} has length {v}"``.
+    """
+    try:
+        arr = np.asarray(a)
+    except (ValueError, TypeError, OverflowError) as e:
+        raise error(f"{name} is not an array of integers ({e})") from None
+    if ndim is not None and arr.ndim != ndim:
+        raise error(f"{name} has shape {arr.shape}; it must be {ndim}-D")
+    if shape is not None and arr.shape != shape:
+        raise error(f"{name} has shape {arr.shape}; it must have shape {shape}")
+    target = np.dtype(dtype)
+    if arr.size == 0:
+        return np.zeros(arr.shape, target)
+    if arr.dtype == object:
+        arr = _exact_object_ints(arr, name, error)
+    if arr.dtype.kind not in "iu":
+        raise error(f"{name} has dtype {arr.dtype}; it must hold integers (no bool, float or str values: "
+                    "nothing is rounded or truncated)")
+    info = np.iinfo(target)
+    lo = info.min if min is None else builtins_max(min, info.min)
+    hi = info.max if max is None else builtins_min(max, info.max)
+    amin, amax = int(arr.min()), int(arr.max())
+    if amin < lo or amax > hi:
+        bad = amin if amin < lo else amax
+        i = int(np.argmax(arr.ravel() == bad))
+        what = f"{name} holds {bad:,d} (at index {i:,d})" if item is None else item.format(i=f"{i:,d}", v=f"{bad:,d}")
+        raise error(f"{what}; {name} must be in {lo:,d} .. {hi:,d}")
+    return np.ascontiguousarray(arr, dtype=target)
+
+
+builtins_max, builtins_min = max, min
+
+
+def _exact_object_ints(arr: np.ndarray, name: str, error) -> np.ndarray:
+    """An object array of Python ints (e.g. a list with a value >= 2**64) as int64 or refused."""
+    flat = arr.ravel().tolist()
+    for i, v in enumerate(flat):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            raise error(f"{name} holds {v!r} at index {i:,d}; it must hold integers")
+        if not INT64_MIN <= int(v) <= INT64_MAX:
+            raise error(f"{name} holds {int(v):,d} at index {i:,d}, outside the int64 range")
+    return np.array(flat, np.int64).reshape(arr.shape)
+
+
+def check_offsets(offsets, name: str, *, n: int, error=InputError) -> np.ndarray:
+    """int64 offsets ``[0, ..., n]``, non-decreasing (the boundaries of consecutive pieces of ``n`` items)."""
+    if (type(offsets) is np.ndarray and offsets.dtype == np.int64 and offsets.ndim == 1  # fast path (hot loops)
+            and offsets.flags.c_contiguous and offsets.size and offsets[0] == 0 and offsets[-1] == n
+            and not (offsets[1:] < offsets[:-1]).any()):
+        return offsets
+    offs = check_array(offsets, name, error=error)
+    if offs.size < 1 or offs[0] != 0 or offs[-1] != n:
+        first = offs[:1].tolist()
+        last = offs[-1:].tolist()
+        raise error(f"{name} must run from 0 to {n:,d}; got {offs.size:,d} values from {first} to {last}")
+    if offs.size > 1:
+        d = np.diff(offs)
+        if d.min() < 0:
+            i = int(np.argmax(d < 0))
+            raise error(f"{name} decreases at index {i + 1:,d} ({int(offs[i]):,d} -> {int(offs[i + 1]):,d}); "
+                        "offsets must never decrease")
+    return offs
+
+
+def check_spans(start: np.ndarray, length: np.ndarray, size: int, name: str, *, error=InputError) -> None:
+    """Every ``[start[k], start[k] + length[k])`` lies inside ``0 .. size`` (``length >= 0``)."""
+    if start.size == 0:
+        return
+    if length.min() < 0:
+        raise error(f"{name}: a length is negative ({int(length.min()):,d})")
+    if start.min() < 0:
+        k = int(np.argmin(start))
+        raise error(f"{name}: span {k:,d} starts at {int(start[k]):,d}, before 0")
+    end = start + length  # both in 0 .. int64 max / 2 in practice; checked against overflow below
+    if (end < start).any() or end.max() > size:
+        k = int(np.argmax((end < start) | (end > size)))
+        raise error(f"{name}: span {k:,d} [{int(start[k]):,d}, {int(start[k]) + int(length[k]):,d}) reaches past "
+                    f"the {size:,d} items it reads from")
+
+
+def check_out(out, name: str, *, shape: tuple, dtype=None, error=ConfigError) -> np.ndarray:
+    """A writeable output array with at least ``shape`` (each dimension) and the given ``dtype`` kind."""
+    if not isinstance(out, np.ndarray):
+        raise error(f"{name} must be a numpy array (got a {type(out).__name__})")
+    if out.ndim != len(shape):
+        raise error(f"{name} has shape {out.shape}; it must be {len(shape)}-D, at least {shape}")
+    if any(have < need for have, need in zip(out.shape, shape)):
+        raise error(f"{name} has shape {out.shape}, too small for {shape}; pass a larger array or out=None")
+    if not out.flags.writeable:
+        raise error(f"{name} is read-only; pass a writeable array")
+    if dtype is not None and out.dtype != np.dtype(dtype):
+        raise error(f"{name} has dtype {out.dtype}; it must be {np.dtype(dtype)}")
+    if out.dtype.kind not in "iu":
+        raise error(f"{name} has dtype {out.dtype}; it must be an integer array")
+    return out
+
+
+def check_total(lengths: np.ndarray, name: str, *, limit: int = 2**62, error=InputError) -> int:
+    """The sum of non-negative int64 ``lengths`` as an exact int, refused when it exceeds ``limit``
+    (int64 sums wrap silently; the planners add lengths, starts and counts together)."""
+    if lengths.size == 0:
+        return 0
+    approx = float(lengths.sum(dtype=np.float64))
+    if approx > limit:
+        raise error(f"{name} add up to about {approx:.3g}, more than {limit:,d} (2**62) tokens; "
+                    "these cannot be real document lengths")
+    return int(lengths.sum())

@@ -1,0 +1,110 @@
+"""The CLI on bad input (issue 11, class 5): one line ``tokenmill <cmd>: error: ...``, exit status 1;
+argparse usage errors exit 2; the traceback only with ``--debug``."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tokenmill.cli import main
+from tokenmill.tokenizer.train import train_bpe
+
+
+@pytest.fixture(scope="module")
+def tok_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("tok") / "tok.json"
+    train_bpe(["the cat sat on the mat " * 20], 270, pattern="gpt2", progress=False).save(path)
+    return str(path)
+
+
+def fails(capsys, argv, *needles, code=1):
+    """Run the CLI, expect ``code`` and a one-line error holding every needle."""
+    rc = main(argv)
+    err = capsys.readouterr().err
+    assert rc == code, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"tokenmill {argv[0]}: error: "), err
+    for n in needles:
+        assert n in lines[0], (n, lines[0])
+    return lines[0]
+
+
+def test_encode_inputs(capsys, tmp_path, tok_file):
+    fails(capsys, ["encode", "--tokenizer", tok_file, "--input", str(tmp_path)], "is a directory")
+    fails(capsys, ["encode", "--tokenizer", tok_file, "--input", str(tmp_path / "nope.txt")], "does not exist")
+    fails(capsys, ["encode", "--tokenizer", tok_file, "--input", "/dev/zero"], "not a regular file")
+    fails(capsys, ["encode", "--tokenizer", "/dev/zero", "hi"], "not a regular file")
+    fails(capsys, ["encode", "--tokenizer", str(tmp_path), "hi"], "directory")
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"ab\xffcd")
+    fails(capsys, ["encode", "--tokenizer", tok_file, "--input", str(bad)], "byte offset 2", "--errors replace")
+    assert main(["encode", "--tokenizer", tok_file, "--input", str(bad), "--errors", "replace"]) == 0
+    assert capsys.readouterr().out.strip()
+
+
+def test_train_options(capsys, tmp_path):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("hello world, hello there\n" * 20)
+    base = ["train", "--input", str(corpus), "--vocab-size", "260", "-q"]
+    fails(capsys, [*base, "--out", str(tmp_path)], "is a directory")
+    fails(capsys, [*base, "--out", ""], "empty")
+    fails(capsys, [*base, "--out", str(corpus)], "input of this command")
+    assert corpus.read_text().startswith("hello")
+    fails(capsys, [*base, "--out", "/dev/null"], "not a regular file")
+    fails(capsys, [*base, "--separator", "\\x", "--out", str(tmp_path / "t.json")], "--separator", "escape")
+    fails(capsys, [*base, "--vocab-size", str(10**20), "--out", str(tmp_path / "t.json")], "vocab_size")
+    fails(capsys, ["train", "--input", str(tmp_path / "missing"), "--vocab-size", "260", "--out", "x.json"],
+          "does not exist")
+    assert main([*base, "--separator", "\\n", "--out", str(tmp_path / "t.json")]) == 0
+
+
+def test_huge_and_negative_numbers(capsys, tmp_path, tok_file):
+    lengths = tmp_path / "l.txt"
+    lengths.write_text("3\n4\n")
+    with pytest.raises(SystemExit) as e:  # not an integer at all: argparse's usage error
+        main(["pack", "--lengths", str(lengths), "--block-size", "1e20"])
+    assert e.value.code == 2
+    capsys.readouterr()
+    fails(capsys, ["pack", "--lengths", str(lengths), "--block-size", str(10**20)], "block_size")
+    fails(capsys, ["pack", "--lognormal", "-3", "--block-size", "8"], "--lognormal")
+    fails(capsys, ["pack", "--lognormal", "10", "--sigma", "-1", "--block-size", "8"], "--sigma")
+    fails(capsys, ["pack", "--lognormal", "10", "--mu", "800", "--block-size", "8"], "--mu")
+    fails(capsys, ["pack", "--lognormal", "100", "--mu", "30", "--sigma", "5", "--block-size", "8"], "lower --mu")
+    fails(capsys, ["windows", "--tokenizer", tok_file, "--input", str(lengths), "--window", str(10**20)], "window")
+    fails(capsys, ["verify-packing", "--docs", "-3"], "--docs")
+    fails(capsys, ["verify-packing", "--atol", "nan"], "--atol")
+    fails(capsys, ["decode", "--tokenizer", tok_file, str(2**70)], "out of range")
+
+
+def test_bad_tokenizer_files(capsys, tmp_path):
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    fails(capsys, ["inspect", str(deep)], "deep")
+    fails(capsys, ["inspect", "/dev/zero"], "not a regular file")
+
+
+def test_unexpected_errors_are_one_line_with_a_debug_hint(capsys, monkeypatch, tmp_path, tok_file):
+    from tokenmill.cli import tokenizer_cmds
+
+    def boom(args):
+        raise ZeroDivisionError("division by zero")
+
+    monkeypatch.setattr(tokenizer_cmds, "cmd_inspect", boom)
+    fails(capsys, ["inspect", tok_file], "ZeroDivisionError", "--debug")
+    with pytest.raises(ZeroDivisionError):
+        main(["--debug", "inspect", tok_file])
+    with pytest.raises(ZeroDivisionError):
+        main(["inspect", "--debug", tok_file])
+
+
+def test_debug_shows_the_traceback(tmp_path):
+    env = {**os.environ, "TOKENMILL_DEBUG": ""}
+    cmd = [sys.executable, "-m", "tokenmill", "encode", "--tokenizer", str(tmp_path / "none.json"), "x"]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 1 and "Traceback" not in r.stderr and r.stderr.count("\n") == 1
+    r = subprocess.run([cmd[0], "-m", "tokenmill", "--debug", *cmd[3:]], capture_output=True, text=True, env=env,
+                       timeout=120)
+    assert r.returncode == 1 and "Traceback" in r.stderr and "FormatError" in r.stderr

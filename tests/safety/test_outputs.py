@@ -1,0 +1,123 @@
+"""Outputs (issue 11, class 2): atomic writes never replace what they must not, keep modes, follow
+symlinks, and clean up after killed runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from tokenmill import ConfigError, FormatError
+from tokenmill._io import (TMP_SUFFIX, atomic_path, protect_inputs, read_json, remove_stale_temporaries,
+                           write_json_atomic)
+
+
+def test_refuses_devices_fifos_directories_and_empty_paths(tmp_path):
+    for bad in ("/dev/null", tmp_path, ""):
+        with pytest.raises(ConfigError):
+            write_json_atomic(bad, {"a": 1})
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    with pytest.raises(ConfigError, match="not a regular file"):
+        write_json_atomic(fifo, {})
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+
+
+def test_refuses_the_commands_own_inputs(tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("precious")
+    link = tmp_path / "alias.txt"
+    os.link(corpus, link)
+    with pytest.raises(ConfigError, match="input"):
+        write_json_atomic(corpus, {}, inputs=[corpus])
+    with protect_inputs([corpus]):
+        with pytest.raises(ConfigError, match="input"):
+            write_json_atomic(link, {})  # a hard link is the same file
+    assert corpus.read_text() == "precious"
+    write_json_atomic(link, {"ok": 1})  # outside the protected region: allowed
+
+
+def test_keeps_mode_of_replaced_file_and_honours_umask(tmp_path):
+    old = os.umask(0o027)
+    try:
+        new = tmp_path / "new.json"
+        write_json_atomic(new, {})
+        assert stat.S_IMODE(os.stat(new).st_mode) == 0o640
+    finally:
+        os.umask(old)
+    kept = tmp_path / "kept.json"
+    kept.write_text("{}")
+    os.chmod(kept, 0o644)
+    write_json_atomic(kept, {"v": 2})
+    assert stat.S_IMODE(os.stat(kept).st_mode) == 0o644
+    os.chmod(kept, 0o444)
+    write_json_atomic(kept, {"v": 3})  # a read-only file is still replaced atomically, and stays 0444
+    assert stat.S_IMODE(os.stat(kept).st_mode) == 0o444 and json.loads(kept.read_text()) == {"v": 3}
+
+
+def test_writes_through_symlinks(tmp_path):
+    real = tmp_path / "data" / "tok.json"
+    real.parent.mkdir()
+    real.write_text("{}")
+    link = tmp_path / "tok.json"
+    link.symlink_to(real)
+    write_json_atomic(link, {"v": 1})
+    assert link.is_symlink() and json.loads(real.read_text()) == {"v": 1}
+
+
+def test_stale_temporaries_of_killed_runs_are_removed(tmp_path):
+    target = tmp_path / "tok.json"
+    code = textwrap.dedent(f"""
+        import os, signal
+        from tokenmill._io import atomic_path
+        with atomic_path({str(target)!r}) as tmp:
+            tmp.write_text("partial")
+            os.kill(os.getpid(), signal.SIGKILL)
+    """)
+    r = subprocess.run([sys.executable, "-c", code], timeout=120)
+    assert r.returncode == -signal.SIGKILL
+    left = list(tmp_path.glob(f"*{TMP_SUFFIX}"))
+    assert len(left) == 1 and not target.exists()
+    write_json_atomic(target, {"v": 1})  # the next write to the same target removes the leftover
+    assert list(tmp_path.glob(f"*{TMP_SUFFIX}")) == [] and json.loads(target.read_text()) == {"v": 1}
+    with atomic_path(tmp_path / "other.json") as tmp:  # a live process's temporary is kept
+        tmp.write_text("x")
+        assert remove_stale_temporaries(tmp_path) == 0 and tmp.exists()
+
+
+def test_failure_leaves_the_old_file_and_no_temporary(tmp_path):
+    target = tmp_path / "tok.json"
+    target.write_text("old")
+    with pytest.raises(RuntimeError):
+        with atomic_path(target) as tmp:
+            tmp.write_text("new")
+            raise RuntimeError("boom")
+    assert target.read_text() == "old" and list(tmp_path.glob(f"*{TMP_SUFFIX}")) == []
+
+
+def test_read_json_bounds_size_devices_and_nesting(tmp_path, monkeypatch):
+    with pytest.raises(FormatError, match="not a regular file"):
+        read_json("/dev/zero", what="tokenizer")
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(FormatError, match="deep"):
+        read_json(deep, what="tokenizer")
+    big = tmp_path / "big.json"
+    big.write_text(json.dumps({"x": "y" * 5000}))
+    monkeypatch.setenv("TOKENMILL_MAX_FILE_BYTES", "1000")
+    with pytest.raises(FormatError, match="TOKENMILL_MAX_FILE_BYTES"):
+        read_json(big, what="tokenizer")
+    huge = tmp_path / "huge.json"
+    huge.write_text("[" + "9" * 5000 + "]")
+    monkeypatch.setenv("TOKENMILL_MAX_FILE_BYTES", "100000")
+    with pytest.raises(FormatError):
+        read_json(huge, what="tokenizer")
+    with pytest.raises(FormatError, match="directory"):
+        read_json(tmp_path, what="tokenizer")
