@@ -1,0 +1,157 @@
+"""tokenizer.json import on variants built to exercise every component HF honours, against HF itself:
+ids in any order (byte tokens not at 0-255, a special token at id 0), merges as strings or pairs,
+ignore_merges, added tokens (special or not, lstrip/rstrip/single_word/normalized), NFC, Split,
+Digits, ByteLevel with its own regex and add_prefix_space; and clear refusals of the rest."""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tokenmill import Tokenizer, train_bpe
+from tokenmill.errors import FormatError
+from tokenmill.tokenizer.export import onig_pattern, to_huggingface_dict
+from tokenmill.tokenizer.patterns import GPT2, GPT4
+
+tokenizers = pytest.importorskip("tokenizers")
+
+
+@pytest.fixture(scope="module")
+def base() -> dict:
+    from tokenmill.corpus import default_corpus
+
+    tok = train_bpe(default_corpus(docstrings=False), 700, pattern="gpt4")
+    return to_huggingface_dict(tok)
+
+
+def _permuted(body: dict, seed: int) -> dict:
+    """Ids shuffled (byte tokens anywhere), "<s>" at id 0 in the model vocabulary."""
+    body = copy.deepcopy(body)
+    vocab = body["model"]["vocab"]
+    order = list(vocab)
+    random.Random(seed).shuffle(order)
+    body["model"]["vocab"] = {"<s>": 0, **{s: i + 1 for i, s in enumerate(order)}}
+    return body
+
+
+ADDED = [
+    {"content": "<s>", "special": True, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False},
+    {"content": "<|x|>", "special": True, "single_word": False, "lstrip": True, "rstrip": True, "normalized": False},
+    {"content": "hello", "special": False, "single_word": True, "lstrip": False, "rstrip": False, "normalized": False},
+    {"content": "é", "special": False, "single_word": False, "lstrip": False, "rstrip": False, "normalized": True},
+    {"content": "[MASK]", "special": True, "single_word": False, "lstrip": True, "rstrip": False, "normalized": True},
+    {"content": "ab", "special": False, "single_word": False, "lstrip": False, "rstrip": True, "normalized": False},
+]
+
+
+def _variant(base: dict, kind: str) -> dict:
+    body = _permuted(base, KINDS.index(kind))
+    body["added_tokens"] = [dict(t, id=99_999) for t in ADDED]  # HF re-derives the ids; so does the import
+    bl = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}
+    if kind == "split":
+        body["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": onig_pattern(GPT4)}, "behavior": "Isolated", "invert": False}, bl]}
+        body["model"]["merges"] = [" ".join(m) for m in body["model"]["merges"]]  # "a b" strings
+    elif kind == "bytelevel_prefix":
+        body["pre_tokenizer"] = {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True,
+                                 "use_regex": True}
+        body["normalizer"] = {"type": "NFC"}
+    elif kind == "digits_sequence":
+        body["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+            {"type": "Digits", "individual_digits": True},
+            {"type": "Split", "pattern": {"Regex": GPT2}, "behavior": "Isolated", "invert": False}, bl]}
+        body["normalizer"] = {"type": "Sequence", "normalizers": [{"type": "NFC"}]}
+    elif kind == "ignore_merges":
+        body["model"]["ignore_merges"] = True
+        body["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"String": " "}, "behavior": "Isolated", "invert": False}, bl]}
+    return body
+
+
+KINDS = ["split", "bytelevel_prefix", "digits_sequence", "ignore_merges"]
+
+
+@pytest.fixture(scope="module")
+def pairs(base, tmp_path_factory):
+    out = {}
+    for kind in KINDS:
+        path = tmp_path_factory.mktemp(kind) / "tokenizer.json"
+        path.write_text(json.dumps(_variant(base, kind), ensure_ascii=False))
+        out[kind] = Tokenizer.from_huggingface(path.parent), tokenizers.Tokenizer.from_file(str(path))
+    return out
+
+
+PIECES = ["hello", " hello", "hellohello", "<s>", "<|x|>", "  <|x|>  ", "[MASK]", " [MASK]", "é", "e\u0301", "ab",
+          "ab  ", "a", "b", " ", "  ", "\n", "12345", "٣", "The", " cat's", "低", "🙂", "\u00a0", "x", "_", ".", "Hello"]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(parts=st.lists(st.sampled_from(PIECES), max_size=25))
+def test_variants_equal_hf(pairs, parts):
+    text = "".join(parts)
+    for kind, (ours, hf) in pairs.items():
+        want = hf.encode(text, add_special_tokens=False).ids
+        assert ours.encode(text, allowed_special="all") == want, kind
+        assert ours.encode_ordinary_python(text) == ours.encode_ordinary(text), kind
+
+
+def test_variant_ids_and_round_trip(pairs, tmp_path):
+    ours, hf = pairs["split"]
+    assert ours.special_tokens["<s>"] == 0 == hf.token_to_id("<s>")
+    assert ours.added_tokens["hello"] == hf.token_to_id("hello")
+    assert ours.vocab_size == hf.get_vocab_size()
+    assert sorted(ours.token_bytes(hf.token_to_id(c)) for c in "ab") == [b"a", b"b"]
+    text = "x hello <|x|>  é ab  12"
+    ids = ours.encode(text, allowed_special="all")
+    assert ours.decode(ids) == hf.decode(ids, skip_special_tokens=False)
+    for kind, (tok, _) in pairs.items():
+        tok.save(tmp_path / f"{kind}.json")
+        again = Tokenizer.load(tmp_path / f"{kind}.json")
+        assert again.encode(text, allowed_special="all") == tok.encode(text, allowed_special="all"), kind
+        tok.save_huggingface(tmp_path / f"{kind}-hf.json")
+        hf2 = tokenizers.Tokenizer.from_file(str(tmp_path / f"{kind}-hf.json"))
+        assert hf2.encode(text, add_special_tokens=False).ids == tok.encode(text, allowed_special="all"), kind
+
+
+def test_encode_special_tokens_as_text(pairs):
+    ours, hf = pairs["split"]
+    text = "a <|x|> b<s>c hello"
+    hf.encode_special_tokens = True
+    try:
+        assert ours.encode(text, disallowed_special=()) == hf.encode(text, add_special_tokens=False).ids
+    finally:
+        hf.encode_special_tokens = False
+
+
+@pytest.mark.parametrize("edit, named", [
+    (lambda b: b["model"].update(type="WordPiece"), "WordPiece"),
+    (lambda b: b["model"].update(type="Unigram"), "Unigram"),
+    (lambda b: b["model"].update(byte_fallback=True), "byte_fallback"),
+    (lambda b: b["model"].update(dropout=0.1), "dropout"),
+    (lambda b: b.update(normalizer={"type": "Lowercase"}), "Lowercase"),
+    (lambda b: b.update(normalizer={"type": "NFKC"}), "NFKC"),
+    (lambda b: b.update(pre_tokenizer={"type": "Metaspace", "replacement": "▁"}), "Metaspace"),
+    (lambda b: b.update(pre_tokenizer={"type": "Whitespace"}), "Whitespace"),
+    (lambda b: b.update(pre_tokenizer=None), "ByteLevel"),
+    (lambda b: b["pre_tokenizer"]["pretokenizers"][0].update(behavior="Removed"), "Removed"),
+])
+def test_refuses_what_it_cannot_reproduce(base, tmp_path, edit, named):
+    body = copy.deepcopy(base)
+    edit(body)
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(body))
+    with pytest.raises(FormatError, match=named) as e:
+        Tokenizer.from_huggingface(path)
+    assert str(path) in str(e.value)
+
+
+def test_not_json(tmp_path):
+    path = tmp_path / "tokenizer.json"
+    path.write_text("{nope")
+    with pytest.raises(FormatError, match="not valid JSON"):
+        Tokenizer.from_huggingface(tmp_path)
