@@ -29,6 +29,9 @@ _EXPORTS = {
     # tokenizer
     "Tokenizer": ".tokenizer.model",
     "train_bpe": ".tokenizer.train",
+    "as_tokenizer": ".tokenizer.adapters",
+    "TokenizerLike": ".tokenizer.adapters",
+    "ForeignTokenizer": ".tokenizer.adapters",
     # BEGIN windows exports (owned by tokenmill.windows)
     "SlidingWindows": ".windows.sliding",
     "WindowPlan": ".windows.sliding",
@@ -90,6 +93,7 @@ if TYPE_CHECKING:  # pragma: no cover  (static type checkers see the lazy export
     from .data.source import ArraySource, TokenSource, as_source  # noqa: F401
     from .data.store import TokenStore  # noqa: F401
     from .errors import ConfigError, FormatError, InputError, MissingExtraError, SpecialTokenError, TokenmillError  # noqa: F401
+    from .tokenizer.adapters import ForeignTokenizer, TokenizerLike, as_tokenizer  # noqa: F401
     from .tokenizer.model import Tokenizer  # noqa: F401
     from .tokenizer.train import train_bpe  # noqa: F401
     from .verify import packing_equivalence  # noqa: F401

@@ -65,3 +65,30 @@ def documents_from_args(args, files=None):
     sep = unescape(args.separator, "--separator") if args.separator else None
     return iter_documents(input_files(args) if files is None else files, split_lines=args.split_lines,
                           separator=sep, errors=args.errors)
+
+
+def add_tokenizer_args(p: argparse.ArgumentParser, *, required: bool = True) -> None:
+    """--tokenizer PATH, with --pattern and --special for rank files (see ``load_tokenizer``)."""
+    p.add_argument("--tokenizer", required=required, metavar="PATH",
+                   help="a tokenmill tokenizer file, a Hugging Face tokenizer.json (or its folder), or a "
+                        "tiktoken rank file (.tiktoken, Llama 3's tokenizer.model) with --pattern")
+    p.add_argument("--pattern", dest="tokenizer_pattern", default=None, metavar="PRESET|REGEX",
+                   help="split pattern of a rank file: gpt2, cl100k, o200k, llama3, qwen2, qwen3.5, or a regex")
+    p.add_argument("--special", dest="tokenizer_special", action="append", default=[], metavar="NAME=ID",
+                   help="a special token of a rank file (repeat), e.g. --special '<|endoftext|>=100257'")
+
+
+def load_tokenizer(args):
+    """The tokenizer named by ``--tokenizer`` (with ``--pattern`` / ``--special`` for rank files):
+    every command that takes a tokenizer resolves it here (``tokenmill.as_tokenizer``)."""
+    from ..errors import ConfigError
+    from ..tokenizer.adapters import as_tokenizer
+
+    specials = {}
+    for item in getattr(args, "tokenizer_special", None) or []:
+        name, sep, value = item.rpartition("=")
+        if not sep or not name or not value.strip().isdigit():
+            raise ConfigError(f"--special {item!r}: expected NAME=ID, e.g. --special '<|endoftext|>=100257'")
+        specials[unescape(name, "--special")] = int(value)
+    return as_tokenizer(args.tokenizer, pattern=getattr(args, "tokenizer_pattern", None),
+                        special_tokens=specials or None)

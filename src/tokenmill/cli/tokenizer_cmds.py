@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-from ._common import add_command, add_document_args, add_quiet, documents_from_args
+from ._common import add_command, add_document_args, add_quiet, add_tokenizer_args, documents_from_args, load_tokenizer
 
 
 def register(sub) -> None:
@@ -25,8 +25,11 @@ def register(sub) -> None:
     add_quiet(p)
 
     p = add_command(sub, "encode", help="encode text to token ids",
-                    example="tokenmill encode --tokenizer tok.json 'Hello world'", func=cmd_encode)
-    p.add_argument("--tokenizer", required=True)
+                    example="tokenmill encode --tokenizer tok.json 'Hello world'\n"
+                            "  tokenmill encode --tokenizer Llama-3/tokenizer.json 'Hello world'\n"
+                            "  tokenmill encode --tokenizer qwen.tiktoken --pattern qwen2 "
+                            "--special '<|endoftext|>=151643' 'Hello world'", func=cmd_encode)
+    add_tokenizer_args(p)
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("text", nargs="?", help="text to encode")
     g.add_argument("--input", help="file to encode (UTF-8)")
@@ -37,7 +40,7 @@ def register(sub) -> None:
 
     p = add_command(sub, "decode", help="decode token ids to text",
                     example="tokenmill decode --tokenizer tok.json 72 101 108 108 111", func=cmd_decode)
-    p.add_argument("--tokenizer", required=True)
+    add_tokenizer_args(p)
     p.add_argument("ids", nargs="+", type=int)
 
     p = add_command(sub, "inspect", help="summarize a tokenizer file",
@@ -47,9 +50,9 @@ def register(sub) -> None:
 
 
 def _load(path):
-    from ..tokenizer.model import Tokenizer
+    from ..tokenizer.adapters import as_tokenizer
 
-    return Tokenizer.load(path)
+    return as_tokenizer(path)
 
 
 def cmd_train(args) -> int:
@@ -79,7 +82,7 @@ def cmd_train(args) -> int:
 
 
 def cmd_encode(args) -> int:
-    tok = _load(args.tokenizer)
+    tok = load_tokenizer(args)
     if args.input is not None:
         from ..data.text import decode_utf8, read_input_bytes
 
@@ -92,7 +95,7 @@ def cmd_encode(args) -> int:
 
 
 def cmd_decode(args) -> int:
-    sys.stdout.write(_load(args.tokenizer).decode(args.ids))
+    sys.stdout.write(load_tokenizer(args).decode(args.ids))
     sys.stdout.write("\n")
     return 0
 
@@ -102,8 +105,12 @@ def cmd_inspect(args) -> int:
     print(repr(tok))
     print(f"pattern: {tok.pattern!r}")
     if tok.special_tokens:
-        print("special tokens: " + ", ".join(f"{s}={i}" for s, i in tok.special_tokens.items()))
-    n = len(tok.merges) if tok.merges is not None else 0
+        items = sorted(tok.special_tokens.items(), key=lambda kv: kv[1])
+        more = f", ... ({len(items):,d} in all)" if len(items) > 12 else ""
+        print("special tokens: " + ", ".join(f"{s}={i}" for s, i in items[:12]) + more)
+    n = len(tok.merges) if tok.merges is not None and tok._merge_ids is None else 0
+    if tok.merges is not None and not n:
+        print(f"merges: {len(tok.merges):,d} (imported merge list)")
     if n:
         counts = tok.trace.counts if tok.trace is not None else None
         show = lambda i: f"  {i:>7,d}  {_readable(tok.token_bytes(i))}" + (  # noqa: E731
@@ -114,7 +121,7 @@ def cmd_inspect(args) -> int:
         print("last merges:")
         for i in range(max(256, 256 + n - args.top), 256 + n):
             print(show(i))
-    ids = sorted(range(tok.vocab_size - len(tok.special_tokens)), key=lambda i: (-len(tok.token_bytes(i)), i))
+    ids = sorted((i for i, b in enumerate(tok._vocab) if b is not None), key=lambda i: (-len(tok.token_bytes(i)), i))
     print("longest tokens:")
     for i in ids[: args.top]:
         print(f"  {i:>7,d}  {len(tok.token_bytes(i)):>3d} bytes  {_readable(tok.token_bytes(i))}")

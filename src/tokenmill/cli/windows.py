@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from ._common import add_command, add_document_args, add_quiet, documents_from_args
+from ._common import add_command, add_document_args, add_quiet, add_tokenizer_args, documents_from_args, load_tokenizer
 
 
 def register(sub) -> None:
@@ -13,7 +13,7 @@ def register(sub) -> None:
         example="tokenmill windows --tokenizer tok.json --input notes.txt --window 512 --stride 256 "
                 "--jitter global --epoch 3 --preview 5",
         func=cmd_windows)
-    p.add_argument("--tokenizer", required=True, help="tokenizer file (from `tokenmill train`)")
+    add_tokenizer_args(p)
     add_document_args(p)
     p.add_argument("--window", type=int, required=True, help="tokens per window (special tokens included)")
     p.add_argument("--stride", type=int, default=None, help="step between window starts (default: window // 2)")
@@ -38,10 +38,9 @@ def cmd_windows(args) -> int:
     import numpy as np
 
     from ..data.source import ArraySource
-    from ..tokenizer.model import Tokenizer
     from ..windows import SlidingWindows, coverage_report, preview
 
-    tok = Tokenizer.load(args.tokenizer)
+    tok = load_tokenizer(args)
     stride = args.stride if args.stride is not None else max(1, args.window // 2)
     sw = SlidingWindows(args.window, stride, start_offset=args.start_offset, tail=args.tail, short=args.short,
                         max_windows_per_doc=args.max_windows_per_doc, jitter=args.jitter, seed=args.seed,

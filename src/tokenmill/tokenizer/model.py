@@ -82,8 +82,8 @@ class Tokenizer:
         self._vocab = list(vocab)
         self._pairs_src = pair_table  # a dict, or (lefts, rights, priorities) int64 arrays
         self._merge_ids = None if merge_ids is None else np.asarray(merge_ids, np.int64)
-        self._pattern = resolve_pattern(pattern)
-        self._split_patterns = tuple(resolve_pattern(p) for p in split_patterns)
+        self._pattern = _resolve(pattern)
+        self._split_patterns = tuple(_resolve(p) for p in split_patterns)
         self._merges = merges
         self._merge_counts = merge_counts
         self._whole_chunk_lookup = whole_chunk_lookup
@@ -476,7 +476,7 @@ class Tokenizer:
             "format": FORMAT_NAME,
             "version": FORMAT_VERSION,
             "pattern": self._pattern,
-            "pattern_preset": preset_name(self._pattern),
+            "pattern_preset": _pattern_name(self._pattern),
             "split_patterns": list(self._split_patterns),
             "add_prefix_space": self._add_prefix_space,
             "normalizer": self._normalizer,
@@ -564,13 +564,31 @@ class Tokenizer:
         save_tiktoken(self, path)
 
     def __repr__(self) -> str:
-        p = preset_name(self._pattern) or ("none" if self._pattern is None else "custom")
+        p = _pattern_name(self._pattern) or ("none" if self._pattern is None else "custom")
         return f"Tokenizer(vocab_size={self.vocab_size:,d}, pattern={p}, special_tokens={len(self._special)})"
 
     def __eq__(self, other) -> bool:
         return isinstance(other, Tokenizer) and self.to_dict()["hash"] == other.to_dict()["hash"]
 
     __hash__ = None  # mutable cache inside; compare by content
+
+
+def _resolve(pattern: str | None) -> str | None:
+    """A preset name (gpt2, gpt4/cl100k, o200k, and the model family: llama3, qwen2, qwen3.5) or regex."""
+    from .splitter import FAMILY
+
+    if isinstance(pattern, str) and pattern in FAMILY:
+        return FAMILY[pattern][0]
+    return resolve_pattern(pattern)
+
+
+def _pattern_name(regex_str: str | None) -> str | None:
+    from .splitter import FAMILY
+
+    for name, (rx, _, _) in FAMILY.items():
+        if rx == regex_str:
+            return name
+    return preset_name(regex_str)
 
 
 def _names(special_tokens) -> list[str]:

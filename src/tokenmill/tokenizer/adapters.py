@@ -1,0 +1,276 @@
+"""One tokenizer protocol for every stage, and ``as_tokenizer`` to get it from whatever a user has.
+
+Every stage that takes a tokenizer (store build, windows previews, chunking, the CLI, the demo) needs
+only what ``TokenizerLike`` lists. ``as_tokenizer(obj)`` returns a tokenmill ``Tokenizer`` whenever
+that is exact, else a ``ForeignTokenizer`` that calls the object's own batch encode:
+
+* a ``Tokenizer``: itself;
+* a path: a tokenmill tokenizer file, a ``tokenizer.json`` (or the folder holding one), or a
+  tiktoken rank file (``.tiktoken``, Llama 3's ``tokenizer.model``; give ``pattern=`` a preset name
+  or regex, and ``special_tokens=``);
+* a ``tokenizers.Tokenizer`` or a ``transformers.PreTrainedTokenizerFast`` (its backend): imported
+  with ``Tokenizer.from_huggingface`` when it is byte-level BPE;
+* a ``tiktoken.Encoding``: its ranks, pattern and special tokens.
+
+A conversion is checked before it is trusted: a probe text (scripts, digits, whitespace runs,
+contractions, the special tokens) must encode to the same ids both ways. A tokenizer tokenmill cannot
+reproduce (WordPiece, Unigram, byte fallback, ...) is wrapped instead: slower, same ids.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from ..errors import ConfigError, FormatError
+
+PROBE = (
+    "Hello, world! It's 2024: naïve café, don't WE'LL 12345678 9.99% x\n\n  \tindented\r\n"
+    "中文分词测试，标点。日本語のテキスト 한국어 Ελληνικά русский العربية हिन्दी 🙂👍🏽 e\u0301 "
+    "def f(x):\n    return x ** 2  # comment\n\n\n   trailing   "
+)
+
+
+@runtime_checkable
+class TokenizerLike(Protocol):
+    """What the stages use. ``Tokenizer`` and ``ForeignTokenizer`` provide it."""
+
+    @property
+    def vocab_size(self) -> int: ...
+
+    @property
+    def special_tokens(self) -> dict[str, int]: ...
+
+    @property
+    def content_hash(self) -> str: ...
+
+    def encode(self, text: str, *, allowed_special=(), disallowed_special="all") -> list[int]: ...
+
+    def encode_ordinary(self, text: str) -> list[int]: ...
+
+    def encode_batch(self, texts, *, num_threads=None, as_arrays=False, allowed_special=(),
+                     disallowed_special="all") -> list: ...
+
+    def decode(self, ids, errors: str = "replace") -> str: ...
+
+    def decode_bytes(self, ids) -> bytes: ...
+
+    def token_bytes(self, token_id: int) -> bytes: ...
+
+
+def as_tokenizer(obj, *, pattern=None, special_tokens=None, check: bool = True):
+    """A tokenizer for every stage, from a Tokenizer, a path, or an HF / transformers / tiktoken object.
+
+    ``pattern``/``special_tokens`` are for rank files only (a preset name or regex; a dict name -> id).
+    ``check``: verify a conversion on a probe text before returning it (else fall back to a wrapper).
+    """
+    from .model import Tokenizer
+
+    if isinstance(obj, Tokenizer):
+        return obj
+    if isinstance(obj, (str, os.PathLike)):
+        return load_tokenizer_path(obj, pattern=pattern, special_tokens=special_tokens)
+    if isinstance(obj, ForeignTokenizer):
+        return obj
+    hf = _hf_backend(obj)
+    if hf is not None:
+        return _from_hf(hf, check)
+    if _is_tiktoken(obj):
+        return _from_tiktoken(obj, check)
+    if isinstance(obj, TokenizerLike):
+        return obj
+    raise ConfigError(
+        f"cannot use a {type(obj).__module__}.{type(obj).__name__} as a tokenizer; pass a tokenmill Tokenizer, a "
+        "path (tokenmill file, tokenizer.json or its folder, .tiktoken rank file), a tokenizers.Tokenizer, "
+        "a transformers PreTrainedTokenizerFast or a tiktoken.Encoding"
+    )
+
+
+def load_tokenizer_path(path, *, pattern=None, special_tokens=None):
+    """A tokenmill file, a tokenizer.json (or its folder), or a rank file (needs ``pattern``)."""
+    from .model import Tokenizer
+
+    p = Path(path)
+    if p.is_dir():
+        if (p / "tokenizer.json").is_file():
+            return Tokenizer.from_huggingface(p)
+        for name in ("tokenizer.model", "tokenizer.tiktoken"):
+            if (p / name).is_file():
+                return load_tokenizer_path(p / name, pattern=pattern, special_tokens=special_tokens)
+        raise ConfigError(f"{p} is a folder without tokenizer.json or tokenizer.model; point at the tokenizer file")
+    if not p.is_file():
+        raise ConfigError(f"tokenizer {str(p)!r} does not exist; pass a tokenmill tokenizer file, a tokenizer.json "
+                          "(or its folder) or a .tiktoken rank file")
+    with open(p, "rb") as f:
+        head = f.read(4096).lstrip()
+    if head.startswith(b"{"):
+        if b'"tokenmill.tokenizer"' in head:
+            return Tokenizer.load(p)
+        return Tokenizer.from_huggingface(p)
+    if pattern is None:
+        raise ConfigError(f"{p} is a rank file; give its split pattern (a preset such as 'llama3', 'qwen2', "
+                          "'cl100k', 'o200k', or a regex), e.g. --pattern llama3")
+    specials = dict(special_tokens or {})
+    return Tokenizer.from_tiktoken(p, pattern=pattern, special_tokens=specials)
+
+
+# ----------------------------------------------------------------------------------- HF objects
+def _hf_backend(obj):
+    """The ``tokenizers.Tokenizer`` of an HF object (itself, or a fast transformers tokenizer's backend)."""
+    backend = getattr(obj, "backend_tokenizer", None)
+    if backend is not None:
+        return backend
+    mod = type(obj).__module__ or ""
+    if mod.startswith("tokenizers") and hasattr(obj, "to_str") and hasattr(obj, "encode_batch"):
+        return obj
+    return None
+
+
+def _from_hf(hf, check: bool):
+    import tempfile
+
+    from .model import Tokenizer
+
+    body = hf.to_str()
+    try:
+        with tempfile.TemporaryDirectory() as d:
+            path = Path(d) / "tokenizer.json"
+            path.write_text(body, encoding="utf-8")
+            tok = Tokenizer.from_huggingface(path)
+    except FormatError:
+        return ForeignTokenizer.from_hf(hf, body)
+    if check:
+        probe = PROBE + "".join(tok.added_tokens)
+        if tok.encode(probe, allowed_special="all") != hf.encode(probe, add_special_tokens=False).ids:
+            return ForeignTokenizer.from_hf(hf, body)
+    return tok
+
+
+def _is_tiktoken(obj) -> bool:
+    return (type(obj).__module__ or "").startswith("tiktoken") and hasattr(obj, "_mergeable_ranks")
+
+
+def _from_tiktoken(enc, check: bool):
+    from .model import Tokenizer
+
+    try:
+        tok = Tokenizer.from_ranks(dict(enc._mergeable_ranks), pattern=enc._pat_str,
+                                   special_tokens=dict(enc._special_tokens))
+    except (FormatError, ConfigError):
+        return ForeignTokenizer.from_tiktoken(enc)
+    if check:
+        probe = PROBE + "".join(tok.special_tokens)
+        if tok.encode(probe, allowed_special="all") != enc.encode(probe, allowed_special="all"):
+            return ForeignTokenizer.from_tiktoken(enc)
+    return tok
+
+
+class ForeignTokenizer:
+    """A tokenizer tokenmill cannot reproduce exactly, called through its own batch encode.
+
+    Special tokens follow tokenmill's safety model: text spelling one raises unless allowed; allowed
+    ones are encoded by the wrapped tokenizer (which recognises them itself)."""
+
+    def __init__(self, kind: str, obj, *, vocab_size: int, special_tokens: dict[str, int], content_hash: str,
+                 encode_fn, decode_fn, token_bytes_fn):
+        self.kind = kind
+        self.wrapped = obj
+        self._vocab_size = vocab_size
+        self._special = dict(special_tokens)
+        self._hash = content_hash
+        self._encode_fn = encode_fn  # (texts, with_specials) -> list[list[int]]
+        self._decode_fn = decode_fn
+        self._token_bytes_fn = token_bytes_fn
+
+    @classmethod
+    def from_hf(cls, hf, body: str) -> "ForeignTokenizer":
+        specials = {t.content: i for i, t in hf.get_added_tokens_decoder().items() if t.special}
+
+        def enc(texts, with_specials):
+            old = hf.encode_special_tokens
+            hf.encode_special_tokens = not with_specials
+            try:
+                return [e.ids for e in hf.encode_batch(texts, add_special_tokens=False)]
+            finally:
+                hf.encode_special_tokens = old
+
+        def token_bytes(i):
+            return hf.decode([i], skip_special_tokens=False).encode("utf-8")
+
+        return cls("tokenizers", hf, vocab_size=hf.get_vocab_size(), special_tokens=specials,
+                   content_hash=hashlib.sha256(body.encode("utf-8")).hexdigest(),
+                   encode_fn=enc, decode_fn=lambda ids: hf.decode(list(ids), skip_special_tokens=False),
+                   token_bytes_fn=token_bytes)
+
+    @classmethod
+    def from_tiktoken(cls, e) -> "ForeignTokenizer":
+        h = hashlib.sha256(e._pat_str.encode())
+        for b, r in sorted(e._mergeable_ranks.items(), key=lambda kv: kv[1]):
+            h.update(b"%d:" % r + b)
+        for s, r in sorted(e._special_tokens.items()):
+            h.update(b"%d=" % r + s.encode())
+
+        def enc(texts, with_specials):
+            if with_specials:
+                return e.encode_batch(list(texts), allowed_special="all")
+            return e.encode_ordinary_batch(list(texts))
+
+        return cls("tiktoken", e, vocab_size=e.n_vocab, special_tokens=dict(e._special_tokens),
+                   content_hash=h.hexdigest(), encode_fn=enc,
+                   decode_fn=lambda ids: e.decode_bytes(list(ids)).decode("utf-8", "replace"),
+                   token_bytes_fn=e.decode_single_token_bytes)
+
+    @property
+    def vocab_size(self) -> int:
+        return self._vocab_size
+
+    @property
+    def special_tokens(self) -> dict[str, int]:
+        return dict(self._special)
+
+    @property
+    def content_hash(self) -> str:
+        return self._hash
+
+    def _check(self, texts, allowed_special, disallowed_special) -> bool:
+        allowed = set(self._special) if allowed_special == "all" else set(allowed_special)
+        disallowed = set(self._special) if disallowed_special == "all" else set(disallowed_special)
+        from ..errors import SpecialTokenError
+
+        for t in texts:
+            for s in sorted(disallowed - allowed):
+                if s in t:
+                    raise SpecialTokenError(f"the text contains the special token {s!r} at character {t.index(s):,d}; "
+                                            "pass allowed_special='all' or disallowed_special=()")
+        if allowed and allowed != set(self._special):
+            raise ConfigError(f"a wrapped {self.kind} tokenizer allows all special tokens or none; "
+                              "pass allowed_special='all' or ()")
+        return bool(allowed)
+
+    def encode(self, text: str, *, allowed_special=(), disallowed_special="all") -> list[int]:
+        return self.encode_batch([text], allowed_special=allowed_special, disallowed_special=disallowed_special)[0]
+
+    def encode_ordinary(self, text: str) -> list[int]:
+        return self._encode_fn([text], False)[0]
+
+    def encode_batch(self, texts, *, num_threads=None, as_arrays=False, allowed_special=(),
+                     disallowed_special="all") -> list:
+        import numpy as np
+
+        texts = list(texts)
+        out = self._encode_fn(texts, self._check(texts, allowed_special, disallowed_special))
+        return [np.asarray(ids, np.int64) for ids in out] if as_arrays else [list(ids) for ids in out]
+
+    def decode(self, ids, errors: str = "replace") -> str:
+        return self._decode_fn([int(i) for i in ids])
+
+    def decode_bytes(self, ids) -> bytes:
+        return b"".join(self.token_bytes(int(i)) for i in ids)
+
+    def token_bytes(self, token_id: int) -> bytes:
+        return self._token_bytes_fn(int(token_id))
+
+    def __repr__(self) -> str:
+        return f"ForeignTokenizer({self.kind}, vocab_size={self.vocab_size:,d}, special_tokens={len(self._special)})"

@@ -1,0 +1,107 @@
+"""as_tokenizer: one tokenizer protocol from paths, HF / transformers / tiktoken objects; the CLI's --tokenizer."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tokenmill import ForeignTokenizer, Tokenizer, TokenizerLike, as_tokenizer, train_bpe
+from tokenmill.errors import ConfigError
+from tokenmill.tokenizer.adapters import PROBE
+
+TEXTS = [PROBE, "a<|endoftext|>b", "", "  x\n\n", "12345 低 🙂"]
+
+
+@pytest.fixture(scope="module")
+def trained():
+    from tokenmill.corpus import default_corpus
+
+    return train_bpe(default_corpus(docstrings=False), 600, special_tokens=["<|endoftext|>"])
+
+
+def test_paths(trained, tmp_path):
+    trained.save(tmp_path / "tok.json")
+    trained.save_huggingface(tmp_path / "tokenizer.json")
+    trained.save_tiktoken(tmp_path / "tok.tiktoken")
+    a = as_tokenizer(tmp_path / "tok.json")
+    b = as_tokenizer(str(tmp_path))  # the folder of a tokenizer.json
+    c = as_tokenizer(tmp_path / "tok.tiktoken", pattern="gpt4", special_tokens=trained.special_tokens)
+    for tok in (a, b, c):
+        assert isinstance(tok, Tokenizer) and isinstance(tok, TokenizerLike)
+        for t in TEXTS:
+            assert tok.encode(t, allowed_special="all") == trained.encode(t, allowed_special="all")
+    assert as_tokenizer(trained) is trained
+    with pytest.raises(ConfigError, match="rank file; give its split pattern"):
+        as_tokenizer(tmp_path / "tok.tiktoken")
+    with pytest.raises(ConfigError, match="does not exist"):
+        as_tokenizer(tmp_path / "missing.json")
+    with pytest.raises(ConfigError, match="cannot use a builtins.int"):
+        as_tokenizer(3)
+
+
+def test_hf_object_converted_when_exact(trained, tmp_path):
+    tokenizers = pytest.importorskip("tokenizers")
+    trained.save_huggingface(tmp_path / "tokenizer.json")
+    hf = tokenizers.Tokenizer.from_file(str(tmp_path / "tokenizer.json"))
+    tok = as_tokenizer(hf)
+    assert isinstance(tok, Tokenizer)
+    for t in TEXTS:
+        assert tok.encode(t, allowed_special="all") == hf.encode(t, add_special_tokens=False).ids
+
+    class FastLike:  # what as_tokenizer uses of transformers' PreTrainedTokenizerFast: its backend
+        backend_tokenizer = hf
+
+    assert isinstance(as_tokenizer(FastLike()), Tokenizer)
+
+
+def test_hf_wordpiece_wrapped(tmp_path):
+    tokenizers = pytest.importorskip("tokenizers")
+    from tokenizers import models, pre_tokenizers
+
+    vocab = {"[UNK]": 0, "[SEP]": 1, "hello": 2, "world": 3, "##s": 4, "!": 5}
+    hf = tokenizers.Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
+    hf.pre_tokenizer = pre_tokenizers.Whitespace()
+    hf.add_special_tokens(["[SEP]"])
+    tok = as_tokenizer(hf)
+    assert isinstance(tok, ForeignTokenizer) and isinstance(tok, TokenizerLike)
+    assert tok.encode_batch(["hello worlds!", "hello"]) == [[2, 3, 4, 5], [2]]
+    assert tok.encode("hello [SEP] world", allowed_special="all") == [2, 1, 3]
+    from tokenmill.errors import SpecialTokenError
+
+    with pytest.raises(SpecialTokenError):
+        tok.encode("hello [SEP]")
+    assert tok.vocab_size == 6 and tok.special_tokens == {"[SEP]": 1}
+    assert len(tok.content_hash) == 64
+    assert tok.encode_batch(["hello"], as_arrays=True)[0].tolist() == [2]
+
+
+def test_tiktoken_encoding(trained, tmp_path):
+    tiktoken = pytest.importorskip("tiktoken")
+    enc = trained.to_tiktoken("t")
+    tok = as_tokenizer(enc)
+    assert isinstance(tok, Tokenizer)
+    for t in TEXTS:
+        assert tok.encode(t, allowed_special="all") == enc.encode(t, allowed_special="all")
+    # a pattern tokenmill cannot split the same way is still served, through tiktoken itself
+    odd = tiktoken.Encoding("odd", pat_str=r"\w+|\s+|[^\w\s]+", mergeable_ranks=enc._mergeable_ranks,
+                            special_tokens={})
+    wrapped = as_tokenizer(odd)
+    for t in TEXTS[:2]:
+        assert wrapped.encode_ordinary(t) == odd.encode_ordinary(t)
+
+
+def test_cli_tokenizer_kinds(trained, tmp_path, capsys):
+    from tokenmill.cli import main
+
+    trained.save(tmp_path / "tok.json")
+    trained.save_huggingface(tmp_path / "tokenizer.json")
+    trained.save_tiktoken(tmp_path / "tok.tiktoken")
+    want = " ".join(map(str, trained.encode("Hi there<|endoftext|>", allowed_special="all")))
+    for argv in (["--tokenizer", str(tmp_path / "tok.json")], ["--tokenizer", str(tmp_path)],
+                 ["--tokenizer", str(tmp_path / "tok.tiktoken"), "--pattern", "gpt4",
+                  "--special", "<|endoftext|>=%d" % trained.special_tokens["<|endoftext|>"]]):
+        assert main(["encode", *argv, "--allow-special", "Hi there<|endoftext|>"]) == 0
+        assert capsys.readouterr().out.strip() == want
+    assert main(["encode", "--tokenizer", str(tmp_path / "tok.tiktoken"), "--special", "oops", "x"]) != 0
+    assert "NAME=ID" in capsys.readouterr().err
