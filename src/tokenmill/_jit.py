@@ -4,7 +4,8 @@ numba compiles a kernel the first time it is called and caches the machine code 
 (``cache=True``), so only a machine's first run pays for compilation (tens of seconds for the
 tokenizer kernels on 2 cores). This module
 
-* loads kernel modules lazily (:func:`kernels`): importing tokenmill never loads numba;
+* is what every kernel module takes ``njit`` from; kernel modules are imported inside the functions
+  that call them (``from . import _encode_kernels as K``), so importing tokenmill never loads numba;
 * tells the user, once per process, when a kernel compiles instead of loading from the cache (a
   numba compile-event listener installed by :func:`njit`), and keeps compile seconds out of progress
   bars' throughput and apart in :func:`compile_seconds`;
@@ -16,8 +17,6 @@ tokenizer kernels on 2 cores). This module
 
 from __future__ import annotations
 
-import functools
-import importlib
 import os
 import subprocess
 import sys
@@ -105,12 +104,6 @@ def _announce() -> None:
         return
     print("tokenmill: compiling kernels (first run only: later runs load them from the disk cache; "
           "`tokenmill warmup` compiles all of them ahead of time, in parallel)", file=sys.stderr, flush=True)
-
-
-@functools.cache
-def kernels(module: str):
-    """Import a kernel module of this package (``"tokenizer._encode_kernels"``) on first use."""
-    return importlib.import_module(f"tokenmill.{module}")
 
 
 def is_cached(obj) -> bool | None:
