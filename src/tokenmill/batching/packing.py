@@ -348,7 +348,12 @@ def pack(lengths, block_size: int, *, method: Method = "best_fit", long_docs: Lo
         # Longest first; equal lengths by document then piece order, so the plan is reproducible.
         order = np.lexsort((start, doc, -length))
         doc, start, length = doc[order], start[order], length[order]
-        kernel = _kernels.best_fit if method == "best_fit" else _kernels.first_fit
+        if method == "first_fit_decreasing":
+            kernel = _kernels.first_fit
+        elif T + 1 <= 4 * length.size + 65536:  # dense rooms: fastest, memory ~ 24 bytes x T
+            kernel = _kernels.best_fit
+        else:  # huge blocks: memory ~ items, not T (same plan)
+            kernel = _kernels.best_fit_sparse
         assign, nblocks = kernel(length, T)
         if seed is not None:
             assign = np.random.default_rng(seed).permutation(nblocks)[assign]
@@ -434,12 +439,15 @@ def chunk_stream(length: int, block_size: int, *, last: Literal["pad", "drop"] =
     Each sample is a row of ``block_size + 1`` positions whose first label is ignored (the usual
     layout: pad them with :func:`tokenmill.batching.pad_batch`). A later sample does not see the
     prefix before its boundary token. The last sample, if shorter, is kept (``last="pad"``) or
-    dropped (``last="drop"``; its tokens and targets are counted).
+    dropped (``last="drop"``; its tokens and targets are counted: ``dropped_tokens`` are the tokens
+    no kept sample holds, so a document shorter than ``block_size + 1`` drops all of its tokens).
 
     >>> c = chunk_stream(10, 4); c.start.tolist(), c.length.tolist(), c.targets
     ([0, 4, 8], [5, 5, 2], 9)
     >>> d = chunk_stream(10, 4, last="drop"); d.length.tolist(), d.dropped_targets, d.dropped_tokens
     ([5, 5], 1, 1)
+    >>> d = chunk_stream(4, 4, last="drop"); len(d), d.dropped_targets, d.dropped_tokens
+    (0, 3, 4)
     """
     if last not in ("pad", "drop"):
         raise ConfigError(f"last={last!r} is not 'pad' (keep a short last sample) or 'drop'")
@@ -452,5 +460,7 @@ def chunk_stream(length: int, block_size: int, *, last: Literal["pad", "drop"] =
     size = np.minimum(start + T + 1, n) - start
     if last == "drop" and size[-1] < T + 1:
         dropped_targets = int(size[-1] - 1)
-        return Chunks(start[:-1], size[:-1], int((size[:-1] - 1).sum()), dropped_targets, dropped_targets)
+        # the dropped sample's first token is also the previous sample's last one, unless it is alone
+        dropped_tokens = int(size[-1]) - (1 if count > 1 else 0)
+        return Chunks(start[:-1], size[:-1], int((size[:-1] - 1).sum()), dropped_tokens, dropped_targets)
     return Chunks(start, size, int((size - 1).sum()), 0, 0)

@@ -38,6 +38,12 @@ def split_documents(groups, val_fraction: float, *, seed: int = 0) -> Split:
     validation until it reaches ``round(val_fraction * n)`` documents; the result is deterministic for
     a seed and never puts one group on both sides.
 
+    Rules: ``val_fraction`` must lie strictly inside ``(0, 1)``; ``groups`` needs at least 2 distinct
+    keys (else ConfigError); neither side is ever empty: validation gets at least one group (even when
+    ``val_fraction * n`` rounds to 0) and train keeps at least one (even when the first groups already
+    exceed the target), so the realized ``Split.val_fraction`` can differ from the request when groups
+    are large.
+
     >>> s = split_documents(["a", "a", "b", "c", "c", "d"], 0.3, seed=1)
     >>> s.train.tolist(), s.val.tolist()
     ([0, 1, 3, 4], [2, 5])

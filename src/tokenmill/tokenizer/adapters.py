@@ -101,6 +101,9 @@ def load_tokenizer_path(path, *, pattern=None, special_tokens=None):
                 return load_tokenizer_path(p / name, pattern=pattern, special_tokens=special_tokens)
         raise ConfigError(f"{p} is a folder without tokenizer.json or tokenizer.model; point at the tokenizer file")
     if not p.is_file():
+        if p.exists():
+            raise ConfigError(f"tokenizer {str(p)!r} is not a regular file (a device, FIFO or socket); pass a "
+                              "tokenmill tokenizer file, a tokenizer.json (or its folder) or a .tiktoken rank file")
         raise ConfigError(f"tokenizer {str(p)!r} does not exist; pass a tokenmill tokenizer file, a tokenizer.json "
                           "(or its folder) or a .tiktoken rank file")
     with open(p, "rb") as f:

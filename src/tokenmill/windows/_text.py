@@ -39,10 +39,23 @@ def char_offsets(text: str, byte_offsets: np.ndarray) -> np.ndarray:
 def encode_with_offsets(text: str, tokenizer) -> tuple[np.ndarray, np.ndarray]:
     """``(ids, bounds)``: ids int64 ``(n,)``; bounds int64 ``(n + 1,)``, the character offset of each
     token boundary, so tokens ``[a, b)`` are the text ``text[bounds[a]:bounds[b]]``."""
+    ids, bounds, _ = encode_with_byte_offsets(text, tokenizer)
+    return ids, bounds
+
+
+def encode_with_byte_offsets(text: str, tokenizer) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(ids, char bounds, byte bounds)``: as :func:`encode_with_offsets`, plus the byte offset of
+    each token boundary (int64 ``(n + 1,)``)."""
     ids = np.asarray(tokenizer.encode_ordinary(text), np.int64)
     byte_bounds = np.concatenate([[0], np.cumsum(token_byte_lengths(ids, tokenizer))])
     n_bytes = len(text.encode("utf-8"))
     if int(byte_bounds[-1]) != n_bytes:
         raise InputError(f"the tokenizer's tokens hold {int(byte_bounds[-1]):,d} bytes but the text has "
                          f"{n_bytes:,d}; character spans need a lossless byte-level tokenizer")
-    return ids, char_offsets(text, byte_bounds)
+    return ids, char_offsets(text, byte_bounds), byte_bounds.astype(np.int64)
+
+
+def char_byte_starts(text: str) -> np.ndarray:
+    """int64 ``(len(text) + 1,)``: the byte offset where each character starts, then the byte length."""
+    data = np.frombuffer(text.encode("utf-8"), np.uint8)
+    return np.append(np.flatnonzero((data & 0xC0) != 0x80), data.size).astype(np.int64)

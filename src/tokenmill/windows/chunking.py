@@ -22,6 +22,7 @@ from typing import Sequence
 
 import numpy as np
 
+from .._validate import check_array, check_float, check_int
 from ..errors import ConfigError, InputError
 from ._text import encode_with_offsets
 from .sliding import SlidingWindows
@@ -77,8 +78,10 @@ def bm25_scores(query_ids, documents: Sequence, *, k1: float = 1.5, b: float = 0
     >>> bm25_scores([7], [[1, 2], [7, 7, 3], [7, 1]]).round(3).tolist()
     [0.0, 0.615, 0.502]
     """
-    q = np.unique(np.asarray(query_ids, np.int64))
-    docs = [np.asarray(d, np.int64).ravel() for d in documents]
+    k1 = check_float(k1, "k1", min=0.0)
+    b = check_float(b, "b", min=0.0, max=1.0)
+    q = np.unique(check_array(query_ids, "query_ids", ndim=None).ravel())
+    docs = [check_array(d, f"document {i}", ndim=None).ravel() for i, d in enumerate(documents)]
     n = len(docs)
     if n == 0:
         return np.zeros(0)
@@ -93,7 +96,11 @@ def bm25_scores(query_ids, documents: Sequence, *, k1: float = 1.5, b: float = 0
     idf = np.log1p((n - df + 0.5) / (df + 0.5))
     avgdl = dl.mean() if dl.mean() > 0 else 1.0
     norm = k1 * (1 - b + b * dl / avgdl)
-    return (idf * tf * (k1 + 1) / (tf + norm[:, None])).sum(axis=1)
+    denom = tf + norm[:, None]
+    # a term absent from a document adds 0, also where the denominator is 0 (k1=0, or an empty chunk
+    # with b=1), where the formula's limit is 0 and a plain division would give NaN
+    part = np.divide(tf * (k1 + 1), denom, out=np.zeros_like(tf), where=denom > 0)
+    return (idf * part).sum(axis=1)
 
 
 @dataclass(frozen=True)
@@ -136,7 +143,8 @@ def assemble_context(chunks: Sequence[Chunk], scores=None, budget_tokens: int | 
 
     Greedy by score (ties: earlier chunk first); a chunk that does not fit is skipped and smaller
     later ones may still fit. Overlapping tokens count once toward the budget. ``scores=None``
-    scores the chunks with :func:`bm25_scores` against ``query_ids``.
+    scores the chunks with :func:`bm25_scores` against ``query_ids``. ``budget_tokens=None`` means no
+    limit: every chunk is taken (merged and in document order).
 
     >>> class Bytes:
     ...     def encode_ordinary(self, text): return list(text.encode())
@@ -145,14 +153,16 @@ def assemble_context(chunks: Sequence[Chunk], scores=None, budget_tokens: int | 
     >>> [p.text for p in assemble_context(chunks, [0.1, 0.9, 0.5], 10)]
     ['bbbb cccc']
     """
-    if budget_tokens is None or isinstance(budget_tokens, bool) or not isinstance(budget_tokens, (int, np.integer)) \
-            or budget_tokens < 0:
-        raise ConfigError(f"budget_tokens={budget_tokens!r}; pass the number of tokens the context may hold (>= 0)")
+    budget = check_int(budget_tokens, "budget_tokens", min=0, none=True)
+    if budget is None:
+        budget = sum(c.num_tokens for c in chunks)  # no limit: everything fits
     if scores is None:
         if query_ids is None:
             raise ConfigError("pass scores (one per chunk) or query_ids for the default BM25 scorer")
         scores = bm25_scores(query_ids, [c.ids for c in chunks])
     scores = np.asarray(scores, np.float64)
+    if scores.shape == (len(chunks),) and np.isnan(scores).any():
+        raise InputError(f"scores hold NaN at chunk {int(np.argmax(np.isnan(scores))):,d}; NaN cannot be ranked")
     if scores.shape != (len(chunks),):
         raise InputError(f"scores has shape {scores.shape} but there are {len(chunks):,d} chunks; pass one score each")
     chosen: list[int] = []
@@ -160,7 +170,7 @@ def assemble_context(chunks: Sequence[Chunk], scores=None, budget_tokens: int | 
     for i in sorted(range(len(chunks)), key=lambda i: (-scores[i], i)):
         c = chunks[i]
         trial = ranges + [(c.token_start, c.token_end)]
-        if _union_size(trial) <= budget_tokens:
+        if _union_size(trial) <= budget:
             chosen.append(i)
             ranges = trial
     order = sorted(chosen, key=lambda i: (chunks[i].token_start, i))

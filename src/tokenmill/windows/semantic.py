@@ -16,8 +16,12 @@ Rules, in order:
    ``"line"``, ``"paragraph"``, or a regex whose match ends are cut points). ASCII ``.!?`` cut only
    before whitespace or the end (so ``3.14`` and ``e.g.x`` stay whole); ``。！？；`` always cut; closing
    quotes and brackets stay with their sentence; whitespace after the cut starts the next unit.
-2. A character cut ``c`` becomes the token position "number of tokens whose first character is
-   before ``c``"; a token holding part of a character belongs where the character's first byte is.
+   ``"paragraph"`` cuts after a run of blank lines (``\n``, ``\r\n`` or whitespace-only lines), so
+   the next paragraph's indentation starts the next unit.
+2. A character cut ``c`` becomes the token position "number of tokens whose first byte is before
+   ``c``'s first byte": a token holding only later bytes of a character stays with that character,
+   so a cut never lands inside a character, and :meth:`SemanticPlan.window_span` is exactly the
+   text of the window's tokens.
 3. ``atomic`` character spans (e.g. an instruction with its response) become single units: no cut
    inside them. A non-atomic unit longer than the content size ``C`` is hard-split into ``C``-token
    pieces; an atomic one follows ``oversize``: ``"split"`` (pieces), ``"truncate"`` (keep its first
@@ -38,12 +42,13 @@ import numpy as np
 import regex
 
 from ..data.source import ArraySource
+from .._validate import check_array, check_int
 from ..errors import ConfigError, InputError
-from ._text import encode_with_offsets
+from ._text import char_byte_starts, encode_with_byte_offsets
 from .sliding import PlanStats, WindowPlan, _check_choice, _check_int
 
 BOUNDARIES = {
-    "paragraph": r"\n[ \t]*\n\s*",
+    "paragraph": r"\n[ \t\r\f\v]*\n(?:[ \t\r\f\v]*\n)*",
     "line": r"\n+",
     "sentence": r"\n+|[。！？；]+[\"'”’」』）)\]]*|[.!?]+[\"'”’)\]]*(?=\s|$)",
 }
@@ -128,9 +133,9 @@ class SemanticWindows:
         that must stay in one window."""
         docs, bounds, unit_lens, unit_atomic = [], [], [], []
         for d, text in enumerate(texts):
-            ids, cb = encode_with_offsets(text, tokenizer)
+            ids, cb, bb = encode_with_byte_offsets(text, tokenizer)
             spans = [] if atomic is None else list(atomic[d])
-            lens, flags = self._units(text, cb, spans, d)
+            lens, flags = self._units(text, bb, spans, d)
             docs.append(ids)
             bounds.append(cb)
             unit_lens.append(lens)
@@ -138,12 +143,18 @@ class SemanticWindows:
         plan, units, truncated, split = self._plan(unit_lens, unit_atomic, epoch)
         return SemanticPlan(plan, ArraySource(docs), units, tuple(bounds), truncated, split)
 
-    def _units(self, text: str, cb: np.ndarray, spans, d: int) -> tuple[np.ndarray, np.ndarray]:
-        n_tok = cb.size - 1
-        to_tok = lambda c: int(np.searchsorted(cb[:-1], c, side="left"))  # tokens starting before c
+    def _units(self, text: str, bb: np.ndarray, spans, d: int) -> tuple[np.ndarray, np.ndarray]:
+        n_tok = bb.size - 1
+        char_byte = char_byte_starts(text)
+        # A cut before character c falls after every token whose first *byte* is before c's first
+        # byte: a token holding only later bytes of the character before c stays with it, so no cut
+        # lands inside a character (comparing character offsets instead cut "。" after its first byte).
+        to_tok = lambda c: int(np.searchsorted(bb[:-1], char_byte[c], side="left"))  # noqa: E731
         cuts = {to_tok(c) for c in self.cut_points(text)}
         regions = []
         for s, e in spans:
+            s = check_int(s, f"document {d:,d}: atomic span start", error=InputError)
+            e = check_int(e, f"document {d:,d}: atomic span end", error=InputError)
             if not (0 <= s <= e <= len(text)):
                 raise InputError(f"document {d:,d}: atomic span ({s:,d}, {e:,d}) is outside its {len(text):,d} characters")
             a, b = to_tok(s), to_tok(e)
@@ -163,13 +174,25 @@ class SemanticWindows:
 
     def plan_units(self, unit_lengths: Sequence[np.ndarray], atomic: Sequence[np.ndarray] | None = None,
                    epoch: int = 0) -> WindowPlan:
-        """Plan from unit token lengths per document (units are contiguous, in order)."""
+        """Plan from unit token lengths per document (units are contiguous, in order).
+
+        ``unit_lengths[d]``: the token length of each unit of document ``d``, in order (integers
+        >= 0; empty units are skipped). ``atomic``: None, or per document a boolean array with one
+        flag per unit, True where the unit must not be cut (an oversized one follows ``oversize``).
+        Consecutive atomic units are *not* merged here: give one unit per atomic span.
+
+        >>> SemanticWindows(5, overlap_units=0).plan_units([[2, 4, 3]], atomic=[[False, True, False]]).length.tolist()
+        [2, 4, 3]
+        """
         return self._plan(unit_lengths, atomic, epoch)[0]
 
     def _plan(self, unit_lengths, atomic, epoch):
         C = self.capacity
-        lens = [np.asarray(u, np.int64).ravel() for u in unit_lengths]
+        lens = [check_array(u, f"document {d:,d}: unit lengths", ndim=None, min=0).ravel()
+                for d, u in enumerate(unit_lengths)]
         D = len(lens)
+        if atomic is not None and len(atomic) != D:
+            raise InputError(f"atomic has {len(atomic):,d} entries for {D:,d} documents; pass one flag array each")
         flags = [np.zeros(u.size, bool) if atomic is None else np.asarray(atomic[d], bool).ravel()
                  for d, u in enumerate(lens)]
         for d in range(D):
