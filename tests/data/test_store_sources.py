@@ -32,20 +32,33 @@ def same_batches(a, b):
             assert np.array_equal(getattr(x, f), getattr(y, f)), f
 
 
-def test_pack_batches_across_shards_equal_the_list_path(store, monkeypatch):
+@pytest.fixture(params=["mapped", "per-shard"])
+def path(request, monkeypatch):
+    """Both fast paths: shards mapped back to back (Linux), and the per-shard copy (elsewhere)."""
+    if request.param == "per-shard":
+        import tokenmill.data._vmap as V
+
+        monkeypatch.setattr(V, "map_files", lambda *a: None)
+    return request.param
+
+
+def test_pack_batches_across_shards_equal_the_list_path(store, path, monkeypatch):
     docs = as_lists(store)
     plan = pack(store.lengths, 64)
     calls = []
     real = store._fill
     monkeypatch.setattr(store, "_fill", lambda *a: (calls.append(1), real(*a)))
     got = list(plan.batches(store, batch_size=4, pad_id=0))
-    assert calls and len(calls) == len(got)  # one fill per batch (one compiled copy per shard inside)
+    if path == "per-shard":
+        assert len(calls) == len(got)  # one fill per batch (one compiled copy per shard inside)
+    else:
+        assert not calls and store._flat()[0].size >= store.num_tokens
     same_batches(got, plan.batches(docs, batch_size=4, pad_id=0))
     stream = pack(store.lengths, 50, method="concat")
     same_batches(stream.batches(store, batch_size=3, pad_id=0), stream.batches(docs, batch_size=3, pad_id=0))
 
 
-def test_slice_source_and_single_shard_flat_path(store, tok, tmp_path):
+def test_slice_source_and_single_shard_flat_path(store, tok, tmp_path, path):
     docs = as_lists(store)
     plan = SlidingWindows(16, 8).plan(store.lengths)
     a, b = SliceSource.from_windows(plan, store), SliceSource.from_windows(plan, docs)
@@ -59,7 +72,7 @@ def test_slice_source_and_single_shard_flat_path(store, tok, tmp_path):
         store.token_array  # noqa: B018  (multi-shard: no single flat array)
 
 
-def test_gather_windows_equals_plan_gather_on_the_flat_array(store):
+def test_gather_windows_equals_plan_gather_on_the_flat_array(store, path):
     flat = np.concatenate([store.get(i) for i in range(len(store))])
     offsets = np.concatenate([[0], np.cumsum(store.lengths)])
     plan = SlidingWindows(12, 5).plan(store.lengths)
@@ -70,7 +83,7 @@ def test_gather_windows_equals_plan_gather_on_the_flat_array(store):
         assert ids.dtype == np.uint16 and np.array_equal(ids, want) and np.array_equal(n, wn)
 
 
-def test_segments_outside_a_document_are_refused(store):
+def test_segments_outside_a_document_are_refused(store, path):
     with pytest.raises(InputError, match="reaches outside its document"):
         store.segment_filler([0], [0], [int(store.lengths[0]) + 1])(np.zeros(100, np.int64), np.array([0]))
     with pytest.raises(InputError, match="outside 0 .."):
@@ -78,7 +91,7 @@ def test_segments_outside_a_document_are_refused(store):
 
 
 @pytest.mark.parametrize("by", ["doc", "file", "source", lambda i: i % 3])
-def test_split_views_are_disjoint_deterministic_token_sources(store, by):
+def test_split_views_are_disjoint_deterministic_token_sources(store, by, path):
     train, val = store.split(0.25, by=by, seed=3)
     assert len(train) + len(val) == len(store) and len(val) > 0 and len(train) > 0
     assert set(train.index.tolist()).isdisjoint(val.index.tolist())

@@ -412,26 +412,36 @@ class _SourceMixin:
     def gather_windows(self, plan, rows=None, *, pad_id: int = 0, out: np.ndarray | None = None):
         """``WindowPlan.gather`` across shards: ``(ids (B, max length) padded with pad_id, lengths)``.
 
-        One compiled copy per shard present in ``rows`` (not one Python call per window).
+        The shards read as one flat array (mapped back to back), so this is the windows' own compiled
+        gather; where that mapping is unavailable, one compiled copy per shard present in ``rows``.
+        Never one Python call per window.
         """
         rows = np.arange(len(plan)) if rows is None else np.asarray(rows, np.int64)
-        doc, start, length = plan.doc[rows], plan.start[rows], plan.length[rows]
+        if rows.ndim != 1 or (rows.size and (rows.min() < 0 or rows.max() >= len(plan))):
+            raise ConfigError(f"rows must be a 1-D array of window indices in 0 .. {len(plan) - 1}")
+        doc, start, length = (np.asarray(a, np.int64) for a in (plan.doc[rows], plan.start[rows], plan.length[rows]))
         width = int(length.max()) if length.size else 0
         if out is None:
-            out = np.full((rows.size, width), pad_id, self.dtype)
-        else:
-            if out.shape[0] != rows.size or out.shape[1] < width or not out.flags.c_contiguous:
-                raise ConfigError(f"out must be C-contiguous with shape ({rows.size}, >= {width})")
-            out[...] = pad_id
-        dst = np.arange(rows.size, dtype=np.int64) * out.shape[1]
-        self._fill(np.asarray(doc, np.int64), np.asarray(start, np.int64), np.asarray(length, np.int64),
-                   dst, out.reshape(-1))
-        return out, np.asarray(length, np.int64)
+            out = np.empty((rows.size, width), self.dtype)
+        elif (out.ndim != 2 or out.shape[0] != rows.size or out.shape[1] < width or not out.flags.c_contiguous
+              or not out.flags.writeable):
+            raise ConfigError(f"out must be a writable C-contiguous array of shape ({rows.size}, >= {width})")
+        flat = self._flat_segments(doc, start, length)
+        if flat is not None:
+            from ..windows._kernels import gather_rows
+
+            gather_rows(flat[0], flat[1], length, out, pad_id)
+            return out, length
+        out[...] = pad_id
+        self._fill(doc, start, length, np.arange(rows.size, dtype=np.int64) * out.shape[1], out.reshape(-1))
+        return out, length
 
     def segment_filler(self, doc, start, length):
-        """The packing fast path (``PackPlan.batches``): ``fill(out, dst)`` that copies segment ``k``
-        (``doc[k]``, from ``start[k]``, ``length[k]`` ids) to ``out[dst[k]:]``, one compiled call per
-        shard present in the batch."""
+        """The packing fast path (``PackPlan.batches``): ``(tokens, offsets)`` -- one flat array (the
+        shards mapped back to back) and each segment's offset in it, read by the layout pass itself --
+        or, where that mapping is unavailable, ``fill(out, dst)`` copying segment ``k`` (``doc[k]``,
+        from ``start[k]``, ``length[k]`` ids) to ``out[dst[k]:]`` with one compiled call per shard
+        present in the batch."""
         doc, start, length = (np.asarray(a, np.int64) for a in (doc, start, length))
         flat = self._flat_segments(doc, start, length)
         if flat is not None:  # one shard: the layout pass reads the memory map itself (no extra copy)
@@ -439,14 +449,17 @@ class _SourceMixin:
         return lambda out, dst: self._fill(doc, start, length, np.asarray(dst, np.int64), out)
 
     def _flat_segments(self, doc, start, length):
+        """``(tokens, source offset of every segment)`` when the store reads as one flat array
+        (one shard, or all shards mapped back to back), else None."""
         root = getattr(self, "store", self)
-        if len(root._shards) != 1:
+        flat = root._flat()
+        if flat is None:
             return None
         self._check_segments(doc, start, length)
         if hasattr(self, "index"):
             doc = self.index[doc]
-        sh = root._shards[0]
-        return sh.tokens, sh.offsets[doc] + start
+        tokens, starts = flat
+        return tokens, starts[doc] + start
 
     def _check_segments(self, doc, start, length) -> None:
         n = len(self)
@@ -501,6 +514,7 @@ class TokenStore(_SourceMixin):
         self._doc_start = np.zeros(len(self._shards) + 1, np.int64)
         np.cumsum([r["documents"] for r in manifest["shards"]], out=self._doc_start[1:])
         self._lengths = None
+        self._flat_cache = None  # (tokens, starts), False when unavailable
 
     # ---- construction ----------------------------------------------------------------------------
     @classmethod
@@ -660,6 +674,26 @@ class TokenStore(_SourceMixin):
         if len(self._shards) != 1:
             raise AttributeError("doc_offsets exists only for a single-shard store; use segment_filler")
         return self._shards[0].offsets
+
+    def _flat(self):
+        """``(tokens, starts)``: all ids as one array and where every document starts in it; for
+        several shards, their files mapped back to back (``_vmap``); None where that is impossible."""
+        if self._flat_cache is None:
+            if len(self._shards) == 1:
+                sh = self._shards[0]
+                self._flat_cache = (sh.tokens, sh.offsets[:-1])
+            else:
+                from ._vmap import map_files
+
+                m = map_files([sh.path("tokens") for sh in self._shards],
+                              [sh.rec["files"]["tokens"]["bytes"] for sh in self._shards], self.dtype)
+                if m is None:
+                    self._flat_cache = False
+                else:
+                    tokens, bases = m
+                    starts = [sh.offsets[:-1] + b for sh, b in zip(self._shards, bases.tolist())]
+                    self._flat_cache = (tokens, np.concatenate(starts) if starts else np.zeros(0, np.int64))
+        return self._flat_cache or None
 
     def _fill(self, doc, start, length, dst, out) -> None:
         from ..batching import _kernels
