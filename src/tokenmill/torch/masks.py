@@ -22,15 +22,28 @@ def _as_batch(batch: Batch | Block) -> Batch:
     return Batch.from_blocks([batch]) if isinstance(batch, Block) else batch
 
 
-def sdpa_mask(batch: Batch | Block, *, device=None):
+def sdpa_mask(batch, *, device=None):
     """``(B, 1, T, T)`` bool tensor for ``torch.nn.functional.scaled_dot_product_attention``
     (``attn_mask``; True = may attend). Every row has at least its diagonal, so no NaNs.
+    ``batch``: a :class:`~tokenmill.batching.Batch`, a ``Block``, or a dict of tensors from
+    :func:`to_tensors` / :class:`~tokenmill.torch.TrainingLoader` (its ``cu_seqlens`` are used).
 
     >>> from tokenmill.batching import pack
     >>> block = next(pack([2, 1], 3).blocks([[1, 2], [3]], pad_id=0))
     >>> sdpa_mask(block)[0, 0].int().tolist()
     [[1, 0, 0], [1, 1, 0], [0, 0, 1]]
+    >>> from tokenmill.torch import to_tensors
+    >>> torch.equal(sdpa_mask(to_tensors(block)), sdpa_mask(block))
+    True
     """
+    if isinstance(batch, dict):
+        B, T = batch["input_ids"].shape
+        cu = batch["cu_seqlens"].to(device=device, dtype=torch.int64)
+        seg = torch.zeros(B * T, dtype=torch.int64, device=device)
+        seg[cu[1:-1]] = 1
+        seg = seg.cumsum(0).view(B, T)  # attention segment of every position
+        causal = torch.ones(T, T, dtype=torch.bool, device=device).tril()
+        return ((seg[:, :, None] == seg[:, None, :]) & causal).unsqueeze(1)
     return torch.from_numpy(_as_batch(batch).dense_mask()).unsqueeze(1).to(device)
 
 

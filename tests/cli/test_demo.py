@@ -1,0 +1,44 @@
+"""`tokenmill demo --quick`: the whole pipeline in seconds, with and without torch."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tokenmill.cli import main
+
+
+@pytest.mark.slow
+def test_demo_quick_trains_resumes_exactly_and_writes_its_outputs(tmp_path, capsys):
+    pytest.importorskip("torch")
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "demo"
+    assert main(["demo", "--quick", "--json", "--quiet", "--out", str(out)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    tr = report["training"]
+    assert tr["resumed_equals_uninterrupted"] and tr["resumed_max_param_diff"] == 0.0
+    assert tr["packed_equals_unpacked"]["passed"] and tr["packed_equals_unpacked"]["targets_compared"] > 0
+    assert tr["val_loss_after"] < tr["val_loss_before"]
+    assert 0 < tr["effective_targets_per_step"] <= tr["positions_per_step"]
+    assert report["packing"]["packing_fill"] >= report["packing"]["padding_fill"]
+    assert report["store"]["bytes_per_token"] > 1
+    for name in ("loss.png", "lengths.png", "coverage.png", "report.json", "tokenizer.json"):
+        assert (out / name).stat().st_size > 0
+    assert (out / "checkpoint" / "state.json").exists() and (out / "store" / "manifest.json").exists()
+    saved = json.loads((out / "report.json").read_text())
+    assert len(saved["training"]["losses"]) == tr["steps"]
+
+
+def test_demo_without_torch_runs_the_data_stages(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(__import__("sys").modules, "torch", None)  # `import torch` raises ImportError
+    assert main(["demo", "--quick", "--quiet", "--no-plots", "--out", str(tmp_path / "d")]) == 0
+    text = capsys.readouterr().out
+    assert "torch is not installed" in text and "pip install 'tokenmill[torch]' adds" in text
+    assert "token store" in text and "best-fit packing" in text
+
+
+def test_demo_bad_steps_is_one_line_error(tmp_path, capsys):
+    assert main(["demo", "--steps", "3", "--out", str(tmp_path / "d")]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "--steps 3" in err
