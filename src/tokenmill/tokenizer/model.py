@@ -19,8 +19,9 @@ from typing import Literal
 
 import numpy as np
 
-from .._io import canonical_hash, read_json, write_json_atomic
-from ..errors import ConfigError, FormatError, SpecialTokenError
+from .._io import canonical_hash, read_bytes_limited, read_json, write_json_atomic
+from .._validate import check_array, check_int
+from ..errors import ConfigError, FormatError, SpecialTokenError, TokenmillError
 from . import bpe
 from .patterns import preset_name, resolve_pattern, split_with_gaps
 
@@ -121,12 +122,19 @@ class Tokenizer:
 
         ``special_tokens``: a dict name -> id, or a sequence of names given the ids after the merges.
         """
-        arr = np.asarray(merges, dtype=np.int64).reshape(-1, 2)
+        arr = _merge_array(merges)
+        if merge_counts is not None:
+            merge_counts = check_array(merge_counts, "merge_counts", min=0, error=FormatError)
+            if merge_counts.shape != (len(arr),):
+                raise FormatError(f"merge_counts has {merge_counts.size:,d} entries for {len(arr):,d} merges; "
+                                  "it needs one count per merge")
         vocab = [bytes([i]) for i in range(256)]
         table: dict[tuple[int, int], int] = {}
         for i, (a, b) in enumerate(arr.tolist()):
             if not (0 <= a < len(vocab) and 0 <= b < len(vocab)):
-                raise FormatError(f"merge {i} refers to id {max(a, b)}, which does not exist before it")
+                bad = a if not 0 <= a < len(vocab) else b
+                raise FormatError(f"merge {i} = ({a}, {b}) refers to id {bad}, which is not an id before it "
+                                  f"(0 .. {len(vocab) - 1:,d})")
             if (a, b) in table:
                 raise FormatError(f"merge {i} repeats pair ({a}, {b}) of merge {table[(a, b)] - 256}")
             table[(a, b)] = 256 + i
@@ -148,8 +156,12 @@ class Tokenizer:
         n = len(ranks)
         vocab: list[bytes | None] = [None] * n
         for b, r in ranks.items():
-            if not 0 <= r < n or vocab[r] is not None:
-                raise FormatError(f"ranks must be a permutation of 0..{n - 1:,d}; rank {r} is out of range or repeated")
+            if isinstance(r, bool) or not isinstance(r, int) or not 0 <= r < n:
+                raise FormatError(f"ranks must be a permutation of 0..{n - 1:,d}; token {b!r} has rank {r!r}, "
+                                  "out of range")
+            if vocab[r] is not None:
+                raise FormatError(f"ranks must be a permutation of 0..{n - 1:,d}; rank {r:,d} is given to both "
+                                  f"{vocab[r]!r} and {b!r}")
             vocab[r] = b
         table: dict[tuple[int, int], int] = {}
         for m, tb in enumerate(vocab):
@@ -507,7 +519,10 @@ class Tokenizer:
         if not isinstance(body, dict) or body.get("format") != FORMAT_NAME:
             raise FormatError(f"{source}: not a tokenmill tokenizer file (missing format={FORMAT_NAME!r})")
         version = body.get("version")
-        if not isinstance(version, int) or version > FORMAT_VERSION:
+        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+            raise FormatError(f"{source}: tokenizer format version {version!r} is not a format version "
+                              "(a positive integer); the file is corrupted")
+        if version > FORMAT_VERSION:
             raise FormatError(
                 f"{source}: tokenizer format version {version!r} is newer than this tokenmill reads "
                 f"(<= {FORMAT_VERSION}); upgrade tokenmill"
@@ -518,11 +533,14 @@ class Tokenizer:
             raise FormatError(f"{source}: content hash mismatch (stored {stored!r}); the file was modified or corrupted")
         try:
             model = body["model"]
-            specials = {str(k): int(v) for k, v in body["special_tokens"].items()}
+            specials = {k: _json_int(v, f"special token {k!r} id", source, hi=2**31 - 1)
+                        for k, v in body["special_tokens"].items()}
             if model["type"] == "merges":
                 counts = model.get("merge_counts")
-                return cls.from_merges(model["merges"], pattern=body["pattern"], special_tokens=specials,
-                                       merge_counts=None if counts is None else np.asarray(counts, np.int64))
+                merges = _json_ints(model["merges"], "merges", source, hi=2**31 - 1)
+                return cls.from_merges(merges.reshape(-1, 2) if merges.size == 0 else merges,
+                                       pattern=body["pattern"], special_tokens=specials,
+                                       merge_counts=None if counts is None else _json_ints(counts, "merge_counts", source))
             if model["type"] == "ranks":
                 ranks = {base64.b64decode(t): i for i, t in enumerate(model["tokens"])}
                 return cls.from_ranks(ranks, pattern=body["pattern"], special_tokens=specials)
@@ -531,17 +549,22 @@ class Tokenizer:
 
                 vocab = [None if t is None else base64.b64decode(t) for t in model["tokens"]]
                 added = body.get("added_tokens")
+                merges = _json_ints(model["merges"], "merges", source, hi=2**31 - 1)
+                if model.get("merge_ids"):
+                    _json_ints(model["merge_ids"], "merge_ids", source, hi=2**31 - 1)
                 return cls.from_merge_list(
-                    vocab, [tuple(m) for m in model["merges"]], pattern=body["pattern"],
+                    vocab, [tuple(m) for m in merges.reshape(-1, 2).tolist()], pattern=body["pattern"],
                     special_tokens=None if added is not None else specials,
                     added_tokens=None if added is None else [AddedToken.from_dict(t) for t in added],
                     ignore_merges=bool(model["ignore_merges"]), normalizer=body["normalizer"],
                     merge_ids=model["merge_ids"] if model.get("merge_ids") else None,
                     add_prefix_space=bool(body["add_prefix_space"]), split_patterns=body["split_patterns"],
                     source=source)
-        except (KeyError, TypeError, ValueError, AttributeError) as e:
-            if isinstance(e, FormatError):
+        except TokenmillError as e:
+            if str(e).startswith(f"{source}:"):
                 raise
+            raise type(e)(f"{source}: {e}") from e  # name the file
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError, IndexError) as e:
             raise FormatError(f"{source}: malformed tokenizer file ({type(e).__name__}: {e})") from e
         raise FormatError(f"{source}: unknown model type {model.get('type')!r}")
 
@@ -592,11 +615,18 @@ def _pattern_name(regex_str: str | None) -> str | None:
 
 
 def _names(special_tokens) -> list[str]:
-    names = list(special_tokens)
+    """Special token names: a str is one token (not one per character); each must be a non-empty,
+    encodable (no lone surrogate) string, listed once."""
+    names = [special_tokens] if isinstance(special_tokens, str) else list(special_tokens)
     seen = set()
     for s in names:
         if not isinstance(s, str) or not s:
             raise ConfigError(f"special token {s!r} must be a non-empty string")
+        try:
+            s.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise ConfigError(f"special token {s!r} holds a lone surrogate at character {e.start:,d}, which UTF-8 "
+                              "cannot encode; special tokens must be valid text") from None
         if s in seen:
             raise ConfigError(f"special token {s!r} is listed twice; special tokens must be distinct")
         seen.add(s)
@@ -608,9 +638,9 @@ def _check_specials(special: dict[str, int], vocab: Sequence, dense: bool = True
     (after the vocabulary, in a gap, or, for tokenizer.json imports, on a token with the same bytes).
     ``dense`` is kept for callers; ids in the vocabulary's range are refused for tiktoken-style files."""
     _names(special)
+    for s, i in special.items():
+        check_int(i, f"special token {s!r} id", min=0, max=2**31 - 1)
     ids = sorted(special.values())
-    if any(not isinstance(i, int) or i < 0 for i in ids):
-        raise ConfigError(f"special token ids {ids[:8]} must be non-negative integers")
     if len(set(ids)) != len(ids):
         raise ConfigError(f"special token ids {ids} repeat; each special token needs its own id")
     n_vocab = len(vocab)
@@ -648,17 +678,57 @@ def _split_specials(text: str, allowed: set[str]):
 
 
 def _read_tiktoken(path) -> dict[bytes, int]:
+    """``token bytes -> rank`` of a rank file; a repeated token is an error naming both lines (a dict
+    would keep the last and the ranks would then look out of range)."""
     ranks: dict[bytes, int] = {}
-    try:
-        lines = open(path, "rb").read().splitlines()
-    except OSError as e:
-        raise FormatError(f"cannot read tiktoken rank file {str(path)!r}: {e}") from e
+    line_of: dict[bytes, int] = {}
+    lines = read_bytes_limited(path, what="tiktoken rank").splitlines()
     for lineno, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
             token, rank = line.split()
-            ranks[base64.b64decode(token, validate=True)] = int(rank)
+            if not rank.isdigit() or len(rank) > 10:
+                raise ValueError(rank)
+            tb = base64.b64decode(token, validate=True)
         except ValueError as e:
             raise FormatError(f"{path}:{lineno}: expected '<base64 token> <rank>', got {line[:60]!r}") from e
+        if tb in ranks:
+            raise FormatError(f"{path}:{lineno}: token {tb!r} repeats line {line_of[tb]:,d}; each token needs one rank")
+        ranks[tb] = int(rank)
+        line_of[tb] = lineno
     return ranks
+
+
+def _json_int(v, what: str, source: str, hi: int = 2**63 - 1) -> int:
+    """An integer as JSON holds it: not a bool, a float (1.5 or 2.0) or a string ("398")."""
+    if type(v) is not int or not -(2**63) <= v <= hi:
+        shown = f"{v:,d}" if type(v) is int else repr(v)
+        raise FormatError(f"{source}: {what} is {shown}; it must be an integer no larger than {hi:,d}")
+    return v
+
+
+def _json_ints(value, what: str, source: str, hi: int = 2**63 - 1) -> np.ndarray:
+    """A JSON list of integers, or of equal-length lists of integers, as an int64 array (each entry
+    checked as :func:`_json_int`)."""
+    if not isinstance(value, list):
+        raise FormatError(f"{source}: {what} must be a list, got {type(value).__name__}")
+    if not (value and isinstance(value[0], list)):
+        return np.array([_json_int(v, f"{what}[{i:,d}]", source, hi) for i, v in enumerate(value)], np.int64)
+    width = len(value[0])
+    flat = []
+    for i, row in enumerate(value):
+        if not isinstance(row, list) or len(row) != width:
+            raise FormatError(f"{source}: {what}[{i:,d}] is {row!r}; every entry must be a list of {width} integers")
+        flat.extend(_json_int(v, f"{what}[{i:,d}]", source, hi) for v in row)
+    return np.array(flat, np.int64).reshape(len(value), width)
+
+
+def _merge_array(merges) -> np.ndarray:
+    """Merges as an exact int64 (M, 2) array (no float truncation, no wrap-around)."""
+    arr = check_array(merges, "merges", ndim=None, error=FormatError)
+    if arr.size == 0:
+        return np.zeros((0, 2), np.int64)
+    if arr.ndim != 2 or arr.shape[1] != 2:
+        raise FormatError(f"merges has shape {arr.shape}; pass (left id, right id) pairs, shape (M, 2)")
+    return arr
