@@ -110,6 +110,14 @@ class CompiledEncoder:
         if not data:
             return np.zeros(0, np.int64)
         offs = self.offsets(data, text)
+        if not self.preset or self.split_patterns:
+            # The kernel writes one id slot per byte of each chunk: chunks that overlap or run past
+            # the text (a misbehaving custom splitter) would write past ``out``. The compiled preset
+            # splitters guarantee this contract (tested); everything else is checked here.
+            from .._validate import check_offsets
+            from ..errors import ConfigError
+
+            offs = check_offsets(offs, f"the chunk offsets of pattern {self.pattern!r}", n=len(data), error=ConfigError)
         buf = np.frombuffer(data, np.uint8)
         out = np.empty(len(data), np.int64)
         n, state = self._K.encode_chunks(buf, offs, self.byte_ids, self.byte_pairs, self.pairs, self.res, self._state(),
