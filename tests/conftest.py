@@ -6,6 +6,16 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# Hypothesis: `make test` is deterministic (a fixed, derandomized profile: the same examples on every
+# run and machine, no example database); `make fuzz` explores at random, far longer
+# (HYPOTHESIS_PROFILE=fuzz). Tests' own @settings(max_examples=...) still apply.
+settings.register_profile("ci", derandomize=True, database=None, deadline=None, print_blob=True,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("fuzz", derandomize=False, max_examples=3000, deadline=None, print_blob=True,
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 REPO = Path(__file__).resolve().parents[1]
 CORPORA = Path(os.environ.get("TOKENMILL_CORPORA", REPO / ".." / "shared" / "corpora")).resolve()

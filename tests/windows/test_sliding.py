@@ -260,13 +260,31 @@ def test_plan_invariants(cfg, lengths):
     if (sw.tail == "align" and sw.stride <= sw.capacity and sw.start_offset == 0 and sw.short == "keep"
             and sw.max_windows_per_doc is None):
         assert (mult > 0).all()  # every token covered
+    # tokens in a window that no window scores, other than documents' first tokens (no context
+    # before them unless a bos precedes), are counted in unscored_tokens
+    firsts = np.concatenate([[0], np.cumsum(L)[:-1]])[L > 0]
+    lost = (mult > 0) & (tm == 0)
+    if sw.bos is None:
+        lost[firsts] = False
+    assert st_.unscored_tokens == int(lost.sum())
     if sw.score == "new" and sw.tail == "align" and sw.stride <= sw.capacity and sw.start_offset == 0 \
             and sw.max_windows_per_doc is None and sw.short == "keep":
-        # every token except each document's first is scored exactly once
-        firsts = np.concatenate([[0], np.cumsum(L)[:-1]])[L > 0]
+        # each token but the documents' first is scored at most once; with overlap (stride < capacity)
+        # exactly once. With stride == capacity the first token of every later window has no context
+        # in its window, so it is never a target: those are the unscored_tokens, not an error.
         expect = np.ones(int(L.sum()), np.int32)
         expect[firsts] = 0
+        expect[lost] = 0
         assert (tm == expect).all()
+        if sw.stride < sw.capacity or sw.bos is not None:
+            assert st_.unscored_tokens == 0
+
+
+def test_stride_equal_to_capacity_reports_the_unscored_window_starts():
+    plan = SlidingWindows(4, 4, score="new").plan([10])  # windows [0,4) [4,8) [6,10) (aligned tail)
+    tm = plan.multiplicity([10], targets=True)
+    assert tm.tolist() == [0, 1, 1, 1, 0, 1, 1, 1, 1, 1]  # token 4 starts window 1: nothing before it
+    assert plan.stats.unscored_tokens == 1 and "1 covered but never scored" in plan.summary()
 
 
 @settings(max_examples=100, deadline=None)
