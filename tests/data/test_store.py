@@ -197,3 +197,20 @@ def test_sigkill_then_rerun_is_byte_identical(tmp_path, tok, point):
     r = subprocess.run(cmd[:-1] + ["2"], capture_output=True)  # resumed with another worker count
     assert r.returncode == 0, r.stderr.decode()
     assert store_bytes(out) == store_bytes(ref)
+
+
+def test_interrupted_build_refuses_other_arguments_and_changed_input(tmp_path, tok):
+    make_corpus(tmp_path / "in")
+    tok.save(tmp_path / "tok.json")
+    out = tmp_path / "s"
+    cmd = [sys.executable, "-c", KILL_SCRIPT, str(tmp_path / "tok.json"), str(out), str(tmp_path / "in"), "1"]
+    r = subprocess.run(cmd, env={**os.environ, "TOKENMILL_STORE_KILL": "recorded:1"}, capture_output=True)
+    assert r.returncode == -9
+    with pytest.raises(ConfigError, match=r"partial build made with other arguments \(eos_id: \d+ before, None now\)"):
+        build(out, tmp_path / "in", tok, shard_bytes=400, split_lines=True, append_eos=False)
+    first = tmp_path / "in" / "part-00.txt"
+    first.write_text(first.read_text(encoding="utf-8").replace("the", "tha"), encoding="utf-8")  # same size
+    with pytest.raises(ConfigError, match=r"partial build made with other arguments \(sources\[0\]\.mtimes_ns\[0\]: \d+ before, \d+ now\)"):
+        build(out, tmp_path / "in", tok, shard_bytes=400, split_lines=True)
+    fresh = build(out, tmp_path / "in", tok, shard_bytes=400, split_lines=True, overwrite=True)
+    assert fresh.verify()["documents"] == len(fresh)

@@ -221,11 +221,11 @@ class FileSource(Source):
         return [str(p) for p in self.paths]
 
     def spec(self) -> dict:
-        sizes = []
-        for p in self.paths:
-            sizes.append(check_regular(p).st_size)
+        stats = [check_regular(p) for p in self.paths]
+        # size and modification time: a resumed build refuses input files changed since it started
         return {"kind": "files", "format": self.format, "field": self.field, "split_lines": self.split_lines,
-                "separator": self.separator, "errors": self.errors, "files": self.files(), "sizes": sizes}
+                "separator": self.separator, "errors": self.errors, "files": self.files(),
+                "sizes": [st.st_size for st in stats], "mtimes_ns": [st.st_mtime_ns for st in stats]}
 
     def documents(self) -> Iterator[Document]:
         for i, p in enumerate(self.paths):

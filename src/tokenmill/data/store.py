@@ -102,15 +102,23 @@ def _special_id(tokenizer, names, given, what: str, needed: bool) -> int | None:
                       f"{', '.join(map(repr, specials)) or 'none'}); pass {what}_id=... or {flag}=False")
 
 
-def _describe_difference(old: dict, new: dict) -> str:
-    diffs = []
-    for k in sorted(set(old) | set(new)):
-        if old.get(k) != new.get(k):
-            a, b = repr(old.get(k)), repr(new.get(k))
-            a = a if len(a) < 120 else a[:117] + "..."
-            b = b if len(b) < 120 else b[:117] + "..."
-            diffs.append(f"{k}: {a} before, {b} now")
-    return "; ".join(diffs)
+def _describe_difference(old, new, where: str = "", out: list | None = None) -> str:
+    """The first differences between two JSON values, by path: ``sources[0].mtimes_ns[2]: 1 before, 2 now``."""
+    out = [] if out is None else out
+    if len(out) >= 4:
+        return "; ".join(out)
+    if isinstance(old, dict) and isinstance(new, dict):
+        for k in sorted(set(old) | set(new), key=str):
+            if old.get(k) != new.get(k):
+                _describe_difference(old.get(k), new.get(k), f"{where}.{k}" if where else str(k), out)
+    elif isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        for i, (a, b) in enumerate(zip(old, new)):
+            if a != b:
+                _describe_difference(a, b, f"{where}[{i}]", out)
+    elif len(out) < 4:
+        a, b = repr(old), repr(new)
+        out.append(f"{where}: {a if len(a) < 100 else a[:97] + '...'} before, {b if len(b) < 100 else b[:97] + '...'} now")
+    return "; ".join(out)
 
 
 def _store_files(out: Path) -> tuple[list[Path], list[Path]]:
