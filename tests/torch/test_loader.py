@@ -384,3 +384,17 @@ def test_stateful_dataloader_resumes_exactly():
     dl2.load_state_dict(state)
     got += [key(b) for b in dl2]
     assert got == full
+
+
+def test_mixture_of_jittered_windows_resumes_across_part_epochs():
+    mix = _mix(seed=1)
+    sw = SlidingWindows(24, 16, jitter="per_doc", seed=3)
+    make = lambda: TrainingLoader(mix, batch_size=4, windows=sw, block_size=48, seed=2)  # noqa: E731
+    ref = make()
+    full = [key(b) for b in _take_across(ref, 3 * len(make()))]  # several part epochs of the small part
+    a = make()
+    got = [key(b) for b in _take_across(a, len(make()) + 5)]
+    b = make()
+    b.load_state_dict(a.state_dict())
+    got += [key(x) for x in _take_across(b, len(full) - len(got))]
+    assert got == full

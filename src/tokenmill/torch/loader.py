@@ -53,7 +53,27 @@ class _RangeBatches(torch.utils.data.IterableDataset):
         info = torch.utils.data.get_worker_info()
         w, k = (info.id, info.num_workers) if info is not None else (0, 1)
         for g in range(self.start + w, self.stop, k):
-            yield g, batch_tensors(self.schedule.batch(self.epoch, g))
+            yield g, _to_wire(self.schedule.batch(self.epoch, g))
+
+
+_WIRE = ("input_ids", "labels", "position_ids", "doc_ids", "token_offsets")
+
+
+def _to_wire(batch):
+    """A batch as few tensors as possible: each tensor costs a shared-memory segment between processes."""
+    stacked = torch.from_numpy(np.stack([getattr(batch, name) for name in _WIRE]))  # (5, B, T)
+    targets = int((batch.labels[:, 1:] != IGNORE_INDEX).sum())
+    return stacked, torch.from_numpy(batch.cu_seqlens), int(batch.max_seqlen), targets
+
+
+def _from_wire(wire) -> dict:
+    stacked, cu, max_seqlen, targets = wire
+    out = {name: stacked[i] for i, name in enumerate(_WIRE)}
+    out["attention_mask"] = out["doc_ids"] >= 0
+    out["cu_seqlens"], out["max_seqlen"] = cu, max_seqlen
+    out["num_targets"] = torch.tensor(targets, dtype=torch.int64)
+    return {k: out[k] for k in ("input_ids", "labels", "position_ids", "doc_ids", "token_offsets", "attention_mask",
+                                "cu_seqlens", "max_seqlen", "num_targets")}
 
 
 class TrainingLoader:
@@ -160,12 +180,12 @@ class TrainingLoader:
             dl = torch.utils.data.DataLoader(_RangeBatches(self.schedule, epoch, start, stop), batch_size=None,
                                              num_workers=min(self.num_workers, stop - start), **self._dl_options)
             expected = start
-            for g, batch in dl:
+            for g, wire in dl:
                 if g != expected:  # the DataLoader's round robin keeps order; never trust it silently
                     raise RuntimeError(f"DataLoader returned batch {g} where {expected} was due")
                 expected += 1
                 self._consumed = g + 1
-                yield batch
+                yield _from_wire(wire)
         if self.epoch == epoch and self._consumed == stop:
             self.epoch, self._consumed = epoch + 1, 0
 
