@@ -5,13 +5,17 @@
 ``regex`` (``patterns.split_with_gaps``). Compiled today:
 
 * the presets ``gpt2``, ``gpt4``/``cl100k``, ``o200k`` (``_pretok_kernels``);
-* the family of today's open models (``_family_kernels``): ``llama3`` (Llama 3 / 3.1 / 3.2 / 3.3,
-  also DeepSeek-V3-style spellings equal to it), ``qwen2`` (Qwen 2, 2.5, 3) and ``qwen3.5``, matched
-  by the exact regex string their tokenizer files carry.
+* the family of today's open models (``_family_kernels``): ``llama3`` (Llama 3 / 3.1 / 3.2 / 3.3),
+  ``qwen2`` (Qwen 2, 2.5, 3) and ``qwen3.5``, matched by the exact regex string their files carry;
+* with ``TOKENMILL_GENERAL_SPLITTER=1``, any other pattern of the tokenizer-regex family
+  (``regex_compile`` + ``_regex_vm``: a Pike VM, linear time whatever the pattern, exact
+  leftmost-first semantics); a pattern outside the family then falls back to ``regex`` with one
+  warning naming the construct. It is off by default because it is slower than the ``regex`` module
+  on benign patterns today (0.5-0.8x: a Pike VM steps every live thread on every character; a lazy
+  DFA over character classes would remove that), so other patterns run through ``regex``.
 
-Equality with ``regex.findall`` is tested on the corpora and on generated text (tests/tokenizer).
-A general compiled matcher for arbitrary patterns of the tokenizer-regex family is not part of this
-module yet: other patterns run through the ``regex`` module.
+Equality with ``regex.findall`` is tested on the corpora and on generated text and patterns
+(tests/tokenizer).
 """
 
 from __future__ import annotations
@@ -42,20 +46,55 @@ def family_params(pattern: str | None) -> tuple[int, bool] | None:
 
 
 def has_compiled(pattern: str | None) -> bool:
+    """A compiled matcher runs ``pattern`` (a preset, the family, or a pattern the VM accepts)."""
     from .pretokenize import _PRESET_IDS
 
-    return pattern is not None and (pattern in _PRESET_IDS or family_params(pattern) is not None)
+    if pattern is None:
+        return False
+    if pattern in _PRESET_IDS or family_params(pattern) is not None:
+        return True
+    return use_general() and general(pattern) is not None
 
 
-def compiled_offsets(data: bytes, pattern: str) -> np.ndarray | None:
-    """Chunk boundaries ``[0, e1, ..., len(data)]`` of UTF-8 ``data``, or None (no compiled matcher)."""
+def use_general() -> bool:
+    return os.environ.get("TOKENMILL_GENERAL_SPLITTER", "0") not in ("", "0")
+
+
+@functools.lru_cache(maxsize=64)
+def general(pattern: str):
+    """The general compiled program for ``pattern``, or None (with one warning naming the construct)."""
+    import warnings
+
+    from .regex_compile import Unsupported, compile_pattern
+
+    try:
+        prog = compile_pattern(pattern)
+        prog.class_table()
+        return prog
+    except Unsupported as e:
+        warnings.warn(f"split pattern runs through the regex module (slower), not compiled: {e}", stacklevel=3)
+        return None
+
+
+def compiled_offsets(data: bytes, pattern: str, *, allow_general: bool | None = None) -> np.ndarray | None:
+    """Chunk boundaries ``[0, e1, ..., len(data)]`` of UTF-8 ``data`` (matches and the gaps between
+    them, as ``patterns.split_with_gaps``), or None (no compiled matcher). ``allow_general``: use the
+    general VM for other patterns (default: ``$TOKENMILL_GENERAL_SPLITTER``)."""
     from .pretokenize import _PRESET_IDS, _as_readonly_bytes, _raise_not_utf8, _whole, split_offsets
 
     if pattern in _PRESET_IDS:
         return split_offsets(data, pattern)
     params = family_params(pattern)
     if params is None:
-        return None
+        if not (use_general() if allow_general is None else allow_general):
+            return None
+        prog = general(pattern)
+        if prog is None:
+            return None
+        from ._regex_vm import split_vm
+
+        buf = _as_readonly_bytes(data)
+        return split_vm(buf, prog.class_table(), prog.op, prog.a, prog.b, _whole(len(buf)))
     k, marks = params
     buf = _as_readonly_bytes(data)
     offsets, bad = _kernels().split_family(buf, family_table(marks), _whole(len(buf)), k)
@@ -64,10 +103,11 @@ def compiled_offsets(data: bytes, pattern: str) -> np.ndarray | None:
     return offsets
 
 
-def split_text_compiled(text: str, pattern: str) -> list[str] | None:
-    """The chunks of ``text`` (``regex.findall``) through the compiled matcher, or None."""
+def split_text_compiled(text: str, pattern: str, *, allow_general: bool | None = None) -> list[str] | None:
+    """The chunks of ``text`` (``patterns.split_with_gaps``; ``regex.findall`` when matches cover the
+    text) through the compiled matcher, or None."""
     data = text.encode("utf-8")
-    offs = compiled_offsets(data, pattern)
+    offs = compiled_offsets(data, pattern, allow_general=allow_general)
     if offs is None:
         return None
     from .pretokenize import _as_readonly_bytes, _kernels as pk

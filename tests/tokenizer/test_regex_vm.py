@@ -1,0 +1,102 @@
+"""The general compiled splitter (regex_compile + _regex_vm) equals the regex module: on the presets
+and the model family, on patterns generated from the tokenizer-regex grammar, on generated text."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tokenmill.tokenizer.patterns import GPT2, GPT4, O200K, split_with_gaps
+from tokenmill.tokenizer.regex_compile import Unsupported, compile_pattern
+from tokenmill.tokenizer.splitter import LLAMA3, QWEN2, QWEN3_5, split_text_compiled
+
+ALPHABET = list("abcXYZ  \n\r\t'sSlLdD.,;!?0123/-_") + ["é", "e\u0301", "\u0301", "低", "🙂", "\u00a0", "ſ", "K", "٣"]
+TEXT = st.lists(st.sampled_from(ALPHABET), max_size=40).map("".join)
+
+
+def vm(pattern: str, text: str) -> list[str]:
+    return split_text_compiled(text, pattern, allow_general=True)
+
+
+@pytest.mark.parametrize("pattern", [GPT2, GPT4, O200K, LLAMA3, QWEN2, QWEN3_5, r"\w+|[^\w\s]+", r"a+?b|\d{2,4}?|\s+"])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=TEXT)
+def test_known_patterns(pattern, text):
+    from tokenmill.tokenizer import splitter
+
+    prog = compile_pattern(pattern)
+    from tokenmill.tokenizer._regex_vm import split_vm
+    from tokenmill.tokenizer.pretokenize import _as_readonly_bytes, _whole
+
+    data = text.encode()
+    offs = split_vm(_as_readonly_bytes(data), prog.class_table(), prog.op, prog.a, prog.b, _whole(len(data))).tolist()
+    assert [data[x:y].decode() for x, y in zip(offs, offs[1:])] == split_with_gaps(pattern, text)
+    assert splitter.general(pattern) is not None
+
+
+ATOMS = [r"\p{L}", r"\p{N}", r"\s", r"\S", r"[^\s\p{L}\p{N}]", r"[\r\n]", "a", "'", " ", r"\p{Lu}", r"\p{Ll}",
+         r"\p{M}", r"[^\r\n\p{L}\p{N}]", r"\d", r"\w", "[a-c]", "(?i:s)", "(?i:l)", "."]
+QUANT = ["", "", "?", "*", "+", "{1,3}", "{2}", "??", "*?", "+?", "{1,3}?"]
+POSSESSIVE = ["++", "*+", "?+", "{1,3}+"]
+
+
+@st.composite
+def patterns(draw):
+    def piece():
+        atom = draw(st.sampled_from(ATOMS))
+        if draw(st.integers(0, 5)) == 0:
+            return atom + draw(st.sampled_from(POSSESSIVE))
+        if draw(st.integers(0, 6)) == 0:
+            inner = "|".join(draw(st.sampled_from(ATOMS)) + draw(st.sampled_from(QUANT[:6]))
+                             for _ in range(draw(st.integers(1, 3))))
+            return f"(?:{inner})" + draw(st.sampled_from(["", "?", "+", "*"]))
+        return atom + draw(st.sampled_from(QUANT))
+
+    branches = []
+    for _ in range(draw(st.integers(1, 5))):
+        seq = "".join(piece() for _ in range(draw(st.integers(1, 3))))
+        tail = draw(st.sampled_from(["", "", "", r"(?!\S)", r"(?=\s)", "$", r"(?!a)"]))
+        branches.append(seq + tail)
+    return "|".join(branches)
+
+
+@settings(max_examples=300, deadline=None)
+@given(pattern=patterns(), text=TEXT)
+def test_generated_patterns(pattern, text):
+    try:
+        compile_pattern(pattern)
+    except Unsupported as e:
+        assert "empty" in str(e)  # the grammar only produces patterns of the family, save nullable ones
+        return
+    assert vm(pattern, text) == split_with_gaps(pattern, text), pattern
+
+
+@pytest.mark.parametrize("pattern, named", [
+    (r"(a)\1", "escape \\1"), (r"^a", "'^'"), (r"(?<=a)b", "group syntax"), (r"(?:ab)++", "possessive"),
+    (r"a(?!bc)", "lookahead"), (r"a*", "empty string"), (r"\bx", "escape \\b"),
+])
+def test_outside_the_family_is_named(pattern, named):
+    with pytest.raises(Unsupported) as e:
+        compile_pattern(pattern)
+    assert named in str(e.value)
+
+
+def test_unsupported_falls_back_with_one_warning(monkeypatch):
+    from tokenmill import Tokenizer
+    from tokenmill.tokenizer import splitter
+
+    monkeypatch.setenv("TOKENMILL_GENERAL_SPLITTER", "1")
+    splitter.general.cache_clear()
+    with pytest.warns(UserWarning, match="regex module"):
+        tok = Tokenizer.from_merges([], pattern=r"\w+\b|\s+")
+        assert tok.decode(tok.encode("ab cd")) == "ab cd"
+    tok = Tokenizer.from_merges([], pattern=r"\w+|\s+")  # accepted: runs on the VM
+    assert tok.encode("ab cd") == [97, 98, 32, 99, 100]
+
+
+def test_catastrophic_pattern_is_linear():
+    # (a|a)+$ backtracks exponentially in a backtracking engine; the VM visits each state once per character
+    text = "a" * 5000 + "b"
+    out = vm(r"(?:a|a)+$|b", text)
+    assert out == ["a" * 5000, "b"]
