@@ -398,3 +398,14 @@ def test_mixture_of_jittered_windows_resumes_across_part_epochs():
     b.load_state_dict(a.state_dict())
     got += [key(x) for x in _take_across(b, len(full) - len(got))]
     assert got == full
+
+
+def test_schedule_pickles_for_spawned_workers():
+    import pickle
+
+    ld = TrainingLoader(DOCS, batch_size=2, **OPTS)
+    first = key(next(iter(ld)))  # fillers now cached (closures): they must not be pickled
+    clone = pickle.loads(pickle.dumps(ld.schedule))
+    from tokenmill.torch.loader import batch_tensors
+
+    assert key(batch_tensors(clone.batch(0, 0))) == first

@@ -60,7 +60,6 @@ class _Stream:
     source: object  # token source the plan indexes (the part, or a SliceSource of its windows)
     plan: PackPlan
     order: np.ndarray  # (num_samples,) block ids in draw order
-    fill: object  # the filler of packing._filler for source (store fast path included)
     window_stats: object = None  # PlanStats of the windows, if any
 
     @property
@@ -150,6 +149,7 @@ class BatchSchedule:
             if len(self.parts[0]) == 0:
                 raise ConfigError("the source has 0 documents; there is nothing to train on")
         self._streams: dict[tuple[int, int], _Stream] = {}
+        self._fills: dict[tuple[int, int], object] = {}  # packing._filler per stream (not pickled)
         self._pack_cache: dict[int, PackPlan] = {}
         self._part_counts: dict[tuple[int, int], int] = {}
         self._mix = None
@@ -211,9 +211,11 @@ class BatchSchedule:
             order = np.random.default_rng([_ORDER_TAG, self.seed, part, epoch]).permutation(n).astype(np.int64)
         else:
             order = np.arange(n, dtype=np.int64)
-        s = _Stream(base, plan, order, _make_filler(base, plan.doc_lengths), wstats)
+        s = _Stream(base, plan, order, wstats)
         if len(self._streams) >= 4 * len(self.parts):  # keep a few recent epochs
-            self._streams.pop(next(iter(self._streams)))
+            old = next(iter(self._streams))
+            self._streams.pop(old)
+            self._fills.pop(old, None)
         self._streams[key] = s
         self._part_counts[key] = n
         return s
@@ -342,15 +344,19 @@ class BatchSchedule:
             groups.setdefault((i, e), []).append(row)
         if len(groups) == 1:
             (i, e), = groups
-            out = self._build(self.stream(i, e), block)
+            out = self._build((i, e), block)
             return _shift_docs(out, int(self.doc_base[i])) if self.doc_base[i] else out
         pieces = []
         for (i, e), rows in groups.items():
-            b = self._build(self.stream(i, e), block[rows])
+            b = self._build((i, e), block[rows])
             pieces.append((rows, _shift_docs(b, int(self.doc_base[i])) if self.doc_base[i] else b))
         return _merge_rows(pieces, len(block))
 
-    def _build(self, s: _Stream, blocks: np.ndarray) -> Batch:
+    def _build(self, key: tuple[int, int], blocks: np.ndarray) -> Batch:
+        s = self.stream(*key)
+        fill = self._fills.get(key)
+        if fill is None:
+            fill = self._fills[key] = _make_filler(s.source, s.plan.doc_lengths)
         plan = s.plan
         blocks = np.asarray(blocks, np.int64)
         real = blocks >= 0
@@ -361,9 +367,14 @@ class BatchSchedule:
         rows = np.repeat(np.arange(blocks.size, dtype=np.int64), counts)
         doc, start, length = plan.doc[seg], plan.start[seg], plan.length[seg]
         o_doc, o_start = _origin(s.source, doc, start)
-        return assemble(s.fill(doc, start, length), rows, o_doc, o_start, length, num_rows=blocks.size,
+        return assemble(fill(doc, start, length), rows, o_doc, o_start, length, num_rows=blocks.size,
                         row_length=plan.block_size, pad_id=self.pad_id, stream=plan.stream,
                         fragment_positions=self.fragment_positions)
+
+    def __getstate__(self):  # for DataLoader workers started by spawn/forkserver: fillers are closures
+        state = dict(self.__dict__)
+        state["_fills"] = {}
+        return state
 
     # ---- state -----------------------------------------------------------------------------------
     def state_dict(self, epoch: int, batches_consumed: int) -> dict:

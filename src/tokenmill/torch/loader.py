@@ -98,9 +98,10 @@ class TrainingLoader:
     jumps to the start of epoch ``e`` (a no-op when ``e`` is the current epoch, so a resumed run that
     calls ``set_epoch`` at the top of its epoch loop keeps its position).
 
-    ``pin_memory``, ``prefetch_factor``, ``persistent_workers``, ``multiprocessing_context`` and
-    ``timeout`` go to the DataLoader used when ``num_workers > 0``; the batches are plain CPU tensors,
-    ready for ``pin_memory`` and ``.to(device, non_blocking=True)``.
+    ``pin_memory``, ``prefetch_factor``, ``multiprocessing_context`` and ``timeout`` go to the
+    DataLoader used when ``num_workers > 0`` (a new one per pass over an epoch); the batches are plain
+    CPU tensors, ready for ``pin_memory`` and ``.to(device, non_blocking=True)``. With a
+    ``spawn``/``forkserver`` context the workers receive the plans pickled (the source must pickle).
 
     >>> docs = [[i + 1] * n for i, n in enumerate([3, 5, 2, 4, 6, 1, 2, 3])]
     >>> loader = TrainingLoader(docs, batch_size=2, block_size=6, seed=0)
@@ -114,7 +115,7 @@ class TrainingLoader:
                  windows=None, seed: int = 0, rank: int = 0, world_size: int = 1, num_workers: int = 0,
                  shuffle: bool = True, drop_last: bool = True, pad_id: int | None = None,
                  long_docs: str = "split", pin_memory: bool = False, prefetch_factor: int | None = None,
-                 persistent_workers: bool = False, multiprocessing_context=None, timeout: float = 0):
+                 multiprocessing_context=None, timeout: float = 0):
         self.schedule = BatchSchedule(source, batch_size=batch_size, block_size=block_size, method=method,
                                       windows=windows, seed=seed, rank=rank, world_size=world_size,
                                       shuffle=shuffle, drop_last=drop_last, pad_id=pad_id, long_docs=long_docs)
@@ -126,7 +127,6 @@ class TrainingLoader:
         if self.num_workers > 0:
             if prefetch_factor is not None:
                 self._dl_options["prefetch_factor"] = prefetch_factor
-            self._dl_options["persistent_workers"] = False if persistent_workers is None else bool(persistent_workers)
         self.epoch = 0
         self._consumed = 0  # global batches of self.epoch handed out
 
