@@ -17,6 +17,7 @@ COMMAND_MODULES = [
     "batching",
     "store",  # store build, verify, stats
     "warmup",
+    "loader",  # plan a TrainingLoader over stores
 ]
 
 

@@ -1,0 +1,101 @@
+"""`tokenmill loader`: what a TrainingLoader over a store (or a mixture of stores) delivers per epoch."""
+
+from __future__ import annotations
+
+import json
+
+from ._common import add_command
+
+
+def register(sub) -> None:
+    p = add_command(
+        sub, "loader",
+        help="plan a TrainingLoader over token stores: samples and batches per epoch and rank, fill, effective "
+             "targets, what drop_last leaves out, and for a mixture the epochs of each part (no torch needed)",
+        example="tokenmill loader web.store:0.7 code.store:0.3 --batch-size 8 --block-size 2048 --world-size 8 "
+                "--tokens 1000000000",
+        func=cmd_loader)
+    p.add_argument("stores", nargs="+", metavar="STORE[:WEIGHT]",
+                   help="token store folders; with several, a Mixture with these token weights (default 1 each)")
+    p.add_argument("--batch-size", type=int, required=True, help="samples per batch and rank")
+    p.add_argument("--block-size", type=int, default=None, help="packed blocks of this many positions")
+    p.add_argument("--window", type=int, default=None, help="sliding windows of this size (padded; packed with "
+                                                              "--block-size)")
+    p.add_argument("--stride", type=int, default=None, help="window stride (default: --window)")
+    p.add_argument("--method", default="best_fit", choices=["best_fit", "first_fit_decreasing", "greedy", "concat"])
+    p.add_argument("--world-size", type=int, default=1)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--keep-last", action="store_true", help="drop_last=False: complete the last batch with empty rows")
+    p.add_argument("--split", type=float, default=None, metavar="VAL_FRACTION",
+                   help="plan the training side of store.split(VAL_FRACTION, seed=--seed)")
+    p.add_argument("--tokens", type=int, default=None, help="mixture: epochs of each part these training tokens take")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+
+
+def _parse(spec: str):
+    from ..errors import ConfigError
+
+    path, sep, weight = spec.rpartition(":")
+    if not sep or not path:
+        return spec, 1.0
+    try:
+        return path, float(weight)
+    except ValueError:
+        raise ConfigError(f"{spec!r}: expected STORE or STORE:WEIGHT with a number after the colon") from None
+
+
+def cmd_loader(args) -> int:
+    import numpy as np
+
+    from ..batching.schedule import BatchSchedule
+    from ..data.mixture import Mixture
+    from ..data.store import TokenStore
+    from ..errors import ConfigError
+    from ..windows.sliding import SlidingWindows
+
+    parts = []
+    for spec in args.stores:
+        path, w = _parse(spec)
+        src = TokenStore.open(path)
+        if args.split is not None:
+            src = src.split(args.split, seed=args.seed)[0]
+        parts.append((path, src, w))
+    source = parts[0][1] if len(parts) == 1 else Mixture([(s, w) for _, s, w in parts], seed=args.seed,
+                                                         names=[p for p, _, _ in parts])
+    windows = None
+    if args.window is not None:
+        windows = SlidingWindows(args.window, args.stride or args.window)
+    elif args.stride is not None:
+        raise ConfigError("--stride needs --window")
+    sched = BatchSchedule(source, batch_size=args.batch_size, block_size=args.block_size, method=args.method,
+                          windows=windows, seed=args.seed, world_size=args.world_size, drop_last=not args.keep_last)
+    n, nb = sched.num_samples(0), sched.num_batches(0)
+    streams = [sched.stream(i, 0) for i in range(len(sched.parts))]
+    positions = sum(s.plan.num_blocks * s.plan.block_size for s in streams)
+    tokens = sum(s.plan.tokens for s in streams)
+    targets = sum(s.plan.tokens - s.plan.num_segments for s in streams)  # the first label of every segment
+    out = {
+        "stores": [p for p, _, _ in parts], "data_fingerprint": sched.data_fingerprint,
+        "documents": int(sum(len(s) for _, s, _ in parts)), "tokens": int(sum(int(np.sum(s.lengths)) for _, s, _ in parts)),
+        "samples_per_epoch": n, "global_batch_size": sched.global_batch_size,
+        "batches_per_epoch_per_rank": nb, "dropped_samples": sched.dropped_samples(0),
+        "sample_positions": streams[0].plan.block_size, "fill": round(tokens / positions, 4) if positions else 1.0,
+        "effective_targets_per_sample": round(targets / max(sum(s.num_samples for s in streams), 1), 1),
+        "plan_options": sched.plan_options(),
+    }
+    report = None
+    if isinstance(source, Mixture):
+        report = source.report(args.tokens if args.tokens is not None else out["tokens"])
+        out["mixture"] = report.to_dict()
+    if args.json:
+        print(json.dumps(out, indent=1))
+        return 0
+    what = "mixture of " + ", ".join(f"{p} ({w:g})" for p, _, w in parts) if report else parts[0][0]
+    print(f"{what}: {out['documents']:,d} documents, {out['tokens']:,d} tokens")
+    print(f"samples per epoch {n:,d} of {out['sample_positions']:,d} positions (fill {out['fill']:.1%}, "
+          f"{out['effective_targets_per_sample']:,.0f} effective targets each)")
+    print(f"global batch {sched.global_batch_size:,d} = {args.world_size} ranks x {args.batch_size}: "
+          f"{nb:,d} batches per epoch on every rank; drop_last leaves out {out['dropped_samples']:,d} samples")
+    if report is not None:
+        print(report)
+    return 0

@@ -1,0 +1,56 @@
+"""`tokenmill loader`: the epoch plan of a TrainingLoader over stores, as text and JSON, without torch."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from tokenmill import TokenStore, Tokenizer
+from tokenmill.batching.schedule import BatchSchedule
+from tokenmill.cli import main
+from tokenmill.data.readers import texts
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory):
+    tok = Tokenizer.from_merges([(116, 104)], pattern="gpt4", special_tokens=["<|endoftext|>"])
+    rng = np.random.default_rng(0)
+    out = []
+    for k, n in enumerate((80, 20)):
+        docs = [" ".join(["plan", "the", "loader", str(k)] * int(m)) for m in rng.integers(1, 30, n)]
+        path = tmp_path_factory.mktemp("stores") / f"s{k}"
+        TokenStore.build(path, texts(docs), tok, workers=1, progress=False)
+        out.append(path)
+    return out
+
+
+def test_loader_json_matches_the_schedule(stores, capsys):
+    assert main(["loader", str(stores[0]), "--batch-size", "3", "--block-size", "64", "--world-size", "2",
+                 "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    s = BatchSchedule(TokenStore.open(stores[0]), batch_size=3, block_size=64, world_size=2)
+    assert got["samples_per_epoch"] == s.num_samples(0) and got["batches_per_epoch_per_rank"] == s.num_batches(0)
+    assert got["dropped_samples"] == s.num_samples(0) % 6 and got["data_fingerprint"] == s.data_fingerprint
+    assert 0 < got["fill"] <= 1
+
+
+def test_loader_mixture_report_and_errors(stores, capsys):
+    assert main(["loader", f"{stores[0]}:0.5", f"{stores[1]}:0.5", "--batch-size", "2", "--block-size", "64",
+                 "--tokens", "100000"]) == 0
+    text = capsys.readouterr().out
+    assert "100,000 training tokens" in text and "upsampled" in text
+    assert main(["loader", str(stores[0]), "--batch-size", "100000", "--block-size", "64"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "larger than epoch 0" in err
+    assert main(["loader", f"{stores[0]}:x", "--batch-size", "2", "--block-size", "64"]) == 1
+    assert "STORE:WEIGHT" in capsys.readouterr().err
+    assert main(["loader", f"{stores[0]}:0", f"{stores[1]}:1", "--batch-size", "2", "--block-size", "64"]) == 1
+    assert "weight" in capsys.readouterr().err
+
+
+def test_loader_help_has_an_example(capsys):
+    with pytest.raises(SystemExit):
+        main(["loader", "--help"])
+    assert "example:" in capsys.readouterr().out
