@@ -92,6 +92,8 @@ class AddedTokenMatcher:
         self._norm_re = self._alternation(self._norm)
         self._space = _white_space()
         self._word = regex.compile(r"\w")
+        # a text holding none of these two-character prefixes holds no raw added token: skip the scan
+        self._raw_prefixes = tuple({c[:2] for c in self._raw})
 
     def _normalize(self, s: str) -> str:
         return unicodedata.normalize("NFC", s) if self._normalizer == "NFC" else s
@@ -107,6 +109,9 @@ class AddedTokenMatcher:
 
     def pieces(self, text: str, allowed) -> list[tuple[str, int | None]]:
         out: list[tuple[str, int | None]] = []
+        if not self._norm and not any(p in text for p in self._raw_prefixes):
+            text = self._normalize(text)
+            return [(text, None)] if text else []
         for piece, tid in self._find(text, self._raw_re, self._raw, allowed):
             if tid is not None:
                 out.append((piece, tid))

@@ -111,6 +111,7 @@ class Tokenizer:
             import regex
 
             self._special_re = regex.compile("|".join(regex.escape(s) for s in sorted(self._special)))
+            self._special_prefixes = tuple({s[:2] for s in self._special})
         self._cache: dict[bytes, tuple[int, ...]] = {}
         self._encoder = None  # the compiled encoder, built on first encode
         self.train_report = None  # a TrainReport when this tokenizer came from train_bpe
@@ -385,7 +386,7 @@ class Tokenizer:
         disallowed = set(self._special) if disallowed_special == "all" else set(disallowed_special)
         check = disallowed - allowed
         if not check or (self._special_re is not None and len(check) == len(self._special)
-                         and self._special_re.search(text) is None):
+                         and not any(p in text for p in self._special_prefixes)):
             return allowed  # one scan for all special tokens instead of one per token
         for s in sorted(check):
             if s in text:
