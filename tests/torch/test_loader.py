@@ -409,3 +409,23 @@ def test_schedule_pickles_for_spawned_workers():
     from tokenmill.torch.loader import batch_tensors
 
     assert key(batch_tensors(clone.batch(0, 0))) == first
+
+
+def test_plan_cache_gives_the_same_batches_and_refuses_a_damaged_one(tmp_path, monkeypatch):
+    import tokenmill.batching.schedule as schedule
+
+    ref = run(TrainingLoader(DOCS, batch_size=4, **OPTS), 1)
+    a = TrainingLoader(DOCS, batch_size=4, plan_cache=tmp_path, **OPTS)
+    assert run(a, 1) == ref
+    (folder,) = list(tmp_path.iterdir())
+    assert (folder / "plan.json").exists()
+    with monkeypatch.context() as m:
+        m.setattr(schedule, "pack", lambda *a, **k: pytest.fail("planned again instead of loading the cache"))
+        b = TrainingLoader(DOCS, batch_size=4, plan_cache=tmp_path, **OPTS)
+        assert run(b, 1) == ref
+    other = [np.concatenate([d, d]) for d in DOCS]  # other data: another key, planned anew
+    TrainingLoader(other, batch_size=4, plan_cache=tmp_path, **OPTS)
+    assert len(list(tmp_path.iterdir())) == 2
+    np.save(folder / "length.npy", np.load(folder / "length.npy") + 1000)
+    with pytest.raises(FormatError, match="delete the folder"):
+        TrainingLoader(DOCS, batch_size=4, plan_cache=tmp_path, **OPTS)

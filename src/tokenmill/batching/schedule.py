@@ -35,6 +35,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass, is_dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -45,6 +46,8 @@ from .layout import IGNORE_INDEX, Batch, assemble, check_fragment_positions
 from .packing import LONG_DOCS, METHODS, PackPlan, _filler, _origin, pack
 from .sources import SliceSource
 
+_PLAN_ARRAYS = ("doc", "start", "length", "block_ptr")
+_PLAN_COUNTS = ("truncated_docs", "truncated_tokens", "split_docs", "empty_docs")
 _ORDER_TAG = 0x6F72646572  # "order": keeps the sample order's generator apart from pack's and the jitter's
 STATE_FORMAT = "tokenmill.TrainingLoader"
 STATE_VERSION = 1
@@ -97,7 +100,9 @@ class BatchSchedule:
 
     def __init__(self, source, *, batch_size: int, block_size: int | None = None, method: str = "best_fit",
                  windows=None, seed: int = 0, rank: int = 0, world_size: int = 1, shuffle: bool = True,
-                 drop_last: bool = True, pad_id: int | None = None, long_docs: str = "split"):
+                 drop_last: bool = True, pad_id: int | None = None, long_docs: str = "split",
+                 plan_cache=None):
+        self.plan_cache = None if plan_cache is None else Path(plan_cache)
         self.batch_size = _positive("batch_size", batch_size)
         self.world_size = _positive("world_size", world_size)
         if not _is_int(rank) or not 0 <= rank < self.world_size:
@@ -189,8 +194,12 @@ class BatchSchedule:
         if self.windows is None:
             plan = self._pack_cache.get(part)
             if plan is None:
-                plan = pack(src.lengths, self.block_size, method=self.method, long_docs=self.long_docs,
-                            seed=self.seed)
+                plan = self._cached_pack(part) if self.plan_cache is not None else None
+                if plan is None:
+                    plan = pack(src.lengths, self.block_size, method=self.method, long_docs=self.long_docs,
+                                seed=self.seed)
+                    if self.plan_cache is not None:
+                        self._store_pack(part, plan)
                 self._pack_cache[part] = plan
             base = src
         else:
@@ -219,6 +228,58 @@ class BatchSchedule:
         self._streams[key] = s
         self._part_counts[key] = n
         return s
+
+    # ---- the packing plan cache (startup of a resumed run) ---------------------------------------
+    def _cache_dir(self, part: int) -> Path:
+        src = self.parts[part]
+        key = json.dumps({"v": 1, "data": source_fingerprint(src), "block_size": self.block_size,
+                          "method": self.method, "long_docs": self.long_docs, "seed": self.seed}, sort_keys=True)
+        return self.plan_cache / ("pack-" + hashlib.sha256(key.encode()).hexdigest()[:24])
+
+    def _store_pack(self, part: int, plan: PackPlan) -> None:
+        """Write the plan's arrays (.npy) and counts (JSON, written last) atomically; errors name the path."""
+        from .._io import atomic_path, write_json_atomic
+
+        d = self._cache_dir(part)
+        d.mkdir(parents=True, exist_ok=True)
+        for name in _PLAN_ARRAYS:
+            with atomic_path(d / f"{name}.npy") as tmp:
+                with open(tmp, "wb") as f:
+                    np.save(f, np.ascontiguousarray(getattr(plan, name), np.int64), allow_pickle=False)
+        meta = {"format": "tokenmill.pack-plan", "version": 1, "block_size": plan.block_size, "method": plan.method,
+                "long_docs": plan.long_docs, "stream": plan.stream, "num_docs": plan.num_docs,
+                **{k: int(getattr(plan, k)) for k in _PLAN_COUNTS}}
+        write_json_atomic(d / "plan.json", meta)
+
+    def _cached_pack(self, part: int) -> PackPlan | None:
+        """The cached plan of ``part``, checked against the source's lengths; None if absent."""
+        from .._io import read_json
+
+        d = self._cache_dir(part)
+        if not (d / "plan.json").exists():
+            return None
+        meta = read_json(d / "plan.json", what="packing plan cache")
+        lengths = np.asarray(self.parts[part].lengths, np.int64)
+        try:
+            arrays = {name: np.load(d / f"{name}.npy", mmap_mode="r", allow_pickle=False) for name in _PLAN_ARRAYS}
+        except (OSError, ValueError) as e:
+            raise FormatError(f"packing plan cache {d} is damaged ({e}); delete the folder to plan again") from None
+        doc, start, length, ptr = (arrays[k] for k in _PLAN_ARRAYS)
+        ok = (meta.get("format") == "tokenmill.pack-plan" and meta.get("version") == 1
+              and meta.get("num_docs") == lengths.size and meta.get("block_size") == self.block_size
+              and all(a.dtype == np.int64 and a.ndim == 1 for a in arrays.values())
+              and doc.size == start.size == length.size and ptr.size >= 1 and ptr[0] == 0 and ptr[-1] == doc.size
+              and not (np.diff(ptr) < 0).any())
+        if ok and doc.size:
+            ok = (doc.min() >= 0 and doc.max() < lengths.size and start.min() >= 0 and length.min() >= 1
+                  and not (start + length > lengths[doc]).any()
+                  and not (np.bincount(np.repeat(np.arange(ptr.size - 1), np.diff(ptr)), weights=length,
+                                       minlength=ptr.size - 1) > self.block_size).any())
+        if not ok:
+            raise FormatError(f"packing plan cache {d} does not match this source or is damaged; delete the "
+                              "folder to plan again")
+        return PackPlan(self.block_size, meta["method"], doc, start, length, ptr, lengths, meta["long_docs"],
+                        stream=bool(meta["stream"]), **{k: int(meta[k]) for k in _PLAN_COUNTS})
 
     def _part_samples(self, part: int, epoch: int) -> int:
         key = (part, epoch)
