@@ -216,6 +216,12 @@ def test_state_checks_name_what_differs():
     ]:
         with pytest.raises(FormatError, match=pattern):
             b.load_state_dict(bad)
+    from tokenmill.batching.schedule import _checksum
+
+    forged = {**state, "plan": "{not json"}
+    forged["checksum"] = _checksum(forged)
+    with pytest.raises(FormatError, match="'plan' is not valid JSON"):
+        b.load_state_dict(forged)
     assert (b.epoch, b.batches_consumed) == (0, 0)  # a refused state changes nothing
 
 

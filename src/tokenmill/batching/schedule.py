@@ -475,7 +475,12 @@ class BatchSchedule:
             raise ConfigError(f"the state was saved for other data: data fingerprint {state['data']} in the "
                               f"state, {self.data_fingerprint} here; load it with the same store, split or "
                               "mixture (a moved folder is fine: the fingerprint is of the content)")
-        saved, mine = json.loads(state["plan"]), self.plan_options()
+        try:
+            saved, mine = json.loads(state["plan"]), self.plan_options()
+        except json.JSONDecodeError:
+            raise FormatError("the loader state's 'plan' is not valid JSON: the state was edited or corrupted") from None
+        if not isinstance(saved, dict):
+            raise FormatError("the loader state's 'plan' is not an object: the state was edited or corrupted")
         diff = [f"{k}: {saved.get(k)!r} in the state, {mine.get(k)!r} here"
                 for k in sorted(set(saved) | set(mine)) if saved.get(k) != mine.get(k)]
         if diff:

@@ -103,7 +103,8 @@ class TrainingLoader:
     recomputing it (best-fit packing of 10 M documents takes seconds; loading takes milliseconds).
 
     ``pin_memory``, ``prefetch_factor``, ``multiprocessing_context`` and ``timeout`` go to the
-    DataLoader used when ``num_workers > 0`` (a new one per pass over an epoch); the batches are plain
+    DataLoader used when ``num_workers > 0`` (a new one per pass over an epoch; with 0 workers
+    ``pin_memory`` pins in the main process when CUDA is available); the batches are plain
     CPU tensors, ready for ``pin_memory`` and ``.to(device, non_blocking=True)``. With a
     ``spawn``/``forkserver`` context the workers receive the plans pickled (the source must pickle).
 
@@ -177,8 +178,11 @@ class TrainingLoader:
         epoch, start = self.epoch, self._consumed
         stop = self.schedule.num_batches(epoch)
         if self.num_workers == 0 or stop - start <= 0:
+            pin = self._dl_options["pin_memory"] and torch.cuda.is_available()
             for g in range(start, stop):
                 batch = batch_tensors(self.schedule.batch(epoch, g))
+                if pin:
+                    batch = {k: v.pin_memory() if torch.is_tensor(v) else v for k, v in batch.items()}
                 self._consumed = g + 1
                 yield batch
         else:
