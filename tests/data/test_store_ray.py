@@ -20,6 +20,7 @@ def test_ray_engine_is_byte_identical_to_local(tmp_path, tok):
     try:
         on_ray = TokenStore.build(tmp_path / "ray", tmp_path / "in", tok, split_lines=True, shard_bytes=400,
                                   workers=2, engine="ray", progress=False)
+        assert ray.is_initialized()  # the caller's Ray is left running
     finally:
         ray.shutdown()
     assert local.num_shards > 3

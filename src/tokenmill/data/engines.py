@@ -126,7 +126,15 @@ def run_jobs(jobs: Iterable, tokenizer, opts: EncodeOptions, *, engine: str, wor
     if engine not in ENGINES:
         raise ConfigError(f"engine={engine!r} is not one of {', '.join(map(repr, ENGINES))}")
     if engine == "ray":
-        yield from _ordered(jobs, *_ray_submitter(tokenizer, opts, workers, ray_address), workers)
+        ray = require("ray", "ray")
+        started = not ray.is_initialized()
+        if started:  # a local Ray of our own (or the cluster at ray_address), shut down at the end
+            ray.init(address=ray_address) if ray_address is not None else ray.init(num_cpus=workers)
+        try:
+            yield from _ordered(jobs, *_ray_submitter(ray, tokenizer, opts), workers)
+        finally:
+            if started:
+                ray.shutdown()
         return
     if workers == 1 and engine == "local":
         for key, texts in jobs:
@@ -165,13 +173,7 @@ def _ordered(jobs, submit: Callable, result: Callable, workers: int):
         yield k, None if fut is None else result(fut)
 
 
-def _ray_submitter(tokenizer, opts: EncodeOptions, workers: int, address: str | None):
-    ray = require("ray", "ray")
-    if not ray.is_initialized():
-        if address is not None:
-            ray.init(address=address)
-        else:
-            ray.init(num_cpus=workers)
+def _ray_submitter(ray, tokenizer, opts: EncodeOptions):
     key = tokenizer_key(tokenizer)
     payload = ray.put(tokenizer_payload(tokenizer))
     task = ray.remote(num_cpus=1)(_ray_encode)
