@@ -214,3 +214,37 @@ def test_interrupted_build_refuses_other_arguments_and_changed_input(tmp_path, t
         build(out, tmp_path / "in", tok, shard_bytes=400, split_lines=True)
     fresh = build(out, tmp_path / "in", tok, shard_bytes=400, split_lines=True, overwrite=True)
     assert fresh.verify()["documents"] == len(fresh)
+
+
+def test_write_error_names_the_path_and_keeps_finished_shards(tmp_path, tok, monkeypatch):
+    import contextlib
+
+    import tokenmill.data.store as S
+
+    make_corpus(tmp_path / "in")
+    ref = build(tmp_path / "ref", tmp_path / "in", tok, shard_bytes=400)
+    real = S.atomic_path
+
+    @contextlib.contextmanager
+    def failing(path):
+        if Path(path).name == "shard-00002.tokens":
+            raise OSError(28, "No space left on device")
+        with real(path) as tmp:
+            yield tmp
+
+    monkeypatch.setattr(S, "atomic_path", failing)
+    with pytest.raises(S.WriteError, match=r"cannot write .*shard-00002.tokens: No space left on device"):
+        build(tmp_path / "s", tmp_path / "in", tok, shard_bytes=400)
+    assert (tmp_path / "s" / "shard-00001.json").exists() and not (tmp_path / "s" / "manifest.json").exists()
+    monkeypatch.setattr(S, "atomic_path", real)
+    build(tmp_path / "s", tmp_path / "in", tok, shard_bytes=400)  # resumes after the disk is freed
+    assert store_bytes(tmp_path / "s") == store_bytes(tmp_path / "ref") and ref.num_shards > 2
+
+
+def test_datasets_and_iterables_give_the_same_documents(tmp_path, tok):
+    datasets = pytest.importorskip("datasets")
+    docs = ["the theme", "", "there in 数据", "on"]
+    a = build(tmp_path / "a", datasets.Dataset.from_dict({"text": docs}), tok)
+    b = build(tmp_path / "b", texts(iter(docs)), tok, workers=2)
+    assert [a.get(i).tolist() for i in range(4)] == [b.get(i).tolist() for i in range(4)]
+    assert a.fingerprint == b.fingerprint  # same data, whatever the source kind
