@@ -259,7 +259,6 @@ class _Builder:
 
     def _job(self, k: int, texts: list[str], meta: list, size: int):
         m = np.array(meta, np.int64).reshape(-1, 2)
-        self.bar_update(len(texts), size)
         if self._finished(k, m, size):
             return k, None
         self.pending_meta[k] = (m, size, texts)
@@ -289,10 +288,6 @@ class _Builder:
         self.done_records[k] = rec
         return True
 
-    def bar_update(self, docs: int, size: int) -> None:
-        if self.bar is not None:
-            self.bar.update(size)
-
     def run(self, engine: str, workers: int, ray_address: str | None) -> None:
         self.done_records: dict[int, dict] = {}
         self.bar = None
@@ -314,7 +309,8 @@ class _Builder:
                     rec = self._write_shard(k, res)
                 self.tokens_done += rec["tokens"]
                 self.docs_done += rec["documents"]
-                if self.bar is not None:
+                if self.bar is not None:  # input bytes of finished shards: MB/s and ETA of the real work
+                    self.bar.update(rec["input_bytes"])
                     el = self.bar.format_dict.get("elapsed") or 0
                     self.bar.set_postfix(docs=f"{self.docs_done:,d}",
                                          tok_s=f"{self.tokens_done / el:,.0f}" if el else "-", refresh=False)
