@@ -199,7 +199,9 @@ def build(out_dir, sources, tokenizer, *, workers: int | None = None, engine: st
             p.unlink()
     _write_json(out / BUILD_STATE, {"format": FORMAT_NAME + ".build", "build": args,
                                     "build_fingerprint": fingerprint})
-    _Builder(out, srcs, tokenizer, opts, int(shard_bytes), progress).run(engine, int(workers), ray_address)
+    builder = _Builder(out, srcs, tokenizer, opts, int(shard_bytes), progress)
+    builder.specs = args["sources"]
+    builder.run(engine, int(workers), ray_address)
     _finish(out, srcs, args, fingerprint, opts)
     return TokenStore.open(out)
 
@@ -298,7 +300,7 @@ class _Builder:
         if self.progress:
             from tqdm.auto import tqdm
 
-            total = sum(s.spec().get("sizes") and sum(s.spec()["sizes"]) or 0 for s in self.srcs) or None
+            total = sum(sum(spec.get("sizes") or []) for spec in self.specs) or None
             self.bar = tqdm(total=total, unit="B", unit_scale=True, desc="store build", file=sys.stderr,
                             dynamic_ncols=True)
         try:
@@ -359,7 +361,7 @@ def _finish(out: Path, srcs: list[Source], args: dict, fingerprint: str, opts) -
         "documents": sum(s["documents"] for s in shards), "tokens": sum(s["tokens"] for s in shards),
         "input_bytes": sum(s["input_bytes"] for s in shards),
         "build": args, "build_fingerprint": fingerprint,
-        "sources": [s.spec()["kind"] for s in srcs], "files": files, "file_source": file_source,
+        "sources": [spec["kind"] for spec in args["sources"]], "files": files, "file_source": file_source,
         "shards": shards,
     }
     body["hash"] = canonical_hash(body)
