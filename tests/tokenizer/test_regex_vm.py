@@ -69,11 +69,19 @@ def test_generated_patterns(pattern, text):
     except Unsupported as e:
         assert "empty" in str(e)  # the grammar only produces patterns of the family, save nullable ones
         return
-    assert vm(pattern, text) == split_with_gaps(pattern, text), pattern
+    want = split_with_gaps(pattern, text)
+    assert vm(pattern, text) == want, pattern  # the DFA, with the VM where no match starts
+    prog = compile_pattern(pattern)
+    from tokenmill.tokenizer._regex_vm import split_vm
+    from tokenmill.tokenizer.pretokenize import _as_readonly_bytes, _whole
+
+    data = text.encode()
+    offs = split_vm(_as_readonly_bytes(data), prog.class_table(), prog.op, prog.a, prog.b, _whole(len(data))).tolist()
+    assert [data[x:y].decode() for x, y in zip(offs, offs[1:])] == want, pattern  # the VM alone
 
 
 @pytest.mark.parametrize("pattern, named", [
-    (r"(a)\1", "escape \\1"), (r"^a", "'^'"), (r"(?<=a)b", "group syntax"), (r"(?:ab)++", "possessive"),
+    (r"(a)\1", "capturing group"), (r"(?:a)\1", "escape \\1"), (r"^a", "'^'"), (r"(?<=a)b", "group syntax"), (r"(?:ab)++", "possessive"),
     (r"a(?!bc)", "lookahead"), (r"a*", "empty string"), (r"\bx", "escape \\b"),
 ])
 def test_outside_the_family_is_named(pattern, named):
@@ -82,17 +90,28 @@ def test_outside_the_family_is_named(pattern, named):
     assert named in str(e.value)
 
 
-def test_unsupported_falls_back_with_one_warning(monkeypatch):
+def test_unsupported_falls_back_with_one_warning():
     from tokenmill import Tokenizer
     from tokenmill.tokenizer import splitter
 
-    monkeypatch.setenv("TOKENMILL_GENERAL_SPLITTER", "1")
     splitter.general.cache_clear()
     with pytest.warns(UserWarning, match="regex module"):
         tok = Tokenizer.from_merges([], pattern=r"\w+\b|\s+")
         assert tok.decode(tok.encode("ab cd")) == "ab cd"
-    tok = Tokenizer.from_merges([], pattern=r"\w+|\s+")  # accepted: runs on the VM
-    assert tok.encode("ab cd") == [97, 98, 32, 99, 100]
+    tok = Tokenizer.from_merges([(97, 98)], pattern=r"\w+|\s+")  # accepted: runs compiled
+    assert tok._compiled().compiled_split and not tok._compiled().preset
+    assert tok.encode("ab cd, ab") == [256, 32, 99, 100, 44, 32, 256]
+
+
+@pytest.mark.corpus
+def test_dfa_on_corpora(corpora):
+    from tests.conftest import corpus_sample
+
+    patterns = [GPT2, GPT4, O200K, LLAMA3, QWEN3_5, r"\w+|[^\w\s]+|\s+(?!\S)|\s+", r"\p{Han}+|\p{L}+|\p{N}{1,2}"]
+    for script in ("en", "zh", "multi", "code"):
+        for text in corpus_sample(corpora, script, 40_000, stride=23):
+            for p in patterns:
+                assert vm(p, text) == split_with_gaps(p, text), (p, script)
 
 
 def test_catastrophic_pattern_is_linear():

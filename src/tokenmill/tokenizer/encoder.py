@@ -36,9 +36,10 @@ class CompiledEncoder:
         self.byte_ids = np.asarray(byte_ids, dtype=np.int64)
         self.byte_pairs = K.build_byte_pairs(self.byte_ids, self.pairs)
         self.pattern = pattern
-        from .splitter import has_compiled
+        from .splitter import has_compiled, has_kernel
 
-        self.preset = has_compiled(pattern)  # a compiled matcher exists (presets, Llama 3 / Qwen family)
+        self.preset = has_kernel(pattern)  # a hand-written kernel (presets, Llama 3 / Qwen family)
+        self.compiled_split = has_compiled(pattern)  # that, or the general DFA/VM (offsets checked)
         self.split_patterns = tuple(split_patterns)
         self._template = self._pinned_state(
             [(b, i) for i, b in enumerate(vocab) if b is not None and len(b) > 1] if pin_vocab else [])
@@ -85,10 +86,12 @@ class CompiledEncoder:
         """Chunk boundaries in ``data`` (the UTF-8 of ``text``)."""
         if self.pattern is None:
             return np.array([0, len(data)] if data else [0], np.int64)
-        if self.preset and not self.split_patterns:
+        if self.compiled_split and not self.split_patterns:
             from .splitter import compiled_offsets
 
-            return compiled_offsets(data, self.pattern)
+            offs = compiled_offsets(data, self.pattern)
+            if offs is not None:
+                return offs
         if self.split_patterns:
             chunks = split_with_gaps(self.pattern, text)
             for p in self.split_patterns:

@@ -1,7 +1,8 @@
 """A compiled matcher for any split pattern of the tokenizer-regex family (``_regex_vm`` runs it).
 
 The family: alternation, literals, character classes (``[...]``, ``\\p{..}``, ``\\P{..}``, ``\\s``,
-``\\d``, ``\\w`` and their negations, ``.``), groups ``(?:...)`` / ``(...)``, ``(?i:...)`` and a leading
+``\\d``, ``\\w`` and their negations, ``.``), groups ``(?:...)`` (not capturing ones: ``findall``
+returns their text, not the match), ``(?i:...)`` and a leading
 ``(?i)``, the quantifiers ``? * + {m} {m,} {m,n}`` greedy or lazy (``??``, ``*?``...), possessive forms
 on a single character class (``X++``, ``X*+``, ``X?+``, ``X{m,n}+``), lookaheads ``(?!X)``/``(?=X)`` on a
 single character class, and ``$``. That is every split regex of GPT-2, cl100k, o200k, Llama 3, Qwen,
@@ -210,9 +211,8 @@ class _Parser:
             node = Assert(kind, inner)
         elif s.startswith("(?", self.i):
             self.fail(f"the group syntax {s[self.i:self.i + 4]!r}")
-        else:
-            self.i += 1
-            node = self.alt()
+        else:  # findall would return the group's text, not the match: not a split pattern
+            self.fail("a capturing group (write (?:...))")
         if self.peek() != ")":
             self.fail("a missing ')'")
         self.i += 1
@@ -358,6 +358,7 @@ class CompiledPattern:
     b: np.ndarray
     atoms: tuple  # regex source of each class, bit k of the table
     table: np.ndarray | None = None  # uint64 (0x110000,): bit k set iff atom k matches the code point
+    dfa: object = None  # the anchored DFA (build_dfa), when built
 
     def class_table(self) -> np.ndarray:
         if self.table is None:
@@ -401,3 +402,92 @@ def _atom_table(atoms: tuple) -> np.ndarray:
 @functools.cache
 def _every() -> str:
     return "".join(map(chr, range(0x110000)))
+
+
+# ------------------------------------------------------------------------------------ the DFA
+_MAX_STATES = 4096
+
+
+@dataclass
+class DFA:
+    """An anchored DFA equal to the VM started at one position (leftmost-first: a MATCH cuts the
+    threads after it). ``cls`` maps a code point to its class (code points whose class bits are equal
+    share one); the last two class ids are "a final newline" (where ``$`` holds) and "the end".
+    ``trans[s, c]``: next state (0 = dead); ``accept[s, c]``: a match ends here before reading ``c``."""
+
+    cls: np.ndarray  # uint16 (0x110000,)
+    trans: np.ndarray  # int32 (S, C)
+    accept: np.ndarray  # uint8 (S, C)
+    lastnl: int
+    end: int
+
+
+def build_dfa(prog: CompiledPattern) -> DFA | None:
+    """Subset construction over the program's thread lists, or None past ``_MAX_STATES`` states."""
+    table = prog.class_table()
+    masks, cls = np.unique(table, return_inverse=True)
+    if masks.size + 2 > 65535:
+        return None
+    n_cls = masks.size + 2
+    lastnl, end = masks.size, masks.size + 1
+    nl_mask = int(table[10])
+    op, a, b = prog.op.tolist(), prog.a.tolist(), prog.b.tolist()
+
+    def closure(seeds, c):
+        mask = 0 if c == end else (nl_mask if c == lastnl else int(masks[c]))
+        eol = c == end or c == lastnl
+        seen, out = set(), []
+        for seed in seeds:
+            stack = [seed]
+            while stack:
+                pc = stack.pop()
+                if pc in seen:
+                    continue
+                seen.add(pc)
+                o = op[pc]
+                if o == JMP:
+                    stack.append(a[pc])
+                elif o == SPLIT:
+                    stack.append(b[pc])
+                    stack.append(a[pc])
+                elif o == EOL:
+                    if eol:
+                        stack.append(pc + 1)
+                elif o == NOTNEXT:
+                    if not (mask >> a[pc]) & 1:
+                        stack.append(pc + 1)
+                elif o == NEXT:
+                    if (mask >> a[pc]) & 1:
+                        stack.append(pc + 1)
+                else:
+                    out.append(pc)
+        return out, mask
+
+    states = {(): 0, (0,): 1}
+    order = [(), (0,)]
+    trans_rows, accept_rows = [[0] * n_cls], [[0] * n_cls]
+    k = 1
+    while k < len(order):
+        seeds = order[k]
+        trow, arow = [0] * n_cls, [0] * n_cls
+        for c in range(n_cls):
+            threads, mask = closure(seeds, c)
+            nxt: list[int] = []
+            for pc in threads:
+                if op[pc] == MATCH:
+                    arow[c] = 1
+                    break
+                if c != end and (mask >> a[pc]) & 1 and pc + 1 not in nxt:
+                    nxt.append(pc + 1)
+            key = tuple(nxt)
+            if key not in states:
+                if len(order) >= _MAX_STATES:
+                    return None
+                states[key] = len(order)
+                order.append(key)
+            trow[c] = states[key]
+        trans_rows.append(trow)
+        accept_rows.append(arow)
+        k += 1
+    return DFA(cls.astype(np.uint16).reshape(-1), np.array(trans_rows, np.int32), np.array(accept_rows, np.uint8),
+               lastnl, end)
