@@ -8,7 +8,7 @@ of UTF-8 input; medians of ``--repeat``. Rows, per corpus (the first ``--mb`` MB
 ``../shared/corpora/<corpus>``, one document per file) and tokenizer (GPT-2's ranks, and a 32k
 tokenmill tokenizer trained on 4 MB of that corpus):
 
-* store build, 1 worker; 2 workers (processes, the default local engine); 2 threads;
+* store build, 1 worker; 2 workers (threads, the default local engine); 2 worker processes;
 * bare ``encode_batch(texts, as_arrays=True, num_threads=2)`` on the same texts already in memory
   (no reading, no writing): the floor the store is measured against;
 * HF ``datasets.map(batched=True, num_proc=2)`` with the same tokenizer exported to HF ``tokenizers``
@@ -150,38 +150,45 @@ def median_rate(rs: list[dict]) -> float:
 
 def build_rows(args, tmp) -> tuple[list[dict], list[str]]:
     rows, md = [], []
-    md += ["| corpus | tokenizer | MB | store 1 worker | store 2 workers | store 2 threads | bare `encode_batch` "
-           "2 threads | HF `datasets.map` num_proc=2 | 2 workers / 1 | store / bare | store / HF |",
+    md += ["| corpus | tokenizer | MB | store 1 worker | store 2 workers (threads) | store 2 processes | bare "
+           "`encode_batch` 2 threads | HF `datasets.map` num_proc=2 | 2 workers / 1 | store / bare | store / HF |",
            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    cpu_md = ["| corpus | tokenizer | store 1 worker | store 2 threads | store 2 processes | bare 1 thread | bare 2 threads |",
+              "|---|---|---:|---:|---:|---:|---:|"]
     for corpus in args.corpus:
         files = subset(corpus, args.mb)
         hf_files = subset(corpus, args.hf_mb)
         mb = sum(os.path.getsize(f) for f in files) / 1e6
         for tname, tok in (("GPT-2 ranks", "gpt2"), ("32k tokenmill", tok32k(corpus))):
-            res = {k: [] for k in ("w1", "w2", "t2", "bare2", "hf")}
+            res = {k: [] for k in ("w1", "w2", "p2", "bare1", "bare2", "hf")}
             for _ in range(args.repeat):  # interleaved, so load changes hit every variant alike
                 res["w1"].append(run_child("store", files, tok, workers=1, tmp=tmp))
                 res["w2"].append(run_child("store", files, tok, workers=2, tmp=tmp))
-                res["t2"].append(run_child("store", files, tok, workers=2, engine="thread", tmp=tmp))
+                res["p2"].append(run_child("store", files, tok, workers=2, engine="process", tmp=tmp))
+                res["bare1"].append(run_child("bare", files, tok, workers=1, tmp=tmp))
                 res["bare2"].append(run_child("bare", files, tok, workers=2, tmp=tmp))
                 if args.hf_mb > 0:
                     res["hf"].append(run_child("hf", hf_files, tok, tmp=tmp))
             rate = {k: median_rate(v) if v else float("nan") for k, v in res.items()}
-            best = max(rate["w2"], rate["t2"])
+            cpu = {k: statistics.median(r["cpu_s"] / (r["bytes"] / 1e6) for r in v) if v and "cpu_s" in v[0] else None
+                   for k, v in res.items()}
             row = {"corpus": corpus, "tokenizer": tname, "mb": round(mb, 1), "hf_mb": args.hf_mb,
                    "mb_per_s": {k: round(v, 2) for k, v in rate.items()},
+                   "cpu_s_per_mb": {k: round(v, 4) for k, v in cpu.items() if v is not None},
                    "scaling_2_workers": round(rate["w2"] / rate["w1"], 3),
-                   "scaling_2_threads": round(rate["t2"] / rate["w1"], 3),
+                   "scaling_2_processes": round(rate["p2"] / rate["w1"], 3),
                    "store_over_bare": round(rate["w2"] / rate["bare2"], 3),
-                   "best_store_over_bare": round(best / rate["bare2"], 3),
                    "store_over_hf": round(rate["w2"] / rate["hf"], 2) if res["hf"] else None,
                    "runs": res}
             rows.append(row)
-            md.append(f"| {corpus} | {tname} | {mb:.1f} | {rate['w1']:.1f} | {rate['w2']:.1f} | {rate['t2']:.1f} | "
+            md.append(f"| {corpus} | {tname} | {mb:.1f} | {rate['w1']:.1f} | {rate['w2']:.1f} | {rate['p2']:.1f} | "
                       f"{rate['bare2']:.1f} | {rate['hf']:.2f} | **{row['scaling_2_workers']:.2f}x** "
-                      f"(threads {row['scaling_2_threads']:.2f}x) | **{row['store_over_bare']:.2f}x** | "
+                      f"(processes {row['scaling_2_processes']:.2f}x) | **{row['store_over_bare']:.2f}x** | "
                       f"**{row['store_over_hf']:.1f}x** |")
+            cpu_md.append(f"| {corpus} | {tname} | " + " | ".join(f"{cpu[k] * 1e3:.1f}" for k in ("w1", "w2", "p2", "bare1", "bare2")) + " |")
             print(md[-1], flush=True)
+    md += ["", "CPU milliseconds per MB of input (all threads and worker processes; median), the cost side of the "
+               "same runs, independent of how busy the machine was:", ""] + cpu_md
     return rows, md
 
 
@@ -206,7 +213,7 @@ def rss_build(args, tmp) -> dict:
     fl = Path(tmp) / "rss-files.json"
     fl.write_text(json.dumps(files))
     cmd = [PY, __file__, "--child", "store", "--files", str(fl), "--tok", "gpt2", "--workers", "2",
-           "--engine", "local", "--shard-bytes", str(16 << 20), "--tmp", tmp]
+           "--engine", "local", "--shard-bytes", str(16 << 20), "--tmp", tmp]  # 2 threads, the default
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     ps = psutil.Process(proc.pid)
     peak_sum = peak_main = peak_pss = 0
@@ -366,7 +373,7 @@ def main() -> None:
             r = results["rss"] = rss_build(args, tmp)
             print(r, flush=True)
             md += ["", f"Peak RSS of a {r['gb']:.2f} GB build ({r['files']:,d} files: the en corpus repeated; GPT-2 "
-                       f"ranks, 2 worker processes, default 16 MiB shards, sampled every 0.1 s): main + workers "
+                       f"ranks, 2 worker threads, default 16 MiB shards, sampled every 0.1 s): main + workers "
                        f"**{r['peak_pss_total_gb']:.2f} GB** proportional set size (each shared page counted once), "
                        f"{r['peak_rss_total_gb']:.2f} GB RSS summed (pages shared after fork counted in every "
                        f"process), main alone {r['peak_rss_main_gb']:.2f} GB RSS; {r['seconds']:.0f} s, "

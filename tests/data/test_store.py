@@ -64,7 +64,7 @@ def test_same_bytes_for_any_worker_count_and_engine(tmp_path, tok):
     paths = make_corpus(tmp_path / "in", n_files=8)
     ref = build(tmp_path / "w1", tmp_path / "in", tok, shard_bytes=500, split_lines=True)
     assert ref.num_shards > 4
-    for name, kw in {"w2": dict(workers=2), "w3": dict(workers=3), "t2": dict(workers=2, engine="thread")}.items():
+    for name, kw in {"w2": dict(workers=2), "w3": dict(workers=3), "p2": dict(workers=2, engine="process")}.items():
         build(tmp_path / name, tmp_path / "in", tok, shard_bytes=500, split_lines=True, **kw)
         assert store_bytes(tmp_path / name) == store_bytes(tmp_path / "w1"), name
     assert TokenStore.open(tmp_path / "w2").fingerprint == ref.fingerprint

@@ -25,8 +25,8 @@ def register(sub) -> None:
                    help="files, folders or globs: .txt, .jsonl/.ndjson, .parquet, optionally .gz/.zst")
     b.add_argument("--out", required=True, help="the store folder to write")
     b.add_argument("--workers", type=int, default=None, help="parallel workers (default: all cores)")
-    b.add_argument("--engine", choices=["local", "thread", "ray"], default="local",
-                   help="local processes (default), threads, or Ray tasks")
+    b.add_argument("--engine", choices=["local", "process", "ray"], default="local",
+                   help="local threads (default), local processes (many tiny documents), or Ray tasks")
     b.add_argument("--ray-address", default=None, help="Ray cluster address for --engine ray (e.g. auto)")
     b.add_argument("--field", default="text", help="JSONL field / Parquet column holding the text (default: text)")
     b.add_argument("--format", choices=["auto", "text", "jsonl", "parquet"], default="auto",

@@ -530,8 +530,8 @@ class TokenStore(_SourceMixin):
         ``sources``: a path, folder or glob, a list of them, a ``datasets`` Dataset, an iterable of str
         (or :func:`tokenmill.data.texts` / ``files`` / ``hf_dataset`` sources); ``tokenizer``: needs
         ``encode_batch(texts, as_arrays=True, num_threads=...)``, ``vocab_size``, ``special_tokens``
-        and a content hash. Keywords: ``workers`` (default: all cores), ``engine`` ("local" processes,
-        "thread", "ray"), ``append_eos=True``, ``prepend_bos=False`` (ids found among the special
+        and a content hash. Keywords: ``workers`` (default: all cores), ``engine`` ("local" threads,
+        "process", "ray"), ``append_eos=True``, ``prepend_bos=False`` (ids found among the special
         tokens, or ``eos_id``/``bos_id``), ``shard_bytes`` (input bytes per shard, 16 MiB),
         ``errors`` ("strict" or "replace" for invalid UTF-8), ``field`` (JSONL field / Parquet or
         dataset column), ``format``, ``split_lines``, ``separator``, ``special_text`` ("error" or
