@@ -42,6 +42,10 @@ class StoreView(_SourceMixin):
         return int(self.index.size)
 
     @property
+    def num_tokens(self) -> int:
+        return int(self.lengths.sum())
+
+    @property
     def lengths(self) -> np.ndarray:
         return self.store.lengths[self.index]
 

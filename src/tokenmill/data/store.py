@@ -192,7 +192,9 @@ def build(out_dir, sources, tokenizer, *, workers: int | None = None, engine: st
     out = Path(out_dir)
     state = _prepare(out, args, fingerprint, overwrite)
     if state == "done":
-        return TokenStore.open(out)
+        store = TokenStore.open(out)
+        _tidy(out, store.num_shards)  # a build killed after writing its manifest
+        return store
     out.mkdir(parents=True, exist_ok=True)
     for p in out.iterdir():  # temporaries of a killed build
         if p.name.startswith(".") and p.name.endswith(".tmp"):
@@ -366,9 +368,16 @@ def _finish(out: Path, srcs: list[Source], args: dict, fingerprint: str, opts) -
     }
     body["hash"] = canonical_hash(body)
     _write_json(out / MANIFEST, body)
-    for p in list(out.iterdir()):  # the manifest now holds every record
+    _test_hook("manifest", 0)
+    _tidy(out, len(shards))
+
+
+def _tidy(out: Path, n_shards: int) -> None:
+    """Remove what only a build needs once the manifest holds every record (also after a kill here)."""
+    for p in list(out.iterdir()):
         m = _SHARD_RE.match(p.name)
-        if p.name == BUILD_STATE or (m and m.group(2) == "json") or (m and int(m.group(1)) >= len(shards)):
+        if (p.name == BUILD_STATE or (m and m.group(2) == "json") or (m and int(m.group(1)) >= n_shards)
+                or (p.name.startswith(".") and p.name.endswith(".tmp"))):
             p.unlink()
 
 
