@@ -153,7 +153,8 @@ def _plans(args, train, report: dict) -> None:
                          "window_tokens_per_token": round(wplan.stats.window_tokens / max(wplan.stats.num_tokens, 1), 3)}
     _say(args, f"\n4. sliding windows {T}/{T // 2} (jitter per epoch) over the training documents: {len(wplan):,d} "
                f"windows, coverage {cov.coverage_percent:.2f}%, every token in {cov.multiplicity_min}-"
-               f"{cov.multiplicity_max} windows ({report['windows']['window_tokens_per_token']:.2f}x the tokens)")
+               f"{cov.multiplicity_max} windows ({report['windows']['window_tokens_per_token']:.2f}x the tokens; "
+               f"this epoch's jitter of {wplan.stats.jitter} leaves the first tokens of each document to other epochs)")
     plan = pack(lengths, T)
     rows = int(np.ceil(lengths / T).sum())  # padding: every document (cut into T pieces) in its own rows
     pad_fill = float(lengths.sum()) / (rows * T) if rows else 1.0
