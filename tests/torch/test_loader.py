@@ -435,3 +435,17 @@ def test_plan_cache_gives_the_same_batches_and_refuses_a_damaged_one(tmp_path, m
     np.save(folder / "length.npy", np.load(folder / "length.npy") + 1000)
     with pytest.raises(FormatError, match="delete the folder"):
         TrainingLoader(DOCS, batch_size=4, plan_cache=tmp_path, **OPTS)
+
+
+@pytest.mark.slow
+def test_two_ranks_with_workers_resume_on_one_rank_with_a_worker():
+    ref = [rows(b) for b in TrainingLoader(DOCS, batch_size=4, **OPTS)]
+    states, got = [], [[] for _ in range(2)]
+    for r in range(2):
+        ld = TrainingLoader(DOCS, batch_size=2, world_size=2, rank=r, num_workers=2, **OPTS)
+        got[r] = [rows(b) for b in _take(ld, 6)]
+        states.append(ld.state_dict())
+    assert [got[0][g] + got[1][g] for g in range(6)] == ref[:6]
+    one = TrainingLoader(DOCS, batch_size=4, num_workers=1, **OPTS)
+    one.load_state_dict(states[1])
+    assert [rows(b) for b in one] == ref[6:]
