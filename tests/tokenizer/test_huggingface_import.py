@@ -66,6 +66,12 @@ def _variant(base: dict, kind: str) -> dict:
             {"type": "Digits", "individual_digits": True},
             {"type": "Split", "pattern": {"Regex": GPT2}, "behavior": "Isolated", "invert": False}, bl]}
         body["normalizer"] = {"type": "Sequence", "normalizers": [{"type": "NFC"}]}
+    elif kind == "deepseek":  # DeepSeek-V3's pre-tokenizer: three Splits in a Sequence, then ByteLevel
+        body["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": r"\p{N}{1,3}"}, "behavior": "Isolated", "invert": False},
+            {"type": "Split", "pattern": {"Regex": "[一-龥\u3040-ゟ゠-ヿ]+"}, "behavior": "Isolated", "invert": False},
+            {"type": "Split", "pattern": {"Regex": DEEPSEEK}, "behavior": "Isolated", "invert": False},
+            dict(bl)]}
     elif kind == "ignore_merges":
         body["model"]["ignore_merges"] = True
         body["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
@@ -73,7 +79,9 @@ def _variant(base: dict, kind: str) -> dict:
     return body
 
 
-KINDS = ["split", "bytelevel_prefix", "digits_sequence", "ignore_merges"]
+KINDS = ["split", "bytelevel_prefix", "digits_sequence", "ignore_merges", "deepseek"]
+DEEPSEEK = (r"[!\"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+"
+            r"| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +94,7 @@ def pairs(base, tmp_path_factory):
     return out
 
 
-PIECES = ["hello", " hello", "hellohello", "<s>", "<|x|>", "  <|x|>  ", "[MASK]", " [MASK]", "é", "e\u0301", "ab",
+PIECES = ["!ab", "[x", "#1", "日本", "ひら", "€", "hello", " hello", "hellohello", "<s>", "<|x|>", "  <|x|>  ", "[MASK]", " [MASK]", "é", "e\u0301", "ab",
           "ab  ", "a", "b", " ", "  ", "\n", "12345", "٣", "The", " cat's", "低", "🙂", "\u00a0", "x", "_", ".", "Hello"]
 
 
@@ -98,6 +106,15 @@ def test_variants_equal_hf(pairs, parts):
         want = hf.encode(text, add_special_tokens=False).ids
         assert ours.encode(text, allowed_special="all") == want, kind
         assert ours.encode_ordinary_python(text) == ours.encode_ordinary(text), kind
+
+
+def test_sequence_of_splits_runs_compiled(pairs):
+    ours, _ = pairs["deepseek"]
+    enc = ours._compiled()
+    assert len(enc.split_patterns) == 2
+    from tokenmill.tokenizer.splitter import has_compiled
+
+    assert all(has_compiled(p) for p in (enc.pattern, *enc.split_patterns))
 
 
 def test_variant_ids_and_round_trip(pairs, tmp_path):

@@ -11,6 +11,7 @@ import threading
 import numpy as np
 
 from .patterns import split_with_gaps
+from .splitter import has_compiled
 
 _CACHE_LIMIT = 1 << 18  # cached chunks per thread before the cache is reset to its pinned part
 
@@ -92,6 +93,15 @@ class CompiledEncoder:
             offs = compiled_offsets(data, self.pattern)
             if offs is not None:
                 return offs
+        if self.split_patterns and all(has_compiled(p) for p in (self.pattern, *self.split_patterns)):
+            # HF's Sequence of Splits, compiled: each pattern splits every chunk of the one before
+            # (the chunks are passed to the kernels as documents)
+            from .splitter import compiled_offsets
+
+            offs = compiled_offsets(data, self.pattern)
+            for p in self.split_patterns:
+                offs = compiled_offsets(data, p, doc_offsets=offs)
+            return offs
         if self.split_patterns:
             chunks = split_with_gaps(self.pattern, text)
             for p in self.split_patterns:

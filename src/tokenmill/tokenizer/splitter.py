@@ -82,14 +82,17 @@ def general(pattern: str):
         return None
 
 
-def compiled_offsets(data: bytes, pattern: str, *, allow_general: bool | None = None) -> np.ndarray | None:
+def compiled_offsets(data: bytes, pattern: str, *, allow_general: bool | None = None,
+                     doc_offsets: np.ndarray | None = None) -> np.ndarray | None:
     """Chunk boundaries ``[0, e1, ..., len(data)]`` of UTF-8 ``data`` (matches and the gaps between
     them, as ``patterns.split_with_gaps``), or None (no compiled matcher). ``allow_general``: use the
-    general VM for other patterns (default: ``$TOKENMILL_GENERAL_SPLITTER``)."""
+    general VM for other patterns (default: ``$TOKENMILL_GENERAL_SPLITTER``). ``doc_offsets``: split
+    each ``data[doc_offsets[d]:doc_offsets[d + 1]]`` on its own (as ``pretokenize.split_offsets``); the
+    result holds every document boundary."""
     from .pretokenize import _PRESET_IDS, _as_readonly_bytes, _raise_not_utf8, _whole, split_offsets
 
     if pattern in _PRESET_IDS:
-        return split_offsets(data, pattern)
+        return split_offsets(data, pattern, doc_offsets=doc_offsets)
     params = family_params(pattern)
     if params is None:
         if not (use_general() if allow_general is None else allow_general):
@@ -100,17 +103,24 @@ def compiled_offsets(data: bytes, pattern: str, *, allow_general: bool | None = 
         from ._regex_vm import split_dfa, split_vm
 
         buf = _as_readonly_bytes(data)
+        docs = _docs(doc_offsets, len(buf))
         dfa = prog.dfa
         if dfa is None:
-            return split_vm(buf, prog.class_table(), prog.op, prog.a, prog.b, _whole(len(buf)))
+            return split_vm(buf, prog.class_table(), prog.op, prog.a, prog.b, docs)
         return split_dfa(buf, dfa.cls, dfa.trans, dfa.accept, dfa.lastnl, dfa.end, prog.class_table(), prog.op,
-                         prog.a, prog.b, _whole(len(buf)))
+                         prog.a, prog.b, docs)
     k, marks = params
     buf = _as_readonly_bytes(data)
-    offsets, bad = _kernels().split_family(buf, family_table(marks), _whole(len(buf)), k)
+    offsets, bad = _kernels().split_family(buf, family_table(marks), _docs(doc_offsets, len(buf)), k)
     if bad >= 0:
         _raise_not_utf8(buf, bad)
     return offsets
+
+
+def _docs(doc_offsets, n: int) -> np.ndarray:
+    from .pretokenize import _check_doc_offsets, _whole
+
+    return _whole(n) if doc_offsets is None else _check_doc_offsets(doc_offsets, n)
 
 
 def split_text_compiled(text: str, pattern: str, *, allow_general: bool | None = None) -> list[str] | None:
