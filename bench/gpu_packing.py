@@ -26,7 +26,8 @@ def _numba_or_twins() -> str:
 
         return "numba"
     except ImportError:
-        from tokenmill.batching import _reference, layout, packing, padding
+        from tokenmill.batching import layout, packing, padding
+        from tokenmill.batching import reference as _reference
 
         def wrap(f):
             def run(lengths, capacity):

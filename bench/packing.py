@@ -27,7 +27,8 @@ from pathlib import Path
 import numba
 import numpy as np
 
-from tokenmill.batching import _reference, pack
+from tokenmill.batching import pack
+from tokenmill.batching import reference as _reference
 
 METHODS = ["best_fit", "first_fit_decreasing", "greedy", "concat"]
 

@@ -4,7 +4,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tokenmill.batching import _kernels, _reference, layout
+from tokenmill.batching import _kernels, layout
+from tokenmill.batching import reference as _reference
 
 items = st.lists(st.integers(1, 30), min_size=0, max_size=200)
 

@@ -1,4 +1,4 @@
-"""numba kernels for the sequential loops of packing; pure-Python twins live in ``_reference.py``.
+"""numba kernels for the sequential loops of packing; pure-Python twins live in ``reference.py``.
 
 Only :mod:`tokenmill.batching.packing` imports this module, and only when a plan is computed, so
 ``import tokenmill.batching`` does not load numba's compiler. Kernels take and return numpy arrays.

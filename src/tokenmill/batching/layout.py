@@ -44,9 +44,10 @@ from typing import Callable, Literal
 import numpy as np
 
 from .._validate import check_array, check_int, check_spans
+from ..conventions import IGNORE_INDEX
 from ..errors import ConfigError, InputError
+from .stats import stats_of
 
-IGNORE_INDEX = -100
 FragmentPositions = Literal["restart", "continue"]
 
 
@@ -98,8 +99,6 @@ class Block:
 
     def stats(self):
         """Accounting for this row alone (see :class:`tokenmill.batching.BatchStats`)."""
-        from .stats import stats_of
-
         return stats_of(self.labels[None], self.doc_ids[None], self.token_offsets[None])
 
 
@@ -196,8 +195,6 @@ class Batch:
     def stats(self):
         """Positions, non-pad positions, effective targets, ... as a summable
         :class:`tokenmill.batching.BatchStats`."""
-        from .stats import stats_of
-
         return stats_of(self.labels, self.doc_ids, self.token_offsets, truncated_tokens=self.truncated_tokens)
 
 
@@ -232,7 +229,7 @@ def assemble(fill: Filler | tuple[np.ndarray, np.ndarray], seg_row: np.ndarray, 
 
     ``fill(out, dst)`` copies the ids of segment ``k`` to ``out[dst[k] : dst[k] + seg_len[k]]`` of the
     flat ``(B*T,)`` int64 ``input_ids``; one compiled pass then writes every other array (the
-    vectorized numpy twin in ``_reference.py`` is the oracle it is tested against). ``fill`` may
+    vectorized numpy twin in ``reference.py`` is the oracle it is tested against). ``fill`` may
     instead be ``(tokens, seg_src)``: a flat token array and each segment's offset in it, read by
     that same pass (no separate copy).
     """

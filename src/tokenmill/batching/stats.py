@@ -21,7 +21,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from .layout import IGNORE_INDEX
+from ..conventions import IGNORE_INDEX
 
 
 @dataclass(frozen=True)

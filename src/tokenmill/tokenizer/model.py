@@ -141,7 +141,7 @@ class Tokenizer:
             table[(a, b)] = 256 + i
             vocab.append(vocab[a] + vocab[b])
         if special_tokens is not None and not isinstance(special_tokens, dict):
-            special_tokens = {s: len(vocab) + k for k, s in enumerate(_names(special_tokens))}
+            special_tokens = {s: len(vocab) + k for k, s in enumerate(special_token_names(special_tokens))}
         return cls(vocab, table, pattern=pattern, special_tokens=special_tokens,
                    merges=arr, merge_counts=merge_counts)
 
@@ -615,7 +615,7 @@ def _pattern_name(regex_str: str | None) -> str | None:
     return preset_name(regex_str)
 
 
-def _names(special_tokens) -> list[str]:
+def special_token_names(special_tokens) -> list[str]:
     """Special token names: a str is one token (not one per character); each must be a non-empty,
     encodable (no lone surrogate) string, listed once."""
     names = [special_tokens] if isinstance(special_tokens, str) else list(special_tokens)
@@ -638,7 +638,7 @@ def _check_specials(special: dict[str, int], vocab: Sequence, dense: bool = True
     """Special tokens: distinct names and ids, anywhere an id is not held by other vocabulary bytes
     (after the vocabulary, in a gap, or, for tokenizer.json imports, on a token with the same bytes).
     ``dense`` is kept for callers; ids in the vocabulary's range are refused for tiktoken-style files."""
-    _names(special)
+    special_token_names(special)
     for s, i in special.items():
         check_int(i, f"special token {s!r} id", min=0, max=2**31 - 1)
     ids = sorted(special.values())

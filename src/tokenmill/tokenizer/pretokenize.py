@@ -31,7 +31,9 @@ from ..errors import ConfigError, InputError
 from .patterns import GPT2, GPT4, O200K, compiled, findall_bounded, resolve_pattern
 
 # preset name or resolved regex -> preset id: the index in _KERNEL_NAMES and (GPT2, GPT4, O200K)
-_PRESET_IDS = {"gpt2": 0, "gpt4": 1, "cl100k": 1, "o200k": 2, GPT2: 0, GPT4: 1, O200K: 2}
+# preset name or regex -> kernel id of the hand-written matchers (the compiled presets)
+PRESET_IDS = {"gpt2": 0, "gpt4": 1, "cl100k": 1, "o200k": 2, GPT2: 0, GPT4: 1, O200K: 2}
+_PRESET_IDS = PRESET_IDS  # old name, still imported by splitter.py
 _KERNEL_NAMES = ("split_gpt2", "split_gpt4", "split_o200k")
 _TABLE_LAYOUT = 1  # bump when the meaning of the table's bits changes
 _N_CODE_POINTS = 0x110000
@@ -80,7 +82,7 @@ def split_text(text: str, pattern: str | None) -> list[str]:
     """
     if pattern is None:
         return [text] if text else []
-    pid = _PRESET_IDS.get(pattern)
+    pid = PRESET_IDS.get(pattern)
     if pid is None:
         return findall_bounded(resolve_pattern(pattern), text)
     try:
@@ -109,7 +111,7 @@ def _check_doc_offsets(doc_offsets, n: int) -> np.ndarray:
 
 
 def _preset_id(preset: str) -> int:
-    pid = _PRESET_IDS.get(preset) if isinstance(preset, str) else None
+    pid = PRESET_IDS.get(preset) if isinstance(preset, str) else None
     if pid is None:
         raise ConfigError(
             f"preset={preset!r} has no compiled splitter; use 'gpt2', 'gpt4', 'cl100k' or 'o200k' "

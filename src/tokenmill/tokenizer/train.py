@@ -24,7 +24,7 @@ import numpy as np
 from .._validate import check_int, check_offsets
 from ..errors import ConfigError, InputError
 from .merges import learn_merges_arrays
-from .model import Tokenizer, _names
+from .model import Tokenizer, special_token_names
 from .patterns import resolve_pattern, split_with_gaps
 
 
@@ -75,7 +75,7 @@ def train_bpe(
     """
     if isinstance(special_tokens, str):  # one token, not one per character
         special_tokens = [special_tokens]
-    names = _names(special_tokens)
+    names = special_token_names(special_tokens)
     vocab_size = check_int(vocab_size, "vocab_size")
     min_frequency = check_int(min_frequency, "min_frequency", min=1)
     max_token_bytes = check_int(max_token_bytes, "max_token_bytes", none=True)
@@ -200,7 +200,7 @@ def count_chunks(
     run on ``num_threads`` threads (default: all cores), each into its own table; the tables are
     merged at the end. Counts do not depend on the number of threads or on the document order.
     """
-    from .pretokenize import _PRESET_IDS
+    from .pretokenize import PRESET_IDS
 
     special_re = (re.compile("|".join(map(re.escape, sorted(special_tokens, key=len, reverse=True))))
                   if special_tokens else None)
@@ -231,7 +231,7 @@ def count_chunks(
                     yield part, part.encode("utf-8")
 
     try:
-        if regex_str is not None and regex_str in _PRESET_IDS:
+        if regex_str is not None and regex_str in PRESET_IDS:
             counts = _count_compiled(pieces(), regex_str, num_threads)
         else:
             counts = _count_python(pieces(), regex_str)
