@@ -78,3 +78,42 @@ def test_gather_kernel(lengths, dtype):
     for s, n, d in zip(src, length, dst):
         want[d : d + n] = tokens[s : s + n]
     assert np.array_equal(out, want)
+
+
+def _items_in_doc_order(pieces):
+    """(doc, start, length) items in (doc, start) order, as packing._items makes them."""
+    doc, start, length = [], [], []
+    for d, lens in enumerate(pieces):
+        s = 0
+        for n in lens:
+            doc.append(d), start.append(s), length.append(n)
+            s += n
+    return (np.array(doc, np.int64), np.array(start, np.int64), np.array(length, np.int64))
+
+
+@settings(max_examples=80, deadline=None)
+@given(pieces=st.lists(st.lists(st.integers(1, 12), min_size=1, max_size=3), max_size=60), extra=st.integers(0, 5))
+def test_sort_decreasing_is_the_lexsort_of_items_in_doc_order(pieces, extra):
+    doc, start, length = _items_in_doc_order(pieces)
+    cap = int(length.max(initial=0)) + extra
+    order = np.lexsort((start, doc, -length))
+    got = _kernels.sort_decreasing(doc, start, length, cap)
+    for a, b in zip(got, (doc[order], start[order], length[order])):
+        assert a.tolist() == b.tolist()
+
+
+@settings(max_examples=80, deadline=None)
+@given(assign=st.lists(st.integers(0, 9), max_size=80), extra=st.integers(0, 3), permute=st.booleans(),
+       seed=st.integers(0, 2**16))
+def test_group_by_block_is_a_stable_argsort_by_block(assign, extra, permute, seed):
+    nblocks = max(assign, default=-1) + 1 + extra
+    a = np.array(assign, np.int64)
+    rng = np.random.default_rng(seed)
+    doc, start, length = (rng.integers(0, 1000, a.size) for _ in range(3))
+    perm = rng.permutation(nblocks).astype(np.int64) if permute else np.zeros(0, np.int64)
+    block = perm[a] if permute else a
+    by_block = np.argsort(block, kind="stable")
+    ptr = np.concatenate([[0], np.cumsum(np.bincount(block, minlength=nblocks))])
+    got = _kernels.group_by_block(a, perm, nblocks, doc, start, length)
+    for x, y in zip(got, (doc[by_block], start[by_block], length[by_block], ptr)):
+        assert x.tolist() == y.tolist()

@@ -321,3 +321,32 @@ def test_batches_on_threads_equal_one_thread():
             for f in dataclasses.fields(a):
                 x, y = getattr(a, f.name), getattr(b, f.name)
                 assert np.array_equal(x, y) if isinstance(x, np.ndarray) else x == y, f.name
+
+
+def _plan_by_sorting(lengths, T, method, long_docs, seed):
+    """The plan as pack made it before its counting sorts: lexsort, the pure-Python kernels, argsort."""
+    from tokenmill.batching import packing, reference
+
+    doc, start, length, _ = packing._items(np.array(lengths, np.int64), T, long_docs)
+    if method != "greedy":
+        order = np.lexsort((start, doc, -length))
+        doc, start, length = doc[order], start[order], length[order]
+    kernel = {"best_fit": reference.best_fit, "first_fit_decreasing": reference.first_fit, "greedy": reference.greedy}
+    assign, nblocks = kernel[method](length.tolist(), T)
+    assign = np.array(assign, np.int64)
+    if seed is not None and method != "greedy":
+        assign = np.random.default_rng(seed).permutation(nblocks)[assign]
+    by_block = np.argsort(assign, kind="stable")
+    ptr = np.concatenate([[0], np.cumsum(np.bincount(assign, minlength=nblocks))])
+    return doc[by_block], start[by_block], length[by_block], ptr
+
+
+@settings(max_examples=60, deadline=None)
+@given(lengths=st.lists(st.integers(0, 40), max_size=120), T=st.sampled_from([1, 7, 16, 33, 10**6]),
+       method=st.sampled_from(["best_fit", "first_fit_decreasing", "greedy"]),
+       long_docs=st.sampled_from(["split", "truncate"]), seed=st.sampled_from([None, 0, 7]))
+def test_plan_equals_the_sorting_twin(lengths, T, method, long_docs, seed):
+    plan = pack(lengths, T, method=method, long_docs=long_docs, seed=seed)
+    want = _plan_by_sorting(lengths, T, method, long_docs, seed)
+    for got, ref in zip((plan.doc, plan.start, plan.length, plan.block_ptr), want):
+        assert got.tolist() == ref.tolist()

@@ -271,6 +271,74 @@ def greedy(lengths, capacity):
 
 
 @njit(cache=True, nogil=True)
+def sort_decreasing(doc, start, length, max_length):
+    """Items ``(doc, start, length)`` sorted by decreasing length, equal lengths kept in their given
+    order (a stable counting sort over ``0 .. max_length``: O(n + max_length)). For items already in
+    ``(doc, start)`` order this is ``np.lexsort((start, doc, -length))`` (tested equal)."""
+    n = length.size
+    first = np.zeros(max_length + 2, np.int64)  # first[k]: where key k = max_length - length starts
+    for i in range(n):
+        first[max_length - length[i] + 1] += 1
+    for k in range(1, max_length + 2):
+        first[k] += first[k - 1]
+    out_length = np.empty(n, np.int64)
+    for k in range(max_length + 1):  # the sorted lengths are runs: no scatter needed
+        out_length[first[k] : first[k + 1]] = max_length - k
+    pair = np.empty((n, 2), np.int64)  # (doc, start) interleaved: one write stream per length
+    for i in range(n):
+        key = max_length - length[i]
+        j = first[key]
+        first[key] = j + 1
+        pair[j, 0] = doc[i]
+        pair[j, 1] = start[i]
+    out_doc = np.empty(n, np.int64)
+    out_start = np.empty(n, np.int64)
+    for j in range(n):
+        out_doc[j] = pair[j, 0]
+        out_start[j] = pair[j, 1]
+    return out_doc, out_start, out_length
+
+
+@njit(cache=True, nogil=True)
+def group_by_block(assign, perm, nblocks, doc, start, length):
+    """Items grouped by block ``perm[assign[i]]`` (``perm`` empty: ``assign[i]``), in block order and,
+    inside a block, in item order: ``np.argsort(block, kind="stable")`` applied to the three arrays,
+    as a counting sort. Returns ``(doc, start, length, block_ptr)``."""
+    n = assign.size
+    permute = perm.size > 0
+    count = np.zeros(nblocks, np.int64)  # items per block, by creation number
+    for i in range(n):
+        count[assign[i]] += 1
+    ptr = np.zeros(nblocks + 1, np.int64)
+    if permute:
+        for b in range(nblocks):
+            ptr[perm[b] + 1] = count[b]
+    else:
+        ptr[1:] = count
+    for b in range(nblocks):
+        ptr[b + 1] += ptr[b]
+    pos = np.empty(nblocks, np.int64)  # next free slot of every block, by creation number
+    for b in range(nblocks):
+        pos[b] = ptr[perm[b]] if permute else ptr[b]
+    item = np.empty((n, 3), np.int64)  # interleaved: one random write per item, not three
+    for i in range(n):
+        b = assign[i]
+        j = pos[b]
+        pos[b] = j + 1
+        item[j, 0] = doc[i]
+        item[j, 1] = start[i]
+        item[j, 2] = length[i]
+    out_doc = np.empty(n, np.int64)
+    out_start = np.empty(n, np.int64)
+    out_length = np.empty(n, np.int64)
+    for j in range(n):
+        out_doc[j] = item[j, 0]
+        out_start[j] = item[j, 1]
+        out_length[j] = item[j, 2]
+    return out_doc, out_start, out_length, ptr
+
+
+@njit(cache=True, nogil=True)
 def gather(tokens, src, length, dst, out):
     """``out[dst[k] : dst[k] + length[k]] = tokens[src[k] : src[k] + length[k]]`` for every k."""
     for k in range(src.size):

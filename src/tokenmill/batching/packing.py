@@ -342,26 +342,29 @@ def pack(lengths, block_size: int, *, method: Method = "best_fit", long_docs: Lo
     doc, start, length, counts = _items(doc_lengths, T, long_docs)
     from . import _kernels
 
+    perm = np.zeros(0, np.int64)  # block renumbering (empty: none)
     if method == "greedy":
         assign, nblocks = _kernels.greedy(length, T)
     else:
         # Longest first; equal lengths by document then piece order, so the plan is reproducible.
-        order = np.lexsort((start, doc, -length))
-        doc, start, length = doc[order], start[order], length[order]
+        dense = T + 1 <= 4 * length.size + 65536  # memory ~ 24 bytes x T is fine
+        if dense:  # _items gives (doc, start) order: a stable counting sort by length is the lexsort
+            doc, start, length = _kernels.sort_decreasing(doc, start, length, T)
+        else:
+            order = np.lexsort((start, doc, -length))
+            doc, start, length = doc[order], start[order], length[order]
         if method == "first_fit_decreasing":
             kernel = _kernels.first_fit
-        elif T + 1 <= 4 * length.size + 65536:  # dense rooms: fastest, memory ~ 24 bytes x T
+        elif dense:  # dense rooms: fastest
             kernel = _kernels.best_fit
         else:  # huge blocks: memory ~ items, not T (same plan)
             kernel = _kernels.best_fit_sparse
         assign, nblocks = kernel(length, T)
         if seed is not None:
-            assign = np.random.default_rng(seed).permutation(nblocks)[assign]
-    by_block = np.argsort(assign, kind="stable")  # inside a block: the order items were placed
-    ptr = np.zeros(nblocks + 1, np.int64)
-    np.cumsum(np.bincount(assign, minlength=nblocks), out=ptr[1:])
-    return PackPlan(T, method, doc[by_block], start[by_block], length[by_block], ptr, doc_lengths, long_docs,
-                    empty_docs=empty, **counts)
+            perm = np.random.default_rng(seed).permutation(nblocks).astype(np.int64)
+    # by block (renumbered by perm), inside a block in the order items were placed: a counting sort
+    doc, start, length, ptr = _kernels.group_by_block(assign, perm, nblocks, doc, start, length)
+    return PackPlan(T, method, doc, start, length, ptr, doc_lengths, long_docs, empty_docs=empty, **counts)
 
 
 def _lengths(lengths) -> np.ndarray:
