@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 
 import numpy as np
 
@@ -188,3 +189,23 @@ def check_total(lengths: np.ndarray, name: str, *, limit: int = 2**62, error=Inp
         raise error(f"{name} add up to about {approx:.3g}, more than {limit:,d} (2**62) tokens; "
                     "these cannot be real document lengths")
     return int(lengths.sum())
+
+
+def max_plan_rows() -> int:
+    """The most rows (windows, segments, samples) one plan may hold: ``$TOKENMILL_MAX_PLAN_ROWS``
+    (default 2**30, about 24 GB of int64 columns). A plan is arrays in memory: a block or window of a
+    few tokens over huge lengths would otherwise allocate until the machine runs out."""
+    raw = os.environ.get("TOKENMILL_MAX_PLAN_ROWS", str(2**30))
+    try:
+        return int(raw)
+    except ValueError:
+        raise ConfigError(f"TOKENMILL_MAX_PLAN_ROWS={raw!r} is not a number") from None
+
+
+def check_rows(n: int, what: str, fix: str) -> int:
+    """``n`` rows for ``what``, or a ConfigError when that exceeds :func:`max_plan_rows`."""
+    limit = max_plan_rows()
+    if n > limit:
+        raise ConfigError(f"{what} would hold {n:,d} rows, more than the {limit:,d} allowed; {fix} "
+                          "(or raise TOKENMILL_MAX_PLAN_ROWS)")
+    return n

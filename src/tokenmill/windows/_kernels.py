@@ -120,7 +120,10 @@ def plan_rows(L, offset, C, S, tail: str, keep_short: bool, k: int, lead: int, s
     """
     _, fill = _plan_kernels()
     if out is None:
-        M = count_rows(L, offset, C, S, tail, keep_short, k)
+        from .._validate import check_rows
+
+        M = check_rows(count_rows(L, offset, C, S, tail, keep_short, k), "the window plan",
+                       "raise the window size or stride, or pass max_windows_per_doc")
         out = {name: np.empty(M, np.int64) for name in ("doc", "start", "length", "target_start")}
     L, offs, code = _args(L, offset, tail)
     cols = [out[name] for name in ("doc", "start", "length", "target_start")]

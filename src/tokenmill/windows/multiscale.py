@@ -26,6 +26,7 @@ from typing import Sequence
 
 import numpy as np
 
+from .._validate import check_rows
 from ..errors import ConfigError
 from .sliding import SlidingWindows, WindowPlan, as_lengths
 
@@ -57,6 +58,7 @@ class MultiScaleWindows:
         (no concatenation copy; at 73M windows that copy cost as much as the planning)."""
         lengths = as_lengths(doc_lengths)
         counts = [s._count(lengths, epoch) for s in self.scales]
+        check_rows(sum(counts), "the multi-scale plan", "use larger windows or strides")
         cols = {k: np.empty(sum(counts), np.int64) for k in ("doc", "start", "length", "target_start")}
         stats, a = [], 0
         for s, m in zip(self.scales, counts):

@@ -48,7 +48,7 @@ from typing import Any, Iterator, Literal, Mapping, Sequence
 
 import numpy as np
 
-from .._validate import check_array, check_int, check_spans, check_total
+from .._validate import check_array, check_int, check_rows, check_spans, check_total
 from ..errors import ConfigError, InputError
 
 IGNORE_INDEX = -100
@@ -585,7 +585,8 @@ def _place_numpy(L, offset, C, S, tail, keep_short_flag, k, lead, score_new):
     kept = count if not k else np.minimum(count, k)
     capped = count > kept
     row0 = np.cumsum(kept) - kept  # (D,) first row of each document
-    M = int(kept.sum())
+    M = check_rows(int(kept.sum(dtype=np.float64)), "the window plan",
+                   "raise the window size or stride, or pass max_windows_per_doc")
 
     doc = np.repeat(np.arange(D, dtype=np.int64), kept)  # (M,)
     start = np.arange(M, dtype=np.int64) * S - np.repeat(row0 * S - first, kept)  # first + i * S
