@@ -67,7 +67,7 @@ test-boundscheck: $(VENV)/.test
 
 # Long randomized hostile-input runs (make test runs the same suite briefly and derandomized).
 fuzz: $(VENV)/.test
-	HYPOTHESIS_PROFILE=fuzz $(PY) -m pytest -q -p no:cacheprovider tests/fuzz
+	HYPOTHESIS_PROFILE=fuzz $(PY) -m pytest -q -p no:cacheprovider --timeout=0 tests/fuzz
 
 bench: $(VENV)/.test
 	$(PIP) install -e '.[bench]'

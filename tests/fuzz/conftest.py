@@ -22,9 +22,9 @@ FUZZ = os.environ.get("HYPOTHESIS_PROFILE") == "fuzz"
 CALL_BUDGET_S = 60.0  # a call running longer is a hang
 
 
-def budget(ci_examples: int):
-    """@settings for a fuzz test: ``ci_examples`` in make test, the fuzz profile's count in make fuzz."""
-    return settings() if FUZZ else settings(max_examples=ci_examples)
+def budget(ci_examples: int, fuzz_examples: int = 2000):
+    """@settings for a fuzz test: ``ci_examples`` in make test, ``fuzz_examples`` in make fuzz."""
+    return settings(max_examples=fuzz_examples if FUZZ else ci_examples)
 
 
 class Worker:

@@ -41,14 +41,14 @@ def run(argv, tmp):
     return r
 
 
-@budget(4)
+@budget(4, 150)
 @given(NUMBERS, NUMBERS, NUMBERS, st.sampled_from(["best_fit", "greedy", "concat"]))
 def test_pack(files, n, block, sigma, method):
     run(["pack", "--lognormal", n or "5", "--block-size", block or "8", "--sigma", sigma or "1", "--method", method],
         files)
 
 
-@budget(3)
+@budget(3, 100)
 @given(NUMBERS, NUMBERS, st.sampled_from(["a.txt", "bad.txt", "missing.txt", ".", "/dev/zero", "lengths.txt"]),
        st.sampled_from(["\\n", "\\x", "\\u12", "。", "\\\\", ""]))
 def test_train_and_windows(files, vocab, window, inp, sep):
@@ -58,7 +58,7 @@ def test_train_and_windows(files, vocab, window, inp, sep):
     run(["windows", "--tokenizer", tok, "--input", inp, "--window", window or "8", "--preview", "1"], files)
 
 
-@budget(3)
+@budget(3, 100)
 @given(st.sampled_from(["tok.json", "/dev/zero", ".", "missing.json", "a.txt"]), NUMBERS,
        st.sampled_from(["hello", "", "\udcff"]))
 def test_encode_decode_inspect(files, tok, n, text):

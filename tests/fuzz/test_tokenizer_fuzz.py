@@ -35,13 +35,13 @@ texts = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_siz
     ["a" * 30 + "!", "abc abd\r\n\r\n  x", "你好。再见 123 it's", "\x00\x85\u2028 \t"])
 
 
-@budget(30)
+@budget(30, 1000)
 @given(patterns(), texts)
 def test_custom_patterns_round_trip_or_refuse(worker, pattern, text):
     expect_ok_or_refused(worker, "tokenizer_pattern", pattern, text)
 
 
-@budget(12)
+@budget(12, 300)
 @given(st.lists(texts, min_size=1, max_size=3),
        st.one_of(st.integers(250, 300), st.sampled_from([10**9, 2**63, -5, 1.5, True, "300"])),
        st.one_of(st.sampled_from(["gpt2", "gpt4", None]), patterns()),
