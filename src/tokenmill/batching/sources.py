@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..data.source import TokenSource, as_source
+from .._validate import check_array
 from ..errors import InputError
 
 
@@ -31,13 +32,13 @@ class SliceSource:
 
     def __init__(self, source, *, doc, start, length):
         self.base: TokenSource = as_source(source)
-        self.origin_doc = np.asarray(doc, np.int64)
-        self.origin_start = np.asarray(start, np.int64)
-        self._lengths = np.asarray(length, np.int64)
+        self.origin_doc = check_array(doc, "doc")  # exact: no float truncation, no wrap-around
+        self.origin_start = check_array(start, "start")
+        self._lengths = check_array(length, "length")
         n = self.origin_doc.size
         if self.origin_start.shape != (n,) or self._lengths.shape != (n,):
             raise InputError("doc, start and length must be 1-D arrays of equal length")
-        self._check(np.asarray(self.base.lengths, np.int64))
+        self._check(check_array(self.base.lengths, "the source's lengths", min=0))
         base_filler = getattr(self.base, "segment_filler", None)
         if base_filler is not None:  # e.g. a multi-shard TokenStore: its compiled per-shard copy
             self.segment_filler = lambda doc, start, length: base_filler(
