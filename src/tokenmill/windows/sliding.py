@@ -310,7 +310,7 @@ class WindowPlan:
         src = as_source(source)
         ext = {k: as_source(v) for k, v in (extras or {}).items()}
         lengths = np.asarray(src.lengths)
-        for r in range(len(self)) if rows is None else np.asarray(rows).tolist():
+        for r in self._rows(rows).tolist():
             d = int(self.doc[r])
             yield self._window(r, src.get(d), int(lengths[d]), {k: s.get(d) for k, s in ext.items()})
 
