@@ -9,9 +9,11 @@
    blocks, fill, documents that fit a block but were cut anyway, targets lost at cuts. The greedy
    packer also runs as a plain Python loop, the way torchtune's PackedDataset packs.
 2. Materialization: a plan over ``--materialize-docs`` documents whose uint32 ids sit in a
-   memory-mapped file (page cache warm); GB/s of token ids (4 bytes each) for the gather alone
-   (ids copied into int64 rows) and for full Batches (ids, labels, positions, doc ids, offsets,
-   cu_seqlens). Median of ``--runs`` passes.
+   memory-mapped file (page cache warm); GB/s of token ids (4 bytes each) for full Batches (ids,
+   labels, positions, doc ids, offsets, mask, cu_seqlens), one and two threads, int64 and
+   ``index_dtype=np.int32`` (round robin, median of ``--runs`` passes). "GB/s per CPU second"
+   divides by this process's CPU time (all its threads): on a loaded machine it shows what the code
+   does with the CPU it gets.
 """
 
 from __future__ import annotations
@@ -91,8 +93,14 @@ class MemmapSource:
         return np.asarray(self.token_array[self.doc_offsets[i] : self.doc_offsets[i + 1]])
 
 
-def bench_materialize(n_docs: int, T: int, runs: int, batch_size: int = 64) -> list[str]:
+def bench_materialize(n_docs: int, T: int, runs: int, batch_size: int = 64) -> tuple[list[str], dict]:
+    """Full batches, default layout and ``index_dtype=np.int32``, one and two threads; the variants
+    take turns within every run (round robin), so a change of machine load hits them alike."""
     lengths = lognormal_lengths(n_docs, seed=1)
+    variants = {"default": {}, "2 threads": {"num_threads": 2}, "int32": {"index_dtype": np.int32},
+                "int32, 2 threads": {"index_dtype": np.int32, "num_threads": 2}}
+    wall: dict[str, list[float]] = {k: [] for k in variants}
+    cpu: dict[str, list[float]] = {k: [] for k in variants}
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "tokens.u32"
         np.random.default_rng(2).integers(0, 2**17, int(lengths.sum()), dtype=np.uint32).tofile(path)
@@ -100,15 +108,32 @@ def bench_materialize(n_docs: int, T: int, runs: int, batch_size: int = 64) -> l
         plan = pack(lengths, T)
         gb = plan.tokens * 4 / 1e9
 
-        def full_batches(threads=1):
-            for _ in plan.batches(src, batch_size=batch_size, pad_id=0, num_threads=threads):
+        def full_batches(**kw):
+            for _ in plan.batches(src, batch_size=batch_size, pad_id=0, **kw):
                 pass
 
-        full_batches()  # warm the page cache and the kernels
-        t_full, _ = median_time(full_batches, runs)
-        t_full2, _ = median_time(lambda: full_batches(2), runs)
-    return [f"| full `Batch`es via `plan.batches(source, batch_size={batch_size})` | {plan.tokens:,d} | {t_full:.2f} | {gb / t_full:.2f} |",
-            f"| full `Batch`es, `num_threads=2` | {plan.tokens:,d} | {t_full2:.2f} | {gb / t_full2:.2f} |"]
+        for kw in variants.values():
+            full_batches(**kw)  # warm the page cache and the kernels
+        for _ in range(runs):
+            for name, kw in variants.items():
+                t0, c0 = time.perf_counter(), time.process_time()
+                full_batches(**kw)
+                wall[name].append(time.perf_counter() - t0)
+                cpu[name].append(time.process_time() - c0)
+    med = {k: statistics.median(v) for k, v in wall.items()}
+    med_cpu = {k: statistics.median(v) for k, v in cpu.items()}
+    label = {"default": f"full `Batch`es via `plan.batches(source, batch_size={batch_size})`",
+             "2 threads": "full `Batch`es, `num_threads=2`",
+             "int32": "full `Batch`es, `index_dtype=np.int32`",
+             "int32, 2 threads": "full `Batch`es, `index_dtype=np.int32, num_threads=2`"}
+    rows = [f"| {label[k]} | {plan.tokens:,d} | {med[k]:.2f} | {gb / med[k]:.2f} | {gb / med_cpu[k]:.2f} |"
+            for k in variants]
+    ratios = {"two_threads_over_one": med["default"] / med["2 threads"],
+              "int32_two_threads_over_one": med["int32"] / med["int32, 2 threads"]}
+    rows.append(f"\nTwo threads / one thread (wall-clock, same run): {ratios['two_threads_over_one']:.2f}x "
+                f"(int32: {ratios['int32_two_threads_over_one']:.2f}x).")
+    return rows, {"gb_per_s": {k: gb / v for k, v in med.items()},
+                  "gb_per_cpu_s": {k: gb / v for k, v in med_cpu.items()}, **ratios}
 
 
 def machine() -> str:
@@ -154,15 +179,16 @@ def main() -> None:
             emit(row)
     emit(f"\n### Materializing blocks from a memory-mapped uint32 token file ({args.materialize_docs:,d} "
           f"log-normal documents, median of {args.runs})\n")
-    emit("| what | tokens | seconds | GB/s of token ids |")
-    emit("|---|---:|---:|---:|")
-    for row in bench_materialize(args.materialize_docs, T, args.runs):
+    emit("| what | tokens | seconds | GB/s of token ids | GB/s per CPU second |")
+    emit("|---|---:|---:|---:|---:|")
+    rows, mat = bench_materialize(args.materialize_docs, T, args.runs)
+    for row in rows:
         emit(row)
     if not args.no_publish:
         from _results import publish, tables
 
         md = "\n".join(out)
-        publish("packing", {"tables": tables(md)}, md)
+        publish("packing", {"tables": tables(md), "materialize": mat}, md)
 
 
 if __name__ == "__main__":

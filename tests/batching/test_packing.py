@@ -350,3 +350,83 @@ def test_plan_equals_the_sorting_twin(lengths, T, method, long_docs, seed):
     want = _plan_by_sorting(lengths, T, method, long_docs, seed)
     for got, ref in zip((plan.doc, plan.start, plan.length, plan.block_ptr), want):
         assert got.tolist() == ref.tolist()
+
+
+def _fields_equal(a, b, *, same_dtype=True):
+    import dataclasses
+
+    for f in dataclasses.fields(a):
+        x, y = getattr(a, f.name), getattr(b, f.name)
+        if isinstance(x, np.ndarray):
+            assert np.array_equal(x, y) and (x.dtype == y.dtype or not same_dtype), f.name
+        else:
+            assert x == y, f.name
+
+
+class _FlatSource:
+    """A source with the flat layout of a store (token_array + doc_offsets)."""
+
+    def __init__(self, docs):
+        self.lengths = np.array([len(d) for d in docs], np.int64)
+        self.doc_offsets = np.concatenate([[0], np.cumsum(self.lengths)]).astype(np.int64)
+        self.token_array = np.concatenate(docs).astype(np.uint32)
+
+    def __len__(self):
+        return self.lengths.size
+
+    def get(self, i):
+        return self.token_array[self.doc_offsets[i] : self.doc_offsets[i + 1]]
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**16), block_size=st.sampled_from([8, 33, 64]), method=st.sampled_from(METHODS),
+       fragment_positions=st.sampled_from(["restart", "continue"]), threads=st.sampled_from([1, 2]))
+def test_int32_indices_and_reused_memory_give_the_same_batches(seed, block_size, method, fragment_positions, threads):
+    rng = np.random.default_rng(seed)
+    docs = [rng.integers(0, 50_000, n) for n in rng.integers(1, 90, 40)]
+    plan = pack([len(d) for d in docs], block_size, method=method)
+    for source in (docs, _FlatSource(docs)):
+        kw = dict(batch_size=3, pad_id=0, fragment_positions=fragment_positions)
+        ref = list(plan.batches(source, reuse_memory=False, **kw))
+        held = list(plan.batches(source, num_threads=threads, **kw))  # all kept alive: nothing may be reused
+        small = list(plan.batches(source, num_threads=threads, index_dtype=np.int32, **kw))
+        assert len(ref) == len(held) == len(small)
+        for r, h, s in zip(ref, held, small):
+            _fields_equal(r, h)
+            _fields_equal(r, s, same_dtype=False)
+            assert s.position_ids.dtype == s.doc_ids.dtype == s.token_offsets.dtype == np.int32
+            assert s.input_ids.dtype == s.labels.dtype == np.int64
+
+
+def test_reused_memory_never_overwrites_what_is_still_referenced():
+    rng = np.random.default_rng(3)
+    docs = [rng.integers(0, 1000, n) for n in rng.integers(1, 60, 300)]
+    plan = pack([len(d) for d in docs], 64)
+    src = _FlatSource(docs)
+    ref = [b.input_ids.copy() for b in plan.batches(src, batch_size=4, pad_id=0, reuse_memory=False)]
+    kept, addresses = [], set()
+    for i, b in enumerate(plan.batches(src, batch_size=4, pad_id=0)):
+        addresses.add(b.input_ids.ctypes.data)
+        if i % 3 == 0:
+            kept.append((i, b.input_ids[1:]))  # a view keeps the whole buffer alive
+    assert len(addresses) < len(ref)  # dropped batches lent their memory to later ones
+    assert len(kept) > 3
+    for i, view in kept:
+        assert np.array_equal(view, ref[i][1:])
+
+
+def test_batches_options_are_checked():
+    plan = pack([3, 4], 8)
+    with pytest.raises(ConfigError, match="index_dtype"):
+        next(plan.batches([[1, 2, 3], [1, 2, 3, 4]], batch_size=1, pad_id=0, index_dtype=np.int16))
+
+
+def test_a_bad_plan_on_the_flat_path_is_refused_with_its_reason():
+    src = _FlatSource([np.arange(5), np.arange(6)])
+    lengths = np.array([5, 6], np.int64)
+    too_full = PackPlan(8, "best_fit", np.array([0, 1]), np.array([0, 0]), lengths, np.array([0, 2]), lengths)
+    with pytest.raises(ConfigError, match="more than row_length"):
+        next(too_full.batches(src, batch_size=1, pad_id=0))
+    outside = PackPlan(8, "best_fit", np.array([1]), np.array([3]), np.array([5]), np.array([0, 1]), lengths)
+    with pytest.raises(InputError):
+        next(outside.batches(src, batch_size=1, pad_id=0))

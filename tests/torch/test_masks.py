@@ -91,3 +91,17 @@ def test_packed_batches_dataloader_with_workers_keeps_plan_order():
     for workers in (0, 2):
         loader = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=workers)
         assert [b["input_ids"].tolist() for b in loader] == want
+
+
+def test_int32_index_batches_as_tensors():
+    plan = pack([4, 3], 8)
+    wide = next(plan.batches([A, B], batch_size=1, pad_id=0))
+    small = next(plan.batches([A, B], batch_size=1, pad_id=0, index_dtype=np.int32))
+    tw, ts = to_tensors(wide), to_tensors(small)
+    assert ts["position_ids"].dtype == ts["doc_ids"].dtype == torch.int32
+    assert ts["input_ids"].dtype == ts["labels"].dtype == torch.int64  # cross_entropy wants int64 targets
+    for name in ("input_ids", "labels", "position_ids", "doc_ids", "attention_mask", "cu_seqlens"):
+        assert torch.equal(tw[name].to(ts[name].dtype), ts[name]), name
+    assert torch.equal(sdpa_mask(small), sdpa_mask(wide))
+    emb = torch.nn.Embedding(8, 2)  # int32 position ids index an embedding as they are
+    assert torch.equal(emb(ts["position_ids"]), emb(tw["position_ids"]))

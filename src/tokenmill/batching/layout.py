@@ -104,7 +104,8 @@ class Block:
 
 @dataclass(frozen=True, eq=False)
 class Batch:
-    """A rectangular batch of ``B`` rows of ``T`` positions; 2-D arrays have shape ``(B, T)``, int64.
+    """A rectangular batch of ``B`` rows of ``T`` positions; 2-D arrays have shape ``(B, T)``, int64
+    (``position_ids``, ``doc_ids`` and ``token_offsets`` int32 where made with ``index_dtype=np.int32``).
 
     ``attention_mask`` is the bool non-pad mask (True = real token); it is *not* the attention
     pattern, which also depends on causality and document boundaries (see :meth:`dense_mask`).
@@ -223,7 +224,7 @@ Filler = Callable[[np.ndarray, np.ndarray], None]
 def assemble(fill: Filler | tuple[np.ndarray, np.ndarray], seg_row: np.ndarray, seg_doc: np.ndarray,
              seg_start: np.ndarray, seg_len: np.ndarray, *, num_rows: int, row_length: int, pad_id: int,
              stream: bool = False, fragment_positions: FragmentPositions = "restart",
-             truncated_tokens: int = 0) -> Batch:
+             truncated_tokens: int = 0, index_dtype=np.int64, buffers: "Buffers | None" = None) -> Batch:
     """Build a :class:`Batch` from a segment table (all arrays ``(S,)`` int64, ``seg_row``
     nondecreasing, each row's lengths summing to at most ``row_length``).
 
@@ -232,9 +233,11 @@ def assemble(fill: Filler | tuple[np.ndarray, np.ndarray], seg_row: np.ndarray, 
     vectorized numpy twin in ``reference.py`` is the oracle it is tested against). ``fill`` may
     instead be ``(tokens, seg_src)``: a flat token array and each segment's offset in it, read by
     that same pass (no separate copy).
-    """
-    from . import _kernels
 
+    ``index_dtype`` (int64 or int32) is the dtype of ``position_ids``, ``doc_ids`` and
+    ``token_offsets`` (int32: 12 fewer bytes written per position); ``buffers`` (a :class:`Buffers`)
+    lends the memory of batches nobody holds any more instead of fresh pages.
+    """
     check_fragment_positions(fragment_positions)
     B = check_int(num_rows, "num_rows", min=1)
     T = check_int(row_length, "row_length", min=1)
@@ -246,10 +249,13 @@ def assemble(fill: Filler | tuple[np.ndarray, np.ndarray], seg_row: np.ndarray, 
     if seg_len.size and seg_len.min() < 0:
         raise ConfigError(f"seg_len holds {int(seg_len.min()):,d}; segment lengths must be >= 0")
     N = _checked_size(seg_row, seg_len, B, T)
-    seg_dst = segment_destinations(seg_row, seg_len, B, T)
-    # One allocation for the five int64 arrays: large enough for transparent huge pages, which
-    # made fresh per-batch buffers ~4x faster to fill (page faults dominated: 60 vs 430 M positions/s).
-    input_ids, labels, position_ids, doc_ids, token_offsets = np.empty((5, N), np.int64)
+    idx = check_index_dtype(index_dtype)
+    if idx == np.int32 and seg_row.size and (seg_doc.min() < 0 or seg_doc.max() > _I32
+                                             or (seg_start.astype(np.float64) + seg_len).max() > _I32):
+        raise ConfigError("index_dtype=int32 cannot hold these document ids or token offsets (over "
+                          f"{_I32:,d}); use index_dtype=np.int64")
+    seg_dst = None if isinstance(fill, tuple) else segment_destinations(seg_row, seg_len, B, T)
+    input_ids, labels, position_ids, doc_ids, token_offsets, real = _outputs(N, idx, buffers)
     if isinstance(fill, tuple):
         tokens = check_token_array(fill[0], "tokens")
         seg_src = check_array(fill[1], "seg_src", shape=seg_len.shape)
@@ -257,11 +263,114 @@ def assemble(fill: Filler | tuple[np.ndarray, np.ndarray], seg_row: np.ndarray, 
     else:
         tokens, seg_src = np.zeros(0, np.int64), seg_start
         fill(input_ids, seg_dst)
-    real = np.empty(N, dtype=bool)
+    return _layout(seg_row, seg_doc, seg_start, seg_len, B, T, bool(stream), fragment_positions == "continue",
+                   pad_id, tokens, seg_src, (input_ids, labels, position_ids, doc_ids, token_offsets, real),
+                   truncated_tokens)
+
+
+def assemble_flat(tokens: np.ndarray, seg_src: np.ndarray, seg_row: np.ndarray, seg_doc: np.ndarray,
+                  seg_start: np.ndarray, seg_len: np.ndarray, *, num_rows: int, row_length: int, pad_id: int,
+                  stream: bool, fragment_positions: FragmentPositions, index_dtype=np.int64,
+                  buffers: "Buffers | None" = None) -> Batch:
+    """``assemble((tokens, seg_src), ...)`` with less Python per batch, for callers that checked the
+    options (``pad_id``, ``fragment_positions``, ``index_dtype``) once: int64 C-contiguous segment
+    arrays of one size are checked by one compiled pass (:func:`_kernels.segments_ok`); anything
+    else, or a table that pass refuses, goes through :func:`assemble`, whose checks name the problem."""
+    from . import _kernels
+
+    B, T = num_rows, row_length
+    arrays = (seg_row, seg_doc, seg_start, seg_len, seg_src)
+    S = seg_row.shape[0] if type(seg_row) is np.ndarray and seg_row.ndim == 1 else -1
+    tokens = check_token_array(tokens, "tokens")
+    idx = check_index_dtype(index_dtype)
+    if (S >= 0 and type(B) is int and type(T) is int and 1 <= B and 1 <= T and B * T <= _I32
+            and all(type(a) is np.ndarray and a.dtype == np.int64 and a.shape == (S,) and a.flags.c_contiguous
+                    for a in arrays)
+            and _kernels.segments_ok(seg_row, seg_doc, seg_start, seg_len, seg_src, B, T, tokens.size,
+                                     idx == np.int32)):
+        if S == 0:
+            tokens = np.zeros(0, np.int64)
+        return _layout(seg_row, seg_doc, seg_start, seg_len, B, T, bool(stream), fragment_positions == "continue",
+                       pad_id, tokens, seg_src, _outputs(B * T, idx, buffers), 0)
+    return assemble((tokens, seg_src), seg_row, seg_doc, seg_start, seg_len, num_rows=num_rows,
+                    row_length=row_length, pad_id=pad_id, stream=stream, fragment_positions=fragment_positions,
+                    index_dtype=index_dtype, buffers=buffers)
+
+
+_I32 = int(np.iinfo(np.int32).max)
+
+
+def check_index_dtype(index_dtype) -> type:
+    """``np.int64`` or ``np.int32`` (the dtype of position ids, document ids and token offsets)."""
+    try:
+        dt = np.dtype(index_dtype)
+    except TypeError:
+        dt = None
+    if dt == np.int64:
+        return np.int64
+    if dt == np.int32:
+        return np.int32
+    raise ConfigError(f"index_dtype={index_dtype!r} is not np.int64 (the default) or np.int32 (position ids, "
+                      "document ids and token offsets as int32: fewer bytes per position)")
+
+
+class Buffers:
+    """Memory for the arrays of successive batches, lent again once nothing refers to it.
+
+    A buffer is reused only when its reference count shows that no :class:`Batch`, no array view
+    and no tensor made from one (``torch.from_numpy`` keeps its array alive) is left anywhere, so a
+    batch the caller still holds is never overwritten; a batch that is dropped gives its memory
+    (pages already mapped: no page faults, often still in cache) to a later one. Thread-safe.
+    """
+
+    def __init__(self, keep: int = 4):
+        import threading
+
+        self._keep = keep
+        self._pool: list[np.ndarray] = []
+        self._lock = threading.Lock()
+        probe = [np.empty(1, np.uint8)]
+        self._free_refs = self._refs(probe, 0)  # the count of a buffer only the pool holds
+
+    @staticmethod
+    def _refs(pool: list, i: int) -> int:
+        import sys
+
+        return sys.getrefcount(pool[i])
+
+    def take(self, nbytes: int) -> np.ndarray:
+        with self._lock:
+            pool = self._pool
+            for i in range(len(pool)):
+                if pool[i].nbytes == nbytes and self._refs(pool, i) == self._free_refs:
+                    return pool[i]
+            buf = np.empty(nbytes, np.uint8)
+            if len(pool) >= self._keep:  # forget the oldest (it lives on while its batch does)
+                del pool[0]
+            pool.append(buf)
+            return buf
+
+
+def _outputs(N: int, idx: type, buffers: Buffers | None):
+    """The per-position arrays of a batch, carved from one allocation (or a reused buffer): large
+    enough for transparent huge pages, which made fresh per-batch buffers ~4x faster to fill (page
+    faults dominated: 60 vs 430 M positions/s)."""
+    w = np.dtype(idx).itemsize
+    nbytes = N * (16 + 3 * w + 1)
+    raw = buffers.take(nbytes) if buffers is not None else np.empty(nbytes, np.uint8)
+    ids = raw[: 16 * N].view(np.int64)
+    index = raw[16 * N : (16 + 3 * w) * N].view(idx)
+    return ids[:N], ids[N:], index[:N], index[N : 2 * N], index[2 * N :], raw[(16 + 3 * w) * N :].view(bool)
+
+
+def _layout(seg_row, seg_doc, seg_start, seg_len, B, T, stream, continue_positions, pad_id, tokens, seg_src,
+            outputs, truncated_tokens) -> Batch:
+    from . import _kernels
+
+    input_ids, labels, position_ids, doc_ids, token_offsets, real = outputs
     cu = np.empty(seg_row.size + 2 * B + 1, np.int64)
-    ncu, longest = _kernels.layout(seg_row, seg_doc, seg_start, seg_len, B, T, bool(stream),
-                                   fragment_positions == "continue", pad_id, tokens, seg_src, input_ids,
-                                   labels, position_ids, doc_ids, token_offsets, real, cu)
+    ncu, longest = _kernels.layout(seg_row, seg_doc, seg_start, seg_len, B, T, stream, continue_positions, pad_id,
+                                   tokens, seg_src, input_ids, labels, position_ids, doc_ids, token_offsets, real, cu)
     shape = (B, T)
     return Batch(input_ids.reshape(shape), labels.reshape(shape), position_ids.reshape(shape),
                  real.reshape(shape), doc_ids.reshape(shape), token_offsets.reshape(shape),
