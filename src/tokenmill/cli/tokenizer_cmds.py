@@ -108,7 +108,7 @@ def cmd_inspect(args) -> int:
         items = sorted(tok.special_tokens.items(), key=lambda kv: kv[1])
         more = f", ... ({len(items):,d} in all)" if len(items) > 12 else ""
         print("special tokens: " + ", ".join(f"{s}={i}" for s, i in items[:12]) + more)
-    n = len(tok.merges) if tok.merges is not None and tok._merge_ids is None else 0
+    n = len(tok.merges) if tok.merges is not None and tok.merge_ids is None else 0
     if tok.merges is not None and not n:
         print(f"merges: {len(tok.merges):,d} (imported merge list)")
     if n:
@@ -121,7 +121,7 @@ def cmd_inspect(args) -> int:
         print("last merges:")
         for i in range(max(256, 256 + n - args.top), 256 + n):
             print(show(i))
-    ids = sorted((i for i, b in enumerate(tok._vocab) if b is not None), key=lambda i: (-len(tok.token_bytes(i)), i))
+    ids = sorted((i for i, _ in tok.vocab_items()), key=lambda i: (-len(tok.token_bytes(i)), i))
     print("longest tokens:")
     for i in ids[: args.top]:
         print(f"  {i:>7,d}  {len(tok.token_bytes(i)):>3d} bytes  {_readable(tok.token_bytes(i))}")

@@ -291,6 +291,16 @@ class Tokenizer:
         return None if self._merges is None else self._merges.copy()
 
     @property
+    def merge_ids(self) -> np.ndarray | None:
+        """For imported merge lists (tokenizer.json): the id each merge produces, in merge order; None
+        when merges are ranks (trained tokenizers: merge ``i`` makes id ``256 + i``; rank files)."""
+        return None if self._merge_ids is None else self._merge_ids.copy()
+
+    def vocab_items(self):
+        """``(id, bytes)`` of every vocabulary token (special and added tokens excluded), by id."""
+        return ((i, b) for i, b in enumerate(self._vocab) if b is not None)
+
+    @property
     def trace(self) -> MergeTrace | None:
         """The training trace, when this tokenizer came from ``train_bpe``."""
         if self._merges is None or self._merge_counts is None:

@@ -47,9 +47,9 @@ def family_params(pattern: str | None) -> tuple[int, bool] | None:
 
 def has_kernel(pattern: str | None) -> bool:
     """A hand-written kernel runs ``pattern`` (the presets and the model family)."""
-    from .pretokenize import _PRESET_IDS
+    from .pretokenize import PRESET_IDS
 
-    return pattern is not None and (pattern in _PRESET_IDS or family_params(pattern) is not None)
+    return pattern is not None and (pattern in PRESET_IDS or family_params(pattern) is not None)
 
 
 def has_compiled(pattern: str | None) -> bool:
@@ -89,9 +89,9 @@ def compiled_offsets(data: bytes, pattern: str, *, allow_general: bool | None = 
     general VM for other patterns (default: ``$TOKENMILL_GENERAL_SPLITTER``). ``doc_offsets``: split
     each ``data[doc_offsets[d]:doc_offsets[d + 1]]`` on its own (as ``pretokenize.split_offsets``); the
     result holds every document boundary."""
-    from .pretokenize import _PRESET_IDS, _as_readonly_bytes, _raise_not_utf8, _whole, split_offsets
+    from .pretokenize import PRESET_IDS, _as_readonly_bytes, _raise_not_utf8, _whole, split_offsets
 
-    if pattern in _PRESET_IDS:
+    if pattern in PRESET_IDS:
         return split_offsets(data, pattern, doc_offsets=doc_offsets)
     params = family_params(pattern)
     if params is None:
