@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from ._common import add_command, add_quiet
+from ._common import add_command, add_quiet, add_tokenizer_args, load_tokenizer
 
 EXAMPLE_BUILD = ("tokenmill store build --tokenizer tok.json --input corpus/ data.jsonl.zst --out store/ "
                  "--workers 4")
@@ -20,7 +20,7 @@ def register(sub) -> None:
 
     b = add_command(inner, "build", help="encode text sources into a token store (resumable, same bytes for "
                     "any --workers)", example=EXAMPLE_BUILD, func=cmd_build)
-    b.add_argument("--tokenizer", required=True, help="tokenizer file (tokenmill JSON)")
+    add_tokenizer_args(b)
     b.add_argument("--input", nargs="+", required=True, metavar="PATH",
                    help="files, folders or globs: .txt, .jsonl/.ndjson, .parquet, optionally .gz/.zst")
     b.add_argument("--out", required=True, help="the store folder to write")
@@ -58,9 +58,7 @@ def register(sub) -> None:
 
 def cmd_build(args: argparse.Namespace) -> int:
     from ..data.store import TokenStore
-    from ..tokenizer.model import Tokenizer
-
-    tok = Tokenizer.load(args.tokenizer)
+    tok = load_tokenizer(args)
     sep = args.separator.encode().decode("unicode_escape") if args.separator else None
     store = TokenStore.build(args.out, list(args.input), tok, workers=args.workers, engine=args.engine,
                              ray_address=args.ray_address, field=args.field, format=args.format,
