@@ -38,7 +38,7 @@ from typing import Iterator, Literal
 import numpy as np
 
 from ..data.source import TokenSource, as_source
-from .._validate import check_array, check_int, check_spans, check_total
+from .._validate import check_array, check_int, check_rows, check_spans, check_total
 from ..errors import ConfigError, InputError
 from .layout import (Batch, Block, Buffers, FragmentPositions, assemble, assemble_flat, check_fragment_positions,
                      check_index_dtype, check_token_array)
@@ -357,13 +357,15 @@ def pack(lengths, block_size: int, *, method: Method = "best_fit", long_docs: Lo
     from . import _kernels
 
     perm = np.zeros(0, np.int64)  # block renumbering (empty: none)
+    dense = T + 1 <= 4 * length.size + 65536  # memory ~ 24 bytes x T is fine
     if method == "greedy":
         assign, nblocks = _kernels.greedy(length, T)
     else:
         # Longest first; equal lengths by document then piece order, so the plan is reproducible.
-        dense = T + 1 <= 4 * length.size + 65536  # memory ~ 24 bytes x T is fine
         if dense:  # _items gives (doc, start) order: a stable counting sort by length is the lexsort
-            doc, start, length = _kernels.sort_decreasing(doc, start, length, T)
+            items = (doc, start, length)
+            doc, start, length = (np.empty(length.size, np.int64) for _ in range(3))
+            _kernels.sort_decreasing(*items, T, doc, start, length)
         else:
             order = np.lexsort((start, doc, -length))
             doc, start, length = doc[order], start[order], length[order]
@@ -377,7 +379,17 @@ def pack(lengths, block_size: int, *, method: Method = "best_fit", long_docs: Lo
         if seed is not None:
             perm = np.random.default_rng(seed).permutation(nblocks).astype(np.int64)
     # by block (renumbered by perm), inside a block in the order items were placed: a counting sort
-    doc, start, length, ptr = _kernels.group_by_block(assign, perm, nblocks, doc, start, length)
+    # into the memory of the unsorted items where they are ours and dead (no fresh pages to fault in)
+    if method == "greedy":  # blocks already come in item order
+        ptr = np.zeros(nblocks + 1, np.int64)
+        np.cumsum(np.bincount(assign, minlength=nblocks), out=ptr[1:])
+    else:
+        if dense and all(a.flags.owndata and a.flags.writeable for a in items):
+            out = items
+        else:
+            out = tuple(np.empty(length.size, np.int64) for _ in range(3))
+        ptr = _kernels.group_by_block(assign, perm, nblocks, doc, start, length, *out)
+        doc, start, length = out
     return PackPlan(T, method, doc, start, length, ptr, doc_lengths, long_docs, empty_docs=empty, **counts)
 
 
@@ -403,6 +415,7 @@ def _items(doc_lengths: np.ndarray, T: int, long_docs: str):
         counts["truncated_tokens"] = int((doc_lengths[over] - T).sum())
         return nonempty, np.zeros(nonempty.size, np.int64), np.minimum(doc_lengths[nonempty], T), counts
     pieces = -(-doc_lengths[nonempty] // T)  # ceil
+    check_rows(int(pieces.sum(dtype=np.float64)), "the plan", "raise block_size or pass long_docs='truncate'")
     doc = np.repeat(nonempty, pieces)
     first = np.cumsum(pieces) - pieces
     start = (np.arange(doc.size) - np.repeat(first, pieces)) * T
@@ -419,6 +432,7 @@ def _concat(doc_lengths: np.ndarray, T: int):
     begins = ends - lens
     first_block, last_block = begins // T, (ends - 1) // T
     pieces = last_block - first_block + 1
+    check_rows(int(pieces.sum(dtype=np.float64)), "the plan", "raise block_size")
     doc = np.repeat(nonempty, pieces)
     blk = np.repeat(first_block, pieces) + (np.arange(doc.size) - np.repeat(np.cumsum(pieces) - pieces, pieces))
     lo = np.maximum(np.repeat(begins, pieces), blk * T)
@@ -472,7 +486,7 @@ def chunk_stream(length: int, block_size: int, *, last: Literal["pad", "drop"] =
     n = check_int(length, "length", min=0, max=2**62)
     if n < 2:
         return Chunks(np.zeros(0, np.int64), np.zeros(0, np.int64), 0, n, 0)
-    count = -(-(n - 1) // T)  # samples needed to score targets 1 .. n-1
+    count = check_rows(-(-(n - 1) // T), "chunk_stream", "raise block_size")  # samples for targets 1 .. n-1
     start = np.arange(count, dtype=np.int64) * T
     size = np.minimum(start + T + 1, n) - start
     if last == "drop" and size[-1] < T + 1:
