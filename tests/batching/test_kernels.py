@@ -97,7 +97,8 @@ def test_sort_decreasing_is_the_lexsort_of_items_in_doc_order(pieces, extra):
     doc, start, length = _items_in_doc_order(pieces)
     cap = int(length.max(initial=0)) + extra
     order = np.lexsort((start, doc, -length))
-    got = _kernels.sort_decreasing(doc, start, length, cap)
+    got = tuple(np.full(doc.size, -7, np.int64) for _ in range(3))
+    _kernels.sort_decreasing(doc, start, length, cap, *got)
     for a, b in zip(got, (doc[order], start[order], length[order])):
         assert a.tolist() == b.tolist()
 
@@ -114,6 +115,27 @@ def test_group_by_block_is_a_stable_argsort_by_block(assign, extra, permute, see
     block = perm[a] if permute else a
     by_block = np.argsort(block, kind="stable")
     ptr = np.concatenate([[0], np.cumsum(np.bincount(block, minlength=nblocks))])
-    got = _kernels.group_by_block(a, perm, nblocks, doc, start, length)
+    out = tuple(np.full(a.size, -7, np.int64) for _ in range(3))
+    got = (*out, _kernels.group_by_block(a, perm, nblocks, doc, start, length, *out))
     for x, y in zip(got, (doc[by_block], start[by_block], length[by_block], ptr)):
         assert x.tolist() == y.tolist()
+
+
+@settings(max_examples=80, deadline=None)
+@given(lengths=st.lists(st.integers(0, 40), max_size=80), T=st.integers(1, 12), split=st.booleans())
+def test_items_kernel_equals_numpy(lengths, T, split):
+    dl = np.array(lengths, np.int64)
+    nonempty = np.flatnonzero(dl > 0)
+    if split:  # pieces of T, in document then piece order
+        pieces = -(-dl[nonempty] // T)
+        doc = np.repeat(nonempty, pieces)
+        start = (np.arange(doc.size) - np.repeat(np.cumsum(pieces) - pieces, pieces)) * T
+        length = np.minimum(dl[doc] - start, T)
+    else:  # whole documents, cut at T
+        doc, start, length = nonempty, np.zeros(nonempty.size, np.int64), np.minimum(dl[nonempty], T)
+    out = tuple(np.full(doc.size, -7, np.int64) for _ in range(3))
+    assert _kernels.items(dl, T, split, *out) == doc.size
+    for a, b in zip(out, (doc, start, length)):
+        assert a.tolist() == b.tolist()
+    if doc.size:  # outputs too small: refused, nothing written past them
+        assert _kernels.items(dl, T, split, *(a[:-1].copy() for a in out)) == -1

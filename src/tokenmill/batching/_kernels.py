@@ -270,40 +270,59 @@ def greedy(lengths, capacity):
     return assign, b + 1
 
 
+# Planning passes write into arrays the caller allocates: numpy asks for transparent huge pages on
+# large arrays, and first-touch page faults on fresh memory cost more than these passes themselves.
 @njit(cache=True, nogil=True)
-def sort_decreasing(doc, start, length, max_length):
-    """Items ``(doc, start, length)`` sorted by decreasing length, equal lengths kept in their given
-    order (a stable counting sort over ``0 .. max_length``: O(n + max_length)). For items already in
-    ``(doc, start)`` order this is ``np.lexsort((start, doc, -length))`` (tested equal)."""
+def items(doc_lengths, T, split, doc, start, length):
+    """Fill ``doc``/``start``/``length`` with the items of the non-empty documents in document order:
+    each document whole (``split`` False: ``length = min(L, T)``, the rest is truncated) or cut in
+    pieces of ``T`` (``split``). Returns the item count, or -1 if the outputs are too small."""
+    k = 0
+    cap = doc.size
+    for d in range(doc_lengths.size):
+        L = doc_lengths[d]
+        if L <= 0:
+            continue
+        s = 0
+        while True:
+            if k >= cap:
+                return -1
+            doc[k] = d
+            start[k] = s
+            length[k] = min(L - s, T)
+            k += 1
+            s += T
+            if not split or s >= L:
+                break
+    return k
+
+
+@njit(cache=True, nogil=True)
+def sort_decreasing(doc, start, length, max_length, out_doc, out_start, out_length):
+    """``out_*`` = the items ``(doc, start, length)`` sorted by decreasing length, equal lengths kept
+    in their given order (a stable counting sort over ``0 .. max_length``: O(n + max_length)). For
+    items in ``(doc, start)`` order this is ``np.lexsort((start, doc, -length))`` (tested equal)."""
     n = length.size
     first = np.zeros(max_length + 2, np.int64)  # first[k]: where key k = max_length - length starts
     for i in range(n):
         first[max_length - length[i] + 1] += 1
     for k in range(1, max_length + 2):
         first[k] += first[k - 1]
-    out_length = np.empty(n, np.int64)
     for k in range(max_length + 1):  # the sorted lengths are runs: no scatter needed
         out_length[first[k] : first[k + 1]] = max_length - k
-    pair = np.empty((n, 2), np.int64)  # (doc, start) interleaved: one write stream per length
     for i in range(n):
         key = max_length - length[i]
         j = first[key]
         first[key] = j + 1
-        pair[j, 0] = doc[i]
-        pair[j, 1] = start[i]
-    out_doc = np.empty(n, np.int64)
-    out_start = np.empty(n, np.int64)
-    for j in range(n):
-        out_doc[j] = pair[j, 0]
-        out_start[j] = pair[j, 1]
-    return out_doc, out_start, out_length
+        out_doc[j] = doc[i]
+        out_start[j] = start[i]
 
 
 @njit(cache=True, nogil=True)
-def group_by_block(assign, perm, nblocks, doc, start, length):
-    """Items grouped by block ``perm[assign[i]]`` (``perm`` empty: ``assign[i]``), in block order and,
-    inside a block, in item order: ``np.argsort(block, kind="stable")`` applied to the three arrays,
-    as a counting sort. Returns ``(doc, start, length, block_ptr)``."""
+def group_by_block(assign, perm, nblocks, doc, start, length, out_doc, out_start, out_length):
+    """``out_*`` = the items grouped by block ``perm[assign[i]]`` (``perm`` empty: ``assign[i]``), in
+    block order and, inside a block, in item order: ``np.argsort(block, kind="stable")`` applied to
+    the three arrays, as a counting sort. Returns ``block_ptr``."""
     n = assign.size
     permute = perm.size > 0
     count = np.zeros(nblocks, np.int64)  # items per block, by creation number
@@ -320,22 +339,14 @@ def group_by_block(assign, perm, nblocks, doc, start, length):
     pos = np.empty(nblocks, np.int64)  # next free slot of every block, by creation number
     for b in range(nblocks):
         pos[b] = ptr[perm[b]] if permute else ptr[b]
-    item = np.empty((n, 3), np.int64)  # interleaved: one random write per item, not three
     for i in range(n):
         b = assign[i]
         j = pos[b]
         pos[b] = j + 1
-        item[j, 0] = doc[i]
-        item[j, 1] = start[i]
-        item[j, 2] = length[i]
-    out_doc = np.empty(n, np.int64)
-    out_start = np.empty(n, np.int64)
-    out_length = np.empty(n, np.int64)
-    for j in range(n):
-        out_doc[j] = item[j, 0]
-        out_start[j] = item[j, 1]
-        out_length[j] = item[j, 2]
-    return out_doc, out_start, out_length, ptr
+        out_doc[j] = doc[i]
+        out_start[j] = start[i]
+        out_length[j] = length[i]
+    return ptr
 
 
 @njit(cache=True, nogil=True)

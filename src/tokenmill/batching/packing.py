@@ -384,10 +384,9 @@ def pack(lengths, block_size: int, *, method: Method = "best_fit", long_docs: Lo
         ptr = np.zeros(nblocks + 1, np.int64)
         np.cumsum(np.bincount(assign, minlength=nblocks), out=ptr[1:])
     else:
-        if dense and all(a.flags.owndata and a.flags.writeable for a in items):
-            out = items
-        else:
-            out = tuple(np.empty(length.size, np.int64) for _ in range(3))
+        unsorted = items if dense else (None,) * 3
+        out = tuple(a if a is not None and a.flags.owndata and a.flags.writeable else np.empty(length.size, np.int64)
+                    for a in unsorted)
         ptr = _kernels.group_by_block(assign, perm, nblocks, doc, start, length, *out)
         doc, start, length = out
     return PackPlan(T, method, doc, start, length, ptr, doc_lengths, long_docs, empty_docs=empty, **counts)
@@ -413,15 +412,23 @@ def _items(doc_lengths: np.ndarray, T: int, long_docs: str):
     if long_docs == "truncate" or not over.any():
         counts["truncated_docs"] = int(over.sum())
         counts["truncated_tokens"] = int((doc_lengths[over] - T).sum())
-        return nonempty, np.zeros(nonempty.size, np.int64), np.minimum(doc_lengths[nonempty], T), counts
+        return (*_item_arrays(doc_lengths, T, False, nonempty.size), counts)
     pieces = -(-doc_lengths[nonempty] // T)  # ceil
     check_rows(int(pieces.sum(dtype=np.float64)), "the plan", "raise block_size or pass long_docs='truncate'")
-    doc = np.repeat(nonempty, pieces)
-    first = np.cumsum(pieces) - pieces
-    start = (np.arange(doc.size) - np.repeat(first, pieces)) * T
-    length = np.minimum(doc_lengths[doc] - start, T)
+    doc, start, length = _item_arrays(doc_lengths, T, True, int(pieces.sum()))
     counts["split_docs"] = int(over.sum())
     return doc, start, length, counts
+
+
+def _item_arrays(doc_lengths: np.ndarray, T: int, split: bool, n: int):
+    """The ``n`` items of :func:`_items` by one compiled pass (numpy temporaries of this size cost
+    more in page faults than the pass itself)."""
+    from . import _kernels
+
+    doc, start, length = (np.empty(n, np.int64) for _ in range(3))
+    if _kernels.items(np.ascontiguousarray(doc_lengths, np.int64), T, split, doc, start, length) != n:
+        raise AssertionError("tokenmill bug: the item count of a plan changed while it was computed")
+    return doc, start, length
 
 
 def _concat(doc_lengths: np.ndarray, T: int):
