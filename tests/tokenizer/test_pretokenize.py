@@ -178,7 +178,7 @@ def test_utf8_validation_is_pythons(data):
             with pytest.raises(InputError, match=f"byte offset {e.start:,d} "):
                 split_offsets(data, name)
             # whatever the bytes, the kernels stay in bounds and make progress
-            offs, bad = pretokenize._split(pretokenize._as_readonly_bytes(data), PRESET_IDS[name], pretokenize._whole(len(data)))
+            offs, bad = pretokenize._split(pretokenize.as_readonly_bytes(data), PRESET_IDS[name], pretokenize.single_document(len(data)))
             assert bad == e.start and offs[0] == 0 and offs[-1] == len(data) and np.all(np.diff(offs) > 0)
     else:
         assert_parity(text)

@@ -27,10 +27,10 @@ def test_known_patterns(pattern, text):
 
     prog = compile_pattern(pattern)
     from tokenmill.tokenizer._regex_vm import split_vm
-    from tokenmill.tokenizer.pretokenize import _as_readonly_bytes, _whole
+    from tokenmill.tokenizer.pretokenize import as_readonly_bytes, single_document
 
     data = text.encode()
-    offs = split_vm(_as_readonly_bytes(data), prog.class_table(), prog.op, prog.a, prog.b, _whole(len(data))).tolist()
+    offs = split_vm(as_readonly_bytes(data), prog.class_table(), prog.op, prog.a, prog.b, single_document(len(data))).tolist()
     assert [data[x:y].decode() for x, y in zip(offs, offs[1:])] == split_with_gaps(pattern, text)
     assert splitter.general(pattern) is not None
 
@@ -73,10 +73,10 @@ def test_generated_patterns(pattern, text):
     assert vm(pattern, text) == want, pattern  # the DFA, with the VM where no match starts
     prog = compile_pattern(pattern)
     from tokenmill.tokenizer._regex_vm import split_vm
-    from tokenmill.tokenizer.pretokenize import _as_readonly_bytes, _whole
+    from tokenmill.tokenizer.pretokenize import as_readonly_bytes, single_document
 
     data = text.encode()
-    offs = split_vm(_as_readonly_bytes(data), prog.class_table(), prog.op, prog.a, prog.b, _whole(len(data))).tolist()
+    offs = split_vm(as_readonly_bytes(data), prog.class_table(), prog.op, prog.a, prog.b, single_document(len(data))).tolist()
     assert [data[x:y].decode() for x, y in zip(offs, offs[1:])] == want, pattern  # the VM alone
 
 

@@ -299,9 +299,9 @@ _CACHE_LAYOUT = 1
 
 
 def _cache_file(key: str):
-    from .pretokenize import _cache_dir
+    from .pretokenize import cache_dir
 
-    return _cache_dir() / f"hf-tokenizer-v{_CACHE_LAYOUT}-{key}.npz"
+    return cache_dir() / f"hf-tokenizer-v{_CACHE_LAYOUT}-{key}.npz"
 
 
 def _load_cached(key: str):

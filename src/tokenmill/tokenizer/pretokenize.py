@@ -33,7 +33,6 @@ from .patterns import GPT2, GPT4, O200K, compiled, findall_bounded, resolve_patt
 # preset name or resolved regex -> preset id: the index in _KERNEL_NAMES and (GPT2, GPT4, O200K)
 # preset name or regex -> kernel id of the hand-written matchers (the compiled presets)
 PRESET_IDS = {"gpt2": 0, "gpt4": 1, "cl100k": 1, "o200k": 2, GPT2: 0, GPT4: 1, O200K: 2}
-_PRESET_IDS = PRESET_IDS  # old name, still imported by splitter.py
 _KERNEL_NAMES = ("split_gpt2", "split_gpt4", "split_o200k")
 _TABLE_LAYOUT = 1  # bump when the meaning of the table's bits changes
 _N_CODE_POINTS = 0x110000
@@ -61,11 +60,11 @@ def split_offsets(data: bytes, preset: str, *, doc_offsets: np.ndarray | None = 
     [0, 1, 3, 4, 6, 8, 9]
     """
     pid = _preset_id(preset)
-    buf = _as_readonly_bytes(data)
-    docs = _whole(len(buf)) if doc_offsets is None else _check_doc_offsets(doc_offsets, len(buf))
+    buf = as_readonly_bytes(data)
+    docs = single_document(len(buf)) if doc_offsets is None else check_doc_offsets(doc_offsets, len(buf))
     offsets, bad = _split(buf, pid, docs)
     if bad >= 0:
-        _raise_not_utf8(buf, bad)
+        raise_not_utf8(buf, bad)
     return offsets
 
 
@@ -89,8 +88,8 @@ def split_text(text: str, pattern: str | None) -> list[str]:
         data = text.encode("utf-8")
     except UnicodeEncodeError:  # lone surrogates: not UTF-8, so leave them to the regex engine
         return compiled(_preset_regex(pid)).findall(text)
-    buf = _as_readonly_bytes(data)
-    offs, _ = _split(buf, pid, _whole(len(buf)))  # str.encode() is always well-formed
+    buf = as_readonly_bytes(data)
+    offs, _ = _split(buf, pid, single_document(len(buf)))  # str.encode() is always well-formed
     if len(data) != len(text):  # not ASCII: byte offsets -> code point offsets
         offs = _kernels().char_offsets(buf, offs)
     bounds = offs.tolist()
@@ -101,11 +100,13 @@ def _split(buf: np.ndarray, pid: int, docs: np.ndarray) -> tuple[np.ndarray, int
     return getattr(_kernels(), _KERNEL_NAMES[pid])(buf, class_table(), docs)
 
 
-def _whole(n: int) -> np.ndarray:
+def single_document(n: int) -> np.ndarray:
+    """Document offsets ``[0, n]``: the whole buffer as one document."""
     return np.array([0, n], np.int64)
 
 
-def _check_doc_offsets(doc_offsets, n: int) -> np.ndarray:
+def check_doc_offsets(doc_offsets, n: int) -> np.ndarray:
+    """``doc_offsets`` as int64, or an error unless they run non-decreasing from 0 to ``n``."""
     # exact int64 (no float truncation, no wrap-around), from 0 to n, never decreasing
     return check_offsets(doc_offsets, "doc_offsets", n=n, error=ConfigError)
 
@@ -120,7 +121,7 @@ def _preset_id(preset: str) -> int:
     return pid
 
 
-def _as_readonly_bytes(data) -> np.ndarray:
+def as_readonly_bytes(data) -> np.ndarray:
     """A read-only, contiguous 1-D uint8 view (copied only if not contiguous).
 
     The kernels always see this one array type, so numba compiles (and caches) them only once.
@@ -139,7 +140,8 @@ def _preset_regex(pid: int) -> str:
     return (GPT2, GPT4, O200K)[pid]
 
 
-def _raise_not_utf8(buf: np.ndarray, bad: int) -> None:
+def raise_not_utf8(buf: np.ndarray, bad: int) -> None:
+    """Raise the InputError for invalid UTF-8 found by a kernel at byte ``bad`` of ``buf``."""
     reason = "invalid UTF-8"
     try:  # Python's decoder words the problem better; the kernel found where
         str(memoryview(buf[bad : bad + 4]), "utf-8")
@@ -202,7 +204,7 @@ def build_class_table() -> np.ndarray:
 @functools.cache
 def class_table() -> np.ndarray:
     """The class table, loaded from the on-disk cache or built (and cached) on first use."""
-    path = _cache_dir() / _table_file_name()
+    path = cache_dir() / _table_file_name()
     table = _load_table(path)
     if table is None:
         table = build_class_table()
@@ -211,7 +213,8 @@ def class_table() -> np.ndarray:
     return table
 
 
-def _cache_dir() -> Path:
+def cache_dir() -> Path:
+    """tokenmill's disk cache folder: ``$TOKENMILL_CACHE_DIR``, else ``$XDG_CACHE_HOME/tokenmill`` or ``~/.cache/tokenmill``."""
     env = os.environ.get("TOKENMILL_CACHE_DIR")
     if env:
         return Path(env)

@@ -89,7 +89,7 @@ def compiled_offsets(data: bytes, pattern: str, *, allow_general: bool | None = 
     general VM for other patterns (default: ``$TOKENMILL_GENERAL_SPLITTER``). ``doc_offsets``: split
     each ``data[doc_offsets[d]:doc_offsets[d + 1]]`` on its own (as ``pretokenize.split_offsets``); the
     result holds every document boundary."""
-    from .pretokenize import PRESET_IDS, _as_readonly_bytes, _raise_not_utf8, _whole, split_offsets
+    from .pretokenize import PRESET_IDS, as_readonly_bytes, raise_not_utf8, single_document, split_offsets
 
     if pattern in PRESET_IDS:
         return split_offsets(data, pattern, doc_offsets=doc_offsets)
@@ -102,7 +102,7 @@ def compiled_offsets(data: bytes, pattern: str, *, allow_general: bool | None = 
             return None
         from ._regex_vm import split_dfa, split_vm
 
-        buf = _as_readonly_bytes(data)
+        buf = as_readonly_bytes(data)
         docs = _docs(doc_offsets, len(buf))
         dfa = prog.dfa
         if dfa is None:
@@ -110,17 +110,17 @@ def compiled_offsets(data: bytes, pattern: str, *, allow_general: bool | None = 
         return split_dfa(buf, dfa.cls, dfa.trans, dfa.accept, dfa.lastnl, dfa.end, prog.class_table(), prog.op,
                          prog.a, prog.b, docs)
     k, marks = params
-    buf = _as_readonly_bytes(data)
+    buf = as_readonly_bytes(data)
     offsets, bad = _kernels().split_family(buf, family_table(marks), _docs(doc_offsets, len(buf)), k)
     if bad >= 0:
-        _raise_not_utf8(buf, bad)
+        raise_not_utf8(buf, bad)
     return offsets
 
 
 def _docs(doc_offsets, n: int) -> np.ndarray:
-    from .pretokenize import _check_doc_offsets, _whole
+    from .pretokenize import check_doc_offsets, single_document
 
-    return _whole(n) if doc_offsets is None else _check_doc_offsets(doc_offsets, n)
+    return single_document(n) if doc_offsets is None else check_doc_offsets(doc_offsets, n)
 
 
 def split_text_compiled(text: str, pattern: str, *, allow_general: bool | None = None) -> list[str] | None:
@@ -130,10 +130,11 @@ def split_text_compiled(text: str, pattern: str, *, allow_general: bool | None =
     offs = compiled_offsets(data, pattern, allow_general=allow_general)
     if offs is None:
         return None
-    from .pretokenize import _as_readonly_bytes, _kernels as pk
+    from . import _pretok_kernels as pk
+    from .pretokenize import as_readonly_bytes
 
     if len(data) != len(text):
-        offs = pk().char_offsets(_as_readonly_bytes(data), offs)
+        offs = pk.char_offsets(as_readonly_bytes(data), offs)
     b = offs.tolist()
     return [text[x:y] for x, y in zip(b, b[1:])]
 
@@ -150,7 +151,7 @@ def family_table(marks: bool) -> np.ndarray:
     """The class table; with ``marks`` its L bit also holds ``\\p{M}`` (Qwen 3.5's letter class).
 
     Derived from the ``regex`` module like the base table, and cached on disk next to it."""
-    from .pretokenize import _cache_dir, class_table
+    from .pretokenize import cache_dir, class_table
 
     base = class_table()
     if not marks:
@@ -159,7 +160,7 @@ def family_table(marks: bool) -> np.ndarray:
 
     from ._pretok_kernels import L_
 
-    path = _cache_dir() / f"pretok-marks-v1-regex{regex.__version__}-ucd{unicodedata.unidata_version}.npy"
+    path = cache_dir() / f"pretok-marks-v1-regex{regex.__version__}-ucd{unicodedata.unidata_version}.npy"
     try:
         table = np.load(path, allow_pickle=False)
         if table.dtype == np.uint16 and table.shape == base.shape and table[0x301] & L_ and table[0x61] == base[0x61]:
