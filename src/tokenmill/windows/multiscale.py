@@ -57,13 +57,13 @@ class MultiScaleWindows:
         """One plan for all scales: counted first, then each scale fills its slice of the columns
         (no concatenation copy; at 73M windows that copy cost as much as the planning)."""
         lengths = as_lengths(doc_lengths)
-        counts = [s._count(lengths, epoch) for s in self.scales]
+        counts = [s.count_windows(lengths, epoch) for s in self.scales]
         check_rows(sum(counts), "the multi-scale plan", "use larger windows or strides")
         cols = {k: np.empty(sum(counts), np.int64) for k in ("doc", "start", "length", "target_start")}
         stats, a = [], 0
         for s, m in zip(self.scales, counts):
             view = {k: v[a:a + m] for k, v in cols.items()}
-            got, st = s._place(lengths, epoch, out=view if m else None)
+            got, st = s.place_windows(lengths, epoch, out=view if m else None)
             for k in cols:  # no-op when filled in place
                 if got[k] is not view[k]:
                     view[k][...] = got[k]

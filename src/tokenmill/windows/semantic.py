@@ -45,7 +45,7 @@ from ..data.source import ArraySource
 from .._validate import check_array, check_int
 from ..errors import ConfigError, InputError
 from ._text import char_byte_starts, encode_with_byte_offsets
-from .sliding import PlanStats, WindowPlan, _check_choice, _check_int
+from .sliding import PlanStats, WindowPlan, check_choice, check_size
 
 BOUNDARIES = {
     "paragraph": r"\n[ \t\r\f\v]*\n(?:[ \t\r\f\v]*\n)*",
@@ -89,15 +89,15 @@ class SemanticWindows:
 
     def __init__(self, window_size: int, *, overlap_units: int = 1, boundaries: str = "sentence",
                  oversize: str = "split", reserve: int = 0, score: str = "all"):
-        _check_int("window_size", window_size, 1)
-        _check_int("overlap_units", overlap_units, 0)
-        _check_int("reserve", reserve, 0)
+        check_size("window_size", window_size, 1)
+        check_size("overlap_units", overlap_units, 0)
+        check_size("reserve", reserve, 0)
         if reserve >= window_size:
             raise ConfigError(f"reserve={reserve:,d} leaves no room in window_size={window_size:,d}; "
                               "pass reserve < window_size")
         if oversize not in ("split", "truncate", "error"):
             raise ConfigError(f"oversize={oversize!r} is not one of ('split', 'truncate', 'error')")
-        _check_choice("score", score)
+        check_choice("score", score)
         pattern = BOUNDARIES.get(boundaries, boundaries)
         try:
             self._re = regex.compile(pattern)

@@ -49,9 +49,9 @@ from typing import Any, Iterator, Literal, Mapping, Sequence
 import numpy as np
 
 from .._validate import check_array, check_int, check_rows, check_spans, check_total
+from ..conventions import IGNORE_INDEX  # re-exported by tokenmill.windows
 from ..errors import ConfigError, InputError
 
-IGNORE_INDEX = -100
 
 Tail = Literal["align", "drop", "pad"]
 Short = Literal["keep", "drop"]
@@ -68,12 +68,14 @@ _CHOICES = {
 }
 
 
-def _check_int(name: str, value, minimum: int) -> None:
+def check_size(name: str, value, minimum: int) -> None:
+    """An exact integer option of the window planners, in ``minimum .. 2**62`` (ConfigError otherwise)."""
     # sizes, strides and offsets up to 2**62: their sums stay inside int64 in the planners
     check_int(value, name, min=minimum, max=2**62)
 
 
-def _check_choice(name: str, value) -> None:
+def check_choice(name: str, value) -> None:
+    """One of the allowed values of a window-planner option (``tail``, ``short``, ...)."""
     if value not in _CHOICES[name]:
         raise ConfigError(f"{name}={value!r} is not one of {_CHOICES[name]}")
 
@@ -423,21 +425,21 @@ class SlidingWindows:
     template: tuple[int | None, int | None] | None = None
 
     def __post_init__(self):
-        _check_int("window_size", self.window_size, 1)
-        _check_int("stride", self.stride, 1)
-        _check_int("start_offset", self.start_offset, 0)
-        _check_int("seed", self.seed, 0)
-        _check_int("reserve", self.reserve, 0)
+        check_size("window_size", self.window_size, 1)
+        check_size("stride", self.stride, 1)
+        check_size("start_offset", self.start_offset, 0)
+        check_size("seed", self.seed, 0)
+        check_size("reserve", self.reserve, 0)
         if self.max_windows_per_doc is not None:
-            _check_int("max_windows_per_doc", self.max_windows_per_doc, 1)
+            check_size("max_windows_per_doc", self.max_windows_per_doc, 1)
         for name in _CHOICES:
-            _check_choice(name, getattr(self, name))
+            check_choice(name, getattr(self, name))
         if self.template is not None:
             if not isinstance(self.template, (tuple, list)) or len(self.template) != 2:
                 raise ConfigError(f"template={self.template!r}; pass a pair (bos, eos), either may be None")
             for name, t in zip(("bos", "eos"), self.template):
                 if t is not None:
-                    _check_int(f"template {name}", t, 0)
+                    check_size(f"template {name}", t, 0)
         if self.reserve >= self.window_size:
             raise ConfigError(f"reserve={self.reserve:,d} leaves no room in window_size={self.window_size:,d}; "
                               "pass reserve < window_size")
@@ -461,7 +463,7 @@ class SlidingWindows:
 
     def jitter_offsets(self, num_docs: int, epoch: int = 0) -> np.ndarray | int:
         """This epoch's jitter: an int (global), an int64 array (per_doc) or 0 (no jitter)."""
-        _check_int("epoch", epoch, 0)
+        check_size("epoch", epoch, 0)
         if self.jitter is None:
             return 0
         rng = jitter_rng(self.seed, epoch)
@@ -472,12 +474,14 @@ class SlidingWindows:
     def plan(self, doc_lengths, epoch: int = 0) -> WindowPlan:
         """Place the windows of every document from its length alone; no token is read."""
         lengths = as_lengths(doc_lengths)
-        cols, stats = self._place(lengths, epoch)
+        cols, stats = self.place_windows(lengths, epoch)
         scale = np.broadcast_to(np.int64(self.window_size), cols["doc"].shape)  # read-only view, no memory
         return WindowPlan(**cols, scale=scale, stats=stats, bos=self.bos, eos=self.eos,
                           positions=self.positions, score=self.score, epoch=epoch, scale_stats=(stats,))
 
-    def _place(self, lengths: np.ndarray, epoch: int, out=None) -> tuple[dict[str, np.ndarray], PlanStats]:
+    def place_windows(self, lengths: np.ndarray, epoch: int, out=None) -> tuple[dict[str, np.ndarray], PlanStats]:
+        """The plan's columns (``doc, start, length, target_start``) and statistics for int64 ``lengths``;
+        ``out``: preallocated columns of exactly :meth:`count_windows` rows (a multi-scale plan's slices)."""
         jit = self.jitter_offsets(lengths.size, epoch)
         cols, stats = place(lengths, self.capacity, self.stride, self.start_offset + jit, tail=self.tail,
                             short=self.short, max_windows_per_doc=self.max_windows_per_doc,
@@ -486,7 +490,8 @@ class SlidingWindows:
             stats = PlanStats(**{**stats.__dict__, "jitter": int(jit)})
         return cols, stats
 
-    def _count(self, lengths: np.ndarray, epoch: int) -> int:
+    def count_windows(self, lengths: np.ndarray, epoch: int) -> int:
+        """How many windows :meth:`place_windows` will place (the planner's first pass alone)."""
         from ._kernels import count_rows
 
         off = self.start_offset + self.jitter_offsets(lengths.size, epoch)
@@ -507,7 +512,7 @@ class SlidingWindows:
             if np.shape(a) != ids.shape:
                 raise InputError(f"extra {k!r} has shape {np.shape(a)} but token_ids has {ids.shape}; "
                                  "extras must be aligned per token")
-        _check_int("doc", doc, 0)
+        check_size("doc", doc, 0)
         lengths = np.zeros(doc + 1, np.int64)  # as document `doc` of a corpus: same per_doc jitter
         lengths[doc] = ids.shape[0]
         plan = self.plan(lengths, epoch)
