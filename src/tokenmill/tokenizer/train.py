@@ -64,8 +64,11 @@ def train_bpe(
     """Train a byte-level BPE tokenizer with ``vocab_size`` ids in all (256 bytes + merges + specials).
 
     ``texts``: any iterable of documents (streamed). ``pattern``: ``"gpt2"``, ``"gpt4"``, ``"o200k"``,
-    a regex, or ``None`` (each document is one chunk). Special-token text inside documents is a
-    boundary and never part of a merge. ``sample``: a fraction of documents (``0.1``) or a byte
+    a regex, or ``None`` (each document is one chunk); a custom regex runs under a time budget
+    (``patterns.regex_budget``). ``special_tokens``: a list of strings (a single ``str`` is one
+    token, not one per character); their text inside documents is a boundary and never part of a
+    merge. ``vocab_size`` larger than the input can fill stops early, with a warning giving the
+    counts: merges are capped at what the input holds, so memory follows the input. ``sample``: a fraction of documents (``0.1``) or a byte
     budget (``50_000_000`` or ``"50MB"``), chosen deterministically from ``seed``. ``num_threads``:
     threads that split and count (default: all cores); the result does not depend on it.
 
