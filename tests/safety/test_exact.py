@@ -129,3 +129,21 @@ def test_chunk_and_bm25_arguments():
             bm25_scores([7], [[7]], **bad)
     with pytest.raises(TokenmillError):
         chunk_stream(10.5, 4)
+
+
+def test_api_scalars_are_exact():
+    from tokenmill import MultiScaleWindows, pack
+
+    tok = Tokenizer.from_merges([(104, 105)], special_tokens=["<eos>"])
+    for bad in ([104.7], [True], ["104"]):
+        with pytest.raises(ConfigError, match="token id"):
+            tok.decode(bad)
+    with pytest.raises(ConfigError, match="str"):
+        tok.encode(b"hi")
+    assert tok.encode("<eos>", allowed_special="<eos>") == [257]  # one token, not its characters
+    with pytest.raises(ConfigError, match="window size"):
+        MultiScaleWindows([4.5, 8])
+    with pytest.raises(ConfigError, match="seed"):
+        pack([3], 4, seed=1.5)
+    with pytest.raises(ConfigError, match="rank"):
+        pack([3, 3], 4).shard(0.5, 2)

@@ -171,6 +171,8 @@ class PackPlan:
         >>> plan.shard(1, 2).block_tokens.tolist()
         [5, 0]
         """
+        world_size = check_int(world_size, "world_size", min=1)
+        rank = check_int(rank, "rank", min=0)
         if not (0 <= rank < world_size):
             raise ConfigError(f"rank={rank} must be in 0 .. world_size-1 (world_size={world_size})")
         idx = np.arange(rank, self.num_blocks, world_size)
@@ -181,7 +183,7 @@ class PackPlan:
 
     def select(self, blocks) -> "PackPlan":
         """A plan of the given blocks, in the given order; ``-1`` stands for an empty block."""
-        blocks = np.asarray(blocks, np.int64)
+        blocks = check_array(blocks, "blocks", error=ConfigError)
         if blocks.size and (blocks.max(initial=-1) >= self.num_blocks or blocks.min() < -1):
             raise ConfigError(f"block indices must be in -1 .. {self.num_blocks - 1}")
         real = blocks >= 0
@@ -347,6 +349,7 @@ def pack(lengths, block_size: int, *, method: Method = "best_fit", long_docs: Lo
     if long_docs not in LONG_DOCS:
         raise ConfigError(f"long_docs={long_docs!r} is not one of {', '.join(map(repr, LONG_DOCS))}")
     T = check_int(block_size, "block_size", min=1, max=2**62)
+    seed = check_int(seed, "seed", min=0, none=True)
     doc_lengths = _lengths(lengths)
     empty = int((doc_lengths == 0).sum())
     if method == "concat":

@@ -309,6 +309,7 @@ class Tokenizer:
 
     def token_bytes(self, token_id: int) -> bytes:
         """The bytes of one token (special tokens: their UTF-8 text)."""
+        token_id = check_int(token_id, "token id")
         if 0 <= token_id < len(self._vocab) and self._vocab[token_id] is not None:
             return self._vocab[token_id]
         if token_id in self._extra_by_id:
@@ -358,6 +359,9 @@ class Tokenizer:
 
     def _encode(self, text: str, allowed_special=(), disallowed_special="all") -> np.ndarray:
         """``encode`` as an int64 array (possibly a view of a larger buffer)."""
+        if not isinstance(text, str):
+            raise ConfigError(f"text is a {type(text).__name__}; encode takes a str (decode bytes first: "
+                              "data.decode('utf-8'))")
         allowed = self._allowed_specials(text, allowed_special, disallowed_special)
         if self._added is None:
             if not allowed:
@@ -389,11 +393,14 @@ class Tokenizer:
 
     def _allowed_specials(self, text: str, allowed_special, disallowed_special) -> set[str]:
         """The allowed special tokens; raises if ``text`` spells a disallowed one."""
-        allowed = set(self._special) if allowed_special == "all" else set(allowed_special)
+        # a str other than "all" is one special token, not a set of characters
+        allowed = set(self._special) if allowed_special == "all" else (
+            {allowed_special} if isinstance(allowed_special, str) else set(allowed_special))
         unknown = allowed - set(self._special)
         if unknown:
             raise ConfigError(f"allowed_special names {sorted(unknown)!r}, which are not special tokens of this tokenizer")
-        disallowed = set(self._special) if disallowed_special == "all" else set(disallowed_special)
+        disallowed = set(self._special) if disallowed_special == "all" else (
+            {disallowed_special} if isinstance(disallowed_special, str) else set(disallowed_special))
         check = disallowed - allowed
         if not check or (self._special_re is not None and len(check) == len(self._special)
                          and not any(p in text for p in self._special_prefixes)):
@@ -424,7 +431,8 @@ class Tokenizer:
         import os
 
         texts = list(texts)
-        threads = max(1, os.cpu_count() or 1) if num_threads is None else max(1, num_threads)
+        threads = max(1, os.cpu_count() or 1) if num_threads is None else check_int(num_threads, "num_threads",
+                                                                                       min=1, max=1024)
 
         def one(text: str):
             ids = self._encode(text, allowed_special, disallowed_special)
@@ -466,7 +474,7 @@ class Tokenizer:
     # ----------------------------------------------------------------- decoding
     def decode_bytes(self, ids: Iterable[int]) -> bytes:
         """Concatenate the bytes of ``ids`` (no UTF-8 decoding)."""
-        return b"".join(self.token_bytes(int(i)) for i in ids)
+        return b"".join(self.token_bytes(i) for i in _ids(ids))
 
     def decode(self, ids: Iterable[int], errors: str = "replace") -> str:
         """Decode ids to text; bytes that are not valid UTF-8 become U+FFFD unless ``errors="strict"``."""
@@ -709,6 +717,13 @@ def _read_tiktoken(path) -> dict[bytes, int]:
         ranks[tb] = int(rank)
         line_of[tb] = lineno
     return ranks
+
+
+def _ids(ids) -> list[int]:
+    """Token ids as exact ints: ``104.7``, ``True`` or ``"104"`` are refused, never truncated."""
+    if isinstance(ids, np.ndarray):
+        return check_array(ids, "ids", ndim=None).ravel().tolist()
+    return [check_int(i, "token id") for i in ids]
 
 
 def _json_int(v, what: str, source: str, hi: int = 2**63 - 1) -> int:

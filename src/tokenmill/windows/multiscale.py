@@ -26,7 +26,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .._validate import check_rows
+from .._validate import check_float, check_int, check_rows
 from ..errors import ConfigError
 from .sliding import SlidingWindows, WindowPlan, as_lengths
 
@@ -46,9 +46,11 @@ class MultiScaleWindows:
             if bad in options:
                 raise ConfigError(f"{bad} is set per scale; pass window_sizes and stride_ratio instead")
         self.stride_ratio = float(stride_ratio)
-        self.scales = tuple(SlidingWindows(int(w) if not isinstance(w, bool) else w,
-                                           max(1, int(w * self.stride_ratio)) if isinstance(w, int) else 1,
-                                           **options) for w in sorted(sizes))
+        for w in sizes:  # exact: 4.5 is refused, not truncated
+            check_int(w, "window size", min=1, max=2**62)
+        self.stride_ratio = check_float(stride_ratio, "stride_ratio", min=1e-9, max=1e9)
+        self.scales = tuple(SlidingWindows(int(w), max(1, int(int(w) * self.stride_ratio)), **options)
+                            for w in sorted(sizes))
 
     def __repr__(self) -> str:
         return f"MultiScaleWindows({[s.window_size for s in self.scales]}, stride_ratio={self.stride_ratio})"
