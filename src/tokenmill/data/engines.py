@@ -8,9 +8,10 @@ few jobs per worker are in flight, so memory stays bounded whatever the corpus s
 
     engine   workers   runs on
     local    1         the calling thread
-    local    n > 1     n threads (the compiled encoder releases the GIL; measured: no extra CPU)
+    local    n > 1     n threads (the compiled encoder releases the GIL; one shared tokenizer)
     process  n         n processes (fork; spawn where fork does not exist): for many tiny documents,
-                       whose per-document Python work holds the GIL; costs 15-35% more CPU (bench/store.py)
+                       whose per-document Python work holds the GIL; 1-16% more CPU per MB than threads
+                       in bench/store.py
     ray      n         Ray tasks, 2n in flight; ray.init(address=...) reaches a cluster
 """
 
