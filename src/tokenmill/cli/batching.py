@@ -48,7 +48,7 @@ def _read_lengths(args):
     if args.lognormal is not None:
         n = check_int(args.lognormal, "--lognormal", min=0, max=2**31)
         mu = check_float(args.mu, "--mu", min=-1e3, max=1e3)
-        sigma = check_float(args.sigma, "--sigma", min=0.0, max=1e3)
+        sigma = check_float(args.sigma, "--sigma", min=0.0, max=1e3) + 0.0  # -0.0 -> 0.0 (numpy refuses -0.0)
         rng = np.random.default_rng(check_int(args.seed, "--seed", min=0))
         with np.errstate(over="ignore"):
             x = rng.lognormal(mu, sigma, n)
