@@ -224,7 +224,7 @@ class PackPlan:
         check_fragment_positions(fragment_positions)
         index_dtype = check_index_dtype(index_dtype)
         src = self._checked_source(source)
-        fill = _filler(src, self.doc_lengths)
+        fill = segment_filler_of(src, self.doc_lengths)
         stream = self.stream if stream is None else bool(stream)
         stop = self.num_blocks - ((self.num_blocks - start_block) % batch_size if drop_last else 0)
         buffers = Buffers(keep=num_threads + 4) if reuse_memory else None
@@ -235,7 +235,7 @@ class PackPlan:
             lo, hi = int(ptr[b0]), int(ptr[b1])
             rows = np.repeat(np.arange(b1 - b0, dtype=np.int64), np.diff(ptr[b0 : b1 + 1]))
             doc, start, length = self.doc[lo:hi], self.start[lo:hi], self.length[lo:hi]
-            o_doc, o_start = _origin(src, doc, start)
+            o_doc, o_start = segment_origins(src, doc, start)
             how = fill(doc, start, length)
             if isinstance(how, tuple):  # a flat token array: checked by one compiled pass
                 return assemble_flat(how[0], how[1], rows, o_doc, o_start, length, num_rows=b1 - b0, row_length=T,
@@ -286,7 +286,7 @@ class PackPlan:
         return src
 
 
-def _origin(src, doc: np.ndarray, start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def segment_origins(src, doc: np.ndarray, start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Where segments come from in the original documents (a SliceSource maps windows back)."""
     origin_doc = getattr(src, "origin_doc", None)
     if origin_doc is None:
@@ -294,7 +294,7 @@ def _origin(src, doc: np.ndarray, start: np.ndarray) -> tuple[np.ndarray, np.nda
     return origin_doc[doc], src.origin_start[doc] + start
 
 
-def _filler(src: TokenSource, lengths: np.ndarray):
+def segment_filler_of(src: TokenSource, lengths: np.ndarray):
     """``fill(doc, start, length)`` -> what :func:`assemble` copies the segments' ids with: the flat
     token array and offsets (read inside the compiled pass), or a per-segment copy from ``src.get``.
 

@@ -43,7 +43,7 @@ from ..data.mixture import Mixture, allocate_counts, source_fingerprint
 from ..data.source import as_source
 from ..errors import ConfigError, FormatError
 from .layout import IGNORE_INDEX, Batch, assemble, check_fragment_positions
-from .packing import LONG_DOCS, METHODS, PackPlan, _filler, _origin, pack
+from .packing import LONG_DOCS, METHODS, PackPlan, pack, segment_filler_of, segment_origins
 from .sources import SliceSource
 
 _PLAN_ARRAYS = ("doc", "start", "length", "block_ptr")
@@ -154,7 +154,7 @@ class BatchSchedule:
             if len(self.parts[0]) == 0:
                 raise ConfigError("the source has 0 documents; there is nothing to train on")
         self._streams: dict[tuple[int, int], _Stream] = {}
-        self._fills: dict[tuple[int, int], object] = {}  # packing._filler per stream (not pickled)
+        self._fills: dict[tuple[int, int], object] = {}  # packing.segment_filler_of per stream (not pickled)
         self._pack_cache: dict[int, PackPlan] = {}
         self._part_counts: dict[tuple[int, int], int] = {}
         self._mix = None
@@ -417,7 +417,7 @@ class BatchSchedule:
         s = self.stream(*key)
         fill = self._fills.get(key)
         if fill is None:
-            fill = self._fills[key] = _make_filler(s.source, s.plan.doc_lengths)
+            fill = self._fills[key] = segment_filler_of(s.source, s.plan.doc_lengths)
         plan = s.plan
         blocks = np.asarray(blocks, np.int64)
         real = blocks >= 0
@@ -427,7 +427,7 @@ class BatchSchedule:
         seg = np.repeat(first - (np.cumsum(counts) - counts), counts) + np.arange(int(counts.sum()))
         rows = np.repeat(np.arange(blocks.size, dtype=np.int64), counts)
         doc, start, length = plan.doc[seg], plan.start[seg], plan.length[seg]
-        o_doc, o_start = _origin(s.source, doc, start)
+        o_doc, o_start = segment_origins(s.source, doc, start)
         return assemble(fill(doc, start, length), rows, o_doc, o_start, length, num_rows=blocks.size,
                         row_length=plan.block_size, pad_id=self.pad_id, stream=plan.stream,
                         fragment_positions=self.fragment_positions)
@@ -507,15 +507,6 @@ class BatchSchedule:
             raise ConfigError(f"the state says {consumed:,d} batches of epoch {epoch} were consumed, but the "
                               f"epoch has {nb:,d}: the data or options differ from the saved run")
         return epoch, consumed
-
-
-def _make_filler(src, lengths: np.ndarray):
-    """``packing._filler`` for ``src`` (the same fast-path recognition as ``PackPlan.batches``)."""
-    import inspect
-
-    if len(inspect.signature(_filler).parameters) >= 2:
-        return _filler(src, lengths)
-    return _filler(src)
 
 
 def _checksum(state: dict) -> str:

@@ -119,9 +119,9 @@ class MegatronSource:
     def fingerprint(self) -> str:
         """sha256 over both files' content (computed on first use)."""
         if self._fingerprint is None:
-            from .verify import _sha256
+            from .verify import sha256_file
 
-            self._fingerprint = canonical_hash({"megatron": [_sha256(p) for p in self._files]})
+            self._fingerprint = canonical_hash({"megatron": [sha256_file(p) for p in self._files]})
         return self._fingerprint
 
     @property

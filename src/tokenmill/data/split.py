@@ -14,10 +14,10 @@ import numpy as np
 
 from .._io import canonical_hash
 from ..errors import ConfigError
-from .store import _SourceMixin
+from .store import StoreSource
 
 
-class StoreView(_SourceMixin):
+class StoreView(StoreSource):
     """Documents ``index`` (int64, increasing) of a store, as a token source."""
 
     def __init__(self, store, index: np.ndarray, definition: dict):

@@ -42,6 +42,7 @@ from .._io import atomic_path, canonical_hash, read_json, write_json_atomic
 from ..errors import ConfigError, FormatError, InputError, TokenmillError
 from . import engines
 from .readers import Source, as_sources
+from .verify import sha256_file
 
 FORMAT_NAME = "tokenmill.store"
 FORMAT_VERSION = 1
@@ -60,17 +61,6 @@ class WriteError(TokenmillError, OSError):
 
 def shard_name(k: int) -> str:
     return f"shard-{k:05d}"
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while True:
-            b = f.read(1 << 22)
-            if not b:
-                break
-            h.update(b)
-    return "sha256:" + h.hexdigest()
 
 
 def _test_hook(point: str, k: int) -> None:
@@ -277,7 +267,7 @@ class _Builder:
             for part in _PARTS:
                 p = self.out / f"{shard_name(k)}.{part}"
                 info = rec["files"][part]
-                if not p.is_file() or p.stat().st_size != info["bytes"] or _sha256(p) != info["sha256"]:
+                if not p.is_file() or p.stat().st_size != info["bytes"] or sha256_file(p) != info["sha256"]:
                     return False
             if rec["documents"] != len(meta) or rec["input_bytes"] != size:
                 raise InputError(f"the input changed since the interrupted build: shard {k} held "
@@ -421,7 +411,7 @@ class _Shard:
         return self._map(self.path("meta"), np.dtype("<i8"), 2 * self.rec["documents"]).reshape(-1, 2)
 
 
-class _SourceMixin:
+class StoreSource:
     """What every store and view shares: windows, packing fast path, stats, split."""
 
     def gather_windows(self, plan, rows=None, *, pad_id: int = 0, out: np.ndarray | None = None):
@@ -513,7 +503,7 @@ class _SourceMixin:
         return split_store(self, val_fraction, by=by, seed=seed)
 
 
-class TokenStore(_SourceMixin):
+class TokenStore(StoreSource):
     """A finished store, opened read-only: a token source (``len``, ``lengths``, ``get``).
 
     ``get(i)`` is a zero-copy memory-map view; ``lengths`` (int64) is read once from the offsets.

@@ -10,7 +10,8 @@ import numpy as np
 from ..errors import FormatError
 
 
-def _sha256(path) -> str:
+def sha256_file(path) -> str:
+    """``sha256:<hex>`` of a file's bytes, read in 4 MiB blocks."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         while True:
@@ -50,7 +51,7 @@ def verify_store(store, *, progress: bool = False) -> dict:
             if size != info["bytes"]:
                 problems.append(f"{p}: {size:,d} bytes, the manifest says {info['bytes']:,d}")
                 bad_hash = True
-            elif _sha256(p) != info["sha256"]:
+            elif sha256_file(p) != info["sha256"]:
                 problems.append(f"{p}: sha256 differs from the manifest (the file was modified or corrupted)")
                 bad_hash = True
         if bad_hash:
