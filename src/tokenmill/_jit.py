@@ -140,17 +140,29 @@ JOBS: dict[str, str] = {
         "t.encode('hello world 世界'); t.encode_batch(['hello', 'x y'], num_threads=1, as_arrays=True)",
     "split o200k":
         "from tokenmill.tokenizer.pretokenize import split_offsets; split_offsets(b'Hello world 123', 'o200k')",
-    "split custom patterns":
+    "split llama3 / qwen family":
+        "from tokenmill.tokenizer.splitter import compiled_offsets\n"
+        "compiled_offsets(b'Hello world 123', 'llama3'); compiled_offsets(b'Hello world 123', 'qwen3.5')",
+    "split custom patterns (general DFA / VM)":
         "from tokenmill.tokenizer.pretokenize import split_text; split_text('Hello world 123', r'\\w+|\\s+')",
     "packing":
-        "import tokenmill\n"
+        "import numpy as np, tokenmill\n"
         "docs = [list(range(1, 9)), [1, 2, 3], [4, 5]]\n"
+        "class Flat:  # a token store's fast path: one read-only flat array + offsets, uint16 or uint32\n"
+        "    def __init__(self, dt):\n"
+        "        self.token_array = np.concatenate([np.array(d, dt) for d in docs]); self.doc_offsets = np.array([0, 8, 11, 13])\n"
+        "        self.token_array.setflags(write=False)\n"
+        "        self.lengths = np.array([8, 3, 2]); self.get = lambda i: self.token_array[self.doc_offsets[i]:self.doc_offsets[i + 1]]\n"
+        "    def __len__(self): return 3\n"
         "for m in ('best_fit', 'first_fit_decreasing', 'greedy', 'concat'):\n"
-        "    p = tokenmill.pack([8, 3, 2], 8, method=m); next(iter(p.batches(docs, batch_size=2, pad_id=0)))",
+        "    p = tokenmill.pack([8, 3, 2], 8, method=m)\n"
+        "    for src in (docs, Flat(np.uint16), Flat(np.uint32)): next(iter(p.batches(src, batch_size=2, pad_id=0)))",
     "windows":
         "import numpy as np, tokenmill\n"
         "p = tokenmill.SlidingWindows(8, 4).plan(np.array([20, 5]))\n"
-        "p.gather(np.arange(25), np.array([0, 20, 25]))",
+        "for dt in (np.int64, np.uint16, np.uint32):\n"
+        "    for writable in (True, False):  # a store's memory map is read-only\n"
+        "        t = np.arange(25, dtype=dt); t.setflags(write=writable); p.gather(t, np.array([0, 20, 25]))",
 }
 
 
