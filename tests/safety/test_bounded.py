@@ -77,3 +77,14 @@ def test_devices_as_inputs_are_refused():
         list(iter_documents(["/dev/zero"]))
     with pytest.raises(FormatError, match="not a regular file"):
         Tokenizer.load("/dev/zero")
+
+
+@pytest.mark.parametrize("method", ["best_fit", "first_fit_decreasing", "greedy", "concat"])
+def test_lengths_near_int64_limits_pack_exactly(method):
+    # found by make fuzz: greedy compared used + length > capacity, which wrapped around at 2**63
+    plan = pack([2**62], 2**62, method=method)
+    plan.validate()
+    assert plan.tokens == 2**62 and plan.num_blocks == 1
+    plan = pack([2**61, 2**61 - 1, 1], 2**62 - 1, method=method)
+    plan.validate()
+    assert plan.tokens == 2**62 and plan.num_blocks == 2

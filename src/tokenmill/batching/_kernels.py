@@ -262,7 +262,7 @@ def greedy(lengths, capacity):
     b = -1
     used = capacity
     for i in range(n):
-        if used + lengths[i] > capacity:
+        if lengths[i] > capacity - used:  # not used + length > capacity: that sum can overflow int64
             b += 1
             used = 0
         assign[i] = b

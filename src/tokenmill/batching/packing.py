@@ -100,7 +100,9 @@ class PackPlan:
     @property
     def block_tokens(self) -> np.ndarray:
         """``(num_blocks,)`` int64: tokens in every block."""
-        return np.bincount(self.block, weights=self.length, minlength=self.num_blocks).astype(np.int64)
+        # exact int64 (a float bincount rounds sums above 2**53)
+        cs = np.concatenate([[0], np.cumsum(self.length, dtype=np.int64)])
+        return cs[self.block_ptr[1:]] - cs[self.block_ptr[:-1]]
 
     @property
     def tokens(self) -> int:
