@@ -243,32 +243,17 @@ def synthetic_store(path: Path, n_docs: int, shards: int, seed: int = 0, length_
     would measure the encoder, not the store)."""
     import numpy as np
 
-    from tokenmill._io import canonical_hash
-    from tokenmill.data import store as S
+    from tokenmill import TokenStore
 
     rng = np.random.default_rng(seed)
-    path.mkdir(parents=True)
-    recs = []
     per = -(-n_docs // shards)
-    for k in range(shards):
-        n = min(per, n_docs - k * per)
-        lengths = rng.integers(length_range[0], length_range[1], n)
-        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype("<i8")
-        ids = rng.integers(0, 50257, int(offsets[-1])).astype("<u2")
-        meta = np.stack([np.zeros(n, np.int64), np.arange(n) + k * per], 1).astype("<i8")
-        info = {}
-        for part, arr in (("tokens", ids), ("offsets", offsets), ("meta", meta)):
-            size, h = S._write_array(path / f"{S.shard_name(k)}.{part}", arr)
-            info[part] = {"bytes": size, "sha256": h}
-        recs.append({"name": S.shard_name(k), "documents": int(n), "tokens": int(ids.size), "input_bytes": 0,
-                     "files": info})
-    body = {"format": S.FORMAT_NAME, "version": S.FORMAT_VERSION,
-            "tokenizer": {"hash": "synthetic", "vocab_size": 50257, "eos_id": None, "bos_id": None},
-            "dtype": "uint16", "byte_order": "little", "documents": n_docs,
-            "tokens": sum(r["tokens"] for r in recs), "input_bytes": 0, "build": {}, "build_fingerprint": "synthetic",
-            "sources": ["synthetic"], "files": ["<synthetic>"], "file_source": [0], "shards": recs}
-    body["hash"] = canonical_hash(body)
-    S._write_json(path / S.MANIFEST, body)
+
+    def parts():
+        for k in range(shards):
+            lengths = rng.integers(length_range[0], length_range[1], min(per, n_docs - k * per))
+            yield lengths, rng.integers(0, 50257, int(lengths.sum()))
+
+    TokenStore.from_token_arrays(path, parts(), vocab_size=50257, tokenizer_hash="synthetic")
 
 
 def open_time(args, tmp) -> dict:

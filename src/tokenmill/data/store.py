@@ -540,6 +540,55 @@ class TokenStore(StoreSource):
         return build(out_dir, sources, tokenizer, **kwargs)
 
     @classmethod
+    def from_token_arrays(cls, out_dir, shards, *, vocab_size: int, tokenizer_hash: str = "external",
+                          eos_id: int | None = None, bos_id: int | None = None) -> "TokenStore":
+        """A store from ids you already have (pre-tokenized data, synthetic benchmarks), no tokenizer run.
+
+        ``shards``: an iterable of ``(lengths, ids)`` per shard (document lengths and all their ids
+        concatenated). Ids must lie in ``0 .. vocab_size - 1``; the store is uint16 when the vocabulary
+        fits. Written like a build (shards first, the manifest last, atomically) into a new folder.
+
+        >>> import numpy as np, tempfile, os
+        >>> d = os.path.join(tempfile.mkdtemp(), "s")
+        >>> st = TokenStore.from_token_arrays(d, [([2, 1], [5, 6, 7])], vocab_size=10)
+        >>> st.lengths.tolist(), st.get(1).tolist()
+        ([2, 1], [7])
+        """
+        from .._validate import check_array, check_int
+
+        out = Path(out_dir)
+        if out.exists():
+            raise ConfigError(f"{str(out)!r} already exists; from_token_arrays writes a new store folder")
+        vocab_size = check_int(vocab_size, "vocab_size", min=1, max=2**32)
+        dtype = np.dtype("<u2") if vocab_size <= 2**16 else np.dtype("<u4")
+        out.mkdir(parents=True)
+        recs, n_docs = [], 0
+        for k, (lengths, ids) in enumerate(shards):
+            lengths = check_array(lengths, f"shards[{k}] lengths", min=0)
+            ids = check_array(ids, f"shards[{k}] ids", min=0, max=vocab_size - 1)
+            if int(lengths.sum()) != ids.size:
+                raise InputError(f"shards[{k}]: the lengths add up to {int(lengths.sum()):,d} ids but {ids.size:,d} "
+                                 "are given")
+            offsets = np.concatenate([[0], np.cumsum(lengths)]).astype("<i8")
+            meta = np.stack([np.zeros(lengths.size, np.int64), np.arange(lengths.size) + n_docs], 1).astype("<i8")
+            info = {}
+            for part, arr in (("tokens", ids.astype(dtype)), ("offsets", offsets), ("meta", meta)):
+                size, h = _write_array(out / f"{shard_name(k)}.{part}", arr)
+                info[part] = {"bytes": size, "sha256": h}
+            recs.append({"name": shard_name(k), "documents": int(lengths.size), "tokens": int(ids.size),
+                         "input_bytes": 0, "files": info})
+            n_docs += int(lengths.size)
+        body = {"format": FORMAT_NAME, "version": FORMAT_VERSION,
+                "tokenizer": {"hash": tokenizer_hash, "vocab_size": vocab_size, "eos_id": eos_id, "bos_id": bos_id},
+                "dtype": dtype.name, "byte_order": "little", "documents": n_docs,
+                "tokens": sum(r["tokens"] for r in recs), "input_bytes": 0, "build": {},
+                "build_fingerprint": "token-arrays", "sources": ["token arrays"], "files": ["<token arrays>"],
+                "file_source": [0], "shards": recs}
+        body["hash"] = canonical_hash(body)
+        _write_json(out / MANIFEST, body)
+        return cls.open(out)
+
+    @classmethod
     def open(cls, path) -> "TokenStore":
         """Open a finished store; checks the manifest and every shard file's size (not hashes)."""
         path = Path(path)

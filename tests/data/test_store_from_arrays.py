@@ -1,0 +1,37 @@
+"""TokenStore.from_token_arrays: a store from ids a user already has, checked like a built one."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tokenmill import ConfigError, InputError, TokenmillError, TokenStore, pack
+
+
+def test_round_trip_verify_and_batches(tmp_path):
+    rng = np.random.default_rng(0)
+    shards = [(rng.integers(0, 9, 20), None) for _ in range(3)]
+    shards = [(lengths, rng.integers(0, 70000, int(lengths.sum()))) for lengths, _ in shards]
+    st = TokenStore.from_token_arrays(tmp_path / "s", shards, vocab_size=70000)
+    assert st.num_shards == 3 and len(st) == 60 and st.vocab_size == 70000
+    assert st.verify()  # hashes, offsets, ids < vocab
+    flat = np.concatenate([ids for _, ids in shards])
+    offs = np.concatenate([[0], np.cumsum(np.concatenate([lengths for lengths, _ in shards]))])
+    for i in range(len(st)):
+        assert st.get(i).tolist() == flat[offs[i]:offs[i + 1]].tolist()
+    plan = pack(st.lengths, 16)
+    got = np.concatenate([b.input_ids[b.attention_mask] for b in plan.batches(st, batch_size=4, pad_id=0)])
+    assert got.size == flat.size
+
+
+def test_bad_input(tmp_path):
+    with pytest.raises(InputError, match="add up to 3"):
+        TokenStore.from_token_arrays(tmp_path / "a", [([1, 2], [1, 2])], vocab_size=10)
+    with pytest.raises(TokenmillError):
+        TokenStore.from_token_arrays(tmp_path / "b", [([2], [1, 10])], vocab_size=10)  # id 10 >= vocab
+    with pytest.raises(TokenmillError):
+        TokenStore.from_token_arrays(tmp_path / "c", [([1.5], [1])], vocab_size=10)  # fractional length
+    (tmp_path / "d").mkdir()
+    with pytest.raises(ConfigError, match="already exists"):
+        TokenStore.from_token_arrays(tmp_path / "d", [([1], [1])], vocab_size=10)
+
