@@ -3,15 +3,18 @@ section equals what its results file (bench/results/<name>.json) says."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
-import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
-
-from _results import DOC, RESULTS, section_text, sections, tables  # noqa: E402
+# bench/_results.py loaded by path: putting bench/ on sys.path would shadow packages (bench/tokenizers.py)
+_spec = importlib.util.spec_from_file_location("tokenmill_bench_results", ROOT / "bench" / "_results.py")
+_results = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_results)
+DOC, RESULTS, section_text, sections, tables = (_results.DOC, _results.RESULTS, _results.section_text,
+                                                 _results.sections, _results.tables)
 
 
 def test_every_table_is_generated():
