@@ -61,7 +61,7 @@ test: $(VENV)/.test $(GPT2_RANKS) $(LLAMA3) $(QWEN)
 # The kernel tests once more with numba's bounds checking on: an out-of-bounds access that slipped past
 # the validating boundaries (src/tokenmill/_validate.py) fails a test instead of corrupting memory.
 # NUMBA_BOUNDSCHECK recompiles every kernel, so it gets its own cache folder.
-BOUNDSCHECK_TESTS := tests/safety tests/batching/test_kernels.py tests/tokenizer/test_merges.py tests/windows/test_sliding.py
+BOUNDSCHECK_TESTS := tests/safety tests/batching/test_kernels.py tests/tokenizer/test_merges.py tests/tokenizer/test_premerge.py tests/windows/test_sliding.py
 test-boundscheck: $(VENV)/.test
 	NUMBA_BOUNDSCHECK=1 NUMBA_CACHE_DIR=.cache/numba-boundscheck $(PY) -m pytest -q -p no:cacheprovider $(BOUNDSCHECK_TESTS)
 

@@ -27,10 +27,11 @@ def mix64_py(x: int) -> int:
 
 
 def fnv1a_py(data: bytes) -> int:
+    """FNV-1a, then murmur3's finalizer (the kernels index tables by the low bits)."""
     h = 0xCBF29CE484222325
     for b in data:
         h = ((h ^ b) * 0x100000001B3) & M64
-    return h
+    return mix64_py(h)
 
 
 def probe_table_py(keys_hashes: list[int], size: int) -> list[int]:
@@ -88,23 +89,36 @@ def _pairs(draw_pairs):
     return out
 
 
-@given(st.lists(st.tuples(st.integers(0, 3000), st.integers(0, 3000)), max_size=60))
+def _table(lefts, rights, prio, res=None):
+    table = EK.build_pair_table(np.array(lefts, np.int64), np.array(rights, np.int64), np.array(prio, np.int64),
+                                np.zeros(0, np.int64) if res is None else np.array(res, np.int64))
+    return table, EK.build_pair_filter(table)
+
+
+@given(st.lists(st.tuples(st.integers(0, 3000), st.integers(0, 3000)), max_size=60), st.booleans())
 @settings(deadline=None)
-def test_pair_table_lookups_equal_a_dict(raw):
+def test_pair_table_lookups_equal_a_dict(raw, imported):
+    """Rank files: priority = merged id; imported merge lists: priority = index, id = res[index]."""
     pairs = _pairs(raw)
-    merged = {p: 256 + k for k, p in enumerate(pairs)}
-    table = EK.build_pair_table(np.array([p[0] for p in pairs], np.int64), np.array([p[1] for p in pairs], np.int64),
-                                np.array(list(merged.values()), np.int64))
-    # the twin: linear probing from mix64 of the key, one (key, id) row per slot
+    prio = list(range(len(pairs))) if imported else [256 + k for k in range(len(pairs))]
+    res = [5000 + 3 * k for k in range(len(pairs))] if imported else None
+    made = {p: (q, res[q] if imported else q) for p, q in zip(pairs, prio)}
+    table, filt = _table([p[0] for p in pairs], [p[1] for p in pairs], prio, res)
+    # the twin: linear probing from the Fibonacci hash's high half, one (key, prio << 32 | id) row per slot
     size = table.shape[0]
-    assert size & (size - 1) == 0 and size >= 2 * len(pairs) + 2
-    for (l, r), m in merged.items():
-        assert int(EK._rank(table, l, r)) == m
+    assert size & (size - 1) == 0 and 2 * size >= 3 * len(pairs) + 2
+    for (l, r), (q, i) in made.items():
+        assert int(EK._rank(table, filt, l, r)) == (q << 32) | i
     for l, r in [(1, 2), (3000, 3000), (0, 0), (2999, 1)]:
-        if (l, r) not in merged:
-            assert int(EK._rank(table, l, r)) == BIG
+        if (l, r) not in made:
+            assert int(EK._rank(table, filt, l, r)) == BIG
     rows = {int(k): int(v) for k, v in table if k != -1}
-    assert rows == {(l << 32) | r: m for (l, r), m in merged.items()}
+    assert rows == {(l << 32) | r: (q << 32) | i for (l, r), (q, i) in made.items()}
+    # the filter holds every key (no false negatives), two bits in one word from the hash's high half
+    for l, r in made:
+        h = (((l << 32) | r) * 0x9E3779B97F4A7C15) & M64
+        w = int(filt[(h >> 32) & (filt.size - 1)])
+        assert (w >> (h >> 58)) & (w >> ((h >> 52) & 63)) & 1
 
 
 @given(st.lists(st.tuples(st.integers(0, 255), st.integers(0, 255)), max_size=40), st.permutations(list(range(256))))
@@ -113,13 +127,12 @@ def test_byte_pairs_table_equals_twin(raw, perm):
     """Byte tokens may sit anywhere in the id space (imported tokenizer.json): a permutation of ids."""
     byte_ids = np.array(perm, np.int64)
     pairs = _pairs([(int(byte_ids[a]), int(byte_ids[b])) for a, b in raw])
-    table = EK.build_pair_table(np.array([p[0] for p in pairs], np.int64), np.array([p[1] for p in pairs], np.int64),
-                                np.arange(300, 300 + len(pairs), dtype=np.int64))
-    out = EK.build_byte_pairs(byte_ids, table)
+    table, filt = _table([p[0] for p in pairs], [p[1] for p in pairs], list(range(300, 300 + len(pairs))))
+    out = EK.build_byte_pairs(byte_ids, table, filt)
     want = np.full(65536, BIG, np.int64)
     for k, (l, r) in enumerate(pairs):
         x, y = perm.index(l), perm.index(r)
-        want[(x << 8) | y] = 300 + k
+        want[(x << 8) | y] = ((300 + k) << 32) | (300 + k)
     assert np.array_equal(out, want)
 
 
@@ -134,7 +147,9 @@ def test_pin_tokens_hashes_and_table(tokens):
     EK.pin_tokens(c_bytes, c_start, lens, ctab, c_hash)
     want = [fnv1a_py(t) for t in tokens]
     assert c_hash.tolist() == want
-    assert ctab.tolist() == probe_table_py(want, 128)
+    # slots hold tag << 32 | entry, the tag being bits 32-62 of the entry's hash
+    tagged = [-1 if e == -1 else (((want[e] >> 32) & 0x7FFFFFFF) << 32) | e for e in probe_table_py(want, 128)]
+    assert ctab.tolist() == tagged
 
 
 _CORPUS = ["the quick brown fox jumps over the lazy dog. " * 3, "滑动窗口，滑动窗口。窗口大小 512。", "def f(x):\n    return x ** 2\n",

@@ -1,9 +1,10 @@
 """numba kernels for encoding: BPE by rank per chunk, with a compiled whole-chunk cache.
 
-* pair table: open addressing from ``left << 32 | right`` to the merge's priority (-1 empty). For
-  tiktoken rank files and trained tokenizers the priority is the merged id (rank == id) and ``res``
-  is empty; for imported merge lists (tokenizer.json) the priority is the merge's index in the list
-  and ``res[priority]`` is the id it produces (ids anywhere in the model's id space);
+* pair table: open addressing from ``left << 32 | right`` to ``priority << 32 | merged id`` (-1
+  empty), with a blocked Bloom filter in front that answers most non-merges from cache. For tiktoken
+  rank files and trained tokenizers the priority is the merged id (rank == id); for imported merge
+  lists (tokenizer.json) it is the merge's index in the list and the id is ``res[priority]`` (ids
+  anywhere in the model's id space);
 * per chunk: tiktoken's scheme for short chunks (a rank per adjacent pair, rescanned for the min,
   neighbours updated after each merge) and, for long chunks, a heap over pair positions with linked
   neighbours, so a 10 MB run of one letter is O(n log n) instead of O(n^2);
@@ -16,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 from .._jit import njit
 
-from ._hashing import fnv1a, mix64, reindex
+from ._hashing import fnv1a, mix64, reindex_tagged
 
 _CACHE_MAX_BYTES = 256  # longer chunks are encoded every time, never cached
 _SMALL = 7  # chunks up to this many bytes go through the direct-mapped small-chunk table
@@ -24,29 +25,71 @@ _SHORT = 48  # chunks up to this many bytes use the rescanning loop; longer ones
 _BIG = np.int64(1) << 62
 
 
+_FIB = np.uint64(0x9E3779B97F4A7C15)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _pair_hash(key):
+    """Fibonacci hashing: one multiply (the merge loop hashes two pairs per merge; murmur's finalizer
+    was a fifth of its time). Its high half is used: bits 32+ pick the table slot and the filter word,
+    bits 52-63 the two filter bits."""
+    return np.uint64(key) * _FIB
+
+
 @njit(cache=True, nogil=True)
-def build_pair_table(lefts, rights, merged):
-    """Open-addressing table, one ``(key, merged id)`` row per slot: a lookup is one cache miss."""
+def build_pair_table(lefts, rights, prio, res):
+    """Open-addressing table, one ``(key, prio << 32 | merged id)`` row per slot: a lookup is one cache
+    line and gives both the order of the merge and the id it makes (``res[prio]``, or ``prio`` itself
+    when ``res`` is empty), so the merge loop never reads ``res``. Load factor at most 2/3: for Llama 3's
+    280k merges 8 MB instead of 16 MB (the merge loop of Chinese text is bound by these reads)."""
     cap = 16
-    while cap < 2 * lefts.size + 2:
+    while 2 * cap < 3 * lefts.size + 2:
         cap *= 2
     table = np.full((cap, 2), -1, np.int64)
     mask = cap - 1
     for k in range(lefts.size):
         key = (lefts[k] << 32) | rights[k]
-        i = np.int64(mix64(key) & np.uint64(mask))
+        i = np.int64((_pair_hash(key) >> np.uint64(32)) & np.uint64(mask))
         while table[i, 0] != -1 and table[i, 0] != key:
             i = (i + 1) & mask
         table[i, 0] = key
-        table[i, 1] = merged[k]
+        table[i, 1] = (prio[k] << 32) | (res[prio[k]] if res.size else prio[k])
     return table
 
 
+@njit(cache=True, nogil=True)
+def build_pair_filter(table):
+    """A blocked Bloom filter over the table's keys: two bits in one 64-bit word per key, 8 to 16 bits per
+    key (Llama 3: 512 KB, cache-resident). Most pairs the merge loop looks up are not merges
+    (63% on Chinese text under Llama 3); the filter answers those without touching the table."""
+    n = 0
+    for i in range(table.shape[0]):
+        if table[i, 0] != -1:
+            n += 1
+    words = 64
+    while words * 8 < n:
+        words *= 2
+    filt = np.zeros(words, np.uint64)
+    wmask = np.uint64(words - 1)
+    for i in range(table.shape[0]):
+        if table[i, 0] != -1:
+            h = _pair_hash(table[i, 0])
+            filt[np.int64((h >> np.uint64(32)) & wmask)] |= (np.uint64(1) << (h >> np.uint64(58))) | (
+                np.uint64(1) << ((h >> np.uint64(52)) & np.uint64(63)))
+    return filt
+
+
 @njit(cache=True, nogil=True, inline="always")
-def _rank(table, left, right):
+def _rank(table, filt, left, right):
+    """``prio << 32 | merged id`` of the pair, or ``_BIG`` when it is not a merge."""
     key = (np.int64(left) << 32) | np.int64(right)
+    h = _pair_hash(key)
+    hi = h >> np.uint64(32)
+    w = filt[np.int64(hi & np.uint64(filt.size - 1))]
+    if ((w >> (h >> np.uint64(58))) & (w >> ((h >> np.uint64(52)) & np.uint64(63))) & np.uint64(1)) == 0:
+        return _BIG
     mask = table.shape[0] - 1
-    i = np.int64(mix64(key) & np.uint64(mask))
+    i = np.int64(hi & np.uint64(mask))
     while True:
         k = table[i, 0]
         if k == key:
@@ -56,14 +99,13 @@ def _rank(table, left, right):
         i = (i + 1) & mask
 
 
-@njit(cache=True, nogil=True)
-def _bpe_short(ids, n, table, ranks, byte_pairs, data, a, res):
-    """Merge ``ids[:n]`` (the base ids of ``data[a:a+n]``) in place by rank, leftmost first on ties;
-    returns the new length. The first ranks come from ``byte_pairs``, a dense 256 x 256 table of
-    byte-pair ranks (256 KB, cache-resident): on text whose chunks are mostly new (Chinese under
-    GPT-2's split) those first lookups were most of the time as hash-table cache misses."""
-    for i in range(n - 1):
-        ranks[i] = byte_pairs[(np.int64(data[a + i]) << 8) | np.int64(data[a + i + 1])]
+_ID = np.int64(0xFFFFFFFF)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _merge_loop(ids, n, table, filt, ranks):
+    """Merge ``ids[:n]`` in place, ``ranks[:n-1]`` holding ``prio << 32 | id`` of each adjacent pair: the
+    minimum is the next merge (leftmost on ties) and its low half the id it makes. Returns the length."""
     while n > 1:
         best = _BIG
         at = -1
@@ -73,16 +115,34 @@ def _bpe_short(ids, n, table, ranks, byte_pairs, data, a, res):
                 at = i
         if at < 0:
             break
-        ids[at] = res[best] if res.size else best
+        ids[at] = best & _ID
         for i in range(at + 1, n - 1):
             ids[i] = ids[i + 1]
             ranks[i] = ranks[i + 1]
         n -= 1
         if at > 0:
-            ranks[at - 1] = _rank(table, ids[at - 1], ids[at])
+            ranks[at - 1] = _rank(table, filt, ids[at - 1], ids[at])
         if at < n - 1:
-            ranks[at] = _rank(table, ids[at], ids[at + 1])
+            ranks[at] = _rank(table, filt, ids[at], ids[at + 1])
     return n
+
+
+@njit(cache=True, nogil=True)
+def _bpe_short(ids, n, table, filt, ranks, byte_pairs, data, a):
+    """Merge ``ids[:n]`` (the base ids of ``data[a:a+n]``) in place by priority, leftmost first on ties;
+    returns the new length. The first pair values come from ``byte_pairs``, a dense 256 x 256 table of
+    byte pairs (512 KB, cache-resident)."""
+    for i in range(n - 1):
+        ranks[i] = byte_pairs[(np.int64(data[a + i]) << 8) | np.int64(data[a + i + 1])]
+    return _merge_loop(ids, n, table, filt, ranks)
+
+
+@njit(cache=True, nogil=True)
+def _bpe_ids(ids, n, table, filt, ranks):
+    """``_bpe_short`` from any ids (characters already merged by ``_premerge``)."""
+    for i in range(n - 1):
+        ranks[i] = _rank(table, filt, ids[i], ids[i + 1])
+    return _merge_loop(ids, n, table, filt, ranks)
 
 
 @njit(cache=True, nogil=True)
@@ -117,47 +177,50 @@ def _heap_pop(h, n):
 
 
 @njit(cache=True, nogil=True)
-def _bpe_long(ids, n, table, res):
-    """Heap-based merge of ``ids[:n]`` in place; entries ``rank << 32 | position``, checked on pop."""
+def _bpe_long(ids, n, table, filt):
+    """Heap-based merge of ``ids[:n]`` in place; entries ``prio << 32 | position``, checked on pop."""
     nxt = np.arange(1, n + 1)
     prv = np.arange(-1, n - 1)
     nxt[n - 1] = -1
     heap = np.empty(3 * n, np.int64)
     hn = 0
     for i in range(n - 1):
-        r = _rank(table, ids[i], ids[i + 1])
+        r = _rank(table, filt, ids[i], ids[i + 1])
         if r != _BIG:
-            _heap_push(heap, hn, (r << 32) | i)
+            _heap_push(heap, hn, (r >> 32 << 32) | i)
             hn += 1
     while hn > 0:
         top = heap[0]
         _heap_pop(heap, hn)
         hn -= 1
-        r = top >> 32
-        i = top & 0xFFFFFFFF
+        p = top >> 32
+        i = top & _ID
         j = nxt[i]
-        if ids[i] < 0 or j < 0 or _rank(table, ids[i], ids[j]) != r:
+        if ids[i] < 0 or j < 0:
+            continue
+        v = _rank(table, filt, ids[i], ids[j])
+        if v >> 32 != p:
             continue  # stale: a neighbour changed since this entry was queued
-        nid = res[r] if res.size else r
+        nid = v & _ID
         ids[i] = nid
         ids[j] = -1
         k = nxt[j]
         nxt[i] = k
         if k >= 0:
             prv[k] = i
-            rk = _rank(table, nid, ids[k])
+            rk = _rank(table, filt, nid, ids[k])
             if rk != _BIG:
                 if hn == heap.size:
                     heap = np.concatenate((heap, np.empty(heap.size, np.int64)))
-                _heap_push(heap, hn, (rk << 32) | i)
+                _heap_push(heap, hn, (rk >> 32 << 32) | i)
                 hn += 1
         h = prv[i]
         if h >= 0:
-            rh = _rank(table, ids[h], nid)
+            rh = _rank(table, filt, ids[h], nid)
             if rh != _BIG:
                 if hn == heap.size:
                     heap = np.concatenate((heap, np.empty(heap.size, np.int64)))
-                _heap_push(heap, hn, (rh << 32) | h)
+                _heap_push(heap, hn, (rh >> 32 << 32) | h)
                 hn += 1
     m = 0
     for i in range(n):
@@ -167,31 +230,235 @@ def _bpe_long(ids, n, table, res):
     return m
 
 
+# ------------------------------------------------------------------------------ characters merged ahead
+# On CJK text most merges happen inside one character: three bytes become one token (Llama 3 on
+# Chinese: 13 merges per 18-byte chunk, 9 of them inside characters). ``_premerge`` puts each 3-byte
+# character's own BPE result in place before the merge loop, which then does only the merges between
+# characters. That is exact when (checked by the encoder, else the table is empty and nothing is merged
+# ahead):
+# * merges are monotone: each merge's priority is above those of the merges making its two parts, so
+#   the merge loop runs merges in non-decreasing priority (BPE = apply each merge in turn, left to right);
+# * no token that crosses the character's edge part-way can form there: a token made of bytes before
+#   the character and its first one or two bytes (a "tail" token, e.g. Llama 3's b" \xe5"), or of its
+#   last one or two bytes and bytes after it (a "head" token). Those tokens are listed by the partial
+#   character at their edge; a character whose surroundings in the chunk spell one of them is left as
+#   bytes. Otherwise no merge ever touches the character's bytes together with others' before it is
+#   whole, its inner merges go as they go alone, and the merges between characters see the same pieces.
+_TAILK = 16 + 16 * 64  # tail keys: a lead byte E0-EF alone, or lead + continuation byte
+_HEADK = 64 + 64 * 64  # head keys: one continuation byte, or two
+
+
+@njit(cache=True, nogil=True)
+def char_table(byte_ids, table, filt, first_use):
+    """The BPE result of each 3-byte character alone (by code point, U+0800-U+FFFF): one or two ids of 20
+    bits (the caller checks every id fits) and their count in bits 60-61; 0 where a character is left as
+    bytes: no merge applies inside it, or its one token ``C`` is an operand of a merge ranked before the
+    last of the merges making it (``first_use[C]``: the lowest priority of a merge taking ``C`` as a
+    part; such a merge could run before ``C`` is whole in the byte-level run)."""
+    out = np.zeros(65536, np.int64)
+    b = np.empty(3, np.int64)
+    for cp in range(0x800, 0x10000):
+        if 0xD800 <= cp < 0xE000:
+            continue  # surrogates are not characters
+        b[0] = byte_ids[0xE0 | (cp >> 12)]
+        b[1] = byte_ids[0x80 | ((cp >> 6) & 0x3F)]
+        b[2] = byte_ids[0x80 | (cp & 0x3F)]
+        r01 = _rank(table, filt, b[0], b[1])
+        r12 = _rank(table, filt, b[1], b[2])
+        if r01 == _BIG and r12 == _BIG:
+            v = 0
+        elif r01 <= r12:  # leftmost on ties
+            r = _rank(table, filt, r01 & _ID, b[2])
+            if r == _BIG:
+                v = (np.int64(2) << 60) | (r01 & _ID) | (b[2] << 20)
+            else:
+                c = r & _ID
+                v = (np.int64(1) << 60) | c if first_use[c] > max(r01, r) >> 32 else 0
+        else:
+            r = _rank(table, filt, b[0], r12 & _ID)
+            if r == _BIG:
+                v = (np.int64(2) << 60) | b[0] | ((r12 & _ID) << 20)
+            else:
+                c = r & _ID
+                v = (np.int64(1) << 60) | c if first_use[c] > max(r12, r) >> 32 else 0
+        out[cp] = v
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _tail_key(flat, s, n):
+    """Key of a token ``flat[s:s+n]`` ending part-way into a 3-byte character (-1 if it does not), and
+    the length of that partial character."""
+    if n >= 2 and 0xE0 <= flat[s + n - 1] <= 0xEF:
+        return np.int64(flat[s + n - 1] - 0xE0), 1
+    if n >= 3 and 0xE0 <= flat[s + n - 2] <= 0xEF and 0x80 <= flat[s + n - 1] <= 0xBF:
+        return 16 + (np.int64(flat[s + n - 2] - 0xE0) << 6 | np.int64(flat[s + n - 1] & 0x3F)), 2
+    return np.int64(-1), 0
+
+
+@njit(cache=True, nogil=True)
+def _head_key(flat, s, n):
+    """Key of a token starting part-way into a character (one or two continuation bytes, then more)."""
+    if n >= 2 and 0x80 <= flat[s] <= 0xBF and not (0x80 <= flat[s + 1] <= 0xBF):
+        return np.int64(flat[s] & 0x3F), 1
+    if n >= 3 and 0x80 <= flat[s] <= 0xBF and 0x80 <= flat[s + 1] <= 0xBF and not (0x80 <= flat[s + 2] <= 0xBF):
+        return 64 + (np.int64(flat[s] & 0x3F) << 6 | np.int64(flat[s + 1] & 0x3F)), 2
+    return np.int64(-1), 0
+
+
+@njit(cache=True, nogil=True)
+def partial_index(flat, starts, lens):
+    """Tail and head tokens grouped by key (CSR), and per key a 256-bit mask of the byte next to the
+    character (a tail's last byte before it, a head's first byte after it), which rules out most
+    characters with one test: ``(tail_ptr, tail_tok, tail_mask, head_ptr, head_tok, head_mask)``."""
+    tail_ptr = np.zeros(_TAILK + 1, np.int64)
+    head_ptr = np.zeros(_HEADK + 1, np.int64)
+    tail_mask = np.zeros((_TAILK, 4), np.uint64)
+    head_mask = np.zeros((_HEADK, 4), np.uint64)
+    for t in range(starts.size):
+        k, q = _tail_key(flat, starts[t], lens[t])
+        if k >= 0:
+            tail_ptr[k + 1] += 1
+            x = flat[starts[t] + lens[t] - q - 1]
+            tail_mask[k, x >> 6] |= np.uint64(1) << np.uint64(x & 63)
+        k, q = _head_key(flat, starts[t], lens[t])
+        if k >= 0:
+            head_ptr[k + 1] += 1
+            x = flat[starts[t] + q]
+            head_mask[k, x >> 6] |= np.uint64(1) << np.uint64(x & 63)
+    tail_ptr = np.cumsum(tail_ptr)
+    head_ptr = np.cumsum(head_ptr)
+    tail_tok = np.empty(tail_ptr[-1], np.int64)
+    head_tok = np.empty(head_ptr[-1], np.int64)
+    tfill = tail_ptr[:-1].copy()
+    hfill = head_ptr[:-1].copy()
+    for t in range(starts.size):
+        k, _ = _tail_key(flat, starts[t], lens[t])
+        if k >= 0:
+            tail_tok[tfill[k]] = t
+            tfill[k] += 1
+        k, _ = _head_key(flat, starts[t], lens[t])
+        if k >= 0:
+            head_tok[hfill[k]] = t
+            hfill[k] += 1
+    return tail_ptr, tail_tok, tail_mask, head_ptr, head_tok, head_mask
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _spelled(data, p, flat, s, n):
+    for t in range(n):
+        if data[p + t] != flat[s + t]:
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _in_mask(mask, k, x):
+    return (mask[k, np.int64(x) >> 6] >> np.uint64(x & 63)) & np.uint64(1) != 0
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _tail_spelled(data, i, a, k, q, flat, starts, lens, ptr, tok):
+    """A tail token of key ``k`` (its partial character ``q`` bytes long) ends at ``data[i+q]``."""
+    for j in range(ptr[k], ptr[k + 1]):
+        t = tok[j]
+        pn = lens[t] - q
+        if i - pn >= a and _spelled(data, i - pn, flat, starts[t], pn):
+            return True
+    return False
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _head_spelled(data, i, b, k, q, flat, starts, lens, ptr, tok):
+    """A head token of key ``k`` (``q`` continuation bytes) starts inside the character at ``data[i]``."""
+    for j in range(ptr[k], ptr[k + 1]):
+        t = tok[j]
+        rn = lens[t] - q
+        if i + 3 + rn <= b and _spelled(data, i + 3, flat, starts[t] + q, rn):
+            return True
+    return False
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _char_safe(data, i, a, b, flat, starts, lens, tail_ptr, tail_tok, tail_mask, head_ptr, head_tok, head_mask):
+    """No tail or head token is spelled around the 3-byte character at ``data[i:i+3]`` in ``data[a:b]``."""
+    if i > a:
+        x = data[i - 1]
+        k1 = np.int64(data[i]) - 0xE0
+        if _in_mask(tail_mask, k1, x) and _tail_spelled(data, i, a, k1, 1, flat, starts, lens, tail_ptr, tail_tok):
+            return False
+        k2 = 16 + (k1 << 6 | (np.int64(data[i + 1]) & 0x3F))
+        if _in_mask(tail_mask, k2, x) and _tail_spelled(data, i, a, k2, 2, flat, starts, lens, tail_ptr, tail_tok):
+            return False
+    if i + 3 < b:
+        y = data[i + 3]
+        k1 = np.int64(data[i + 2]) & 0x3F
+        if _in_mask(head_mask, k1, y) and _head_spelled(data, i, b, k1, 1, flat, starts, lens, head_ptr, head_tok):
+            return False
+        k2 = 64 + ((np.int64(data[i + 1]) & 0x3F) << 6 | k1)
+        if _in_mask(head_mask, k2, y) and _head_spelled(data, i, b, k2, 2, flat, starts, lens, head_ptr, head_tok):
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True)
+def _premerge(data, a, b, byte_ids, cp3, flat, starts, lens, tail_ptr, tail_tok, tail_mask, head_ptr, head_tok,
+              head_mask, ids):
+    """Base ids of ``data[a:b]`` into ``ids``, each 3-byte character that is safe to merge ahead as its
+    own BPE result. Returns the count (``b - a`` when nothing was merged ahead: then ``ids`` are the byte
+    ids). The tables come as separate arrays, not the ``chars`` tuple: unpacking a tuple of arrays per
+    character cost reference counting that made this step slower than the merges it saves."""
+    m = 0
+    p = a
+    while p < b:
+        x = data[p]
+        if x >= 0xE0 and x <= 0xEF and p + 3 <= b:
+            v = cp3[((np.int64(x) & 0xF) << 12) | ((np.int64(data[p + 1]) & 0x3F) << 6) | (np.int64(data[p + 2]) & 0x3F)]
+            if v != 0 and _char_safe(data, p, a, b, flat, starts, lens, tail_ptr, tail_tok, tail_mask, head_ptr,
+                                     head_tok, head_mask):
+                ids[m] = v & 0xFFFFF
+                m += 1
+                if v >> 60 == 2:
+                    ids[m] = (v >> 20) & 0xFFFFF
+                    m += 1
+                p += 3
+                continue
+        ids[m] = byte_ids[x]
+        m += 1
+        p += 1
+    return m
+
+
 # ------------------------------------------------------------------------------ the chunk cache
 @njit(cache=True, nogil=True)
-def _find(ctab, c_start, c_len, c_hash, c_bytes, data, a, b, h):
-    """Table slot holding chunk data[a:b], or the empty slot where it would go."""
+def _find(ctab, c_start, c_len, c_bytes, data, a, b, h):
+    """Table slot holding chunk data[a:b], or the empty slot where it would go. Slots hold
+    ``tag << 32 | entry`` (the tag: bits 32-62 of the hash), so a probe past another key reads the
+    table only; the entry's length and bytes are compared on a tag match."""
     mask = ctab.size - 1
     i = np.int64(h & np.uint64(mask))
+    tag = np.int64((h >> np.uint64(32)) & np.uint64(0x7FFFFFFF))
     n = b - a
     while True:
-        e = ctab[i]
-        if e == -1:
+        v = ctab[i]
+        if v == -1:
             return i
-        if c_hash[e] == h and c_len[e] == n:
+        if v >> 32 == tag:
+            e = v & _ID
             s = c_start[e]
-            same = True
-            for t in range(n):
-                if c_bytes[s + t] != data[a + t]:
-                    same = False
-                    break
-            if same:
-                return i
+            if c_len[e] == n:
+                same = True
+                for t in range(n):
+                    if c_bytes[s + t] != data[a + t]:
+                        same = False
+                        break
+                if same:
+                    return i
         i = (i + 1) & mask
 
 
 @njit(cache=True, nogil=True)
-def encode_chunks(data, offs, byte_ids, byte_pairs, table, res, state, limit, out):
+def encode_chunks(data, offs, byte_ids, byte_pairs, table, filt, chars, state, limit, out):
     """Encode chunks ``data[offs[k]:offs[k+1]]`` into ``out`` (big enough: len(data) ids).
 
     ``state`` = (ctab, c_start, c_len, c_hash, c_bytes, c_ids_start, c_ids_len, c_ids, sizes, skeys,
@@ -201,6 +468,7 @@ def encode_chunks(data, offs, byte_ids, byte_pairs, table, res, state, limit, ou
     Returns (number of ids written, state).
     """
     ctab, c_start, c_len, c_hash, c_bytes, c_ids_start, c_ids_len, c_ids, sizes, skeys, sids, seen = state
+    cp3, flat, starts, lens, tail_ptr, tail_tok, tail_mask, head_ptr, head_tok, head_mask = chars
     nout = 0
     work = np.empty(_SHORT + 1, np.int64)
     ranks = np.empty(_SHORT + 1, np.int64)
@@ -228,7 +496,9 @@ def encode_chunks(data, offs, byte_ids, byte_pairs, table, res, state, limit, ou
                 nout += m
                 continue
             h = fnv1a(data, a, b)
-            e = ctab[_find(ctab, c_start, c_len, c_hash, c_bytes, data, a, b, h)]
+            e = ctab[_find(ctab, c_start, c_len, c_bytes, data, a, b, h)]
+            if e != -1:
+                e &= _ID
             if e != -1:  # pinned vocabulary token (tiktoken's whole-chunk rule) or cached
                 m = c_ids_len[e]
                 s0 = c_ids_start[e]
@@ -237,7 +507,7 @@ def encode_chunks(data, offs, byte_ids, byte_pairs, table, res, state, limit, ou
             else:
                 for t in range(n):
                     work[t] = byte_ids[data[a + t]]
-                m = _bpe_short(work, n, table, ranks, byte_pairs, data, a, res)
+                m = _bpe_short(work, n, table, filt, ranks, byte_pairs, data, a)
             skeys[slot] = key
             sids[slot, 0] = m
             for t in range(m):
@@ -246,26 +516,44 @@ def encode_chunks(data, offs, byte_ids, byte_pairs, table, res, state, limit, ou
             nout += m
             continue
         h = fnv1a(data, a, b)
-        slot = _find(ctab, c_start, c_len, c_hash, c_bytes, data, a, b, h)
+        slot = _find(ctab, c_start, c_len, c_bytes, data, a, b, h)
         e = ctab[slot]
+        if e != -1:
+            e &= _ID
         if e != -1:
             s = c_ids_start[e]
             for t in range(c_ids_len[e]):
                 out[nout + t] = c_ids[s + t]
             nout += c_ids_len[e]
             continue
-        # miss: run BPE
+        # miss: run BPE (3-byte characters merged ahead where that is exact)
         if n <= _SHORT:
-            for t in range(n):
-                work[t] = byte_ids[data[a + t]]
-            m = _bpe_short(work, n, table, ranks, byte_pairs, data, a, res)
+            if cp3.size:
+                m0 = _premerge(data, a, b, byte_ids, cp3, flat, starts, lens, tail_ptr, tail_tok, tail_mask, head_ptr,
+                               head_tok, head_mask, work)
+            else:
+                m0 = n
+                for t in range(n):
+                    work[t] = byte_ids[data[a + t]]
+            if m0 == n:
+                m = _bpe_short(work, n, table, filt, ranks, byte_pairs, data, a)
+            else:
+                m = _bpe_ids(work, m0, table, filt, ranks)
             for t in range(m):
                 out[nout + t] = work[t]
         else:
             big = np.empty(n, np.int64)
-            for t in range(n):
-                big[t] = byte_ids[data[a + t]]
-            m = _bpe_long(big, n, table, res)
+            if cp3.size:
+                m0 = _premerge(data, a, b, byte_ids, cp3, flat, starts, lens, tail_ptr, tail_tok, tail_mask, head_ptr,
+                               head_tok, head_mask, big)
+            else:
+                m0 = n
+                for t in range(n):
+                    big[t] = byte_ids[data[a + t]]
+            if m0 <= _SHORT:
+                m = _bpe_ids(big, m0, table, filt, ranks)
+            else:
+                m = _bpe_long(big, m0, table, filt)
             for t in range(m):
                 out[nout + t] = big[t]
         if n > _CACHE_MAX_BYTES:
@@ -287,9 +575,9 @@ def encode_chunks(data, offs, byte_ids, byte_pairs, table, res, state, limit, ou
                 or sizes[1] + n > c_bytes.size or sizes[2] + m > c_ids.size):
             ctab, c_start, c_len, c_hash, c_bytes, c_ids_start, c_ids_len, c_ids = _grow_cache(
                 ctab, c_start, c_len, c_hash, c_bytes, c_ids_start, c_ids_len, c_ids, sizes, n, m)
-        slot = _find(ctab, c_start, c_len, c_hash, c_bytes, data, a, b, h)
+        slot = _find(ctab, c_start, c_len, c_bytes, data, a, b, h)
         e = sizes[0]
-        ctab[slot] = e
+        ctab[slot] = (np.int64((h >> np.uint64(32)) & np.uint64(0x7FFFFFFF)) << 32) | e
         c_start[e] = sizes[1]
         c_len[e] = n
         c_hash[e] = h
@@ -307,7 +595,7 @@ def encode_chunks(data, offs, byte_ids, byte_pairs, table, res, state, limit, ou
 @njit(cache=True, nogil=True)
 def _reset(ctab, c_hash, sizes):
     """Drop every unpinned entry: rebuild the table from the pinned entries only."""
-    reindex(ctab, c_hash, sizes[3])
+    reindex_tagged(ctab, c_hash, sizes[3])
     sizes[0] = sizes[3]
     sizes[1] = sizes[4]
     sizes[2] = sizes[5]
@@ -329,7 +617,7 @@ def _grow_cache(ctab, c_start, c_len, c_hash, c_bytes, c_ids_start, c_ids_len, c
         c_ids = _grow1(c_ids, max(2 * c_ids.size, sizes[2] + m))
     if 2 * ne > ctab.size:
         ctab = np.empty(2 * ctab.size, np.int64)
-        reindex(ctab, c_hash, sizes[0])
+        reindex_tagged(ctab, c_hash, sizes[0])
     return ctab, c_start, c_len, c_hash, c_bytes, c_ids_start, c_ids_len, c_ids
 
 
@@ -345,14 +633,14 @@ def pin_tokens(c_bytes, c_start, c_len, ctab, c_hash):
     """Fill hashes and the table for the pinned tokens laid out in ``c_bytes``."""
     for e in range(c_start.size):
         c_hash[e] = fnv1a(c_bytes, c_start[e], c_start[e] + c_len[e])
-    reindex(ctab, c_hash, c_start.size)
+    reindex_tagged(ctab, c_hash, c_start.size)
 
 
 @njit(cache=True, nogil=True)
-def build_byte_pairs(byte_ids, table):
-    """Rank of every pair of raw bytes (``_BIG`` where the two byte tokens do not merge)."""
+def build_byte_pairs(byte_ids, table, filt):
+    """``prio << 32 | id`` of every pair of raw bytes (``_BIG`` where the two byte tokens do not merge)."""
     out = np.empty(65536, np.int64)
     for x in range(256):
         for y in range(256):
-            out[(x << 8) | y] = _rank(table, byte_ids[x], byte_ids[y])
+            out[(x << 8) | y] = _rank(table, filt, byte_ids[x], byte_ids[y])
     return out
