@@ -71,7 +71,7 @@ fuzz: $(VENV)/.test
 
 bench: $(VENV)/.test
 	$(PIP) install -e '.[bench]'
-	$(PY) bench/tokenizers.py --corpus ../shared/corpora/en
+	$(PY) bench/tokenizer_speed.py --corpus ../shared/corpora/en
 
 clean:
 	rm -rf $(VENV) .cache build dist src/*.egg-info

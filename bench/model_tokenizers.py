@@ -29,8 +29,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-# bench/tokenizers.py would shadow the `tokenizers` package: drop this folder from the import path
-sys.path = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
 
 
 def load_docs(folder: Path, max_mb: float) -> list[str]:

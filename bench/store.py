@@ -32,8 +32,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-# bench/tokenizers.py would shadow the `tokenizers` package: keep bench/ off the import path
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 CORPORA = ROOT / ".." / "shared" / "corpora"
 CACHE = ROOT / ".cache" / "bench_store"
 PY = sys.executable
@@ -383,7 +381,6 @@ def main() -> None:
     text = "\n".join(md)
     print(text)
     if not args.no_publish:
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
         from _results import publish
 
         publish("store", results, text)

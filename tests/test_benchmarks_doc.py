@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-# bench/_results.py loaded by path: putting bench/ on sys.path would shadow packages (bench/tokenizers.py)
+# bench/_results.py loaded by path: tests keep bench/ off sys.path
 _spec = importlib.util.spec_from_file_location("tokenmill_bench_results", ROOT / "bench" / "_results.py")
 _results = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_results)

@@ -1,7 +1,7 @@
 """Tokenizer speed side by side: tokenmill vs Hugging Face tokenizers vs rustbpe (training) and vs
 tiktoken and HF tokenizers (encoding), on the same text, in one run.
 
-    .venv/bin/python bench/tokenizers.py --corpus ../shared/corpora/en [--corpus ../shared/corpora/zh]
+    .venv/bin/python bench/tokenizer_speed.py --corpus ../shared/corpora/en [--corpus ../shared/corpora/zh]
         [--vocab 8192 32768] [--repeat 3] [--max-mb N] [--stream-mb 1000] [--json out.json]
 
 Needs ``tokenizers``, ``tiktoken``, ``rustbpe`` (``pip install -e '.[bench]'``) and GPT-2's rank file
@@ -47,8 +47,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-# This file is named like the `tokenizers` package: keep its folder off the import path.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 GPT2_RANKS = ROOT / ".cache" / "gpt2.tiktoken"
 TOOLS_TRAIN = ["tokenmill", "hf", "rustbpe"]
 
@@ -90,7 +88,7 @@ def vmhwm_mb() -> float | None:
 
 
 def run_child(args: list[str], env: dict | None = None, timeout: float = 3600) -> tuple[dict, float, float]:
-    """Run ``python bench/tokenizers.py --_worker ...``; returns (its JSON result, its peak RSS in MB, wall s)."""
+    """Run ``python bench/tokenizer_speed.py --_worker ...``; returns (its JSON result, its peak RSS in MB, wall s)."""
     with tempfile.NamedTemporaryFile("r", suffix=".json", delete=False) as f:
         out = f.name
     t0 = time.perf_counter()
@@ -625,7 +623,6 @@ def main():
         with open(a.json, "w") as fh:
             json.dump(R, fh, indent=1, default=str)
     if not a.no_publish:
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
         from _results import publish
 
         parts = [] if a.stream_only else [p for p in ("training", "encoding", "cold") if p in phases]
