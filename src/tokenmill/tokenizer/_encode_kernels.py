@@ -458,8 +458,11 @@ def _find(ctab, c_start, c_len, c_bytes, data, a, b, h):
 
 
 @njit(cache=True, nogil=True)
-def encode_chunks(data, offs, byte_ids, byte_pairs, table, filt, chars, state, limit, out):
+def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, chars, state, limit, out):
     """Encode chunks ``data[offs[k]:offs[k+1]]`` into ``out`` (big enough: len(data) ids).
+
+    ``marks``: increasing chunk indices (in ``[0, offs.size - 1]``) where the documents of a batch start;
+    ``pos[j]`` receives the number of ids written before chunk ``marks[j]`` (empty arrays for one text).
 
     ``state`` = (ctab, c_start, c_len, c_hash, c_bytes, c_ids_start, c_ids_len, c_ids, sizes, skeys,
     sids, seen) is the cache; ``skeys``/``sids``: the small-chunk table (key 0 = empty); ``seen``: hashes
@@ -473,7 +476,11 @@ def encode_chunks(data, offs, byte_ids, byte_pairs, table, filt, chars, state, l
     work = np.empty(_SHORT + 1, np.int64)
     ranks = np.empty(_SHORT + 1, np.int64)
     smask = skeys.size - 1
+    mi = 0
     for k in range(offs.size - 1):
+        while mi < marks.size and marks[mi] == k:
+            pos[mi] = nout
+            mi += 1
         a = offs[k]
         b = offs[k + 1]
         n = b - a
@@ -589,6 +596,9 @@ def encode_chunks(data, offs, byte_ids, byte_pairs, table, filt, chars, state, l
         sizes[1] += n
         sizes[2] += m
         nout += m
+    while mi < marks.size:
+        pos[mi] = nout
+        mi += 1
     return nout, (ctab, c_start, c_len, c_hash, c_bytes, c_ids_start, c_ids_len, c_ids, sizes, skeys, sids, seen)
 
 

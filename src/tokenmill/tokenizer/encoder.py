@@ -14,6 +14,7 @@ from .patterns import split_with_gaps
 from .splitter import has_compiled
 
 _CACHE_LIMIT = 1 << 18  # cached chunks per thread before the cache is reset to its pinned part
+_NONE = np.zeros(0, np.int64)  # no document marks (one text per kernel call)
 _PREMERGE_MIN = 1000  # 3-byte characters that are one token alone, below which none are merged ahead
 
 
@@ -163,7 +164,50 @@ class CompiledEncoder:
             offs = check_offsets(offs, f"the chunk offsets of pattern {self.pattern!r}", n=len(data), error=ConfigError)
         buf = np.frombuffer(data, np.uint8)
         out = np.empty(len(data), np.int64)
-        n, state = self._K.encode_chunks(buf, offs, self.byte_ids, self.byte_pairs, self.pairs, self.filt, self.chars, self._state(),
-                                         _CACHE_LIMIT, out)
+        n, state = self._K.encode_chunks(buf, offs, _NONE, _NONE, self.byte_ids, self.byte_pairs, self.pairs, self.filt,
+                                         self.chars, self._state(), _CACHE_LIMIT, out)
         self._local.state = state
         return out[:n]
+
+    def encode_many(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray] | None:
+        """Ids of several non-empty texts in one pass (one split call, one kernel call: a small
+        document no longer pays the kernels' per-call cost, most of it spent holding the GIL):
+        ``(ids, bounds)``, text ``i``'s ids being ``ids[bounds[i]:bounds[i + 1]]``. Exactly
+        ``[encode(t) for t in texts]``. None where that cannot be done in one pass (HF ``Sequence`` of
+        Splits, a splitter that is not compiled, a text UTF-8 cannot encode): encode each then."""
+        if self.split_patterns or (self.pattern is not None and not self.compiled_split):
+            return None
+        try:
+            datas = [t.encode("utf-8") for t in texts]
+        except UnicodeEncodeError:
+            return None
+        docs = np.zeros(len(datas) + 1, np.int64)
+        np.cumsum(np.fromiter(map(len, datas), np.int64, len(datas)), out=docs[1:])
+        if not docs.size or np.any(docs[1:] == docs[:-1]):
+            raise ValueError("encode_many takes non-empty texts")
+        data = b"".join(datas)
+        if self.pattern is None:
+            offs = docs
+        else:
+            from .splitter import compiled_offsets
+
+            offs = compiled_offsets(data, self.pattern, doc_offsets=docs)
+            if offs is None:
+                return None
+            if not self.preset:
+                from .._validate import check_offsets
+                from ..errors import ConfigError
+
+                offs = check_offsets(offs, f"the chunk offsets of pattern {self.pattern!r}", n=len(data),
+                                     error=ConfigError)
+        # every document start is a chunk boundary (the splitters never cross one): its chunk index
+        marks = np.searchsorted(offs, docs[:-1]).astype(np.int64)
+        if not np.array_equal(offs[marks], docs[:-1]):
+            return None  # a chunk crossing a document boundary (not the compiled splitters' way): one by one
+        pos = np.empty(len(datas), np.int64)
+        out = np.empty(len(data), np.int64)
+        n, state = self._K.encode_chunks(np.frombuffer(data, np.uint8), offs, marks, pos, self.byte_ids,
+                                         self.byte_pairs, self.pairs, self.filt, self.chars, self._state(),
+                                         _CACHE_LIMIT, out)
+        self._local.state = state
+        return out[:n], np.append(pos, n)

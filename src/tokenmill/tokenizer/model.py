@@ -28,6 +28,8 @@ from .patterns import preset_name, resolve_pattern, split_with_gaps
 FORMAT_NAME = "tokenmill.tokenizer"
 FORMAT_VERSION = 2  # 2 adds model type "bpe" (imported merge lists, ids anywhere, added tokens); 1 still read
 _CACHE_LIMIT = 1 << 17  # chunk cache entries before it is cleared
+_GROUP_BYTES = 1 << 20  # encode_batch: characters of text per kernel call, at most
+_GROUP_TEXTS = 1024  # and texts per kernel call
 
 
 @dataclass(frozen=True)
@@ -434,17 +436,62 @@ class Tokenizer:
         threads = max(1, os.cpu_count() or 1) if num_threads is None else check_int(num_threads, "num_threads",
                                                                                        min=1, max=1024)
 
-        def one(text: str):
-            ids = self._encode(text, allowed_special, disallowed_special)
+        def convert(ids):
             # copy: the kernel's buffer holds one slot per input byte, ~4x the ids it returns
             return ids.copy() if as_arrays else ids.tolist()
 
-        if threads == 1 or len(texts) < 2:
-            return [one(t) for t in texts]
+        def group(lo: int, hi: int) -> list:
+            """texts[lo:hi]: those that are plain text for the compiled encoder in one kernel call, the
+            others (special tokens allowed and present, added tokens) one by one."""
+            plain = [self._plain_text(t, allowed_special, disallowed_special) for t in texts[lo:hi]]
+            todo = [i for i, p in enumerate(plain) if p]
+            got = self._compiled().encode_many([plain[i] for i in todo]) if len(todo) > 1 else None
+            res: list = [None] * (hi - lo)
+            if got is not None:
+                ids, bounds = got
+                for j, i in enumerate(todo):
+                    res[i] = convert(ids[bounds[j] : bounds[j + 1]])
+            for i, p in enumerate(plain):
+                if res[i] is None:
+                    res[i] = (np.zeros(0, np.int64) if as_arrays else []) if p == "" else convert(
+                        self._encode(texts[lo + i], allowed_special, disallowed_special))
+            return res
+
+        # groups of about _GROUP_BYTES: one kernel call each (a small document no longer pays the
+        # kernels' per-call cost), and enough of them to keep every thread busy
+        per = _GROUP_BYTES if threads == 1 else min(_GROUP_BYTES, max(1 << 14, sum(map(len, texts)) // (4 * threads)))
+        bounds, size = [0], 0
+        for i, t in enumerate(texts):
+            size += len(t)
+            if size >= per or i + 1 - bounds[-1] >= _GROUP_TEXTS:
+                bounds.append(i + 1)
+                size = 0
+        if bounds[-1] != len(texts):
+            bounds.append(len(texts))
+        spans = list(zip(bounds[:-1], bounds[1:]))
+        if threads == 1 or len(spans) < 2:
+            return [x for lo, hi in spans for x in group(lo, hi)]
         from concurrent.futures import ThreadPoolExecutor
 
-        with ThreadPoolExecutor(min(threads, len(texts))) as ex:
-            return list(ex.map(one, texts))
+        with ThreadPoolExecutor(min(threads, len(spans))) as ex:
+            return [x for part in ex.map(lambda s: group(*s), spans) for x in part]
+
+    def _plain_text(self, text: str, allowed_special, disallowed_special) -> str | None:
+        """The text the compiled encoder alone encodes to ``encode(text)`` ("" for no ids), or None
+        when special or added tokens need the full path. Raises as ``encode`` does."""
+        if not isinstance(text, str):
+            raise ConfigError(f"text is a {type(text).__name__}; encode takes a str (decode bytes first: "
+                              "data.decode('utf-8'))")
+        allowed = self._allowed_specials(text, allowed_special, disallowed_special)
+        if self._added is None:
+            return None if allowed else text
+        pieces = self._pieces(text, allowed)
+        if not pieces:
+            return ""
+        if len(pieces) > 1 or pieces[0][1] is not None:
+            return None
+        piece = pieces[0][0]
+        return " " + piece if self._add_prefix_space and not piece.startswith(" ") else piece
 
     def _split(self, text: str) -> list[str]:
         if not text:
