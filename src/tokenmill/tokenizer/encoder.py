@@ -65,6 +65,10 @@ class CompiledEncoder:
         off = (e, np.zeros(0, np.uint8), e, e, e, e, m, e, e, m)
         if len(vocab) > 1 << 20 or not prio.size:
             return off
+        # a character that is one token alone is a vocabulary token of one 3-byte character: too few of
+        # those and the answer is no without building (or, on a first run, compiling) the table
+        if sum(1 for b in vocab if b is not None and len(b) == 3 and 0xE0 <= b[0] <= 0xEF) < _PREMERGE_MIN:
+            return off
         first_use = np.full(len(vocab), np.int64(1) << 40, np.int64)  # lowest priority taking each id as a part
         np.minimum.at(first_use, lefts, prio)
         np.minimum.at(first_use, rights, prio)
