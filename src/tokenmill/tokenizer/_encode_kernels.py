@@ -407,7 +407,12 @@ def _premerge(data, a, b, byte_ids, cp3, flat, starts, lens, tail_ptr, tail_tok,
     """Base ids of ``data[a:b]`` into ``ids``, each 3-byte character that is safe to merge ahead as its
     own BPE result. Returns the count (``b - a`` when nothing was merged ahead: then ``ids`` are the byte
     ids). The tables come as separate arrays, not the ``chars`` tuple: unpacking a tuple of arrays per
-    character cost reference counting that made this step slower than the merges it saves."""
+    character cost reference counting that made this step slower than the merges it saves. An empty
+    ``cp3`` (nothing merged ahead for this vocabulary) gives the byte ids."""
+    if cp3.size == 0:
+        for t in range(b - a):
+            ids[t] = byte_ids[data[a + t]]
+        return b - a
     m = 0
     p = a
     while p < b:
@@ -527,7 +532,6 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
         e = ctab[slot]
         if e != -1:
             e &= _ID
-        if e != -1:
             s = c_ids_start[e]
             for t in range(c_ids_len[e]):
                 out[nout + t] = c_ids[s + t]
@@ -535,13 +539,8 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
             continue
         # miss: run BPE (3-byte characters merged ahead where that is exact)
         if n <= _SHORT:
-            if cp3.size:
-                m0 = _premerge(data, a, b, byte_ids, cp3, flat, starts, lens, tail_ptr, tail_tok, tail_mask, head_ptr,
-                               head_tok, head_mask, work)
-            else:
-                m0 = n
-                for t in range(n):
-                    work[t] = byte_ids[data[a + t]]
+            m0 = _premerge(data, a, b, byte_ids, cp3, flat, starts, lens, tail_ptr, tail_tok, tail_mask, head_ptr,
+                           head_tok, head_mask, work)
             if m0 == n:
                 m = _bpe_short(work, n, table, filt, ranks, byte_pairs, data, a)
             else:
@@ -550,13 +549,8 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
                 out[nout + t] = work[t]
         else:
             big = np.empty(n, np.int64)
-            if cp3.size:
-                m0 = _premerge(data, a, b, byte_ids, cp3, flat, starts, lens, tail_ptr, tail_tok, tail_mask, head_ptr,
-                               head_tok, head_mask, big)
-            else:
-                m0 = n
-                for t in range(n):
-                    big[t] = byte_ids[data[a + t]]
+            m0 = _premerge(data, a, b, byte_ids, cp3, flat, starts, lens, tail_ptr, tail_tok, tail_mask, head_ptr,
+                           head_tok, head_mask, big)
             if m0 <= _SHORT:
                 m = _bpe_ids(big, m0, table, filt, ranks)
             else:

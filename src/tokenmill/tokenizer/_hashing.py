@@ -50,10 +50,8 @@ def reindex(table, hashes, count):
 def reindex_tagged(table, hashes, count):
     """``reindex`` whose slots hold ``tag << 32 | entry``, the tag being bits 32-62 of the entry's hash:
     a probe rejects a different key from the table alone, without reading the entry's hash."""
-    table[:] = -1
-    mask = table.size - 1
-    for e in range(count):
-        i = np.int64(hashes[e] & np.uint64(mask))
-        while table[i] != -1:
-            i = (i + 1) & mask
-        table[i] = (np.int64((hashes[e] >> np.uint64(32)) & np.uint64(0x7FFFFFFF)) << 32) | e
+    reindex(table, hashes, count)
+    for i in range(table.size):
+        e = table[i]
+        if e != -1:
+            table[i] = (np.int64((hashes[e] >> np.uint64(32)) & np.uint64(0x7FFFFFFF)) << 32) | e
