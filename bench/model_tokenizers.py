@@ -226,12 +226,7 @@ def main():
     text = report(R, L, a)
     print(text)
     if not a.no_publish:
-        import importlib.util
-
-        spec = importlib.util.spec_from_file_location("_results", ROOT / "bench" / "_results.py")
-        results = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(results)
-        publish = results.publish
+        from _results import publish
 
         publish("model_tokenizers", {"encoding": R, "load": L, "max_mb": a.max_mb, "repeat": a.repeat}, text)
 

@@ -11,12 +11,12 @@ used before); median of ``--repeat`` round-robin passes, chunks checked identica
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import random
 import statistics
 import sys
 import time
 from pathlib import Path
+
+from model_tokenizers import load_docs
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -25,15 +25,7 @@ DEEPSEEK = (r"[!\"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\
 
 
 def load(folder: Path, max_mb: float) -> str:
-    files = sorted(folder.glob("*.txt"))
-    random.Random(0).shuffle(files)
-    out, total = [], 0
-    for f in files:
-        if total >= max_mb * 1e6:
-            break
-        out.append(f.read_bytes().decode("utf-8"))
-        total += len(out[-1].encode())
-    return "".join(out)
+    return "".join(load_docs(folder, max_mb))
 
 
 def main():
@@ -97,10 +89,9 @@ def main():
     text = "\n".join(lines)
     print(text)
     if not a.no_publish:
-        spec = importlib.util.spec_from_file_location("_results", ROOT / "bench" / "_results.py")
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        mod.publish("splitters", R, text)
+        from _results import publish
+
+        publish("splitters", R, text)
 
 
 if __name__ == "__main__":

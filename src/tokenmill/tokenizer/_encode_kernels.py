@@ -266,21 +266,16 @@ def char_table(byte_ids, table, filt, first_use):
         r01 = _rank(table, filt, b[0], b[1])
         r12 = _rank(table, filt, b[1], b[2])
         if r01 == _BIG and r12 == _BIG:
-            v = 0
-        elif r01 <= r12:  # leftmost on ties
-            r = _rank(table, filt, r01 & _ID, b[2])
-            if r == _BIG:
-                v = (np.int64(2) << 60) | (r01 & _ID) | (b[2] << 20)
-            else:
-                c = r & _ID
-                v = (np.int64(1) << 60) | c if first_use[c] > max(r01, r) >> 32 else 0
+            out[cp] = 0
+            continue
+        first = min(r01, r12)  # the lower-priority pair merges first (two different pairs never tie)
+        x, y = (r01 & _ID, b[2]) if r01 <= r12 else (b[0], r12 & _ID)
+        r = _rank(table, filt, x, y)
+        if r == _BIG:
+            v = (np.int64(2) << 60) | x | (y << 20)
         else:
-            r = _rank(table, filt, b[0], r12 & _ID)
-            if r == _BIG:
-                v = (np.int64(2) << 60) | b[0] | ((r12 & _ID) << 20)
-            else:
-                c = r & _ID
-                v = (np.int64(1) << 60) | c if first_use[c] > max(r12, r) >> 32 else 0
+            c = r & _ID
+            v = (np.int64(1) << 60) | c if first_use[c] > max(first, r) >> 32 else 0
         out[cp] = v
     return out
 

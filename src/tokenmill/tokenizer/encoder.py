@@ -157,21 +157,28 @@ class CompiledEncoder:
                              "encode; clean the text first (e.g. text.encode('utf-8', 'replace').decode())") from None
         if not data:
             return np.zeros(0, np.int64)
-        offs = self.offsets(data, text)
-        if not self.preset or self.split_patterns:
-            # The kernel writes one id slot per byte of each chunk: chunks that overlap or run past
-            # the text (a misbehaving custom splitter) would write past ``out``. The compiled preset
-            # splitters guarantee this contract (tested); everything else is checked here.
-            from .._validate import check_offsets
-            from ..errors import ConfigError
-
-            offs = check_offsets(offs, f"the chunk offsets of pattern {self.pattern!r}", n=len(data), error=ConfigError)
-        buf = np.frombuffer(data, np.uint8)
-        out = np.empty(len(data), np.int64)
-        n, state = self._K.encode_chunks(buf, offs, _NONE, _NONE, self.byte_ids, self.byte_pairs, self.pairs, self.filt,
-                                         self.chars, self._state(), _CACHE_LIMIT, out)
-        self._local.state = state
+        n, out = self._run(data, self._checked(self.offsets(data, text), len(data)), _NONE, _NONE)
         return out[:n]
+
+    def _checked(self, offs: np.ndarray, n: int) -> np.ndarray:
+        """The kernel writes one id slot per byte of each chunk: chunks that overlap or run past the text
+        (a misbehaving custom splitter) would write past its buffer. The compiled preset splitters
+        guarantee this contract (tested); everything else is checked here."""
+        if self.preset and not self.split_patterns:
+            return offs
+        from .._validate import check_offsets
+        from ..errors import ConfigError
+
+        return check_offsets(offs, f"the chunk offsets of pattern {self.pattern!r}", n=n, error=ConfigError)
+
+    def _run(self, data: bytes, offs, marks, pos) -> tuple[int, np.ndarray]:
+        """The BPE kernel over the chunks ``offs`` of ``data`` on this thread's cache: (ids written, buffer)."""
+        out = np.empty(len(data), np.int64)
+        n, state = self._K.encode_chunks(np.frombuffer(data, np.uint8), offs, marks, pos, self.byte_ids,
+                                         self.byte_pairs, self.pairs, self.filt, self.chars, self._state(),
+                                         _CACHE_LIMIT, out)
+        self._local.state = state
+        return n, out
 
     def encode_many(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray] | None:
         """Ids of several non-empty texts in one pass (one split call, one kernel call: a small
@@ -198,20 +205,11 @@ class CompiledEncoder:
             offs = compiled_offsets(data, self.pattern, doc_offsets=docs)
             if offs is None:
                 return None
-            if not self.preset:
-                from .._validate import check_offsets
-                from ..errors import ConfigError
-
-                offs = check_offsets(offs, f"the chunk offsets of pattern {self.pattern!r}", n=len(data),
-                                     error=ConfigError)
+            offs = self._checked(offs, len(data))
         # every document start is a chunk boundary (the splitters never cross one): its chunk index
         marks = np.searchsorted(offs, docs[:-1]).astype(np.int64)
         if not np.array_equal(offs[marks], docs[:-1]):
             return None  # a chunk crossing a document boundary (not the compiled splitters' way): one by one
         pos = np.empty(len(datas), np.int64)
-        out = np.empty(len(data), np.int64)
-        n, state = self._K.encode_chunks(np.frombuffer(data, np.uint8), offs, marks, pos, self.byte_ids,
-                                         self.byte_pairs, self.pairs, self.filt, self.chars, self._state(),
-                                         _CACHE_LIMIT, out)
-        self._local.state = state
+        n, out = self._run(data, offs, marks, pos)
         return out[:n], np.append(pos, n)

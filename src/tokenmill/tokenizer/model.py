@@ -32,6 +32,13 @@ _GROUP_BYTES = 1 << 20  # encode_batch: characters of text per kernel call, at m
 _GROUP_TEXTS = 1024  # and texts per kernel call
 
 
+def _checked_str(text) -> str:
+    if not isinstance(text, str):
+        raise ConfigError(f"text is a {type(text).__name__}; encode takes a str (decode bytes first: "
+                          "data.decode('utf-8'))")
+    return text
+
+
 @dataclass(frozen=True)
 class MergeTrace:
     """The training trace: for each merge its rank, pair, new id, count and bytes."""
@@ -361,10 +368,7 @@ class Tokenizer:
 
     def _encode(self, text: str, allowed_special=(), disallowed_special="all") -> np.ndarray:
         """``encode`` as an int64 array (possibly a view of a larger buffer)."""
-        if not isinstance(text, str):
-            raise ConfigError(f"text is a {type(text).__name__}; encode takes a str (decode bytes first: "
-                              "data.decode('utf-8'))")
-        allowed = self._allowed_specials(text, allowed_special, disallowed_special)
+        allowed = self._allowed_specials(_checked_str(text), allowed_special, disallowed_special)
         if self._added is None:
             if not allowed:
                 return self._compiled().encode(text)
@@ -389,9 +393,11 @@ class Tokenizer:
 
     def _encode_plain(self, piece: str) -> np.ndarray:
         """One piece between added tokens (already normalized): HF's ByteLevel prefix space, then split + BPE."""
-        if self._add_prefix_space and not piece.startswith(" "):
-            piece = " " + piece
-        return self._compiled().encode(piece)
+        return self._compiled().encode(self._prefixed(piece))
+
+    def _prefixed(self, piece: str) -> str:
+        """HF ByteLevel's ``add_prefix_space``: a space before a piece that does not start with one."""
+        return " " + piece if self._add_prefix_space and not piece.startswith(" ") else piece
 
     def _allowed_specials(self, text: str, allowed_special, disallowed_special) -> set[str]:
         """The allowed special tokens; raises if ``text`` spells a disallowed one."""
@@ -479,10 +485,7 @@ class Tokenizer:
     def _plain_text(self, text: str, allowed_special, disallowed_special) -> str | None:
         """The text the compiled encoder alone encodes to ``encode(text)`` ("" for no ids), or None
         when special or added tokens need the full path. Raises as ``encode`` does."""
-        if not isinstance(text, str):
-            raise ConfigError(f"text is a {type(text).__name__}; encode takes a str (decode bytes first: "
-                              "data.decode('utf-8'))")
-        allowed = self._allowed_specials(text, allowed_special, disallowed_special)
+        allowed = self._allowed_specials(_checked_str(text), allowed_special, disallowed_special)
         if self._added is None:
             return None if allowed else text
         pieces = self._pieces(text, allowed)
@@ -490,14 +493,12 @@ class Tokenizer:
             return ""
         if len(pieces) > 1 or pieces[0][1] is not None:
             return None
-        piece = pieces[0][0]
-        return " " + piece if self._add_prefix_space and not piece.startswith(" ") else piece
+        return self._prefixed(pieces[0][0])
 
     def _split(self, text: str) -> list[str]:
         if not text:
             return []
-        if self._add_prefix_space and not text.startswith(" "):
-            text = " " + text
+        text = self._prefixed(text)
         if self._pattern is None:
             return [text]
         chunks = split_with_gaps(self._pattern, text)
