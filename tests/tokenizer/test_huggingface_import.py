@@ -72,6 +72,10 @@ def _variant(base: dict, kind: str) -> dict:
             {"type": "Split", "pattern": {"Regex": "[一-龥\u3040-ゟ゠-ヿ]+"}, "behavior": "Isolated", "invert": False},
             {"type": "Split", "pattern": {"Regex": DEEPSEEK}, "behavior": "Isolated", "invert": False},
             dict(bl)]}
+    elif kind == "bloom":  # BLOOM's: Oniguruma reads '[' inside a class as a nested class (a union)
+        body["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": " ?[^(\\s|[.,!?…。，、।۔،])]+"}, "behavior": "Isolated",
+             "invert": False}, dict(bl)]}
     elif kind == "ignore_merges":
         body["model"]["ignore_merges"] = True
         body["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
@@ -79,7 +83,7 @@ def _variant(base: dict, kind: str) -> dict:
     return body
 
 
-KINDS = ["split", "bytelevel_prefix", "digits_sequence", "ignore_merges", "deepseek"]
+KINDS = ["split", "bytelevel_prefix", "digits_sequence", "ignore_merges", "deepseek", "bloom"]
 DEEPSEEK = (r"[!\"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+"
             r"| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 
@@ -95,7 +99,7 @@ def pairs(base, tmp_path_factory):
 
 
 PIECES = ["!ab", "[x", "#1", "日本", "ひら", "€", "hello", " hello", "hellohello", "<s>", "<|x|>", "  <|x|>  ", "[MASK]", " [MASK]", "é", "e\u0301", "ab",
-          "ab  ", "a", "b", " ", "  ", "\n", "12345", "٣", "The", " cat's", "低", "🙂", "\u00a0", "x", "_", ".", "Hello"]
+          "ab  ", "a", "b", " ", "  ", "\n", "12345", "٣", "The", " cat's", "低", "🙂", "\u00a0", "x", "_", ".", "Hello", "(", "|", ")", "…", "。", "]"]
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -106,6 +110,7 @@ def test_variants_equal_hf(pairs, parts):
         want = hf.encode(text, add_special_tokens=False).ids
         assert ours.encode(text, allowed_special="all") == want, kind
         assert ours.encode_ordinary_python(text) == ours.encode_ordinary(text), kind
+        assert ours.encode_python(text, allowed_special="all") == want, kind
 
 
 def test_sequence_of_splits_runs_compiled(pairs):
@@ -156,6 +161,13 @@ def test_encode_special_tokens_as_text(pairs):
     (lambda b: b.update(pre_tokenizer={"type": "Whitespace"}), "Whitespace"),
     (lambda b: b.update(pre_tokenizer=None), "ByteLevel"),
     (lambda b: b["pre_tokenizer"]["pretokenizers"][0].update(behavior="Removed"), "Removed"),
+    (lambda b: b["pre_tokenizer"]["pretokenizers"][0].update(pattern={"Regex": "[a[^b]]+"}), "negated class"),
+    (lambda b: b["pre_tokenizer"]["pretokenizers"][0].update(pattern={"Regex": "[a-z&&[^aeiou]]+"}), "&&"),
+    (lambda b: b["pre_tokenizer"]["pretokenizers"][0].update(pattern={"Regex": "[]a]+"}), "first in a class"),
+    (lambda b: b["pre_tokenizer"]["pretokenizers"].insert(0, {"type": "Punctuation", "behavior": "Contiguous"}),
+     "Punctuation"),
+    (lambda b: b["pre_tokenizer"]["pretokenizers"].append({"type": "Digits", "individual_digits": False}),
+     "after ByteLevel"),  # Falcon's: splits of the byte-level string
 ])
 def test_refuses_what_it_cannot_reproduce(base, tmp_path, edit, named):
     body = copy.deepcopy(base)
@@ -172,3 +184,22 @@ def test_not_json(tmp_path):
     path.write_text("{nope")
     with pytest.raises(FormatError, match="not valid JSON"):
         Tokenizer.from_huggingface(tmp_path)
+
+
+CLASS_ITEMS = ["a", "b", "(", "|", ")", r"\s", ".", ",", "[xy]", "[.,]", r"\d", "[(|]", r"\[", r"\]", "[[:digit:]z]"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(items=st.lists(st.sampled_from(CLASS_ITEMS), min_size=1, max_size=5), negated=st.booleans(),
+       text=st.text(st.sampled_from("abxyz(|). ,19[]\n"), max_size=30))
+def test_nested_classes_split_as_oniguruma(items, negated, text):
+    """Split regexes are Oniguruma's: a class nested in a class is a union (BLOOM's pattern), not the
+    end of the class as ``regex`` would read it."""
+    from tokenizers import Regex, pre_tokenizers
+
+    from tokenmill.tokenizer.huggingface import onig_classes
+    from tokenmill.tokenizer.patterns import split_with_gaps
+
+    rx = " ?[" + ("^" if negated else "") + "".join(items) + "]+"
+    want = [p for p, _ in pre_tokenizers.Split(Regex(rx), "isolated").pre_tokenize_str(text)]
+    assert split_with_gaps(onig_classes(rx), text) == want

@@ -164,6 +164,8 @@ def test_generated_text_all_four(llama3_json, llama3_rank, qwen2_rank, qwen35_ra
     for tok, enc in (llama3_rank, qwen2_rank, qwen35_rank):
         assert tok.encode(text, allowed_special="all") == enc.encode(text, allowed_special="all")
         assert tok.encode_ordinary(text) == enc.encode_ordinary(text)
+    tok, enc = llama3_rank
+    assert tok.encode_python(text, allowed_special="all") == enc.encode(text, allowed_special="all")
     assert ours.decode(ours.encode(text, allowed_special="all")) == text
 
 

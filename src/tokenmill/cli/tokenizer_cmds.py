@@ -37,6 +37,7 @@ def register(sub) -> None:
     p.add_argument("--errors", choices=["strict", "replace"], default="strict",
                    help="invalid UTF-8 in --input: fail naming the byte offset (default) or replace with U+FFFD")
     p.add_argument("--json", action="store_true", help="print a JSON list instead of space-separated ids")
+    add_quiet(p)
 
     p = add_command(sub, "decode", help="decode token ids to text",
                     example="tokenmill decode --tokenizer tok.json 72 101 108 108 111", func=cmd_decode)
@@ -89,9 +90,32 @@ def cmd_encode(args) -> int:
         text = decode_utf8(read_input_bytes(args.input), name=args.input, errors=args.errors)
     else:
         text = args.text
-    ids = tok.encode(text, allowed_special="all" if args.allow_special else ())
+    allowed = "all" if args.allow_special else ()
+    if _before_first_compile(tok, text):
+        ids = tok.encode_python(text, allowed_special=allowed)
+        if not args.quiet:
+            print("tokenmill: encoded in pure Python: the compiled kernels are not built yet on this machine "
+                  "(`tokenmill warmup` builds them once, in parallel; a larger input builds them itself)",
+                  file=sys.stderr)
+    else:
+        ids = tok.encode(text, allowed_special=allowed)
     print(json.dumps(ids) if args.json else " ".join(map(str, ids)))
     return 0
+
+
+# A first run would spend ~30 s compiling the encoder for a text the pure-Python encoder (same ids,
+# ~0.3-1 MB/s) does in well under a second: below this many characters it does, until the kernels exist.
+FIRST_RUN_PYTHON_CHARS = 1 << 17
+
+
+def _before_first_compile(tok, text: str) -> bool:
+    from ..tokenizer.model import Tokenizer
+
+    if not isinstance(tok, Tokenizer) or len(text) > FIRST_RUN_PYTHON_CHARS:
+        return False
+    from ..tokenizer.encoder import kernels_cached
+
+    return not kernels_cached()
 
 
 def cmd_decode(args) -> int:

@@ -83,19 +83,21 @@ def as_tokenizer(obj, *, pattern=None, special_tokens=None, check: bool = True):
         return obj
     raise ConfigError(
         f"cannot use a {type(obj).__module__}.{type(obj).__name__} as a tokenizer; pass a tokenmill Tokenizer, a "
-        "path (tokenmill file, tokenizer.json or its folder, .tiktoken rank file), a tokenizers.Tokenizer, "
+        "path (tokenmill file, tokenizer.json or its folder, tekken.json, .tiktoken rank file), a tokenizers.Tokenizer, "
         "a transformers PreTrainedTokenizerFast or a tiktoken.Encoding"
     )
 
 
 def load_tokenizer_path(path, *, pattern=None, special_tokens=None):
-    """A tokenmill file, a tokenizer.json (or its folder), or a rank file (needs ``pattern``)."""
+    """A tokenmill file, a tokenizer.json (or its folder), a tekken.json, or a rank file (needs ``pattern``)."""
     from .model import Tokenizer
 
     p = Path(path)
     if p.is_dir():
         if (p / "tokenizer.json").is_file():
             return Tokenizer.from_huggingface(p)
+        if (p / "tekken.json").is_file():
+            return Tokenizer.from_tekken(p / "tekken.json")
         for name in ("tokenizer.model", "tokenizer.tiktoken"):
             if (p / name).is_file():
                 return load_tokenizer_path(p / name, pattern=pattern, special_tokens=special_tokens)
@@ -111,6 +113,8 @@ def load_tokenizer_path(path, *, pattern=None, special_tokens=None):
     if head.startswith(b"{"):
         if b'"tokenmill.tokenizer"' in head:
             return Tokenizer.load(p)
+        if b'"default_num_special_tokens"' in head or (b'"config"' in head and b'"token_bytes"' in head):
+            return Tokenizer.from_tekken(p)  # Mistral's tekken.json
         return Tokenizer.from_huggingface(p)
     if pattern is None:
         raise ConfigError(f"{p} is a rank file; give its split pattern (a preset such as 'llama3', 'qwen2', "

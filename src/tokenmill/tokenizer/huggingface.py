@@ -216,7 +216,7 @@ def _pre_tokenizer(spec, source: str):
                 rx = pat["Regex"]
                 if regex.search(r"\{\d+(?:,\d*)?\}\+", rx):
                     raise _refuse(source, f"the Split regex {rx!r}", "Oniguruma reads '{m,n}+' as a repetition")
-                patterns.append(rx)
+                patterns.append(onig_classes(rx, source))
             elif "String" in pat:
                 patterns.append(regex.escape(pat["String"]))
             else:
@@ -228,6 +228,64 @@ def _pre_tokenizer(spec, source: str):
     if not byte_level:
         raise _refuse(source, "a tokenizer without a ByteLevel pre-tokenizer", "its model does not see bytes")
     return patterns, prefix_space
+
+
+def onig_classes(rx: str, source: str = "<pattern>") -> str:
+    r"""``rx`` (Oniguruma syntax, as HF ``tokenizers`` compiles it) with its nested character classes
+    flattened for the ``regex`` module: in Oniguruma ``[`` inside a class opens a nested class, so
+    BLOOM's ``[^(\s|[.,!?])]`` is one class of ``(``, whitespace, ``|``, ``.``, ``,``, ``!``, ``?`` and
+    ``)``, which ``regex`` would read as a class ending at the first ``]``. A nested class is a union,
+    so its brackets are dropped; a negated nested class or an ``&&`` intersection is refused.
+
+    >>> print(onig_classes(r" ?[^(\s|[.,!?])]+"))
+     ?[^(\s|.,!?)]+
+    """
+    out: list[str] = []
+    depth = 0  # class nesting depth
+    i, n = 0, len(rx)
+    while i < n:
+        c = rx[i]
+        if c == "\\":
+            out.append(rx[i : i + 2])
+            i += 2
+            continue
+        if depth == 0:
+            if c == "[":
+                depth = 1
+                out.append(c)
+                i += 1
+                if rx.startswith("^", i):
+                    out.append("^")
+                    i += 1
+                if rx.startswith("]", i):  # engines disagree on what '[]...]' and '[^]...]' mean
+                    raise _refuse(source, f"the Split regex {rx!r}", "a ']' first in a class; escape it as '\\]'")
+                continue
+            out.append(c)
+            i += 1
+            continue
+        if c == "[" and rx.startswith("[:", i):  # a POSIX bracket [:alpha:] stays as it is
+            end = rx.find(":]", i + 2)
+            if end > 0:
+                out.append(rx[i : end + 2])
+                i = end + 2
+                continue
+        if c == "[":
+            if rx.startswith("[^", i):
+                raise _refuse(source, f"the Split regex {rx!r}", "it nests a negated class inside a class")
+            depth += 1
+            i += 1
+            continue
+        if c == "&" and rx.startswith("&&", i):
+            raise _refuse(source, f"the Split regex {rx!r}", "it intersects classes with '&&'")
+        if c == "]":
+            depth -= 1
+            if depth == 0:
+                out.append(c)
+            i += 1
+            continue
+        out.append("\\[" if c == "[" else c)
+        i += 1
+    return "".join(out)
 
 
 @functools.cache
@@ -295,7 +353,7 @@ def _build(vocab, arr, config, *, source):
         add_prefix_space=config["add_prefix_space"], split_patterns=patterns[1:], source=source)
 
 
-_CACHE_LAYOUT = 1
+_CACHE_LAYOUT = 2  # 2: Split regexes with nested classes flattened (onig_classes)
 
 
 def _cache_file(key: str):

