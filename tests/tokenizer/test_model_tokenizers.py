@@ -285,3 +285,22 @@ def test_tokenizer_json_exports_back(llama3_json, llama3_rank, tmp_path):
         assert again.encode(t, allowed_special="all") == want
         assert as_tiktoken.encode(t, allowed_special="all") == want
         assert hf2.encode(t, add_special_tokens=False).ids == want
+
+
+@pytest.mark.parametrize("which", ["llama3_rank", "qwen35_rank"])
+def test_han_tokens_are_found_whole(request, which):
+    """Han runs skip the chunk cache (``encode_chunks``); the vocabulary tokens that BPE does not reach
+    from their own bytes (Qwen 3.5: 33, e.g. '加拿大'; Llama 3: '中文字幕') must still be found whole, as
+    tiktoken's whole-chunk rule finds them: every Han-run token encoded as a text of its own."""
+    ours, enc = request.getfixturevalue(which)
+    texts = []
+    for b in ours._vocab:
+        if b is not None and len(b) > 7 and any(0xE4 <= x <= 0xE9 for x in b[:4]):
+            try:
+                texts.append(b.decode("utf-8"))
+            except UnicodeDecodeError:
+                pass
+    assert len(texts) > 50
+    got = ours.encode_batch(texts, num_threads=1, disallowed_special=())
+    assert got == enc.encode_ordinary_batch(texts)
+    assert ours._compiled().chars[-1].size > 0  # there are such tokens, and the kernel checks them

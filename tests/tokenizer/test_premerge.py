@@ -82,7 +82,26 @@ def built(tmp_path_factory, monkeypatch_module):
         path = tmp_path_factory.mktemp(f"edges{seed}") / "tokenizer.json"
         path.write_text(json.dumps(_with_edges(body, seed, whole_first), ensure_ascii=False))
         out[f"edges{seed}"] = (Tokenizer.from_huggingface(path), tokenizers.Tokenizer.from_file(str(path)))
+    # ignore_merges (Llama 3's): a chunk that is a vocabulary token is that token, even where BPE would
+    # not reach it. Han runs skip the chunk cache where the pinned vocabulary lives: these tokens, which
+    # no merge makes, must still be found whole (``CompiledEncoder._unreached``).
+    body = _with_edges(body, 5, True)
+    for s in WHOLE:
+        body["model"]["vocab"].setdefault("".join(_b2u()[x] for x in s.encode()), len(body["model"]["vocab"]))
+    body["model"]["ignore_merges"] = True
+    path = tmp_path_factory.mktemp("whole") / "tokenizer.json"
+    path.write_text(json.dumps(body, ensure_ascii=False))
+    out["whole"] = (Tokenizer.from_huggingface(path), tokenizers.Tokenizer.from_file(str(path)))
     return out
+
+
+WHOLE = ["的生用", " 的生用", "。的的", "不是的的", "的的的"]  # over 7 bytes, a Han character in the first 4
+
+
+def _b2u():
+    from tokenmill.tokenizer.export import bytes_to_unicode
+
+    return bytes_to_unicode()
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +114,7 @@ def monkeypatch_module():
 def test_the_vocabularies_are_adversarial(built):
     for name, (tok, _) in built.items():
         tok.encode("x")
-        cp3, flat, starts, lens, tail_ptr, tail_tok, tail_mask, head_ptr, head_tok, head_mask = tok._encoder.chars
+        cp3, flat, starts, lens, tail_ptr, tail_tok, tail_mask, head_ptr, head_tok, head_mask, _ = tok._encoder.chars
         assert cp3.size, f"{name}: characters are merged ahead"
         assert sum(int(cp3[ord(c)]) >> 60 == 1 for c in "的生用看是时我中不一人") >= 3, name
         if name != "trained":
@@ -115,6 +134,15 @@ def test_merging_ahead_changes_no_id(built, parts):
         assert got == tok.encode_ordinary_python(text), name
         if hf is not None:
             assert got == hf.encode(text, add_special_tokens=False).ids, name
+
+
+def test_whole_han_tokens_found_without_the_cache(built):
+    tok, hf = built["whole"]
+    text = "的生用 的生用。的的\n不是的的1的的的"
+    ids = tok.encode_ordinary(text)
+    assert ids == hf.encode(text, add_special_tokens=False).ids == tok.encode_ordinary_python(text)
+    assert sum(tok.token_bytes(i).decode("utf-8", "replace") in WHOLE for i in ids) == 5  # found whole
+    assert tok._encoder.chars[-1].size >= 4  # unreachable by BPE: checked by the kernel
 
 
 def test_merging_ahead_on_generated_corpus(built):

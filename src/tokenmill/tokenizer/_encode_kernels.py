@@ -457,6 +457,15 @@ def _find(ctab, c_start, c_len, c_bytes, data, a, b, h):
         i = (i + 1) & mask
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _han_key(data, a, n):
+    """A chunk's length (over 7 bytes) and first 7 bytes in one key (``unreached`` in ``encode_chunks``)."""
+    key = np.uint64(min(n, 255)) << np.uint64(56)
+    for t in range(7):
+        key |= np.uint64(data[a + t]) << np.uint64(8 * t)
+    return key
+
+
 @njit(cache=True, nogil=True)
 def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, chars, state, limit, out):
     """Encode chunks ``data[offs[k]:offs[k+1]]`` into ``out`` (big enough: len(data) ids).
@@ -471,7 +480,7 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
     Returns (number of ids written, state).
     """
     ctab, c_start, c_len, c_hash, c_bytes, c_ids_start, c_ids_len, c_ids, sizes, skeys, sids, seen = state
-    cp3, flat, starts, lens, tail_ptr, tail_tok, tail_mask, head_ptr, head_tok, head_mask = chars
+    cp3, flat, starts, lens, tail_ptr, tail_tok, tail_mask, head_ptr, head_tok, head_mask, unreached = chars
     nout = 0
     work = np.empty(_SHORT + 1, np.int64)
     ranks = np.empty(_SHORT + 1, np.int64)
@@ -522,9 +531,29 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
                 out[nout + t] = work[t]
             nout += m
             continue
-        h = fnv1a(data, a, b)
-        slot = _find(ctab, c_start, c_len, c_bytes, data, a, b, h)
-        e = ctab[slot]
+        # A run of Han characters (a U+4000-U+9FFF character starts in the chunk's first 4 bytes)
+        # where characters are merged ahead: long, mostly unique (hits 9% of lookups under Llama 3)
+        # and cheap to merge, so the cache is skipped: no probe of the big table, no admission, no
+        # insert (zh +16-18% under Llama 3 and Qwen 3.5). Exact: the pinned vocabulary matters only for
+        # a token BPE does not reach from its own bytes; those of this shape are in ``unreached``
+        # (sorted ``_han_key``s: length and first 7 bytes, cheaper than hashing the chunk) and take the
+        # cached path. The test reads 4 bytes: the chunk has more than _SMALL.
+        skip = False
+        if cp3.size > 0:
+            for t in range(4):  # bytes 0xE4-0xE9 only ever lead a character
+                if data[a + t] >= 0xE4 and data[a + t] <= 0xE9:
+                    skip = True
+                    break
+        if skip and unreached.size > 0:
+            key = _han_key(data, a, n)
+            j = np.searchsorted(unreached, key)
+            skip = j >= unreached.size or unreached[j] != key
+        e = -1
+        h = np.uint64(0)
+        if not skip:
+            h = fnv1a(data, a, b)
+            slot = _find(ctab, c_start, c_len, c_bytes, data, a, b, h)
+            e = ctab[slot]
         if e != -1:
             e &= _ID
             s = c_ids_start[e]
@@ -552,7 +581,7 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
                 m = _bpe_long(big, m0, table, filt)
             for t in range(m):
                 out[nout + t] = big[t]
-        if n > _CACHE_MAX_BYTES:
+        if n > _CACHE_MAX_BYTES or skip:
             nout += m  # long chunks are rare and would bloat the cache
             continue
         # Admit a chunk on its second sighting only: where most chunks are new (Chinese under GPT-2's

@@ -52,6 +52,7 @@ class CompiledEncoder:
         self.filt = K.build_pair_filter(self.pairs)
         self.byte_ids = np.asarray(byte_ids, dtype=np.int64)
         self.byte_pairs = K.build_byte_pairs(self.byte_ids, self.pairs, self.filt)
+        self._pin = pin_vocab
         self.chars = self._char_tables(vocab, lefts, rights, merged)
         self.pattern = pattern
         from .splitter import has_compiled, has_kernel
@@ -71,7 +72,7 @@ class CompiledEncoder:
         K = self._K
         e = np.zeros(0, np.int64)
         m = np.zeros((0, 4), np.uint64)
-        off = (e, np.zeros(0, np.uint8), e, e, e, e, m, e, e, m)
+        off = (e, np.zeros(0, np.uint8), e, e, e, e, m, e, e, m, np.zeros(0, np.uint64))
         if len(vocab) > 1 << 20 or not prio.size:
             return off
         # a character that is one token alone is a vocabulary token of one 3-byte character: too few of
@@ -88,7 +89,39 @@ class CompiledEncoder:
         lens = np.fromiter((len(b) for b in toks), np.int64, len(toks))
         flat = np.frombuffer(b"".join(toks), np.uint8).copy()
         starts = np.cumsum(lens) - lens
-        return (cp3, flat, starts, lens, *K.partial_index(flat, starts, lens))
+        chars = (cp3, flat, starts, lens, *K.partial_index(flat, starts, lens), np.zeros(0, np.uint64))
+        return chars[:-1] + (self._unreached(vocab, chars),)
+
+    def _unreached(self, vocab, chars) -> np.ndarray:
+        """Sorted keys (``_han_key``: length, first 7 bytes) of the tokens that the kernel's Han-run
+        shortcut (no cache: see ``encode_chunks``) must not miss: those of its shape (over 7 bytes, one of the first 4 in
+        0xE4-0xE9) that BPE does not reach from their own bytes, so that only the whole-chunk rule
+        (the pinned vocabulary) finds them (Qwen 3.5: 33 of 20,387, e.g. '加拿大'; Llama 3: 1 of 100).
+        Found by one kernel call that encodes every such token as a chunk of its own."""
+        if not self._pin:
+            return np.zeros(0, np.uint64)
+        _, flat, starts, lens = chars[:4]
+        ids = np.fromiter((i for i, b in enumerate(vocab) if b is not None), np.int64, lens.size)
+        long = np.flatnonzero(lens > 7)
+        head = flat[starts[long, None] + np.arange(4)]  # the first 4 bytes of each long token
+        cand = long[((head >= 0xE4) & (head <= 0xE9)).any(axis=1)]
+        if not cand.size:
+            return np.zeros(0, np.uint64)
+        clens = lens[cand]
+        offs = np.zeros(cand.size + 1, np.int64)
+        np.cumsum(clens, out=offs[1:])
+        buf = flat[np.repeat(starts[cand] - offs[:-1], clens) + np.arange(offs[-1])]
+        buf.setflags(write=False)  # the type _run passes (a read-only buffer): no second specialization
+        marks = np.arange(cand.size, dtype=np.int64)
+        pos = np.empty(cand.size, np.int64)
+        out = np.empty(buf.size, np.int64)
+        n, _ = self._K.encode_chunks(buf, offs, marks, pos, self.byte_ids, self.byte_pairs, self.pairs, self.filt,
+                                     chars, self._pinned_state([]), _CACHE_LIMIT, out)
+        counts = np.diff(np.append(pos, n))
+        missed = np.flatnonzero((counts != 1) | (out[pos] != ids[cand]))
+        keys = [min(int(clens[k]), 255) << 56 | int.from_bytes(buf[offs[k] : offs[k] + 7].tobytes(), "little")
+                for k in missed.tolist()]
+        return np.sort(np.array(keys, np.uint64))
 
     def _pinned_state(self, tokens):
         K = self._K
