@@ -219,3 +219,63 @@ def test_from_ranks_refuses_what_is_not_a_rank_file():
     with pytest.raises(FormatError, match="distinct integers"):
         Tokenizer.from_ranks({**{bytes([i]): i for i in range(256)}, b"ab": -1})
     assert np.array_equal(Tokenizer.from_ranks({bytes([i]): i for i in range(256)}).encode("hi"), [104, 105])
+
+
+def test_rank_file_cache(gpt2_ranks_path, tmp_path, monkeypatch):
+    """A rank file's parse and pair table are cached by content hash; a damaged cache is rebuilt."""
+    monkeypatch.setenv("TOKENMILL_CACHE_DIR", str(tmp_path))
+    first = Tokenizer.from_tiktoken(gpt2_ranks_path, special_tokens={"<|endoftext|>": 50256})
+    files = list(tmp_path.glob("*ranks-*.npz"))
+    assert len(files) == 1
+    again = Tokenizer.from_tiktoken(gpt2_ranks_path, pattern="gpt2")
+    text = "Hello world, 你好 ok"
+    assert again.encode(text) == first.encode(text) and again.vocab_size == 50256  # specials are not cached
+    with np.load(files[0]) as z:
+        parts = dict(z)
+    parts["merges"][:, 2] = parts["merges"][:, 0]  # merged ids no longer match their parts
+    np.savez(files[0], **parts)
+    assert Tokenizer.from_tiktoken(gpt2_ranks_path).encode(text) == first.encode(text)
+
+
+# Kimi K2's split regex (its tokenization_kimi.py): classes with set operations, `[...&&[^\p{Han}]]`,
+# which tiktoken's engine reads as an intersection and the regex module only in its version 1 mode
+KIMI = "|".join([
+    r"""[\p{Han}]+""",
+    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]*[\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]+"""
+    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]+[\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]*"""
+    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+    r"""\p{N}{1,3}""", r""" ?[^\s\p{L}\p{N}]+[\r\n]*""", r"""\s*[\r\n]+""", r"""\s+(?!\S)""", r"""\s+"""])
+
+
+@pytest.fixture(scope="module")
+def kimi_pair(gpt2_ranks_path):
+    import warnings
+
+    tiktoken = pytest.importorskip("tiktoken")
+    from tiktoken.load import load_tiktoken_bpe
+
+    ranks = load_tiktoken_bpe(str(gpt2_ranks_path))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # compiled, not through the regex module
+        tok = Tokenizer.from_ranks(ranks, pattern=KIMI)
+        tok.encode("warm")
+    return tok, tiktoken.Encoding("kimi", pat_str=KIMI, mergeable_ranks=ranks, special_tokens={})
+
+
+@pytest.mark.corpus
+def test_set_operations_in_classes_equal_tiktoken(kimi_pair, corpora):
+    tok, enc = kimi_pair
+    texts = [t for s in SCRIPTS for t in corpus_sample(corpora, s, 20_000, stride=23)]
+    assert tok.encode_batch(texts, num_threads=1) == enc.encode_ordinary_batch(texts)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=st.lists(st.sampled_from(ALPHABET + ["中文", "日本語", "テスト", "한국어", "ÀBCdef", "'S"]), max_size=40).map("".join))
+def test_set_operations_generated_text(kimi_pair, text):
+    from tokenmill.tokenizer.patterns import split_with_gaps
+
+    tok, enc = kimi_pair
+    assert tok.encode(text) == enc.encode_ordinary(text)
+    assert tok.encode_python(text) == tok.encode(text)  # the regex module in version 1 mode agrees
+    assert "".join(split_with_gaps(KIMI, text)) == text

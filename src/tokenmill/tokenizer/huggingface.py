@@ -235,12 +235,15 @@ def onig_classes(rx: str, source: str = "<pattern>") -> str:
     flattened for the ``regex`` module: in Oniguruma ``[`` inside a class opens a nested class, so
     BLOOM's ``[^(\s|[.,!?])]`` is one class of ``(``, whitespace, ``|``, ``.``, ``,``, ``!``, ``?`` and
     ``)``, which ``regex`` would read as a class ending at the first ``]``. A nested class is a union,
-    so its brackets are dropped; a negated nested class or an ``&&`` intersection is refused.
+    so its brackets are dropped. A pattern with a negated nested class or an ``&&`` intersection is
+    returned as it is: tokenmill evaluates such classes in the ``regex`` module's version 1 mode,
+    which reads them as Oniguruma does (``patterns.has_set_syntax``).
 
     >>> print(onig_classes(r" ?[^(\s|[.,!?])]+"))
      ?[^(\s|.,!?)]+
     """
     out: list[str] = []
+    verbatim = False
     depth = 0  # class nesting depth
     i, n = 0, len(rx)
     while i < n:
@@ -271,12 +274,12 @@ def onig_classes(rx: str, source: str = "<pattern>") -> str:
                 continue
         if c == "[":
             if rx.startswith("[^", i):
-                raise _refuse(source, f"the Split regex {rx!r}", "it nests a negated class inside a class")
+                verbatim = True  # a set operation: left to the version 1 evaluation
             depth += 1
             i += 1
             continue
         if c == "&" and rx.startswith("&&", i):
-            raise _refuse(source, f"the Split regex {rx!r}", "it intersects classes with '&&'")
+            verbatim = True
         if c == "]":
             depth -= 1
             if depth == 0:
@@ -285,7 +288,7 @@ def onig_classes(rx: str, source: str = "<pattern>") -> str:
             continue
         out.append("\\[" if c == "[" else c)
         i += 1
-    return "".join(out)
+    return rx if verbatim else "".join(out)
 
 
 @functools.cache

@@ -55,11 +55,84 @@ def preset_name(regex_str: str | None) -> str | None:
     return None
 
 
+def has_set_syntax(regex_str: str) -> bool:
+    r"""Whether a character class of ``regex_str`` nests a class or uses ``&&``, as Kimi K2's
+    ``[\p{Lu}\p{M}&&[^\p{Han}]]`` does. tiktoken's engine (Rust) and HF's (Oniguruma) read these as
+    set operations; the ``regex`` module does only in its version 1 mode, which tokenmill then uses
+    (in version 0 ``&&`` is two ampersands and the first ``]`` ends the class).
+
+    >>> has_set_syntax(r"[\p{L}&&[^\p{Han}]]+"), has_set_syntax(r"[[:alpha:]]+|[a&]")
+    (True, False)
+    """
+    depth, i, n = 0, 0, len(regex_str)
+    while i < n:
+        c = regex_str[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "[":
+            if depth and regex_str.startswith("[:", i) and regex_str.find(":]", i + 2) > 0:
+                i = regex_str.find(":]", i + 2) + 2  # a POSIX class, [:alpha:]
+                continue
+            if depth:
+                return True
+            depth = 1
+            i += 1
+            if regex_str.startswith("^", i):
+                i += 1
+            if regex_str.startswith("]", i):
+                i += 1
+            continue
+        if depth and c == "&" and regex_str.startswith("&&", i):
+            return True
+        if depth and c == "]":
+            depth = 0
+        i += 1
+    return False
+
+
+def v1_source(regex_str: str) -> str:
+    r"""``regex_str`` for the ``regex`` module's version 1 mode: a ``|`` inside a class escaped (``||``
+    is a union operator there, two pipes for tiktoken's and HF's engines).
+
+    >>> print(v1_source(r"a|[x||[^y]&&\w]"))
+    a|[x\|\|[^y]&&\w]
+    """
+    out, depth, i, n = [], 0, 0, len(regex_str)
+    while i < n:
+        c = regex_str[i]
+        if c == "\\":
+            out.append(regex_str[i : i + 2])
+            i += 2
+            continue
+        if c == "[":
+            end = regex_str.find(":]", i + 2) if depth and regex_str.startswith("[:", i) else -1
+            if end > 0:
+                out.append(regex_str[i : end + 2])
+                i = end + 2
+                continue
+            depth += 1
+            out.append(c)
+            i += 1
+            for lead in "^]":
+                if regex_str.startswith(lead, i):
+                    out.append(lead)
+                    i += 1
+            continue
+        if c == "]" and depth:
+            depth -= 1
+        out.append("\\|" if c == "|" and depth else c)
+        i += 1
+    return "".join(out)
+
+
 @functools.lru_cache(maxsize=32)
 def compiled(regex_str: str):
     import regex
 
     try:
+        if has_set_syntax(regex_str):
+            return regex.compile(v1_source(regex_str), flags=regex.V1)
         return regex.compile(regex_str)
     except regex.error as e:
         raise ConfigError(f"pattern {regex_str!r} is not a valid regex: {e}") from e

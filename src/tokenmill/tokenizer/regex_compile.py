@@ -219,23 +219,44 @@ class _Parser:
         return node
 
     def char_class(self) -> str:
+        """A class's source, nested classes and set operations included (``&&``, as tiktoken's and
+        HF's engines read them: such a class is evaluated in the ``regex`` module's version 1 mode,
+        marked by a ``(?V1)`` prefix that ``_atom_table`` reads)."""
+        from .patterns import has_set_syntax
+
         s, j = self.s, self.i + 1
-        if j < len(s) and s[j] == "^":
-            j += 1
-        if j < len(s) and s[j] == "]":
-            j += 1
-        while j < len(s) and s[j] != "]":
-            if s[j] == "\\":
-                j += 2
-                continue
-            if s[j] == "[":
-                self.fail("a nested set or POSIX class inside [...]")
-            j += 1
-        if j >= len(s):
-            self.fail("an unterminated '['")
-        src = s[self.i : j + 1]
-        self.i = j + 1
-        return src
+        depth = 1
+        while True:
+            if j < len(s) and s[j] == "^":
+                j += 1
+            if j < len(s) and s[j] == "]":
+                j += 1
+            while j < len(s) and s[j] != "]":
+                if s[j] == "\\":
+                    j += 2
+                    continue
+                if s[j] == "[":
+                    end = s.find(":]", j + 2) if s.startswith("[:", j) else -1
+                    if end > 0:
+                        j = end + 2  # a POSIX class, [:alpha:]
+                        continue
+                    depth += 1
+                    j += 1
+                    break
+                j += 1
+            else:
+                if j >= len(s):
+                    self.fail("an unterminated '['")
+                depth -= 1
+                j += 1
+                while depth and j < len(s) and s[j] == "]":
+                    depth -= 1
+                    j += 1
+                if not depth:
+                    break
+        src = s[self.i : j]
+        self.i = j
+        return "(?V1)" + src if has_set_syntax(src) else src
 
     def escape(self):
         s = self.s
@@ -389,8 +410,14 @@ def _atom_table(atoms: tuple) -> np.ndarray:
     table = np.zeros(0x110000, np.uint64)
     for k, src in enumerate(atoms):
         bit = np.uint64(1) << np.uint64(k)
+        v1 = "(?V1)" in src  # a class with set operations (``_Parser.char_class``)
         try:
-            rx = regex.compile(f"(?:{src})+")
+            if v1:
+                from .patterns import v1_source
+
+                rx = regex.compile(f"(?:{v1_source(src.replace('(?V1)', ''))})+", flags=regex.V1)
+            else:
+                rx = regex.compile(f"(?:{src})+")
         except regex.error as e:
             raise Unsupported(f"the class {src!r} ({e})") from None
         for m in rx.finditer(every):
