@@ -66,24 +66,25 @@ class CompiledEncoder:
 
     def _char_tables(self, vocab, lefts, rights, prio):
         """The tables ``_premerge`` needs (see ``_encode_kernels``), or empty ones (nothing merged ahead):
-        when ids do not fit its 20-bit packing, or when fewer than ``_PREMERGE_MIN`` 3-byte characters are
-        one token alone (GPT-2: 170; Llama 3: 3,299; Qwen 3.5: 7,299), where the checks cost more than
-        the merges they save. Exact either way: this is only a question of speed."""
+        when ids do not fit its 20-bit packing, or when fewer than ``_PREMERGE_MIN`` 3-byte characters
+        have their own BPE result of one or two tokens (GPT-2: 170 + 7,986; Llama 3: 3,299 one-token;
+        Qwen 3.5: 7,299 one-token), where the checks cost more than the merges they save (GPT-2 zh:
+        +11% with them). Exact either way: this is only a question of speed."""
         K = self._K
         e = np.zeros(0, np.int64)
         m = np.zeros((0, 4), np.uint64)
         off = (e, np.zeros(0, np.uint8), e, e, e, e, m, e, e, m, np.zeros(0, np.uint64))
         if len(vocab) > 1 << 20 or not prio.size:
             return off
-        # a character that is one token alone is a vocabulary token of one 3-byte character: too few of
-        # those and the answer is no without building (or, on a first run, compiling) the table
-        if sum(1 for b in vocab if b is not None and len(b) == 3 and 0xE0 <= b[0] <= 0xEF) < _PREMERGE_MIN:
+        # a character merged ahead needs vocabulary tokens of 2 or 3 bytes that start one: without those
+        # (an English-only vocabulary) the answer is no without building (or compiling) the table
+        if sum(1 for b in vocab if b is not None and 2 <= len(b) <= 3 and 0xE0 <= b[0] <= 0xEF) < _PREMERGE_MIN // 8:
             return off
         first_use = np.full(len(vocab), np.int64(1) << 40, np.int64)  # lowest priority taking each id as a part
         np.minimum.at(first_use, lefts, prio)
         np.minimum.at(first_use, rights, prio)
         cp3 = K.char_table(self.byte_ids, self.pairs, self.filt, first_use)
-        if int(np.count_nonzero(cp3 >> 60 == 1)) < _PREMERGE_MIN:
+        if int(np.count_nonzero((cp3 >> 60 == 1) | (cp3 >> 60 == 2))) < _PREMERGE_MIN:
             return off
         toks = [b for b in vocab if b is not None]
         lens = np.fromiter((len(b) for b in toks), np.int64, len(toks))
