@@ -124,6 +124,7 @@ class Tokenizer:
             self._special_prefixes = tuple({s[:2] for s in self._special})
         self._cache: dict[bytes, tuple[int, ...]] = {}
         self._encoder = None  # the compiled encoder, built on first encode
+        self._int_objects = None  # one Python int per id, for lists out (_list)
         self.train_report = None  # a TrainReport when this tokenizer came from train_bpe
 
     # ----------------------------------------------------------------- construction
@@ -380,7 +381,7 @@ class Tokenizer:
     # ----------------------------------------------------------------- encoding
     def encode_ordinary(self, text: str) -> list[int]:
         """Encode ``text`` with special-token text treated as plain text."""
-        return self._encode(text, (), ()).tolist()
+        return self._list(self._encode(text, (), ()))
 
     def encode_ordinary_python(self, text: str) -> list[int]:
         """The readable pure-Python twin of ``encode_ordinary`` (same result; used by the tests)."""
@@ -430,7 +431,16 @@ class Tokenizer:
         ``disallowed_special``: special tokens that raise when they appear (default: all the others);
         pass ``()`` to encode them as plain text instead.
         """
-        return self._encode(text, allowed_special, disallowed_special).tolist()
+        return self._list(self._encode(text, allowed_special, disallowed_special))
+
+    def _list(self, ids: np.ndarray) -> list[int]:
+        """``ids.tolist()``, from one Python int per id made once: ``tolist`` allocates an int object per
+        token (~45-55 ns on this machine, a quarter of encoding English with lists out); taking them
+        from an object array costs ~30% less (same ints, equal lists)."""
+        objs = self._int_objects
+        if objs is None:
+            objs = self._int_objects = np.array(range(self._n_ids), dtype=object)
+        return objs.take(ids).tolist()
 
     def _encode(self, text: str, allowed_special=(), disallowed_special="all") -> np.ndarray:
         """``encode`` as an int64 array (possibly a view of a larger buffer)."""
@@ -510,7 +520,7 @@ class Tokenizer:
 
         def convert(ids):
             # copy: the kernel's buffer holds one slot per input byte, ~4x the ids it returns
-            return ids.copy() if as_arrays else ids.tolist()
+            return ids.copy() if as_arrays else self._list(ids)
 
         def group(lo: int, hi: int) -> list:
             """texts[lo:hi]: those that are plain text for the compiled encoder in one kernel call, the
