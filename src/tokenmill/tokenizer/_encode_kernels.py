@@ -347,12 +347,7 @@ def _spelled(data, p, flat, s, n):
     return True
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _in_mask(mask, k, x):
-    return (mask[k, np.int64(x) >> 6] >> np.uint64(x & 63)) & np.uint64(1) != 0
-
-
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _tail_spelled(data, i, a, k, q, flat, starts, lens, ptr, tok):
     """A tail token of key ``k`` (its partial character ``q`` bytes long) ends at ``data[i+q]``."""
     for j in range(ptr[k], ptr[k + 1]):
@@ -363,7 +358,7 @@ def _tail_spelled(data, i, a, k, q, flat, starts, lens, ptr, tok):
     return False
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _head_spelled(data, i, b, k, q, flat, starts, lens, ptr, tok):
     """A head token of key ``k`` (``q`` continuation bytes) starts inside the character at ``data[i]``."""
     for j in range(ptr[k], ptr[k + 1]):
@@ -372,28 +367,6 @@ def _head_spelled(data, i, b, k, q, flat, starts, lens, ptr, tok):
         if i + 3 + rn <= b and _spelled(data, i + 3, flat, starts[t] + q, rn):
             return True
     return False
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _char_safe(data, i, a, b, flat, starts, lens, tail_ptr, tail_tok, tail_mask, head_ptr, head_tok, head_mask):
-    """No tail or head token is spelled around the 3-byte character at ``data[i:i+3]`` in ``data[a:b]``."""
-    if i > a:
-        x = data[i - 1]
-        k1 = np.int64(data[i]) - 0xE0
-        if _in_mask(tail_mask, k1, x) and _tail_spelled(data, i, a, k1, 1, flat, starts, lens, tail_ptr, tail_tok):
-            return False
-        k2 = 16 + (k1 << 6 | (np.int64(data[i + 1]) & 0x3F))
-        if _in_mask(tail_mask, k2, x) and _tail_spelled(data, i, a, k2, 2, flat, starts, lens, tail_ptr, tail_tok):
-            return False
-    if i + 3 < b:
-        y = data[i + 3]
-        k1 = np.int64(data[i + 2]) & 0x3F
-        if _in_mask(head_mask, k1, y) and _head_spelled(data, i, b, k1, 1, flat, starts, lens, head_ptr, head_tok):
-            return False
-        k2 = 64 + ((np.int64(data[i + 1]) & 0x3F) << 6 | k1)
-        if _in_mask(head_mask, k2, y) and _head_spelled(data, i, b, k2, 2, flat, starts, lens, head_ptr, head_tok):
-            return False
-    return True
 
 
 @njit(cache=True, nogil=True)
@@ -414,8 +387,34 @@ def _premerge(data, a, b, byte_ids, cp3, flat, starts, lens, tail_ptr, tail_tok,
         x = data[p]
         if x >= 0xE0 and x <= 0xEF and p + 3 <= b:
             v = cp3[((np.int64(x) & 0xF) << 12) | ((np.int64(data[p + 1]) & 0x3F) << 6) | (np.int64(data[p + 2]) & 0x3F)]
-            if v != 0 and _char_safe(data, p, a, b, flat, starts, lens, tail_ptr, tail_tok, tail_mask, head_ptr,
-                                     head_tok, head_mask):
+            # Safe to merge ahead: no tail or head token spelled around the character (a tail ends
+            # part-way into it, a head starts part-way into it). A 256-bit mask per key, of the byte
+            # next to the character, rules out ~90% of characters in one test; the token lists are
+            # scanned out of line. Written here rather than in an inlined helper taking the arrays:
+            # that helper cost numba's reference counting on each array, per character (~1/3 of the
+            # kernel on Chinese: Llama 3 zh 12.0 -> 17.8 MB/s in-process, ids equal).
+            safe = v != 0
+            if safe and p > a:
+                xx = data[p - 1]
+                k1 = np.int64(x) - 0xE0
+                if (tail_mask[k1, np.int64(xx) >> 6] >> np.uint64(xx & 63)) & np.uint64(1) != 0:
+                    if _tail_spelled(data, p, a, k1, 1, flat, starts, lens, tail_ptr, tail_tok):
+                        safe = False
+                k2 = 16 + (k1 << 6 | (np.int64(data[p + 1]) & 0x3F))
+                if safe and (tail_mask[k2, np.int64(xx) >> 6] >> np.uint64(xx & 63)) & np.uint64(1) != 0:
+                    if _tail_spelled(data, p, a, k2, 2, flat, starts, lens, tail_ptr, tail_tok):
+                        safe = False
+            if safe and p + 3 < b:
+                y = data[p + 3]
+                h1 = np.int64(data[p + 2]) & 0x3F
+                if (head_mask[h1, np.int64(y) >> 6] >> np.uint64(y & 63)) & np.uint64(1) != 0:
+                    if _head_spelled(data, p, b, h1, 1, flat, starts, lens, head_ptr, head_tok):
+                        safe = False
+                h2 = 64 + ((np.int64(data[p + 1]) & 0x3F) << 6 | h1)
+                if safe and (head_mask[h2, np.int64(y) >> 6] >> np.uint64(y & 63)) & np.uint64(1) != 0:
+                    if _head_spelled(data, p, b, h2, 2, flat, starts, lens, head_ptr, head_tok):
+                        safe = False
+            if safe:
                 ids[m] = v & 0xFFFFF
                 m += 1
                 if v >> 60 == 2:
