@@ -8,8 +8,9 @@
 * per chunk: tiktoken's scheme for short chunks (a rank per adjacent pair, rescanned for the min,
   neighbours updated after each merge) and, for long chunks, a heap over pair positions with linked
   neighbours, so a 10 MB run of one letter is O(n log n) instead of O(n^2);
-* cache: chunk bytes -> token ids in a byte-keyed table. Rank-file tokenizers pin every vocabulary
-  token in it first, which is exactly tiktoken's "a chunk that is a token maps to it" shortcut.
+* cache: chunk bytes -> token ids in a byte-keyed table. Rank-file tokenizers (and tokenizer.json
+  with ignore_merges) pin in it the tokens BPE does not reach from their own bytes: with BPE finding
+  the others, that is exactly tiktoken's "a chunk that is a token maps to it" rule.
 """
 
 from __future__ import annotations
