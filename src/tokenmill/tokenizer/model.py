@@ -162,21 +162,9 @@ class Tokenizer:
 
         The parsed file (tokens by id and the pair table) is cached on disk keyed by the file's
         SHA-256, as tokenizer.json imports are: a 128k-token file loads in ~0.1 s the second time."""
-        import hashlib
-
-        from .huggingface import _load_cached, _save_cached
-
         raw = read_bytes_limited(path, what="tiktoken rank")
-        key = "ranks-" + hashlib.sha256(raw).hexdigest()[:32]
-        cached = _load_cached(key)
-        if cached is not None:
-            vocab, arr, _ = cached
-            if _pairs_consistent(vocab, arr):
-                return cls(vocab, (arr[:, 0].copy(), arr[:, 1].copy(), arr[:, 2].copy()), pattern=pattern,
-                           special_tokens=special_tokens, whole_chunk_lookup=True)
-        tok = cls.from_ranks(_parse_tiktoken(raw, path), pattern=pattern, special_tokens=special_tokens)
-        _save_cached(key, tok._vocab, np.stack(tok._pair_arrays(), axis=1), {})
-        return tok
+        return cls._from_rank_bytes(raw, "ranks", lambda: (_parse_tiktoken(raw, path), {}),
+                                    pattern=pattern, special_tokens=special_tokens)
 
     @classmethod
     def from_tekken(cls, path: str | os.PathLike) -> "Tokenizer":
@@ -186,21 +174,36 @@ class Tokenizer:
         ``default_vocab_size - n`` ranked tokens the ids after them. Like mistral_common, special-token
         text is not parsed in ``encode`` unless allowed (tokenmill raises on it by default). Cached on
         disk by the file's SHA-256, as rank files are."""
+        raw = read_bytes_limited(path, what="tekken tokenizer")
+
+        def parse():
+            ranks, pattern, specials = _read_tekken(path, raw)
+            return ranks, {"pattern": pattern, "specials": specials}
+
+        return cls._from_rank_bytes(raw, "tekken", parse)
+
+    @classmethod
+    def _from_rank_bytes(cls, raw: bytes, kind: str, parse, *, pattern=None, special_tokens=None) -> "Tokenizer":
+        """``from_ranks`` on a file's ranks, through an on-disk cache of its tokens and pair table keyed
+        by ``kind`` and the bytes' SHA-256 (validated on read; a damaged entry is rebuilt). ``parse()``
+        gives (ranks, config): the file's own pattern and special tokens, if it has them, which the
+        cache keeps too."""
         import hashlib
 
         from .huggingface import _load_cached, _save_cached
 
-        raw = read_bytes_limited(path, what="tekken tokenizer")
-        key = "tekken-" + hashlib.sha256(raw).hexdigest()[:32]
+        key = f"{kind}-" + hashlib.sha256(raw).hexdigest()[:32]
         cached = _load_cached(key)
         if cached is not None:
             vocab, arr, config = cached
-            if _pairs_consistent(vocab, arr) and isinstance(config.get("specials"), dict):
-                return cls(vocab, (arr[:, 0].copy(), arr[:, 1].copy(), arr[:, 2].copy()), pattern=config.get("pattern"),
-                           special_tokens=config["specials"], whole_chunk_lookup=True)
-        ranks, pattern, specials = _read_tekken(path, raw)
-        tok = cls.from_ranks(ranks, pattern=pattern, special_tokens=specials)
-        _save_cached(key, tok._vocab, np.stack(tok._pair_arrays(), axis=1), {"pattern": pattern, "specials": specials})
+            if _pairs_consistent(vocab, arr) and isinstance(config.get("specials", {}), dict):
+                return cls(vocab, (arr[:, 0].copy(), arr[:, 1].copy(), arr[:, 2].copy()),
+                           pattern=config.get("pattern", pattern), special_tokens=config.get("specials", special_tokens),
+                           whole_chunk_lookup=True)
+        ranks, config = parse()
+        tok = cls.from_ranks(ranks, pattern=config.get("pattern", pattern),
+                             special_tokens=config.get("specials", special_tokens))
+        _save_cached(key, tok._vocab, np.stack(tok._pair_arrays(), axis=1), config)
         return tok
 
     @classmethod
