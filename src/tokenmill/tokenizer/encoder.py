@@ -15,7 +15,7 @@ from .splitter import has_compiled
 
 _CACHE_LIMIT = 1 << 18  # cached chunks per thread before the cache is reset to its pinned part
 _NONE = np.zeros(0, np.int64)  # no document marks (one text per kernel call)
-_PREMERGE_MIN = 1000  # 3-byte characters that are one token alone, below which none are merged ahead
+_PREMERGE_MIN = 1000  # 3-byte characters whose own BPE is one or two tokens, below which none are merged ahead
 
 
 def kernels_cached() -> bool:
