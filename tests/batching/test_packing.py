@@ -398,6 +398,29 @@ def test_int32_indices_and_reused_memory_give_the_same_batches(seed, block_size,
             assert s.input_ids.dtype == s.labels.dtype == np.int64
 
 
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_segment_tables_prepared_ahead_equal_the_per_batch_path(monkeypatch, threads):
+    """plan.batches prepares the segment tables of a flat source for many blocks at once (chunks of
+    _FlatTables.BLOCKS); with tiny chunks every batch boundary, resume point and thread count must
+    still give exactly the batches of the per-batch path (a list source)."""
+    from tokenmill.batching import packing
+
+    monkeypatch.setattr(packing._FlatTables, "BLOCKS", 5)
+    rng = np.random.default_rng(11)
+    docs = [rng.integers(0, 60_000, n) for n in rng.integers(1, 120, 150)]
+    for method in ("best_fit", "concat"):
+        plan = pack([len(d) for d in docs], 48, method=method)
+        for start_block, batch_size, drop_last in ((0, 2, False), (7, 3, True), (plan.num_blocks - 1, 4, False)):
+            for index_dtype in (np.int64, np.int32):
+                kw = dict(batch_size=batch_size, pad_id=0, start_block=start_block, drop_last=drop_last,
+                          index_dtype=index_dtype)
+                ref = list(plan.batches(docs, reuse_memory=False, **kw))
+                got = list(plan.batches(_FlatSource(docs), num_threads=threads, **kw))
+                assert len(got) == len(ref) > 0
+                for r, g in zip(ref, got):
+                    _fields_equal(r, g)
+
+
 def test_reused_memory_never_overwrites_what_is_still_referenced():
     rng = np.random.default_rng(3)
     docs = [rng.integers(0, 1000, n) for n in rng.integers(1, 60, 300)]

@@ -7,6 +7,7 @@ Only :mod:`tokenmill.batching.packing` imports this module, and only when a plan
 from __future__ import annotations
 
 import numpy as np
+from .._intrinsics import prefetch
 from .._jit import njit
 
 
@@ -422,6 +423,10 @@ def layout(seg_row, seg_doc, seg_start, seg_len, num_rows, row_length, stream, c
             # loop (3-4x slower); all of them are >= 0 here (checked before the kernel is called).
             if gather:
                 src = seg_src[k]
+                if k + 2 < S:  # start loading segment k+2's ids (a random place of the store) now
+                    ahead = seg_src[k + 2]
+                    for o in range(0, seg_len[k + 2], 64 // tokens.itemsize):
+                        prefetch(tokens, ahead + o)
                 for j in range(n):
                     q = np.uint64(first + j)
                     v = tokens[np.uint64(src + j)]

@@ -250,12 +250,12 @@ def assemble(fill: Filler | tuple[np.ndarray, np.ndarray], seg_row: np.ndarray, 
         raise ConfigError(f"seg_len holds {int(seg_len.min()):,d}; segment lengths must be >= 0")
     N = _checked_size(seg_row, seg_len, B, T)
     idx = check_index_dtype(index_dtype)
-    if idx == np.int32 and seg_row.size and (seg_doc.min() < 0 or seg_doc.max() > _I32
-                                             or (seg_start.astype(np.float64) + seg_len).max() > _I32):
+    if idx == np.int32 and seg_row.size and (seg_doc.min() < 0 or seg_doc.max() > INT32_MAX
+                                             or (seg_start.astype(np.float64) + seg_len).max() > INT32_MAX):
         raise ConfigError("index_dtype=int32 cannot hold these document ids or token offsets (over "
-                          f"{_I32:,d}); use index_dtype=np.int64")
+                          f"{INT32_MAX:,d}); use index_dtype=np.int64")
     seg_dst = None if isinstance(fill, tuple) else segment_destinations(seg_row, seg_len, B, T)
-    input_ids, labels, position_ids, doc_ids, token_offsets, real = _outputs(N, idx, buffers)
+    input_ids, labels, position_ids, doc_ids, token_offsets, real = batch_outputs(N, idx, buffers)
     if isinstance(fill, tuple):
         tokens = check_token_array(fill[0], "tokens")
         seg_src = check_array(fill[1], "seg_src", shape=seg_len.shape)
@@ -263,7 +263,7 @@ def assemble(fill: Filler | tuple[np.ndarray, np.ndarray], seg_row: np.ndarray, 
     else:
         tokens, seg_src = np.zeros(0, np.int64), seg_start
         fill(input_ids, seg_dst)
-    return _layout(seg_row, seg_doc, seg_start, seg_len, B, T, bool(stream), fragment_positions == "continue",
+    return layout_batch(seg_row, seg_doc, seg_start, seg_len, B, T, bool(stream), fragment_positions == "continue",
                    pad_id, tokens, seg_src, (input_ids, labels, position_ids, doc_ids, token_offsets, real),
                    truncated_tokens)
 
@@ -283,21 +283,21 @@ def assemble_flat(tokens: np.ndarray, seg_src: np.ndarray, seg_row: np.ndarray, 
     S = seg_row.shape[0] if type(seg_row) is np.ndarray and seg_row.ndim == 1 else -1
     tokens = check_token_array(tokens, "tokens")
     idx = check_index_dtype(index_dtype)
-    if (S >= 0 and type(B) is int and type(T) is int and 1 <= B and 1 <= T and B * T <= _I32
+    if (S >= 0 and type(B) is int and type(T) is int and 1 <= B and 1 <= T and B * T <= INT32_MAX
             and all(type(a) is np.ndarray and a.dtype == np.int64 and a.shape == (S,) and a.flags.c_contiguous
                     for a in arrays)
             and _kernels.segments_ok(seg_row, seg_doc, seg_start, seg_len, seg_src, B, T, tokens.size,
                                      idx == np.int32)):
         if S == 0:
             tokens = np.zeros(0, np.int64)
-        return _layout(seg_row, seg_doc, seg_start, seg_len, B, T, bool(stream), fragment_positions == "continue",
-                       pad_id, tokens, seg_src, _outputs(B * T, idx, buffers), 0)
+        return layout_batch(seg_row, seg_doc, seg_start, seg_len, B, T, bool(stream), fragment_positions == "continue",
+                       pad_id, tokens, seg_src, batch_outputs(B * T, idx, buffers), 0)
     return assemble((tokens, seg_src), seg_row, seg_doc, seg_start, seg_len, num_rows=num_rows,
                     row_length=row_length, pad_id=pad_id, stream=stream, fragment_positions=fragment_positions,
                     index_dtype=index_dtype, buffers=buffers)
 
 
-_I32 = int(np.iinfo(np.int32).max)
+INT32_MAX = int(np.iinfo(np.int32).max)
 
 
 def check_index_dtype(index_dtype) -> type:
@@ -351,7 +351,7 @@ class Buffers:
             return buf
 
 
-def _outputs(N: int, idx: type, buffers: Buffers | None):
+def batch_outputs(N: int, idx: type, buffers: Buffers | None):
     """The per-position arrays of a batch, carved from one allocation (or a reused buffer): large
     enough for transparent huge pages, which made fresh per-batch buffers ~4x faster to fill (page
     faults dominated: 60 vs 430 M positions/s)."""
@@ -363,8 +363,11 @@ def _outputs(N: int, idx: type, buffers: Buffers | None):
     return ids[:N], ids[N:], index[:N], index[N : 2 * N], index[2 * N :], raw[(16 + 3 * w) * N :].view(bool)
 
 
-def _layout(seg_row, seg_doc, seg_start, seg_len, B, T, stream, continue_positions, pad_id, tokens, seg_src,
-            outputs, truncated_tokens) -> Batch:
+def layout_batch(seg_row, seg_doc, seg_start, seg_len, B, T, stream, continue_positions, pad_id, tokens, seg_src,
+                 outputs, truncated_tokens) -> Batch:
+    """The compiled layout pass on a segment table already checked (by :func:`assemble`'s checks or
+    :func:`_kernels.segments_ok`): int64 C-contiguous ``(S,)`` arrays, ``outputs`` from
+    :func:`batch_outputs`. Not a public entry point: unchecked input here reaches the kernel."""
     from . import _kernels
 
     input_ids, labels, position_ids, doc_ids, token_offsets, real = outputs
