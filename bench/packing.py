@@ -13,7 +13,8 @@
    labels, positions, doc ids, offsets, mask, cu_seqlens), one and two threads, int64 and
    ``index_dtype=np.int32`` (round robin, median of ``--runs`` passes). "GB/s per CPU second"
    divides by this process's CPU time (all its threads): on a loaded machine it shows what the code
-   does with the CPU it gets.
+   does with the CPU it gets. Beside them, the machine's own memory speed in the same run (a numpy
+   copy, one and two threads) and what it allows a pass that moves a batch's bytes per position.
 """
 
 from __future__ import annotations
@@ -132,8 +133,43 @@ def bench_materialize(n_docs: int, T: int, runs: int, batch_size: int = 64) -> t
               "int32_two_threads_over_one": med["int32"] / med["int32, 2 threads"]}
     rows.append(f"\nTwo threads / one thread (wall-clock, same run): {ratios['two_threads_over_one']:.2f}x "
                 f"(int32: {ratios['int32_two_threads_over_one']:.2f}x).")
+    ceiling = copy_ceiling(runs)
+    moved = {"default": 4 + 41, "int32": 4 + 29}  # bytes read + written per position (ids in, 6 arrays out)
+    rows.append(f"\nThis machine's memory in the same run: a numpy `copyto` of 256 MB moves {ceiling['one']:.1f} GB/s "
+                f"(read + write) on one thread, {ceiling['two']:.1f} GB/s on two ({ceiling['two'] / ceiling['one']:.2f}x). "
+                f"A batch moves {moved['default']} bytes per position ({moved['int32']} with int32 indices), so at "
+                f"that copy speed full batches could reach {ceiling['one'] * 4 / moved['default']:.2f} GB/s of ids "
+                f"({ceiling['one'] * 4 / moved['int32']:.2f} int32) on one thread, and two threads at most "
+                f"{ceiling['two'] / ceiling['one']:.2f}x one.")
     return rows, {"gb_per_s": {k: gb / v for k, v in med.items()},
-                  "gb_per_cpu_s": {k: gb / v for k, v in med_cpu.items()}, **ratios}
+                  "gb_per_cpu_s": {k: gb / v for k, v in med_cpu.items()}, **ratios,
+                  "copy_gb_per_s": ceiling, "bytes_moved_per_position": moved}
+
+
+def copy_ceiling(runs: int, n: int = 32 * 2**20) -> dict:
+    """GB/s (read + write) of a plain numpy copy of ``n`` int64, one thread and split over two
+    (numpy releases the GIL while it copies): what memory-bound work can get on this machine."""
+    import threading
+
+    src, dst = np.ones(n, np.int64), np.zeros(n, np.int64)
+    half = n // 2
+
+    def two():
+        ts = [threading.Thread(target=np.copyto, args=(dst[i * half:(i + 1) * half], src[i * half:(i + 1) * half]))
+              for i in range(2)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+
+    one_s, two_s = [], []
+    for _ in range(runs):
+        for fn, out in ((lambda: np.copyto(dst, src), one_s), (two, two_s)):
+            t0 = time.perf_counter()
+            fn()
+            out.append(time.perf_counter() - t0)
+    gb = 2 * n * 8 / 1e9
+    return {"one": gb / statistics.median(one_s), "two": gb / statistics.median(two_s)}
 
 
 def machine() -> str:
