@@ -77,10 +77,11 @@ test: $(VENV)/.test $(GPT2_RANKS) $(LLAMA3) $(QWEN) $(DEEPSEEK) $(TEKKEN)
 
 # The kernel tests once more with numba's bounds checking on: an out-of-bounds access that slipped past
 # the validating boundaries (src/tokenmill/_validate.py) fails a test instead of corrupting memory.
-# NUMBA_BOUNDSCHECK recompiles every kernel, so it gets its own cache folder.
+# NUMBA_BOUNDSCHECK recompiles every kernel, so it gets its own cache folder; TOKENMILL_PYTHON_FIRST=0
+# keeps small inputs on the kernels (with that folder empty they would take the pure-Python twins).
 BOUNDSCHECK_TESTS := tests/safety tests/batching/test_kernels.py tests/tokenizer/test_merges.py tests/tokenizer/test_premerge.py tests/windows/test_sliding.py
 test-boundscheck: $(VENV)/.test
-	NUMBA_BOUNDSCHECK=1 NUMBA_CACHE_DIR=.cache/numba-boundscheck $(PY) -m pytest -q -p no:cacheprovider $(BOUNDSCHECK_TESTS)
+	NUMBA_BOUNDSCHECK=1 NUMBA_CACHE_DIR=.cache/numba-boundscheck TOKENMILL_PYTHON_FIRST=0 $(PY) -m pytest -q -p no:cacheprovider $(BOUNDSCHECK_TESTS)
 
 # Long randomized hostile-input runs (make test runs the same suite briefly and derandomized).
 fuzz: $(VENV)/.test

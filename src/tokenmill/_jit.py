@@ -127,6 +127,36 @@ def is_cached(obj) -> bool | None:
 
 
 # ------------------------------------------------------------------------------------------------
+# first runs: small work takes the exact pure-Python twin instead of waiting for a compile
+
+_twin_spent: dict[str, int] = {}
+_compiled_families: set[str] = set()
+twins_used: set[str] = set()  # families whose twin ran in this process (commands say so on stderr)
+
+
+def python_first(family: str, kernels, size: int, limit: int) -> bool:
+    """True when work of ``size`` (bytes, symbols...) should run on the family's pure-Python twin:
+    some of ``kernels`` (kernels or kernel modules) are not in numba's disk cache yet, so a compiled
+    call would first compile for tens of seconds, and this process has given that twin less than
+    ``limit`` in all, ``size`` included. The twins give the same results (each is tested against
+    its kernels) at a fraction of the speed, so a first run on small input finishes in seconds and
+    larger work still compiles once. ``TOKENMILL_PYTHON_FIRST=0`` turns this off (the bounds-checked
+    test run sets it: it must exercise the kernels). Records the family in :data:`twins_used`."""
+    if family in _compiled_families or os.environ.get("TOKENMILL_PYTHON_FIRST", "1") == "0":
+        return False
+    with _lock:
+        if _twin_spent.get(family, 0) + size > limit:
+            return False
+    if all(is_cached(k) is not False for k in (kernels if isinstance(kernels, (list, tuple)) else [kernels])):
+        _compiled_families.add(family)
+        return False
+    with _lock:
+        _twin_spent[family] = _twin_spent.get(family, 0) + size
+        twins_used.add(family)
+    return True
+
+
+# ------------------------------------------------------------------------------------------------
 # warm-up: each job runs a public path on a tiny input in a fresh process, so the kernels compile
 # with exactly the types the library passes them. Longest first: a pool of 2 finishes the split
 # kernels that later jobs share before those jobs need them.
@@ -198,7 +228,7 @@ def warmup(jobs: int | None = None, *, only: list[str] | None = None, progress: 
 
         raise ConfigError(f"unknown warm-up job(s) {unknown}; known: {list(JOBS)}")
     workers = max(1, min(len(names), jobs or os.cpu_count() or 1))
-    env = dict(os.environ, TOKENMILL_QUIET="1")
+    env = dict(os.environ, TOKENMILL_QUIET="1", TOKENMILL_PYTHON_FIRST="0")  # compile, even for tiny inputs
     bar = None
     if progress:
         from tqdm.auto import tqdm

@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from tokenmill import Tokenizer, train_bpe
@@ -108,12 +109,52 @@ def test_first_run_encode_is_pure_python_and_exact(gpt2_ranks_path, tmp_path):
 
 
 def test_first_run_rule(monkeypatch):
-    from tokenmill.cli import tokenizer_cmds as C
-    from tokenmill.tokenizer import encoder
+    """python_first: the twin while the kernels are not cached and the process's budget lasts, then
+    the compiled path; never once the kernels are cached, nor with TOKENMILL_PYTHON_FIRST=0."""
+    from tokenmill import _jit
 
-    tok = Tokenizer.from_merges([(104, 105)])
-    monkeypatch.setattr(encoder, "kernels_cached", lambda: False)
-    assert C._before_first_compile(tok, "hi")
-    assert not C._before_first_compile(tok, "x" * (C.FIRST_RUN_PYTHON_CHARS + 1))  # big: compile, then fast
-    monkeypatch.setattr(encoder, "kernels_cached", lambda: True)
-    assert not C._before_first_compile(tok, "hi")
+    monkeypatch.setattr(_jit, "_twin_spent", {})
+    monkeypatch.setattr(_jit, "_compiled_families", set())
+    monkeypatch.setattr(_jit, "twins_used", set())
+    monkeypatch.delenv("TOKENMILL_PYTHON_FIRST", raising=False)
+    monkeypatch.setattr(_jit, "is_cached", lambda k: False)
+    assert _jit.python_first("f", None, 10, 25) and _jit.python_first("f", None, 15, 25)
+    assert not _jit.python_first("f", None, 1, 25)  # the budget is spent: compile, then fast
+    assert _jit.twins_used == {"f"}
+    monkeypatch.setenv("TOKENMILL_PYTHON_FIRST", "0")
+    assert not _jit.python_first("g", None, 1, 25)
+    monkeypatch.delenv("TOKENMILL_PYTHON_FIRST")
+    monkeypatch.setattr(_jit, "is_cached", lambda k: True)
+    assert not _jit.python_first("g", None, 1, 25)
+    monkeypatch.setattr(_jit, "is_cached", lambda k: False)
+    assert not _jit.python_first("g", None, 1, 25)  # known compiled: stays compiled
+
+
+def test_first_run_library_paths_equal_the_compiled_ones(monkeypatch, gpt2_ranks_path):
+    """With the kernels taken as not compiled, encode / encode_ordinary / encode_batch (lists and
+    arrays) and train_bpe run their twins, build no compiled encoder, and give the same results."""
+    from tokenmill import _jit
+
+    texts = ["Hello world, 你好世界 <|endoftext|> ok", "", "  spaces\n\nand 123 digits", "ünïcödé"]
+    warm = Tokenizer.from_tiktoken(gpt2_ranks_path, special_tokens={"<|endoftext|>": 50256})
+    want = [warm.encode(t, allowed_special="all") for t in texts]
+    want_ordinary = [warm.encode_ordinary(t) for t in texts]
+    trained = train_bpe(texts * 3, 300, special_tokens=["<|endoftext|>"])
+
+    monkeypatch.setattr(_jit, "_twin_spent", {})
+    monkeypatch.setattr(_jit, "_compiled_families", set())
+    monkeypatch.setattr(_jit, "twins_used", set())
+    monkeypatch.delenv("TOKENMILL_PYTHON_FIRST", raising=False)
+    monkeypatch.setattr(_jit, "is_cached", lambda k: False)
+    cold = Tokenizer.from_tiktoken(gpt2_ranks_path, special_tokens={"<|endoftext|>": 50256})
+    assert [cold.encode(t, allowed_special="all") for t in texts] == want
+    assert [cold.encode_ordinary(t) for t in texts] == want_ordinary
+    assert cold.encode_batch(texts, allowed_special="all") == want
+    arrays = cold.encode_batch(texts, allowed_special="all", as_arrays=True)
+    assert [a.dtype for a in arrays] == [np.int64] * len(texts) and [a.tolist() for a in arrays] == want
+    assert cold._encoder is None
+    again = train_bpe(texts * 3, 300, special_tokens=["<|endoftext|>"])
+    assert np.array_equal(again.merges, trained.merges) and again.train_report == trained.train_report
+    assert _jit.twins_used == {"encode", "count", "merge"}
+
+

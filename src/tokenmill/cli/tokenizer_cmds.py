@@ -91,31 +91,15 @@ def cmd_encode(args) -> int:
     else:
         text = args.text
     allowed = "all" if args.allow_special else ()
-    if _before_first_compile(tok, text):
-        ids = tok.encode_python(text, allowed_special=allowed)
-        if not args.quiet:
-            print("tokenmill: encoded in pure Python: the compiled kernels are not built yet on this machine "
-                  "(`tokenmill warmup` builds them once, in parallel; a larger input builds them itself)",
-                  file=sys.stderr)
-    else:
-        ids = tok.encode(text, allowed_special=allowed)
+    ids = tok.encode(text, allowed_special=allowed)
+    from .._jit import twins_used
+
+    if "encode" in twins_used and not args.quiet:
+        print("tokenmill: encoded in pure Python: the compiled kernels are not built yet on this machine "
+              "(`tokenmill warmup` builds them once, in parallel; a larger input builds them itself)",
+              file=sys.stderr)
     print(json.dumps(ids) if args.json else " ".join(map(str, ids)))
     return 0
-
-
-# A first run would spend ~30 s compiling the encoder for a text the pure-Python encoder (same ids,
-# ~0.3-1 MB/s) does in well under a second: below this many characters it does, until the kernels exist.
-FIRST_RUN_PYTHON_CHARS = 1 << 17
-
-
-def _before_first_compile(tok, text: str) -> bool:
-    from ..tokenizer.model import Tokenizer
-
-    if not isinstance(tok, Tokenizer) or len(text) > FIRST_RUN_PYTHON_CHARS:
-        return False
-    from ..tokenizer.encoder import kernels_cached
-
-    return not kernels_cached()
 
 
 def cmd_decode(args) -> int:

@@ -30,6 +30,9 @@ FORMAT_NAME = "tokenmill.tokenizer"
 FORMAT_VERSION = 2  # 2 adds model type "bpe" (imported merge lists, ids anywhere, added tokens); 1 still read
 _CACHE_LIMIT = 1 << 17  # chunk cache entries before it is cleared
 _GROUP_BYTES = 1 << 20  # encode_batch: characters of text per kernel call, at most
+# A process on a machine whose encoding kernels are not compiled yet encodes up to this many
+# characters with the pure-Python encoder (same ids, ~1 MB/s) before it compiles them (~25-45 s).
+FIRST_RUN_PYTHON_CHARS = 1 << 21
 _GROUP_TEXTS = 1024  # and texts per kernel call
 
 
@@ -384,6 +387,8 @@ class Tokenizer:
     # ----------------------------------------------------------------- encoding
     def encode_ordinary(self, text: str) -> list[int]:
         """Encode ``text`` with special-token text treated as plain text."""
+        if isinstance(text, str) and self._python_first(len(text)):
+            return self.encode_python(text, disallowed_special=())
         return self._list(self._encode(text, (), ()))
 
     def encode_ordinary_python(self, text: str) -> list[int]:
@@ -434,7 +439,20 @@ class Tokenizer:
         ``disallowed_special``: special tokens that raise when they appear (default: all the others);
         pass ``()`` to encode them as plain text instead.
         """
+        if isinstance(text, str) and self._python_first(len(text)):
+            return self.encode_python(text, allowed_special=allowed_special, disallowed_special=disallowed_special)
         return self._list(self._encode(text, allowed_special, disallowed_special))
+
+    def _python_first(self, size: int) -> bool:
+        """True on a machine whose encoding kernels are not compiled yet, for the first
+        :data:`FIRST_RUN_PYTHON_CHARS` characters this process encodes: ``encode_python`` gives the
+        same ids at ~1 MB/s, where compiling the kernels first takes ~25-45 s (``_jit.python_first``)."""
+        if self._encoder is not None:
+            return False
+        from .._jit import python_first
+        from . import _encode_kernels
+
+        return python_first("encode", _encode_kernels.encode_chunks, size, FIRST_RUN_PYTHON_CHARS)
 
     def _list(self, ids: np.ndarray) -> list[int]:
         """``ids.tolist()``, from one Python int per id made once: ``tolist`` allocates an int object per
@@ -520,6 +538,10 @@ class Tokenizer:
         texts = list(texts)
         threads = max(1, os.cpu_count() or 1) if num_threads is None else check_int(num_threads, "num_threads",
                                                                                        min=1, max=1024)
+        if self._python_first(sum(len(t) for t in texts if isinstance(t, str))):
+            kw = dict(allowed_special=allowed_special, disallowed_special=disallowed_special)
+            lists = [self.encode_python(t, **kw) for t in texts]
+            return [np.array(ids, np.int64) for ids in lists] if as_arrays else lists
 
         def convert(ids):
             # copy: the kernel's buffer holds one slot per input byte, ~4x the ids it returns

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import heapq
+import itertools
 import re
 import sys
 import warnings
@@ -235,7 +236,7 @@ def count_chunks(
 
     try:
         if regex_str is not None and regex_str in PRESET_IDS:
-            counts = _count_compiled(pieces(), regex_str, num_threads)
+            counts = _count_preset(pieces(), regex_str, num_threads)
         else:
             counts = _count_python(pieces(), regex_str)
     finally:
@@ -245,6 +246,33 @@ def count_chunks(
     stats.update(documents_seen=seen[0] if seen else stats["documents_used"],
                  bytes_seen=seen[1] if seen else stats["bytes_used"])
     return counts, stats
+
+
+# A first run (counting kernels not compiled yet) counts up to this many bytes with the twin
+# (``regex`` + Counter, ~1 MB/s) instead of compiling the splitter and counter (~20 s).
+FIRST_RUN_PYTHON_BYTES = 1 << 21
+# ... and learns merges over up to this many bytes of distinct chunks with the merge loop's twin.
+FIRST_RUN_PYTHON_SYMBOLS = 1 << 20
+
+
+def _count_preset(pieces, regex_str, num_threads) -> ChunkCounts:
+    """Compiled counting, or on a first run over a small corpus the twin (same counts): the pieces are
+    read up to FIRST_RUN_PYTHON_BYTES; if the corpus ends there the twin counts them, else they are
+    counted with the rest by the compiled kernels."""
+    from .._jit import python_first
+    from . import _count_kernels, _pretok_kernels
+    from .pretokenize import PRESET_IDS
+
+    head, size = [], 0
+    for piece in pieces:
+        head.append(piece)
+        size += len(piece[1])
+        if size > FIRST_RUN_PYTHON_BYTES:
+            return _count_compiled(itertools.chain(head, pieces), regex_str, num_threads)
+    split = (_pretok_kernels.split_gpt2, _pretok_kernels.split_gpt4, _pretok_kernels.split_o200k)[PRESET_IDS[regex_str]]
+    if python_first("count", [split, _count_kernels.count_into], size, FIRST_RUN_PYTHON_BYTES):
+        return _count_python(head, regex_str)
+    return _count_compiled(head, regex_str, num_threads)
 
 
 def _count_python(pieces, regex_str) -> ChunkCounts:
@@ -314,8 +342,13 @@ def _count_compiled(pieces, regex_str, num_threads) -> ChunkCounts:
 def _learn(counts: ChunkCounts, num_merges, min_frequency, max_token_bytes, show):
     bar = _bar(show, "merging", "merge", total=num_merges)
     try:
+        from .._jit import python_first
+        from . import _train_kernels
+
+        twin = python_first("merge", _train_kernels.learn_merges_kernel, int(counts.data.size), FIRST_RUN_PYTHON_SYMBOLS)
         return learn_merges_arrays(counts.data, counts.lengths, counts.counts, num_merges, min_frequency=min_frequency,
-                            max_token_bytes=max_token_bytes, on_merge=bar.update if bar else None)
+                                   max_token_bytes=max_token_bytes, on_merge=bar.update if bar else None,
+                                   backend="python" if twin else "numba")
     finally:
         if bar is not None:
             bar.close()
