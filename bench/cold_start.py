@@ -120,7 +120,7 @@ def main(argv=None) -> int:
             print(crow[-1], file=sys.stderr)
     md = ("### Cold start: compile time per kernel family\n\n"
           "First call in a fresh process with empty numba and tokenmill caches (cold) and again with the caches "
-          "that run filled (warm); seconds, medians.\n\n"
+          "that run filled (warm), with `TOKENMILL_PYTHON_FIRST=0` so that the kernels compile; seconds, medians.\n\n"
           "| kernel family (first call) | cold (s) | warm (s) | compile (s) |\n|---|---:|---:|---:|\n"
           + "\n".join(rows)
           + "\n\nWhole commands, process start to exit (the demo once): cold (empty caches), a second run "

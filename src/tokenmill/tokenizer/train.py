@@ -252,7 +252,7 @@ def count_chunks(
 # (``regex`` + Counter, ~1 MB/s) instead of compiling the splitter and counter (~20 s).
 FIRST_RUN_PYTHON_BYTES = 1 << 21
 # ... and learns merges over up to this many bytes of distinct chunks with the merge loop's twin.
-FIRST_RUN_PYTHON_SYMBOLS = 1 << 20
+FIRST_RUN_PYTHON_SYMBOLS = 1 << 19
 
 
 def _count_preset(pieces, regex_str, num_threads) -> ChunkCounts:
