@@ -136,7 +136,8 @@ twins_used: set[str] = set()  # families whose twin ran in this process (command
 
 def python_first(family: str, kernels, size: int, limit: int) -> bool:
     """True when work of ``size`` (bytes, symbols...) should run on the family's pure-Python twin:
-    some of ``kernels`` (kernels or kernel modules) are not in numba's disk cache yet, so a compiled
+    some of ``kernels`` (the dispatchers that call would run; not modules, whose inlined helpers are
+    never cached on their own) are not in numba's disk cache yet, so a compiled
     call would first compile for tens of seconds, and this process has given that twin less than
     ``limit`` in all, ``size`` included. The twins give the same results (each is tested against
     its kernels) at a fraction of the speed, so a first run on small input finishes in seconds and

@@ -318,7 +318,7 @@ class _FlatTables:
         self.plan, self.src, self.fill, self.index32 = plan, src, fill, index32
         self.first = first_block
         self.span = batch_size * max(1, self.BLOCKS // batch_size)
-        self.usable = batch_size * plan.block_size <= INT32_MAX and src is not None
+        self.usable = batch_size * plan.block_size <= INT32_MAX  # else the per-batch path refuses it
         self.chunks: dict[int, tuple | None] = {}
         self.lock = threading.Lock()
 
@@ -364,7 +364,6 @@ class _FlatTables:
                                     self.index32):
             return None
         return c0, lo, rows, o_doc, o_start, length, tokens, seg_src
-
 
 
 def segment_origins(src, doc: np.ndarray, start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -269,7 +269,8 @@ def _count_preset(pieces, regex_str, num_threads) -> ChunkCounts:
         size += len(piece[1])
         if size > FIRST_RUN_PYTHON_BYTES:
             return _count_compiled(itertools.chain(head, pieces), regex_str, num_threads)
-    split = (_pretok_kernels.split_gpt2, _pretok_kernels.split_gpt4, _pretok_kernels.split_o200k)[PRESET_IDS[regex_str]]
+    K = _pretok_kernels
+    split = (K.split_gpt2, K.split_gpt4, K.split_o200k)[PRESET_IDS[regex_str]]
     if python_first("count", [split, _count_kernels.count_into], size, FIRST_RUN_PYTHON_BYTES):
         return _count_python(head, regex_str)
     return _count_compiled(head, regex_str, num_threads)
@@ -345,7 +346,8 @@ def _learn(counts: ChunkCounts, num_merges, min_frequency, max_token_bytes, show
         from .._jit import python_first
         from . import _train_kernels
 
-        twin = python_first("merge", _train_kernels.learn_merges_kernel, int(counts.data.size), FIRST_RUN_PYTHON_SYMBOLS)
+        twin = python_first("merge", _train_kernels.learn_merges_kernel, int(counts.data.size),
+                            FIRST_RUN_PYTHON_SYMBOLS)
         return learn_merges_arrays(counts.data, counts.lengths, counts.counts, num_merges, min_frequency=min_frequency,
                                    max_token_bytes=max_token_bytes, on_merge=bar.update if bar else None,
                                    backend="python" if twin else "numba")
