@@ -352,6 +352,47 @@ def test_plan_equals_the_sorting_twin(lengths, T, method, long_docs, seed):
         assert got.tolist() == ref.tolist()
 
 
+@settings(max_examples=60, deadline=None)
+@given(lengths=st.lists(st.integers(0, 40), max_size=120), T=st.sampled_from([1, 7, 16, 33, 10**6]),
+       method=st.sampled_from(["best_fit", "greedy"]), long_docs=st.sampled_from(["split", "truncate"]),
+       seed=st.sampled_from([None, 0, 7]))
+def test_first_run_plan_twin_equals_the_kernels(lengths, T, method, long_docs, seed):
+    """pack on a first run (kernels not compiled, small plan) places items with the pure-Python twin
+    (numpy items, reference loops, stable sort): the same plan, array for array."""
+    from tokenmill.batching import packing
+
+    compiled = pack(lengths, T, method=method, long_docs=long_docs, seed=seed)
+    saved = packing._python_first
+    packing._python_first = lambda *a: True
+    try:
+        twin = pack(lengths, T, method=method, long_docs=long_docs, seed=seed)
+    finally:
+        packing._python_first = saved
+    for name in ("doc", "start", "length", "block_ptr"):
+        a, b = getattr(compiled, name), getattr(twin, name)
+        assert a.dtype == b.dtype == np.int64 and a.tolist() == b.tolist(), name
+    for name in ("truncated_docs", "truncated_tokens", "split_docs", "empty_docs", "stream", "complete"):
+        assert getattr(compiled, name) == getattr(twin, name), name
+    twin.validate()
+
+
+def test_first_run_pack_rule(monkeypatch):
+    from tokenmill import _jit
+    from tokenmill.batching import packing
+
+    monkeypatch.setattr(_jit, "_twin_spent", {})
+    monkeypatch.setattr(_jit, "_compiled_families", set())
+    monkeypatch.setattr(_jit, "twins_used", set())
+    monkeypatch.delenv("TOKENMILL_PYTHON_FIRST", raising=False)
+    monkeypatch.setattr(_jit, "is_cached", lambda k: False)
+    small = np.array([5, 300, 7], np.int64)
+    assert packing._python_first(small, 8, "best_fit", "split")
+    assert not packing._python_first(np.array([8 * packing.FIRST_RUN_PYTHON_ITEMS + 1]), 8, "best_fit", "split")
+    assert packing._python_first(np.array([8 * packing.FIRST_RUN_PYTHON_ITEMS + 1]), 8, "greedy", "truncate")
+    plan = pack([5, 30, 7, 0], 8)
+    assert "pack" in _jit.twins_used and plan.tokens == 42
+
+
 def _fields_equal(a, b, *, same_dtype=True):
     import dataclasses
 
@@ -419,6 +460,28 @@ def test_segment_tables_prepared_ahead_equal_the_per_batch_path(monkeypatch, thr
                 assert len(got) == len(ref) > 0
                 for r, g in zip(ref, got):
                     _fields_equal(r, g)
+
+
+@pytest.mark.parametrize("method", ["best_fit", "concat"])
+def test_first_run_layout_twin_equals_the_kernel(monkeypatch, method):
+    """On a first run small batches are laid out by the numpy twin (reference.assemble): the same
+    batches, dtypes included, from list and flat sources, for every option."""
+    from tokenmill.batching import layout
+
+    rng = np.random.default_rng(4)
+    docs = [rng.integers(0, 60_000, n) for n in rng.integers(1, 70, 60)]
+    plan = pack([len(d) for d in docs], 32, method=method)
+    cases = [dict(fragment_positions=f, index_dtype=i, stream=st_) for f in ("restart", "continue")
+             for i in (np.int64, np.int32) for st_ in (None, True)]
+    want = {(j, k): list(plan.batches(src, batch_size=3, pad_id=7, **kw))
+            for j, src in enumerate((docs, _FlatSource(docs))) for k, kw in enumerate(cases)}
+    monkeypatch.setattr(layout, "_python_first", lambda positions: True)
+    for (j, k), ref in want.items():
+        src = (docs, _FlatSource(docs))[j]
+        got = list(plan.batches(src, batch_size=3, pad_id=7, **cases[k]))
+        assert len(got) == len(ref)
+        for r, g in zip(ref, got):
+            _fields_equal(r, g)
 
 
 def test_reused_memory_never_overwrites_what_is_still_referenced():

@@ -38,7 +38,7 @@ triangle; ``doc_ids`` still name the source document of every position.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Literal
 
 import numpy as np
@@ -371,6 +371,9 @@ def layout_batch(seg_row, seg_doc, seg_start, seg_len, B, T, stream, continue_po
     from . import _kernels
 
     input_ids, labels, position_ids, doc_ids, token_offsets, real = outputs
+    if _python_first(B * T):
+        return _layout_python(seg_row, seg_doc, seg_start, seg_len, B, T, stream, continue_positions, pad_id,
+                              tokens, seg_src, input_ids, position_ids.dtype, truncated_tokens)
     cu = np.empty(seg_row.size + 2 * B + 1, np.int64)
     ncu, longest = _kernels.layout(seg_row, seg_doc, seg_start, seg_len, B, T, stream, continue_positions, pad_id,
                                    tokens, seg_src, input_ids, labels, position_ids, doc_ids, token_offsets, real, cu)
@@ -378,6 +381,42 @@ def layout_batch(seg_row, seg_doc, seg_start, seg_len, B, T, stream, continue_po
     return Batch(input_ids.reshape(shape), labels.reshape(shape), position_ids.reshape(shape),
                  real.reshape(shape), doc_ids.reshape(shape), token_offsets.reshape(shape),
                  cu[:ncu].astype(np.int32), int(longest), int(truncated_tokens))
+
+
+# A first run (the layout kernel not compiled yet) builds up to this many positions in all with the
+# vectorized numpy twin (reference.assemble) instead of compiling the kernel (~1.3 s per signature).
+FIRST_RUN_PYTHON_POSITIONS = 1 << 22
+
+
+def _python_first(positions: int) -> bool:
+    from .._jit import python_first
+    from . import _kernels
+
+    return python_first("layout", _kernels.layout, positions, FIRST_RUN_PYTHON_POSITIONS)
+
+
+def _layout_python(seg_row, seg_doc, seg_start, seg_len, B, T, stream, continue_positions, pad_id, tokens, seg_src,
+                   input_ids, index_dtype, truncated_tokens) -> Batch:
+    """``layout_batch`` by the numpy twin: the ids come from ``tokens[seg_src[k]:]`` or, without
+    tokens, from where ``input_ids`` already holds them; index arrays in ``index_dtype``."""
+    from .reference import assemble as assemble_twin
+
+    if tokens.size:
+        def fill(out, dst):
+            for s, d, n in zip(seg_src.tolist(), dst.tolist(), seg_len.tolist()):
+                out[d : d + n] = tokens[s : s + n]
+    else:
+        def fill(out, dst):  # the ids are already where the twin puts them
+            for d, n in zip(dst.tolist(), seg_len.tolist()):
+                out[d : d + n] = input_ids[d : d + n]
+
+    b = assemble_twin(fill, seg_row, seg_doc, seg_start, seg_len, num_rows=B, row_length=T, pad_id=pad_id,
+                      stream=stream, fragment_positions="continue" if continue_positions else "restart",
+                      truncated_tokens=truncated_tokens)
+    if index_dtype != np.int64:
+        b = replace(b, position_ids=b.position_ids.astype(index_dtype),
+                                doc_ids=b.doc_ids.astype(index_dtype), token_offsets=b.token_offsets.astype(index_dtype))
+    return b
 
 
 def check_token_array(tokens, name: str) -> np.ndarray:

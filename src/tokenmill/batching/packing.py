@@ -436,6 +436,10 @@ def pack(lengths, block_size: int, *, method: Method = "best_fit", long_docs: Lo
         doc, start, length, ptr = _concat(doc_lengths, T)
         return PackPlan(T, method, doc, start, length, ptr, doc_lengths, long_docs, stream=True, empty_docs=empty)
 
+    if method != "first_fit_decreasing" and _python_first(doc_lengths, T, method, long_docs):
+        doc, start, length, counts = _items(doc_lengths, T, long_docs, twin=True)
+        doc, start, length, ptr = _place_python(doc, start, length, T, method, seed)
+        return PackPlan(T, method, doc, start, length, ptr, doc_lengths, long_docs, empty_docs=empty, **counts)
     doc, start, length, counts = _items(doc_lengths, T, long_docs)
     from . import _kernels
 
@@ -483,8 +487,48 @@ def _lengths(lengths) -> np.ndarray:
     return a
 
 
-def _items(doc_lengths: np.ndarray, T: int, long_docs: str):
-    """Documents -> items ``(doc, start, length)`` of at most ``T`` tokens, by the long_docs rule."""
+# A plan of up to this many items (documents, or their pieces) is placed by the pure-Python twins
+# while the packing kernels are not compiled yet (a first run): ~1 s, instead of ~7 s compiling.
+FIRST_RUN_PYTHON_ITEMS = 100_000
+
+
+def _python_first(doc_lengths: np.ndarray, T: int, method: str, long_docs: str) -> bool:
+    from .._jit import python_first
+    from . import _kernels
+
+    split = long_docs == "split" and bool((doc_lengths > T).any())
+    n = int((-(-doc_lengths // T)).sum(dtype=np.float64)) if split else int((doc_lengths > 0).sum())
+    if n > FIRST_RUN_PYTHON_ITEMS:
+        return False
+    kernels = [_kernels.items, _kernels.greedy] if method == "greedy" else [
+        _kernels.items, _kernels.sort_decreasing, _kernels.best_fit, _kernels.group_by_block]
+    return python_first("pack", kernels, n, FIRST_RUN_PYTHON_ITEMS)
+
+
+def _place_python(doc, start, length, T: int, method: str, seed: int | None):
+    """The twin of pack's compiled placement: longest first (ties by document, then piece), the
+    reference loops of ``reference.py``, blocks renumbered by the seed's permutation, then grouped
+    by block in placement order. Equal to the kernels (tests/batching/test_packing.py)."""
+    from . import reference
+
+    if method == "greedy":
+        assign, nblocks = reference.greedy(length.tolist(), T)
+    else:
+        order = np.lexsort((start, doc, -length))
+        doc, start, length = doc[order], start[order], length[order]
+        assign, nblocks = reference.best_fit(length.tolist(), T)
+    assign = np.asarray(assign, np.int64)
+    if seed is not None and method != "greedy":
+        assign = np.random.default_rng(seed).permutation(nblocks).astype(np.int64)[assign]
+    by_block = np.argsort(assign, kind="stable")
+    ptr = np.zeros(nblocks + 1, np.int64)
+    np.cumsum(np.bincount(assign, minlength=nblocks), out=ptr[1:])
+    return doc[by_block], start[by_block], length[by_block], ptr
+
+
+def _items(doc_lengths: np.ndarray, T: int, long_docs: str, twin: bool = False):
+    """Documents -> items ``(doc, start, length)`` of at most ``T`` tokens, by the long_docs rule
+    (``twin``: by numpy, not the compiled pass)."""
     over = doc_lengths > T
     nonempty = np.flatnonzero(doc_lengths > 0)
     counts = dict(truncated_docs=0, truncated_tokens=0, split_docs=0)
@@ -495,17 +539,25 @@ def _items(doc_lengths: np.ndarray, T: int, long_docs: str):
     if long_docs == "truncate" or not over.any():
         counts["truncated_docs"] = int(over.sum())
         counts["truncated_tokens"] = int((doc_lengths[over] - T).sum())
-        return (*_item_arrays(doc_lengths, T, False, nonempty.size), counts)
+        return (*_item_arrays(doc_lengths, T, False, nonempty.size, twin), counts)
     pieces = -(-doc_lengths[nonempty] // T)  # ceil
     check_rows(int(pieces.sum(dtype=np.float64)), "the plan", "raise block_size or pass long_docs='truncate'")
-    doc, start, length = _item_arrays(doc_lengths, T, True, int(pieces.sum()))
+    doc, start, length = _item_arrays(doc_lengths, T, True, int(pieces.sum()), twin)
     counts["split_docs"] = int(over.sum())
     return doc, start, length, counts
 
 
-def _item_arrays(doc_lengths: np.ndarray, T: int, split: bool, n: int):
+def _item_arrays(doc_lengths: np.ndarray, T: int, split: bool, n: int, twin: bool = False):
     """The ``n`` items of :func:`_items` by one compiled pass (numpy temporaries of this size cost
-    more in page faults than the pass itself)."""
+    more in page faults than the pass itself), or by numpy (``twin``, small first runs)."""
+    if twin:
+        nonempty = np.flatnonzero(doc_lengths > 0)
+        if not split:
+            return nonempty.astype(np.int64), np.zeros(n, np.int64), np.minimum(doc_lengths[nonempty], T)
+        pieces = -(-doc_lengths[nonempty] // T)
+        doc = np.repeat(nonempty, pieces).astype(np.int64)
+        start = (np.arange(doc.size, dtype=np.int64) - np.repeat(np.cumsum(pieces) - pieces, pieces)) * T
+        return doc, start, np.minimum(doc_lengths[doc] - start, T).astype(np.int64)
     from . import _kernels
 
     doc, start, length = (np.empty(n, np.int64) for _ in range(3))
