@@ -18,7 +18,8 @@ PROBE = ("import numpy as np, tokenmill\n"
 
 
 def _run(code: str, cache: str, **env):
-    e = dict(os.environ, NUMBA_CACHE_DIR=cache, **env)
+    # the twins of small first runs off: these probes are about compiling
+    e = dict(os.environ, NUMBA_CACHE_DIR=cache, TOKENMILL_PYTHON_FIRST="0", **env)
     e.pop("TOKENMILL_QUIET", None)
     e.update(env)
     return subprocess.run([sys.executable, "-c", code], env=e, capture_output=True, text=True, check=True)
