@@ -1,6 +1,6 @@
 """First-run cost: seconds spent compiling numba kernels, per kernel family and per command.
 
-    .venv/bin/python bench/cold_start.py [--runs 3] [--no-publish]
+    .venv/bin/python bench/cold_start.py [--runs 3] [--demo-runs 1] [--no-publish]
 
 Each measurement runs in a fresh child process. "cold" points ``NUMBA_CACHE_DIR`` and
 ``TOKENMILL_CACHE_DIR`` at empty folders (what a new user's first run sees); "warm" reruns with the
@@ -79,6 +79,8 @@ def main(argv=None) -> int:
     ap.add_argument("--ranks", default=os.environ.get("TOKENMILL_GPT2_RANKS", str(ROOT / ".cache/gpt2.tiktoken")))
     ap.add_argument("--commands", default="encode,demo",
                     help="whole commands to time cold and warm (comma list of: encode, demo)")
+    ap.add_argument("--demo-runs", type=int, default=1,
+                    help="runs of the demo (each: cold, second run, warm-up, warm; about 5 minutes)")
     ap.add_argument("--no-publish", action="store_true", help="print only; do not write results and docs")
     a = ap.parse_args(argv)
     os.environ["TOKENMILL_GPT2_RANKS"] = a.ranks
@@ -108,7 +110,7 @@ def main(argv=None) -> int:
         crow = []
         for name in [c for c in a.commands.split(",") if c]:
             cold, second, warm = [], [], []
-            for r in range(a.runs if name != "demo" else 1):
+            for r in range(a.runs if name != "demo" else a.demo_runs):
                 env = fresh_env(tmp, f"c{r}")
                 cold.append(command(cmds[name], env))
                 second.append(command(cmds[name], env))
@@ -123,7 +125,7 @@ def main(argv=None) -> int:
           "that run filled (warm), with `TOKENMILL_PYTHON_FIRST=0` so that the kernels compile; seconds, medians.\n\n"
           "| kernel family (first call) | cold (s) | warm (s) | compile (s) |\n|---|---:|---:|---:|\n"
           + "\n".join(rows)
-          + "\n\nWhole commands, process start to exit (the demo once): cold (empty caches), a second run "
+          + f"\n\nWhole commands, process start to exit (medians of {a.runs} runs, the demo {a.demo_runs}): cold (empty caches), a second run "
           "(the caches the first filled), warm (after `tokenmill warmup`):\n\n"
           "| command | cold (s) | second run (s) | warm (s) | cold - warm (s) |\n|---|---:|---:|---:|---:|\n"
           + "\n".join(crow))
