@@ -264,8 +264,8 @@ def assemble(fill: Filler | tuple[np.ndarray, np.ndarray], seg_row: np.ndarray, 
         tokens, seg_src = np.zeros(0, np.int64), seg_start
         fill(input_ids, seg_dst)
     return layout_batch(seg_row, seg_doc, seg_start, seg_len, B, T, bool(stream), fragment_positions == "continue",
-                   pad_id, tokens, seg_src, (input_ids, labels, position_ids, doc_ids, token_offsets, real),
-                   truncated_tokens)
+                        pad_id, tokens, seg_src, (input_ids, labels, position_ids, doc_ids, token_offsets, real),
+                        truncated_tokens)
 
 
 def assemble_flat(tokens: np.ndarray, seg_src: np.ndarray, seg_row: np.ndarray, seg_doc: np.ndarray,
@@ -290,8 +290,8 @@ def assemble_flat(tokens: np.ndarray, seg_src: np.ndarray, seg_row: np.ndarray, 
                                      idx == np.int32)):
         if S == 0:
             tokens = np.zeros(0, np.int64)
-        return layout_batch(seg_row, seg_doc, seg_start, seg_len, B, T, bool(stream), fragment_positions == "continue",
-                       pad_id, tokens, seg_src, batch_outputs(B * T, idx, buffers), 0)
+        return layout_batch(seg_row, seg_doc, seg_start, seg_len, B, T, bool(stream),
+                            fragment_positions == "continue", pad_id, tokens, seg_src, batch_outputs(B * T, idx, buffers), 0)
     return assemble((tokens, seg_src), seg_row, seg_doc, seg_start, seg_len, num_rows=num_rows,
                     row_length=row_length, pad_id=pad_id, stream=stream, fragment_positions=fragment_positions,
                     index_dtype=index_dtype, buffers=buffers)
@@ -414,8 +414,8 @@ def _layout_python(seg_row, seg_doc, seg_start, seg_len, B, T, stream, continue_
                       stream=stream, fragment_positions="continue" if continue_positions else "restart",
                       truncated_tokens=truncated_tokens)
     if index_dtype != np.int64:
-        b = replace(b, position_ids=b.position_ids.astype(index_dtype),
-                                doc_ids=b.doc_ids.astype(index_dtype), token_offsets=b.token_offsets.astype(index_dtype))
+        b = replace(b, position_ids=b.position_ids.astype(index_dtype), doc_ids=b.doc_ids.astype(index_dtype),
+                    token_offsets=b.token_offsets.astype(index_dtype))
     return b
 
 

@@ -18,15 +18,6 @@ _NONE = np.zeros(0, np.int64)  # no document marks (one text per kernel call)
 _PREMERGE_MIN = 1000  # 3-byte characters whose own BPE is one or two tokens, below which none are merged ahead
 
 
-def kernels_cached() -> bool:
-    """False when the encoding kernels are not in numba's disk cache yet (the first call would compile
-    them: ~30 s on 2 cores); True when they are, or when that cannot be told."""
-    from .._jit import is_cached
-    from . import _encode_kernels as K
-
-    return is_cached(K.encode_chunks) is not False
-
-
 class CompiledEncoder:
     def __init__(self, vocab: list, pair_table: dict, byte_ids: list[int], pattern: str | None,
                  pin_vocab: bool, merge_ids=None, split_patterns: tuple = ()):
