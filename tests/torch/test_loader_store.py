@@ -71,3 +71,19 @@ def test_mixture_of_store_views(store_dir):
         part = mix.part_of(b["doc_ids"].numpy())
         tokens += np.bincount(part[part >= 0], minlength=2)
     assert abs(tokens[0] / tokens.sum() - 0.5) < 0.05
+
+
+@pytest.mark.parametrize("kw", [dict(block_size=48), dict(block_size=64, method="greedy", shuffle=False),
+                                dict(windows=SlidingWindows(32, stride=24, positions="absolute"))])
+def test_store_fast_path_equals_the_per_batch_checked_path(store_dir, kw):
+    """Over a store the loader reads the memory map inside the compiled pass (one check per table);
+    over the same documents as a list it copies them segment by segment and checks everything: same batches."""
+    store = TokenStore.open(store_dir)
+    docs = [np.asarray(store.get(i)) for i in range(len(store))]
+    fast = list(TrainingLoader(store, batch_size=3, drop_last=False, seed=1, **kw))
+    slow = list(TrainingLoader(docs, batch_size=3, drop_last=False, seed=1, **kw))
+    assert len(fast) == len(slow) > 3
+    for f, s in zip(fast, slow):
+        assert f.keys() == s.keys()
+        for k in f:
+            assert (torch.equal(f[k], s[k]) if torch.is_tensor(f[k]) else f[k] == s[k]), k
