@@ -361,10 +361,11 @@ def test_first_run_plan_twin_equals_the_kernels(lengths, T, method, long_docs, s
     (numpy items, reference loops, stable sort): the same plan, array for array."""
     from tokenmill.batching import packing
 
-    compiled = pack(lengths, T, method=method, long_docs=long_docs, seed=seed)
     saved = packing._python_first
-    packing._python_first = lambda *a: True
     try:
+        packing._python_first = lambda *a: False  # compiled, even where the kernels are not in the cache yet
+        compiled = pack(lengths, T, method=method, long_docs=long_docs, seed=seed)
+        packing._python_first = lambda *a: True
         twin = pack(lengths, T, method=method, long_docs=long_docs, seed=seed)
     finally:
         packing._python_first = saved
@@ -473,6 +474,7 @@ def test_first_run_layout_twin_equals_the_kernel(monkeypatch, method):
     plan = pack([len(d) for d in docs], 32, method=method)
     cases = [dict(fragment_positions=f, index_dtype=i, stream=st_) for f in ("restart", "continue")
              for i in (np.int64, np.int32) for st_ in (None, True)]
+    monkeypatch.setattr(layout, "_python_first", lambda positions: False)  # compiled
     want = {(j, k): list(plan.batches(src, batch_size=3, pad_id=7, **kw))
             for j, src in enumerate((docs, _FlatSource(docs))) for k, kw in enumerate(cases)}
     monkeypatch.setattr(layout, "_python_first", lambda positions: True)

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import tokenmill
 from tokenmill.errors import ConfigError, InputError
-from tokenmill.windows import SlidingWindows
+from tokenmill.windows import MultiScaleWindows, SlidingWindows
 from tokenmill.windows._kernels import gather_rows, gather_rows_py
 from tokenmill.windows.reference import reference_target_starts, reference_window_arrays, reference_windows
 from tokenmill.windows.sliding import spread_indices
@@ -352,3 +352,55 @@ def test_compiled_fill_matches_numpy_twin(cfg, lengths, bos, jitter):
     for k in a_cols:
         assert a_cols[k].tolist() == b_cols[k].tolist(), k
     assert a_stats == b_stats
+
+
+def _plan_arrays(plan):
+    return {k: np.asarray(getattr(plan, k)).tolist() for k in ("doc", "start", "length", "target_start", "scale")}
+
+
+@pytest.mark.parametrize("windows", [SlidingWindows(64, 48, tail="align", jitter="per_doc", seed=3),
+                                     SlidingWindows(50, 50, tail="pad", short="drop", max_windows_per_doc=3),
+                                     SlidingWindows(40, 16, tail="drop", score="new", jitter="global", seed=1),
+                                     MultiScaleWindows([96, 32], stride_ratio=0.75, tail="pad")])
+def test_first_run_twins_plan_and_gather_like_the_kernels(monkeypatch, windows):
+    """On a first run (kernels not compiled) plans are counted and placed by the numpy twin (a
+    multi-scale plan's slices filled in place) and windows gathered by the Python twin: equal results."""
+    from tokenmill.windows import _kernels, sliding
+
+    rng = np.random.default_rng(5)
+    lengths = rng.integers(0, 400, 300)
+    tokens = rng.integers(0, 60_000, int(lengths.sum())).astype(np.uint16)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+
+    def run():
+        plan = windows.plan(lengths, epoch=2)
+        ids, n = plan.gather(tokens, offsets, pad_id=9)
+        return _plan_arrays(plan), plan.stats, ids.tolist(), n.tolist()
+
+    monkeypatch.setattr(sliding, "_python_first", lambda num_docs: False)
+    monkeypatch.setattr(_kernels, "_python_first", lambda kernel, positions: False)
+    want = run()  # compiled
+    twins = []
+    monkeypatch.setattr(sliding, "_python_first", lambda num_docs: twins.append("plan") or True)
+    monkeypatch.setattr(_kernels, "_python_first", lambda kernel, positions: twins.append("gather") or True)
+    assert run() == want
+    assert {"plan", "gather"} <= set(twins)
+
+
+def test_first_run_windows_rule(monkeypatch):
+    from tokenmill import _jit
+    from tokenmill.windows import sliding
+
+    monkeypatch.setattr(_jit, "_twin_spent", {})
+    monkeypatch.setattr(_jit, "_compiled_families", set())
+    monkeypatch.setattr(_jit, "twins_used", set())
+    monkeypatch.delenv("TOKENMILL_PYTHON_FIRST", raising=False)
+    monkeypatch.setattr(_jit, "is_cached", lambda k: False)
+    assert not sliding._python_first(sliding.FIRST_RUN_PYTHON_DOCS + 1)  # too large: compile once
+    plan = SlidingWindows(8, 4).plan([20, 3, 0])
+    assert len(plan) == 5 and "windows plan" in _jit.twins_used
+    ids, n = plan.gather(np.arange(23, dtype=np.int32), np.array([0, 20, 23, 23]))
+    assert n.tolist() == [8, 8, 8, 8, 3] and ids[-1].tolist() == [20, 21, 22, 0, 0, 0, 0, 0]
+    assert "windows gather" in _jit.twins_used
+    monkeypatch.setenv("TOKENMILL_PYTHON_FIRST", "0")
+    assert not sliding._python_first(1)

@@ -72,7 +72,22 @@ def gather_rows(tokens, src_start, lengths, out, pad_id: int) -> None:
         out = out[: src_start.size]
     if tok.size == 0:
         tok = np.zeros(1, out.dtype)  # every window is empty; the kernel reads nothing
-    _kernel()(tok, src_start, lengths, out, out.dtype.type(pad))
+    kernel = _kernel()
+    if _python_first(kernel, out.size):
+        gather_rows_py(tok, src_start, lengths, out, pad)
+        return
+    kernel(tok, src_start, lengths, out, out.dtype.type(pad))
+
+
+# A first run (the gather not compiled yet) fills up to this many positions in all with the Python
+# twin (one slice copy per window) instead of compiling (~1 s per dtype pair).
+FIRST_RUN_PYTHON_POSITIONS = 1 << 22
+
+
+def _python_first(kernel, positions: int) -> bool:
+    from .._jit import python_first
+
+    return python_first("windows gather", kernel, positions, FIRST_RUN_PYTHON_POSITIONS)
 
 
 # -- the whole plan in two compiled passes ---------------------------------------------------------

@@ -494,9 +494,13 @@ class SlidingWindows:
         """How many windows :meth:`place_windows` will place (the planner's first pass alone)."""
         from ._kernels import count_rows
 
+        if not lengths.size:
+            return 0
         off = self.start_offset + self.jitter_offsets(lengths.size, epoch)
-        return count_rows(lengths, off, self.capacity, self.stride, self.tail, self.short == "keep",
-                          self.max_windows_per_doc or 0) if lengths.size else 0
+        args = (lengths, off, self.capacity, self.stride, self.tail, self.short == "keep", self.max_windows_per_doc or 0)
+        if _python_first(lengths.size):
+            return int(_place_numpy(*args, 1, False)[0]["doc"].size)
+        return count_rows(*args)
 
     def windows(self, token_ids, epoch: int = 0, *, doc: int = 0, **extras) -> Iterator[Window]:
         """Lazily yield the windows of one token sequence; ``extras`` (e.g. ``token_type_ids=...``,
@@ -548,12 +552,14 @@ def place(lengths: np.ndarray, capacity: int, stride: int, offset, *, tail: str 
     L = lengths
     args = (L, offset, int(capacity), int(stride), tail, short == "keep", max_windows_per_doc or 0,
             0 if bos else 1, score == "new")
-    if kernel and L.size:
+    if kernel and L.size and not _python_first(L.size):
         from ._kernels import plan_rows
 
         cols, acc = plan_rows(*args, out=out)
     else:
         cols, acc = _place_numpy(*args)
+        if out is not None:
+            cols = _into(out, cols)
     num_tokens = int(L.sum())
     known = acc["covered"] + acc["head"] + acc["tail_unc"] + acc["unc_short"]
     stats = PlanStats(
@@ -566,6 +572,30 @@ def place(lengths: np.ndarray, capacity: int, stride: int, offset, *, tail: str 
         unscored_tokens=acc["covered"] - acc["unique"] - (acc["first_covered"] if not bos else 0),
     )
     return cols, stats
+
+
+# A first run (the planner's kernels not compiled yet) plans up to this many documents in all with the
+# numpy twin instead of compiling the two passes (~2 s).
+FIRST_RUN_PYTHON_DOCS = 1 << 18
+
+
+def _python_first(num_docs: int) -> bool:
+    from .._jit import python_first
+    from . import _plan_kernels
+
+    return python_first("windows plan", [_plan_kernels.count, _plan_kernels.fill], num_docs, FIRST_RUN_PYTHON_DOCS)
+
+
+def _into(out, cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The numpy path's columns copied into preallocated ``out`` columns (as the compiled path fills them)."""
+    n = cols["doc"].size
+    for name, col in cols.items():
+        o = out[name]
+        if not isinstance(o, np.ndarray) or o.dtype != np.int64 or o.shape != (n,) or not o.flags.writeable:
+            raise ConfigError(f"out[{name!r}] must be a writeable int64 array of the plan's {n:,d} rows; "
+                              "size the columns with count_windows")
+        o[...] = col
+    return out
 
 
 def _place_numpy(L, offset, C, S, tail, keep_short_flag, k, lead, score_new):
