@@ -519,15 +519,16 @@ def report(R: dict) -> str:
         L.append("|---|---:|---:|---:|---:|---:|")
         names = {"warm-gpt2": "numba cache warm, GPT-2 rank file (`from_tiktoken`)",
                  "warm-32k": "numba cache warm, 32k trained tokenizer (`Tokenizer.load`)",
-                 "first-ever-gpt2": "numba cache empty (first ever), GPT-2",
+                 "first-ever-gpt2": "numba cache empty (first ever), GPT-2: the first-run twin encodes",
                  "second-after-fresh-gpt2": "the next process after that, GPT-2"}
         for name, r in c.items():
             L.append(f"| {names[name]} | {r['import']:.3f} | {r['load']:.3f} | {r['first_encode']:.3f} | "
                      f"{r['import'] + r['load'] + r['first_encode']:.3f} | {r['wall']:.2f} |")
         if "first_train" in c.get("first-ever-gpt2", {}):
             L.append("")
-            L.append(f"First-ever training call (compiling the counting and merge kernels, after the encode kernels): "
-                     f"{c['first-ever-gpt2']['first_train']:.1f} s.")
+            L.append(f"First-ever training call on a few sentences, in that process: "
+                     f"{c['first-ever-gpt2']['first_train']:.1f} s (small first runs take the pure-Python twins "
+                     f"instead of compiling; what each kernel family's compile costs is in \"Cold start\" below).")
         L.append("")
     if "stream" in R:
         s = R["stream"]
