@@ -49,3 +49,17 @@ def corpus_sample(root: Path, script: str, max_bytes: int, stride: int = 7) -> l
         if total >= max_bytes:
             break
     return out
+
+
+@pytest.fixture
+def first_run(monkeypatch):
+    """This process as a machine's first run: no kernel in numba's cache, no twin budget spent, twins
+    allowed (whatever TOKENMILL_PYTHON_FIRST says outside). Returns ``tokenmill._jit``."""
+    from tokenmill import _jit
+
+    monkeypatch.setattr(_jit, "_twin_spent", {})
+    monkeypatch.setattr(_jit, "_compiled_families", set())
+    monkeypatch.setattr(_jit, "twins_used", set())
+    monkeypatch.delenv("TOKENMILL_PYTHON_FIRST", raising=False)
+    monkeypatch.setattr(_jit, "is_cached", lambda k: False)
+    return _jit

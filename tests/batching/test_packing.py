@@ -377,15 +377,10 @@ def test_first_run_plan_twin_equals_the_kernels(lengths, T, method, long_docs, s
     twin.validate()
 
 
-def test_first_run_pack_rule(monkeypatch):
+def test_first_run_pack_rule(monkeypatch, first_run):
     from tokenmill import _jit
     from tokenmill.batching import packing
 
-    monkeypatch.setattr(_jit, "_twin_spent", {})
-    monkeypatch.setattr(_jit, "_compiled_families", set())
-    monkeypatch.setattr(_jit, "twins_used", set())
-    monkeypatch.delenv("TOKENMILL_PYTHON_FIRST", raising=False)
-    monkeypatch.setattr(_jit, "is_cached", lambda k: False)
     small = np.array([5, 300, 7], np.int64)
     assert packing._python_first(small, 8, "best_fit", "split")
     assert not packing._python_first(np.array([8 * packing.FIRST_RUN_PYTHON_ITEMS + 1]), 8, "best_fit", "split")

@@ -108,16 +108,11 @@ def test_first_run_encode_is_pure_python_and_exact(gpt2_ranks_path, tmp_path):
     assert quiet.stdout == out.stdout and quiet.stderr == ""
 
 
-def test_first_run_rule(monkeypatch):
+def test_first_run_rule(monkeypatch, first_run):
     """python_first: the twin while the kernels are not cached and the process's budget lasts, then
     the compiled path; never once the kernels are cached, nor with TOKENMILL_PYTHON_FIRST=0."""
     from tokenmill import _jit
 
-    monkeypatch.setattr(_jit, "_twin_spent", {})
-    monkeypatch.setattr(_jit, "_compiled_families", set())
-    monkeypatch.setattr(_jit, "twins_used", set())
-    monkeypatch.delenv("TOKENMILL_PYTHON_FIRST", raising=False)
-    monkeypatch.setattr(_jit, "is_cached", lambda k: False)
     assert _jit.python_first("f", None, 10, 25) and _jit.python_first("f", None, 15, 25)
     assert not _jit.python_first("f", None, 1, 25)  # the budget is spent: compile, then fast
     assert _jit.twins_used == {"f"}
@@ -130,7 +125,7 @@ def test_first_run_rule(monkeypatch):
     assert not _jit.python_first("g", None, 1, 25)  # known compiled: stays compiled
 
 
-def test_first_run_library_paths_equal_the_compiled_ones(monkeypatch, gpt2_ranks_path):
+def test_first_run_library_paths_equal_the_compiled_ones(monkeypatch, gpt2_ranks_path, first_run):
     """With the kernels taken as not compiled, encode / encode_ordinary / encode_batch (lists and
     arrays) and train_bpe run their twins, build no compiled encoder, and give the same results."""
     from tokenmill import _jit
@@ -142,11 +137,7 @@ def test_first_run_library_paths_equal_the_compiled_ones(monkeypatch, gpt2_ranks
     want_ordinary = [warm.encode_ordinary(t) for t in texts]
     trained = train_bpe(texts * 3, 300, special_tokens=["<|endoftext|>"])
 
-    monkeypatch.setattr(_jit, "_twin_spent", {})
-    monkeypatch.setattr(_jit, "_compiled_families", set())
-    monkeypatch.setattr(_jit, "twins_used", set())
-    monkeypatch.delenv("TOKENMILL_PYTHON_FIRST", raising=False)
-    monkeypatch.setattr(_jit, "is_cached", lambda k: False)
+    monkeypatch.delenv("TOKENMILL_PYTHON_FIRST")  # the twins from here on
     cold = Tokenizer.from_tiktoken(gpt2_ranks_path, special_tokens={"<|endoftext|>": 50256})
     assert [cold.encode(t, allowed_special="all") for t in texts] == want
     assert [cold.encode_ordinary(t) for t in texts] == want_ordinary

@@ -387,15 +387,10 @@ def test_first_run_twins_plan_and_gather_like_the_kernels(monkeypatch, windows):
     assert {"plan", "gather"} <= set(twins)
 
 
-def test_first_run_windows_rule(monkeypatch):
+def test_first_run_windows_rule(monkeypatch, first_run):
     from tokenmill import _jit
     from tokenmill.windows import sliding
 
-    monkeypatch.setattr(_jit, "_twin_spent", {})
-    monkeypatch.setattr(_jit, "_compiled_families", set())
-    monkeypatch.setattr(_jit, "twins_used", set())
-    monkeypatch.delenv("TOKENMILL_PYTHON_FIRST", raising=False)
-    monkeypatch.setattr(_jit, "is_cached", lambda k: False)
     assert not sliding._python_first(sliding.FIRST_RUN_PYTHON_DOCS + 1)  # too large: compile once
     plan = SlidingWindows(8, 4).plan([20, 3, 0])
     assert len(plan) == 5 and "windows plan" in _jit.twins_used
