@@ -297,6 +297,16 @@ def assemble_flat(tokens: np.ndarray, seg_src: np.ndarray, seg_row: np.ndarray, 
                     index_dtype=index_dtype, buffers=buffers)
 
 
+def assemble_segments(how: Filler | tuple[np.ndarray, np.ndarray], seg_row: np.ndarray, seg_doc: np.ndarray,
+                      seg_start: np.ndarray, seg_len: np.ndarray, **options) -> Batch:
+    """:func:`assemble` for what a segment filler returned: a flat ``(tokens, seg_src)`` pair takes
+    :func:`assemble_flat` (one compiled pass checks the table), a ``fill`` callable :func:`assemble`.
+    ``options``: their keywords (``num_rows``, ``row_length``, ``pad_id``, ``stream``, ...)."""
+    if isinstance(how, tuple):
+        return assemble_flat(how[0], how[1], seg_row, seg_doc, seg_start, seg_len, **options)
+    return assemble(how, seg_row, seg_doc, seg_start, seg_len, **options)
+
+
 INT32_MAX = int(np.iinfo(np.int32).max)
 
 

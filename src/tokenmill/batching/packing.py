@@ -40,7 +40,7 @@ import numpy as np
 from ..data.source import TokenSource, as_source
 from .._validate import check_array, check_int, check_rows, check_spans, check_total
 from ..errors import ConfigError, InputError
-from .layout import (INT32_MAX, Batch, Block, Buffers, FragmentPositions, assemble, assemble_flat, batch_outputs,
+from .layout import (INT32_MAX, Batch, Block, Buffers, FragmentPositions, assemble_segments, batch_outputs,
                      check_fragment_positions, check_index_dtype, check_token_array, layout_batch)
 
 Method = Literal["best_fit", "first_fit_decreasing", "greedy", "concat"]
@@ -239,14 +239,9 @@ class PackPlan:
             rows = np.repeat(np.arange(b1 - b0, dtype=np.int64), np.diff(ptr[b0 : b1 + 1]))
             doc, start, length = self.doc[lo:hi], self.start[lo:hi], self.length[lo:hi]
             o_doc, o_start = segment_origins(src, doc, start)
-            how = fill(doc, start, length)
-            if isinstance(how, tuple):  # a flat token array: checked by one compiled pass
-                return assemble_flat(how[0], how[1], rows, o_doc, o_start, length, num_rows=b1 - b0, row_length=T,
-                                     pad_id=pad_id, stream=stream, fragment_positions=fragment_positions,
-                                     index_dtype=index_dtype, buffers=buffers)
-            return assemble(how, rows, o_doc, o_start, length, num_rows=b1 - b0, row_length=T, pad_id=pad_id,
-                            stream=stream, fragment_positions=fragment_positions, index_dtype=index_dtype,
-                            buffers=buffers)
+            return assemble_segments(fill(doc, start, length), rows, o_doc, o_start, length, num_rows=b1 - b0,
+                                     row_length=T, pad_id=pad_id, stream=stream,
+                                     fragment_positions=fragment_positions, index_dtype=index_dtype, buffers=buffers)
 
         flat = _FlatTables(self, src, fill, batch_size, start_block, index_dtype == np.int32)
         continue_positions = fragment_positions == "continue"

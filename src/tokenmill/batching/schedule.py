@@ -42,7 +42,7 @@ import numpy as np
 from ..data.mixture import Mixture, allocate_counts, source_fingerprint
 from ..data.source import as_source
 from ..errors import ConfigError, FormatError
-from .layout import IGNORE_INDEX, Batch, assemble, assemble_flat, check_fragment_positions
+from .layout import IGNORE_INDEX, Batch, assemble_segments, check_fragment_positions
 from .packing import LONG_DOCS, METHODS, PackPlan, pack, segment_filler_of, segment_origins
 from .sources import SliceSource
 
@@ -428,12 +428,9 @@ class BatchSchedule:
         rows = np.repeat(np.arange(blocks.size, dtype=np.int64), counts)
         doc, start, length = plan.doc[seg], plan.start[seg], plan.length[seg]
         o_doc, o_start = segment_origins(s.source, doc, start)
-        how = fill(doc, start, length)
-        options = dict(num_rows=blocks.size, row_length=plan.block_size, pad_id=self.pad_id, stream=plan.stream,
-                       fragment_positions=self.fragment_positions)
-        if isinstance(how, tuple):  # a flat token array: the table is checked by one compiled pass
-            return assemble_flat(how[0], how[1], rows, o_doc, o_start, length, **options)
-        return assemble(how, rows, o_doc, o_start, length, **options)
+        return assemble_segments(fill(doc, start, length), rows, o_doc, o_start, length, num_rows=blocks.size,
+                                 row_length=plan.block_size, pad_id=self.pad_id, stream=plan.stream,
+                                 fragment_positions=self.fragment_positions)
 
     def __getstate__(self):  # for DataLoader workers started by spawn/forkserver: fillers are closures
         state = dict(self.__dict__)
