@@ -10,8 +10,9 @@
    packer also runs as a plain Python loop, the way torchtune's PackedDataset packs.
 2. Materialization: a plan over ``--materialize-docs`` documents whose uint32 ids sit in a
    memory-mapped file (page cache warm); GB/s of token ids (4 bytes each) for full Batches (ids,
-   labels, positions, doc ids, offsets, mask, cu_seqlens), one and two threads, int64 and
-   ``index_dtype=np.int32`` (round robin, median of ``--runs`` passes). "GB/s per CPU second"
+   labels, positions, mask, cu_seqlens; doc ids and offsets derived when read, and a row that reads
+   them from every batch), one and two threads, int64 and ``index_dtype=np.int32`` (round robin,
+   median of ``--runs`` passes). "GB/s per CPU second"
    divides by this process's CPU time (all its threads): on a loaded machine it shows what the code
    does with the CPU it gets. Beside them, the machine's own memory speed in the same run (a numpy
    copy, one and two threads) and what it allows a pass that moves a batch's bytes per position.
@@ -99,7 +100,8 @@ def bench_materialize(n_docs: int, T: int, runs: int, batch_size: int = 64) -> t
     take turns within every run (round robin), so a change of machine load hits them alike."""
     lengths = lognormal_lengths(n_docs, seed=1)
     variants = {"default": {}, "2 threads": {"num_threads": 2}, "int32": {"index_dtype": np.int32},
-                "int32, 2 threads": {"index_dtype": np.int32, "num_threads": 2}, "dropped": {"drop": True}}
+                "int32, 2 threads": {"index_dtype": np.int32, "num_threads": 2}, "dropped": {"drop": True},
+                "read": {"read": True}}
     wall: dict[str, list[float]] = {k: [] for k in variants}
     cpu: dict[str, list[float]] = {k: [] for k in variants}
     with tempfile.TemporaryDirectory() as tmp:
@@ -109,10 +111,14 @@ def bench_materialize(n_docs: int, T: int, runs: int, batch_size: int = 64) -> t
         plan = pack(lengths, T)
         gb = plan.tokens * 4 / 1e9
 
-        def full_batches(drop: bool = False, **kw):
+        def full_batches(drop: bool = False, read: bool = False, **kw):
             if drop:  # the consumer lets each batch go before it asks for the next
                 for b in plan.batches(src, batch_size=batch_size, pad_id=0, **kw):
                     del b
+                return
+            if read:  # the consumer reads where every position comes from (derived on first read)
+                for b in plan.batches(src, batch_size=batch_size, pad_id=0, **kw):
+                    b.doc_ids, b.token_offsets
                 return
             for _ in plan.batches(src, batch_size=batch_size, pad_id=0, **kw):  # holds one while the next is made
                 pass
@@ -131,23 +137,29 @@ def bench_materialize(n_docs: int, T: int, runs: int, batch_size: int = 64) -> t
              "2 threads": "full `Batch`es, `num_threads=2`",
              "int32": "full `Batch`es, `index_dtype=np.int32`",
              "int32, 2 threads": "full `Batch`es, `index_dtype=np.int32, num_threads=2`",
-             "dropped": "full `Batch`es, default, each dropped before the next is asked for"}
+             "dropped": "full `Batch`es, default, each dropped before the next is asked for",
+             "read": "full `Batch`es, default, `doc_ids` and `token_offsets` of each read too"}
     rows = [f"| {label[k]} | {plan.tokens:,d} | {med[k]:.2f} | {gb / med[k]:.2f} | {gb / med_cpu[k]:.2f} |"
             for k in variants]
     ratios = {"two_threads_over_one": med["default"] / med["2 threads"],
               "int32_two_threads_over_one": med["int32"] / med["int32, 2 threads"]}
     rows.append(f"\nTwo threads / one thread (wall-clock, same run): {ratios['two_threads_over_one']:.2f}x "
                 f"(int32: {ratios['int32_two_threads_over_one']:.2f}x).")
-    moved = {"default": 4 + 41, "int32": 4 + 29}  # bytes read + written per position (ids in, 6 arrays out)
+    # bytes read + written per position: ids in; ids, labels, positions (8 or 4 bytes), mask out; reading
+    # doc_ids and token_offsets writes 16 more
+    moved = {"default": 4 + 25, "int32": 4 + 21, "read": 4 + 41}
     rows.append(f"\nA loop `for b in plan.batches(...)` still holds batch i while batch i+1 is made, so two buffers "
-                f"take turns and each is written again two batches (~{moved['default'] * batch_size * T / 1e6:.0f} MB "
+                f"take turns and each is written again two batches (~{(moved['default'] - 4) * batch_size * T / 1e6:.0f} MB "
                 f"each) after its last use; a consumer that drops each batch before asking for the next gets the "
                 f"same buffer back while it is still in cache: {gb / med['dropped']:.2f} GB/s of ids "
                 f"({med['default'] / med['dropped']:.2f}x the default loop).")
     ceiling = copy_ceiling(runs)
+    rows.append(f"\nReading `doc_ids` and `token_offsets` of every batch (derived then from the batch's segment table): "
+                f"{gb / med['read']:.2f} GB/s of ids, {med['read'] / med['default']:.2f}x the time of a loop that does not read them.")
     rows.append(f"\nThis machine's memory in the same run: a numpy `copyto` of 256 MB moves {ceiling['one']:.1f} GB/s "
                 f"(read + write) on one thread, {ceiling['two']:.1f} GB/s on two ({ceiling['two'] / ceiling['one']:.2f}x). "
-                f"A batch moves {moved['default']} bytes per position ({moved['int32']} with int32 indices), so at "
+                f"A batch moves {moved['default']} bytes per position ({moved['int32']} with int32 indices, "
+                f"{moved['read']} when doc ids and offsets are read), so at "
                 f"that copy speed full batches could reach {ceiling['one'] * 4 / moved['default']:.2f} GB/s of ids "
                 f"({ceiling['one'] * 4 / moved['int32']:.2f} int32) on one thread, and two threads at most "
                 f"{ceiling['two'] / ceiling['one']:.2f}x one.")

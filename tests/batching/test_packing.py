@@ -513,3 +513,46 @@ def test_a_bad_plan_on_the_flat_path_is_refused_with_its_reason():
     outside = PackPlan(8, "best_fit", np.array([1]), np.array([3]), np.array([5]), np.array([0, 1]), lengths)
     with pytest.raises(InputError):
         next(outside.batches(src, batch_size=1, pad_id=0))
+
+
+@pytest.mark.parametrize("method", ["best_fit", "concat"])
+def test_provenance_read_later_equals_what_the_layout_pass_writes(monkeypatch, method):
+    """plan.batches leaves doc_ids and token_offsets to be derived on first read (compiled pass, or
+    its numpy twin on a first run); both must equal what the layout pass writes when asked to, for
+    every option, from list and flat sources."""
+    import dataclasses
+
+    from tokenmill import _jit
+    from tokenmill.batching import layout, packing
+
+    rng = np.random.default_rng(21)
+    docs = [rng.integers(0, 60_000, n) for n in rng.integers(1, 70, 60)]
+    plan = pack([len(d) for d in docs], 32, method=method)
+    cases = [dict(fragment_positions=f, index_dtype=i, stream=s) for f in ("restart", "continue")
+             for i in (np.int64, np.int32) for s in (None, True)]
+    monkeypatch.setattr(layout, "_python_first", lambda positions: False)  # the layout kernel itself
+    outputs = layout.batch_outputs
+
+    def eager_outputs(N, idx, buffers, provenance=True):
+        return outputs(N, idx, buffers)
+
+    for src in (docs, _FlatSource(docs)):
+        for kw in cases:
+            with monkeypatch.context() as m:
+                m.setattr(layout, "batch_outputs", eager_outputs)
+                m.setattr(packing, "batch_outputs", eager_outputs)
+                want = list(plan.batches(src, batch_size=3, pad_id=7, reuse_memory=False, **kw))
+            for twin in (False, True):
+                with monkeypatch.context() as m:
+                    m.setattr(_jit, "python_first", lambda family, kernels, size, limit: twin and family == "provenance")
+                    got = list(plan.batches(src, batch_size=3, pad_id=7, **kw))
+                    assert len(got) == len(want) > 1
+                    for g, w in zip(got, want):
+                        assert type(g.__dict__["_doc_ids"]) is layout._Provenance  # not written yet
+                        assert isinstance(w.__dict__["_doc_ids"], np.ndarray)
+                        _fields_equal(g, w)
+                        assert g.__dict__["_token_offsets"] is g.token_offsets  # derived once, then kept
+    b = next(plan.batches(docs, batch_size=3, pad_id=7))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        b.doc_ids = b.doc_ids
+    assert dataclasses.replace(b, max_seqlen=1).doc_ids is b.doc_ids

@@ -129,6 +129,27 @@ def test_assemble_checks_segments_against_tokens():
 
 
 # ---- window gathering ------------------------------------------------------------------------------
+@pytest.mark.parametrize("twin", [False, True])
+def test_a_segment_table_changed_before_its_provenance_is_read_is_refused(monkeypatch, twin):
+    """A batch of plan.batches keeps its segment table to derive doc_ids and token_offsets when they are
+    first read; a table changed since (rows no longer fitting) is refused, by the kernel and its twin."""
+    from tokenmill import _jit
+    from tokenmill.batching import layout
+
+    monkeypatch.setattr(_jit, "python_first", lambda family, kernels, size, limit: twin and family == "provenance")
+
+    plan = pack([5, 6, 7], 8)
+    docs = [np.arange(5), np.arange(6), np.arange(7)]
+    for change in (lambda r, d, s, n: (r, d, s, n * 3), lambda r, d, s, n: (r + 5, d, s, n),
+                   lambda r, d, s, n: (r - 1, d, s, n), lambda r, d, s, n: (r, d[:1], s, n)):
+        b = next(plan.batches(docs, batch_size=3, pad_id=0))
+        prov = b.__dict__["_doc_ids"]
+        assert type(prov) is layout._Provenance
+        prov.table = change(*prov.table)
+        with pytest.raises(InputError, match="changed after the batch was built"):
+            b.doc_ids
+
+
 def test_gather_refuses_small_out_and_leaves_the_parent_untouched():
     plan = SlidingWindows(4, 2).plan([10])  # 4 windows of 4
     tokens = np.arange(10, dtype=np.int64)

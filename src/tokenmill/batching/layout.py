@@ -39,6 +39,7 @@ triangle; ``doc_ids`` still name the source document of every position.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from sys import getrefcount
 from typing import Callable, Literal
 
 import numpy as np
@@ -102,6 +103,83 @@ class Block:
         return stats_of(self.labels[None], self.doc_ids[None], self.token_offsets[None])
 
 
+class _Provenance:
+    """``doc_ids`` and ``token_offsets`` of a batch kept as its segment table until first read.
+
+    Those two arrays say where every position comes from (for :meth:`Batch.stats`, checks and
+    debugging); no model reads them, yet written eagerly they were 16 of the 41 bytes a full batch
+    writes per position. :meth:`PackPlan.batches` leaves them here; the first read derives both
+    (exactly what the layout pass would have written) and the batch keeps them.
+    """
+
+    __slots__ = ("table", "shape", "dtype", "arrays")
+
+    def __init__(self, seg_row, seg_doc, seg_start, seg_len, shape: tuple[int, int], dtype):
+        self.table = (seg_row, seg_doc, seg_start, seg_len)
+        self.shape, self.dtype, self.arrays = shape, dtype, None
+
+    def get(self, name: str) -> np.ndarray:
+        if self.arrays is None:  # two threads may both derive them: same values, either is kept
+            self.arrays = provenance_arrays(*self.table, *self.shape, self.dtype)
+        return self.arrays[0 if name == "doc_ids" else 1]
+
+
+class _Derivable:
+    """A :class:`Batch` field that may be given as a :class:`_Provenance`, derived on first read."""
+
+    def __set_name__(self, owner, name: str):
+        self.name, self.key = name, "_" + name
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            raise AttributeError(self.name)  # tells dataclass the field has no default
+        value = obj.__dict__[self.key]
+        if type(value) is _Provenance:
+            value = obj.__dict__[self.key] = value.get(self.name)
+        return value
+
+    def __set__(self, obj, value) -> None:
+        obj.__dict__[self.key] = value
+
+
+def provenance_arrays(seg_row: np.ndarray, seg_doc: np.ndarray, seg_start: np.ndarray, seg_len: np.ndarray,
+                      B: int, T: int, dtype) -> tuple[np.ndarray, np.ndarray]:
+    """``(doc_ids, token_offsets)``, each ``(B, T)`` of ``dtype``, of a segment table checked when its
+    batch was built: the source document and offset of every position, ``-1`` at padding. One
+    compiled pass (its numpy twin on a machine's first run)."""
+    from . import _kernels
+    from .._jit import python_first
+
+    doc_ids, token_offsets = np.empty(B * T, dtype), np.empty(B * T, dtype)
+    if python_first("provenance", _kernels.provenance, B * T, FIRST_RUN_PYTHON_POSITIONS):
+        ok = _table_fits(seg_row, seg_doc, seg_start, seg_len, B, T)
+        doc_ids[:], token_offsets[:] = -1, -1
+        if ok and seg_len.size:
+            dst = segment_destinations(seg_row, seg_len, B, T)
+            within = np.arange(int(seg_len.sum()), dtype=np.int64) - np.repeat(np.cumsum(seg_len) - seg_len, seg_len)
+            q = np.repeat(dst, seg_len) + within
+            doc_ids[q] = np.repeat(seg_doc, seg_len)
+            token_offsets[q] = np.repeat(seg_start, seg_len) + within
+    else:
+        ok = _kernels.provenance(seg_row, seg_doc, seg_start, seg_len, T, doc_ids, token_offsets)
+    if not ok:
+        raise InputError("the segment table of this batch was changed after the batch was built (its rows "
+                         "no longer fit); do not modify a plan's arrays while its batches are in use")
+    return doc_ids.reshape(B, T), token_offsets.reshape(B, T)
+
+
+def _table_fits(seg_row, seg_doc, seg_start, seg_len, B: int, T: int) -> bool:
+    """The structural checks of :func:`_kernels.provenance`, for its numpy twin."""
+    S = seg_row.size
+    if not seg_doc.size == seg_start.size == seg_len.size == S:
+        return False
+    if S == 0:
+        return True
+    if seg_row.min() < 0 or seg_row.max() >= B or seg_len.min() < 0 or (np.diff(seg_row) < 0).any():
+        return False
+    return bool((np.bincount(seg_row, weights=seg_len, minlength=B) <= T).all())
+
+
 @dataclass(frozen=True, eq=False)
 class Batch:
     """A rectangular batch of ``B`` rows of ``T`` positions; 2-D arrays have shape ``(B, T)``, int64
@@ -112,6 +190,9 @@ class Batch:
     ``cu_seqlens`` (int32) covers the flattened ``B * T`` positions, as variable-length attention
     kernels take it: ``0 .. B*T``, strictly increasing, one entry per segment boundary, padding
     included as its own segment. ``truncated_tokens`` counts tokens cut off to build this batch.
+    ``doc_ids`` and ``token_offsets`` (where every position comes from; no model input) are derived
+    from the batch's segment table the first time they are read when the batch came from
+    :meth:`PackPlan.batches`: a loop that never reads them does not pay for writing them.
 
     >>> from tokenmill.batching import pad_batch
     >>> b = pad_batch([[1, 10, 11, 2], [1, 12, 2]], pad_id=0)
@@ -127,8 +208,8 @@ class Batch:
     labels: np.ndarray
     position_ids: np.ndarray
     attention_mask: np.ndarray
-    doc_ids: np.ndarray
-    token_offsets: np.ndarray
+    doc_ids: np.ndarray = _Derivable()  # batches of PackPlan.batches derive these two on first read
+    token_offsets: np.ndarray = _Derivable()
     cu_seqlens: np.ndarray
     max_seqlen: int
     truncated_tokens: int = 0
@@ -224,7 +305,8 @@ Filler = Callable[[np.ndarray, np.ndarray], None]
 def assemble(fill: Filler | tuple[np.ndarray, np.ndarray], seg_row: np.ndarray, seg_doc: np.ndarray,
              seg_start: np.ndarray, seg_len: np.ndarray, *, num_rows: int, row_length: int, pad_id: int,
              stream: bool = False, fragment_positions: FragmentPositions = "restart",
-             truncated_tokens: int = 0, index_dtype=np.int64, buffers: "Buffers | None" = None) -> Batch:
+             truncated_tokens: int = 0, index_dtype=np.int64, buffers: "Buffers | None" = None,
+             defer_provenance: bool = False) -> Batch:
     """Build a :class:`Batch` from a segment table (all arrays ``(S,)`` int64, ``seg_row``
     nondecreasing, each row's lengths summing to at most ``row_length``).
 
@@ -237,6 +319,7 @@ def assemble(fill: Filler | tuple[np.ndarray, np.ndarray], seg_row: np.ndarray, 
     ``index_dtype`` (int64 or int32) is the dtype of ``position_ids``, ``doc_ids`` and
     ``token_offsets`` (int32: 12 fewer bytes written per position); ``buffers`` (a :class:`Buffers`)
     lends the memory of batches nobody holds any more instead of fresh pages.
+    ``defer_provenance=True`` leaves ``doc_ids`` and ``token_offsets`` to be derived on first read.
     """
     check_fragment_positions(fragment_positions)
     B = check_int(num_rows, "num_rows", min=1)
@@ -255,23 +338,22 @@ def assemble(fill: Filler | tuple[np.ndarray, np.ndarray], seg_row: np.ndarray, 
         raise ConfigError("index_dtype=int32 cannot hold these document ids or token offsets (over "
                           f"{INT32_MAX:,d}); use index_dtype=np.int64")
     seg_dst = None if isinstance(fill, tuple) else segment_destinations(seg_row, seg_len, B, T)
-    input_ids, labels, position_ids, doc_ids, token_offsets, real = batch_outputs(N, idx, buffers)
+    outputs = batch_outputs(N, idx, buffers, provenance=not defer_provenance)
     if isinstance(fill, tuple):
         tokens = check_token_array(fill[0], "tokens")
         seg_src = check_array(fill[1], "seg_src", shape=seg_len.shape)
         check_spans(seg_src, seg_len, tokens.size, "segments")
     else:
         tokens, seg_src = np.zeros(0, np.int64), seg_start
-        fill(input_ids, seg_dst)
+        fill(outputs[0], seg_dst)
     return layout_batch(seg_row, seg_doc, seg_start, seg_len, B, T, bool(stream), fragment_positions == "continue",
-                        pad_id, tokens, seg_src, (input_ids, labels, position_ids, doc_ids, token_offsets, real),
-                        truncated_tokens)
+                        pad_id, tokens, seg_src, outputs, truncated_tokens)
 
 
 def assemble_flat(tokens: np.ndarray, seg_src: np.ndarray, seg_row: np.ndarray, seg_doc: np.ndarray,
                   seg_start: np.ndarray, seg_len: np.ndarray, *, num_rows: int, row_length: int, pad_id: int,
                   stream: bool, fragment_positions: FragmentPositions, index_dtype=np.int64,
-                  buffers: "Buffers | None" = None) -> Batch:
+                  buffers: "Buffers | None" = None, defer_provenance: bool = False) -> Batch:
     """``assemble((tokens, seg_src), ...)`` with less Python per batch, for callers that checked the
     options (``pad_id``, ``fragment_positions``, ``index_dtype``) once: int64 C-contiguous segment
     arrays of one size are checked by one compiled pass (:func:`_kernels.segments_ok`); anything
@@ -291,10 +373,11 @@ def assemble_flat(tokens: np.ndarray, seg_src: np.ndarray, seg_row: np.ndarray, 
         if S == 0:
             tokens = np.zeros(0, np.int64)
         return layout_batch(seg_row, seg_doc, seg_start, seg_len, B, T, bool(stream),
-                            fragment_positions == "continue", pad_id, tokens, seg_src, batch_outputs(B * T, idx, buffers), 0)
+                            fragment_positions == "continue", pad_id, tokens, seg_src,
+                            batch_outputs(B * T, idx, buffers, provenance=not defer_provenance), 0)
     return assemble((tokens, seg_src), seg_row, seg_doc, seg_start, seg_len, num_rows=num_rows,
                     row_length=row_length, pad_id=pad_id, stream=stream, fragment_positions=fragment_positions,
-                    index_dtype=index_dtype, buffers=buffers)
+                    index_dtype=index_dtype, buffers=buffers, defer_provenance=defer_provenance)
 
 
 def assemble_segments(how: Filler | tuple[np.ndarray, np.ndarray], seg_row: np.ndarray, seg_doc: np.ndarray,
@@ -344,15 +427,13 @@ class Buffers:
 
     @staticmethod
     def _refs(pool: list, i: int) -> int:
-        import sys
-
-        return sys.getrefcount(pool[i])
+        return getrefcount(pool[i])
 
     def take(self, nbytes: int) -> np.ndarray:
         with self._lock:
             pool = self._pool
             for i in range(len(pool)):
-                if pool[i].nbytes == nbytes and self._refs(pool, i) == self._free_refs:
+                if pool[i].nbytes == nbytes and getrefcount(pool[i]) == self._free_refs:
                     return pool[i]
             buf = np.empty(nbytes, np.uint8)
             if len(pool) >= self._keep:  # forget the oldest (it lives on while its batch does)
@@ -361,23 +442,29 @@ class Buffers:
             return buf
 
 
-def batch_outputs(N: int, idx: type, buffers: Buffers | None):
+def batch_outputs(N: int, idx: type, buffers: Buffers | None, provenance: bool = True):
     """The per-position arrays of a batch, carved from one allocation (or a reused buffer): large
     enough for transparent huge pages, which made fresh per-batch buffers ~4x faster to fill (page
-    faults dominated: 60 vs 430 M positions/s)."""
+    faults dominated: 60 vs 430 M positions/s). ``provenance=False``: ``doc_ids`` and
+    ``token_offsets`` are empty (the layout pass then leaves them to :class:`_Provenance`)."""
     w = np.dtype(idx).itemsize
-    nbytes = N * (16 + 3 * w + 1)
+    k = 3 if provenance else 1  # index arrays: positions (+ doc ids and offsets)
+    nbytes = N * (16 + k * w + 1)
     raw = buffers.take(nbytes) if buffers is not None else np.empty(nbytes, np.uint8)
     ids = raw[: 16 * N].view(np.int64)
-    index = raw[16 * N : (16 + 3 * w) * N].view(idx)
-    return ids[:N], ids[N:], index[:N], index[N : 2 * N], index[2 * N :], raw[(16 + 3 * w) * N :].view(bool)
+    index = raw[16 * N : (16 + k * w) * N].view(idx)
+    real = raw[(16 + k * w) * N :].view(bool)
+    if not provenance:
+        return ids[:N], ids[N:], index, index[:0], index[:0], real
+    return ids[:N], ids[N:], index[:N], index[N : 2 * N], index[2 * N :], real
 
 
 def layout_batch(seg_row, seg_doc, seg_start, seg_len, B, T, stream, continue_positions, pad_id, tokens, seg_src,
                  outputs, truncated_tokens) -> Batch:
     """The compiled layout pass on a segment table already checked (by :func:`assemble`'s checks or
     :func:`_kernels.segments_ok`): int64 C-contiguous ``(S,)`` arrays, ``outputs`` from
-    :func:`batch_outputs`. Not a public entry point: unchecked input here reaches the kernel."""
+    :func:`batch_outputs` (empty ``doc_ids``/``token_offsets``: the batch derives them on first read).
+    Not a public entry point: unchecked input here reaches the kernel."""
     from . import _kernels
 
     input_ids, labels, position_ids, doc_ids, token_offsets, real = outputs
@@ -388,9 +475,13 @@ def layout_batch(seg_row, seg_doc, seg_start, seg_len, B, T, stream, continue_po
     ncu, longest = _kernels.layout(seg_row, seg_doc, seg_start, seg_len, B, T, stream, continue_positions, pad_id,
                                    tokens, seg_src, input_ids, labels, position_ids, doc_ids, token_offsets, real, cu)
     shape = (B, T)
+    if doc_ids.size == 0:
+        doc_ids = token_offsets = _Provenance(seg_row, seg_doc, seg_start, seg_len, shape, position_ids.dtype)
+    else:
+        doc_ids, token_offsets = doc_ids.reshape(shape), token_offsets.reshape(shape)
     return Batch(input_ids.reshape(shape), labels.reshape(shape), position_ids.reshape(shape),
-                 real.reshape(shape), doc_ids.reshape(shape), token_offsets.reshape(shape),
-                 cu[:ncu].astype(np.int32), int(longest), int(truncated_tokens))
+                 real.reshape(shape), doc_ids, token_offsets, cu[:ncu].astype(np.int32), int(longest),
+                 int(truncated_tokens))
 
 
 # A first run (the layout kernel not compiled yet) builds up to this many positions in all with the
@@ -399,10 +490,13 @@ FIRST_RUN_PYTHON_POSITIONS = 1 << 22
 
 
 def _python_first(positions: int) -> bool:
-    from .._jit import python_first
+    from .. import _jit
+
+    if "layout" in _jit._compiled_families:  # the usual answer, without the imports below (per batch)
+        return False
     from . import _kernels
 
-    return python_first("layout", _kernels.layout, positions, FIRST_RUN_PYTHON_POSITIONS)
+    return _jit.python_first("layout", _kernels.layout, positions, FIRST_RUN_PYTHON_POSITIONS)
 
 
 def _layout_python(seg_row, seg_doc, seg_start, seg_len, B, T, stream, continue_positions, pad_id, tokens, seg_src,

@@ -218,6 +218,8 @@ class PackPlan:
         ``reuse_memory``: a batch's memory is lent to a later batch once nothing refers to it any more
         (no Batch, array or tensor made from it is alive: a reference count says so), which saves
         the page faults of fresh memory; a batch you keep is never overwritten.
+        Every batch's ``doc_ids`` and ``token_offsets`` (where each position comes from; no model
+        reads them) are derived from its segment table when first read, not written with the rest.
         """
         start_block = check_int(start_block, "start_block", min=0, max=self.num_blocks)
         batch_size = check_int(batch_size, "batch_size", min=1)
@@ -241,7 +243,8 @@ class PackPlan:
             o_doc, o_start = segment_origins(src, doc, start)
             return assemble_segments(fill(doc, start, length), rows, o_doc, o_start, length, num_rows=b1 - b0,
                                      row_length=T, pad_id=pad_id, stream=stream,
-                                     fragment_positions=fragment_positions, index_dtype=index_dtype, buffers=buffers)
+                                     fragment_positions=fragment_positions, index_dtype=index_dtype, buffers=buffers,
+                                     defer_provenance=True)
 
         flat = _FlatTables(self, src, fill, batch_size, start_block, index_dtype == np.int32)
         continue_positions = fragment_positions == "continue"
@@ -253,7 +256,7 @@ class PackPlan:
                 return make_checked(b0)
             rows, doc, start, length, tokens, seg_src = table
             return layout_batch(rows, doc, start, length, b1 - b0, T, stream, continue_positions, pad_id, tokens,
-                                seg_src, batch_outputs((b1 - b0) * T, index_dtype, buffers), 0)
+                                seg_src, batch_outputs((b1 - b0) * T, index_dtype, buffers, provenance=False), 0)
 
         firsts = range(start_block, stop, batch_size)
         if num_threads == 1:
