@@ -449,3 +449,61 @@ def test_two_ranks_with_workers_resume_on_one_rank_with_a_worker():
     one = TrainingLoader(DOCS, batch_size=4, num_workers=1, **OPTS)
     one.load_state_dict(states[1])
     assert [rows(b) for b in one] == ref[6:]
+
+
+@pytest.mark.parametrize("make", [
+    lambda w, **kw: TrainingLoader(DOCS, batch_size=2, num_workers=w, prefetch_factor=1 if w else None, **OPTS, **kw),
+    lambda w, **kw: TrainingLoader(DOCS, batch_size=3, windows=SlidingWindows(48, 24), num_workers=w,
+                                   prefetch_factor=1 if w else None, seed=1, **kw),
+    lambda w, **kw: TrainingLoader(DOCS, batch_size=2, windows=SlidingWindows(40, 40), block_size=64, num_workers=w,
+                                   prefetch_factor=1 if w else None, seed=2, **kw),
+], ids=["packed", "windows padded", "windows packed"])
+def test_workers_hand_batches_over_in_shared_memory_slots(monkeypatch, make):
+    """With workers, every batch travels through the loader's shared-memory ring (each worker's few
+    slots reused many times over an epoch), and the batches are the ones built in-process."""
+    from tokenmill.torch import loader as mod
+
+    want = run(make(0), 1)
+    reads = []
+    read = mod._Ring.read
+    monkeypatch.setattr(mod._Ring, "read", lambda self, g, m: reads.append(g) or read(self, g, m))
+    got = run(make(2), 1)
+    assert got == want
+    assert len(want) > 4 * 2 * 3  # far more batches than the ring has slots (2 workers x 3)
+    assert reads == list(range(len(want)))  # all of them went through the ring
+    # /dev/shm without room for the ring: the batches travel as tensors, the same ones
+    import os
+
+    monkeypatch.setattr(os, "statvfs", lambda p: type("S", (), {"f_bavail": 10, "f_frsize": 4096})())
+    reads.clear()
+    assert run(make(2), 1) == want and reads == []
+
+
+def test_a_ring_slot_is_checked_before_and_after_it_is_copied():
+    from tokenmill.torch import loader as mod
+
+    ld = TrainingLoader(DOCS, batch_size=2, **OPTS)
+    b0, b1 = ld.schedule.batch(0, 0), ld.schedule.batch(0, 1)
+    ring = mod._Ring(1, 2, 2, 64)
+    m0 = ring.write(0, 0, 0, b0)
+    assert key(mod._from_wire(ring.read(0, m0))) == key(mod.batch_tensors(b0))
+    assert int(ring.freed[0, 0]) == 0
+    ring.wait_free(0, 0, 0)  # freed: returns at once
+    ring.write(0, 0, 1, b1)  # the slot now holds batch 1
+    with pytest.raises(RuntimeError, match="holds batch 1, not batch 0"):
+        ring.read(0, m0)
+    with pytest.raises(RuntimeError, match="has not taken batch 7"):
+        ring.wait_free(0, 1, 7, limit_s=0.01)
+
+
+@pytest.mark.slow
+def test_spawned_workers_use_the_ring_too(monkeypatch):
+    """spawn/forkserver workers get the ring pickled (torch shares its memory, not a copy)."""
+    from tokenmill.torch import loader as mod
+
+    want = run(TrainingLoader(DOCS, batch_size=2, **OPTS), 1)
+    reads = []
+    read = mod._Ring.read
+    monkeypatch.setattr(mod._Ring, "read", lambda self, g, m: reads.append(g) or read(self, g, m))
+    got = run(TrainingLoader(DOCS, batch_size=2, num_workers=2, multiprocessing_context="spawn", **OPTS), 1)
+    assert got == want and reads == list(range(len(want)))

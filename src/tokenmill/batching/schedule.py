@@ -42,7 +42,7 @@ import numpy as np
 from ..data.mixture import Mixture, allocate_counts, source_fingerprint
 from ..data.source import as_source
 from ..errors import ConfigError, FormatError
-from .layout import IGNORE_INDEX, Batch, assemble_segments, check_fragment_positions
+from .layout import IGNORE_INDEX, Batch, Buffers, assemble_segments, check_fragment_positions
 from .packing import LONG_DOCS, METHODS, PackPlan, pack, segment_filler_of, segment_origins
 from .sources import SliceSource
 
@@ -155,6 +155,7 @@ class BatchSchedule:
                 raise ConfigError("the source has 0 documents; there is nothing to train on")
         self._streams: dict[tuple[int, int], _Stream] = {}
         self._fills: dict[tuple[int, int], object] = {}  # packing.segment_filler_of per stream (not pickled)
+        self._buffers = Buffers()  # memory of batches nobody holds any more, lent to the next (not pickled)
         self._pack_cache: dict[int, PackPlan] = {}
         self._part_counts: dict[tuple[int, int], int] = {}
         self._mix = None
@@ -430,12 +431,17 @@ class BatchSchedule:
         o_doc, o_start = segment_origins(s.source, doc, start)
         return assemble_segments(fill(doc, start, length), rows, o_doc, o_start, length, num_rows=blocks.size,
                                  row_length=plan.block_size, pad_id=self.pad_id, stream=plan.stream,
-                                 fragment_positions=self.fragment_positions)
+                                 fragment_positions=self.fragment_positions, buffers=self._buffers)
 
     def __getstate__(self):  # for DataLoader workers started by spawn/forkserver: fillers are closures
         state = dict(self.__dict__)
         state["_fills"] = {}
+        state["_buffers"] = None
         return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._buffers = Buffers()
 
     # ---- state -----------------------------------------------------------------------------------
     def state_dict(self, epoch: int, batches_consumed: int) -> dict:
