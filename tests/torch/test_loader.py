@@ -507,3 +507,14 @@ def test_spawned_workers_use_the_ring_too(monkeypatch):
     monkeypatch.setattr(mod._Ring, "read", lambda self, g, m: reads.append(g) or read(self, g, m))
     got = run(TrainingLoader(DOCS, batch_size=2, num_workers=2, multiprocessing_context="spawn", **OPTS), 1)
     assert got == want and reads == list(range(len(want)))
+
+
+def test_batches_kept_by_the_caller_are_never_overwritten():
+    """The schedule lends the memory of batches nobody holds any more to later ones; batches (and
+    views of them) that the caller keeps must keep their values."""
+    want = run(TrainingLoader(DOCS, batch_size=2, **OPTS), 1)
+    kept = list(TrainingLoader(DOCS, batch_size=2, **OPTS))
+    views = [b["input_ids"][1:] for b in TrainingLoader(DOCS, batch_size=2, **OPTS)]
+    assert [key(b) for b in kept] == want
+    assert [v.numpy().tobytes() for v in views] == [
+        b["input_ids"][1:].numpy().tobytes() for b in kept]
