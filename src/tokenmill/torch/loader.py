@@ -276,7 +276,7 @@ class TrainingLoader:
                     raise RuntimeError(f"DataLoader returned batch {g} where {expected} was due")
                 expected += 1
                 self._consumed = g + 1
-                if wire[0] == "ring":
+                if isinstance(wire[0], str):  # ("ring", worker, slot, ...): the batch is in shared memory
                     batch = _from_wire(ring.read(g, wire))
                     if pin:
                         batch = {k: v.pin_memory() if torch.is_tensor(v) else v for k, v in batch.items()}
