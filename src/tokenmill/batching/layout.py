@@ -44,6 +44,7 @@ from typing import Callable, Literal
 
 import numpy as np
 
+from .._arrays import ranks_in_groups
 from .._validate import check_array, check_int, check_spans
 from ..conventions import IGNORE_INDEX
 from ..errors import ConfigError, InputError
@@ -156,7 +157,7 @@ def provenance_arrays(seg_row: np.ndarray, seg_doc: np.ndarray, seg_start: np.nd
         doc_ids[:], token_offsets[:] = -1, -1
         if ok and seg_len.size:
             dst = segment_destinations(seg_row, seg_len, B, T)
-            within = np.arange(int(seg_len.sum()), dtype=np.int64) - np.repeat(np.cumsum(seg_len) - seg_len, seg_len)
+            within = ranks_in_groups(seg_len)
             q = np.repeat(dst, seg_len) + within
             doc_ids[q] = np.repeat(seg_doc, seg_len)
             token_offsets[q] = np.repeat(seg_start, seg_len) + within

@@ -38,6 +38,7 @@ from typing import Iterator, Literal
 import numpy as np
 
 from ..data.source import TokenSource, as_source
+from .._arrays import ranks_in_groups
 from .._validate import check_array, check_int, check_rows, check_spans, check_total
 from ..errors import ConfigError, InputError
 from .layout import (INT32_MAX, Batch, Block, Buffers, FragmentPositions, assemble_segments, batch_outputs,
@@ -554,7 +555,7 @@ def _item_arrays(doc_lengths: np.ndarray, T: int, split: bool, n: int, twin: boo
             return nonempty.astype(np.int64), np.zeros(n, np.int64), np.minimum(doc_lengths[nonempty], T)
         pieces = -(-doc_lengths[nonempty] // T)
         doc = np.repeat(nonempty, pieces).astype(np.int64)
-        start = (np.arange(doc.size, dtype=np.int64) - np.repeat(np.cumsum(pieces) - pieces, pieces)) * T
+        start = ranks_in_groups(pieces) * T
         return doc, start, np.minimum(doc_lengths[doc] - start, T).astype(np.int64)
     from . import _kernels
 
@@ -574,7 +575,7 @@ def _concat(doc_lengths: np.ndarray, T: int):
     pieces = last_block - first_block + 1
     check_rows(int(pieces.sum(dtype=np.float64)), "the plan", "raise block_size")
     doc = np.repeat(nonempty, pieces)
-    blk = np.repeat(first_block, pieces) + (np.arange(doc.size) - np.repeat(np.cumsum(pieces) - pieces, pieces))
+    blk = np.repeat(first_block, pieces) + ranks_in_groups(pieces)
     lo = np.maximum(np.repeat(begins, pieces), blk * T)
     hi = np.minimum(np.repeat(ends, pieces), (blk + 1) * T)
     nblocks = int(last_block[-1]) + 1 if lens.size else 0

@@ -39,6 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._arrays import ranks_in_groups
 from ..data.mixture import Mixture, allocate_counts, source_fingerprint
 from ..data.source import as_source
 from ..errors import ConfigError, FormatError
@@ -375,7 +376,7 @@ class BatchSchedule:
         _, _, counts, cum = self._mixture()
         n = counts[g]
         part = np.repeat(np.arange(n.size, dtype=np.int64), n)
-        local = np.arange(G, dtype=np.int64) - np.repeat(np.cumsum(n) - n, n)  # j-th sample of its part
+        local = ranks_in_groups(n)  # j-th sample of its part
         key = (local + 0.5) / n[part]  # spread every part evenly over the batch
         order = np.lexsort((part, key))
         part, local = part[order], local[order]

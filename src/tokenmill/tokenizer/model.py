@@ -20,6 +20,7 @@ from typing import Literal
 
 import numpy as np
 
+from .._arrays import ranks_in_groups
 from .._io import canonical_hash, read_bytes_limited, read_json, write_json_atomic
 from .._validate import check_array, check_int
 from ..errors import ConfigError, FormatError, SpecialTokenError, TokenmillError
@@ -875,7 +876,7 @@ def _rank_pairs(vocab: list, ranks: dict[bytes, int]) -> tuple[np.ndarray, np.nd
         multi = np.flatnonzero(lens > 1)
         reps = lens[multi] - 1
         t = np.repeat(multi, reps)
-        k = np.arange(reps.sum(), dtype=np.int64) - np.repeat(np.cumsum(reps) - reps, reps) + 1
+        k = ranks_in_groups(reps) + 1
         s0 = starts[t]
         pre = cum[s0 + k] - cum[s0]
         suf = (cum[s0 + lens[t]] - cum[s0 + k]) * ipw[k]
@@ -898,7 +899,7 @@ def _rank_pairs(vocab: list, ranks: dict[bytes, int]) -> tuple[np.ndarray, np.nd
     li, ri, mi, kk = left[ok], right[ok], t[ok], k[ok]
     # exact check, byte for byte: token m's bytes are l's bytes then r's
     ml = lens[mi]
-    pos = np.arange(ml.sum(), dtype=np.int64) - np.repeat(np.cumsum(ml) - ml, ml)
+    pos = ranks_in_groups(ml)
     cut = np.repeat(kk, ml)
     other = np.where(pos < cut, np.repeat(starts[li], ml) + pos, np.repeat(starts[ri], ml) + pos - cut)
     if not np.array_equal(flat[np.repeat(starts[mi], ml) + pos], flat[other]):

@@ -42,6 +42,7 @@ import numpy as np
 import regex
 
 from ..data.source import ArraySource
+from .._arrays import ranks_in_groups
 from .._validate import check_array, check_int
 from ..errors import ConfigError, InputError
 from ._text import char_byte_starts, encode_with_byte_offsets
@@ -224,7 +225,7 @@ class SemanticWindows:
         # hard-split what is still longer than C into C-token pieces
         pieces = np.where(big, -(-u_len // C), 1)
         rep = np.repeat(np.arange(u_len.size), pieces)
-        k = np.arange(rep.size) - np.repeat(np.cumsum(pieces) - pieces, pieces)
+        k = ranks_in_groups(pieces)
         p_start = u_start[rep] + k * C
         p_len = np.minimum(C, u_len[rep] - k * C)
         p_doc = u_doc[rep]

@@ -48,6 +48,7 @@ from typing import Any, Iterator, Literal, Mapping, Sequence
 
 import numpy as np
 
+from .._arrays import ranks_in_groups
 from .._validate import check_array, check_int, check_rows, check_spans, check_total
 from ..conventions import IGNORE_INDEX  # re-exported by tokenmill.windows
 from ..errors import ConfigError, InputError
@@ -635,7 +636,7 @@ def _place_numpy(L, offset, C, S, tail, keep_short_flag, k, lead, score_new):
     full_windows = int(nfull[~capped].sum())
     if capped.any():  # evenly spread subset, first and last kept
         c = np.flatnonzero(capped)
-        local = np.arange(int(kept[c].sum())) - np.repeat(np.cumsum(kept[c]) - kept[c], kept[c])
+        local = ranks_in_groups(kept[c])
         rows = np.repeat(row0[c], kept[c]) + local
         cd = doc[rows]
         j = spread_indices(local, count[cd], k)

@@ -1,0 +1,15 @@
+"""Small vectorized idioms shared by the planners, the batch layout and the tokenizer's importers."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def ranks_in_groups(counts) -> np.ndarray:
+    """For items that come in consecutive groups of ``counts[i]``, each item's index inside its group.
+
+    >>> ranks_in_groups([3, 0, 2]).tolist()
+    [0, 1, 2, 0, 1]
+    """
+    counts = np.asarray(counts, dtype=np.int64)
+    return np.arange(int(counts.sum()), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
