@@ -433,7 +433,7 @@ def layout(seg_row, seg_doc, seg_start, seg_len, num_rows, row_length, stream, c
     derives them on first read). Returns ``(number of cu_seqlens entries, max_seqlen)``.
     """
     gather = tokens.size > 0
-    provenance = doc_ids.size > 0
+    with_provenance = doc_ids.size > 0
     T = row_length
     S = seg_row.size
     k = 0
@@ -463,7 +463,7 @@ def layout(seg_row, seg_doc, seg_start, seg_len, num_rows, row_length, stream, c
                     ahead = seg_src[k + 2]
                     for o in range(0, seg_len[k + 2], 64 // tokens.itemsize):
                         prefetch(tokens, ahead + o)
-                if provenance:
+                if with_provenance:
                     for j in range(n):
                         q = np.uint64(first + j)
                         v = tokens[np.uint64(src + j)]
@@ -481,7 +481,7 @@ def layout(seg_row, seg_doc, seg_start, seg_len, num_rows, row_length, stream, c
                         labels[q] = v
                         position_ids[q] = pos0 + j
                         real[q] = True
-            elif provenance:
+            elif with_provenance:
                 for j in range(n):
                     q = np.uint64(first + j)
                     labels[q] = input_ids[q]
@@ -513,7 +513,7 @@ def layout(seg_row, seg_doc, seg_start, seg_len, num_rows, row_length, stream, c
             labels[lo:hi] = -100
             for i in range(hi - lo):
                 position_ids[np.uint64(lo + i)] = i
-            if provenance:
+            if with_provenance:
                 doc_ids[lo:hi] = -1
                 token_offsets[lo:hi] = -1
             real[lo:hi] = False
