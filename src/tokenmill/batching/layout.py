@@ -424,11 +424,7 @@ class Buffers:
         self._pool: list[np.ndarray] = []
         self._lock = threading.Lock()
         probe = [np.empty(1, np.uint8)]
-        self._free_refs = self._refs(probe, 0)  # the count of a buffer only the pool holds
-
-    @staticmethod
-    def _refs(pool: list, i: int) -> int:
-        return getrefcount(pool[i])
+        self._free_refs = getrefcount(probe[0])  # the count of a buffer only the pool holds (as take counts)
 
     def take(self, nbytes: int) -> np.ndarray:
         with self._lock:
@@ -491,13 +487,10 @@ FIRST_RUN_PYTHON_POSITIONS = 1 << 22
 
 
 def _python_first(positions: int) -> bool:
-    from .. import _jit
-
-    if "layout" in _jit._compiled_families:  # the usual answer, without the imports below (per batch)
-        return False
+    from .._jit import python_first
     from . import _kernels
 
-    return _jit.python_first("layout", _kernels.layout, positions, FIRST_RUN_PYTHON_POSITIONS)
+    return python_first("layout", _kernels.layout, positions, FIRST_RUN_PYTHON_POSITIONS)
 
 
 def _layout_python(seg_row, seg_doc, seg_start, seg_len, B, T, stream, continue_positions, pad_id, tokens, seg_src,
