@@ -12,7 +12,7 @@ import socket
 import stat
 import tempfile
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, BinaryIO, Callable, Iterable, Iterator
 
 from .errors import ConfigError, FormatError
 
@@ -40,17 +40,21 @@ def protect_inputs(paths: Iterable[str | os.PathLike]) -> Iterator[None]:
 def resolve_output(path: str | os.PathLike, *, what: str = "output", inputs: Iterable = ()) -> Path:
     """The file a write to ``path`` replaces, or a ConfigError saying why it must not be written.
 
-    A symlink is followed (the link stays, its target is replaced). Refused: an empty path, a
-    directory, anything that exists and is not a regular file (a device such as /dev/null, a FIFO,
-    a socket), and a file that is one of the command's inputs (``inputs`` or :func:`protect_inputs`).
+    Refused: an empty path, a symbolic link (writing through it would replace a file elsewhere, such
+    as a store's manifest, under another name), a directory, anything that exists and is not a
+    regular file (a device such as /dev/null, a FIFO, a socket), and a file that is one of the
+    command's inputs (``inputs`` or :func:`protect_inputs`; hard links to an input too).
     """
     raw = os.fspath(path)
     if not raw:
         raise ConfigError(f"the {what} path is empty; pass a file name")
-    p = Path(raw)
-    target = Path(os.path.realpath(p)) if p.is_symlink() else p
+    target = Path(raw)
+    if os.path.islink(target):
+        raise ConfigError(f"{what} {raw!r} is a symbolic link (to {os.readlink(target)!r}); tokenmill does not "
+                          "write through links, which could replace another file: remove the link or pass "
+                          "the real path")
     try:
-        st = os.stat(target)
+        st = os.lstat(target)
     except FileNotFoundError:
         st = None
     except OSError as e:
@@ -122,8 +126,8 @@ def _umask() -> int:
 def atomic_path(path: str | os.PathLike, *, inputs: Iterable = ()) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; on success rename it over ``path``.
 
-    The target is checked first (:func:`resolve_output`: no directory, device, FIFO, or input of the
-    command; a symlink is written through). The new file keeps the permission bits of the file it
+    The target is checked first (:func:`resolve_output`: no symlink, directory, device, FIFO, or
+    input of the command). The new file keeps the permission bits of the file it
     replaces, or gets ``0o666 & ~umask`` when new (as ``open()`` would create it). Leftover
     temporaries of killed processes for the same target are removed first. On failure the temporary
     file is removed and the original error propagates unchanged.
@@ -153,6 +157,50 @@ def write_json_atomic(path: str | os.PathLike, obj: Any, *, inputs: Iterable = (
         tmp.write_text(json.dumps(obj, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
 
 
+def write_bytes_atomic(path: str | os.PathLike, data, *, inputs: Iterable = ()) -> None:
+    """Write ``data`` (bytes-like) to ``path`` atomically, with the checks of :func:`atomic_path`."""
+    with atomic_path(path, inputs=inputs) as tmp:
+        with open(tmp, "wb") as f:
+            f.write(data)
+
+
+def write_with(path: str | os.PathLike, write: Callable[[BinaryIO], None], *, inputs: Iterable = ()) -> None:
+    """Call ``write(binary file)`` on a temporary beside ``path``, then rename it into place
+    (:func:`atomic_path`): for writers that stream (``np.save``, a shard's ids)."""
+    with atomic_path(path, inputs=inputs) as tmp:
+        with open(tmp, "wb") as f:
+            write(f)
+
+
+def write_cache(path: str | os.PathLike, write: Callable[[BinaryIO], None]) -> bool:
+    """Best effort :func:`write_with` for a cache file: False (nothing written, no temporary left)
+    where it cannot be written, for a cache is never needed to be right."""
+    try:
+        write_with(path, write)
+        return True
+    except (OSError, ConfigError):
+        return False
+
+
+FIGURE_FORMATS = ("png", "svg", "pdf")
+
+
+def save_figure(fig, path: str | os.PathLike, *, what: str = "plot", inputs: Iterable = ()) -> Path:
+    """Save a matplotlib figure to exactly ``path`` (its extension picks the format: .png, .svg or
+    .pdf), atomically and with the checks of :func:`atomic_path`; returns the path written.
+
+    matplotlib would append ``.png`` to a name without extension and report a file that does not
+    exist; here such a name is refused.
+    """
+    raw = os.fspath(path)
+    ext = os.path.splitext(raw)[1].lower().lstrip(".")
+    if ext not in FIGURE_FORMATS:
+        raise ConfigError(f"{what} {raw!r} must end in {', '.join('.' + f for f in FIGURE_FORMATS)} (the "
+                          "extension picks the image format), e.g. lengths.png")
+    write_with(raw, lambda f: fig.savefig(f, format=ext, dpi=110), inputs=inputs)
+    return Path(raw)
+
+
 def canonical_hash(obj: Any) -> str:
     """sha256 of the canonical JSON of ``obj`` (sorted keys, no whitespace), as ``sha256:<hex>``."""
     blob = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -169,32 +217,76 @@ def max_file_bytes() -> int:
         raise ConfigError(f"TOKENMILL_MAX_FILE_BYTES={raw!r} is not a number of bytes") from None
 
 
+_READ_CHUNK = 1 << 20  # bytes per read once a file holds more than its size said
+
+
+def _kind_of_mode(mode: int) -> str:
+    """What a file that is not a regular file is, in words."""
+    return ("a FIFO (a pipe)" if stat.S_ISFIFO(mode) else "a character device" if stat.S_ISCHR(mode)
+            else "a block device" if stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode)
+            else "a directory" if stat.S_ISDIR(mode) else "not a regular file")
+
+
+def _refuse_irregular(raw: str, what: str, mode: int, error) -> None:
+    if stat.S_ISDIR(mode):
+        raise error(f"{what} file {raw!r} is a directory; pass a file")
+    if not stat.S_ISREG(mode):
+        raise error(f"{what} file {raw!r} is {_kind_of_mode(mode)}, not a regular file; "
+                    "write it to a regular file first")
+
+
+def _read_fd_limited(fd: int, size: int, limit: int) -> bytes | None:
+    """The bytes of an open regular file of ``size`` bytes (its fstat): one read of ``size + 1``
+    bytes (the extra byte tells a file that grew since), then reads of at most 1 MiB, never more
+    than ``limit + 1`` bytes in all; None when the file holds more than ``limit`` bytes."""
+    parts: list[bytes] = []
+    total, first = 0, min(size, limit) + 1
+    while total <= limit:
+        b = os.read(fd, first - total if total < first else min(_READ_CHUNK, limit + 1 - total))
+        if not b:
+            break
+        parts.append(b)
+        total += len(b)
+    if total > limit:
+        return None
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
 def read_bytes_limited(path: str | os.PathLike, *, what: str, limit: int | None = None,
                        error=FormatError) -> bytes:
-    """The bytes of a file that must be small: a regular file (or a FIFO, read with the same bound)
-    of at most ``limit`` bytes (default :func:`max_file_bytes`). Devices such as /dev/zero,
-    directories and missing files are errors that name the file."""
+    """The bytes of a file that must be small: a regular file of at most ``limit`` bytes (default
+    :func:`max_file_bytes`), read by its size (plus one byte, to notice a file that grows while it is
+    read), so a small file costs its size in memory, not the limit. FIFOs, devices (/dev/zero),
+    sockets, directories and missing files are errors that name the file: a FIFO is opened
+    non-blocking and refused, so a pipe without a writer in place of a manifest cannot hang."""
     limit = max_file_bytes() if limit is None else limit
     raw = os.fspath(path)
     try:
-        st = os.stat(raw)
+        st = os.stat(raw)  # devices are refused before they are opened (opening one may act)
     except FileNotFoundError:
         raise error(f"{what} file {raw!r} does not exist") from None
     except OSError as e:
         raise error(f"cannot read {what} file {raw!r}: {e.strerror or e}") from None
-    if stat.S_ISDIR(st.st_mode):
-        raise error(f"{what} file {raw!r} is a directory; pass a file")
-    if not (stat.S_ISREG(st.st_mode) or stat.S_ISFIFO(st.st_mode)):
-        raise error(f"{what} file {raw!r} is not a regular file (a device or socket); pass a file")
-    if stat.S_ISREG(st.st_mode) and st.st_size > limit:
-        raise error(f"{what} file {raw!r} has {st.st_size:,d} bytes, more than the {limit:,d} allowed; "
-                    "if it is genuine, raise TOKENMILL_MAX_FILE_BYTES")
+    _refuse_irregular(raw, what, st.st_mode, error)
     try:
-        with open(raw, "rb") as f:
-            data = f.read(limit + 1)
+        fd = os.open(raw, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0))
+    except FileNotFoundError:
+        raise error(f"{what} file {raw!r} does not exist") from None
     except OSError as e:
         raise error(f"cannot read {what} file {raw!r}: {e.strerror or e}") from None
-    if len(data) > limit:
+    try:
+        st = os.fstat(fd)  # what was opened: the path may have been replaced since the stat above
+        _refuse_irregular(raw, what, st.st_mode, error)
+        if st.st_size > limit:
+            raise error(f"{what} file {raw!r} has {st.st_size:,d} bytes, more than the {limit:,d} allowed; "
+                        "if it is genuine, raise TOKENMILL_MAX_FILE_BYTES")
+        os.set_blocking(fd, True)
+        data = _read_fd_limited(fd, st.st_size, limit)
+    except OSError as e:
+        raise error(f"cannot read {what} file {raw!r}: {e.strerror or e}") from None
+    finally:
+        os.close(fd)
+    if data is None:
         raise error(f"{what} file {raw!r} holds more than the {limit:,d} bytes allowed; "
                     "if it is genuine, raise TOKENMILL_MAX_FILE_BYTES")
     return data
@@ -203,23 +295,11 @@ def read_bytes_limited(path: str | os.PathLike, *, what: str, limit: int | None 
 def read_json(path: str | os.PathLike, *, what: str, limit: int | None = None) -> Any:
     """Read a JSON file, turning every failure into a FormatError that names the file.
 
-    The file is read with :func:`read_bytes_limited` (no device, no endless stream, at most
-    ``limit`` bytes), and nesting deep enough to exhaust the parser's stack is a FormatError too.
+    The file is read with :func:`read_bytes_limited` (a regular file of at most ``limit`` bytes)
+    and parsed by :func:`tokenmill._schema.parse_json` (nesting deep enough to exhaust the stack and
+    numbers JSON cannot hold are FormatErrors too). A file with a declared shape is read with
+    :func:`tokenmill._schema.load_json` instead, which also checks it against its schema.
     """
-    data = read_bytes_limited(path, what=what, limit=limit)
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise FormatError(f"{what} file {os.fspath(path)!r} is not UTF-8 (byte offset {e.start:,d}: {e.reason})") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise FormatError(
-            f"{what} file {os.fspath(path)!r} is not valid JSON (line {e.lineno}, column {e.colno}: {e.msg}); "
-            "the file is corrupted or truncated: write it again"
-        ) from e
-    except RecursionError:
-        raise FormatError(f"{what} file {os.fspath(path)!r} nests JSON too deeply to read; "
-                          "it is not a file tokenmill wrote") from None
-    except ValueError as e:  # e.g. an integer literal of more than 4,300 digits
-        raise FormatError(f"{what} file {os.fspath(path)!r} holds a value JSON cannot read ({e})") from None
+    from ._schema import parse_json
+
+    return parse_json(read_bytes_limited(path, what=what, limit=limit), what=f"{what} file {os.fspath(path)!r}")

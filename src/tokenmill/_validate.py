@@ -74,6 +74,22 @@ def check_float(value, name: str, *, min: float | None = None, max: float | None
     return v
 
 
+def check_bool(value, name: str, *, error=ConfigError) -> bool:
+    """``value`` as a bool when it is a real ``bool`` or ``numpy.bool_``; anything else (``"no"``,
+    ``"False"``, ``0``, ``1``, ``None``) is ``error`` naming ``name``: ``bool("no")`` is True.
+
+    >>> check_bool(False, "shuffle")
+    False
+    >>> check_bool("no", "shuffle")
+    Traceback (most recent call last):
+    ...
+    tokenmill.errors.ConfigError: shuffle='no' must be True or False (got a str)
+    """
+    if not isinstance(value, (bool, np.bool_)):
+        raise error(f"{name}={value!r} must be True or False (got a {type(value).__name__})")
+    return bool(value)
+
+
 def check_array(a, name: str, *, ndim: int | None = 1, dtype=np.int64, min: int | None = None,  # noqa: A002
                 max: int | None = None, shape: tuple | None = None, error=InputError,
                 item: str | None = None) -> np.ndarray:
@@ -124,6 +140,40 @@ def _exact_object_ints(arr: np.ndarray, name: str, error) -> np.ndarray:
         if not INT64_MIN <= int(v) <= INT64_MAX:
             raise error(f"{name} holds {int(v):,d} at index {i:,d}, outside the int64 range")
     return np.array(flat, np.int64).reshape(arr.shape)
+
+
+def check_doc_ids(docs, *, what: str = "", vocab_size: int | None = None, error=InputError) -> None:
+    """Every id of the in-memory documents ``docs`` (1-D integer arrays) is in ``0 .. vocab_size - 1``
+    (``0 .. int64 max`` without a vocabulary), else ``error`` naming the document index (``what``
+    prefixes it, e.g. ``"mixture part 1 ('code'): "``). A vectorized min/max over the documents
+    concatenated in chunks of about 4 M ids: a negative id would otherwise reach batches as input.
+
+    >>> check_doc_ids([np.array([1, 2]), np.array([3, -4])])
+    Traceback (most recent call last):
+    ...
+    tokenmill.errors.InputError: document 1 holds token id -4 at position 1; token ids must be >= 0
+    """
+    hi = INT64_MAX if vocab_size is None else int(vocab_size) - 1
+    chunk: list = []
+    first = size = 0  # index of chunk[0]; ids in the chunk
+    docs = list(docs)
+    for i, d in enumerate(docs):
+        chunk.append(d)
+        size += d.size
+        if size >= 1 << 22 or i == len(docs) - 1:
+            if size:
+                flat = np.concatenate(chunk)
+                lo_v, hi_v = int(flat.min()), int(flat.max())
+                if lo_v < 0 or hi_v > hi:
+                    bad = lo_v if lo_v < 0 else hi_v
+                    pos = int(np.argmax(flat == bad))
+                    ends = np.cumsum([c.size for c in chunk])
+                    k = int(np.searchsorted(ends, pos, side="right"))
+                    at = pos - (int(ends[k - 1]) if k else 0)
+                    want = ">= 0" if vocab_size is None else f"in 0 .. {hi:,d} (vocab_size={int(vocab_size):,d})"
+                    raise error(f"{what}document {first + k:,d} holds token id {bad:,d} at position {at:,d}; "
+                                f"token ids must be {want}")
+            first, chunk, size = i + 1, [], 0
 
 
 def check_offsets(offsets, name: str, *, n: int, error=InputError) -> np.ndarray:

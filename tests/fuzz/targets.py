@@ -188,3 +188,108 @@ def stream(length, block_size, last):
     assert kept + c.dropped_tokens == n or n < 2
     assert c.targets == sum(ln - 1 for ln in c.length.tolist())
     return len(c)
+
+
+# ---- schema-driven file mutations (test_file_fuzz.py) ---------------------------------------------
+def _mutate_json(obj, path, mutation):
+    """``obj`` with the value at ``path`` (a list of keys / indexes) replaced by ``mutation`` (or
+    deleted when mutation is the string "<delete>")."""
+    import copy
+
+    obj = copy.deepcopy(obj)
+    if not path:
+        return mutation
+    parent = obj
+    for key in path[:-1]:
+        parent = parent[key]
+    if mutation == "<delete>":
+        if isinstance(parent, dict):
+            del parent[path[-1]]
+        else:
+            parent.pop(path[-1])
+    else:
+        parent[path[-1]] = mutation
+    return obj
+
+
+def open_mutated_store(pristine, work, name, path, mutation, rehash):
+    """A store whose ``name`` file (manifest.json) has one field mutated (rehashed, so that the
+    schema and not the content hash must catch it): opened, verified and read, or refused."""
+    import json
+    import shutil
+
+    from tokenmill import TokenStore
+    from tokenmill._io import canonical_hash
+
+    shutil.rmtree(work, ignore_errors=True)
+    shutil.copytree(pristine, work)
+    m = json.loads(open(f"{work}/{name}", encoding="utf-8").read())
+    m = _mutate_json(m, path, mutation)
+    if rehash and isinstance(m, dict):
+        m.pop("hash", None)
+        m["hash"] = canonical_hash(m)
+    with open(f"{work}/{name}", "w", encoding="utf-8") as f:
+        json.dump(m, f)
+    st = TokenStore.open(work)
+    st.verify()
+    for i in range(len(st)):  # every document readable, every id in the vocabulary
+        ids = st.get(i)
+        assert ids.size == 0 or (int(ids.min()) >= 0 and int(ids.max()) < st.vocab_size)
+    return len(st)
+
+
+def resume_with_mutated_record(pristine_partial, reference, work, name, path, mutation):
+    """A killed build whose shard record ``name`` has one field mutated is resumed: the result must be
+    byte-identical to an uninterrupted build (a bad record is rebuilt, never trusted), or refused."""
+    import json
+    import os
+    import shutil
+
+    from tokenmill import Tokenizer, TokenStore
+    from tokenmill.data import texts
+
+    shutil.rmtree(work, ignore_errors=True)
+    shutil.copytree(pristine_partial, work)
+    rec = json.loads(open(f"{work}/{name}", encoding="utf-8").read())
+    with open(f"{work}/{name}", "w", encoding="utf-8") as f:
+        json.dump(_mutate_json(rec, path, mutation), f)
+    tok = Tokenizer.load(f"{pristine_partial}.tok.json")
+    docs = [f"document {i} the theme " * 3 for i in range(60)]
+    TokenStore.build(work, texts(docs), tok, workers=1, shard_bytes=600, progress=False)
+    got = {p: open(os.path.join(work, p), "rb").read() for p in sorted(os.listdir(work))}
+    want = {p: open(os.path.join(reference, p), "rb").read() for p in sorted(os.listdir(reference))}
+    assert got == want
+    return "identical"
+
+
+def load_mutated_state(state, path, mutation):
+    """A TrainingLoader state with one field mutated: loaded (and iterable) or refused; a refused
+    state leaves the loader where it was."""
+    from tokenmill.torch import TrainingLoader
+
+    docs = [[i % 50 + 1] * (i % 9 + 1) for i in range(40)]
+    loader = TrainingLoader(docs, batch_size=2, block_size=8, seed=1)
+    try:
+        loader.load_state_dict(_mutate_json(state, path, mutation))
+    except Exception:
+        assert (loader.epoch, loader.batches_consumed) == (0, 0)
+        raise
+    next(iter(loader))
+    return loader.epoch
+
+
+def open_mutated_megatron(prefix, work, offset, value_bytes):
+    """A Megatron .idx with bytes at ``offset`` replaced: read fully, or refused."""
+    import shutil
+
+    from tokenmill import TokenStore
+
+    shutil.copy(f"{prefix}.bin", f"{work}.bin")
+    raw = bytearray(open(f"{prefix}.idx", "rb").read())
+    raw[offset:offset + len(value_bytes)] = value_bytes
+    open(f"{work}.idx", "wb").write(bytes(raw))
+    src = TokenStore.from_megatron(work)
+    for i in range(len(src)):
+        ids = src.get(i)
+        assert ids.size == 0 or int(ids.min()) >= 0
+    return len(src)

@@ -1,5 +1,5 @@
 """Outputs (issue 11, class 2): atomic writes never replace what they must not, keep modes, follow
-symlinks, and clean up after killed runs."""
+never write through symlinks, and clean up after killed runs."""
 
 from __future__ import annotations
 
@@ -62,14 +62,20 @@ def test_keeps_mode_of_replaced_file_and_honours_umask(tmp_path):
     assert stat.S_IMODE(os.stat(kept).st_mode) == 0o444 and json.loads(kept.read_text()) == {"v": 3}
 
 
-def test_writes_through_symlinks(tmp_path):
-    real = tmp_path / "data" / "tok.json"
+def test_never_writes_through_symlinks(tmp_path):
+    # a link to a file elsewhere (a store's manifest, say) must not get that file replaced
+    real = tmp_path / "data" / "manifest.json"
     real.parent.mkdir()
     real.write_text("{}")
-    link = tmp_path / "tok.json"
+    link = tmp_path / "plot.png"
     link.symlink_to(real)
-    write_json_atomic(link, {"v": 1})
-    assert link.is_symlink() and json.loads(real.read_text()) == {"v": 1}
+    with pytest.raises(ConfigError, match="symbolic link"):
+        write_json_atomic(link, {"v": 1})
+    dangling = tmp_path / "new.json"
+    dangling.symlink_to(tmp_path / "nowhere" / "x.json")
+    with pytest.raises(ConfigError, match="symbolic link"):
+        write_json_atomic(dangling, {"v": 1})
+    assert link.is_symlink() and real.read_text() == "{}" and not (tmp_path / "nowhere").exists()
 
 
 def test_stale_temporaries_of_killed_runs_are_removed(tmp_path):

@@ -39,9 +39,13 @@ from pathlib import Path
 
 import numpy as np
 
+from typing import Annotated, Literal
+
 from .._arrays import ranks_in_groups
+from .._schema import BIG, Count, Meta, Struct, check, load_json, parse_json
+from .._validate import check_bool, check_doc_ids, check_int
 from ..data.mixture import Mixture, allocate_counts, source_fingerprint
-from ..data.source import as_source
+from ..data.source import ArraySource, as_source
 from ..errors import ConfigError, FormatError
 from .layout import IGNORE_INDEX, Batch, Buffers, assemble_segments, check_fragment_positions
 from .packing import LONG_DOCS, METHODS, PackPlan, pack, segment_filler_of, segment_origins
@@ -55,6 +59,44 @@ STATE_VERSION = 1
 _STATE_KEYS = {"format": str, "version": int, "epoch": int, "batches_consumed": int, "samples_consumed": int,
                "global_batch_size": int, "world_size": int, "batch_size": int, "rank": int, "seed": int,
                "data": str, "plan": str, "checksum": str}
+class PlanCacheMeta(Struct):
+    """``plan.json`` of a cached packing plan (its arrays are .npy files beside it)."""
+
+    format: Literal["tokenmill.pack-plan"]
+    version: Literal[1]
+    block_size: Annotated[int, Meta(ge=1, le=BIG)]
+    method: str
+    long_docs: str
+    stream: bool
+    num_docs: Count
+    truncated_docs: Count
+    truncated_tokens: Count
+    split_docs: Count
+    empty_docs: Count
+
+
+class LoaderState(Struct):
+    """What :meth:`BatchSchedule.state_dict` returns (and a user hands back to resume)."""
+
+    format: Literal["tokenmill.TrainingLoader"]
+    version: Literal[1]
+    epoch: Count
+    batches_consumed: Count
+    samples_consumed: Count
+    global_batch_size: Annotated[int, Meta(ge=1, le=BIG)]
+    world_size: Annotated[int, Meta(ge=1, le=BIG)]
+    batch_size: Annotated[int, Meta(ge=1, le=BIG)]
+    rank: Count
+    seed: int
+    data: Annotated[str, Meta(max_length=200)]
+    plan: Annotated[str, Meta(max_length=1 << 20)]
+    checksum: Annotated[str, Meta(max_length=100)]
+
+
+EPOCH_LIMIT = 2**62  # epoch x samples per epoch stays below this: the int64 sample arithmetic cannot wrap
+ROW_MEMORY_FLOOR = 64 * 2**20  # batches smaller than this may have rows longer than the data (toy runs)
+BYTES_PER_POSITION = 49  # a batch's arrays per position: 5 int64 (ids, labels, positions, doc ids,
+#                          offsets), the bool mask and the int32 cu_seqlens
 
 
 @dataclass(frozen=True, eq=False)
@@ -90,6 +132,15 @@ class BatchSchedule:
 
     Arguments as :class:`tokenmill.torch.TrainingLoader` (minus the torch ones). ``batch(epoch, g)``
     materializes this rank's rows of global batch ``g`` as a :class:`~tokenmill.batching.Batch`.
+
+    Checked up front, each a :class:`~tokenmill.errors.ConfigError` naming the argument (or an
+    :class:`~tokenmill.errors.InputError` naming the document): ``shuffle`` and ``drop_last`` are
+    real bools (``"no"`` is not False); ids of in-memory documents (lists, arrays) are ``>= 0``;
+    epochs run from 0 to :attr:`max_epoch`, the last one whose sample positions
+    (``epoch x samples per epoch``) stay below ``2**62`` in int64; and a row (``block_size``, or
+    the windows' capacity) longer than all the tokens of the source (of its largest part, for a
+    mixture) can never be filled, so it is refused when ``batch_size`` such rows would need more than
+    64 MiB of buffers (49 bytes per position): lower ``block_size`` to the source's token count.
 
     >>> docs = [[i] * n for i, n in enumerate([3, 5, 2, 4, 6, 1])]
     >>> s = BatchSchedule(docs, batch_size=1, block_size=6, world_size=2, rank=1, seed=0)
@@ -137,7 +188,7 @@ class BatchSchedule:
             if getattr(windows, "positions", "reset") == "absolute":
                 self.fragment_positions = "continue"
         check_fragment_positions(self.fragment_positions)
-        self.shuffle, self.drop_last = bool(shuffle), bool(drop_last)
+        self.shuffle, self.drop_last = check_bool(shuffle, "shuffle"), check_bool(drop_last, "drop_last")
         if pad_id is not None and (not _is_int(pad_id) or pad_id < 0):
             raise ConfigError(f"pad_id={pad_id!r} must be an integer >= 0 (padding is found by length, so "
                               "the EOS id is safe)")
@@ -154,6 +205,9 @@ class BatchSchedule:
             self.doc_base = np.zeros(2, np.int64)
             if len(self.parts[0]) == 0:
                 raise ConfigError("the source has 0 documents; there is nothing to train on")
+            if isinstance(self.parts[0], ArraySource):  # in memory, never validated (a store's ids were)
+                check_doc_ids(self.parts[0].get(i) for i in range(len(self.parts[0])))
+        self._check_row_memory()
         self._streams: dict[tuple[int, int], _Stream] = {}
         self._fills: dict[tuple[int, int], object] = {}  # packing.segment_filler_of per stream (not pickled)
         self._buffers = Buffers()  # memory of batches nobody holds any more, lent to the next (not pickled)
@@ -161,7 +215,41 @@ class BatchSchedule:
         self._part_counts: dict[tuple[int, int], int] = {}
         self._mix = None
         self._fingerprint: str | None = None
-        self.num_batches(0)  # fail early: batch larger than an epoch, empty plans
+        self.max_epoch: int | None = None  # set below, from the size of epoch 0
+        nb = self.num_batches(0)  # fail early: batch larger than an epoch, empty plans
+        per_epoch = max(self.num_samples(0), nb * self.global_batch_size, 1)
+        self._epoch_samples = per_epoch
+        self.max_epoch = EPOCH_LIMIT // per_epoch - 1
+
+    def _check_row_memory(self) -> None:
+        """Refuse rows longer than all the tokens they could ever hold when a batch of them is large
+        (see the class docstring): the allocation would otherwise fail, or succeed, as padding."""
+        T = self.block_size if self.block_size is not None else getattr(self.windows, "capacity", None)
+        if not _is_int(T):
+            return
+        T = int(T)
+        most = max(int(np.asarray(p.lengths, np.int64).sum(dtype=np.float64)) for p in self.parts)
+        need = self.batch_size * T * BYTES_PER_POSITION
+        if T > most and need > ROW_MEMORY_FLOOR:
+            what = "block_size" if self.block_size is not None else "the windows' capacity"
+            where = "the source" if self.mixture is None else "the largest part of the mixture"
+            raise ConfigError(f"{what}={T:,d} is longer than all {most:,d} tokens of {where}, and a batch of "
+                              f"batch_size={self.batch_size:,d} such rows would need {_size(need)} of buffers "
+                              f"for padding: lower {'block_size' if self.block_size is not None else 'the window'} "
+                              f"to at most {most:,d}")
+
+    def check_epoch(self, epoch) -> int:
+        """``epoch`` as an int in ``0 ..`` :attr:`max_epoch`, else a ConfigError naming it."""
+        if not _is_int(epoch):
+            check_int(epoch, "epoch")  # refuses bool, float, str, None: a ConfigError naming the type
+        v = int(epoch)
+        if v < 0:
+            raise ConfigError(f"epoch={v:,d} is out of range; pass an integer >= 0")
+        if self.max_epoch is not None and v > self.max_epoch:
+            raise ConfigError(f"epoch={v:,d} is out of range; pass an integer in 0 .. {self.max_epoch:,d} (the "
+                              f"sample positions of an epoch, epoch x {self._epoch_samples:,d} samples, "
+                              "must stay below 2**62 in int64)")
+        return v
 
     # ---- identity --------------------------------------------------------------------------------
     @property
@@ -255,20 +343,18 @@ class BatchSchedule:
 
     def _cached_pack(self, part: int) -> PackPlan | None:
         """The cached plan of ``part``, checked against the source's lengths; None if absent."""
-        from .._io import read_json
-
         d = self._cache_dir(part)
         if not (d / "plan.json").exists():
             return None
-        meta = read_json(d / "plan.json", what="packing plan cache")
+        meta, _ = load_json(d / "plan.json", PlanCacheMeta, what="packing plan cache",
+                            hint=f"delete the folder {d} to plan again")
         lengths = np.asarray(self.parts[part].lengths, np.int64)
         try:
             arrays = {name: np.load(d / f"{name}.npy", mmap_mode="r", allow_pickle=False) for name in _PLAN_ARRAYS}
         except (OSError, ValueError) as e:
             raise FormatError(f"packing plan cache {d} is damaged ({e}); delete the folder to plan again") from None
         doc, start, length, ptr = (arrays[k] for k in _PLAN_ARRAYS)
-        ok = (meta.get("format") == "tokenmill.pack-plan" and meta.get("version") == 1
-              and meta.get("num_docs") == lengths.size and meta.get("block_size") == self.block_size
+        ok = (meta["num_docs"] == lengths.size and meta["method"] in METHODS and meta["long_docs"] in LONG_DOCS and meta.get("block_size") == self.block_size
               and all(a.dtype == np.int64 and a.ndim == 1 for a in arrays.values())
               and doc.size == start.size == length.size and ptr.size >= 1 and ptr[0] == 0 and ptr[-1] == doc.size
               and not (np.diff(ptr) < 0).any())
@@ -301,7 +387,7 @@ class BatchSchedule:
 
     def num_batches(self, epoch: int) -> int:
         """Batches of ``epoch`` for every rank (= global batches)."""
-        _check_epoch(epoch)
+        epoch = self.check_epoch(epoch)
         n, G = self.num_samples(epoch), self.global_batch_size
         nb = n // G if self.drop_last else -(-n // G)
         if nb == 0:
@@ -400,8 +486,20 @@ class BatchSchedule:
     # ---- materialization -------------------------------------------------------------------------
     def batch(self, epoch: int, g: int) -> Batch:
         """This rank's rows of global batch ``g`` of ``epoch``; ``doc_ids`` in the source's numbering
-        (for a mixture: the concatenated numbering, part ``i`` from ``mixture.doc_base[i]``)."""
+        (for a mixture: the concatenated numbering, part ``i`` from ``mixture.doc_base[i]``). Memory
+        that cannot be allocated for its rows is a ConfigError naming ``batch_size`` and the row
+        length, with the bytes they need."""
         part, p_ep, block = self.rank_samples(epoch, g)
+        try:
+            return self._batch(part, p_ep, block)
+        except MemoryError:
+            T = self.stream(int(part[0]), int(p_ep[0])).plan.block_size
+            need = self.batch_size * int(T) * BYTES_PER_POSITION
+            what = "block_size" if self.block_size is not None else "the windows' capacity"
+            raise ConfigError(f"out of memory for a batch of batch_size={self.batch_size:,d} rows x {what}={T:,d} "
+                              f"positions: it needs about {_size(need)}; lower batch_size or {what}") from None
+
+    def _batch(self, part: np.ndarray, p_ep: np.ndarray, block: np.ndarray) -> Batch:
         groups: dict[tuple[int, int], list[int]] = {}
         for row, (i, e) in enumerate(zip(part.tolist(), p_ep.tolist())):
             groups.setdefault((i, e), []).append(row)
@@ -470,11 +568,7 @@ class BatchSchedule:
         if missing:
             raise FormatError(f"the loader state is truncated: missing {', '.join(missing)}; save it again "
                               "with state_dict() (store the whole dict)")
-        for k, t in _STATE_KEYS.items():
-            v = state[k]
-            if not isinstance(v, t) or (t is int and isinstance(v, bool)):
-                raise FormatError(f"the loader state's {k!r} is {v!r} ({type(v).__name__}), expected "
-                                  f"{t.__name__}: the state was edited or corrupted")
+        check(state, LoaderState, what="the loader state", hint="the state was edited or corrupted")
         if _checksum(state) != state["checksum"]:
             raise FormatError("the loader state's checksum does not match its fields: it was edited or "
                               "corrupted; load an unmodified state_dict()")
@@ -482,10 +576,7 @@ class BatchSchedule:
             raise ConfigError(f"the state was saved for other data: data fingerprint {state['data']} in the "
                               f"state, {self.data_fingerprint} here; load it with the same store, split or "
                               "mixture (a moved folder is fine: the fingerprint is of the content)")
-        try:
-            saved, mine = json.loads(state["plan"]), self.plan_options()
-        except json.JSONDecodeError:
-            raise FormatError("the loader state's 'plan' is not valid JSON: the state was edited or corrupted") from None
+        saved, mine = parse_json(state["plan"].encode(), what="the loader state's 'plan'"), self.plan_options()
         if not isinstance(saved, dict):
             raise FormatError("the loader state's 'plan' is not an object: the state was edited or corrupted")
         diff = [f"{k}: {saved.get(k)!r} in the state, {mine.get(k)!r} here"
@@ -522,9 +613,11 @@ def _checksum(state: dict) -> str:
     return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()[:32]
 
 
-def _check_epoch(epoch) -> None:
-    if not _is_int(epoch) or epoch < 0:
-        raise ConfigError(f"epoch={epoch!r} must be an integer >= 0")
+def _size(nbytes: int) -> str:
+    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:,.1f} {unit} ({nbytes:,d} bytes)"
+    return f"{nbytes:,d} bytes"
 
 
 def _shift_docs(b: Batch, base: int) -> Batch:

@@ -52,6 +52,30 @@ def unescape(value: str, option: str) -> str:
                           r"'\n' for a newline or '\\' for a backslash") from None
 
 
+def megabytes(value: float, option: str) -> int:
+    """``value`` megabytes (MiB, from a ``type=float`` option) as a byte count >= 1, or a ConfigError
+    naming the option: NaN, infinities, negative numbers and sizes under one byte are refused, never
+    turned into 1 byte.
+
+    >>> megabytes(0.5, "--shard-mb")
+    524288
+    """
+    import math
+
+    from .._validate import INT64_MAX
+    from ..errors import ConfigError
+
+    if not math.isfinite(value) or value <= 0:
+        raise ConfigError(f"{option} {value!r} must be a positive finite number of megabytes, e.g. {option} 16")
+    n = int(value * 2**20)
+    if n < 1:
+        raise ConfigError(f"{option} {value!r} is less than one byte; pass at least {1 / 2**20:.3g} megabytes "
+                          f"(e.g. {option} 16)")
+    if n > INT64_MAX:
+        raise ConfigError(f"{option} {value!r} is more than {INT64_MAX:,d} bytes; pass a smaller size (e.g. {option} 16)")
+    return n
+
+
 def input_files(args) -> list:
     """The files named by ``--input`` (directories expanded to their .txt files)."""
     from ..data.text import expand_inputs

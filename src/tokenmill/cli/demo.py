@@ -14,7 +14,9 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any, Literal
 
+from .._schema import Count, Struct
 from ._common import add_command, add_quiet
 
 _TORCH_ADDS = ("pip install 'tokenmill[torch]' adds the training stages: a tiny GPT trained through "
@@ -318,17 +320,24 @@ def _save_checkpoint(path: Path, model, opt, loader, step: int) -> None:
                                             "loader": loader.state_dict()})
 
 
+class DemoCheckpoint(Struct):
+    """``state.json`` of a demo checkpoint (the tensors are in ``tensors.npz`` beside it)."""
+
+    format: Literal["tokenmill.demo.checkpoint"]
+    version: Literal[1]
+    step: Count
+    optimizer_param_groups: list[dict[str, Any]]
+    loader: dict[str, Any]  # checked by TrainingLoader.load_state_dict
+
+
 def _load_checkpoint(path: Path, cfg, make_loader):
     import numpy as np
     import torch
 
-    from .._io import read_json
-    from ..errors import FormatError
+    from .._schema import load_json
     from ..torch.model import TinyCausalLM
 
-    meta = read_json(path / "state.json", what="demo checkpoint")
-    if meta.get("format") != "tokenmill.demo.checkpoint" or meta.get("version") != 1:
-        raise FormatError(f"{path / 'state.json'} is not a version-1 demo checkpoint")
+    meta, _ = load_json(path / "state.json", DemoCheckpoint, what="demo checkpoint")
     with np.load(path / "tensors.npz", allow_pickle=False) as z:
         arrays = {k: z[k] for k in z.files}
     model = TinyCausalLM(cfg, seed=12345)  # other initial weights: the checkpoint must overwrite them all
@@ -418,10 +427,13 @@ def _plots(args, out: Path, train, training, report: dict) -> list[str]:
 def _save(fig, path: Path) -> str:
     import matplotlib.pyplot as plt
 
+    from .._io import save_figure
+
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return str(path)
+    try:
+        return str(save_figure(fig, path))
+    finally:
+        plt.close(fig)
 
 
 def _finish(args, out: Path, report: dict) -> None:

@@ -35,13 +35,19 @@ def register(sub) -> None:
 def _parse(spec: str):
     from ..errors import ConfigError
 
+    import math
+
     path, sep, weight = spec.rpartition(":")
     if not sep or not path:
         return spec, 1.0
     try:
-        return path, float(weight)
+        w = float(weight)
     except ValueError:
         raise ConfigError(f"{spec!r}: expected STORE or STORE:WEIGHT with a number after the colon") from None
+    if not math.isfinite(w) or w <= 0:
+        raise ConfigError(f"{spec!r}: the weight {weight!r} must be a positive finite number, e.g. "
+                          f"{path}:0.5 (leave a store out instead of giving it weight 0)")
+    return path, w
 
 
 def cmd_loader(args) -> int:

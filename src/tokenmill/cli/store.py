@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from ._common import add_command, add_quiet, add_tokenizer_args, load_tokenizer
+from ._common import add_command, add_quiet, add_tokenizer_args, load_tokenizer, megabytes, unescape
 
 EXAMPLE_BUILD = ("tokenmill store build --tokenizer tok.json --input corpus/ data.jsonl.zst --out store/ "
                  "--workers 4")
@@ -33,14 +33,16 @@ def register(sub) -> None:
                    help="input format (default: by file extension)")
     g = b.add_mutually_exclusive_group()
     g.add_argument("--split-lines", action="store_true", help="text files: one document per non-blank line")
-    g.add_argument("--separator", metavar="STR", help="text files: split each file into documents on STR")
+    g.add_argument("--separator", metavar="STR", help="text files: split each file into documents on STR "
+                   r"(backslash escapes such as '\n' or '\x1e' are decoded, as in `tokenmill train`)")
     b.add_argument("--errors", choices=["strict", "replace"], default="strict",
                    help="invalid UTF-8: fail naming file and byte offset (default) or replace with U+FFFD")
     b.add_argument("--no-eos", action="store_true", help="do not append EOS to every document")
     b.add_argument("--bos", action="store_true", help="prepend BOS to every document")
     b.add_argument("--special-text", choices=["error", "plain"], default="error",
                    help="text that spells a special token: fail (default) or encode it as plain text")
-    b.add_argument("--shard-mb", type=float, default=16, help="input megabytes per shard (default 16)")
+    b.add_argument("--shard-mb", type=float, default=16,
+                   help="input megabytes per shard, a positive number (default 16)")
     b.add_argument("--overwrite", action="store_true", help="replace a store built with other arguments")
     add_quiet(b)
 
@@ -58,13 +60,14 @@ def register(sub) -> None:
 
 def cmd_build(args: argparse.Namespace) -> int:
     from ..data.store import TokenStore
+    shard_bytes = megabytes(args.shard_mb, "--shard-mb")
+    sep = unescape(args.separator, "--separator") if args.separator else None  # the same as `tokenmill train`
     tok = load_tokenizer(args)
-    sep = args.separator.encode().decode("unicode_escape") if args.separator else None
     store = TokenStore.build(args.out, list(args.input), tok, workers=args.workers, engine=args.engine,
                              ray_address=args.ray_address, field=args.field, format=args.format,
                              split_lines=args.split_lines, separator=sep, errors=args.errors,
                              append_eos=not args.no_eos, prepend_bos=args.bos, special_text=args.special_text,
-                             shard_bytes=max(1, int(args.shard_mb * 2**20)), overwrite=args.overwrite,
+                             shard_bytes=shard_bytes, overwrite=args.overwrite,
                              progress=not args.quiet)
     m = store.manifest
     print(f"{store}")
@@ -86,9 +89,12 @@ def cmd_stats(args: argparse.Namespace) -> int:
     from ..data.stats import plot_lengths
     from ..data.store import TokenStore
 
-    st = TokenStore.open(args.dir).stats()
-    if args.plot:
-        plot_lengths(st, args.plot)
+    from ..data.store import store_files
+
+    store = TokenStore.open(args.dir)
+    st = store.stats()
+    if args.plot:  # never onto the store it reads (a link or hard link to its manifest, say)
+        args.plot = str(plot_lengths(st, args.plot, inputs=store_files(store)))
     if args.json:
         print(json.dumps(st.to_dict(), indent=1))
     else:

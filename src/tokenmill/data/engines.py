@@ -4,7 +4,11 @@ A shard job is a list of texts; its result is ``(ids, lengths)``: the documents'
 by EOS / preceded by BOS as asked, concatenated in the store's dtype, and the per-document lengths.
 A job's result depends only on its texts and the options, never on where it ran, so the store's
 bytes are the same for every engine and worker count. Results come back in job order; at most a
-few jobs per worker are in flight, so memory stays bounded whatever the corpus size.
+few jobs per worker are in flight, so memory stays bounded whatever the corpus size. A pool never
+has more workers than there are jobs to run (``workers=200`` for one shard starts one), and its
+workers die with the process that started them, even when it is killed (SIGKILL): pool workers
+through ``PR_SET_PDEATHSIG`` (Linux), the Ray processes of a ``ray.init`` tokenmill made itself
+through a small watchdog process (Linux; elsewhere Ray's own clean-up applies).
 
     engine   workers   runs on
     local    1         the calling thread
@@ -17,7 +21,11 @@ few jobs per worker are in flight, so memory stays bounded whatever the corpus s
 
 from __future__ import annotations
 
+import itertools
 import os
+import signal
+import subprocess
+import sys
 from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
@@ -112,9 +120,41 @@ def assemble_ids(arrays: list[np.ndarray], opts: EncodeOptions):
 _WORKER: tuple | None = None
 
 
-def _init_worker(payload, opts):
+def _init_worker(payload, opts, parent: int | None = None):
     global _WORKER
+    if parent is not None:
+        _die_with_parent(parent)
     _WORKER = (tokenizer_from_payload(payload) if isinstance(payload, tuple) else payload, opts)
+
+
+def _die_with_parent(parent: int) -> None:
+    """In a pool worker: be killed (SIGKILL) when the process that started the pool dies, however it
+    dies (Linux: ``prctl(PR_SET_PDEATHSIG)``); exit now if it is already gone. Without this, the
+    workers of a killed build wait on their task queue forever."""
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            ctypes.CDLL(None).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG = 1
+        except (OSError, AttributeError):  # pragma: no cover  (no libc prctl)
+            pass
+    if os.getppid() != parent:  # the parent died before the signal was armed
+        os._exit(1)
+
+
+def _runnable_first(jobs: Iterable, want: int) -> tuple[int, Iterator]:
+    """Pull jobs until ``want`` of them have texts (or the jobs end): ``(how many have texts, all the
+    jobs in order)``; the rest stay unread until they are needed."""
+    it = iter(jobs)
+    head, n = [], 0
+    if want > 0:
+        for job in it:
+            head.append(job)
+            if job[1] is not None:
+                n += 1
+                if n >= want:
+                    break
+    return n, itertools.chain(head, it)
 
 
 def _run_in_worker(texts):
@@ -134,18 +174,34 @@ def run_jobs(jobs: Iterable, tokenizer, opts: EncodeOptions, *, engine: str, wor
     if engine == "ray":
         ray = require("ray", "ray")
         started = not ray.is_initialized()
+        watchdog = None
         if started:  # a local Ray of our own (or the cluster at ray_address), shut down at the end
-            ray.init(address=ray_address) if ray_address is not None else ray.init(num_cpus=workers)
+            before = _children(os.getpid())
+            if ray_address is not None:
+                ray.init(address=ray_address)
+            else:  # no more CPUs than jobs to run
+                runnable, jobs = _runnable_first(jobs, workers)
+                ray.init(num_cpus=max(1, min(workers, runnable)))
+            watchdog = _start_watchdog(sorted(_children(os.getpid()) - before))
         try:
             yield from _ordered(jobs, *_ray_submitter(ray, tokenizer, opts), workers)
         finally:
             if started:
-                ray.shutdown()
+                try:
+                    ray.shutdown()
+                finally:
+                    _stop_watchdog(watchdog)
         return
     if workers == 1 and engine != "process":
         for key, texts in jobs:
             yield key, None if texts is None else encode_job(tokenizer, opts, texts)
         return
+    runnable, jobs = _runnable_first(jobs, workers)
+    if runnable == 0:  # nothing to run (every shard of a resumed build is done): no pool
+        for key, texts in jobs:
+            yield key, None
+        return
+    workers = min(workers, runnable)  # a pool no larger than the work
     if engine == "local":  # threads: the compiled encoder releases the GIL; one tokenizer, warm caches
         from concurrent.futures import ThreadPoolExecutor
 
@@ -160,7 +216,8 @@ def run_jobs(jobs: Iterable, tokenizer, opts: EncodeOptions, *, engine: str, wor
         ctx, payload = mp.get_context("fork"), tokenizer  # inherited, nothing pickled
     else:  # pragma: no cover  (macOS/Windows)
         ctx, payload = mp.get_context("spawn"), tokenizer_payload(tokenizer)
-    with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker, initargs=(payload, opts)) as ex:
+    with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker,
+                             initargs=(payload, opts, os.getpid())) as ex:
         submit = lambda texts: ex.submit(_run_in_worker, texts)  # noqa: E731
         yield from _ordered(jobs, submit, lambda f: f.result(), workers)
 
@@ -177,6 +234,131 @@ def _ordered(jobs, submit: Callable, result: Callable, workers: int):
     while pending:
         k, fut = pending.popleft()
         yield k, None if fut is None else result(fut)
+
+
+# ---- Ray: a watchdog kills the Ray processes tokenmill started if tokenmill is killed -------------
+def _proc_stat(pid) -> tuple[str, int, str] | None:
+    """``(state, parent pid, start time)`` of a process from /proc (Linux), or None."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read()
+        fields = raw[raw.rindex(b")") + 2:].split()
+        return fields[0].decode(), int(fields[1]), fields[19].decode()
+    except (OSError, ValueError, IndexError):  # gone, or gone while read
+        return None
+
+
+def _children(pid: int) -> set[int]:
+    """The processes whose parent is ``pid`` (Linux: from /proc; elsewhere the empty set)."""
+    if not sys.platform.startswith("linux"):
+        return set()
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return set()
+    out = set()
+    for name in names:
+        if name.isdigit():
+            st = _proc_stat(name)
+            if st is not None and st[1] == pid and st[0] != "Z":
+                out.add(int(name))
+    return out
+
+
+# Run as ``python -I -c _WATCHDOG <parent pid> <pid>...``, in its own session. Every 0.5 s it checks
+# that it is still the parent's child; now and then (0.5 s, growing to 10 s) it adds the descendants
+# of the processes it watches (Ray's agents are children of the raylet, which dies with the driver
+# but leaves them behind). Once the parent is gone it kills every watched process still alive
+# (SIGTERM, then SIGKILL after 2 s), each only if its start time is still the one it saw (a pid used
+# again by another process is left alone), and exits.
+_WATCHDOG = r"""
+import os, signal, sys, time
+
+parent = int(sys.argv[1])
+
+def stat(pid):
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as f:
+            raw = f.read()
+        fields = raw[raw.rindex(b")") + 2:].split()
+        return fields[0], int(fields[1]), fields[19]
+    except (OSError, ValueError, IndexError):
+        return None
+
+def alive(marks):
+    out = {}
+    for pid, start in marks.items():
+        st = stat(pid)
+        if st is not None and st[0] != b"Z" and st[2] == start:
+            out[pid] = start
+    return out
+
+def grow(marks):
+    now = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            st = stat(int(name))
+            if st is not None and st[0] != b"Z":
+                now[int(name)] = st
+    kids = {}
+    for pid, st in now.items():
+        kids.setdefault(st[1], []).append(pid)
+    todo = [p for p in alive(marks)]
+    while todo:
+        for kid in kids.get(todo.pop(), ()):
+            if kid not in marks and kid != os.getpid():
+                marks[kid] = now[kid][2]
+                todo.append(kid)
+
+def kill(marks, sig):
+    for pid in marks:
+        try:
+            os.kill(pid, sig)
+        except OSError:
+            pass
+
+marks = {}
+for pid in map(int, sys.argv[2:]):
+    st = stat(pid)
+    if st is not None:
+        marks[pid] = st[2]
+interval, due = 0.5, 0.0
+while os.getppid() == parent:
+    if time.monotonic() >= due:
+        grow(marks)
+        interval = min(interval * 1.5, 10.0)
+        due = time.monotonic() + interval
+    time.sleep(0.5)
+grow(marks)
+kill(alive(marks), signal.SIGTERM)
+end = time.monotonic() + 2.0
+while time.monotonic() < end and alive(marks):
+    time.sleep(0.1)
+kill(alive(marks), signal.SIGKILL)
+"""
+
+
+def _start_watchdog(pids: list[int]):
+    """A watchdog process (see ``_WATCHDOG``) for ``pids``, or None (nothing to watch, not Linux)."""
+    if not pids or not sys.platform.startswith("linux") or not sys.executable:
+        return None
+    try:
+        return subprocess.Popen([sys.executable, "-I", "-c", _WATCHDOG, str(os.getpid()), *map(str, pids)],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True, close_fds=True)
+    except OSError:  # pragma: no cover  (cannot start a process: Ray's own clean-up still applies)
+        return None
+
+
+def _stop_watchdog(proc) -> None:
+    if proc is None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:  # pragma: no cover
+        proc.kill()
+        proc.wait()
 
 
 def _ray_submitter(ray, tokenizer, opts: EncodeOptions):

@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import struct
 from pathlib import Path
+from typing import Annotated, Literal
 
 import numpy as np
 
-from .._io import atomic_path, canonical_hash
-from ..errors import FormatError, InputError
+from .._io import canonical_hash, resolve_output, write_with
+from .._schema import Meta, Struct, check
+from ..errors import ConfigError, FormatError, InputError
 
 HEADER = b"MMIDIDX\x00\x00"
 CODES = {1: np.uint8, 2: np.int8, 3: np.int16, 4: np.int32, 5: np.int64, 6: np.float64, 7: np.float32,
@@ -47,26 +49,55 @@ def export_megatron(store, prefix) -> tuple[Path, Path]:
     if lengths.size:
         np.cumsum(lengths[:-1] * dtype.itemsize, out=pointers[1:])
     bin_path, idx_path = prefix.with_name(prefix.name + ".bin"), prefix.with_name(prefix.name + ".idx")
-    with atomic_path(bin_path) as tmp:
-        with open(tmp, "wb") as f:
-            le = dtype.newbyteorder("<")
-            if hasattr(store, "_shards"):  # a whole store: shard by shard
-                for sh in store._shards:
-                    f.write(np.ascontiguousarray(sh.tokens, le).tobytes())
-            else:  # a view: document by document
-                for i in range(len(store)):
-                    f.write(np.ascontiguousarray(store.get(i), le).tobytes())
-    with atomic_path(idx_path) as tmp:
-        with open(tmp, "wb") as f:
-            f.write(HEADER)
-            f.write(struct.pack("<Q", 1))
-            f.write(struct.pack("<B", CODE_OF[dtype]))
-            f.write(struct.pack("<Q", lengths.size))
-            f.write(struct.pack("<Q", lengths.size + 1))
-            f.write(lengths.astype("<i4").tobytes())
-            f.write(pointers.astype("<i8").tobytes())
-            f.write(np.arange(lengths.size + 1, dtype="<i8").tobytes())
+    # never onto the store being read (a link or hard link to one of its files): its files are inputs
+    from .store import store_files  # store.py imports this module lazily: no cycle at import time
+
+    inputs = store_files(store)
+    le = dtype.newbyteorder("<")
+
+    def write_bin(f):
+        if hasattr(store, "shard_arrays"):  # a whole store: shard by shard
+            for tokens in store.shard_arrays():
+                f.write(np.ascontiguousarray(tokens, le).tobytes())
+        else:  # a view: document by document
+            for i in range(len(store)):
+                f.write(np.ascontiguousarray(store.get(i), le).tobytes())
+
+    def write_idx(f):
+        f.write(HEADER)
+        f.write(struct.pack("<Q", 1))
+        f.write(struct.pack("<B", CODE_OF[dtype]))
+        f.write(struct.pack("<Q", lengths.size))
+        f.write(struct.pack("<Q", lengths.size + 1))
+        f.write(lengths.astype("<i4").tobytes())
+        f.write(pointers.astype("<i8").tobytes())
+        f.write(np.arange(lengths.size + 1, dtype="<i8").tobytes())
+
+    for path in (bin_path, idx_path):  # both checked before either is written
+        resolve_output(path, what="Megatron output", inputs=inputs)
+    write_with(bin_path, write_bin, inputs=inputs)
+    write_with(idx_path, write_idx, inputs=inputs)
     return bin_path, idx_path
+
+
+class IndexHeader(Struct):
+    """The fixed part of a ``.idx`` file, checked before any array of it is mapped."""
+
+    magic: Literal["MMIDIDX"]
+    version: Literal[1]
+    dtype_code: Literal[4, 8]  # int32, uint16: what Megatron and tokenmill write for token ids
+    sequences: Annotated[int, Meta(ge=0, le=INT32_MAX)]
+    documents: Annotated[int, Meta(ge=1)]
+    file_bytes: int
+
+    def __post_init__(self):
+        if self.documents > self.sequences + 1:
+            raise ValueError(f"{self.documents:,d} document indices for {self.sequences:,d} sequences "
+                             "(at most one more than the sequences)")
+        need = 34 + 12 * self.sequences + 8 * self.documents
+        if need != self.file_bytes:
+            raise ValueError(f"the header describes a {need:,d}-byte index, the file has {self.file_bytes:,d} "
+                             f"bytes ({'truncated' if need > self.file_bytes else 'trailing data'})")
 
 
 class MegatronSource:
@@ -83,17 +114,16 @@ class MegatronSource:
         for p in (idx, bin_):
             if not p.is_file():
                 raise FormatError(f"Megatron file {p} does not exist")
-        raw = np.memmap(idx, np.uint8, mode="r")
-        if raw.size < 34 or bytes(raw[:9]) != HEADER:
+        size = idx.stat().st_size
+        with open(idx, "rb") as f:
+            head = f.read(34)
+        if len(head) < 34 or head[:9] != HEADER:
             raise FormatError(f"{idx}: not a Megatron MMIDIDX index (bad header)")
-        version, = struct.unpack("<Q", bytes(raw[9:17]))
-        code = int(raw[17])
-        if version != 1 or code not in CODES:
-            raise FormatError(f"{idx}: MMIDIDX version {version} dtype code {code} is not supported (version 1)")
-        n, d = struct.unpack("<QQ", bytes(raw[18:34]))
-        need = 34 + 4 * n + 8 * n + 8 * d
-        if raw.size < need:
-            raise FormatError(f"{idx}: {raw.size:,d} bytes, {need:,d} needed for {n:,d} sequences (truncated)")
+        version, code, n, d = struct.unpack("<QBQQ", head[9:34])
+        check({"magic": "MMIDIDX", "version": version, "dtype_code": code, "sequences": n, "documents": d,
+               "file_bytes": size}, IndexHeader, what=f"Megatron index {str(idx)!r}",
+              hint="tokenmill reads version-1 indexes of uint16 or int32 ids, one sequence per document")
+        raw = np.memmap(idx, np.uint8, mode="r")
         self.dtype = np.dtype(CODES[code]).newbyteorder("<")
         lengths = np.frombuffer(raw, "<i4", n, 34).astype(np.int64)
         pointers = np.frombuffer(raw, "<i8", n, 34 + 4 * n).astype(np.int64)
@@ -110,6 +140,11 @@ class MegatronSource:
         self.doc_offsets = offsets
         self.token_array = (np.asarray(np.memmap(bin_, self.dtype, mode="r", shape=(total,))) if total
                             else np.zeros(0, self.dtype))
+        if self.dtype.kind == "i" and total and int(self.token_array.min()) < 0:  # one pass, at open
+            i = int(np.argmax(self.token_array < 0))
+            doc = int(np.searchsorted(offsets, i, side="right")) - 1
+            raise FormatError(f"{bin_}: id {int(self.token_array[i]):,d} (document {doc:,d}, position "
+                              f"{i - int(offsets[doc]):,d}) is negative; token ids are >= 0: the file is corrupted")
         self._files = (idx, bin_)
         self._fingerprint = None
 
@@ -132,4 +167,10 @@ class MegatronSource:
         return int(self._lengths.size)
 
     def get(self, i: int) -> np.ndarray:
+        n = len(self)
+        if isinstance(i, (bool, np.bool_)) or not isinstance(i, (int, np.integer)):
+            raise ConfigError(f"document index {i!r} must be an integer")
+        if not -n <= i < n:
+            raise IndexError(f"document {i:,d} is outside 0 .. {n - 1:,d}")
+        i = int(i) % n
         return self.token_array[self.doc_offsets[i]:self.doc_offsets[i + 1]]

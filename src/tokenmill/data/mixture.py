@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import hashlib
 import math
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
 
+from .._validate import check_doc_ids
 from ..errors import ConfigError, InputError
-from .source import TokenSource, as_source
+from .source import ArraySource, TokenSource, as_source
 
 
 def source_fingerprint(source) -> str:
@@ -105,7 +107,8 @@ class Mixture:
     """Token sources drawn in proportions of tokens (see the module docstring).
 
     ``parts``: a dict ``{source: weight}`` or a list of ``(source, weight)`` pairs; weights are
-    positive finite numbers, normalized to sum to 1. ``names``: one per part (default ``part0``,
+    positive finite real numbers (not bool, not str, not NaN or infinity), normalized to sum to 1.
+    In-memory parts (lists, arrays) must hold ids ``>= 0`` (an InputError names part and document). ``names``: one per part (default ``part0``,
     ``part1``, ... or a source's ``name``). ``seed`` shuffles each part's samples per part epoch.
 
     >>> a, b = [[1, 2, 3]] * 6, [[7, 8]] * 2
@@ -130,10 +133,13 @@ class Mixture:
             src, w = item
             if isinstance(src, Mixture):
                 raise ConfigError(f"mixture part {i} is itself a Mixture; list its parts with combined weights")
+            if isinstance(w, (bool, np.bool_)) or not isinstance(w, (numbers.Real, np.floating, np.integer)):
+                raise ConfigError(f"mixture part {i} has weight {w!r} (a {type(w).__name__}); weights must be "
+                                  "positive finite numbers such as 0.7 (not bool, not str)")
             try:
                 wf = float(w)
-            except (TypeError, ValueError):
-                raise ConfigError(f"mixture part {i} has weight {w!r}; weights must be positive numbers") from None
+            except OverflowError:  # an int beyond the float range
+                wf = math.inf
             if not math.isfinite(wf) or wf <= 0:
                 raise ConfigError(f"mixture part {i} has weight {w!r}; weights must be positive and finite "
                                   "(leave a part out instead of giving it weight 0)")
@@ -148,9 +154,19 @@ class Mixture:
         if len(names) != len(sources) or len(set(names)) != len(names):
             raise ConfigError(f"names={names!r}: pass one distinct name per part ({len(sources)} parts)")
         self.names = tuple(names)
+        for i, (name, src) in enumerate(zip(self.names, sources)):
+            if isinstance(src, ArraySource):  # in memory, never validated (a store's ids were)
+                check_doc_ids((src.get(j) for j in range(len(src))), what=f"mixture part {i} ({name!r}): ")
         self.parts: tuple[TokenSource, ...] = tuple(sources)
         w = np.asarray(weights, np.float64)
+        with np.errstate(over="ignore"):
+            total = float(w.sum())
+        if not math.isfinite(total):  # weights near the float limit: scale them down before the sum
+            w = w / w.max()
         self.weights = w / w.sum()
+        if not (np.isfinite(self.weights).all() and (self.weights > 0).all()):
+            raise ConfigError(f"mixture weights {weights!r} are too far apart to normalize; keep their ratios "
+                              "within the float range")
         self._part_lengths = [np.asarray(s.lengths, np.int64) for s in sources]
         for i, (name, lengths) in enumerate(zip(self.names, self._part_lengths)):
             if lengths.size == 0 or int(lengths.sum()) == 0:

@@ -13,8 +13,11 @@ the file and the byte offset, line or row, and say what to do::
 
 Text files are read exactly as ``tokenmill train`` reads them (:mod:`tokenmill.data.text`): one
 document per file, per line (``split_lines``: ``str.splitlines``, blank lines skipped) or per
-``separator``; lines and separators are streamed in blocks, so memory stays bounded. ``.gz`` and
-``.zst`` are decompressed transparently (byte offsets then count in the decompressed data).
+``separator``; lines and separators are streamed in blocks, in time linear in the file's size, so
+memory stays bounded: one document, line or JSONL record may hold at most
+``$TOKENMILL_MAX_DOCUMENT_BYTES`` bytes (default 1 GiB; more is an InputError naming the file and
+the byte offset where it starts). ``.gz`` and ``.zst`` are decompressed transparently (byte offsets
+then count in the decompressed data).
 Only regular files are read: a FIFO or device could not be read again by a resumed build.
 """
 
@@ -155,36 +158,162 @@ def open_binary(path: Path):
         raise InputError(f"cannot read input file {str(path)!r}: {e.strerror or e}") from e
 
 
-def _blocks(path: Path, sep: bytes) -> Iterator[tuple[int, bytes]]:
-    """``(offset, block)`` of the file's bytes, every block but the last ending with ``sep``."""
-    with open_binary(path) as f:
-        carry, offset = b"", 0
+DEFAULT_MAX_DOCUMENT_BYTES = 1 << 30
+
+
+def max_document_bytes() -> int:
+    """The largest document, line or record a text or JSONL file may hold, in bytes:
+    ``$TOKENMILL_MAX_DOCUMENT_BYTES`` (default 1 GiB). Reading keeps at most this much (plus one
+    block) of an unfinished document in memory, so a file without a line end (``/dev/zero``
+    compressed into a ``.jsonl.zst``) ends with an error instead of exhausting memory."""
+    raw = os.environ.get("TOKENMILL_MAX_DOCUMENT_BYTES")
+    if raw is None:
+        return DEFAULT_MAX_DOCUMENT_BYTES
+    value = int(raw) if raw.isascii() and raw.isdigit() else 0
+    if value < 1:
+        raise ConfigError(f"TOKENMILL_MAX_DOCUMENT_BYTES={raw!r} is not a whole number of bytes >= 1 "
+                          f"(the default is {DEFAULT_MAX_DOCUMENT_BYTES:,d}, 1 GiB)")
+    return value
+
+
+def _too_large(path, what: str, start: int, limit: int) -> InputError:
+    return InputError(f"{path}: the {what} starting at byte offset {start:,d} holds more than {limit:,d} bytes, "
+                      "the most one document may hold; if it is genuine, raise TOKENMILL_MAX_DOCUMENT_BYTES "
+                      "(bytes), or split the input")
+
+
+def _read_chunk(f, path) -> bytes:
+    try:
+        return f.read(_BLOCK)
+    except (OSError, EOFError, ValueError) as e:
+        raise InputError(f"{path}: cannot read (corrupt or truncated compressed data?): {e}") from e
+
+
+def _tail(parts: list[bytes], n: int) -> bytes:
+    """The last ``n`` bytes (or fewer) of the concatenation of ``parts``."""
+    out, need = [], n
+    for p in reversed(parts):
+        if need <= 0:
+            break
+        out.append(p[-need:])
+        need -= len(out[-1])
+    return b"".join(reversed(out))
+
+
+def _blocks(path: Path, sep: bytes, *, what: str = "line", opener=None) -> Iterator[tuple[int, bytes]]:
+    """``(offset, block)`` of the file's bytes, every block but the last ending with ``sep``.
+
+    Linear in the file's size: only each newly read chunk is searched for ``sep`` (with the few bytes
+    before it, for a separator across two chunks); the chunks of an unfinished record are kept in a
+    list and joined once. A record (the bytes between two separators) longer than
+    :func:`max_document_bytes` is an InputError naming the file and its starting offset.
+    """
+    limit = max_document_bytes()
+    k = len(sep)
+    bordered = any(sep[:i] == sep[-i:] for i in range(1, k))  # "||": occurrences may overlap
+    with (opener or open_binary)(path) as f:
+        parts: list[bytes] = []  # the unfinished record: it starts at ``offset``
+        held, offset = 0, 0
         while True:
-            try:
-                chunk = f.read(_BLOCK)
-            except (OSError, EOFError, ValueError) as e:
-                raise InputError(f"{path}: cannot read (corrupt or truncated compressed data?): {e}") from e
+            chunk = _read_chunk(f, path)
             if not chunk:
                 break
-            data = carry + chunk
-            cut = data.rfind(sep)
+            head = _tail(parts, k - 1) if parts and k > 1 else b""
+            cut = _last_split(head + chunk if head else chunk, sep, bordered)
             if cut < 0:
-                carry = data
+                parts.append(chunk)
+                held += len(chunk)
+                if held > limit + k - 1:  # (its last k - 1 bytes may begin a separator)
+                    raise _too_large(path, what, offset, limit)
                 continue
-            cut += len(sep)
-            yield offset, data[:cut]
-            offset += cut
-            carry = data[cut:]
-        if carry:
-            yield offset, carry
+            cut += k - len(head)  # just after the separator, inside ``chunk``
+            parts.append(chunk[:cut])
+            block = b"".join(parts) if len(parts) > 1 else parts[0]
+            if len(block) > limit:  # a record of the block may be too long: find it
+                _check_records(path, block, sep, offset, limit, what)
+            yield offset, block
+            offset += len(block)
+            rest = chunk[cut:]
+            parts, held = ([rest], len(rest)) if rest else ([], 0)
+            if held > limit:
+                raise _too_large(path, what, offset, limit)
+        if held > limit:
+            raise _too_large(path, what, offset, limit)
+        if parts:
+            yield offset, b"".join(parts) if len(parts) > 1 else parts[0]
 
 
-def _read_all(path: Path) -> bytes:
-    with open_binary(path) as f:
-        try:
-            return f.read()
-        except (OSError, EOFError, ValueError) as e:
-            raise InputError(f"{path}: cannot read (corrupt or truncated compressed data?): {e}") from e
+def _last_split(data: bytes, sep: bytes, bordered: bool) -> int:
+    """The start of the last separator of ``data`` that ``bytes.split`` would split at (``data``
+    starts a record), or -1. Occurrences of a separator such as "||" may overlap ("|||"): split
+    takes them from the left, so the last one is found by walking them; any other is ``rfind``'s."""
+    if not bordered:
+        return data.rfind(sep)
+    last, j = -1, data.find(sep)
+    while j >= 0:
+        last, j = j, data.find(sep, j + len(sep))
+    return last
+
+
+def _check_records(path, block: bytes, sep: bytes, offset: int, limit: int, what: str) -> None:
+    pos = 0
+    while True:
+        j = block.find(sep, pos)
+        end = len(block) if j < 0 else j
+        if end - pos > limit:
+            raise _too_large(path, what, offset + pos, limit)
+        if j < 0:
+            return
+        pos = j + len(sep)
+
+
+def _read_all(path: Path, *, opener=None) -> bytes:
+    """The whole (decompressed) file, read in blocks: more than :func:`max_document_bytes` is an
+    InputError, found after reading at most that much plus one block."""
+    limit = max_document_bytes()
+    with (opener or open_binary)(path) as f:
+        parts, held = [], 0
+        while True:
+            chunk = _read_chunk(f, path)
+            if not chunk:
+                break
+            parts.append(chunk)
+            held += len(chunk)
+            if held > limit:
+                raise _too_large(path, "document (the whole file)", 0, limit)
+    return b"".join(parts) if len(parts) != 1 else parts[0]
+
+
+def text_documents(path: Path, *, split_lines: bool = False, separator: str | None = None,
+                   errors: Errors = "strict", opener=None) -> Iterator[tuple[str, int]]:
+    """``(text, row)`` of one text file: the whole file, its lines (``str.splitlines``, blank lines
+    skipped but counted) or its pieces between ``separator`` (``str.split``). ``opener(path)``
+    returns a binary reader (default: :func:`open_binary`, which refuses anything but a regular file
+    and decompresses ``.gz`` and ``.zst``). Shared by :class:`FileSource` and ``tokenmill train``."""
+    if split_lines:
+        row = 0
+        for offset, block in _blocks(path, b"\n", what="line", opener=opener):
+            for line in _decode(block, where=str(path), base=offset, errors=errors).splitlines():
+                if line.strip():
+                    yield line, row
+                row += 1
+    elif separator is not None:
+        sep = separator.encode("utf-8")  # UTF-8 is self-synchronizing: bytes split == str split
+        row, ended = 0, True  # str.split: "" -> [""], "a|" -> ["a", ""]
+        for offset, block in _blocks(path, sep, what="document", opener=opener):
+            pieces = block.split(sep)
+            ended = block.endswith(sep)
+            if ended:
+                pieces.pop()  # the empty piece after the block's last separator starts the next block
+            pos = offset
+            for piece in pieces:
+                yield _decode(piece, where=str(path), base=pos, errors=errors), row
+                pos += len(piece) + len(sep)
+                row += 1
+        if ended:
+            yield "", row
+    else:
+        yield _decode(_read_all(path, opener=opener), where=str(path), base=0, errors=errors), 0
 
 
 @dataclass
@@ -236,30 +365,7 @@ class FileSource(Source):
 
     # -- text: per file, per line, per separator
     def _text(self, p: Path) -> Iterator[tuple[str, int]]:
-        if self.split_lines:
-            row = 0
-            for offset, block in _blocks(p, b"\n"):
-                for line in _decode(block, where=str(p), base=offset, errors=self.errors).splitlines():
-                    if line.strip():
-                        yield line, row
-                    row += 1
-        elif self.separator is not None:
-            sep = self.separator.encode("utf-8")  # UTF-8 is self-synchronizing: bytes split == str split
-            row, ended = 0, True  # str.split: "" -> [""], "a|" -> ["a", ""]
-            for offset, block in _blocks(p, sep):
-                pieces = block.split(sep)
-                ended = block.endswith(sep)
-                if ended:
-                    pieces.pop()  # the empty piece after the block's last separator starts the next block
-                pos = offset
-                for piece in pieces:
-                    yield _decode(piece, where=str(p), base=pos, errors=self.errors), row
-                    pos += len(piece) + len(sep)
-                    row += 1
-            if ended:
-                yield "", row
-        else:
-            yield _decode(_read_all(p), where=str(p), base=0, errors=self.errors), 0
+        return text_documents(p, split_lines=self.split_lines, separator=self.separator, errors=self.errors)
 
     # -- JSONL: one record per line, the text in ``field``
     def _jsonl(self, p: Path) -> Iterator[tuple[str, int]]:

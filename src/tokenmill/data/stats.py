@@ -6,6 +6,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from .._io import save_figure
+
 from ..errors import require
 
 PERCENTILES = (0, 1, 5, 25, 50, 75, 95, 99, 100)
@@ -50,8 +52,10 @@ def store_stats(src) -> StoreStats:
                       {"edges": edges.tolist(), "counts": counts.tolist()})
 
 
-def plot_lengths(stats: StoreStats, path) -> None:
-    """Draw the length histogram to ``path`` (PNG/SVG/PDF by extension); needs matplotlib."""
+def plot_lengths(stats: StoreStats, path, *, inputs=()):
+    """Draw the length histogram to exactly ``path`` (.png, .svg or .pdf picks the format) and return
+    it; needs matplotlib. Written like every output (atomically, never through a link, never onto
+    one of ``inputs``: pass the store's files, :func:`tokenmill.data.store.store_files`)."""
     require("matplotlib", "plot")
     import matplotlib
 
@@ -66,5 +70,7 @@ def plot_lengths(stats: StoreStats, path) -> None:
     ax.set_ylabel("documents")
     ax.set_title(f"{stats.documents:,d} documents, {stats.tokens:,d} tokens; median {stats.percentiles['p50']:,d}")
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    try:
+        return save_figure(fig, path, what="plot", inputs=inputs)
+    finally:
+        plt.close(fig)

@@ -11,10 +11,14 @@
                              manifest.json         written last: a folder without one is unfinished
 
 A shard is written under a temporary name, renamed into place, then recorded in
-``shard-NNNNN.json``; a rerun with the same arguments skips every recorded shard whose files still
-have their sizes and sha256 (and whose input documents are the same), so a build killed at any
-moment ends byte-identical to an uninterrupted one. The manifest replaces those records when the
-build ends. Shard boundaries depend only on the input and ``shard_bytes``, never on ``workers``.
+``shard-NNNNN.json`` with the sha256 of its files and of the exact document bytes it encoded; a rerun
+with the same arguments reads and hashes the input again and reuses a recorded shard only when its
+files and its input are proven the same (any other shard is encoded again, and the build says so),
+so a build killed at any moment ends byte-identical to an uninterrupted one. The manifest replaces
+those records when the build ends. A build over an existing store writes the new one in a hidden
+sibling folder, verifies it and swaps the two atomically: the old store is never half replaced.
+Shard boundaries depend only on the input and ``shard_bytes``, never on ``workers``. Every file of a
+store passes its schema (``Manifest``, ``ShardRecord``, ``Journal`` below) before it is used.
 
 >>> import tempfile, os
 >>> from tokenmill import Tokenizer, TokenStore
@@ -32,13 +36,17 @@ import hashlib
 import os
 import re
 import shutil
+import stat
 import sys
 from pathlib import Path
 from typing import Callable, Iterator
 
 import numpy as np
 
-from .._io import atomic_path, canonical_hash, read_json, write_json_atomic
+from typing import Annotated, Any, Literal
+
+from .._io import TMP_SUFFIX, atomic_path, canonical_hash, remove_stale_temporaries, write_json_atomic
+from .._schema import BIG, Count, Meta, Sha256, Struct, check, load_json
 from ..errors import ConfigError, FormatError, InputError, TokenmillError
 from . import engines
 from .readers import Source, as_sources
@@ -49,7 +57,7 @@ FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
 BUILD_STATE = "build.json"
 DEFAULT_SHARD_BYTES = 16 << 20  # input (UTF-8) bytes per shard job
-_SHARD_RE = re.compile(r"^shard-(\d{5,})\.(tokens|offsets|meta|json)$")
+_SHARD_RE = re.compile(r"^shard-([0-9]{5,9})\.(tokens|offsets|meta|json)$")
 _PARTS = ("tokens", "offsets", "meta")
 EOS_NAMES = ("<|endoftext|>", "</s>", "<|eos|>", "<eos>", "<|end_of_text|>", "<|im_end|>")
 BOS_NAMES = ("<|begin_of_text|>", "<s>", "<|bos|>", "<bos>", "<|startoftext|>")
@@ -57,6 +65,111 @@ BOS_NAMES = ("<|begin_of_text|>", "<s>", "<|bos|>", "<bos>", "<|startoftext|>")
 
 class WriteError(TokenmillError, OSError):
     """Writing the store failed (full disk, permissions); names the path. The previous state stays valid."""
+
+
+# ---- the schemas of the files a store is made of (checked before any value is used) ----------------
+class FileInfo(Struct):
+    bytes: Count
+    sha256: Sha256
+
+
+class ShardFiles(Struct):
+    tokens: FileInfo
+    offsets: FileInfo
+    meta: FileInfo
+
+
+class ShardRecord(Struct):
+    """One shard: ``shard-NNNNN.json`` during a build, an entry of the manifest's ``shards`` after."""
+
+    name: Annotated[str, Meta(pattern=r"^shard-[0-9]{5,9}$")]  # a plain file name inside the store
+    documents: Count
+    tokens: Count
+    input_bytes: Count
+    files: ShardFiles
+    input_sha256: Sha256 | None = None  # of the documents' bytes (stores built before it have none)
+
+    def check_sizes(self, itemsize: int) -> None:
+        for part, want in (("tokens", self.tokens * itemsize), ("offsets", (self.documents + 1) * 8),
+                           ("meta", self.documents * 16)):
+            got = getattr(self.files, part).bytes
+            if got != want:
+                raise ValueError(f"{self.name}.{part} is recorded with {got:,d} bytes; {self.documents:,d} "
+                                 f"documents of {self.tokens:,d} tokens need {want:,d}")
+
+
+class StoreTokenizer(Struct):
+    hash: Annotated[str, Meta(min_length=1, max_length=200)]
+    vocab_size: Annotated[int, Meta(ge=1, le=2**31)]
+    eos_id: Annotated[int, Meta(ge=0)] | None
+    bos_id: Annotated[int, Meta(ge=0)] | None
+
+
+class Manifest(Struct):
+    """``manifest.json``: written last by a build; a folder without one is unfinished."""
+
+    format: Literal["tokenmill.store"]
+    version: Literal[1]
+    tokenizer: StoreTokenizer
+    dtype: Literal["uint16", "uint32"]
+    byte_order: Literal["little"]
+    documents: Count
+    tokens: Count
+    input_bytes: Count
+    build: dict[str, Any]
+    build_fingerprint: Annotated[str, Meta(max_length=200)]
+    sources: list[str]
+    files: list[str]
+    file_source: list[Annotated[int, Meta(ge=0)]]
+    shards: list[ShardRecord]
+    hash: Sha256
+
+    def __post_init__(self):
+        t = self.tokenizer
+        want = "uint16" if t.vocab_size <= 1 << 16 else "uint32"
+        if self.dtype != want:
+            raise ValueError(f"dtype {self.dtype} does not match vocab_size {t.vocab_size:,d} (stores use {want})")
+        for name, v in (("eos_id", t.eos_id), ("bos_id", t.bos_id)):
+            if v is not None and v >= t.vocab_size:
+                raise ValueError(f"tokenizer.{name} {v:,d} is not below vocab_size {t.vocab_size:,d}")
+        itemsize = 2 if self.dtype == "uint16" else 4
+        for k, rec in enumerate(self.shards):
+            if rec.name != shard_name(k):
+                raise ValueError(f"shards[{k}] is named {rec.name!r}; shard {k} must be {shard_name(k)!r}")
+            rec.check_sizes(itemsize)
+        for field in ("documents", "tokens", "input_bytes"):
+            total = sum(getattr(r, field) for r in self.shards)
+            if total != getattr(self, field):
+                raise ValueError(f"{field} is {getattr(self, field):,d} but the shards hold {total:,d}")
+        if len(self.file_source) != len(self.files):
+            raise ValueError(f"{len(self.files):,d} files but {len(self.file_source):,d} file_source entries")
+        if self.file_source and max(self.file_source) >= len(self.sources):
+            raise ValueError(f"file_source names source {max(self.file_source):,d}, there are {len(self.sources):,d}")
+
+
+class Journal(Struct):
+    """``build.json``: what a build was started with, so that a rerun resumes only the same build."""
+
+    format: Literal["tokenmill.store.build"]
+    build: dict[str, Any]
+    build_fingerprint: Annotated[str, Meta(max_length=200)]
+
+
+def _read_record(path: Path, schema) -> dict:
+    """A store file (manifest, journal, shard record) read through the schema layer: the parsed
+    dict, after every field was checked (a FormatError naming file, field and value otherwise)."""
+    what = {Manifest: "store manifest", Journal: "store build journal", ShardRecord: "shard record"}[schema]
+
+    def newer(raw):
+        if schema is Manifest and isinstance(raw, dict):
+            v = raw.get("version")
+            if isinstance(v, int) and not isinstance(v, bool) and v > FORMAT_VERSION:
+                raise FormatError(f"{path}: store format version {v} is newer than this tokenmill reads "
+                                  f"(<= {FORMAT_VERSION}); upgrade tokenmill")
+
+    raw, _ = load_json(path, schema, what=what, pre=newer,
+                       hint="the file was modified or corrupted: rebuild the store" if schema is Manifest else "")
+    return raw
 
 
 def shard_name(k: int) -> str:
@@ -80,10 +193,9 @@ def _special_id(tokenizer, names, given, what: str, needed: bool) -> int | None:
         return None
     specials = dict(getattr(tokenizer, "special_tokens", {}) or {})
     if given is not None:
-        v = int(given)
-        if not 0 <= v < tokenizer.vocab_size:
-            raise ConfigError(f"{what}_id={v:,d} is outside the vocabulary (0 .. {tokenizer.vocab_size - 1:,d})")
-        return v
+        from .._validate import check_int
+
+        return check_int(given, f"{what}_id", min=0, max=int(tokenizer.vocab_size) - 1)
     for n in names:
         if n in specials:
             return int(specials[n])
@@ -111,44 +223,138 @@ def _describe_difference(old, new, where: str = "", out: list | None = None) -> 
     return "; ".join(out)
 
 
-def _store_files(out: Path) -> tuple[list[Path], list[Path]]:
-    """(files that belong to a store or its build, other files) in ``out``."""
+# ---- what a store folder holds --------------------------------------------------------------------
+def staging_dir(out: Path) -> Path:
+    """Where a build over an existing store writes the new one (a hidden sibling of ``out``): the
+    old store stays untouched until the new one is complete and verified, then the two are swapped."""
+    return out.parent / f".{out.name}.tokenmill-build"
+
+
+def _old_dir(out: Path) -> Path:
+    return out.parent / f".{out.name}.tokenmill-old"
+
+
+def _classify(d: Path) -> tuple[str, list[Path]]:
+    """``(state, files tokenmill made)`` of folder ``d``; state is "missing", "empty", "partial"
+    (a build journal) or "store" (a manifest). Files are ours only when recorded by a store or its
+    journal (shard files), or named as tokenmill names its temporaries; anything else makes the
+    folder a user's, which is refused (ConfigError), never removed."""
+    if not d.exists():
+        return "missing", []
+    if not d.is_dir():
+        raise ConfigError(f"out_dir {str(d)!r} exists and is not a folder")
+    names = {p.name: p for p in d.iterdir()}
+    recorded = MANIFEST in names or BUILD_STATE in names
     ours, other = [], []
-    for p in out.iterdir():
-        n = p.name
-        if n in (MANIFEST, BUILD_STATE) or _SHARD_RE.match(n) or (n.startswith(".") and n.endswith(".tmp")):
+    for n, p in names.items():
+        if n in (MANIFEST, BUILD_STATE) or (n.startswith(".") and n.endswith(TMP_SUFFIX)):
+            ours.append(p)
+        elif recorded and _SHARD_RE.match(n) and p.is_file() and not p.is_symlink():
             ours.append(p)
         else:
             other.append(p)
-    return ours, other
-
-
-def _prepare(out: Path, args: dict, fingerprint: str, overwrite: bool) -> str:
-    """Decide what to do with ``out``: "new", "resume" or "done"; refuse a different build."""
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"out_dir {str(out)!r} exists and is not a folder")
-    if not out.exists():
-        return "new"
-    ours, other = _store_files(out)
     if other:
-        raise ConfigError(f"out_dir {str(out)!r} holds files that are not part of a token store "
-                          f"({', '.join(sorted(p.name for p in other)[:5])}); choose an empty or new folder")
-    if not ours:
-        return "new"
-    for name in (MANIFEST, BUILD_STATE):
-        if (out / name).exists():
-            old = read_json(out / name, what="store " + name.split(".")[0])
-            old_args = old.get("build", {}) if isinstance(old, dict) else {}
-            if old.get("build_fingerprint") == fingerprint:
-                return "done" if name == MANIFEST else "resume"
-            if overwrite:
-                break
-            raise ConfigError(f"{out} already holds a {'store' if name == MANIFEST else 'partial build'} made "
-                              f"with other arguments ({_describe_difference(old_args, args)}); pass "
-                              "overwrite=True (CLI: --overwrite) to replace it, or choose another out_dir")
-    for p in ours:  # overwrite, or leftovers without a record
-        p.unlink()
+        raise ConfigError(f"out_dir {str(d)!r} holds files that are not part of a token store "
+                          f"({', '.join(sorted(p.name for p in other)[:5])}); choose an empty or new folder "
+                          "(tokenmill removes only files it made and recorded)")
+    state = "store" if MANIFEST in names else "partial" if BUILD_STATE in names else "empty"
+    return state, ours
+
+
+def _clear(files: list[Path]) -> None:
+    for p in files:
+        p.unlink(missing_ok=True)
+
+
+def _recorded_fingerprint(d: Path, name: str) -> tuple[str | None, dict]:
+    """The build fingerprint and arguments recorded in ``d/name`` (manifest or journal); (None, {})
+    when the file is not a valid record (it is then rebuilt, never trusted)."""
+    try:
+        raw = _read_record(d / name, Manifest if name == MANIFEST else Journal)
+    except FormatError:
+        return None, {}
+    return raw["build_fingerprint"], raw["build"]
+
+
+def _prepare(out: Path, args: dict, fingerprint: str, overwrite: bool) -> tuple[str, Path]:
+    """What to do with ``out``: ``("new" | "resume" | "done" | "replace", folder to build in)``."""
+    state, ours = _classify(out)
+    if state in ("missing", "empty"):
+        _clear(ours)  # our dead temporaries
+        return "new", out
+    name = MANIFEST if state == "store" else BUILD_STATE
+    fp, old_args = _recorded_fingerprint(out, name)
+    if fp == fingerprint:
+        return ("done" if state == "store" else "resume"), out
+    if state == "partial":
+        if overwrite or not any(_SHARD_RE.match(p.name) for p in ours):
+            _clear(ours)  # an unfinished build (one that wrote no shard never blocks the next)
+            return "new", out
+    elif overwrite:
+        return "replace", staging_dir(out)
+    what = "store" if state == "store" else "partial build"
+    why = _describe_difference(old_args, args) if fp is not None else f"its {name} is not valid"
+    raise ConfigError(f"{out} already holds a {what} made with other arguments ({why}); pass "
+                      "overwrite=True (CLI: --overwrite) to replace it, or choose another out_dir")
+
+
+def _prepare_staging(stage: Path, fingerprint: str) -> str:
+    """``"new"`` or ``"resume"``: a staging folder of an earlier replacement with the same arguments
+    is resumed; anything else tokenmill left there is removed."""
+    state, ours = _classify(stage)
+    if state == "partial" and _recorded_fingerprint(stage, BUILD_STATE)[0] == fingerprint:
+        return "resume"
+    _clear(ours)
     return "new"
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two folders in one atomic step (Linux ``renameat2(RENAME_EXCHANGE)``); False where the
+    system or file system cannot."""
+    if sys.platform != "linux":
+        return False
+    import ctypes
+    import errno
+
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return False
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    fn.restype = ctypes.c_int
+    at_fdcwd, rename_exchange = -100, 2
+    if fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EPERM):
+        return False
+    raise OSError(err, os.strerror(err), str(b))
+
+
+def _replace_store(stage: Path, out: Path) -> None:
+    """Put the verified store in ``stage`` at ``out`` and remove the old one."""
+    _test_hook("swap", 0)
+    if _exchange(stage, out):
+        old = stage
+    else:  # two renames: a kill between them leaves the old store at _old_dir(out) (open() says so)
+        old = _old_dir(out)
+        _clear(_classify(old)[1])
+        if old.exists():
+            old.rmdir()
+        os.rename(out, old)
+        os.rename(stage, out)
+    _test_hook("swapped", 0)
+    _clear(_classify(old)[1])
+    old.rmdir()
+
+
+def store_files(source) -> list[Path]:
+    """The files a token source reads (a store's manifest and shard files, a view's store's, a
+    Megatron pair): outputs refuse to be written onto any of them."""
+    root = getattr(source, "store", source)
+    if isinstance(root, TokenStore):
+        return [root.path / MANIFEST] + [sh.path(part) for sh in root._shards for part in _PARTS]
+    return list(getattr(root, "_files", ()))
 
 
 def build(out_dir, sources, tokenizer, *, workers: int | None = None, engine: str = "local",
@@ -158,44 +364,70 @@ def build(out_dir, sources, tokenizer, *, workers: int | None = None, engine: st
           bos_id: int | None = None, special_text: str = "error", overwrite: bool = False,
           progress: bool = True, ray_address: str | None = None) -> "TokenStore":
     """Encode ``sources`` with ``tokenizer`` into a store at ``out_dir``; see :meth:`TokenStore.build`."""
-    if isinstance(shard_bytes, bool) or not isinstance(shard_bytes, (int, np.integer)) or shard_bytes < 1:
-        raise ConfigError(f"shard_bytes={shard_bytes!r} must be a positive integer (input bytes per shard)")
+    from .._validate import check_int
+
+    shard_bytes = check_int(shard_bytes, "shard_bytes", min=1, max=BIG)
+    for name, flag in (("append_eos", append_eos), ("prepend_bos", prepend_bos), ("overwrite", overwrite),
+                       ("progress", progress), ("split_lines", split_lines)):
+        if not isinstance(flag, (bool, np.bool_)):
+            raise ConfigError(f"{name}={flag!r} must be True or False (got a {type(flag).__name__})")
     if special_text not in ("error", "plain"):
         raise ConfigError(f"special_text={special_text!r}: use 'error' (text spelling a special token fails) "
                           "or 'plain' (encode it as ordinary text)")
     workers = engines.default_workers() if workers is None else workers
-    if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 1:
-        raise ConfigError(f"workers={workers!r} must be a positive integer")
+    workers = check_int(workers, "workers", min=1, max=1 << 16)
     if engine not in engines.ENGINES:
         raise ConfigError(f"engine={engine!r} is not one of {', '.join(map(repr, engines.ENGINES))}")
-    srcs = as_sources(sources, field=field, format=format, split_lines=split_lines, separator=separator,
+    srcs = as_sources(sources, field=field, format=format, split_lines=bool(split_lines), separator=separator,
                       errors=errors)
-    vocab = int(tokenizer.vocab_size)
+    vocab = check_int(tokenizer.vocab_size, "the tokenizer's vocab_size", min=1, max=2**31)
     opts = engines.EncodeOptions(
         dtype="uint16" if vocab <= 1 << 16 else "uint32", vocab_size=vocab,
-        eos_id=_special_id(tokenizer, EOS_NAMES, eos_id, "eos", append_eos),
-        bos_id=_special_id(tokenizer, BOS_NAMES, bos_id, "bos", prepend_bos), special_text=special_text)
+        eos_id=_special_id(tokenizer, EOS_NAMES, eos_id, "eos", bool(append_eos)),
+        bos_id=_special_id(tokenizer, BOS_NAMES, bos_id, "bos", bool(prepend_bos)), special_text=special_text)
     args = {"sources": [s.spec() for s in srcs], "tokenizer_hash": engines.tokenizer_key(tokenizer),
             "vocab_size": vocab, "dtype": opts.dtype, "eos_id": opts.eos_id, "bos_id": opts.bos_id,
             "shard_bytes": int(shard_bytes), "special_text": special_text}
     fingerprint = canonical_hash(args)
     out = Path(out_dir)
-    state = _prepare(out, args, fingerprint, overwrite)
-    if state == "done":
+    mode, work = _prepare(out, args, fingerprint, bool(overwrite))
+    builder = _Builder(work, srcs, tokenizer, opts, int(shard_bytes), bool(progress))
+    if mode == "done":
         store = TokenStore.open(out)
-        _tidy(out, store.num_shards)  # a build killed after writing its manifest
-        return store
-    out.mkdir(parents=True, exist_ok=True)
-    for p in out.iterdir():  # temporaries of a killed build
-        if p.name.startswith(".") and p.name.endswith(".tmp"):
-            p.unlink()
-    _write_json(out / BUILD_STATE, {"format": FORMAT_NAME + ".build", "build": args,
-                                    "build_fingerprint": fingerprint})
-    builder = _Builder(out, srcs, tokenizer, opts, int(shard_bytes), progress)
+        changed = builder.input_changes(store.manifest["shards"])
+        if not changed:
+            _tidy(out, store.num_shards)  # a build killed after writing its manifest
+            stage = staging_dir(out)
+            if stage.exists():  # the old store of a replacement killed after the swap
+                _clear(_classify(stage)[1])
+                stage.rmdir()
+            return store
+        _say(f"tokenmill: the input of {out} changed since it was built ({changed}); building the store "
+             f"again in {staging_dir(out)} (the current store stays as it is until the new one is verified)")
+        mode, work = "replace", staging_dir(out)
+        builder = _Builder(work, srcs, tokenizer, opts, int(shard_bytes), bool(progress))
+    if mode == "replace":
+        mode = _prepare_staging(work, fingerprint)
+    work.mkdir(parents=True, exist_ok=True)
+    remove_stale_temporaries(work)
+    if mode == "new":
+        _write_json(work / BUILD_STATE, {"format": FORMAT_NAME + ".build", "build": args,
+                                         "build_fingerprint": fingerprint})
     builder.specs = args["sources"]
-    builder.run(engine, int(workers), ray_address)
-    _finish(out, srcs, args, fingerprint, opts)
+    builder.run(engine, workers, ray_address)
+    _finish(work, srcs, args, fingerprint, opts, builder.records)
+    if work != out:  # a replacement: verify every byte of the new store, then swap it in
+        TokenStore.open(work).verify(progress=bool(progress))
+        try:
+            _replace_store(work, out)
+        except OSError as e:
+            raise WriteError(f"cannot put the new store {work} in place of {out}: {e.strerror or e}; {out} "
+                             "is unchanged and the new store is complete in the staging folder") from e
     return TokenStore.open(out)
+
+
+def _say(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
 
 
 def _write_json(path: Path, obj) -> None:
@@ -230,60 +462,105 @@ class _Builder:
         for s in srcs:
             self.file_base.append(len(self.files))
             self.files.extend(s.files())
-        self.pending_meta: dict[int, np.ndarray] = {}
+        self.pending_meta: dict[int, tuple] = {}
+        self.records: list[dict] = []
+        self.rebuilt: list[int] = []
 
-    # documents in source order, cut into jobs
-    def _jobs(self) -> Iterator[tuple[int, list[str] | None]]:
-        k, texts, meta, size = 0, [], [], 0
+    # documents in source order, cut into shards; each shard's input hashed as it is read
+    def _cut(self) -> Iterator[tuple[int, list[str], np.ndarray, int, str]]:
+        """``(shard, texts, meta, input bytes, input hash)`` of every shard, in order. The hash is the
+        sha256 of each document's UTF-8 bytes, each preceded by its length (8 bytes, little-endian):
+        what a resumed build compares to prove a finished shard was made from the same input."""
+        k, texts, meta, size, h = 0, [], [], 0, hashlib.sha256()
         for si, src in enumerate(self.srcs):
             base, count = self.file_base[si], 0
             for text, f, row in src.documents():
                 count += 1
                 texts.append(text)
                 meta.append((base + f, row))
-                size += len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+                b = text.encode("utf-8", "surrogatepass")
+                size += len(b)
+                h.update(len(b).to_bytes(8, "little"))
+                h.update(b)
                 if size >= self.shard_bytes:
-                    yield self._job(k, texts, meta, size)
-                    k, texts, meta, size = k + 1, [], [], 0
+                    yield k, texts, np.array(meta, np.int64).reshape(-1, 2), size, "sha256:" + h.hexdigest()
+                    k, texts, meta, size, h = k + 1, [], [], 0, hashlib.sha256()
             if count == 0:
                 raise InputError(f"source {si} ({src.describe()}) holds no documents; remove it or check the "
                                  "path, field and split options")
         if texts or k == 0:
-            yield self._job(k, texts, meta, size)
+            yield k, texts, np.array(meta, np.int64).reshape(-1, 2), size, "sha256:" + h.hexdigest()
 
-    def _job(self, k: int, texts: list[str], meta: list, size: int):
-        m = np.array(meta, np.int64).reshape(-1, 2)
-        if self._finished(k, m, size):
-            return k, None
-        self.pending_meta[k] = (m, size, texts)
-        return k, texts
+    def _jobs(self) -> Iterator[tuple[int, list[str] | None]]:
+        for k, texts, meta, size, digest in self._cut():
+            rec = self._finished(k, meta, size, digest)
+            self.records.append(rec)
+            if rec is not None:
+                yield k, None
+            else:
+                self.pending_meta[k] = (meta, size, digest)
+                yield k, texts
 
-    def _finished(self, k: int, meta: np.ndarray, size: int) -> bool:
+    @staticmethod
+    def _same_input(rec: dict, meta: np.ndarray, size: int, digest: str) -> str:
+        """Why shard ``rec`` was not made from this input ("" when it was)."""
+        if rec.get("documents") != len(meta) or rec.get("input_bytes") != size:
+            return (f"it held {rec.get('documents'):,d} documents ({rec.get('input_bytes'):,d} bytes), the input "
+                    f"now gives {len(meta):,d} ({size:,d} bytes)")
+        if rec.get("input_sha256") not in (None, digest):
+            return "its documents' bytes differ (same count and size)"
+        return ""
+
+    def input_changes(self, records: list[dict]) -> str:
+        """How the input differs from what a finished store's ``records`` were built from ("" when it
+        is the same): the input is read and hashed, never encoded."""
+        n = 0
+        for k, _texts, meta, size, digest in self._cut():
+            n += 1
+            if k >= len(records):
+                return f"it now gives more than {len(records):,d} shards"
+            why = self._same_input(records[k], meta, size, digest)
+            if why:
+                return f"shard {k}: {why}"
+            if records[k].get("input_sha256") is None:  # a store from before input hashes: as before
+                return ""
+        return "" if n == len(records) else f"it now gives {n:,d} shards, the store has {len(records):,d}"
+
+    def _finished(self, k: int, meta: np.ndarray, size: int, digest: str) -> dict | None:
+        """The record of shard ``k`` when an earlier run finished it from this very input (its files
+        intact), else None: then it is encoded (again), and a changed input is reported."""
         rec_path = self.out / f"{shard_name(k)}.json"
         if not rec_path.exists():
-            return False
+            return None
         try:
-            rec = read_json(rec_path, what="shard record")
-            for part in _PARTS:
-                p = self.out / f"{shard_name(k)}.{part}"
-                info = rec["files"][part]
-                if not p.is_file() or p.stat().st_size != info["bytes"] or sha256_file(p) != info["sha256"]:
-                    return False
-            if rec["documents"] != len(meta) or rec["input_bytes"] != size:
-                raise InputError(f"the input changed since the interrupted build: shard {k} held "
-                                 f"{rec['documents']:,d} documents ({rec['input_bytes']:,d} bytes), the input now "
-                                 f"gives {len(meta):,d} ({size:,d} bytes); rerun with overwrite=True")
+            rec = _read_record(rec_path, ShardRecord)
+            check(rec, ShardRecord, what=str(rec_path)).check_sizes(np.dtype(self.opts.dtype).itemsize)
+        except (FormatError, ValueError) as e:
+            _say(f"tokenmill: shard {k}: its record is not valid ({e}); encoding it again")
+            return None
+        if rec["name"] != shard_name(k):
+            return None
+        for part in _PARTS:
+            p = self.out / f"{shard_name(k)}.{part}"
+            info = rec["files"][part]
+            if not p.is_file() or p.stat().st_size != info["bytes"] or sha256_file(p) != info["sha256"]:
+                return None
+        why = self._same_input(rec, meta, size, digest)
+        if not why and rec.get("input_sha256") is None:  # a record without an input hash proves nothing
+            why = "its record has no input hash"
+        if not why:
             stored = np.fromfile(self.out / f"{shard_name(k)}.meta", dtype="<i8").reshape(-1, 2)
             if not np.array_equal(stored, meta):
-                raise InputError(f"the input changed since the interrupted build: the documents of shard {k} "
-                                 "come from other files or rows now; rerun with overwrite=True")
-        except (FormatError, KeyError, TypeError):
-            return False
-        self.done_records[k] = rec
-        return True
+                why = "its documents come from other files or rows now"
+        if why:
+            self.rebuilt.append(k)
+            if len(self.rebuilt) <= 5:
+                _say(f"tokenmill: shard {k} of the interrupted build was made from other input ({why}); "
+                     "encoding it again")
+            return None
+        return rec
 
     def run(self, engine: str, workers: int, ray_address: str | None) -> None:
-        self.done_records: dict[int, dict] = {}
         self.bar = None
         self.tokens_done = 0
         self.docs_done = 0
@@ -297,10 +574,8 @@ class _Builder:
                             dynamic_ncols=True)
         try:
             for k, res in results:
-                if res is None:
-                    rec = self.done_records[k]
-                else:
-                    rec = self._write_shard(k, res)
+                rec = self.records[k] if res is None else self._write_shard(k, res)
+                self.records[k] = rec
                 self.tokens_done += rec["tokens"]
                 self.docs_done += rec["documents"]
                 if self.bar is not None:  # input bytes of finished shards: MB/s and ETA of the real work
@@ -311,9 +586,12 @@ class _Builder:
         finally:
             if self.bar is not None:
                 self.bar.close()
+        if len(self.rebuilt) > 5:
+            _say(f"tokenmill: {len(self.rebuilt):,d} shards of the interrupted build were made from other input "
+                 "and were encoded again")
 
     def _write_shard(self, k: int, res) -> dict:
-        meta, size, texts = self.pending_meta.pop(k)
+        meta, size, digest = self.pending_meta.pop(k)
         if isinstance(res, engines.JobError):
             f, row = meta[res.index]
             raise InputError(f"{self.files[f]}: document at row {int(row):,d} (shard {k}): {res.message}")
@@ -329,18 +607,13 @@ class _Builder:
             info[part] = {"bytes": n, "sha256": h}
         _test_hook("renamed", k)
         rec = {"name": name, "documents": int(lengths.size), "tokens": int(ids.size), "input_bytes": int(size),
-               "files": info}
+               "input_sha256": digest, "files": info}
         _write_json(self.out / f"{name}.json", rec)
         _test_hook("recorded", k)
         return rec
 
 
-def _finish(out: Path, srcs: list[Source], args: dict, fingerprint: str, opts) -> None:
-    shards = []
-    k = 0
-    while (out / f"{shard_name(k)}.json").exists():
-        shards.append(read_json(out / f"{shard_name(k)}.json", what="shard record"))
-        k += 1
+def _finish(out: Path, srcs: list[Source], args: dict, fingerprint: str, opts, shards: list[dict]) -> None:
     files, file_source = [], []
     for i, s in enumerate(srcs):
         files.extend(s.files())
@@ -357,25 +630,35 @@ def _finish(out: Path, srcs: list[Source], args: dict, fingerprint: str, opts) -
         "shards": shards,
     }
     body["hash"] = canonical_hash(body)
+    check(body, Manifest, what=f"the manifest of {out}")  # what open() will accept, before it is written
     _write_json(out / MANIFEST, body)
     _test_hook("manifest", 0)
     _tidy(out, len(shards))
 
 
 def _tidy(out: Path, n_shards: int) -> None:
-    """Remove what only a build needs once the manifest holds every record (also after a kill here)."""
-    for p in list(out.iterdir()):
+    """Remove what only a build needs once the manifest holds every record (also after a kill here):
+    the journal, shard records, shards past the last (from an earlier, longer input), temporaries."""
+    for p in _classify(out)[1]:
         m = _SHARD_RE.match(p.name)
-        if (p.name == BUILD_STATE or (m and m.group(2) == "json") or (m and int(m.group(1)) >= n_shards)
-                or (p.name.startswith(".") and p.name.endswith(".tmp"))):
-            p.unlink()
+        if p.name == BUILD_STATE or (m and m.group(2) == "json") or (m and int(m.group(1)) >= n_shards):
+            p.unlink(missing_ok=True)
+    remove_stale_temporaries(out)  # those of killed processes; a live writer's are kept
 
 
 # ==================================================================================================
 # reading
 # ==================================================================================================
 class _Shard:
-    """One shard's memory maps, loaded and validated on first use."""
+    """One shard's memory maps, loaded and validated on first use.
+
+    A file mapped in memory that shrinks under the mapping (truncated by another program) would
+    kill the interpreter with SIGBUS at the first read past its new end. So every access of a shard
+    (one document, one batch's segments of it; not every token) first checks that its files still
+    have their recorded sizes, and raises a FormatError instead. What remains: a file truncated
+    between that check and the read (microseconds) still raises SIGBUS; a shard rewritten in place
+    at the same size is only caught by ``verify()``.
+    """
 
     def __init__(self, root: Path, rec: dict, dtype: np.dtype):
         self.root, self.rec, self.dtype = root, rec, dtype
@@ -383,6 +666,25 @@ class _Shard:
 
     def path(self, part: str) -> Path:
         return self.root / f"{self.rec['name']}.{part}"
+
+    def check_files(self, parts=("tokens", "offsets")) -> None:
+        """Each file of ``parts`` is a regular file of its recorded size (see the class docstring)."""
+        for part in parts:
+            p = self.path(part)
+            want = self.rec["files"][part]["bytes"]
+            try:
+                st = os.stat(p)
+            except FileNotFoundError:
+                raise FormatError(f"shard file {p} is missing; the store is incomplete: rebuild it "
+                                  "(or restore the file)") from None
+            except OSError as e:
+                raise FormatError(f"cannot read shard file {p}: {e.strerror or e}") from None
+            if not stat.S_ISREG(st.st_mode):
+                raise FormatError(f"shard file {p} is not a regular file; rebuild the store")
+            if st.st_size != want:
+                raise FormatError(f"shard file {p} has {st.st_size:,d} bytes, the manifest says {want:,d} "
+                                  f"({'truncated' if st.st_size < want else 'too long'}) since the store "
+                                  "was written: rebuild the store (or restore the file)")
 
     @staticmethod
     def _map(path: Path, dtype, count: int) -> np.ndarray:
@@ -399,6 +701,7 @@ class _Shard:
     @property
     def offsets(self) -> np.ndarray:
         if self._offsets is None:
+            self.check_files(("offsets",))
             o = self._map(self.path("offsets"), np.dtype("<i8"), self.rec["documents"] + 1)
             d = np.diff(o)
             if o[0] != 0 or o[-1] != self.rec["tokens"] or (d < 0).any():
@@ -408,6 +711,7 @@ class _Shard:
         return self._offsets
 
     def meta(self) -> np.ndarray:
+        self.check_files(("meta",))
         return self._map(self.path("meta"), np.dtype("<i8"), 2 * self.rec["documents"]).reshape(-1, 2)
 
 
@@ -463,6 +767,7 @@ class StoreSource:
         self._check_segments(doc, start, length)
         if hasattr(self, "index"):
             doc = self.index[doc]
+        root.check_shards(doc)
         tokens, starts = flat
         return tokens, starts[doc] + start
 
@@ -585,6 +890,7 @@ class TokenStore(StoreSource):
                 "build_fingerprint": "token-arrays", "sources": ["token arrays"], "files": ["<token arrays>"],
                 "file_source": [0], "shards": recs}
         body["hash"] = canonical_hash(body)
+        check(body, Manifest, what=f"the manifest of {out}")
         _write_json(out / MANIFEST, body)
         return cls.open(out)
 
@@ -596,29 +902,20 @@ class TokenStore(StoreSource):
             extra = (" (a build was interrupted: rerun it with the same arguments to resume)"
                      if (path / BUILD_STATE).exists() else "")
             if not path.exists():
+                old = _old_dir(path)
+                if (old / MANIFEST).exists():
+                    raise FormatError(f"token store {str(path)!r} does not exist, but a replacement of it was "
+                                      f"interrupted: the previous store is complete in {str(old)!r} (rename it "
+                                      "back) and the new one in the staging folder "
+                                      f"{str(staging_dir(path))!r}; or rerun the build")
                 raise FormatError(f"token store {str(path)!r} does not exist")
             raise FormatError(f"{path} has no {MANIFEST}: it is not a finished token store{extra}")
-        m = read_json(path / MANIFEST, what="store manifest")
-        if not isinstance(m, dict) or m.get("format") != FORMAT_NAME:
-            raise FormatError(f"{path / MANIFEST}: not a tokenmill store manifest")
-        if not isinstance(m.get("version"), int) or m["version"] > FORMAT_VERSION:
-            raise FormatError(f"{path / MANIFEST}: store format version {m.get('version')!r} is newer than this "
-                              f"tokenmill reads (<= {FORMAT_VERSION}); upgrade tokenmill")
-        if m.get("hash") != canonical_hash({k: v for k, v in m.items() if k != "hash"}):
+        m = _read_record(path / MANIFEST, Manifest)
+        if m["hash"] != canonical_hash({k: v for k, v in m.items() if k != "hash"}):
             raise FormatError(f"{path / MANIFEST}: content hash mismatch; the manifest was modified or corrupted")
         store = cls(path, m)
-        for rec in m["shards"]:
-            for part in _PARTS:
-                p = path / f"{rec['name']}.{part}"
-                want = rec["files"][part]["bytes"]
-                try:
-                    got = p.stat().st_size
-                except FileNotFoundError:
-                    raise FormatError(f"shard file {p} is missing; the store is incomplete: rebuild it "
-                                      "(or restore the file)") from None
-                if got != want:
-                    raise FormatError(f"shard file {p} has {got:,d} bytes, the manifest says {want:,d} "
-                                      f"({'truncated' if got < want else 'too long'}); rebuild the store")
+        for sh in store._shards:
+            sh.check_files(("tokens", "offsets", "meta"))
         return store
 
     @classmethod
@@ -703,6 +1000,7 @@ class TokenStore(StoreSource):
         """Document ``i``'s ids: a read-only view of the memory map (no copy)."""
         sh, j = self._locate(i)
         o = sh.offsets
+        sh.check_files()
         return sh.tokens[o[j]:o[j + 1]]
 
     def provenance(self, i: int) -> tuple[int, str, int]:
@@ -749,6 +1047,21 @@ class TokenStore(StoreSource):
                     self._flat_cache = (tokens, np.concatenate(starts) if starts else np.zeros(0, np.int64))
         return self._flat_cache or None
 
+    def check_shards(self, doc: np.ndarray) -> None:
+        """The shards holding documents ``doc`` still have their files' recorded sizes (a FormatError
+        instead of a SIGBUS when one was truncated under the memory map)."""
+        if len(self._shards) == 1:
+            self._shards[0].check_files()
+        elif doc.size:
+            for s in np.unique(np.searchsorted(self._doc_start, doc, side="right") - 1).tolist():
+                self._shards[s].check_files()
+
+    def shard_arrays(self) -> Iterator[np.ndarray]:
+        """Each shard's ids (a read-only memory map), in order."""
+        for sh in self._shards:
+            sh.check_files()
+            yield sh.tokens
+
     def _fill(self, doc, start, length, dst, out) -> None:
         from ..batching import _kernels
 
@@ -761,6 +1074,7 @@ class TokenStore(StoreSource):
         for s in (np.unique(shard) if len(self._shards) > 1 else [0]):
             m = shard == s if len(self._shards) > 1 else slice(None)
             sh = self._shards[int(s)]
+            sh.check_files()
             local = doc[m] - self._doc_start[int(s)]
             src = np.ascontiguousarray(sh.offsets[local] + start[m])
             _kernels.gather(sh.tokens, src, np.ascontiguousarray(length[m]), np.ascontiguousarray(dst[m]), out)
@@ -778,7 +1092,8 @@ class TokenStore(StoreSource):
 def remove_store(path) -> None:
     """Delete a store folder written by tokenmill (refuses a folder holding other files)."""
     path = Path(path)
-    ours, other = _store_files(path)
-    if other:
-        raise ConfigError(f"{path} holds files that are not part of a token store; not removing it")
-    shutil.rmtree(path)
+    state, ours = _classify(path)
+    if state == "missing":
+        return
+    _clear(ours)
+    path.rmdir()

@@ -45,20 +45,22 @@ def iter_documents(
     """Yield documents from text files.
 
     One document per file by default; ``split_lines=True``: one per line (line ends removed, blank
-    lines skipped); ``separator``: split each file on that string.
+    lines skipped); ``separator``: split each file on that string. Files are streamed in blocks by
+    :func:`tokenmill.data.readers.text_documents` (the store's reader: the same documents, in time
+    linear in the size); a document larger than ``$TOKENMILL_MAX_DOCUMENT_BYTES`` (1 GiB) is an
+    InputError naming the file and the byte offset where it starts. A FIFO (``<(cmd)``) is read too.
     """
+    from .readers import text_documents
+
+    if errors not in ("strict", "replace"):
+        raise ConfigError(f"errors={errors!r}; use 'strict' or 'replace'")
     if split_lines and separator is not None:
         raise ConfigError("pass either split_lines=True or separator=..., not both")
     if separator == "":
         raise ConfigError("separator must not be empty")
     for path in paths:
-        p = Path(path)
-        text = decode_utf8(read_input_bytes(p), name=str(p), errors=errors)
-        if split_lines:
-            yield from (line for line in text.splitlines() if line.strip())
-        elif separator is not None:
-            yield from text.split(separator)
-        else:
+        for text, _ in text_documents(Path(path), split_lines=split_lines, separator=separator, errors=errors,
+                                      opener=_open_input):
             yield text
 
 
@@ -82,23 +84,22 @@ def check_input_file(path: str | os.PathLike) -> bool:
     return stat.S_ISREG(st.st_mode)
 
 
-def read_input_bytes(path: str | os.PathLike) -> bytes:
-    """The bytes of one input file. A directory, a missing file or a device (``/dev/zero`` would be
-    read until memory runs out) is an InputError naming it; a FIFO (``<(cmd)``, a pipe) is read up
-    to ``$TOKENMILL_MAX_FILE_BYTES`` (1 GiB); a regular file is read whole."""
-    from .._io import max_file_bytes
-
-    raw = os.fspath(path)
-    limit = None if check_input_file(raw) else max_file_bytes()
+def _open_input(path: Path):
+    """A binary reader of an input: a regular file or a FIFO (:func:`check_input_file`)."""
+    check_input_file(path)
     try:
-        with open(raw, "rb") as f:
-            data = f.read() if limit is None else f.read(limit + 1)
+        return open(path, "rb")
     except OSError as e:
-        raise InputError(f"cannot read input {raw!r}: {e.strerror or e}") from None
-    if limit is not None and len(data) > limit:
-        raise InputError(f"input {raw!r} is a stream of more than {limit:,d} bytes; save it to a file, "
-                         "or raise TOKENMILL_MAX_FILE_BYTES")
-    return data
+        raise InputError(f"cannot read input {str(path)!r}: {e.strerror or e}") from None
+
+
+def read_input_bytes(path: str | os.PathLike) -> bytes:
+    """The bytes of one input file (one document). A directory, a missing file or a device
+    (``/dev/zero`` would be read until memory runs out) is an InputError naming it; a regular file
+    or a FIFO (``<(cmd)``, a pipe) is read in blocks, up to ``$TOKENMILL_MAX_DOCUMENT_BYTES`` (1 GiB)."""
+    from .readers import _read_all
+
+    return _read_all(Path(os.fspath(path)), opener=_open_input)
 
 
 def expand_inputs(inputs: Iterable[str | os.PathLike]) -> list[Path]:

@@ -110,17 +110,45 @@ def load_tokenizer_path(path, *, pattern=None, special_tokens=None):
                           "(or its folder) or a .tiktoken rank file")
     with open(p, "rb") as f:
         head = f.read(4096).lstrip()
-    if head.startswith(b"{"):
+    if head.startswith((b"{", b"[")):
         if b'"tokenmill.tokenizer"' in head:
             return Tokenizer.load(p)
         if b'"default_num_special_tokens"' in head or (b'"config"' in head and b'"token_bytes"' in head):
             return Tokenizer.from_tekken(p)  # Mistral's tekken.json
         return Tokenizer.from_huggingface(p)
+    _check_rank_file(p, head)
     if pattern is None:
         raise ConfigError(f"{p} is a rank file; give its split pattern (a preset such as 'llama3', 'qwen2', "
                           "'cl100k', 'o200k', or a regex), e.g. --pattern llama3")
     specials = dict(special_tokens or {})
     return Tokenizer.from_tiktoken(p, pattern=pattern, special_tokens=specials)
+
+
+EXPECTED = ("expected a tokenmill tokenizer file, a Hugging Face tokenizer.json (or its folder), Mistral's "
+            "tekken.json, or a tiktoken rank file (.tiktoken, Llama 3's tokenizer.model: '<base64 token> <rank>' "
+            "lines)")
+
+
+def _check_rank_file(p: Path, head: bytes) -> None:
+    """A file that is not JSON must look like a rank file (its first 4 kB); else say what it is."""
+    import re
+
+    if not head:
+        raise FormatError(f"tokenizer file {str(p)!r} is empty; {EXPECTED}")
+    if head.startswith(b"PAR1"):
+        raise FormatError(f"tokenizer file {str(p)!r} is a Parquet file (binary), not a tokenizer; {EXPECTED}")
+    try:
+        head.decode("utf-8")
+        binary = b"\0" in head
+    except UnicodeDecodeError as e:  # a character cut at the end of the 4 kB read is still text
+        binary = e.end < len(head) or e.reason != "unexpected end of data"
+    if binary:
+        raise FormatError(f"tokenizer file {str(p)!r} is a binary file (bytes that are not UTF-8 text), not a "
+                          f"tokenizer; {EXPECTED}")
+    first = head.splitlines()[0]
+    if not re.fullmatch(rb"[A-Za-z0-9+/]+={0,2} [0-9]+", first):
+        raise FormatError(f"tokenizer file {str(p)!r} is neither JSON nor a rank file (its first line {first[:60]!r} "
+                          f"is not '<base64 token> <rank>'); {EXPECTED}")
 
 
 # ----------------------------------------------------------------------------------- HF objects

@@ -33,8 +33,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
+from msgspec import UNSET
 
 from ..errors import FormatError
+from .schemas import (ID_RULE, HFByteLevel, HFCacheConfig, HFNormalizerSequence, HFPreSequence, HFSplit,
+                      HFTokenizerJson, check_ids_below, decode_file, is_id)
 
 # HF ByteLevel's own split regex; equal to the gpt2 preset on every input (tested), so it runs compiled.
 BYTELEVEL_REGEX = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
@@ -56,9 +59,17 @@ class AddedToken:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "AddedToken":
-        return cls(int(d["id"]), str(d["content"]), bool(d.get("special", False)), bool(d.get("single_word", False)),
-                   bool(d.get("lstrip", False)), bool(d.get("rstrip", False)), bool(d.get("normalized", False)))
+    def from_dict(cls, d, *, what: str = "added token") -> "AddedToken":
+        """From ``to_dict``'s form, checked exactly (``"special": "false"`` is a FormatError, not True)."""
+        from .._schema import check
+        from .schemas import AddedTokenEntry
+
+        return cls.from_entry(check(d, AddedTokenEntry, what=what))
+
+    @classmethod
+    def from_entry(cls, e) -> "AddedToken":
+        """From a checked ``schemas.AddedTokenEntry``."""
+        return cls(e.id, e.content, e.special, e.single_word, e.lstrip, e.rstrip, e.normalized)
 
 
 @dataclass(frozen=True)
@@ -167,19 +178,50 @@ def _refuse(source: str, what: str, why: str = "") -> FormatError:
     )
 
 
+_NORMALIZERS = ("NFC", "Sequence")
+_PRE_TOKENIZERS = ("ByteLevel", "Split", "Digits")
+
+
+def _refuse_components(body, source: str) -> None:
+    """Before the schema check of a parsed tokenizer.json (whose schema knows only what tokenmill
+    reproduces): refuse a model, normalizer or pre-tokenizer of another kind by its name."""
+    if not isinstance(body, dict):
+        raise FormatError(f"{source}: not a Hugging Face tokenizer.json (a JSON {type(body).__name__} where an "
+                          "object with a 'model' is expected)")
+    model = body.get("model")
+    if not isinstance(model, dict):
+        raise FormatError(f"{source}: not a Hugging Face tokenizer.json (no 'model' object)")
+    mtype = model.get("type", "BPE" if "merges" in model else None)
+    if (mtype is None or isinstance(mtype, str)) and mtype != "BPE":
+        raise _refuse(source, f"the {mtype!r} model")
+    stack = [body.get("normalizer")]  # a Sequence may hold Sequences: walked without recursion
+    while stack:
+        spec = stack.pop()
+        kind = spec.get("type") if isinstance(spec, dict) else None
+        if kind == "Sequence" and isinstance(spec.get("normalizers"), list):
+            stack.extend(spec["normalizers"])
+        elif isinstance(kind, str) and kind not in _NORMALIZERS:
+            raise _refuse(source, f"the {kind!r} normalizer")
+    pre = body.get("pre_tokenizer")
+    items = (pre.get("pretokenizers") if pre.get("type") == "Sequence" else [pre]) if isinstance(pre, dict) else []
+    for item in items if isinstance(items, list) else []:
+        kind = item.get("type") if isinstance(item, dict) else None
+        if isinstance(kind, str) and kind not in _PRE_TOKENIZERS:
+            raise _refuse(source, f"the {kind!r} pre-tokenizer")
+
+
 def _normalizer(spec, source: str) -> str | None:
-    if spec is None:
-        return None
-    kind = spec.get("type")
-    if kind == "NFC":
-        return "NFC"
-    if kind == "Sequence":
-        parts = [_normalizer(p, source) for p in spec.get("normalizers", [])]
-        parts = [p for p in parts if p is not None]
-        if len(parts) <= 1:
-            return parts[0] if parts else None
+    """``"NFC"`` or None from a checked normalizer (NFC, or Sequences of them: walked without recursion)."""
+    nfc, stack = 0, [spec]
+    while stack:
+        s = stack.pop()
+        if isinstance(s, HFNormalizerSequence):
+            stack.extend(s.normalizers)
+        elif s is not None:
+            nfc += 1
+    if nfc > 1:
         raise _refuse(source, "a normalizer Sequence of several NFC")
-    raise _refuse(source, f"the {kind!r} normalizer")
+    return "NFC" if nfc else None
 
 
 def _pre_tokenizer(spec, source: str):
@@ -188,43 +230,38 @@ def _pre_tokenizer(spec, source: str):
 
     if spec is None:
         raise _refuse(source, "a tokenizer without a ByteLevel pre-tokenizer", "its model does not see bytes")
-    items = spec.get("pretokenizers", []) if spec.get("type") == "Sequence" else [spec]
+    items = spec.pretokenizers if isinstance(spec, HFPreSequence) else [spec]
     patterns: list[str] = []
     prefix_space = False
     byte_level = False
     for k, item in enumerate(items):
-        kind = item.get("type")
+        kind = type(item).__struct_config__.tag
         if byte_level:
             raise _refuse(source, f"pre-tokenizer {kind!r} after ByteLevel")
-        if kind == "ByteLevel":
+        if isinstance(item, HFByteLevel):
             byte_level = True
-            if item.get("add_prefix_space", True):
+            if item.add_prefix_space:
                 if k > 0:
                     raise _refuse(source, "ByteLevel(add_prefix_space=true) after another pre-tokenizer",
                                   "it would add a space to every chunk")
                 prefix_space = True
-            if item.get("use_regex", True):
+            if item.use_regex:
                 patterns.append("gpt2")
-        elif kind == "Split":
-            if item.get("invert", False):
+        elif isinstance(item, HFSplit):
+            if item.invert:
                 raise _refuse(source, "an inverted Split pre-tokenizer")
-            if item.get("behavior") != "Isolated":
-                raise _refuse(source, f"a Split pre-tokenizer with behavior {item.get('behavior')!r}",
+            if item.behavior != "Isolated":
+                raise _refuse(source, f"a Split pre-tokenizer with behavior {item.behavior!r}",
                               "only 'Isolated' is supported")
-            pat = item.get("pattern", {})
-            if "Regex" in pat:
-                rx = pat["Regex"]
+            rx = item.pattern.Regex
+            if rx is not UNSET:
                 if regex.search(r"\{\d+(?:,\d*)?\}\+", rx):
                     raise _refuse(source, f"the Split regex {rx!r}", "Oniguruma reads '{m,n}+' as a repetition")
                 patterns.append(onig_classes(rx, source))
-            elif "String" in pat:
-                patterns.append(regex.escape(pat["String"]))
             else:
-                raise _refuse(source, f"a Split pattern {pat!r}")
-        elif kind == "Digits":
-            patterns.append(r"\p{N}" if item.get("individual_digits", False) else r"\p{N}+")
-        else:
-            raise _refuse(source, f"the {kind!r} pre-tokenizer")
+                patterns.append(regex.escape(item.pattern.String))
+        else:  # HFDigits
+            patterns.append(r"\p{N}" if item.individual_digits else r"\p{N}+")
     if not byte_level:
         raise _refuse(source, "a tokenizer without a ByteLevel pre-tokenizer", "its model does not see bytes")
     return patterns, prefix_space
@@ -308,7 +345,7 @@ def _split_merge(m, k: int, source: str) -> tuple[str, str]:
         if len(parts) != 2:
             raise FormatError(f"{source}: merge {k} {m!r} is not two tokens separated by one space")
         return parts[0], parts[1]
-    if isinstance(m, list) and len(m) == 2 and all(isinstance(x, str) for x in m):
+    if isinstance(m, (list, tuple)) and len(m) == 2 and all(isinstance(x, str) for x in m):
         return m[0], m[1]
     raise FormatError(f"{source}: merge {k} {m!r} is neither 'a b' nor a pair of strings")
 
@@ -326,37 +363,46 @@ def load_tokenizer_json(path: str | os.PathLike):
     loads in a fraction of a second."""
     import hashlib
 
+    from .._io import read_bytes_limited
+
     p = tokenizer_json_path(path)
     source = str(p)
-    try:
-        raw = p.read_bytes()
-    except OSError as e:
-        raise FormatError(f"cannot read {source}: {e}") from e
+    raw = read_bytes_limited(p, what="tokenizer.json")
     key = hashlib.sha256(raw).hexdigest()[:32]
     cached = _load_cached(key)
     if cached is not None:
-        return _build(*cached, source=source)
-    try:
-        body = json.loads(raw.decode("utf-8"))
-    except ValueError as e:
-        raise FormatError(f"{source}: not valid JSON ({e})") from e
-    parts = _convert(body, source)
+        try:
+            return _build(*cached, source=source)
+        except FormatError:
+            pass  # a damaged cache entry: rebuilt from the file
+    parts = _convert(read_tokenizer_json(raw, source), source, len(raw))
     _save_cached(key, *parts)
     return _build(*parts, source=source)
 
 
+def read_tokenizer_json(raw: bytes, source: str) -> HFTokenizerJson:
+    """The bytes of a tokenizer.json checked against ``schemas.HFTokenizerJson``: exact types (``"special":
+    "false"`` is an error, not True); a model, normalizer or pre-tokenizer tokenmill does not reproduce is
+    refused by name; a bad vocabulary entry is named by its token."""
+    vocab_of = lambda body: [("model.vocab", body["model"].get("vocab"), is_id, ID_RULE)]  # noqa: E731
+    return decode_file(raw, HFTokenizerJson, where=f"tokenizer.json file {source!r}",
+                       pre=lambda body: _refuse_components(body, source), maps=vocab_of)
+
+
 def _build(vocab, arr, config, *, source):
+    from .._schema import check
     from .model import Tokenizer
 
-    patterns = config["patterns"]
+    conf = check(config, HFCacheConfig, what=f"the cached conversion of {source}")
+    patterns = conf.patterns
     return Tokenizer.from_merge_list(
         vocab, arr[:, :2], merge_ids=arr[:, 2], pattern=patterns[0] if patterns else None,
-        added_tokens=[AddedToken.from_dict(t) for t in config["added_tokens"]],
-        ignore_merges=config["ignore_merges"], normalizer=config["normalizer"],
-        add_prefix_space=config["add_prefix_space"], split_patterns=patterns[1:], source=source)
+        added_tokens=[AddedToken.from_entry(t) for t in conf.added_tokens],
+        ignore_merges=conf.ignore_merges, normalizer=conf.normalizer,
+        add_prefix_space=conf.add_prefix_space, split_patterns=patterns[1:], source=source)
 
 
-_CACHE_LAYOUT = 2  # 2: Split regexes with nested classes flattened (onig_classes)
+_CACHE_LAYOUT = 3  # 2: Split regexes with nested classes flattened (onig_classes); 3: files checked by schemas
 
 
 def _cache_file(key: str):
@@ -376,53 +422,53 @@ def _load_cached(key: str):
         if arr.ndim != 2 or arr.shape[1] != 3:
             return None
         return vocab, arr.astype(np.int64, copy=False), config
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
         return None
 
 
 def _save_cached(key: str, vocab, arr, config) -> None:
     """Write the cache atomically; a cache that cannot be written is skipped."""
-    import tempfile
+    from .._io import write_cache
 
     path = _cache_file(key)
     lens = np.fromiter((-1 if b is None else len(b) for b in vocab), np.int64, len(vocab))
     sizes = np.maximum(lens, 0)
     starts = np.cumsum(sizes) - sizes
     blob = np.frombuffer(b"".join(b for b in vocab if b is not None), np.uint8)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, blob=blob, starts=starts, lens=lens, merges=arr, config=np.array(json.dumps(config)))
-        os.replace(tmp, path)
-    except OSError:
-        pass
+    write_cache(path, lambda f: np.savez(f, blob=blob, starts=starts, lens=lens, merges=arr,
+                                         config=np.array(json.dumps(config))))
 
 
-def _convert(body, source: str):
-    """(vocab by id, merges (M, 3) [left, right, merged id], config) from a parsed tokenizer.json."""
+def _convert(spec: HFTokenizerJson, source: str, file_size: int):
+    """(vocab by id, merges (M, 3) [left, right, merged id], config) from a checked tokenizer.json of
+    ``file_size`` bytes."""
     from .export import bytes_to_unicode
 
-    if not isinstance(body, dict) or not isinstance(body.get("model"), dict):
-        raise FormatError(f"{source}: not a Hugging Face tokenizer.json (no 'model' object)")
-    model = body["model"]
-    mtype = model.get("type", "BPE" if "merges" in model else None)
-    if mtype != "BPE":
-        raise _refuse(source, f"the {mtype!r} model")
-    if model.get("dropout") not in (None, 0, 0.0):
-        raise _refuse(source, f"BPE dropout={model.get('dropout')}", "it samples")
-    if model.get("byte_fallback"):
+    model = spec.model
+    if model.type is UNSET and model.merges is UNSET:
+        raise _refuse(source, "the None model")
+    if model.dropout not in (None, 0.0):
+        raise _refuse(source, f"BPE dropout={model.dropout}", "it samples")
+    if model.byte_fallback:
         raise _refuse(source, "BPE byte_fallback")
     for key in ("continuing_subword_prefix", "end_of_word_suffix"):
-        if model.get(key):
-            raise _refuse(source, f"BPE {key}={model.get(key)!r}")
-    normalizer = _normalizer(body.get("normalizer"), source)
-    patterns, prefix_space = _pre_tokenizer(body.get("pre_tokenizer"), source)
+        if getattr(model, key):
+            raise _refuse(source, f"BPE {key}={getattr(model, key)!r}")
+    normalizer = _normalizer(spec.normalizer, source)
+    patterns, prefix_space = _pre_tokenizer(spec.pre_tokenizer, source)
 
-    vocab_map: dict[str, int] = model.get("vocab") or {}
-    if not isinstance(vocab_map, dict) or not all(isinstance(i, int) and i >= 0 for i in vocab_map.values()):
-        raise FormatError(f"{source}: model.vocab must map token strings to non-negative integer ids")
+    vocab_map: dict[str, int] = model.vocab
     size = max(vocab_map.values(), default=-1) + 1
+    if size > file_size:  # the list below has one slot per id up to the largest
+        check_ids_below(file_size, ((f"model.vocab[{s!r}]", i) for s, i in vocab_map.items()),
+                        where=f"tokenizer.json file {source!r}", what="id")
+    if len(set(vocab_map.values())) != len(vocab_map):
+        held: dict[int, str] = {}
+        for s, i in vocab_map.items():
+            if i in held:
+                raise FormatError(f"{source}: model.vocab gives id {i:,d} to both {held[i]!r} and {s!r}; a "
+                                  "vocabulary needs one token per id (HF would keep one of them for decoding)")
+            held[i] = s
     vocab: list[bytes | None] = [None] * size
     table = _byte_level_table()
     for s, i in vocab_map.items():
@@ -431,7 +477,7 @@ def _convert(body, source: str):
         except UnicodeEncodeError:
             pass  # not byte-level text: BPE can never produce it from bytes (only an added token can)
     ids = {s: i for s, i in vocab_map.items() if vocab[i] is not None}
-    raw = model.get("merges") or []
+    raw = [] if model.merges is UNSET else model.merges
     try:
         arr = np.array([(ids[a], ids[b], vocab_map[a + b]) for a, b in
                         (m.split(" ") if isinstance(m, str) else m for m in raw)], np.int64).reshape(-1, 3)
@@ -451,9 +497,9 @@ def _convert(body, source: str):
     if missing:
         raise _refuse(source, f"a vocabulary without the byte tokens for bytes {missing[:8]}",
                       "a byte-level BPE needs all 256")
-    added = _added_tokens(body.get("added_tokens") or [], vocab_map, source)
+    added = _added_tokens(spec.added_tokens or [], vocab_map, source)
     config = {"patterns": patterns, "add_prefix_space": prefix_space, "normalizer": normalizer,
-              "ignore_merges": bool(model.get("ignore_merges", False)),
+              "ignore_merges": model.ignore_merges,
               "added_tokens": [t.to_dict() for t in added]}
     return vocab, arr, config
 
@@ -463,12 +509,9 @@ def _added_tokens(entries, vocab_map: dict[str, int], source: str) -> list[Added
     next_id = len(vocab_map)
     by_content: dict[str, int] = {}
     by_id: dict[int, _Flags] = {}
-    for k, e in enumerate(entries):
-        if not isinstance(e, dict) or not isinstance(e.get("content"), str):
-            raise FormatError(f"{source}: added_tokens[{k}] has no string 'content'")
-        f = _Flags(e["content"], bool(e.get("single_word", False)), bool(e.get("lstrip", False)),
-                   bool(e.get("rstrip", False)), bool(e.get("normalized", not e.get("special", False))),
-                   bool(e.get("special", False)))
+    for e in entries:  # checked: schemas.HFAddedToken
+        f = _Flags(e.content, e.single_word, e.lstrip, e.rstrip,
+                   (not e.special) if e.normalized is UNSET else e.normalized, e.special)
         if not f.content:
             continue
         if f.content in by_content and by_id.get(by_content[f.content]) == f:

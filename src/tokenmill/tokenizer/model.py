@@ -19,13 +19,16 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+from msgspec import UNSET
 
 from .._arrays import ranks_in_groups
-from .._io import canonical_hash, read_bytes_limited, read_json, write_json_atomic
+from .._io import canonical_hash, read_bytes_limited, write_json_atomic
+from .._schema import check, parse_json, show_value
 from .._validate import check_array, check_int
 from ..errors import ConfigError, FormatError, SpecialTokenError, TokenmillError
 from . import bpe
 from .patterns import preset_name, resolve_pattern, split_with_gaps
+from .schemas import BpeModel, MergesModel, RankCacheConfig, TekkenFile, TokenizerFile, check_ids_below, decode_file
 
 FORMAT_NAME = "tokenmill.tokenizer"
 FORMAT_VERSION = 2  # 2 adds model type "bpe" (imported merge lists, ids anywhere, added tokens); 1 still read
@@ -167,7 +170,7 @@ class Tokenizer:
         The parsed file (tokens by id and the pair table) is cached on disk keyed by the file's
         SHA-256, as tokenizer.json imports are: a 128k-token file loads in ~0.1 s the second time."""
         raw = read_bytes_limited(path, what="tiktoken rank")
-        return cls._from_rank_bytes(raw, "ranks", lambda: (_parse_tiktoken(raw, path), {}),
+        return cls._from_rank_bytes(raw, "ranks", lambda: (_parse_tiktoken(raw, os.fspath(path)), {}),
                                     pattern=pattern, special_tokens=special_tokens)
 
     @classmethod
@@ -200,10 +203,15 @@ class Tokenizer:
         cached = _load_cached(key)
         if cached is not None:
             vocab, arr, config = cached
-            if _pairs_consistent(vocab, arr) and isinstance(config.get("specials", {}), dict):
-                return cls(vocab, (arr[:, 0].copy(), arr[:, 1].copy(), arr[:, 2].copy()),
-                           pattern=config.get("pattern", pattern), special_tokens=config.get("specials", special_tokens),
-                           whole_chunk_lookup=True)
+            try:
+                conf = check(config, RankCacheConfig, what="cached rank file")
+                if _pairs_consistent(vocab, arr):
+                    return cls(vocab, (arr[:, 0].copy(), arr[:, 1].copy(), arr[:, 2].copy()),
+                               pattern=pattern if conf.pattern is UNSET else conf.pattern,
+                               special_tokens=special_tokens if conf.specials is UNSET else conf.specials,
+                               whole_chunk_lookup=True)
+            except TokenmillError:
+                pass  # a damaged cache entry (or a bad argument, which parsing the file again reports)
         ranks, config = parse()
         tok = cls.from_ranks(ranks, pattern=config.get("pattern", pattern),
                              special_tokens=config.get("specials", special_tokens))
@@ -683,10 +691,16 @@ class Tokenizer:
     @classmethod
     def load(cls, path: str | os.PathLike) -> "Tokenizer":
         """Read a file written by ``save``; a corrupted file, wrong hash or newer version fails clearly."""
-        return cls.from_dict(read_json(path, what="tokenizer"), source=str(path))
+        raw = read_bytes_limited(path, what="tokenizer")
+        body = parse_json(raw, what=f"tokenizer file {os.fspath(path)!r}")
+        return cls.from_dict(body, source=str(path), size=len(raw))
 
     @classmethod
-    def from_dict(cls, body: dict, *, source: str = "<dict>") -> "Tokenizer":
+    def from_dict(cls, body: dict, *, source: str = "<dict>", size: int | None = None) -> "Tokenizer":
+        """From ``to_dict``'s form (``load`` gives a file's), checked against ``schemas.TokenizerFile``.
+        ``size``: the size in bytes of the file ``body`` was read from; every id must lie below it
+        (tokenmill sizes its tables by the largest id). None for a dict that is no file's (a worker's
+        copy of a tokenizer already in memory): ids are then only bounded by 2**31."""
         if not isinstance(body, dict) or body.get("format") != FORMAT_NAME:
             raise FormatError(f"{source}: not a tokenmill tokenizer file (missing format={FORMAT_NAME!r})")
         version = body.get("version")
@@ -698,46 +712,57 @@ class Tokenizer:
                 f"{source}: tokenizer format version {version!r} is newer than this tokenmill reads "
                 f"(<= {FORMAT_VERSION}); upgrade tokenmill"
             )
-        stored = body.get("hash")
+        spec = check(body, TokenizerFile, what=source)
         unhashed = {k: v for k, v in body.items() if k != "hash"}
-        if stored != canonical_hash(unhashed):
-            raise FormatError(f"{source}: content hash mismatch (stored {stored!r}); the file was modified or corrupted")
         try:
-            model = body["model"]
+            expected = canonical_hash(unhashed)
+        except (ValueError, RecursionError) as e:  # a number or a nesting JSON cannot write back
+            raise FormatError(f"{source}: holds a value that cannot be hashed ({e}); the file is corrupted") from None
+        if spec.hash != expected:
+            raise FormatError(f"{source}: content hash mismatch (stored {spec.hash!r}); the file was modified or corrupted")
+        try:
+            model = spec.model
             specials = {k: _json_int(v, f"special token {k!r} id", source, hi=2**31 - 1)
-                        for k, v in body["special_tokens"].items()}
-            if model["type"] == "merges":
-                counts = model.get("merge_counts")
-                merges = _json_ints(model["merges"], "merges", source, hi=2**31 - 1)
+                        for k, v in spec.special_tokens.items()}
+            if size is not None:
+                check_ids_below(size, ((f"special_tokens[{k!r}]", i) for k, i in specials.items()), where=source,
+                                what="special token id")
+            if isinstance(model, MergesModel):
+                counts = model.merge_counts
+                merges = _json_ints(model.merges, "merges", source, hi=2**31 - 1)
                 return cls.from_merges(merges.reshape(-1, 2) if merges.size == 0 else merges,
-                                       pattern=body["pattern"], special_tokens=specials,
+                                       pattern=spec.pattern, special_tokens=specials,
                                        merge_counts=None if counts is None else _json_ints(counts, "merge_counts", source))
-            if model["type"] == "ranks":
-                ranks = {base64.b64decode(t): i for i, t in enumerate(model["tokens"]) if t is not None}
-                return cls.from_ranks(ranks, pattern=body["pattern"], special_tokens=specials)
-            if model["type"] == "bpe" and version >= 2:
-                from .huggingface import AddedToken
+            vocab = _b64_tokens(model.tokens, source)
+            if not isinstance(model, BpeModel):  # ranks
+                ranks: dict[bytes, int] = {}
+                for i, b in enumerate(vocab):
+                    if b is not None:
+                        if b in ranks:
+                            raise FormatError(f"{source}: model.tokens[{i:,d}] repeats the token {b!r} of "
+                                              f"model.tokens[{ranks[b]:,d}]; each token has one rank")
+                        ranks[b] = i
+                return cls.from_ranks(ranks, pattern=spec.pattern, special_tokens=specials)
+            from .huggingface import AddedToken
 
-                vocab = [None if t is None else base64.b64decode(t) for t in model["tokens"]]
-                added = body.get("added_tokens")
-                merges = _json_ints(model["merges"], "merges", source, hi=2**31 - 1)
-                if model.get("merge_ids"):
-                    _json_ints(model["merge_ids"], "merge_ids", source, hi=2**31 - 1)
-                return cls.from_merge_list(
-                    vocab, [tuple(m) for m in merges.reshape(-1, 2).tolist()], pattern=body["pattern"],
-                    special_tokens=None if added is not None else specials,
-                    added_tokens=None if added is None else [AddedToken.from_dict(t) for t in added],
-                    ignore_merges=bool(model["ignore_merges"]), normalizer=body["normalizer"],
-                    merge_ids=model["merge_ids"] if model.get("merge_ids") else None,
-                    add_prefix_space=bool(body["add_prefix_space"]), split_patterns=body["split_patterns"],
-                    source=source)
+            added = spec.added_tokens
+            if added is not None and size is not None:
+                check_ids_below(size, ((f"added_tokens[{k}].id", t.id) for k, t in enumerate(added)), where=source,
+                                what="added token id")
+            merges = _json_ints(model.merges, "merges", source, hi=2**31 - 1)
+            merge_ids = _json_ints(model.merge_ids, "merge_ids", source, hi=2**31 - 1) if model.merge_ids else None
+            return cls.from_merge_list(
+                vocab, merges.reshape(-1, 2), pattern=spec.pattern,
+                special_tokens=None if added is not None else specials,
+                added_tokens=None if added is None else [AddedToken.from_entry(t) for t in added],
+                ignore_merges=model.ignore_merges, normalizer=spec.normalizer, merge_ids=merge_ids,
+                add_prefix_space=spec.add_prefix_space, split_patterns=spec.split_patterns, source=source)
         except TokenmillError as e:
             if str(e).startswith(f"{source}:"):
                 raise
             raise type(e)(f"{source}: {e}") from e  # name the file
         except (KeyError, TypeError, ValueError, AttributeError, OverflowError, IndexError) as e:
             raise FormatError(f"{source}: malformed tokenizer file ({type(e).__name__}: {e})") from e
-        raise FormatError(f"{source}: unknown model type {model.get('type')!r}")
 
     def save_huggingface(self, path: str | os.PathLike) -> None:
         """Export to a Hugging Face ``tokenizer.json`` (same ids; see ``tokenizer.export``)."""
@@ -918,25 +943,29 @@ def _rank_pairs_loop(vocab: list, ranks: dict[bytes, int]) -> dict[tuple[int, in
     return table
 
 
-def _read_tekken(path, raw: bytes) -> tuple[dict[bytes, int], str, dict[str, int]]:
-    """(ranks as ids, pattern, special tokens) of a tekken.json (its bytes ``raw``), every field checked."""
-    import json
+_TEKKEN_NEEDS = ("config.pattern, config.default_vocab_size, config.default_num_special_tokens and a vocab list")
 
+
+def _tekken_shape(body, src: str) -> None:
+    """Before the schema check of a parsed tekken.json: a JSON file that lacks its fields is not one."""
+    missing = [k for k in ("config", "vocab") if not isinstance(body, dict) or k not in body]
+    if not missing and isinstance(body["config"], dict):
+        missing = [f"config.{k}" for k in ("pattern", "default_vocab_size", "default_num_special_tokens")
+                   if k not in body["config"]]
+    if missing:
+        raise FormatError(f"{src}: not a tekken tokenizer (needs {_TEKKEN_NEEDS}; missing {', '.join(missing)})")
+
+
+def _read_tekken(path, raw: bytes) -> tuple[dict[bytes, int], str, dict[str, int]]:
+    """(ranks as ids, pattern, special tokens) of a tekken.json (its bytes ``raw``), checked against
+    ``schemas.TekkenFile``, every id below the file's size."""
     src = os.fspath(path)
-    try:
-        body = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as e:
-        raise FormatError(f"{src}: not a tekken tokenizer (not UTF-8 JSON: {e})") from None
-    try:
-        config, entries = body["config"], body["vocab"]
-        pattern = config["pattern"]
-        n_special = _json_int(config["default_num_special_tokens"], "config.default_num_special_tokens", src, 2**20)
-        size = _json_int(config["default_vocab_size"], "config.default_vocab_size", src, 2**31 - 1)
-    except (KeyError, TypeError) as e:
-        raise FormatError(f"{src}: not a tekken tokenizer (needs config.pattern, config.default_vocab_size, "
-                          f"config.default_num_special_tokens and a vocab list; missing {e})") from None
-    if not isinstance(pattern, str) or not isinstance(entries, list):
-        raise FormatError(f"{src}: config.pattern must be a string and vocab a list")
+    where = f"tekken tokenizer file {src!r}"
+    spec = decode_file(raw, TekkenFile, where=where, pre=lambda body: _tekken_shape(body, src))
+    pattern, entries = spec.config.pattern, spec.vocab
+    n_special, size = spec.config.default_num_special_tokens, spec.config.default_vocab_size
+    check_ids_below(len(raw), [("config.default_num_special_tokens", n_special)], where=where,
+                    what="the special tokens' id count")
     inner = size - n_special
     if not 256 <= inner <= len(entries):
         raise FormatError(f"{src}: default_vocab_size {size:,d} - {n_special:,d} special tokens = {inner:,d} ranked "
@@ -944,24 +973,20 @@ def _read_tekken(path, raw: bytes) -> tuple[dict[bytes, int], str, dict[str, int
     ranks: dict[bytes, int] = {}
     for i, e in enumerate(entries[:inner]):
         try:
-            if e["rank"] != i:
-                raise ValueError(f"rank {e['rank']!r}")
-            tb = binascii.a2b_base64(e["token_bytes"], strict_mode=True)
-        except (KeyError, TypeError, ValueError) as err:
+            if e.rank != i:
+                raise ValueError(f"rank {e.rank!r}")
+            tb = binascii.a2b_base64(e.token_bytes, strict_mode=True)
+        except ValueError as err:
             raise FormatError(f"{src}: vocab[{i:,d}] needs rank {i} and base64 token_bytes ({err})") from None
         if tb in ranks:
             raise FormatError(f"{src}: vocab[{i:,d}] repeats the token {tb!r} of vocab[{ranks[tb] - n_special:,d}]")
         ranks[tb] = i + n_special
     specials: dict[str, int] = {}
-    for k, e in enumerate(body.get("special_tokens") or []):
-        try:
-            r, name = e["rank"], e["token_str"]
-        except (KeyError, TypeError):
-            raise FormatError(f"{src}: special_tokens[{k}] needs a rank and a token_str") from None
-        if type(r) is not int or not 0 <= r < n_special or not isinstance(name, str) or name in specials:  # noqa: E721
-            raise FormatError(f"{src}: special_tokens[{k}] = {e!r}: rank must lie in 0..{n_special - 1} and the "
-                              "name be a new string")
-        specials[name] = r
+    for k, e in enumerate(spec.special_tokens or []):
+        if not 0 <= e.rank < n_special or e.token_str in specials:
+            raise FormatError(f"{src}: special_tokens[{k}] = {{rank: {e.rank}, token_str: {e.token_str!r}}}: rank "
+                              f"must lie in 0..{n_special - 1} and the name be a new string")
+        specials[e.token_str] = e.rank
     held = set(specials.values())
     for i in range(n_special):
         if i not in held:
@@ -985,26 +1010,50 @@ def _read_tiktoken(path) -> dict[bytes, int]:
 
 
 def _parse_tiktoken(raw: bytes, path) -> dict[bytes, int]:
-    """``token bytes -> rank`` of a rank file; a repeated token is an error naming both lines (a dict
-    would keep the last and the ranks would then look out of range)."""
+    """``token bytes -> rank`` of a rank file (``raw``, its bytes), every line checked: a base64 token,
+    one space, a rank of digits below 2**31 - 1 and below the file's size (tokenmill allocates a table
+    as long as the largest rank; each rank takes a line of the file). A repeated token or rank is an
+    error naming both lines (a dict would keep the last and the ranks would then look out of range)."""
     ranks: dict[bytes, int] = {}
     line_of: dict[bytes, int] = {}
-    lines = raw.splitlines()
-    for lineno, line in enumerate(lines, 1):
+    rank_line: dict[int, int] = {}
+    limit = min(2**31 - 1, len(raw))
+    for lineno, line in enumerate(raw.splitlines(), 1):
         if not line.strip():
             continue
+        token, _, rank = line.partition(b" ")
         try:
-            token, rank = line.split()
-            if not rank.isdigit() or len(rank) > 10:
+            if not token or not rank.isdigit() or len(rank) > 10:  # bytes.isdigit: ASCII digits only
                 raise ValueError(rank)
             tb = binascii.a2b_base64(token, strict_mode=True)  # validates; ~3x base64.b64decode(validate=True)
         except ValueError as e:
-            raise FormatError(f"{path}:{lineno}: expected '<base64 token> <rank>', got {line[:60]!r}") from e
+            raise FormatError(f"{path}:{lineno}: expected '<base64 token> <rank>' (one space, the rank in digits), "
+                              f"got {line[:60]!r}") from e
+        r = int(rank)
+        if r >= limit:
+            why = ("ranks must be below 2**31 - 1" if r >= 2**31 - 1 else
+                   f"it is not below the file's size ({len(raw):,d} bytes), and every rank takes a line of the file")
+            raise FormatError(f"{path}:{lineno}: rank {r:,d}: {why}; the file is corrupted or not a rank file")
         if tb in ranks:
             raise FormatError(f"{path}:{lineno}: token {tb!r} repeats line {line_of[tb]:,d}; each token needs one rank")
-        ranks[tb] = int(rank)
+        if r in rank_line:
+            raise FormatError(f"{path}:{lineno}: rank {r:,d} repeats line {rank_line[r]:,d}; each token needs its own "
+                              "rank")
+        ranks[tb] = r
         line_of[tb] = lineno
+        rank_line[r] = lineno
     return ranks
+
+
+def _b64_tokens(tokens, source: str) -> list[bytes | None]:
+    """A tokenmill file's ``model.tokens`` (base64 or null) as bytes, decoded strictly."""
+    out: list[bytes | None] = []
+    for i, t in enumerate(tokens):
+        try:
+            out.append(None if t is None else binascii.a2b_base64(t, strict_mode=True))
+        except ValueError as e:
+            raise FormatError(f"{source}: field model.tokens[{i:,d}] = {show_value(t)}: not base64 ({e})") from None
+    return out
 
 
 def _ids(ids) -> list[int]:
@@ -1017,7 +1066,8 @@ def _ids(ids) -> list[int]:
 def _json_int(v, what: str, source: str, hi: int = 2**63 - 1) -> int:
     """An integer as JSON holds it: not a bool, a float (1.5 or 2.0) or a string ("398")."""
     if type(v) is not int or not -(2**63) <= v <= hi:
-        shown = f"{v:,d}" if type(v) is int else repr(v)
+        shown = f"{v:,d}" if type(v) is int else repr(v) if isinstance(v, (bool, float, str)) else show_value(v)
+        shown = shown if len(shown) <= 80 else shown[:77] + "..."
         raise FormatError(f"{source}: {what} is {shown}; it must be an integer no larger than {hi:,d}")
     return v
 
@@ -1033,7 +1083,8 @@ def _json_ints(value, what: str, source: str, hi: int = 2**63 - 1) -> np.ndarray
     flat = []
     for i, row in enumerate(value):
         if not isinstance(row, list) or len(row) != width:
-            raise FormatError(f"{source}: {what}[{i:,d}] is {row!r}; every entry must be a list of {width} integers")
+            raise FormatError(f"{source}: {what}[{i:,d}] is {show_value(row)}; every entry must be a list of {width} "
+                              "integers")
         flat.extend(_json_int(v, f"{what}[{i:,d}]", source, hi) for v in row)
     return np.array(flat, np.int64).reshape(len(value), width)
 

@@ -20,11 +20,12 @@ from __future__ import annotations
 import functools
 import itertools
 import os
-import tempfile
 import unicodedata
 from pathlib import Path
 
 import numpy as np
+
+from .._io import write_cache
 
 from .._validate import check_offsets
 from ..errors import ConfigError, InputError
@@ -245,14 +246,4 @@ def _load_table(path: Path) -> np.ndarray | None:
 
 def _save_table(path: Path, table: np.ndarray) -> None:
     """Write atomically (temporary name, then rename); a cache that cannot be written is skipped."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    except OSError:
-        return
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.save(f, table, allow_pickle=False)
-        os.replace(tmp, path)
-    except OSError:
-        Path(tmp).unlink(missing_ok=True)
+    write_cache(path, lambda f: np.save(f, table, allow_pickle=False))

@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import functools
 import os
-import tempfile
 import unicodedata
 
 import numpy as np
+
+from .._io import write_cache
 
 LLAMA3 = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 QWEN2 = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
@@ -172,13 +173,6 @@ def family_table(marks: bool) -> np.ndarray:
     table = base.copy()
     for m in regex.finditer(r"\p{M}+", every):
         table[m.start() : m.end()] |= L_
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-        with os.fdopen(fd, "wb") as f:
-            np.save(f, table, allow_pickle=False)
-        os.replace(tmp, path)
-    except OSError:
-        pass
+    write_cache(path, lambda f: np.save(f, table, allow_pickle=False))
     table.setflags(write=False)
     return table

@@ -10,8 +10,10 @@
         ckpt = {"model": ..., "data": loader.state_dict()}    # ints and strings
 
 Every batch is a pure function of ``(data, plan options, seed, epoch, global batch g, rank)``
-(:class:`tokenmill.batching.schedule.BatchSchedule`). The loader is the iterable over this rank's
-batches of the current epoch, from the position it is at; with ``num_workers > 0`` a torch
+(:class:`tokenmill.batching.schedule.BatchSchedule`). The loader is an ``IterableDataset`` over this
+rank's batches of the current epoch, with the pass semantics of torchdata's ``StatefulDataLoader``
+(each ``iter()`` starts the epoch, except right after ``load_state_dict``; see the class docstring),
+so ``DataLoader(loader, batch_size=None)`` gives the same batches; with ``num_workers > 0`` a torch
 ``DataLoader`` only parallelizes building them (worker ``w`` builds batches ``w, w + k, ...`` of the
 remaining range, the DataLoader returns them in order), and the loader counts the batches it hands
 out in the main process, so ``state_dict()`` is exact whatever was prefetched.
@@ -21,9 +23,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._validate import check_bool, check_float, check_int
 from ..batching.layout import IGNORE_INDEX
 from ..batching.schedule import BatchSchedule
-from ..errors import ConfigError, require
+from ..errors import ConfigError, TokenmillError, require
 
 torch = require("torch", "torch")
 
@@ -137,6 +140,12 @@ class _Ring:
 
 _WIRE = ("input_ids", "labels", "position_ids", "doc_ids", "token_offsets")
 
+_IN_A_WORKER = ("a TrainingLoader is being iterated inside a DataLoader worker: a DataLoader with num_workers > 0 "
+                "around it gives every worker a copy that yields the whole epoch (each batch once per worker) and "
+                "that the loader's state_dict() never sees. Wrap it with num_workers=0 "
+                "(DataLoader(loader, batch_size=None)) and pass num_workers=k to TrainingLoader itself, or use "
+                "StatefulDataLoader(loader.as_dataset(), batch_size=None, num_workers=k)")
+
 
 def _to_wire(batch):
     """A batch as few tensors as possible: each tensor costs a shared-memory segment between processes."""
@@ -155,7 +164,7 @@ def _from_wire(wire) -> dict:
                                 "cu_seqlens", "max_seqlen", "num_targets")}
 
 
-class TrainingLoader:
+class TrainingLoader(torch.utils.data.IterableDataset):
     """This rank's batches, epoch after epoch, resumable exactly (see the module docstring).
 
     ``source``: a token store, a store view (split), a :class:`tokenmill.Mixture` or any token
@@ -173,9 +182,36 @@ class TrainingLoader:
     (all padding, ``num_targets`` 0), so every rank gets the same number of full-shape batches and
     nothing is dropped. ``len(loader)`` is the number of batches of the current epoch.
 
-    Epochs: iterating to the end of an epoch moves the loader to the next one; ``set_epoch(e)``
-    jumps to the start of epoch ``e`` (a no-op when ``e`` is the current epoch, so a resumed run that
-    calls ``set_epoch`` at the top of its epoch loop keeps its position).
+    Passes, as with torchdata's ``StatefulDataLoader``: each ``iter(loader)`` is a new pass over
+    the current epoch from its first batch, except the first ``iter()`` after :meth:`load_state_dict`,
+    which continues at the loaded position. A pass that runs to its end moves the loader to the next
+    epoch (so does a new ``iter()`` after a pass that handed out the epoch's last batch), so
+    ``for epoch in range(n): for batch in loader`` sees ``n`` epochs, each reshuffled; a pass left
+    early is not continued by the next ``iter()``. ``set_epoch(e)`` selects epoch ``e`` from its
+    start (a no-op when ``e`` is the current epoch, so a resumed run that calls ``set_epoch`` at the
+    top of its epoch loop keeps the loaded position). A new pass, ``set_epoch`` of another epoch and
+    ``load_state_dict`` take over the loader's one position: an older iterator raises a
+    TokenmillError when used again. ``state_dict()`` is the position of the latest pass (the batches
+    it handed out; a DataLoader in between does not read ahead with ``num_workers=0``), and
+    ``len(loader)`` the number of batches of the current epoch, what a fresh pass yields.
+
+    ``torch.utils.data.DataLoader(loader, batch_size=None)`` and torchdata's
+    ``StatefulDataLoader(loader, batch_size=None)`` iterate the loader in the training process and
+    give exactly its batches, in order, with the same state semantics (the StatefulDataLoader's
+    ``state_dict()`` holds the loader's). Their own ``num_workers`` must stay 0 (a worker copy of the
+    loader raises a ConfigError): pass ``num_workers`` to the loader, or use :meth:`as_dataset`.
+
+    Epochs run from 0 to
+    ``loader.schedule.max_epoch`` (``epoch x samples per epoch`` stays below ``2**62``, so the int64
+    sample arithmetic cannot wrap); a later one, from ``set_epoch`` or a loaded state, is a
+    ConfigError.
+
+    Arguments are checked, never coerced: ``shuffle``, ``drop_last`` and ``pin_memory`` must be real
+    bools (``"no"`` is refused, not True), in-memory documents must hold ids ``>= 0`` (an
+    InputError names the document), and ``block_size`` may exceed all the tokens of the source only
+    while a batch of such rows takes at most 64 MiB (49 bytes per position; a longer row could only
+    hold padding): beyond, a ConfigError says the largest useful ``block_size``. A batch whose
+    memory cannot be allocated is a ConfigError naming ``batch_size``, ``block_size`` and the bytes.
 
     ``plan_cache``: a folder where packing plans (``block_size`` without windows) are kept, keyed by
     the data fingerprint and the plan options, so a restarted run loads its plan instead of
@@ -204,16 +240,18 @@ class TrainingLoader:
                                       windows=windows, seed=seed, rank=rank, world_size=world_size,
                                       shuffle=shuffle, drop_last=drop_last, pad_id=pad_id, long_docs=long_docs,
                                       plan_cache=plan_cache)
-        if isinstance(num_workers, bool) or not isinstance(num_workers, (int, np.integer)) or num_workers < 0:
-            raise ConfigError(f"num_workers={num_workers!r} must be an integer >= 0")
-        self.num_workers = int(num_workers)
-        self._dl_options = dict(pin_memory=bool(pin_memory), timeout=timeout,
+        self.num_workers = check_int(num_workers, "num_workers", min=0)
+        self._dl_options = dict(pin_memory=check_bool(pin_memory, "pin_memory"),
+                                timeout=check_float(timeout, "timeout", min=0),
                                 multiprocessing_context=multiprocessing_context)
+        prefetch_factor = check_int(prefetch_factor, "prefetch_factor", min=1, none=True)
         if self.num_workers > 0:
             if prefetch_factor is not None:
                 self._dl_options["prefetch_factor"] = prefetch_factor
         self.epoch = 0
-        self._consumed = 0  # global batches of self.epoch handed out
+        self._consumed = 0  # global batches of self.epoch handed out by the latest pass (or loaded)
+        self._resume = False  # a state was loaded: the next iter() continues from it
+        self._pass = 0  # the latest pass (iterator); older ones refuse to go on
 
     # ---- shape of the run ------------------------------------------------------------------------
     @property
@@ -230,7 +268,8 @@ class TrainingLoader:
 
     @property
     def batches_consumed(self) -> int:
-        """Batches of the current epoch already handed out (where iteration continues)."""
+        """Batches of the current epoch handed out by the latest pass (after :meth:`load_state_dict`:
+        the loaded position, where the next ``iter()`` continues)."""
         return self._consumed
 
     def __len__(self) -> int:
@@ -245,20 +284,45 @@ class TrainingLoader:
         return self.schedule.dropped_samples(self.epoch if epoch is None else epoch)
 
     def set_epoch(self, epoch: int) -> None:
-        """Start epoch ``epoch`` from its first batch (no-op if it is the current epoch)."""
-        if isinstance(epoch, bool) or not isinstance(epoch, (int, np.integer)) or epoch < 0:
-            raise ConfigError(f"epoch={epoch!r} must be an integer >= 0")
-        if int(epoch) != self.epoch:
-            self.schedule.num_batches(int(epoch))
-            self.epoch, self._consumed = int(epoch), 0
+        """Start epoch ``epoch`` (0 .. ``schedule.max_epoch``) from its first batch (no-op if it is
+        the current epoch)."""
+        epoch = self.schedule.check_epoch(epoch)
+        if epoch != self.epoch:
+            self.schedule.num_batches(epoch)
+            self.epoch, self._consumed, self._resume = epoch, 0, False
+            self._pass += 1
 
     # ---- iteration -------------------------------------------------------------------------------
     def __iter__(self):
+        """A new pass: the current epoch from its first batch, or from the position of a state loaded
+        since the last ``iter()``; the next epoch when the last pass handed out every batch of this
+        one. The new pass takes over the loader's position (an older iterator raises if used again)."""
+        if torch.utils.data.get_worker_info() is not None:
+            raise ConfigError(_IN_A_WORKER)
         epoch, start = self.epoch, self._consumed
-        stop = self.schedule.num_batches(epoch)
+        if self._resume:
+            pass
+        elif start > 0 and start >= self.schedule.num_batches(epoch):
+            epoch, start = epoch + 1, 0
+        else:
+            start = 0
+        stop = self.schedule.num_batches(epoch)  # refuses an epoch past schedule.max_epoch
+        self.epoch, self._consumed, self._resume = epoch, start, False
+        self._pass += 1
+        return self._batches(self._pass, epoch, start, stop)
+
+    def _current(self, token: int) -> None:
+        if token != self._pass:
+            raise TokenmillError("this iterator over the TrainingLoader was superseded: a later iter(loader), "
+                                 "set_epoch() or load_state_dict() took over the loader's position (a loader has "
+                                 "one position, like a DataLoader's current iterator, and state_dict() follows it); "
+                                 "iterate the newest iterator")
+
+    def _batches(self, token: int, epoch: int, start: int, stop: int):
+        pin = self._dl_options["pin_memory"] and torch.cuda.is_available()
         if self.num_workers == 0 or stop - start <= 0:
-            pin = self._dl_options["pin_memory"] and torch.cuda.is_available()
             for g in range(start, stop):
+                self._current(token)
                 batch = batch_tensors(self.schedule.batch(epoch, g))
                 if pin:
                     batch = {k: v.pin_memory() if torch.is_tensor(v) else v for k, v in batch.items()}
@@ -269,9 +333,9 @@ class TrainingLoader:
             ring = self._ring(workers)
             dl = torch.utils.data.DataLoader(_RangeBatches(self.schedule, epoch, start, stop, ring), batch_size=None,
                                              num_workers=workers, **self._dl_options)
-            pin = self._dl_options["pin_memory"] and torch.cuda.is_available()
             expected = start
             for g, wire in dl:
+                self._current(token)
                 if g != expected:  # the DataLoader's round robin keeps order; never trust it silently
                     raise RuntimeError(f"DataLoader returned batch {g} where {expected} was due")
                 expected += 1
@@ -283,8 +347,8 @@ class TrainingLoader:
                     yield batch
                 else:
                     yield _from_wire(wire)
-        if self.epoch == epoch and self._consumed == stop:
-            self.epoch, self._consumed = epoch + 1, 0
+        self._current(token)
+        self.epoch, self._consumed = epoch + 1, 0  # the pass ran to its end: the next one is the next epoch
 
     def _ring(self, workers: int) -> "_Ring | None":
         """Shared memory for this pass's workers to hand batches over in, or None (batches then travel
@@ -318,6 +382,8 @@ class TrainingLoader:
         with the same global batch). Raises a :class:`tokenmill.TokenmillError` that names what
         differs when the state cannot continue this loader's sequence."""
         self.epoch, self._consumed = self.schedule.check_state(state)
+        self._resume = True  # the next iter() continues from here
+        self._pass += 1
 
     # ---- torchdata ---------------------------------------------------------------------------------
     def as_dataset(self) -> "LoaderDataset":
@@ -344,7 +410,7 @@ class LoaderDataset(torch.utils.data.IterableDataset):
 
     def __init__(self, schedule: BatchSchedule, epoch: int = 0):
         super().__init__()
-        self.schedule, self.epoch = schedule, int(epoch)
+        self.schedule, self.epoch = schedule, schedule.check_epoch(epoch)
         self._next: int | None = None  # next batch this copy builds (None: its worker's first)
         self._workers: int | None = None
 
@@ -352,8 +418,9 @@ class LoaderDataset(torch.utils.data.IterableDataset):
         return self.schedule.num_batches(self.epoch)
 
     def set_epoch(self, epoch: int) -> None:
-        self.schedule.num_batches(int(epoch))
-        self.epoch, self._next = int(epoch), None
+        epoch = self.schedule.check_epoch(epoch)
+        self.schedule.num_batches(epoch)
+        self.epoch, self._next = epoch, None
 
     def __iter__(self):
         info = torch.utils.data.get_worker_info()
@@ -377,14 +444,15 @@ class LoaderDataset(torch.utils.data.IterableDataset):
         return st
 
     def load_state_dict(self, state: dict) -> None:
-        if not isinstance(state, dict) or "worker_next" not in state or "num_workers" not in state:
-            from ..errors import FormatError
+        from ..errors import FormatError
 
+        if not isinstance(state, dict) or "worker_next" not in state or "num_workers" not in state:
             raise FormatError("not a LoaderDataset state (no worker_next/num_workers); pass what "
                               "StatefulDataLoader.state_dict() saved")
         core = {k: v for k, v in state.items() if k not in ("worker_next", "num_workers")}
         epoch, _ = self.schedule.check_state(core)
         self.epoch = epoch
-        nxt, workers = int(state["worker_next"]), int(state["num_workers"])
+        nxt = check_int(state["worker_next"], "the dataset state's worker_next", min=-1, error=FormatError)
+        workers = check_int(state["num_workers"], "the dataset state's num_workers", min=-1, error=FormatError)
         self._next = None if nxt < 0 else nxt
         self._workers = None if workers < 0 else workers

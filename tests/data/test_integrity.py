@@ -1,0 +1,303 @@
+"""Nothing a user has is lost or silently wrong: a build over a store is transactional, a resumed
+build proves each reused shard was made from the same input, only files tokenmill made are removed,
+outputs never land on the store being read, and every store file is checked by its schema."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tokenmill import TokenStore
+from tokenmill._io import canonical_hash
+from tokenmill.data import texts
+from tokenmill.data.store import staging_dir
+from tokenmill.errors import ConfigError, FormatError, InputError
+
+from .conftest import make_corpus
+
+
+def snapshot(d: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(d.iterdir())}
+
+
+def build(out, src, tok, **kw):
+    kw.setdefault("progress", False)
+    kw.setdefault("workers", 1)
+    return TokenStore.build(out, src, tok, **kw)
+
+
+def cli(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "tokenmill", *map(str, args)], capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, timeout=300)
+
+
+@pytest.fixture
+def good_store(tmp_path, tok):
+    make_corpus(tmp_path / "in")
+    st = build(tmp_path / "st", tmp_path / "in", tok, shard_bytes=400, split_lines=True)
+    return tmp_path / "st", snapshot(tmp_path / "st"), st
+
+
+# ---- 1. a failed or killed build over a store leaves it byte-identical --------------------------
+def test_failed_overwrite_keeps_the_old_store(tmp_path, tok, good_store):
+    out, before, _ = good_store
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(b'{"text": "fine"}\n{"text": "bro\xffken"}\n')
+    tok.save(tmp_path / "tok.json")
+    r = cli("store", "build", "--input", bad, "--out", out, "--tokenizer", tmp_path / "tok.json", "--overwrite",
+            "--quiet")
+    assert r.returncode == 1 and "invalid UTF-8" in r.stderr and "bad.jsonl" in r.stderr
+    assert snapshot(out) == before
+    TokenStore.open(out).verify()
+    with pytest.raises(InputError, match="invalid UTF-8"):
+        build(out, bad, tok, overwrite=True)
+    assert snapshot(out) == before
+    # the corrected input replaces it; no staging folder is left behind
+    bad.write_bytes(b'{"text": "fine"}\n{"text": "mended"}\n')
+    new = build(out, bad, tok, overwrite=True)
+    assert len(new) == 2 and new.get(1).tolist()[:-1] == tok.encode("mended")
+    assert not staging_dir(out).exists() and new.verify()["documents"] == 2
+
+
+KILL_OVER = """
+import sys
+from tokenmill import Tokenizer, TokenStore
+tok = Tokenizer.load(sys.argv[1])
+TokenStore.build(sys.argv[2], sys.argv[3], tok, workers=1, shard_bytes=300, split_lines=True, overwrite=True,
+                 progress=False, append_eos=False)
+"""
+
+
+@pytest.mark.parametrize("point", ["before-meta:0", "recorded:1", "manifest:0", "swap:0", "swapped:0"])
+def test_build_over_a_store_killed_anywhere_keeps_one_whole_store(tmp_path, tok, good_store, point):
+    out, before, _ = good_store
+    tok.save(tmp_path / "tok.json")
+    ref = build(tmp_path / "ref", tmp_path / "in", tok, shard_bytes=300, split_lines=True, append_eos=False)
+    cmd = [sys.executable, "-c", KILL_OVER, str(tmp_path / "tok.json"), str(out), str(tmp_path / "in")]
+    r = subprocess.run(cmd, env={**os.environ, "TOKENMILL_STORE_KILL": point}, capture_output=True, timeout=300)
+    assert r.returncode == -9, r.stderr.decode()
+    if point == "swapped:0":  # the new store is in place: whole and verified
+        assert snapshot(out) == snapshot(tmp_path / "ref")
+    else:  # the old store, byte for byte
+        assert snapshot(out) == before
+        TokenStore.open(out).verify()
+    r = subprocess.run(cmd, capture_output=True, timeout=300)  # the rerun finishes the replacement
+    assert r.returncode == 0, r.stderr.decode()
+    assert snapshot(out) == snapshot(tmp_path / "ref") and not staging_dir(out).exists()
+    assert TokenStore.open(out).fingerprint == ref.fingerprint
+
+
+# ---- 2. a resumed build proves each finished shard came from the same input ----------------------
+KILL_TEXTS = """
+import sys
+from tokenmill import Tokenizer, TokenStore
+from tokenmill.data import texts
+tok = Tokenizer.load(sys.argv[1])
+docs = [f"document {i} the theme " * 3 for i in range(200)]
+if sys.argv[3] == "upper":
+    docs = [d.upper() for d in docs]
+TokenStore.build(sys.argv[2], texts(docs), tok, workers=int(sys.argv[4]), engine=sys.argv[5], shard_bytes=600,
+                 progress=False)
+"""
+
+
+@pytest.mark.parametrize("engine,workers", [("local", 1), ("process", 2)])
+def test_resume_with_changed_input_of_the_same_length_reencodes(tmp_path, tok, engine, workers):
+    tok.save(tmp_path / "tok.json")
+    out = tmp_path / "s"
+    cmd = [sys.executable, "-c", KILL_TEXTS, str(tmp_path / "tok.json"), str(out)]
+    r = subprocess.run(cmd + ["lower", str(workers), engine], env={**os.environ, "TOKENMILL_STORE_KILL": "recorded:3"},
+                       capture_output=True, timeout=300)
+    assert r.returncode == -9 and (out / "shard-00003.json").exists()
+    r = subprocess.run(cmd + ["upper", str(workers), engine], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "shard 0 of the interrupted build was made from other input" in r.stderr
+    st = TokenStore.open(out)
+    docs = [f"document {i} the theme " * 3 for i in range(200)]
+    eos = tok.special_tokens["<|endoftext|>"]
+    assert [st.get(i).tolist() for i in (0, 50, 199)] == [tok.encode(docs[i].upper()) + [eos] for i in (0, 50, 199)]
+    st.verify()
+    ref = build(tmp_path / "ref", texts([d.upper() for d in docs]), tok, shard_bytes=600)
+    assert snapshot(out) == snapshot(tmp_path / "ref") and ref.fingerprint == st.fingerprint
+
+
+def test_resume_with_the_same_input_reuses_shards_without_encoding(tmp_path, tok, monkeypatch):
+    tok.save(tmp_path / "tok.json")
+    out = tmp_path / "s"
+    cmd = [sys.executable, "-c", KILL_TEXTS, str(tmp_path / "tok.json"), str(out), "lower", "1", "local"]
+    r = subprocess.run(cmd, env={**os.environ, "TOKENMILL_STORE_KILL": "recorded:3"}, capture_output=True, timeout=300)
+    assert r.returncode == -9
+    import tokenmill.data.engines as E
+
+    encoded = []
+    real = E.encode_job
+    monkeypatch.setattr(E, "encode_job", lambda t, o, texts: encoded.append(len(texts)) or real(t, o, texts))
+    docs = [f"document {i} the theme " * 3 for i in range(200)]
+    st = build(out, texts(docs), tok, shard_bytes=600)
+    rec = st.manifest["shards"]
+    assert len(encoded) == len(rec) - 4  # shards 0..3 were reused, not encoded
+    assert all(r["input_sha256"].startswith("sha256:") for r in rec)
+
+
+def test_finished_store_with_changed_input_is_rebuilt_beside_it(tmp_path, tok, capfd):
+    docs = [f"doc {i} the" for i in range(50)]
+    a = build(tmp_path / "s", texts(docs), tok, shard_bytes=100)
+    same = build(tmp_path / "s", texts(docs), tok, shard_bytes=100)  # same input: nothing to do
+    assert same.fingerprint == a.fingerprint
+    b = build(tmp_path / "s", texts([d.upper() for d in docs]), tok, shard_bytes=100)
+    assert "changed since it was built" in capfd.readouterr().err
+    assert b.get(0).tolist()[:-1] == tok.encode(docs[0].upper()) and b.fingerprint != a.fingerprint
+    assert not staging_dir(tmp_path / "s").exists()
+
+
+# ---- 3. only files tokenmill made and recorded are removed ---------------------------------------
+def test_user_files_in_the_output_folder_are_never_removed(tmp_path, tok):
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / ".edits.tmp").write_text("my notes")
+    (out / "shard-00000.tokens").write_text("not a store of ours")  # no journal or manifest records it
+    for overwrite in (False, True):
+        with pytest.raises(ConfigError, match="not part of a token store"):
+            build(out, texts(["x"]), tok, overwrite=overwrite)
+    assert (out / ".edits.tmp").read_text() == "my notes" and (out / "shard-00000.tokens").exists()
+
+
+def test_a_journal_without_shards_does_not_block_the_corrected_build(tmp_path, tok):
+    src = tmp_path / "a.jsonl"
+    src.write_text('{"content": "hi"}\n')
+    with pytest.raises(InputError, match="no field 'text'"):
+        build(tmp_path / "s", src, tok)
+    assert (tmp_path / "s" / "build.json").exists()
+    st = build(tmp_path / "s", src, tok, field="content")  # no --overwrite needed
+    assert len(st) == 1
+
+
+# ---- 4. outputs never land on the store being read -------------------------------------------------
+def test_stats_plot_and_megatron_export_never_overwrite_the_store(tmp_path, good_store):
+    pytest.importorskip("matplotlib")
+    out, before, st = good_store
+    link = tmp_path / "p.png"
+    link.symlink_to(out / "manifest.json")
+    r = cli("store", "stats", out, "--plot", link)
+    assert r.returncode == 1 and "symbolic link" in r.stderr
+    os.link(out / "manifest.json", tmp_path / "hard.png")
+    r = cli("store", "stats", out, "--plot", tmp_path / "hard.png")
+    assert r.returncode == 1 and "input" in r.stderr
+    r = cli("store", "stats", out, "--plot", tmp_path / "NAME")
+    assert r.returncode == 1 and ".png" in r.stderr and not (tmp_path / "NAME.png").exists()
+    r = cli("store", "stats", out, "--plot", tmp_path / "ok.svg")
+    assert r.returncode == 0 and f"length histogram: {tmp_path / 'ok.svg'}" in r.stdout
+    assert (tmp_path / "ok.svg").read_text().lstrip().startswith("<?xml")
+    (tmp_path / "x.idx").symlink_to(out / "manifest.json")
+    with pytest.raises(ConfigError, match="symbolic link"):
+        st.export_megatron(tmp_path / "x")
+    os.link(out / "shard-00000.tokens", tmp_path / "y.bin")
+    with pytest.raises(ConfigError, match="input"):
+        st.export_megatron(tmp_path / "y")
+    assert snapshot(out) == before and not (tmp_path / "x.bin").exists()
+
+
+# ---- 5. every store file passes its schema ----------------------------------------------------------
+def rewrite_manifest(d: Path, edit) -> None:
+    m = json.loads((d / "manifest.json").read_text())
+    edit(m)
+    m.pop("hash", None)
+    m["hash"] = canonical_hash(m)  # a consistent hash: the schema must catch it, not the hash check
+    (d / "manifest.json").write_text(json.dumps(m))
+
+
+@pytest.mark.parametrize("edit,field", [
+    (lambda m: m.update(shards="x"), "shards"),
+    (lambda m: m["shards"][0].update(name="../outside/x"), "shards[0].name"),
+    (lambda m: m["shards"][1].update(name="/etc/shard-00001"), "shards[1].name"),
+    (lambda m: m.update(dtype="int16"), "dtype"),
+    (lambda m: m.update(dtype="int8"), "dtype"),
+    (lambda m: m["shards"].append(m["shards"][0]), "shards"),
+    (lambda m: m["shards"][0].update(documents=True), "shards[0].documents"),
+    (lambda m: m["shards"][0].update(tokens=2**70), "shards[0].tokens"),
+    (lambda m: m["tokenizer"].update(eos_id="3"), "tokenizer.eos_id"),
+    (lambda m: m["tokenizer"].update(vocab_size=10), "vocab_size"),
+    (lambda m: m.update(version=1.0), "version"),
+    (lambda m: m.update(extra=1), "extra"),
+    (lambda m: m["shards"][0]["files"]["tokens"].update(bytes=-1), "shards[0].files.tokens.bytes"),
+])
+def test_manifest_schema_names_the_field(tmp_path, tok, edit, field):
+    build(tmp_path / "s", texts([f"doc {i} the" for i in range(40)]), tok, shard_bytes=100)
+    rewrite_manifest(tmp_path / "s", edit)
+    with pytest.raises(FormatError, match="manifest") as e:
+        TokenStore.open(tmp_path / "s")
+    assert field in str(e.value)
+
+
+def test_newer_versions_and_nesting_are_format_errors(tmp_path, tok):
+    build(tmp_path / "s", texts(["a"]), tok)
+    rewrite_manifest(tmp_path / "s", lambda m: m.update(version=2))
+    with pytest.raises(FormatError, match="newer than this tokenmill reads"):
+        TokenStore.open(tmp_path / "s")
+    (tmp_path / "s" / "manifest.json").write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(FormatError, match="deep"):
+        TokenStore.open(tmp_path / "s")
+
+
+def test_store_build_arguments_are_exact(tmp_path, tok):
+    for kw, name in [({"eos_id": 5.9}, "eos_id"), ({"eos_id": True}, "eos_id"), ({"eos_id": "7"}, "eos_id"),
+                     ({"append_eos": "no"}, "append_eos"), ({"shard_bytes": 1.5}, "shard_bytes"),
+                     ({"workers": True}, "workers"), ({"overwrite": "yes"}, "overwrite")]:
+        with pytest.raises(ConfigError, match=name):
+            build(tmp_path / "s", texts(["x"]), tok, **kw)
+    assert not (tmp_path / "s").exists()
+
+
+# ---- 6. a shard truncated under the memory map is an error, not SIGBUS ------------------------------
+def test_truncated_shard_while_open_raises_instead_of_sigbus(tmp_path, tok):
+    st = build(tmp_path / "s", texts(["the theme " * 2000, "x"]), tok, shard_bytes=10)
+    code = f"""
+import os
+from tokenmill import TokenStore
+from tokenmill.errors import FormatError
+st = TokenStore.open({str(tmp_path / 's')!r})
+st.get(0).sum()  # mapped and read once
+os.truncate({str(tmp_path / 's' / 'shard-00000.tokens')!r}, 0)
+for f in (lambda: st.get(0).sum(), lambda: st.get(-2)):
+    try:
+        f()
+        print("no error")
+    except FormatError as e:
+        print("FormatError", "truncated" in str(e))
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split("\n")[:2] == ["FormatError True", "FormatError True"]
+    assert st.num_shards == 2
+
+
+# ---- 7. Megatron files: only the dtypes ids are written in, never a negative id -------------------------
+def test_megatron_index_schema_and_negative_ids(tmp_path, tok):
+    import struct
+
+    st = build(tmp_path / "s", texts(["the theme", "on"]), tok)
+    bin_, idx = st.export_megatron(tmp_path / "m")
+    assert len(TokenStore.from_megatron(tmp_path / "m")) == 2
+    raw = bytearray(idx.read_bytes())
+    for code in (2, 3, 6):  # int8, int16, float64: tokenmill and Megatron write ids as uint16 or int32
+        raw[17] = code
+        idx.write_bytes(bytes(raw))
+        with pytest.raises(FormatError, match="dtype_code"):
+            TokenStore.from_megatron(tmp_path / "m")
+    raw[17] = 4  # int32, with a negative id in the data
+    lengths = np.frombuffer(bytes(raw[34:42]), "<i4")
+    n = int(lengths.sum())
+    raw[42:58] = struct.pack("<qq", 0, int(lengths[0]) * 4)  # the pointers of int32 ids
+    idx.write_bytes(bytes(raw))
+    bin_.write_bytes(np.full(n, -1, "<i4").tobytes())
+    with pytest.raises(FormatError, match="negative"):
+        TokenStore.from_megatron(tmp_path / "m")
+    idx.write_bytes(bytes(raw) + b"\0")
+    with pytest.raises(FormatError, match="trailing"):
+        TokenStore.from_megatron(tmp_path / "m")
