@@ -344,7 +344,10 @@ def test_mixture_resume_and_elastic_resume():
     c = TrainingLoader(mix, batch_size=6, block_size=64, seed=0)
     c.load_state_dict(state)
     got += [rows(b) for b in c]
-    assert got == ref
+    # the same global batches, in the same order, each holding the same rows: which rank takes which
+    # row depends on the world size (the mixture is dealt so that every rank draws every part at its
+    # share), the gradient of a global batch does not
+    assert [sorted(map(repr, b)) for b in got] == [sorted(map(repr, b)) for b in ref]
 
 
 def _second_epoch(loader):

@@ -463,8 +463,8 @@ class BatchSchedule:
         n = counts[g]
         part = np.repeat(np.arange(n.size, dtype=np.int64), n)
         local = ranks_in_groups(n)  # j-th sample of its part
-        key = (local + 0.5) / n[part]  # spread every part evenly over the batch
-        order = np.lexsort((part, key))
+        key = (local + 0.5) / n[part]  # spread every part evenly over each rank's rows
+        order = np.lexsort((part, key, self._deal(part, cum[g])))  # rank by rank, then the spread
         part, local = part[order], local[order]
         per_epoch = cum[-1]
         kk = epoch * per_epoch[part] + cum[g][part] + local  # samples drawn from the part before this one
@@ -476,6 +476,32 @@ class BatchSchedule:
             p_ep[m] = pe
             block[m] = [int(self.stream(i, int(e)).order[j]) for e, j in zip(pe.tolist(), idx.tolist())]
         return part, p_ep, block
+
+    def _deal(self, part: np.ndarray, before: np.ndarray) -> np.ndarray:
+        """The rank that takes each sample of a global batch (``part``: each sample's part;
+        ``before``: samples drawn from each part in earlier batches of the epoch).
+
+        Each part's samples are dealt to the ranks round-robin, its deal continuing from batch to
+        batch where its running count left it, so every rank draws every part at its share over an
+        epoch (within one sample of ``part total / world_size`` for the first part dealt, the
+        smallest; with two parts both are that exact). Ranks hold ``batch_size`` samples each: a
+        part dealt later skips the ranks already full. With one rank this is all zeros.
+        """
+        W, B = self.world_size, self.batch_size
+        rank = np.zeros(part.size, np.int64)
+        if W == 1:
+            return rank
+        fill = [0] * W
+        share = self._mixture()[1]
+        for i in sorted(range(before.size), key=lambda i: (share[i], i)):  # the smallest share first
+            r = int(before[i]) % W
+            for j in np.flatnonzero(part == i).tolist():
+                while fill[r] >= B:
+                    r = (r + 1) % W
+                rank[j] = r
+                fill[r] += 1
+                r = (r + 1) % W
+        return rank
 
     def rank_samples(self, epoch: int, g: int, rank: int | None = None):
         """This rank's slice (``batch_size`` samples) of global batch ``g``."""

@@ -121,7 +121,9 @@ def expand_paths(inputs) -> list[Path]:
         elif os.path.lexists(p):
             out.append(p)
         else:
-            raise InputError(f"input {s!r} does not exist")
+            raise InputError(f"input {s!r} does not exist" + (
+                "; a list of strings is taken as a list of paths: for in-memory texts pass "
+                "tokenmill.data.texts([...])" if not os.path.dirname(s) else ""))
     return out
 
 

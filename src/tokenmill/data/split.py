@@ -18,7 +18,8 @@ from .store import StoreSource
 
 
 class StoreView(StoreSource):
-    """Documents ``index`` (int64, increasing) of a store, as a token source."""
+    """Documents ``index`` (int64; increasing for a split, any order for a slice) of a store, as a
+    token source and a sequence (see :class:`~tokenmill.data.store.StoreSource`)."""
 
     def __init__(self, store, index: np.ndarray, definition: dict):
         self.store = store
@@ -50,13 +51,13 @@ class StoreView(StoreSource):
         return self.store.lengths[self.index]
 
     def get(self, i: int) -> np.ndarray:
-        return self.store.get(int(self.index[i]))
+        return self.store.get(int(self.index[self._doc_index(i)]))
 
     def provenance(self, i: int):
-        return self.store.provenance(int(self.index[i]))
+        return self.store.provenance(int(self.index[self._doc_index(i)]))
 
     def decode(self, i: int, tokenizer) -> str:
-        return self.store.decode(int(self.index[i]), tokenizer)
+        return self.store.decode(int(self.index[self._doc_index(i)]), tokenizer)
 
     def _fill(self, doc, start, length, dst, out) -> None:
         if doc.size and (doc.min() < 0 or doc.max() >= len(self)):

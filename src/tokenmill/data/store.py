@@ -38,12 +38,11 @@ import re
 import shutil
 import stat
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Annotated, Any, Callable, Iterator, Literal
 
 import numpy as np
-
-from typing import Annotated, Any, Literal
 
 from .._io import TMP_SUFFIX, atomic_path, canonical_hash, remove_stale_temporaries, write_json_atomic
 from .._schema import BIG, Count, Meta, Sha256, Struct, check, load_json
@@ -716,7 +715,58 @@ class _Shard:
 
 
 class StoreSource:
-    """What every store and view shares: windows, packing fast path, stats, split."""
+    """What every store and view shares: a read-only sequence of documents, windows, packing fast
+    path, stats, split.
+
+    As a sequence it behaves as Python's own: ``len``, ``source[i]`` with negative indexes counted
+    from the end, ``source[a:b:c]`` a view (no copy of the data) with Python's slice rules,
+    iteration, ``reversed``; an index out of range is an ``IndexError`` and one that is not an
+    integer a ``TypeError`` (the two exceptions that are not a ``TokenmillError``, as Python users
+    expect). ``get(i)`` is the document of id ``i`` and refuses negative ids (-1 marks padding in
+    batches' ``doc_ids``). ``x in source`` is refused: it would compare every document.
+    """
+
+    # ---- a read-only sequence of documents ---------------------------------------------------------
+    def __getitem__(self, key):
+        n = len(self)
+        if isinstance(key, slice):
+            r = range(n)[key]  # Python's own slice rules (a zero step is its ValueError)
+            from .split import StoreView  # split.py builds on this module
+
+            picked = np.arange(r.start, r.stop, r.step, dtype=np.int64)
+            if isinstance(self, StoreView):
+                return StoreView(self.store, self.index[picked],
+                                 {"of": self.definition, "slice": [r.start, r.stop, r.step]})
+            return StoreView(self, picked, {"slice": [r.start, r.stop, r.step]})
+        if isinstance(key, (bool, np.bool_)) or not isinstance(key, (int, np.integer)):
+            raise TypeError(f"document indices must be integers or slices, not {type(key).__name__}")
+        key = int(key)
+        if not -n <= key < n:
+            raise IndexError(f"document index {key:,d} is outside -{n:,d} .. {n - 1:,d}")
+        return self.get(key % n)
+
+    def __iter__(self) -> Iterator[np.ndarray]:
+        for i in range(len(self)):
+            yield self.get(i)
+
+    def __reversed__(self) -> Iterator[np.ndarray]:
+        for i in range(len(self) - 1, -1, -1):
+            yield self.get(i)
+
+    def __contains__(self, item) -> bool:
+        raise TypeError("`x in store` is not supported: it would compare x with every document; compare a "
+                        "document yourself, e.g. np.array_equal(store[i], x), or keep the indices you need")
+
+    def _doc_index(self, i) -> int:
+        """``i`` as a document id of this source: an integer in 0 .. len - 1."""
+        n = len(self)
+        if isinstance(i, (bool, np.bool_)) or not isinstance(i, (int, np.integer)):
+            raise ConfigError(f"document index {i!r} must be an integer")
+        i = int(i)
+        if not 0 <= i < n:
+            raise IndexError(f"document {i:,d} is outside 0 .. {n - 1:,d}"
+                             + (" (negative ids are refused by get(); store[-1] counts from the end)" if i < 0 else ""))
+        return i
 
     def gather_windows(self, plan, rows=None, *, pad_id: int = 0, out: np.ndarray | None = None):
         """``WindowPlan.gather`` across shards: ``(ids (B, max length) padded with pad_id, lengths)``.
@@ -765,7 +815,7 @@ class StoreSource:
         if flat is None:
             return None
         self._check_segments(doc, start, length)
-        if hasattr(self, "index"):
+        if root is not self:  # a view: its documents in the store's numbering
             doc = self.index[doc]
         root.check_shards(doc)
         tokens, starts = flat
@@ -987,17 +1037,12 @@ class TokenStore(StoreSource):
         return self._lengths
 
     def _locate(self, i: int) -> tuple[_Shard, int]:
-        n = len(self)
-        if isinstance(i, (bool, np.bool_)) or not isinstance(i, (int, np.integer)):
-            raise ConfigError(f"document index {i!r} must be an integer")
-        if not -n <= i < n:
-            raise IndexError(f"document {i:,d} is outside 0 .. {n - 1:,d}")
-        i = int(i) % n
+        i = self._doc_index(i)
         s = int(np.searchsorted(self._doc_start, i, side="right")) - 1
         return self._shards[s], i - int(self._doc_start[s])
 
     def get(self, i: int) -> np.ndarray:
-        """Document ``i``'s ids: a read-only view of the memory map (no copy)."""
+        """Document ``i``'s ids (``0 <= i < len``): a read-only view of the memory map (no copy)."""
         sh, j = self._locate(i)
         o = sh.offsets
         sh.check_files()
@@ -1097,3 +1142,6 @@ def remove_store(path) -> None:
         return
     _clear(ours)
     path.rmdir()
+
+
+Sequence.register(StoreSource)
