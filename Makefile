@@ -60,6 +60,21 @@ $(TEKKEN):
 	$(PY) -c "import zipfile,glob; z=zipfile.ZipFile(glob.glob('.cache/mistral/mistral_common-*.whl')[0]); open('$(TEKKEN).tmp','wb').write(z.read('mistral_common/data/tekken_240911.json'))"
 	mv $(TEKKEN).tmp $(TEKKEN)
 
+# The browser test of `tokenmill report` (tests/reporting/test_browser.py) drives Debian's chromium
+# headless through Playwright (the test extra; it downloads no browser). Installed here as root or with
+# passwordless sudo (CI); elsewhere the test skips and says why (in CI, or as root, it fails instead).
+CHROMIUM_OK := .cache/chromium.ok
+
+$(CHROMIUM_OK):
+	mkdir -p .cache
+	if ! command -v chromium >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
+	  elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then \
+	    sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
+	  else echo "chromium is not installed and this is not root: the browser test of tokenmill report will skip"; fi; \
+	fi
+	if command -v chromium >/dev/null; then touch $@; fi
+
 # The demo trains a tiny GPT: the CPU torch build (pinned, as for `make test`) and matplotlib for its plots.
 $(VENV)/.demo: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -71,7 +86,7 @@ demo: $(VENV)/.demo
 	$(VENV)/bin/tokenmill warmup   # compile every kernel once, in parallel (first run only)
 	$(VENV)/bin/tokenmill demo
 
-test: $(VENV)/.test $(GPT2_RANKS) $(LLAMA3) $(QWEN) $(DEEPSEEK) $(TEKKEN)
+test: $(VENV)/.test $(GPT2_RANKS) $(LLAMA3) $(QWEN) $(DEEPSEEK) $(TEKKEN) $(CHROMIUM_OK)
 	$(VENV)/bin/tokenmill warmup --quiet
 	TOKENMILL_GPT2_RANKS=$(GPT2_RANKS) $(MODEL_TOKENIZERS) $(PY) -m pytest -q -p no:cacheprovider --doctest-glob='*.md' src tests docs
 

@@ -19,6 +19,7 @@ _EXPORTS = {
     "InputError": ".errors",
     "FormatError": ".errors",
     "SpecialTokenError": ".errors",
+    "UnsupportedTokenizerError": ".errors",
     "MissingExtraError": ".errors",
     # data
     "TokenSource": ".data.source",
@@ -63,6 +64,9 @@ _EXPORTS = {
     "SliceSource": ".batching.sources",
     "packing_equivalence": ".verify",
     # END batching exports
+    # the one-page HTML report (the package is `reporting`: a subpackage named `report` would replace
+    # this function with itself on `tokenmill` as soon as it is imported)
+    "report": ".reporting",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
@@ -92,6 +96,7 @@ if TYPE_CHECKING:  # pragma: no cover  (static type checkers see the lazy export
     from .data.mixture import Mixture  # noqa: F401
     from .data.source import ArraySource, TokenSource, as_source  # noqa: F401
     from .data.store import TokenStore  # noqa: F401
+    from .reporting import report  # noqa: F401
     from .errors import ConfigError, FormatError, InputError, MissingExtraError, SpecialTokenError, TokenmillError  # noqa: F401
     from .tokenizer.adapters import ForeignTokenizer, TokenizerLike, as_tokenizer  # noqa: F401
     from .tokenizer.model import Tokenizer  # noqa: F401

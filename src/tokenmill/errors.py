@@ -19,6 +19,11 @@ class FormatError(TokenmillError, ValueError):
     """A tokenmill file is corrupted, has a wrong hash, or a format version this release cannot read."""
 
 
+class UnsupportedTokenizerError(FormatError):
+    """A valid tokenizer file uses a component tokenmill cannot reproduce exactly (an NFKC normalizer,
+    a Unigram model, ...); ``tokenmill.as_tokenizer`` then runs it through HF ``tokenizers``."""
+
+
 class SpecialTokenError(TokenmillError, ValueError):
     """Text spells a special token that the caller did not allow."""
 

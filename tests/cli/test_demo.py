@@ -23,7 +23,8 @@ def test_demo_quick_trains_resumes_exactly_and_writes_its_outputs(tmp_path, caps
     assert 0 < tr["effective_targets_per_step"] <= tr["positions_per_step"]
     assert report["packing"]["packing_fill"] >= report["packing"]["padding_fill"]
     assert report["store"]["bytes_per_token"] > 1
-    for name in ("loss.png", "lengths.png", "coverage.png", "report.json", "tokenizer.json"):
+    assert str(out / "report.html") in report["plots"]
+    for name in ("loss.png", "lengths.png", "coverage.png", "report.json", "tokenizer.json", "report.html"):
         assert (out / name).stat().st_size > 0
     assert (out / "checkpoint" / "state.json").exists() and (out / "store" / "manifest.json").exists()
     saved = json.loads((out / "report.json").read_text())
@@ -36,6 +37,7 @@ def test_demo_without_torch_runs_the_data_stages(tmp_path, capsys, monkeypatch):
     text = capsys.readouterr().out
     assert "torch is not installed" in text and "pip install 'tokenmill[torch]' adds" in text
     assert "token store" in text and "best-fit packing" in text
+    assert f"report: {tmp_path / 'd' / 'report.html'}" in text and (tmp_path / "d" / "report.html").stat().st_size > 0
 
 
 def test_demo_bad_steps_is_one_line_error(tmp_path, capsys):

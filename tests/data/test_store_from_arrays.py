@@ -35,3 +35,9 @@ def test_bad_input(tmp_path):
     with pytest.raises(ConfigError, match="already exists"):
         TokenStore.from_token_arrays(tmp_path / "d", [([1], [1])], vocab_size=10)
 
+
+
+def test_a_shard_without_documents(tmp_path):
+    st = TokenStore.from_token_arrays(tmp_path / "s", [([2, 1], [5, 6, 7]), ([], []), ([1], [9])], vocab_size=10)
+    assert [x.tolist() for x in st] == [[5, 6], [7], [9]] and st.num_shards == 3
+    assert st.verify()["documents"] == 3

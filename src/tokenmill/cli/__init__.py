@@ -18,6 +18,7 @@ COMMAND_MODULES = [
     "store",  # store build, verify, stats
     "warmup",
     "loader",  # plan a TrainingLoader over stores
+    "report",  # one self-contained HTML page of it all
 ]
 
 
@@ -48,6 +49,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     debug = bool(getattr(args, "debug", False)) or os.environ.get("TOKENMILL_DEBUG", "") not in ("", "0")
+    if hasattr(args, "quiet"):  # notices follow --quiet; progress bars also need a terminal or --progress
+        args.notices = not args.quiet
+        if not args.quiet and not getattr(args, "progress", False):
+            args.quiet = not _is_terminal(sys.stderr)
     try:
         return int(args.func(args) or 0)
     except BrokenPipeError:  # e.g. `tokenmill encode ... | head`
@@ -62,6 +67,13 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"tokenmill {args.command}: error: {_one_line(e)}", file=sys.stderr)
         return 1
+
+
+def _is_terminal(stream) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # a replaced or closed stream
+        return False
 
 
 def _one_line(e: BaseException) -> str:

@@ -33,7 +33,12 @@ def add_document_args(p: argparse.ArgumentParser, *, required: bool = True) -> N
 
 
 def add_quiet(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--quiet", "-q", action="store_true", help="no progress bars on stderr")
+    """``--quiet`` and ``--progress``: progress bars go to stderr when it is a terminal, never into a
+    log file or a pipe unless ``--progress`` asks for them (``main`` sets ``quiet`` accordingly)."""
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--quiet", "-q", action="store_true", help="no progress bars on stderr")
+    g.add_argument("--progress", action="store_true",
+                   help="progress bars on stderr even when it is not a terminal (a log file, a pipe)")
 
 
 def unescape(value: str, option: str) -> str:

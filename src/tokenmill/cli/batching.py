@@ -19,6 +19,7 @@ def register(sub) -> None:
     p.add_argument("--method", default="best_fit", choices=["best_fit", "first_fit_decreasing", "greedy", "concat"])
     p.add_argument("--long-docs", default="split", choices=["split", "truncate", "error"])
     p.add_argument("--compare", action="store_true", help="run every method and print one line each")
+    p.add_argument("--json", action="store_true", help="print each plan's counts as JSON (a list, one per method)")
     p.add_argument("--seed", type=int, default=0)
 
     v = add_command(sub, "verify-packing",
@@ -72,11 +73,24 @@ def cmd_pack(args) -> int:
 
     lengths = _read_lengths(args)
     methods = ["best_fit", "first_fit_decreasing", "greedy", "concat"] if args.compare else [args.method]
+    rows = []
     for m in methods:
         t0 = time.perf_counter()
         plan = pack(lengths, args.block_size, method=m, long_docs=args.long_docs, seed=args.seed)
         dt = time.perf_counter() - t0
-        print(f"{plan}; {dt:.2f} s")
+        if args.json:
+            rows.append({"method": m, "block_size": plan.block_size, "documents": plan.num_docs,
+                         "blocks": plan.num_blocks, "tokens": plan.tokens, "fill": plan.fill,
+                         "padding": plan.padding, "split_docs": plan.split_docs,
+                         "truncated_docs": plan.truncated_docs, "truncated_tokens": plan.truncated_tokens,
+                         "boundary_targets": plan.boundary_targets, "empty_docs": plan.empty_docs,
+                         "seconds": round(dt, 4)})
+        else:
+            print(f"{plan}; {dt:.2f} s")
+    if args.json:
+        import json
+
+        print(json.dumps(rows, indent=1))
     return 0
 
 

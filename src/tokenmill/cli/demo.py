@@ -84,12 +84,13 @@ def cmd_demo(args) -> int:
         report["training"] = None
         _say(args, f"\ntorch is not installed: the data stages are done. {_TORCH_ADDS}.")
         plots = [] if args.no_plots else _plots(args, out, train, None, report)
-        report["plots"] = plots
+        report["plots"] = plots + [_html_report(args, out, tok, store)]
         _finish(args, out, report)
         return 0
 
     _train(args, out, tok, train, val, report)
-    report["plots"] = [] if args.no_plots else _plots(args, out, train, report["training"], report)
+    report["plots"] = ([] if args.no_plots else _plots(args, out, train, report["training"], report)) + [
+        _html_report(args, out, tok, store)]
     _finish(args, out, report)
     return 0 if report["training"]["resumed_equals_uninterrupted"] else 1
 
@@ -422,6 +423,18 @@ def _plots(args, out: Path, train, training, report: dict) -> list[str]:
     ax.legend()
     written.append(_save(fig, out / "coverage.png"))
     return written
+
+
+def _html_report(args, out: Path, tok, store) -> str:
+    """``report.html``: the tokenizer, the store, windows and packing of this run on one page."""
+    from ..reporting import report
+
+    T = args.block_size
+    r = report(tok, store=store, out=out / "report.html", window=T, block_size=T, seed=args.seed,
+               progress=not args.quiet)
+    _say(args, f"\nreport: {r.path} ({r.bytes:,d} bytes): tokens over text, vocabulary, store, windows and "
+               "packing on one self-contained page; open it in a browser")
+    return str(r.path)
 
 
 def _save(fig, path: Path) -> str:

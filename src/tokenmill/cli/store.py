@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from .._words import counted
 from ._common import add_command, add_quiet, add_tokenizer_args, load_tokenizer, megabytes, unescape
 
 EXAMPLE_BUILD = ("tokenmill store build --tokenizer tok.json --input corpus/ data.jsonl.zst --out store/ "
@@ -71,7 +72,8 @@ def cmd_build(args: argparse.Namespace) -> int:
                              progress=not args.quiet)
     m = store.manifest
     print(f"{store}")
-    print(f"  input {m['input_bytes']:,d} bytes from {len(m['files']):,d} files; fingerprint {store.fingerprint}")
+    print(f"  input {counted(m['input_bytes'], 'byte')} from {counted(len(m['files']), 'file')}; "
+          f"fingerprint {store.fingerprint}")
     return 0
 
 
@@ -80,7 +82,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
     store = TokenStore.open(args.dir)
     r = store.verify(progress=not args.quiet)
-    print(f"ok: {r['shards']:,d} shards, {r['documents']:,d} documents, {r['tokens']:,d} tokens, "
+    print(f"ok: {counted(r['shards'], 'shard')}, {counted(r['documents'], 'document')}, "
+          f"{counted(r['tokens'], 'token')}, "
           f"{r['bytes']:,d} bytes verified")
     return 0
 

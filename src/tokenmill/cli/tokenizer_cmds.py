@@ -48,6 +48,7 @@ def register(sub) -> None:
                     example="tokenmill inspect tok.json", func=cmd_inspect)
     p.add_argument("path")
     p.add_argument("--top", type=int, default=10, help="how many merges and longest tokens to show")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON (tokens as lists of byte values)")
 
 
 def _load(path):
@@ -94,7 +95,7 @@ def cmd_encode(args) -> int:
     ids = tok.encode(text, allowed_special=allowed)
     from .._jit import twins_used
 
-    if "encode" in twins_used and not args.quiet:
+    if "encode" in twins_used and getattr(args, "notices", not args.quiet):
         print("tokenmill: encoded in pure Python: the compiled kernels are not built yet on this machine "
               "(`tokenmill warmup` builds them once, in parallel; a larger input builds them itself)",
               file=sys.stderr)
@@ -109,31 +110,64 @@ def cmd_decode(args) -> int:
 
 
 def cmd_inspect(args) -> int:
+    from .._validate import check_int
+
+    top = check_int(args.top, "--top", min=0, max=1 << 20)
     tok = _load(args.path)
-    print(repr(tok))
-    print(f"pattern: {tok.pattern!r}")
-    if tok.special_tokens:
-        items = sorted(tok.special_tokens.items(), key=lambda kv: kv[1])
+    info = inspect_tokenizer(tok, top)
+    if args.json:
+        print(json.dumps(info, indent=1, ensure_ascii=False))
+        return 0
+    print(info["repr"])
+    print(f"pattern: {info['pattern']!r}")
+    items = sorted(info["special_tokens"].items(), key=lambda kv: kv[1])
+    if items:
         more = f", ... ({len(items):,d} in all)" if len(items) > 12 else ""
         print("special tokens: " + ", ".join(f"{s}={i}" for s, i in items[:12]) + more)
-    n = len(tok.merges) if tok.merges is not None and tok.merge_ids is None else 0
-    if tok.merges is not None and not n:
-        print(f"merges: {len(tok.merges):,d} (imported merge list)")
-    if n:
-        counts = tok.trace.counts if tok.trace is not None else None
-        show = lambda i: f"  {i:>7,d}  {_readable(tok.token_bytes(i))}" + (  # noqa: E731
-            f"  (count {int(counts[i - 256]):,d})" if counts is not None else "")
-        print(f"first merges (of {n:,d}):")
-        for i in range(256, 256 + min(args.top, n)):
-            print(show(i))
+    if info["merges"] and not info["first_merges"]:
+        print(f"merges: {info['merges']:,d} (imported merge list)")
+    show = lambda t: f"  {t['id']:>7,d}  {_readable(bytes(t['bytes']))}" + (  # noqa: E731
+        f"  (count {t['count']:,d})" if t.get("count") is not None else "")
+    if info["first_merges"]:
+        print(f"first merges (of {info['merges']:,d}):")
+        for t in info["first_merges"]:
+            print(show(t))
         print("last merges:")
-        for i in range(max(256, 256 + n - args.top), 256 + n):
-            print(show(i))
-    ids = sorted((i for i, _ in tok.vocab_items()), key=lambda i: (-len(tok.token_bytes(i)), i))
+        for t in info["last_merges"]:
+            print(show(t))
     print("longest tokens:")
-    for i in ids[: args.top]:
-        print(f"  {i:>7,d}  {len(tok.token_bytes(i)):>3d} bytes  {_readable(tok.token_bytes(i))}")
+    for t in info["longest_tokens"]:
+        print(f"  {t['id']:>7,d}  {len(t['bytes']):>3d} bytes  {_readable(bytes(t['bytes']))}")
     return 0
+
+
+def inspect_tokenizer(tok, top: int = 10) -> dict:
+    """What ``tokenmill inspect`` shows, as JSON-ready data: any tokenizer ``as_tokenizer`` returns
+    (a tokenmill Tokenizer, or one run through HF tokenizers / tiktoken, which has no merge list)."""
+    merges = getattr(tok, "merges", None)
+    merge_ids = getattr(tok, "merge_ids", None)
+    n = len(merges) if merges is not None and merge_ids is None else 0
+    trace = getattr(tok, "trace", None)
+    counts = trace.counts if trace is not None else None
+
+    def entry(i):
+        out = {"id": int(i), "bytes": list(tok.token_bytes(i))}
+        if counts is not None and i >= 256 and i - 256 < len(counts):
+            out["count"] = int(counts[i - 256])
+        return out
+
+    if hasattr(tok, "vocab_items"):
+        ids = [i for i, _ in tok.vocab_items()]
+    else:
+        specials = set(tok.special_tokens.values())
+        ids = [i for i in range(tok.vocab_size) if i not in specials]
+    longest = sorted(ids, key=lambda i: (-len(tok.token_bytes(i)), i))[:top]
+    return {"repr": repr(tok), "kind": type(tok).__name__, "vocab_size": int(tok.vocab_size),
+            "pattern": getattr(tok, "pattern", None), "special_tokens": dict(tok.special_tokens),
+            "merges": len(merges) if merges is not None else 0,
+            "first_merges": [entry(i) for i in range(256, 256 + min(top, n))],
+            "last_merges": [entry(i) for i in range(max(256, 256 + n - top), 256 + n)] if n else [],
+            "longest_tokens": [entry(i) for i in longest]}
 
 
 def _readable(b: bytes) -> str:

@@ -7,7 +7,6 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from .._io import save_figure
-
 from ..errors import require
 
 PERCENTILES = (0, 1, 5, 25, 50, 75, 95, 99, 100)
@@ -22,7 +21,9 @@ class StoreStats:
     empty_documents: int
     mean_length: float
     percentiles: dict  # {"p50": ...}
-    histogram: dict  # {"edges": [...], "counts": [...]} on log-spaced lengths
+    histogram: dict  # {"edges": [...], "counts": [...], "tokens": [...]} on log-spaced lengths
+    # token-weighted: the length L such that p% of all tokens sit in documents of length <= L
+    token_percentiles: dict | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -30,9 +31,24 @@ class StoreStats:
     def summary(self) -> str:
         bpt = f"{self.bytes_per_token:.3f}" if self.bytes_per_token is not None else "n/a"
         pct = "  ".join(f"{k} {v:,d}" for k, v in self.percentiles.items())
+        tpct = "  ".join(f"{k} {v:,d}" for k, v in (self.token_percentiles or {}).items())
         return (f"documents {self.documents:,d}, tokens {self.tokens:,d}, bytes per token {bpt}, "
                 f"empty documents {self.empty_documents:,d}, mean length {self.mean_length:,.1f}\n"
-                f"length percentiles: {pct}")
+                f"length percentiles: {pct}" + (f"\ntoken-weighted length percentiles: {tpct}" if tpct else ""))
+
+
+def length_counts(lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct lengths, ascending, and how many documents have each: by counting (O(n + longest))
+    where no length exceeds 2**24, else by sorting.
+
+    >>> [a.tolist() for a in length_counts(np.array([3, 1, 3]))]
+    [[1, 3], [1, 2]]
+    """
+    if lengths.size and int(lengths.min()) >= 0 and int(lengths.max()) <= 1 << 24:
+        counts = np.bincount(lengths)
+        values = np.flatnonzero(counts)
+        return values, counts[values]
+    return np.unique(lengths, return_counts=True)
 
 
 def store_stats(src) -> StoreStats:
@@ -43,13 +59,27 @@ def store_stats(src) -> StoreStats:
     root = getattr(src, "store", src)
     ib = root.manifest.get("input_bytes") if hasattr(root, "manifest") and root is src else None
     ctoks = int(content.sum())
-    pct = {f"p{p}": int(np.percentile(lengths, p, method="lower")) if n else 0 for p in PERCENTILES}
+    # percentiles (np.percentile's method="lower") and histogram from the distinct lengths: 0.5 s instead
+    # of 5 s for 100 M documents
+    values, per_value = length_counts(lengths)
+    k = np.floor((n - 1) * (np.asarray(PERCENTILES) / 100)).astype(np.int64)
+    at = values[np.searchsorted(np.cumsum(per_value), k, side="right")].tolist() if n else [0] * len(PERCENTILES)
+    pct = {f"p{p}": int(v) for p, v in zip(PERCENTILES, at)}
     hi = max(int(lengths.max()) if n else 1, 1)
     edges = np.unique(np.concatenate([[0], np.geomspace(1, hi + 1, 40).astype(np.int64)]))
-    counts, _ = np.histogram(lengths, bins=edges)
+    counts = np.histogram(values, bins=edges, weights=per_value)[0].astype(np.int64)
+    tok_per_value = values * per_value
+    tok_hist = np.histogram(values, bins=edges, weights=tok_per_value)[0].astype(np.int64)
+    if tokens:  # the smallest length whose documents, with all shorter ones, hold p% of the tokens
+        cum = np.cumsum(tok_per_value)
+        want = np.ceil(tokens * np.asarray(PERCENTILES, np.float64) / 100).astype(np.int64)
+        at_t = values[np.minimum(np.searchsorted(cum, want, side="left"), values.size - 1)].tolist()
+    else:
+        at_t = [0] * len(PERCENTILES)
+    tpct = {f"p{p}": int(v) for p, v in zip(PERCENTILES, at_t)}
     return StoreStats(n, tokens, ib, (ib / ctoks) if ib is not None and ctoks else None,
                       int((content <= 0).sum()), float(lengths.mean()) if n else 0.0, pct,
-                      {"edges": edges.tolist(), "counts": counts.tolist()})
+                      {"edges": edges.tolist(), "counts": counts.tolist(), "tokens": tok_hist.tolist()}, tpct)
 
 
 def plot_lengths(stats: StoreStats, path, *, inputs=()):
@@ -63,12 +93,22 @@ def plot_lengths(stats: StoreStats, path, *, inputs=()):
     import matplotlib.pyplot as plt
 
     edges, counts = np.asarray(stats.histogram["edges"]), np.asarray(stats.histogram["counts"])
-    fig, ax = plt.subplots(figsize=(7, 4))
-    ax.bar(edges[:-1], counts, width=np.diff(edges), align="edge", edgecolor="black", linewidth=0.3)
-    ax.set_xscale("symlog", linthresh=1)
-    ax.set_xlabel("document length (tokens)")
-    ax.set_ylabel("documents")
-    ax.set_title(f"{stats.documents:,d} documents, {stats.tokens:,d} tokens; median {stats.percentiles['p50']:,d}")
+    toks = np.asarray(stats.histogram.get("tokens", counts))
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for ax, heights, pct, what in ((axes[0], counts, stats.percentiles, "documents"),
+                                   (axes[1], toks, stats.token_percentiles or {}, "tokens")):
+        ax.bar(edges[:-1], heights, width=np.diff(edges), align="edge", edgecolor="black", linewidth=0.3,
+               color="#4878a8" if what == "documents" else "#d08040")
+        ax.set_xscale("symlog", linthresh=1)
+        ax.set_xlabel("document length (tokens)")
+        ax.set_ylabel(what + (" (in documents of this length)" if what == "tokens" else ""))
+        for key, style in (("p50", "-"), ("p95", "--"), ("p99", ":")):
+            if key in pct:
+                ax.axvline(pct[key], color="black", linestyle=style, linewidth=1, label=f"{key} {pct[key]:,d}")
+        ax.legend(fontsize=8, loc="upper left")
+        ax.set_title(("by document" if what == "documents" else "token-weighted") +
+                     (f": median {pct['p50']:,d}" if "p50" in pct else ""), fontsize=10)
+    fig.suptitle(f"{stats.documents:,d} documents, {stats.tokens:,d} tokens")
     fig.tight_layout()
     try:
         return save_figure(fig, path, what="plot", inputs=inputs)

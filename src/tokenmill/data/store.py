@@ -46,6 +46,7 @@ import numpy as np
 
 from .._io import TMP_SUFFIX, atomic_path, canonical_hash, remove_stale_temporaries, write_json_atomic
 from .._schema import BIG, Count, Meta, Sha256, Struct, check, load_json
+from .._words import counted
 from ..errors import ConfigError, FormatError, InputError, TokenmillError
 from . import engines
 from .readers import Source, as_sources
@@ -441,7 +442,7 @@ def _write_array(path: Path, arr: np.ndarray) -> tuple[int, str]:
     data = np.ascontiguousarray(arr)
     if data.dtype.byteorder == ">":
         data = data.astype(data.dtype.newbyteorder("<"))
-    view = memoryview(data).cast("B")
+    view = memoryview(data.reshape(-1)).cast("B") if data.size else memoryview(b"")  # (0, 2) meta: no bytes
     try:
         with atomic_path(path) as tmp:
             with open(tmp, "wb") as f:
@@ -1021,8 +1022,8 @@ class TokenStore(StoreSource):
         return tokenizer.decode(self.get(i).tolist())
 
     def __repr__(self) -> str:
-        return (f"TokenStore({str(self.path)!r}: {len(self):,d} documents, {self.num_tokens:,d} tokens, "
-                f"{self.num_shards} shards, {self.dtype.name})")
+        return (f"TokenStore({str(self.path)!r}: {counted(len(self), 'document')}, {counted(self.num_tokens, 'token')}, "
+                f"{counted(self.num_shards, 'shard')}, {self.dtype.name})")
 
     # ---- token source ----------------------------------------------------------------------------
     def __len__(self) -> int:

@@ -78,6 +78,6 @@ def verify_store(store, *, progress: bool = False) -> dict:
         bar.close()
     if problems:
         raise FormatError(f"token store {store.path} failed verification ({len(problems)} problem"
-                          f"{'s' if len(problems) != 1 else ''}):\n  " + "\n  ".join(problems)
-                          + "\nrebuild the store (or restore the files)")
+                          f"{'s' if len(problems) != 1 else ''}):\n  " + ";\n  ".join(problems)
+                          + ".\nRebuild the store (or restore the files).")
     return {"shards": len(shards), "documents": len(store), "tokens": store.num_tokens, "bytes": total_bytes}

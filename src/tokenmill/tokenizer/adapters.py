@@ -24,7 +24,7 @@ import os
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from ..errors import ConfigError, FormatError
+from ..errors import ConfigError, FormatError, MissingExtraError
 
 PROBE = (
     "Hello, world! It's 2024: naïve café, don't WE'LL 12345678 9.99% x\n\n  \tindented\r\n"
@@ -95,7 +95,7 @@ def load_tokenizer_path(path, *, pattern=None, special_tokens=None):
     p = Path(path)
     if p.is_dir():
         if (p / "tokenizer.json").is_file():
-            return Tokenizer.from_huggingface(p)
+            return _huggingface_file(p / "tokenizer.json")
         if (p / "tekken.json").is_file():
             return Tokenizer.from_tekken(p / "tekken.json")
         for name in ("tokenizer.model", "tokenizer.tiktoken"):
@@ -115,13 +115,44 @@ def load_tokenizer_path(path, *, pattern=None, special_tokens=None):
             return Tokenizer.load(p)
         if b'"default_num_special_tokens"' in head or (b'"config"' in head and b'"token_bytes"' in head):
             return Tokenizer.from_tekken(p)  # Mistral's tekken.json
-        return Tokenizer.from_huggingface(p)
+        return _huggingface_file(p)
     _check_rank_file(p, head)
     if pattern is None:
         raise ConfigError(f"{p} is a rank file; give its split pattern (a preset such as 'llama3', 'qwen2', "
                           "'cl100k', 'o200k', or a regex), e.g. --pattern llama3")
     specials = dict(special_tokens or {})
     return Tokenizer.from_tiktoken(p, pattern=pattern, special_tokens=specials)
+
+
+_WRAPPED_NOTICE: set = set()  # files already announced as run through HF tokenizers
+
+
+def _huggingface_file(p: Path):
+    """A tokenizer.json: tokenmill's own exact encoder where it can reproduce every component, else
+    (an NFKC normalizer, another pre-tokenizer or model) HF ``tokenizers`` itself, said once on stderr."""
+    import sys
+
+    from ..errors import UnsupportedTokenizerError
+    from .model import Tokenizer
+
+    try:
+        return Tokenizer.from_huggingface(p)
+    except UnsupportedTokenizerError as e:
+        reason = str(e).split(";")[0]
+    try:
+        import tokenizers
+    except ImportError:
+        raise MissingExtraError(f"{reason}; running it needs HF tokenizers: pip install 'tokenmill[hf]'") from None
+    try:
+        hf = tokenizers.Tokenizer.from_file(str(p))
+    except Exception as e:  # noqa: BLE001  (HF's own parse errors: the file is not one it reads)
+        raise FormatError(f"{reason}; HF tokenizers cannot read it either ({e})") from None
+    key = os.path.realpath(p)
+    if key not in _WRAPPED_NOTICE:
+        _WRAPPED_NOTICE.add(key)
+        print(f"tokenmill: {reason}; running it through HF tokenizers {tokenizers.__version__} instead "
+              "(same ids, slower)", file=sys.stderr, flush=True)
+    return ForeignTokenizer.from_hf(hf, hf.to_str())
 
 
 EXPECTED = ("expected a tokenmill tokenizer file, a Hugging Face tokenizer.json (or its folder), Mistral's "

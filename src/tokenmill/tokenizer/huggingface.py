@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 from msgspec import UNSET
 
-from ..errors import FormatError
+from ..errors import FormatError, UnsupportedTokenizerError
 from .schemas import (ID_RULE, HFByteLevel, HFCacheConfig, HFNormalizerSequence, HFPreSequence, HFSplit,
                       HFTokenizerJson, check_ids_below, decode_file, is_id)
 
@@ -171,10 +171,10 @@ class AddedTokenMatcher:
 
 # ------------------------------------------------------------------------------------ loading
 def _refuse(source: str, what: str, why: str = "") -> FormatError:
-    return FormatError(
+    return UnsupportedTokenizerError(
         f"{source}: {what} cannot be reproduced exactly by tokenmill{': ' + why if why else ''}; tokenmill "
         "imports byte-level BPE tokenizers (ByteLevel/Split/Digits pre-tokenizers, BPE model, NFC or no "
-        "normalizer). Use tokenmill.as_tokenizer(tokenizers.Tokenizer.from_file(...)) to call HF itself."
+        "normalizer). tokenmill.as_tokenizer(path) (and --tokenizer) run such a file through HF tokenizers."
     )
 
 

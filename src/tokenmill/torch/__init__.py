@@ -23,6 +23,7 @@ _EXPORTS = {
     "TrainingLoader": ".loader",
     "LoaderDataset": ".loader",
     "batch_tensors": ".loader",
+    "hf_inputs": ".hf",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -1,0 +1,102 @@
+"""The report in a real browser: Debian's chromium, driven headless by Playwright.
+
+The page loads offline with no console message of level error, no page error and no request but the
+file itself; every section is drawn; there is one ``data-token-id`` element per sample token, whose
+ids decode (with the tokenizer) to the sample's text, which is also the text the page shows; the
+window picker redraws; a screenshot is taken and is not blank.
+
+``make test`` installs chromium (as root: ``apt-get install chromium``) and Playwright (the test
+extra), which drives the system chromium: no browser download. Where chromium cannot be installed
+(not root, not CI) this test skips and says why; in CI or as root a missing chromium fails it.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+
+import pytest
+
+import tokenmill
+
+from .conftest import TEXTS
+from .test_report import HOSTILE
+
+SECTIONS = ("tokens", "vocabulary", "store", "windows", "packing")
+
+
+def _must_have_browser() -> bool:
+    return bool(os.environ.get("CI")) or getattr(os, "geteuid", lambda: -1)() == 0
+
+
+def _missing(what: str) -> None:
+    msg = f"{what}: the browser test of `tokenmill report` cannot run"
+    if _must_have_browser():
+        pytest.fail(msg + " (in CI and as root `make test` installs it: it must be there)")
+    pytest.skip(msg + " (`make test` as root installs it: apt-get install chromium)")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    path = os.environ.get("TOKENMILL_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    if path is None:
+        _missing("chromium is not installed")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _missing("the playwright package is not installed (pip install -e '.[test]')")
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=path, headless=True, args=["--no-sandbox"])
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+def test_report_in_chromium(browser, tok, store, tmp_path):
+    texts = [TEXTS[2], HOSTILE]
+    r = tokenmill.report(tok, store=store, texts=texts, out=tmp_path / "report.html", samples=4,
+                         sample_tokens=200, window=32, block_size=64, blocks=8)
+    url = r.path.resolve().as_uri()
+    page = browser.new_page(viewport={"width": 1280, "height": 1000})
+    problems, requests = [], []
+    page.on("console", lambda m: m.type in ("error", "warning") and problems.append(f"console {m.type}: {m.text}"))
+    page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+    page.on("request", lambda q: requests.append(q.url))
+    page.route("**/*", lambda route: route.continue_() if route.request.url == url else route.abort())
+    page.goto(url)
+    page.wait_for_selector("body[data-ready]", timeout=15_000)
+
+    for sid in SECTIONS:  # every section is there and drawn
+        sec = page.locator(f"section#{sid} > .body")
+        assert sec.count() == 1 and sec.inner_text().strip(), sid
+    assert page.locator("#windows svg").count() >= 1 and page.locator("#packing svg").count() == 2
+
+    samples = r.data.tokens["samples"]
+    n_tokens = sum(len(s["ids"]) for s in samples)
+    assert page.locator("[data-token-id]").count() == n_tokens == r.data.tokens["totals"]["tokens"]
+    shown = page.eval_on_selector_all(
+        ".toks", "els => els.map(e => [[...e.querySelectorAll('[data-token-id]')].map(t => Number(t.dataset.tokenId)),"
+                 " e.textContent])")
+    assert len(shown) == len(samples)
+    for (ids, text), s in zip(shown, samples):
+        assert ids == s["ids"]
+        assert tok.decode(ids) == text  # the ids decode to the text the page shows, whitespace included
+    assert shown[0][1] == texts[0] and shown[1][1] == HOSTILE.replace("\ud800", "\ufffd")
+    for s, (ids, _) in zip(samples[2:], shown[2:]):  # store documents: their first tokens, as stored
+        assert ids == store.get(s["doc"])[:200].tolist()
+
+    before = page.locator("#window-pictures rect").count()
+    page.select_option("#window-option", index=0)  # the smallest window, the smallest stride: more windows
+    assert page.locator("#window-pictures rect").count() > before
+
+    png = page.screenshot(full_page=False)
+    assert not problems, problems
+    assert requests == [url], requests
+    Image = pytest.importorskip("PIL.Image")
+    img = Image.open(io.BytesIO(png)).convert("RGB")
+    assert img.size == (1280, 1000)
+    colors = img.getcolors(maxcolors=1 << 20)
+    assert len(colors) > 50 and max(c for c, _ in colors) < 0.9 * 1280 * 1000  # drawn, not blank
+    page.close()
