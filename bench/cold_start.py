@@ -16,7 +16,6 @@ compiled every kernel (warm). Medians of ``--runs``.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics

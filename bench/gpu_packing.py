@@ -191,7 +191,7 @@ def main() -> int:
 def _table(rows: list[dict]) -> str:
     """Rows of dicts as one markdown table (columns: every key, in first-seen order)."""
     cols = list(dict.fromkeys(k for r in rows for k in r))
-    fmt = lambda v: f"{v:.3g}" if isinstance(v, float) else str(v)  # noqa: E731
+    fmt = lambda v: f"{v:.3g}" if isinstance(v, float) else str(v)
     return "\n".join(["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
                      + ["| " + " | ".join(fmt(r.get(c, "")) for c in cols) + " |" for r in rows])
 

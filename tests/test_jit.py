@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -41,10 +40,10 @@ def test_first_run_says_it_compiles_and_later_runs_load_from_cache(tmp_path):
 
 def test_compile_time_is_kept_out_of_progress_bars():
     """A bar running while a kernel compiles has its clock moved past the compile."""
+    from numba.core import event
     from tqdm import tqdm
 
     from tokenmill import _jit
-    from numba.core import event
 
     _jit._listen()
     bar = tqdm(total=10, file=open(os.devnull, "w"))

@@ -6,10 +6,10 @@ neither numba's compiler nor torch nor any other optional dependency.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
 
-__version__ = "0.1.0"
+from ._lazy import lazy_exports
+from ._version import __version__ as __version__
 
 # public name -> module that defines it (relative to this package)
 _EXPORTS = {
@@ -21,6 +21,9 @@ _EXPORTS = {
     "SpecialTokenError": ".errors",
     "UnsupportedTokenizerError": ".errors",
     "MissingExtraError": ".errors",
+    # the conventions every stage follows
+    "IGNORE_INDEX": ".conventions",
+    "count_targets": ".conventions",
     # data
     "TokenSource": ".data.source",
     "ArraySource": ".data.source",
@@ -69,25 +72,11 @@ _EXPORTS = {
     "report": ".reporting",
 }
 
-__all__ = sorted(_EXPORTS) + ["__version__"]
-
-
-def __getattr__(name: str):
-    try:
-        module = _EXPORTS[name]
-    except KeyError:
-        raise AttributeError(f"module 'tokenmill' has no attribute {name!r}") from None
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return __all__
+__getattr__, __dir__, __all__ = lazy_exports(__name__, globals(), _EXPORTS, ("__version__",))
 
 
 if TYPE_CHECKING:  # pragma: no cover  (static type checkers see the lazy exports)
-    from .batching.layout import Batch, Block  # noqa: F401
+    from .batching.batch import Batch, Block  # noqa: F401
     from .batching.packing import PackPlan, chunk_stream, pack  # noqa: F401
     from .batching.padding import LengthGroupedBatches, pad_batch  # noqa: F401
     from .batching.sources import SliceSource  # noqa: F401
@@ -96,8 +85,8 @@ if TYPE_CHECKING:  # pragma: no cover  (static type checkers see the lazy export
     from .data.mixture import Mixture  # noqa: F401
     from .data.source import ArraySource, TokenSource, as_source  # noqa: F401
     from .data.store import TokenStore  # noqa: F401
-    from .reporting import report  # noqa: F401
     from .errors import ConfigError, FormatError, InputError, MissingExtraError, SpecialTokenError, TokenmillError  # noqa: F401
+    from .reporting import report  # noqa: F401
     from .tokenizer.adapters import ForeignTokenizer, TokenizerLike, as_tokenizer  # noqa: F401
     from .tokenizer.model import Tokenizer  # noqa: F401
     from .tokenizer.train import train_bpe  # noqa: F401

@@ -290,16 +290,3 @@ def read_bytes_limited(path: str | os.PathLike, *, what: str, limit: int | None 
         raise error(f"{what} file {raw!r} holds more than the {limit:,d} bytes allowed; "
                     "if it is genuine, raise TOKENMILL_MAX_FILE_BYTES")
     return data
-
-
-def read_json(path: str | os.PathLike, *, what: str, limit: int | None = None) -> Any:
-    """Read a JSON file, turning every failure into a FormatError that names the file.
-
-    The file is read with :func:`read_bytes_limited` (a regular file of at most ``limit`` bytes)
-    and parsed by :func:`tokenmill._schema.parse_json` (nesting deep enough to exhaust the stack and
-    numbers JSON cannot hold are FormatErrors too). A file with a declared shape is read with
-    :func:`tokenmill._schema.load_json` instead, which also checks it against its schema.
-    """
-    from ._schema import parse_json
-
-    return parse_json(read_bytes_limited(path, what=what, limit=limit), what=f"{what} file {os.fspath(path)!r}")

@@ -121,7 +121,7 @@ def is_cached(obj) -> bool | None:
         try:
             if not disp.overloads and not disp._cache._cache_file._load_index():
                 return False
-        except Exception:  # numba internals changed: say nothing rather than something wrong
+        except Exception:  # noqa: BLE001  (numba internals changed: say nothing rather than something wrong)
             return None
     return True if found else None
 
@@ -172,6 +172,13 @@ JOBS: dict[str, str] = {
         "r = {bytes([i]): i for i in range(256)}  # 1,280 CJK characters one token each: merged ahead\n"
         "for c in map(chr, range(0x4E00, 0x5300)): r.setdefault(c.encode()[:2], len(r)); r[c.encode()] = len(r)\n"
         "Tokenizer.from_ranks(r, pattern='llama3').encode('中文 hello 丁七')",
+    "sentencepiece (normalizer, BPE over characters)":
+        "from tokenmill.tokenizer.sentencepiece import SentencePieceTokenizer as T, write_model_proto as w\n"
+        "p = [('<unk>', 0, 2), ('<s>', 0, 3)] + [(c, -i, 1) for i, c in enumerate(['\u2581', 'h', 'i', 'hi', '\u2581hi'])]\n"
+        "p += [('<0x%02X>' % b, 0, 6) for b in range(256)]\n"
+        "for norm in ({'name': 'identity', 'remove_extra_whitespaces': False}, {}):  # text as it is / normalized\n"
+        "    t = T.from_bytes(w(p, trainer={'model_type': 2, 'byte_fallback': True}, normalizer=norm))\n"
+        "    t.encode_batch(['hi hi \u4e2d x ' * 40, 'hi'], num_threads=1, as_arrays=True); t.encode('hi')",
     "split o200k":
         "from tokenmill.tokenizer.pretokenize import split_offsets; split_offsets(b'Hello world 123', 'o200k')",
     "split llama3 / qwen family":

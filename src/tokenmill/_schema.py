@@ -35,9 +35,10 @@ from typing import Annotated, Any, TypeVar
 import msgspec
 from msgspec import Meta
 
+from ._io import read_bytes_limited
 from .errors import FormatError
 
-__all__ = ["Struct", "Meta", "check", "load_json", "parse_json", "show_value", "Count", "Sha256", "Id", "BIG"]
+__all__ = ["Struct", "Meta", "check", "load_json", "parse_json", "read_json", "show_value", "Count", "Sha256", "Id", "BIG"]
 
 T = TypeVar("T")
 
@@ -123,13 +124,17 @@ def parse_json(data: bytes, *, what: str) -> Any:
                           "write it again") from None
 
 
+def read_json(path: str | os.PathLike, *, what: str, limit: int | None = None) -> Any:
+    """A JSON file without a declared shape, parsed (:func:`parse_json`) after a bounded read; files
+    with a shape use :func:`load_json`, which also checks it."""
+    return parse_json(read_bytes_limited(path, what=what, limit=limit), what=f"{what} file {os.fspath(path)!r}")
+
+
 def load_json(path: str | os.PathLike, schema: type[T] | None, *, what: str, limit: int | None = None,
               hint: str = "", pre=None) -> tuple[Any, T | None]:
     """Read ``path`` (bounded: a regular file of at most ``limit`` bytes), parse it, check it against
     ``schema``; return ``(raw object, checked struct)``. ``pre(raw)`` runs between parsing and the
     schema check (for messages that must come first, e.g. "written by a newer tokenmill")."""
-    from ._io import read_bytes_limited
-
     where = f"{what} file {os.fspath(path)!r}"
     raw = parse_json(read_bytes_limited(path, what=what, limit=limit), what=where)
     if pre is not None:

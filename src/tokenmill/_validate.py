@@ -33,7 +33,7 @@ INT64_MAX = 2**63 - 1
 INT64_MIN = -(2**63)
 
 
-def check_int(value, name: str, *, min: int | None = None, max: int | None = None,  # noqa: A002
+def check_int(value, name: str, *, min: int | None = None, max: int | None = None,
               none: bool = False, error=ConfigError) -> int | None:
     """``value`` as a Python int in ``[min, max]`` (and within int64), else ``error`` naming ``name``.
 
@@ -58,7 +58,7 @@ def check_int(value, name: str, *, min: int | None = None, max: int | None = Non
     return v
 
 
-def check_float(value, name: str, *, min: float | None = None, max: float | None = None,  # noqa: A002
+def check_float(value, name: str, *, min: float | None = None, max: float | None = None,
                 error=ConfigError) -> float:
     """``value`` as a finite float in ``[min, max]``; NaN and infinities are refused (a check must
     never pass because a comparison with NaN is False)."""
@@ -90,7 +90,7 @@ def check_bool(value, name: str, *, error=ConfigError) -> bool:
     return bool(value)
 
 
-def check_array(a, name: str, *, ndim: int | None = 1, dtype=np.int64, min: int | None = None,  # noqa: A002
+def check_array(a, name: str, *, ndim: int | None = 1, dtype=np.int64, min: int | None = None,
                 max: int | None = None, shape: tuple | None = None, error=InputError,
                 item: str | None = None) -> np.ndarray:
     """An integer array as a C-contiguous ``dtype`` array, converted exactly or refused.

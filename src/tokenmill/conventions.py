@@ -1,4 +1,4 @@
-"""The conventions every module follows, stated once (see ../shared/DESIGN.md, principle 4).
+"""The conventions every module follows, stated once (and the few helpers that state them in code).
 
 * Labels sit at the input positions (the model or loss shifts by one, as Hugging Face models do);
   an ignored target is ``IGNORE_INDEX``.
@@ -11,3 +11,30 @@
 
 IGNORE_INDEX = -100
 """The label of a position that is not a target (PyTorch's ``cross_entropy`` default ``ignore_index``)."""
+
+
+def target_mask(labels):
+    """Which labels are effective targets: positions ``1 .. T-1`` (the first is never scored after
+    the shift by one) whose label is not ``IGNORE_INDEX``. ``labels``: ``(..., T)``, numpy or torch;
+    the mask has the labels' shape (position 0 False) and kind.
+
+    >>> import numpy as np
+    >>> target_mask(np.array([[-100, 10, -100, 2]])).tolist()
+    [[False, True, False, True]]
+    """
+    mask = labels != IGNORE_INDEX
+    mask[..., 0] = False
+    return mask
+
+
+def count_targets(labels, *, ignore_index: int = IGNORE_INDEX):
+    """The number of effective targets in ``labels`` (``(..., T)``, numpy or torch): labels at
+    positions ``1 .. T-1`` that are not ``ignore_index``. The one count every stage uses (batch
+    statistics, the loader's ``num_targets``, the loss normalization). numpy gives an int, torch a
+    0-d int64 tensor on the labels' device.
+
+    >>> import numpy as np
+    >>> int(count_targets(np.array([[-100, 10, 11, 2], [-100, 12, 2, -100]])))
+    5
+    """
+    return (labels[..., 1:] != ignore_index).sum()

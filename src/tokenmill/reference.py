@@ -1,4 +1,4 @@
-"""The seeds' teaching algorithms, small and readable: the oracles every fast path is tested against.
+"""The textbook algorithms, small and readable: the oracles every fast path is tested against.
 
 Seed 002 builds byte-level BPE in four steps: text to UTF-8 byte ids, count adjacent pairs with a
 size-2 stride-1 window, pick the most frequent pair (ties: the smaller pair), merge it left to right.

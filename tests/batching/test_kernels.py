@@ -73,11 +73,17 @@ def test_gather_kernel(lengths, dtype):
     length = np.array(lengths, np.int64)
     dst = (np.cumsum(length) - length + np.arange(length.size)).astype(np.int64)
     out = np.full(int(length.sum()) + length.size, -1, np.int64)
-    _kernels.gather(tokens, src, length, dst, out)
+    from tokenmill import _gather
+
+    _gather._segments_kernel()(tokens, src, length, dst, out)  # the kernel itself
     want = np.full_like(out, -1)
     for s, n, d in zip(src, length, dst):
         want[d : d + n] = tokens[s : s + n]
     assert np.array_equal(out, want)
+    twin, checked = np.full_like(out, -1), np.full_like(out, -1)
+    _gather.gather_segments_py(tokens, src, length, dst, twin)
+    _gather.gather_segments(tokens, src, length, dst, checked)  # the validating entry point
+    assert np.array_equal(twin, want) and np.array_equal(checked, want)
 
 
 def _items_in_doc_order(pieces):

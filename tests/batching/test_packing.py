@@ -523,6 +523,7 @@ def test_provenance_read_later_equals_what_the_layout_pass_writes(monkeypatch, m
     import dataclasses
 
     from tokenmill import _jit
+    from tokenmill.batching import batch as batch_module
     from tokenmill.batching import layout, packing
 
     rng = np.random.default_rng(21)
@@ -544,11 +545,12 @@ def test_provenance_read_later_equals_what_the_layout_pass_writes(monkeypatch, m
                 want = list(plan.batches(src, batch_size=3, pad_id=7, reuse_memory=False, **kw))
             for twin in (False, True):
                 with monkeypatch.context() as m:
-                    m.setattr(_jit, "python_first", lambda family, kernels, size, limit: twin and family == "provenance")
+                    m.setattr(_jit, "python_first",
+                              lambda family, kernels, size, limit, twin=twin: twin and family == "provenance")
                     got = list(plan.batches(src, batch_size=3, pad_id=7, **kw))
                     assert len(got) == len(want) > 1
                     for g, w in zip(got, want):
-                        assert type(g.__dict__["_doc_ids"]) is layout._Provenance  # not written yet
+                        assert type(g.__dict__["_doc_ids"]) is batch_module.Provenance  # not written yet
                         assert isinstance(w.__dict__["_doc_ids"], np.ndarray)
                         _fields_equal(g, w)
                         assert g.__dict__["_token_offsets"] is g.token_offsets  # derived once, then kept

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from tokenmill import TokenStore, Tokenizer
+from tokenmill import Tokenizer, TokenStore
 from tokenmill.batching.schedule import BatchSchedule
 from tokenmill.cli import main
 from tokenmill.data.readers import texts

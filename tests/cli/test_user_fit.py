@@ -5,7 +5,6 @@ terminal unless asked, verify's message reads as one line, the stats plot shows 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 

@@ -40,7 +40,7 @@ def make_corpus(root, n_files=6, docs_per_file=5, seed=0):
     paths = []
     for f in range(n_files):
         lines = []
-        for d in range(docs_per_file):
+        for _ in range(docs_per_file):
             n = int(rng.integers(0, 60))
             lines.append(" ".join(words[int(i)] for i in rng.integers(0, len(words), n)))
         p = root / f"part-{f:02d}.txt"

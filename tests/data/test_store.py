@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from tokenmill import TokenStore
-from tokenmill.data import files, texts
+from tokenmill.data import texts
 from tokenmill.errors import ConfigError, FormatError, InputError
 
 from .conftest import make_corpus

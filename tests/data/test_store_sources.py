@@ -111,10 +111,18 @@ def test_split_views_are_disjoint_deterministic_token_sources(store, by, path):
 
 def test_split_fraction_by_doc_and_errors(store):
     train, val = store.split(0.2, seed=0)
-    assert len(val) == int(np.ceil(0.2 * len(store)))
+    assert len(val) == round(0.2 * len(store))  # one document per group: exactly the rounded share
+    # the one split rule: the same documents, keys and seed give the same split as split_documents
+    from tokenmill import split_documents
+
+    same = split_documents(list(range(len(store))), 0.2, seed=0)
+    assert np.array_equal(val.index, same.val) and np.array_equal(train.index, same.train)
+    by_file = store.split(0.3, by="file", seed=4)[1]
+    files = store.meta()[:, 0].tolist()
+    assert np.array_equal(by_file.index, split_documents(files, 0.3, seed=4).val)
     other = store.split(0.2, seed=1)[1]
     assert not np.array_equal(other.index, val.index)
     with pytest.raises(ConfigError, match="strictly between 0 and 1"):
         store.split(1.0)
-    with pytest.raises(ConfigError, match="1 group"):
+    with pytest.raises(ConfigError, match="1 distinct group"):
         store.split(0.5, by=lambda i: "same")

@@ -1,4 +1,4 @@
-"""Hostile arguments against the public API (issue 11): every call returns a result the oracles
+"""Hostile arguments against the public API: every call returns a result the oracles
 accept or raises a TokenmillError with a message; never a crash, a hang or a silent coercion.
 
 The calls run in a subprocess worker (``worker`` fixture), so a segfault fails one test with its input.

@@ -1,4 +1,4 @@
-"""Hostile command lines (issue 11): the CLI exits 0, 1 (one line ``tokenmill <cmd>: error: ...``) or 2
+"""Hostile command lines: the CLI exits 0, 1 (one line ``tokenmill <cmd>: error: ...``) or 2
 (argparse usage), never with a traceback, a signal or a hang. Each call is its own process."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Hostile patterns, texts, vocab sizes and files against the tokenizer (issue 11)."""
+"""Hostile patterns, texts, vocab sizes and files against the tokenizer."""
 
 from __future__ import annotations
 

@@ -14,9 +14,10 @@ from hypothesis import strategies as st
 
 import tokenmill
 from tokenmill.cli import main
+from tokenmill.data.stats import token_histogram, weighted_percentiles
 from tokenmill.errors import ConfigError, InputError
 from tokenmill.reporting import ReportOptions, collect, render_html
-from tokenmill.reporting.collect import _Vocab, token_histogram, token_pieces, weighted_percentiles
+from tokenmill.reporting.collect import _Vocab, token_pieces
 
 from .conftest import TEXTS
 

@@ -1,4 +1,4 @@
-"""No silent coercion, no wrap-around, no negative ids (issue, section 5): every argument that cannot
+"""No silent coercion, no wrap-around, no negative ids: every argument that cannot
 work is a ConfigError (an InputError for data) naming the argument and what it accepts."""
 
 from __future__ import annotations
@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tokenmill import TokenStore, Tokenizer
+from tokenmill import Tokenizer, TokenStore
 from tokenmill._validate import check_bool
 from tokenmill.batching.schedule import BatchSchedule
 from tokenmill.cli import main
 from tokenmill.data.mixture import Mixture
-from tokenmill.errors import FormatError, ConfigError, InputError
+from tokenmill.errors import ConfigError, FormatError, InputError
 
 DOCS = [[i + 1] * n for i, n in enumerate([3, 5, 2, 4, 6, 1, 2, 3])]
 

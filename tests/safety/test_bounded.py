@@ -1,4 +1,4 @@
-"""Bounded work (issue 11, class 3): cost follows the input, not a parameter's value."""
+"""Bounded work: cost follows the input, not a parameter's value."""
 
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ def test_regex_timeout_setting_is_checked(monkeypatch):
 
 
 def test_devices_as_inputs_are_refused():
-    from tokenmill import InputError, FormatError, Tokenizer
+    from tokenmill import FormatError, InputError, Tokenizer
     from tokenmill.data.text import iter_documents
 
     with pytest.raises(InputError, match="not a regular file"):
@@ -129,7 +129,8 @@ def test_small_files_cost_their_size_not_the_limit(tmp_path):
     p.write_text('{"a": 1}')
     probe(f"""
         from tokenmill import FormatError
-        from tokenmill._io import read_bytes_limited, read_json
+        from tokenmill._io import read_bytes_limited
+        from tokenmill._schema import read_json
         cap(128 << 20)
         assert read_json({str(p)!r}, what="manifest") == {{"a": 1}}
         # /proc files say 0 bytes: read past the size, up to the limit
@@ -154,7 +155,8 @@ def test_fifos_and_devices_are_refused_where_a_small_file_is_read(tmp_path):
     os.mkfifo(store / "manifest.json")
     probe(f"""
         from tokenmill import FormatError, TokenmillError, Tokenizer
-        from tokenmill._io import read_bytes_limited, read_json
+        from tokenmill._io import read_bytes_limited
+        from tokenmill._schema import read_json
         from tokenmill.data import TokenStore
         for call in (lambda: read_bytes_limited({str(fifo)!r}, what="manifest"),
                      lambda: read_json({str(fifo)!r}, what="manifest"), lambda: Tokenizer.load({str(fifo)!r})):

@@ -1,4 +1,4 @@
-"""The CLI on bad input (issue 11, class 5): one line ``tokenmill <cmd>: error: ...``, exit status 1;
+"""The CLI on bad input: one line ``tokenmill <cmd>: error: ...``, exit status 1;
 argparse usage errors exit 2; the traceback only with ``--debug``."""
 
 from __future__ import annotations

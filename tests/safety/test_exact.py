@@ -1,4 +1,4 @@
-"""Exact numbers and honest messages (issue 11, classes 4 and 6): nothing coerced, wrapped or ignored."""
+"""Exact numbers and honest messages: nothing coerced, wrapped or ignored."""
 
 from __future__ import annotations
 

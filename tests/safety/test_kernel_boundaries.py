@@ -1,4 +1,4 @@
-"""Memory safety: every kernel entry validates its arrays (issue 11, class 1).
+"""Memory safety: every kernel entry validates its arrays.
 
 Each test hands a kernel family exactly the kind of input that used to reach compiled code unchecked
 (and read or write memory it does not own) and asserts a TokenmillError naming the input. These
@@ -134,7 +134,7 @@ def test_a_segment_table_changed_before_its_provenance_is_read_is_refused(monkey
     """A batch of plan.batches keeps its segment table to derive doc_ids and token_offsets when they are
     first read; a table changed since (rows no longer fitting) is refused, by the kernel and its twin."""
     from tokenmill import _jit
-    from tokenmill.batching import layout
+    from tokenmill.batching import batch as batch_module
 
     monkeypatch.setattr(_jit, "python_first", lambda family, kernels, size, limit: twin and family == "provenance")
 
@@ -144,10 +144,10 @@ def test_a_segment_table_changed_before_its_provenance_is_read_is_refused(monkey
                    lambda r, d, s, n: (r - 1, d, s, n), lambda r, d, s, n: (r, d[:1], s, n)):
         b = next(plan.batches(docs, batch_size=3, pad_id=0))
         prov = b.__dict__["_doc_ids"]
-        assert type(prov) is layout._Provenance
+        assert type(prov) is batch_module.Provenance
         prov.table = change(*prov.table)
         with pytest.raises(InputError, match="changed after the batch was built"):
-            b.doc_ids
+            _ = b.doc_ids
 
 
 def test_gather_refuses_small_out_and_leaves_the_parent_untouched():

@@ -1,4 +1,4 @@
-"""Outputs (issue 11, class 2): atomic writes never replace what they must not, keep modes, follow
+"""Outputs: atomic writes never replace what they must not, keep modes, follow
 never write through symlinks, and clean up after killed runs."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import textwrap
 import pytest
 
 from tokenmill import ConfigError, FormatError
-from tokenmill._io import (TMP_SUFFIX, atomic_path, protect_inputs, read_json, remove_stale_temporaries,
-                           write_json_atomic)
+from tokenmill._io import TMP_SUFFIX, atomic_path, protect_inputs, remove_stale_temporaries, write_json_atomic
+from tokenmill._schema import read_json
 
 
 def test_refuses_devices_fifos_directories_and_empty_paths(tmp_path):

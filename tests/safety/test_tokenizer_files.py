@@ -16,6 +16,7 @@ import pytest
 from tokenmill import Tokenizer, TokenmillError, as_tokenizer
 from tokenmill._io import canonical_hash
 from tokenmill.errors import FormatError
+from tokenmill.tokenizer import conversion_cache
 from tokenmill.tokenizer import huggingface as hf_mod
 
 BYTES = [bytes([i]) for i in range(256)]
@@ -26,7 +27,7 @@ DEEP = 100_000
 def _own_cache(tmp_path, monkeypatch):
     """Conversions of the damaged files are cached in this test's folder, not the user's cache."""
     d = tmp_path / "cache"
-    monkeypatch.setattr(hf_mod, "_cache_file", lambda key: d / f"hf-{key}.npz")
+    monkeypatch.setattr(conversion_cache, "cache_file", lambda key: d / f"{key}.npz")
 
 
 def _small() -> Tokenizer:

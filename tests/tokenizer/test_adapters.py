@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from tokenmill import ForeignTokenizer, Tokenizer, TokenizerLike, as_tokenizer, train_bpe

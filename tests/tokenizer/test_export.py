@@ -2,9 +2,9 @@
 
 import pytest
 
-from tokenmill import Tokenizer, train_bpe
 from tests.conftest import corpus_sample
 from tests.tokenizer.test_tokenizer import TEXTS
+from tokenmill import Tokenizer, train_bpe
 
 
 @pytest.fixture(scope="module")

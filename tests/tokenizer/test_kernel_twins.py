@@ -176,3 +176,109 @@ def test_compiled_encoder_equals_seed_encode_naive(text):
 
 
 _TOK: list = []
+
+
+# ---- wide loads and the vocabulary tables -----------------------------------------------------------
+@given(st.binary(min_size=8, max_size=40), st.data())
+@settings(deadline=None)
+def test_load_u64_equals_int_from_bytes(data, d):
+    from numba import njit
+
+    from tokenmill.tokenizer._wide import load_u64
+
+    at = d.draw(st.integers(0, len(data) - 8))
+    buf = np.frombuffer(data, np.uint8)
+    assert int(njit(lambda b, i: load_u64(b, i))(buf, at)) == int.from_bytes(data[at : at + 8], "little")
+    # the kernel's key of a chunk of 2-7 bytes: its bytes little-endian, its length in the top byte
+    n = d.draw(st.integers(2, 7))
+    key = (int.from_bytes(data[at : at + 8], "little") & ((1 << 8 * n) - 1)) | n << 56
+    assert key == int.from_bytes(data[at : at + n], "little") | n << 56
+
+
+def vocab_lookup_py(vt, key) -> int | None:
+    """Linear probing from the slot of the key's Fibonacci hash (bits 32 and up), [key, id] pairs."""
+    cap = vt.size // 2
+    i = ((key * 0x9E3779B97F4A7C15) & M64) >> 32 & (cap - 1)
+    while int(vt[2 * i]) != 0:
+        if int(vt[2 * i]) == key:
+            return int(vt[2 * i + 1])
+        i = (i + 1) % cap
+    return None
+
+
+@given(st.dictionaries(st.binary(min_size=2, max_size=7), st.integers(0, 2**20), max_size=60),
+       st.lists(st.binary(min_size=2, max_size=7), max_size=20))
+@settings(deadline=None)
+def test_vocab_table_equals_a_dict(tokens, others):
+    key = lambda b: int.from_bytes(b, "little") | len(b) << 56
+    keys = np.array([key(b) for b in tokens], np.uint64)
+    vt = EK.build_vocab_table(keys, np.array(list(tokens.values()), np.int64))
+    cap = vt.size // 2
+    assert cap & (cap - 1) == 0 and 3 * len(tokens) <= 2 * cap
+    for b in list(tokens) + others:
+        assert vocab_lookup_py(vt, key(b)) == tokens.get(b)
+    # the filter in front of both tables lets every key through (a Bloom filter: no false negatives)
+    from numba import njit
+
+    vf = EK.build_vocab_filter(vt, np.zeros(4, np.uint64))
+    maybe = njit(lambda f, h: EK._vmaybe(f, h))
+    assert vf.size & (vf.size - 1) == 0
+    assert all(maybe(vf, np.uint64((key(b) * 0x9E3779B97F4A7C15) & M64)) for b in tokens)
+
+
+_PIECES = sorted({w for doc in _CORPUS for w in doc.replace("(", " ").split()} | {" ", "  ", "\n", "x", "é", "窗"})
+
+
+@given(st.lists(st.sampled_from(_PIECES) | st.text(max_size=3), max_size=60).map(" ".join))
+@settings(max_examples=40, deadline=None)
+def test_vocabulary_tables_change_no_id(text):
+    """A chunk found in the vocabulary tables gets the ids the kernel computes without them."""
+    from tokenmill.tokenizer.encoder import _CACHE_LIMIT, _NO_VFILT, _NO_VOCAB, _NO_VOCAB2
+    from tokenmill.tokenizer.patterns import resolve_pattern, split_with_gaps
+
+    tok = _TOK[0] if _TOK else _TOK.append(_trained()) or _TOK[0]
+    enc = tok._compiled()
+    assert (enc.vtab[0::2] != 0).sum() > 0 and (enc.vtab2[1::4] != 0).sum() > 0
+    data = text.encode("utf-8")
+    chunks = split_with_gaps(resolve_pattern(tok.pattern), text)
+    offs = np.cumsum([0] + [len(c.encode("utf-8")) for c in chunks]).astype(np.int64)
+    buf = np.frombuffer(data, np.uint8)
+    none = np.zeros(0, np.int64)
+    got = []
+    for tables in ((enc.vtab, enc.vtab2, enc.vfilt), (_NO_VOCAB, _NO_VOCAB2, _NO_VFILT)):
+        out = np.empty(len(data), np.int64)
+        n, _ = EK.encode_chunks(buf, offs, none, none, enc.byte_ids, enc.byte_pairs, enc.pairs, enc.filt, enc.chars,
+                                *tables, tuple(a.copy() for a in enc._template), _CACHE_LIMIT, out)
+        got.append(out[:n].tolist())
+    assert got[0] == got[1] == tok.encode_ordinary_python(text)
+
+
+# ---- the gpt2 splitter: one pass over the characters, twin of the matcher ---------------------------
+_GPT2_PIECES = ["'s", "'t", "'re", "'ve", "'m", "'ll", "'d", "'x", "'", "''", " ", "  ", "\t", "\n", "\r\n", "\u00a0",
+                "\u3000", "a", "Z", "é", "低", "世界", "1", "٣", "½", "!", "?!", "🙂", "\u0301", "don", "s", "ll", "re"]
+
+
+@given(st.lists(st.sampled_from(_GPT2_PIECES) | st.text(max_size=3), max_size=80).map("".join), st.data())
+@settings(max_examples=300, deadline=None)
+def test_gpt2_scan_equals_matcher(text, d):
+    from tokenmill.tokenizer.pretokenize import class_table
+
+    data = text.encode("utf-8")
+    cuts = sorted(d.draw(st.lists(st.integers(0, len(data)), max_size=3)))
+    docs = np.array([0, *cuts, len(data)], np.int64)
+    buf = np.frombuffer(data, np.uint8)
+    got, bad = PK.split_gpt2(buf, class_table(), docs)
+    want, bad2 = PK.split_gpt2_matcher(buf, class_table(), docs)
+    assert got.tolist() == want.tolist() and bad == bad2
+
+
+@given(st.binary(max_size=60))
+@settings(max_examples=200, deadline=None)
+def test_gpt2_scan_equals_matcher_on_ill_formed_utf8(data):
+    from tokenmill.tokenizer.pretokenize import class_table
+
+    buf = np.frombuffer(data, np.uint8)
+    docs = np.array([0, len(data) // 2, len(data)], np.int64)
+    got, bad = PK.split_gpt2(buf, class_table(), docs)
+    want, bad2 = PK.split_gpt2_matcher(buf, class_table(), docs)
+    assert bad == bad2 and got.tolist() == want.tolist()  # an ill-formed byte: a one-byte character of class 0

@@ -2,7 +2,8 @@
 
 from collections import Counter
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tokenmill import reference
 from tokenmill.tokenizer.merges import learn_merges

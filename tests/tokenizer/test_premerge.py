@@ -50,7 +50,7 @@ def _with_edges(body: dict, seed: int, whole_first: bool) -> dict:
     from tokenmill.tokenizer.export import bytes_to_unicode
 
     b2u = bytes_to_unicode()
-    enc = lambda b: "".join(b2u[x] for x in b)  # noqa: E731
+    enc = lambda b: "".join(b2u[x] for x in b)
     rng = random.Random(seed)
     vocab = dict(body["model"]["vocab"])
     merges = [m if isinstance(m, list) else m.split(" ") for m in body["model"]["merges"]]
@@ -65,7 +65,7 @@ def _with_edges(body: dict, seed: int, whole_first: bool) -> dict:
         chars = "的生用看是时我中不一人。"
         every = {enc(c.encode()) for c in chars}
         chosen = {enc(c.encode()) for c in rng.sample(chars, 6)}
-        early = lambda m: (m[0] in chosen and m[1] not in every) or (m[1] in chosen and m[0] not in every)  # noqa: E731
+        early = lambda m: (m[0] in chosen and m[1] not in every) or (m[1] in chosen and m[0] not in every)
         first = [m for m in merges if early(m)]
         rng.shuffle(first)
         merges = first + [m for m in merges if not early(m)]

@@ -8,7 +8,6 @@ on hypothesis-generated text (arbitrary Unicode and targeted alphabets) and on r
 from __future__ import annotations
 
 import random
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,6 +15,7 @@ import regex
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.conftest import CORPORA  # ../shared/corpora, or $TOKENMILL_CORPORA
 from tokenmill.errors import ConfigError, InputError
 from tokenmill.tokenizer import pretokenize
 from tokenmill.tokenizer.patterns import GPT2, GPT4, O200K
@@ -23,7 +23,7 @@ from tokenmill.tokenizer.pretokenize import build_class_table, class_table, spli
 
 PRESETS = {"gpt2": GPT2, "gpt4": GPT4, "o200k": O200K}
 PRESET_IDS = {"gpt2": 0, "gpt4": 1, "o200k": 2}
-from tests.conftest import CORPORA  # ../shared/corpora, or $TOKENMILL_CORPORA
+
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 

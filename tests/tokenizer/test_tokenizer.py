@@ -4,10 +4,11 @@ import json
 import warnings
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from tokenmill import FormatError, SpecialTokenError, Tokenizer, train_bpe
 from tests.conftest import corpus_sample
+from tokenmill import FormatError, SpecialTokenError, Tokenizer, train_bpe
 
 TEXTS = [
     "The quick brown fox jumps over the lazy dog. It's 2024; isn't it?\r\n\tTabs   and  spaces.",

@@ -6,12 +6,12 @@ import sys
 import warnings
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-import tokenmill
+from tests.conftest import corpus_sample
 from tokenmill import ConfigError, InputError, reference, train_bpe
 from tokenmill.tokenizer.patterns import compiled, resolve_pattern
-from tests.conftest import corpus_sample
 
 
 def chunks_of(texts, pattern):

@@ -135,7 +135,7 @@ def test_epochs_reshuffle_and_are_reproducible():
 def test_interrupted_at_random_steps_equals_uninterrupted(world):
     rng = np.random.default_rng(world)
     for rank in range(world):
-        make = lambda: TrainingLoader(DOCS, batch_size=2, world_size=world, rank=rank, **OPTS)  # noqa: E731
+        make = lambda rank=rank: TrainingLoader(DOCS, batch_size=2, world_size=world, rank=rank, **OPTS)
         n = len(make())
         full = run(make(), 3)
         stops = rng.choice(np.arange(1, 3 * n), size=6, replace=False).tolist() + [n, 2 * n]
@@ -258,7 +258,7 @@ def test_windows_padded_and_packed_with_jitter():
     assert pb["input_ids"].shape == (2, 64)
     assert len(packed) == packed.num_samples(0) // 2
     # resume across the epoch boundary, where the jitter (and the number of windows) changes
-    make = lambda: TrainingLoader(DOCS, batch_size=2, windows=sw, block_size=64, seed=2)  # noqa: E731
+    make = lambda: TrainingLoader(DOCS, batch_size=2, windows=sw, block_size=64, seed=2)
     full = []
     ld = make()
     for _ in range(2):
@@ -292,7 +292,7 @@ def test_absolute_window_positions_continue_in_the_document():
 
 @pytest.mark.slow
 def test_workers_give_the_same_batches_and_resume_exactly():
-    make = lambda w: TrainingLoader(DOCS, batch_size=2, world_size=2, rank=1, num_workers=w, **OPTS)  # noqa: E731
+    make = lambda w: TrainingLoader(DOCS, batch_size=2, world_size=2, rank=1, num_workers=w, **OPTS)
     full = run(make(0), 2)
     n = len(make(0))
     a = make(2)
@@ -381,7 +381,7 @@ def test_mixture_bad_input():
 @pytest.mark.slow
 def test_stateful_dataloader_resumes_exactly():
     sdl = pytest.importorskip("torchdata.stateful_dataloader")
-    make = lambda: TrainingLoader(DOCS, batch_size=2, **OPTS).as_dataset()  # noqa: E731
+    make = lambda: TrainingLoader(DOCS, batch_size=2, **OPTS).as_dataset()
     full = [key(b) for b in sdl.StatefulDataLoader(make(), batch_size=None, num_workers=2)]
     assert full == run(TrainingLoader(DOCS, batch_size=2, **OPTS), 1)
     dl = sdl.StatefulDataLoader(make(), batch_size=None, num_workers=2)
@@ -398,7 +398,7 @@ def test_stateful_dataloader_resumes_exactly():
 def test_mixture_of_jittered_windows_resumes_across_part_epochs():
     mix = _mix(seed=1)
     sw = SlidingWindows(24, 16, jitter="per_doc", seed=3)
-    make = lambda: TrainingLoader(mix, batch_size=4, windows=sw, block_size=48, seed=2)  # noqa: E731
+    make = lambda: TrainingLoader(mix, batch_size=4, windows=sw, block_size=48, seed=2)
     ref = make()
     full = [key(b) for b in _take_across(ref, 3 * len(make()))]  # several part epochs of the small part
     a = make()

@@ -9,7 +9,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from tokenmill import ConfigError, Mixture, SlidingWindows, TokenStore, Tokenizer  # noqa: E402
+from tokenmill import ConfigError, Mixture, SlidingWindows, Tokenizer, TokenStore  # noqa: E402
 from tokenmill.data.readers import texts  # noqa: E402
 from tokenmill.torch import TrainingLoader  # noqa: E402
 
@@ -44,7 +44,7 @@ def test_store_batches_hold_the_store_ids_and_cover_the_view(store_dir):
 
 def test_moved_store_resumes_other_split_is_refused(store_dir, tmp_path):
     train = TokenStore.open(store_dir).split(0.2, seed=0)[0]
-    make = lambda src: TrainingLoader(src, batch_size=2, windows=SlidingWindows(16, 12, jitter="global"),  # noqa: E731
+    make = lambda src: TrainingLoader(src, batch_size=2, windows=SlidingWindows(16, 12, jitter="global"),
                                       block_size=32, seed=1)
     full = [b["input_ids"].numpy().tobytes() for b in make(train)]
     a = make(train)

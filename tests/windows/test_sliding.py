@@ -8,9 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tokenmill
+from tokenmill._gather import gather_rows, gather_rows_py
 from tokenmill.errors import ConfigError, InputError
 from tokenmill.windows import MultiScaleWindows, SlidingWindows
-from tokenmill.windows._kernels import gather_rows, gather_rows_py
 from tokenmill.windows.reference import reference_target_starts, reference_window_arrays, reference_windows
 from tokenmill.windows.sliding import spread_indices
 
@@ -365,7 +365,8 @@ def _plan_arrays(plan):
 def test_first_run_twins_plan_and_gather_like_the_kernels(monkeypatch, windows):
     """On a first run (kernels not compiled) plans are counted and placed by the numpy twin (a
     multi-scale plan's slices filled in place) and windows gathered by the Python twin: equal results."""
-    from tokenmill.windows import _kernels, sliding
+    from tokenmill import _gather
+    from tokenmill.windows import sliding
 
     rng = np.random.default_rng(5)
     lengths = rng.integers(0, 400, 300)
@@ -378,11 +379,11 @@ def test_first_run_twins_plan_and_gather_like_the_kernels(monkeypatch, windows):
         return _plan_arrays(plan), plan.stats, ids.tolist(), n.tolist()
 
     monkeypatch.setattr(sliding, "_python_first", lambda num_docs: False)
-    monkeypatch.setattr(_kernels, "_python_first", lambda kernel, positions: False)
+    monkeypatch.setattr(_gather, "_python_first", lambda kernel, positions: False)
     want = run()  # compiled
     twins = []
     monkeypatch.setattr(sliding, "_python_first", lambda num_docs: twins.append("plan") or True)
-    monkeypatch.setattr(_kernels, "_python_first", lambda kernel, positions: twins.append("gather") or True)
+    monkeypatch.setattr(_gather, "_python_first", lambda kernel, positions: twins.append("gather") or True)
     assert run() == want
     assert {"plan", "gather"} <= set(twins)
 

@@ -9,8 +9,15 @@ from hypothesis import strategies as st
 
 import tokenmill
 from tokenmill.errors import ConfigError, InputError
-from tokenmill.windows import (SemanticWindows, SlidingWindows, assemble_context, bm25_scores, chunk_text,
-                               coverage_report, preview)
+from tokenmill.windows import (
+    SemanticWindows,
+    SlidingWindows,
+    assemble_context,
+    bm25_scores,
+    chunk_text,
+    coverage_report,
+    preview,
+)
 
 TEXT = ("滑动窗口把长文档切成一段一段。每个窗口不超过模型上限！\n\n"
         "Sliding windows cut long documents. Each window fits the model? Yes.\n"

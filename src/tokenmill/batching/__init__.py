@@ -4,7 +4,7 @@ Everything here needs only numpy (numba compiles the packing loops on first use)
 (attention masks, loss normalization, the reference model) is :mod:`tokenmill.torch`.
 """
 
-from .layout import IGNORE_INDEX, Batch, Block
+from .batch import Batch, Block
 from .packing import Chunks, PackPlan, chunk_stream, pack
 from .padding import LengthGroupedBatches, pad_batch
 from .sources import SliceSource
@@ -12,6 +12,6 @@ from .split import Split, split_documents
 from .stats import BatchStats, stats_of
 
 __all__ = [
-    "IGNORE_INDEX", "Batch", "Block", "BatchStats", "Chunks", "LengthGroupedBatches", "PackPlan",
+    "Batch", "Block", "BatchStats", "Chunks", "LengthGroupedBatches", "PackPlan",
     "SliceSource", "Split", "chunk_stream", "pack", "pad_batch", "split_documents", "stats_of",
 ]

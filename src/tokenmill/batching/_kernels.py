@@ -7,6 +7,7 @@ Only :mod:`tokenmill.batching.packing` imports this module, and only when a plan
 from __future__ import annotations
 
 import numpy as np
+
 from .._intrinsics import prefetch
 from .._jit import njit
 
@@ -348,16 +349,6 @@ def group_by_block(assign, perm, nblocks, doc, start, length, out_doc, out_start
         out_start[j] = start[i]
         out_length[j] = length[i]
     return ptr
-
-
-@njit(cache=True, nogil=True)
-def gather(tokens, src, length, dst, out):
-    """``out[dst[k] : dst[k] + length[k]] = tokens[src[k] : src[k] + length[k]]`` for every k."""
-    for k in range(src.size):
-        s = src[k]
-        d = dst[k]
-        for j in range(length[k]):
-            out[d + j] = tokens[s + j]
 
 
 @njit(cache=True, nogil=True)

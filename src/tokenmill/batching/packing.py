@@ -37,12 +37,20 @@ from typing import Iterator, Literal
 
 import numpy as np
 
-from ..data.source import TokenSource, as_source
 from .._arrays import ranks_in_groups
 from .._validate import check_array, check_int, check_rows, check_spans, check_total
+from ..data.source import TokenSource, as_source
 from ..errors import ConfigError, InputError
-from .layout import (INT32_MAX, Batch, Block, Buffers, FragmentPositions, assemble_segments, batch_outputs,
-                     check_fragment_positions, check_index_dtype, check_token_array, layout_batch)
+from .batch import Batch, Block, FragmentPositions, check_fragment_positions
+from .layout import (
+    INT32_MAX,
+    Buffers,
+    assemble_segments,
+    batch_outputs,
+    check_index_dtype,
+    check_token_array,
+    layout_batch,
+)
 
 Method = Literal["best_fit", "first_fit_decreasing", "greedy", "concat"]
 LongDocs = Literal["split", "truncate", "error"]

@@ -21,7 +21,8 @@ import numpy as np
 
 from .._validate import check_array, check_int
 from ..errors import ConfigError
-from .layout import Batch, assemble
+from .batch import Batch
+from .layout import assemble
 
 
 def pad_batch(seqs: Sequence[Sequence[int] | np.ndarray], *, pad_id: int, max_length: int | None = None,

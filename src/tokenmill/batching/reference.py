@@ -7,8 +7,9 @@ import bisect
 
 import numpy as np
 
+from ..conventions import IGNORE_INDEX
 from ..errors import ConfigError
-from .layout import IGNORE_INDEX, Batch, check_fragment_positions
+from .batch import Batch, check_fragment_positions
 
 
 def best_fit(lengths: list[int], capacity: int) -> tuple[list[int], int]:
@@ -104,12 +105,11 @@ def assemble(fill, seg_row: np.ndarray, seg_doc: np.ndarray, seg_start: np.ndarr
 
     # Attention segments: documents (or one stream per row), then the row's padding.
     if stream:
-        a_row = np.arange(B, dtype=np.int64)
         a_start = row_first
         a_len = used
         a_doc_start = np.zeros(B, np.int64)
     else:
-        a_row, a_start, a_len, a_doc_start = seg_row, seg_dst, seg_len, np.asarray(seg_start, np.int64)
+        a_start, a_len, a_doc_start = seg_dst, seg_len, np.asarray(seg_start, np.int64)
     pad_len = T - used
     starts = np.concatenate([a_start, row_first + used])
     lens = np.concatenate([a_len, pad_len])

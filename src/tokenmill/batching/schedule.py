@@ -36,10 +36,9 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass, is_dataclass
 from pathlib import Path
+from typing import Annotated, Literal
 
 import numpy as np
-
-from typing import Annotated, Literal
 
 from .._arrays import ranks_in_groups
 from .._schema import BIG, Count, Meta, Struct, check, load_json, parse_json
@@ -47,7 +46,8 @@ from .._validate import check_bool, check_doc_ids, check_int
 from ..data.mixture import Mixture, allocate_counts, source_fingerprint
 from ..data.source import ArraySource, as_source
 from ..errors import ConfigError, FormatError
-from .layout import IGNORE_INDEX, Batch, Buffers, assemble_segments, check_fragment_positions
+from .batch import Batch, check_fragment_positions
+from .layout import Buffers, assemble_segments
 from .packing import LONG_DOCS, METHODS, PackPlan, pack, segment_filler_of, segment_origins
 from .sources import SliceSource
 
@@ -668,8 +668,3 @@ def _merge_rows(pieces, num_rows: int) -> Batch:
     cu = np.concatenate([[0]] + [c[1:] + r * T for r, c in enumerate(row_cu)]).astype(np.int32)
     return Batch(arrays["input_ids"], arrays["labels"], arrays["position_ids"], arrays["doc_ids"] >= 0,
                  arrays["doc_ids"], arrays["token_offsets"], cu, int(longest))
-
-
-def count_targets(labels: np.ndarray) -> int:
-    """Effective targets of a ``(B, T)`` labels array (positions 1.., not -100)."""
-    return int((np.asarray(labels)[:, 1:] != IGNORE_INDEX).sum())

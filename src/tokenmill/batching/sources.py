@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..data.source import TokenSource, as_source
 from .._validate import check_array
+from ..data.source import TokenSource, as_source
 from ..errors import InputError
 
 

@@ -7,11 +7,11 @@ and each side is then packed on its own.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..data.split import assign_groups
 from ..errors import ConfigError
 
 
@@ -34,7 +34,8 @@ def split_documents(groups, val_fraction: float, *, seed: int = 0) -> Split:
     """Assign every group (source, author, any hashable key; one per document) wholly to train or
     to validation, so that validation holds about ``val_fraction`` of the documents.
 
-    Groups are ordered by a seeded hash of their key (independent of document order) and taken into
+    The rule is the one of ``TokenStore.split`` (:func:`tokenmill.data.split.assign_groups`): groups
+    are ordered by a seeded hash of their key (independent of document order) and taken into
     validation until it reaches ``round(val_fraction * n)`` documents; the result is deterministic for
     a seed and never puts one group on both sides.
 
@@ -53,27 +54,7 @@ def split_documents(groups, val_fraction: float, *, seed: int = 0) -> Split:
     if not 0.0 < float(val_fraction) < 1.0:
         raise ConfigError(f"val_fraction={val_fraction!r} must be between 0 and 1 (exclusive)")
     keys = list(groups)
-    n = len(keys)
-    codes: dict = {}
-    doc_group = np.fromiter((codes.setdefault(k, len(codes)) for k in keys), np.int64, n)
-    if len(codes) < 2:
-        raise ConfigError(f"{len(codes)} distinct group(s) cannot be split into train and validation; "
-                          "pass finer groups (e.g. one per document)")
-    rank = np.array([_seeded_hash(k, seed) for k in codes], dtype=np.uint64)
-    order = np.argsort(rank, kind="stable")  # group codes in hash order
-    sizes = np.bincount(doc_group, minlength=len(codes))[order]
-    target = max(1, round(float(val_fraction) * n))
-    # Take groups while validation is still short of the target; always leave one group for train.
-    before = np.cumsum(sizes) - sizes
-    take = before < target
-    if take.all():
-        take[-1] = False
-    is_val = np.zeros(len(codes), dtype=bool)
-    is_val[order[take]] = True
-    val_docs = is_val[doc_group]
-    return Split(np.flatnonzero(~val_docs), np.flatnonzero(val_docs), int((~is_val).sum()), int(is_val.sum()))
-
-
-def _seeded_hash(key, seed: int) -> int:
-    digest = hashlib.blake2b(f"{seed}\x00{type(key).__name__}\x00{key!r}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "little")
+    ints = bool(keys) and all(isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_)) for k in keys)
+    val_docs, n_train, n_val = assign_groups(np.asarray(keys, np.int64) if ints else keys, val_fraction, seed,
+                                             what="the groups")
+    return Split(np.flatnonzero(~val_docs), np.flatnonzero(val_docs), n_train, n_val)

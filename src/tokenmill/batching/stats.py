@@ -21,7 +21,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from ..conventions import IGNORE_INDEX
+from ..conventions import target_mask
 
 
 @dataclass(frozen=True)
@@ -94,8 +94,7 @@ def stats_of(labels: np.ndarray, doc_ids: np.ndarray, token_offsets: np.ndarray,
     (8, 7, 5, 0.875)
     """
     labels, doc_ids, token_offsets = (np.atleast_2d(np.asarray(a)) for a in (labels, doc_ids, token_offsets))
-    scored = np.zeros(labels.shape, dtype=bool)
-    scored[:, 1:] = labels[:, 1:] != IGNORE_INDEX
+    scored = target_mask(labels)
     targets = int(scored.sum())
     docs, offs = doc_ids[scored], token_offsets[scored]
     unique = _count_unique_pairs(docs, offs)

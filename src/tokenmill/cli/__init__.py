@@ -29,7 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="example: tokenmill train --input corpus/ --vocab-size 8192 --out tok.json",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    from .. import __version__
+    from .._version import __version__
 
     parser.add_argument("--version", action="version", version=f"tokenmill {__version__}")
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error (also TOKENMILL_DEBUG=1)")

@@ -180,7 +180,7 @@ def _train(args, out: Path, tok, train, val, report: dict) -> None:
     torch.set_num_threads(1)  # tiny tensors on a shared machine: one thread is the fastest and deterministic
     T, B, N = args.block_size, args.batch_size, args.steps
     cfg = TinyConfig(vocab_size=tok.vocab_size, d_model=64, n_heads=4, n_layers=2, max_positions=T)
-    make_loader = lambda: TrainingLoader(train, batch_size=B, block_size=T, seed=args.seed, pad_id=0)  # noqa: E731
+    make_loader = lambda: TrainingLoader(train, batch_size=B, block_size=T, seed=args.seed, pad_id=0)
     make_eval = lambda: TrainingLoader(val, batch_size=B, block_size=T, shuffle=False, drop_last=False)  # noqa: E731
 
     model = TinyCausalLM(cfg, seed=args.seed)

@@ -33,9 +33,9 @@ def register(sub) -> None:
 
 
 def _parse(spec: str):
-    from ..errors import ConfigError
-
     import math
+
+    from ..errors import ConfigError
 
     path, sep, weight = spec.rpartition(":")
     if not sep or not path:

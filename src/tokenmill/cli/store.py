@@ -90,9 +90,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def cmd_stats(args: argparse.Namespace) -> int:
     from ..data.stats import plot_lengths
-    from ..data.store import TokenStore
-
-    from ..data.store import store_files
+    from ..data.store import TokenStore, store_files
 
     store = TokenStore.open(args.dir)
     st = store.stats()

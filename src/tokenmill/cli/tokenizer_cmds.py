@@ -126,7 +126,7 @@ def cmd_inspect(args) -> int:
         print("special tokens: " + ", ".join(f"{s}={i}" for s, i in items[:12]) + more)
     if info["merges"] and not info["first_merges"]:
         print(f"merges: {info['merges']:,d} (imported merge list)")
-    show = lambda t: f"  {t['id']:>7,d}  {_readable(bytes(t['bytes']))}" + (  # noqa: E731
+    show = lambda t: f"  {t['id']:>7,d}  {_readable(bytes(t['bytes']))}" + (
         f"  (count {t['count']:,d})" if t.get("count") is not None else "")
     if info["first_merges"]:
         print(f"first merges (of {info['merges']:,d}):")

@@ -198,7 +198,7 @@ def run_jobs(jobs: Iterable, tokenizer, opts: EncodeOptions, *, engine: str, wor
         return
     runnable, jobs = _runnable_first(jobs, workers)
     if runnable == 0:  # nothing to run (every shard of a resumed build is done): no pool
-        for key, texts in jobs:
+        for key, _ in jobs:
             yield key, None
         return
     workers = min(workers, runnable)  # a pool no larger than the work
@@ -206,7 +206,7 @@ def run_jobs(jobs: Iterable, tokenizer, opts: EncodeOptions, *, engine: str, wor
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(workers) as ex:
-            submit = lambda texts: ex.submit(encode_job, tokenizer, opts, texts)  # noqa: E731
+            submit = lambda texts: ex.submit(encode_job, tokenizer, opts, texts)
             yield from _ordered(jobs, submit, lambda f: f.result(), workers)
         return
     import multiprocessing as mp
@@ -218,7 +218,7 @@ def run_jobs(jobs: Iterable, tokenizer, opts: EncodeOptions, *, engine: str, wor
         ctx, payload = mp.get_context("spawn"), tokenizer_payload(tokenizer)
     with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker,
                              initargs=(payload, opts, os.getpid())) as ex:
-        submit = lambda texts: ex.submit(_run_in_worker, texts)  # noqa: E731
+        submit = lambda texts: ex.submit(_run_in_worker, texts)
         yield from _ordered(jobs, submit, lambda f: f.result(), workers)
 
 

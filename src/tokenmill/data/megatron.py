@@ -33,7 +33,9 @@ CODE_OF = {np.dtype(v): k for k, v in CODES.items()}
 INT32_MAX = 2**31 - 1
 
 
-def export_megatron(store, prefix) -> tuple[Path, Path]:
+def export_megatron(store, prefix, *, inputs=()) -> tuple[Path, Path]:
+    """Write ``prefix.bin``/``prefix.idx`` from a token source; ``inputs``: the files it reads (never
+    written onto)."""
     prefix = Path(prefix)
     dtype = np.dtype(store.dtype).newbyteorder("=")
     if dtype == np.uint32:  # Megatron has no uint32 code: int32 holds every id below 2**31
@@ -50,9 +52,7 @@ def export_megatron(store, prefix) -> tuple[Path, Path]:
         np.cumsum(lengths[:-1] * dtype.itemsize, out=pointers[1:])
     bin_path, idx_path = prefix.with_name(prefix.name + ".bin"), prefix.with_name(prefix.name + ".idx")
     # never onto the store being read (a link or hard link to one of its files): its files are inputs
-    from .store import store_files  # store.py imports this module lazily: no cycle at import time
-
-    inputs = store_files(store)
+    inputs = list(inputs)
     le = dtype.newbyteorder("<")
 
     def write_bin(f):

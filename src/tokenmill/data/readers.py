@@ -28,7 +28,8 @@ import io
 import json
 import os
 import stat
-from dataclasses import dataclass, field as _field
+from dataclasses import dataclass
+from dataclasses import field as _field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Literal
 
@@ -269,7 +270,7 @@ def _check_records(path, block: bytes, sep: bytes, offset: int, limit: int, what
         pos = j + len(sep)
 
 
-def _read_all(path: Path, *, opener=None) -> bytes:
+def read_all(path: Path, *, opener=None) -> bytes:
     """The whole (decompressed) file, read in blocks: more than :func:`max_document_bytes` is an
     InputError, found after reading at most that much plus one block."""
     limit = max_document_bytes()
@@ -315,7 +316,7 @@ def text_documents(path: Path, *, split_lines: bool = False, separator: str | No
         if ended:
             yield "", row
     else:
-        yield _decode(_read_all(path, opener=opener), where=str(path), base=0, errors=errors), 0
+        yield _decode(read_all(path, opener=opener), where=str(path), base=0, errors=errors), 0
 
 
 @dataclass
@@ -485,7 +486,7 @@ class HFSource(Source):
 
 
 # ---- constructors --------------------------------------------------------------------------------
-def files(inputs, *, format: Format = "auto", field: str = "text", split_lines: bool = False,  # noqa: A002
+def files(inputs, *, format: Format = "auto", field: str = "text", split_lines: bool = False,
           separator: str | None = None, errors: Errors = "strict") -> FileSource:
     """A file source: paths, folders and globs (see :func:`expand_paths`), read in sorted order."""
     return FileSource(expand_paths(inputs), format, field, split_lines, separator, errors)
@@ -501,7 +502,7 @@ def hf_dataset(dataset, *, field: str = "text", batch_size: int = 1000) -> HFSou
     return HFSource(dataset, field, batch_size)
 
 
-def as_sources(sources, *, field: str = "text", format: Format = "auto", split_lines: bool = False,  # noqa: A002
+def as_sources(sources, *, field: str = "text", format: Format = "auto", split_lines: bool = False,
                separator: str | None = None, errors: Errors = "strict") -> list[Source]:
     """Normalize what :meth:`TokenStore.build` accepts into a list of :class:`Source`.
 

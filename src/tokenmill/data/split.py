@@ -1,8 +1,10 @@
 """``store.split``: train/validation views of a store, by document, source, file or any group key.
 
-Groups are shuffled with the seed and taken into the validation view until it holds
-``val_fraction`` of the documents, so a group (all documents of one file, say) never lands in both
-views. Both views are token sources over the same memory maps (no copy), with their own fingerprint.
+The one train/validation rule of tokenmill (:func:`assign_groups`, also behind
+:func:`tokenmill.split_documents`): groups are ordered by a seeded hash of their key and taken into
+the validation view until it holds ``val_fraction`` of the documents, so a group (all documents of
+one file, say) never lands in both views, and a group's side depends only on its key and the seed.
+Both views are token sources over the same memory maps (no copy), with their own fingerprint.
 """
 
 from __future__ import annotations
@@ -12,60 +14,7 @@ from typing import Callable
 
 import numpy as np
 
-from .._io import canonical_hash
 from ..errors import ConfigError
-from .store import StoreSource
-
-
-class StoreView(StoreSource):
-    """Documents ``index`` (int64; increasing for a split, any order for a slice) of a store, as a
-    token source and a sequence (see :class:`~tokenmill.data.store.StoreSource`)."""
-
-    def __init__(self, store, index: np.ndarray, definition: dict):
-        self.store = store
-        self.index = np.asarray(index, np.int64)
-        self.definition = definition
-        self.dtype = store.dtype
-
-    @property
-    def fingerprint(self) -> str:
-        return canonical_hash({"store": self.store.fingerprint, "view": self.definition})
-
-    vocab_size = property(lambda self: self.store.vocab_size)
-    tokenizer_hash = property(lambda self: self.store.tokenizer_hash)
-    eos_id = property(lambda self: self.store.eos_id)
-    bos_id = property(lambda self: self.store.bos_id)
-
-    def check_tokenizer(self, tokenizer) -> None:
-        self.store.check_tokenizer(tokenizer)
-
-    def __len__(self) -> int:
-        return int(self.index.size)
-
-    @property
-    def num_tokens(self) -> int:
-        return int(self.lengths.sum())
-
-    @property
-    def lengths(self) -> np.ndarray:
-        return self.store.lengths[self.index]
-
-    def get(self, i: int) -> np.ndarray:
-        return self.store.get(int(self.index[self._doc_index(i)]))
-
-    def provenance(self, i: int):
-        return self.store.provenance(int(self.index[self._doc_index(i)]))
-
-    def decode(self, i: int, tokenizer) -> str:
-        return self.store.decode(int(self.index[self._doc_index(i)]), tokenizer)
-
-    def _fill(self, doc, start, length, dst, out) -> None:
-        if doc.size and (doc.min() < 0 or doc.max() >= len(self)):
-            raise ConfigError(f"a segment names document {int(doc.max()):,d}, outside this view's 0 .. {len(self) - 1:,d}")
-        self.store._fill(self.index[doc], start, length, dst, out)
-
-    def __repr__(self) -> str:
-        return f"StoreView({len(self):,d} of {len(self.store):,d} documents, {self.definition})"
 
 
 def _group_keys(store, by) -> np.ndarray:
@@ -84,35 +33,22 @@ def _group_keys(store, by) -> np.ndarray:
             return files
         return np.asarray(root.manifest["file_source"], np.int64)[files]
     if callable(by):
-        ids: dict = {}
-        out = np.empty(n, np.int64)
-        for i in range(n):
-            out[i] = ids.setdefault(by(i), len(ids))
-        return out
+        return [by(i) for i in range(n)]  # the keys themselves: their hash, not their order, decides
     raise ConfigError(f"by={by!r}: use 'doc', 'source', 'file' or a callable doc_index -> group key")
 
 
 def split_store(store, val_fraction: float, *, by: str | Callable = "doc", seed: int = 0):
-    """``(train, val)`` views; see :meth:`TokenStore.split`."""
+    """``(train, val)`` views; see :meth:`TokenStore.split`. The rule is :func:`assign_groups`'s,
+    the one ``tokenmill.split_documents`` follows too (same documents, keys and seed, same split)."""
     if isinstance(val_fraction, bool) or not isinstance(val_fraction, (int, float)) or not 0 < val_fraction < 1:
         raise ConfigError(f"val_fraction={val_fraction!r} must be a number strictly between 0 and 1")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
         raise ConfigError(f"seed={seed!r} must be an integer")
     keys = _group_keys(store, by)
-    uniq, inverse, counts = np.unique(keys, return_inverse=True, return_counts=True)
-    if uniq.size < 2:
-        raise ConfigError(f"the store has {uniq.size} group(s) by {by!r}; a split needs at least 2 "
-                          "(use by='doc' or a finer grouping)")
-    order = np.random.default_rng(int(seed)).permutation(uniq.size)
-    want = val_fraction * len(store)
-    taken = np.cumsum(counts[order])
-    k = int(np.searchsorted(taken, want, side="left")) + 1  # groups until val holds >= want documents
-    k = min(max(k, 1), uniq.size - 1)
-    is_val = np.zeros(uniq.size, bool)
-    is_val[order[:k]] = True
-    val_doc = is_val[inverse]
+    val_doc = assign_groups(keys, val_fraction, int(seed), what=f"the store's documents by {by!r}")[0]
     by_name = by if isinstance(by, str) else "callable:" + _callable_name(by)
-    define = {"split": {"val_fraction": float(val_fraction), "by": by_name, "seed": int(seed)}}
+    define = {"split": {"val_fraction": float(val_fraction), "by": by_name, "seed": int(seed),
+                        "rule": "seeded-hash-v1"}}
     base = getattr(store, "store", store)
     base_index = getattr(store, "index", None)
 
@@ -120,10 +56,67 @@ def split_store(store, val_fraction: float, *, by: str | Callable = "doc", seed:
         idx = np.flatnonzero(mask)
         if base_index is not None:
             idx = base_index[idx]
-        return StoreView(base, idx, {**define, "part": part,
-                                     "parent": getattr(store, "definition", None)})
+        return base.view(idx, {**define, "part": part, "parent": getattr(store, "definition", None)})
 
     return view(~val_doc, "train"), view(val_doc, "val")
+
+
+# ---- the one split rule ---------------------------------------------------------------------------
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _mix64(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finalizer, vectorized (uint64 arithmetic wraps, as the hash wants)."""
+    with np.errstate(over="ignore"):
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return x ^ (x >> np.uint64(31))
+
+
+def seeded_key_hash(keys, seed: int) -> np.ndarray:
+    """A seeded 64-bit hash of each group key (uint64), independent of the keys' order: integer keys
+    (document, file or source indices) vectorized with splitmix64, other keys (strings, tuples) by a
+    blake2b digest of their type and repr."""
+    arr = np.asarray(keys) if not isinstance(keys, np.ndarray) else keys
+    if arr.dtype.kind in "iu" and arr.ndim == 1:
+        with np.errstate(over="ignore"):
+            s = _mix64(np.uint64(seed % 2**64) * _GOLDEN + _GOLDEN)
+            return _mix64(arr.astype(np.int64).view(np.uint64) ^ s)
+    out = np.empty(len(keys), np.uint64)
+    for i, k in enumerate(keys):
+        digest = hashlib.blake2b(f"{seed}\x00{type(k).__name__}\x00{k!r}".encode(), digest_size=8).digest()
+        out[i] = int.from_bytes(digest, "little")
+    return out
+
+
+def assign_groups(keys, val_fraction: float, seed: int, *, what: str = "the documents"):
+    """The one train/validation rule: ``(is_val per document (bool), train groups, val groups)``.
+
+    Every group (documents with one key) goes wholly to one side. Groups are ordered by
+    :func:`seeded_key_hash` of their key (so a group's side depends on its key and the seed, not on
+    the order of the documents) and taken into validation while it holds fewer than
+    ``max(1, round(val_fraction * n))`` documents; train always keeps at least one group.
+    """
+    if isinstance(keys, np.ndarray) and keys.dtype.kind in "iu":
+        uniq, inverse, counts = np.unique(keys, return_inverse=True, return_counts=True)
+    else:
+        codes: dict = {}
+        inverse = np.fromiter((codes.setdefault(k, len(codes)) for k in keys), np.int64)
+        uniq = list(codes)
+        counts = np.bincount(inverse, minlength=len(uniq))
+    g = len(uniq)
+    if g < 2:
+        raise ConfigError(f"{what} form {g} distinct group(s), which cannot be split into train and validation; "
+                          "a split needs at least 2 (use finer groups, e.g. one per document: by='doc')")
+    order = np.argsort(seeded_key_hash(uniq, seed), kind="stable")
+    sizes = counts[order]
+    target = max(1, round(float(val_fraction) * int(counts.sum())))
+    before = np.cumsum(sizes) - sizes
+    take = before < target
+    take[-1] = False if take.all() else take[-1]
+    is_val = np.zeros(g, bool)
+    is_val[order[take]] = True
+    return is_val[inverse], int((~is_val).sum()), int(is_val.sum())
 
 
 def _callable_name(f) -> str:

@@ -51,6 +51,38 @@ def length_counts(lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.unique(lengths, return_counts=True)
 
 
+def weighted_percentiles(lengths: np.ndarray, ps, counted=None) -> list[int]:
+    """Token-weighted percentiles: the length of the document holding the ``p``-th percent token.
+
+    >>> weighted_percentiles(np.array([1, 1, 8]), [0, 50, 100])
+    [1, 8, 8]
+    """
+    lengths = np.asarray(lengths, np.int64)
+    total = int(lengths.sum())
+    if not total:
+        return [0 for _ in ps]
+    values, counts = length_counts(lengths) if counted is None else counted
+    cum = np.cumsum(counts * values)
+    out = []
+    for p in ps:
+        k = int(np.searchsorted(cum, max(1, int(np.ceil(total * p / 100))), side="left"))
+        out.append(int(values[min(k, values.size - 1)]))
+    return out
+
+
+def token_histogram(lengths: np.ndarray, edges: np.ndarray, counted=None) -> list[int]:
+    """Tokens in documents of each length bin (``np.histogram``'s bins, weighted by length).
+
+    >>> token_histogram(np.array([1, 2, 2, 5]), np.array([0, 2, 6]))
+    [1, 9]
+    """
+    if not lengths.size:
+        return [0] * (edges.size - 1)
+    values, counts = length_counts(lengths) if counted is None else counted  # distinct lengths, then bins
+    return [int(x) for x in np.histogram(values, bins=edges, weights=counts * values)[0].tolist()]
+
+
+
 def store_stats(src) -> StoreStats:
     lengths = np.asarray(src.lengths, np.int64)
     n, tokens = int(lengths.size), int(lengths.sum())
@@ -68,18 +100,11 @@ def store_stats(src) -> StoreStats:
     hi = max(int(lengths.max()) if n else 1, 1)
     edges = np.unique(np.concatenate([[0], np.geomspace(1, hi + 1, 40).astype(np.int64)]))
     counts = np.histogram(values, bins=edges, weights=per_value)[0].astype(np.int64)
-    tok_per_value = values * per_value
-    tok_hist = np.histogram(values, bins=edges, weights=tok_per_value)[0].astype(np.int64)
-    if tokens:  # the smallest length whose documents, with all shorter ones, hold p% of the tokens
-        cum = np.cumsum(tok_per_value)
-        want = np.ceil(tokens * np.asarray(PERCENTILES, np.float64) / 100).astype(np.int64)
-        at_t = values[np.minimum(np.searchsorted(cum, want, side="left"), values.size - 1)].tolist()
-    else:
-        at_t = [0] * len(PERCENTILES)
-    tpct = {f"p{p}": int(v) for p, v in zip(PERCENTILES, at_t)}
+    tok_hist = token_histogram(lengths, edges, (values, per_value))
+    tpct = {f"p{p}": v for p, v in zip(PERCENTILES, weighted_percentiles(lengths, PERCENTILES, (values, per_value)))}
     return StoreStats(n, tokens, ib, (ib / ctoks) if ib is not None and ctoks else None,
                       int((content <= 0).sum()), float(lengths.mean()) if n else 0.0, pct,
-                      {"edges": edges.tolist(), "counts": counts.tolist(), "tokens": tok_hist.tolist()}, tpct)
+                      {"edges": edges.tolist(), "counts": counts.tolist(), "tokens": tok_hist}, tpct)
 
 
 def plot_lengths(stats: StoreStats, path, *, inputs=()):

@@ -35,7 +35,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import shutil
 import stat
 import sys
 from collections.abc import Sequence
@@ -359,7 +358,7 @@ def store_files(source) -> list[Path]:
 
 def build(out_dir, sources, tokenizer, *, workers: int | None = None, engine: str = "local",
           append_eos: bool = True, prepend_bos: bool = False, shard_bytes: int = DEFAULT_SHARD_BYTES,
-          errors: str = "strict", field: str = "text", format: str = "auto",  # noqa: A002
+          errors: str = "strict", field: str = "text", format: str = "auto",
           split_lines: bool = False, separator: str | None = None, eos_id: int | None = None,
           bos_id: int | None = None, special_text: str = "error", overwrite: bool = False,
           progress: bool = True, ray_address: str | None = None) -> "TokenStore":
@@ -453,6 +452,15 @@ def _write_array(path: Path, arr: np.ndarray) -> tuple[int, str]:
     return len(view), "sha256:" + hashlib.sha256(view).hexdigest()
 
 
+def input_digest(documents: list[bytes]) -> str:
+    """``sha256:<hex>`` of a shard's documents (their UTF-8 bytes): the lengths as int64
+    little-endian, then the bytes of all documents back to back (so a document boundary that moves
+    changes the digest too). Two passes of hashlib over contiguous buffers, no work per document."""
+    h = hashlib.sha256(np.fromiter(map(len, documents), "<i8", len(documents)).tobytes())
+    h.update(b"".join(documents))
+    return "sha256:" + h.hexdigest()
+
+
 class _Builder:
     def __init__(self, out: Path, srcs: list[Source], tokenizer, opts, shard_bytes: int, progress: bool):
         self.out, self.srcs, self.tok, self.opts = out, srcs, tokenizer, opts
@@ -468,10 +476,11 @@ class _Builder:
 
     # documents in source order, cut into shards; each shard's input hashed as it is read
     def _cut(self) -> Iterator[tuple[int, list[str], np.ndarray, int, str]]:
-        """``(shard, texts, meta, input bytes, input hash)`` of every shard, in order. The hash is the
-        sha256 of each document's UTF-8 bytes, each preceded by its length (8 bytes, little-endian):
-        what a resumed build compares to prove a finished shard was made from the same input."""
-        k, texts, meta, size, h = 0, [], [], 0, hashlib.sha256()
+        """``(shard, texts, meta, input bytes, input hash)`` of every shard, in order. The hash is
+        :func:`input_digest` of the shard's documents: what a resumed build compares to prove a
+        finished shard was made from the same input."""
+        k, texts, meta, raw = 0, [], [], []
+        size = 0
         for si, src in enumerate(self.srcs):
             base, count = self.file_base[si], 0
             for text, f, row in src.documents():
@@ -479,17 +488,16 @@ class _Builder:
                 texts.append(text)
                 meta.append((base + f, row))
                 b = text.encode("utf-8", "surrogatepass")
+                raw.append(b)
                 size += len(b)
-                h.update(len(b).to_bytes(8, "little"))
-                h.update(b)
                 if size >= self.shard_bytes:
-                    yield k, texts, np.array(meta, np.int64).reshape(-1, 2), size, "sha256:" + h.hexdigest()
-                    k, texts, meta, size, h = k + 1, [], [], 0, hashlib.sha256()
+                    yield k, texts, np.array(meta, np.int64).reshape(-1, 2), size, input_digest(raw)
+                    k, texts, meta, raw, size = k + 1, [], [], [], 0
             if count == 0:
                 raise InputError(f"source {si} ({src.describe()}) holds no documents; remove it or check the "
                                  "path, field and split options")
         if texts or k == 0:
-            yield k, texts, np.array(meta, np.int64).reshape(-1, 2), size, "sha256:" + h.hexdigest()
+            yield k, texts, np.array(meta, np.int64).reshape(-1, 2), size, input_digest(raw)
 
     def _jobs(self) -> Iterator[tuple[int, list[str] | None]]:
         for k, texts, meta, size, digest in self._cut():
@@ -649,8 +657,9 @@ def _tidy(out: Path, n_shards: int) -> None:
 # ==================================================================================================
 # reading
 # ==================================================================================================
-class _Shard:
-    """One shard's memory maps, loaded and validated on first use.
+class Shard:
+    """One shard of a store (``store.shards[k]``): its files, its record, and its memory maps,
+    loaded and validated on first use.
 
     A file mapped in memory that shrinks under the mapping (truncated by another program) would
     kill the interpreter with SIGBUS at the first read past its new end. So every access of a shard
@@ -732,13 +741,10 @@ class StoreSource:
         n = len(self)
         if isinstance(key, slice):
             r = range(n)[key]  # Python's own slice rules (a zero step is its ValueError)
-            from .split import StoreView  # split.py builds on this module
-
             picked = np.arange(r.start, r.stop, r.step, dtype=np.int64)
             if isinstance(self, StoreView):
-                return StoreView(self.store, self.index[picked],
-                                 {"of": self.definition, "slice": [r.start, r.stop, r.step]})
-            return StoreView(self, picked, {"slice": [r.start, r.stop, r.step]})
+                return self.store.view(self.index[picked], {"of": self.definition, "slice": [r.start, r.stop, r.step]})
+            return self.view(picked, {"slice": [r.start, r.stop, r.step]})
         if isinstance(key, (bool, np.bool_)) or not isinstance(key, (int, np.integer)):
             raise TypeError(f"document indices must be integers or slices, not {type(key).__name__}")
         key = int(key)
@@ -788,7 +794,7 @@ class StoreSource:
             raise ConfigError(f"out must be a writable C-contiguous array of shape ({rows.size}, >= {width})")
         flat = self._flat_segments(doc, start, length)
         if flat is not None:
-            from ..windows._kernels import gather_rows
+            from .._gather import gather_rows
 
             gather_rows(flat[0], flat[1], length, out, pad_id)
             return out, length
@@ -839,7 +845,7 @@ class StoreSource:
         """Write ``prefix.bin`` / ``prefix.idx`` (Megatron MMIDIDX version 1), one sequence per document."""
         from .megatron import export_megatron
 
-        return export_megatron(self, prefix)
+        return export_megatron(self, prefix, inputs=store_files(self))
 
     def stats(self):
         from .stats import store_stats
@@ -848,8 +854,10 @@ class StoreSource:
 
     def split(self, val_fraction: float, *, by: str | Callable = "doc", seed: int = 0):
         """Two disjoint views ``(train, val)``: groups (documents, sources, files or whatever ``by``
-        returns) are shuffled with ``seed`` and taken into ``val`` until it holds ``val_fraction`` of
-        the documents; a group never lands in both. Deterministic for a seed.
+        returns) are ordered by a seeded hash of their key and taken into ``val`` until it holds
+        ``val_fraction`` of the documents (rounded); a group never lands in both. The rule is the one
+        of :func:`tokenmill.split_documents` (same keys and seed, same split), deterministic for a
+        seed and independent of the order of the documents.
 
         ``by``: ``"doc"``, ``"source"`` (the entry of ``sources`` a document came from), ``"file"``, or
         a callable ``f(doc_index) -> hashable group key``.
@@ -857,6 +865,57 @@ class StoreSource:
         from .split import split_store
 
         return split_store(self, val_fraction, by=by, seed=seed)
+
+
+class StoreView(StoreSource):
+    """Documents ``index`` (int64; increasing for a split, any order for a slice) of a store, as a
+    token source and a sequence (see :class:`~tokenmill.data.store.StoreSource`)."""
+
+    def __init__(self, store, index: np.ndarray, definition: dict):
+        self.store = store
+        self.index = np.asarray(index, np.int64)
+        self.definition = definition
+        self.dtype = store.dtype
+
+    @property
+    def fingerprint(self) -> str:
+        return canonical_hash({"store": self.store.fingerprint, "view": self.definition})
+
+    vocab_size = property(lambda self: self.store.vocab_size)
+    tokenizer_hash = property(lambda self: self.store.tokenizer_hash)
+    eos_id = property(lambda self: self.store.eos_id)
+    bos_id = property(lambda self: self.store.bos_id)
+
+    def check_tokenizer(self, tokenizer) -> None:
+        self.store.check_tokenizer(tokenizer)
+
+    def __len__(self) -> int:
+        return int(self.index.size)
+
+    @property
+    def num_tokens(self) -> int:
+        return int(self.lengths.sum())
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return self.store.lengths[self.index]
+
+    def get(self, i: int) -> np.ndarray:
+        return self.store.get(int(self.index[self._doc_index(i)]))
+
+    def provenance(self, i: int):
+        return self.store.provenance(int(self.index[self._doc_index(i)]))
+
+    def decode(self, i: int, tokenizer) -> str:
+        return self.store.decode(int(self.index[self._doc_index(i)]), tokenizer)
+
+    def _fill(self, doc, start, length, dst, out) -> None:
+        if doc.size and (doc.min() < 0 or doc.max() >= len(self)):
+            raise ConfigError(f"a segment names document {int(doc.max()):,d}, outside this view's 0 .. {len(self) - 1:,d}")
+        self.store._fill(self.index[doc], start, length, dst, out)
+
+    def __repr__(self) -> str:
+        return f"StoreView({len(self):,d} of {len(self.store):,d} documents, {self.definition})"
 
 
 class TokenStore(StoreSource):
@@ -871,7 +930,7 @@ class TokenStore(StoreSource):
         self.path = Path(path)
         self.manifest = manifest
         self.dtype = np.dtype(manifest["dtype"]).newbyteorder("<")
-        self._shards = [_Shard(self.path, rec, self.dtype) for rec in manifest["shards"]]
+        self._shards = [Shard(self.path, rec, self.dtype) for rec in manifest["shards"]]
         self._doc_start = np.zeros(len(self._shards) + 1, np.int64)
         np.cumsum([r["documents"] for r in manifest["shards"]], out=self._doc_start[1:])
         self._lengths = None
@@ -969,6 +1028,11 @@ class TokenStore(StoreSource):
             sh.check_files(("tokens", "offsets", "meta"))
         return store
 
+    def view(self, index, definition: dict) -> "StoreView":
+        """The documents ``index`` of this store as a token source and sequence (no copy);
+        ``definition`` (JSON) says how they were chosen and enters the view's fingerprint."""
+        return StoreView(self, np.asarray(index, np.int64), definition)
+
     @classmethod
     def from_megatron(cls, prefix):
         """Read a Megatron ``prefix.bin`` / ``prefix.idx`` pair (MMIDIDX version 1) as a token source."""
@@ -1006,6 +1070,11 @@ class TokenStore(StoreSource):
         return int(self.manifest["tokens"])
 
     @property
+    def shards(self) -> tuple:
+        """The store's :class:`Shard` objects, in order (their files, records and memory maps)."""
+        return tuple(self._shards)
+
+    @property
     def num_shards(self) -> int:
         return len(self._shards)
 
@@ -1037,7 +1106,7 @@ class TokenStore(StoreSource):
             self._lengths = np.concatenate(parts) if parts else np.zeros(0, np.int64)
         return self._lengths
 
-    def _locate(self, i: int) -> tuple[_Shard, int]:
+    def _locate(self, i: int) -> tuple[Shard, int]:
         i = self._doc_index(i)
         s = int(np.searchsorted(self._doc_start, i, side="right")) - 1
         return self._shards[s], i - int(self._doc_start[s])
@@ -1109,7 +1178,7 @@ class TokenStore(StoreSource):
             yield sh.tokens
 
     def _fill(self, doc, start, length, dst, out) -> None:
-        from ..batching import _kernels
+        from .._gather import gather_segments
 
         self._check_segments(doc, start, length)
         if out.dtype != np.int64 and out.dtype != self.dtype:
@@ -1123,7 +1192,7 @@ class TokenStore(StoreSource):
             sh.check_files()
             local = doc[m] - self._doc_start[int(s)]
             src = np.ascontiguousarray(sh.offsets[local] + start[m])
-            _kernels.gather(sh.tokens, src, np.ascontiguousarray(length[m]), np.ascontiguousarray(dst[m]), out)
+            gather_segments(sh.tokens, src, np.ascontiguousarray(length[m]), np.ascontiguousarray(dst[m]), out)
 
     # ---- checks ----------------------------------------------------------------------------------
     def verify(self, *, progress: bool = False) -> dict:

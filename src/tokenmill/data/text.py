@@ -97,9 +97,9 @@ def read_input_bytes(path: str | os.PathLike) -> bytes:
     """The bytes of one input file (one document). A directory, a missing file or a device
     (``/dev/zero`` would be read until memory runs out) is an InputError naming it; a regular file
     or a FIFO (``<(cmd)``, a pipe) is read in blocks, up to ``$TOKENMILL_MAX_DOCUMENT_BYTES`` (1 GiB)."""
-    from .readers import _read_all
+    from .readers import read_all
 
-    return _read_all(Path(os.fspath(path)), opener=_open_input)
+    return read_all(Path(os.fspath(path)), opener=_open_input)
 
 
 def expand_inputs(inputs: Iterable[str | os.PathLike]) -> list[Path]:

@@ -29,7 +29,7 @@ def verify_store(store, *, progress: bool = False) -> dict:
     m = store.manifest
     vocab, nfiles = store.vocab_size, len(m["files"])
     total_bytes = 0
-    shards = store._shards
+    shards = store.shards
     bar = None
     if progress:
         from tqdm.auto import tqdm

@@ -24,17 +24,17 @@ import codecs
 import os
 import unicodedata
 from dataclasses import asdict, dataclass
-from typing import Iterable, Sequence
+from typing import Sequence
 
 import numpy as np
 
-from .. import __version__
 from .._validate import check_int
+from .._version import __version__
 from ..batching.packing import pack
 from ..batching.padding import pad_batch
 from ..conventions import IGNORE_INDEX
 from ..data.source import as_source
-from ..data.stats import PERCENTILES, length_counts, store_stats
+from ..data.stats import PERCENTILES, store_stats
 from ..data.store import TokenStore
 from ..data.text import check_input_file, decode_utf8
 from ..errors import ConfigError, InputError, TokenmillError
@@ -423,25 +423,6 @@ def _vocabulary_section(tok, vocab: _Vocab, docs: list[_Doc]) -> dict:
 
 
 # ---- store ------------------------------------------------------------------------------------------
-def weighted_percentiles(lengths: np.ndarray, ps: Iterable[float]) -> list[int]:
-    """Token-weighted percentiles: the length of the document holding the ``p``-th percent token.
-
-    >>> weighted_percentiles(np.array([1, 1, 8]), [0, 50, 100])
-    [1, 8, 8]
-    """
-    lengths = np.asarray(lengths, np.int64)
-    total = int(lengths.sum())
-    if not total:
-        return [0 for _ in ps]
-    values, counts = length_counts(lengths)
-    cum = np.cumsum(counts * values)
-    out = []
-    for p in ps:
-        k = int(np.searchsorted(cum, max(1, int(np.ceil(total * p / 100))), side="left"))
-        out.append(int(values[min(k, values.size - 1)]))
-    return out
-
-
 def _files_section(source, docs: list[_Doc], lengths: np.ndarray) -> dict:
     """Tokens per source file: exact from the store's provenance table up to EXACT_FILE_DOCS
     documents, else estimated from the sampled documents (scaled to the store's size)."""
@@ -470,11 +451,9 @@ def _store_section(source, docs: list[_Doc]) -> dict:
     lengths = np.asarray(source.lengths, np.int64)
     edges = np.asarray(st.histogram["edges"], np.int64)
     root = getattr(source, "store", source)
-    # token-weighted figures: the store's statistics where they carry them (as `tokenmill store stats`
-    # prints them), else computed here the same way
-    tp = getattr(st, "token_percentiles", None)
-    token_pct = [int(tp[f"p{p}"]) for p in PERCENTILES] if tp else weighted_percentiles(lengths, PERCENTILES)
-    token_hist = st.histogram.get("tokens") or token_histogram(lengths, edges)
+    # token-weighted figures: the store's statistics (as `tokenmill store stats` prints them)
+    token_pct = [int(st.token_percentiles[f"p{p}"]) for p in PERCENTILES]
+    token_hist = st.histogram["tokens"]
     return {
         "path": str(getattr(root, "path", "")), "repr": repr(source)[:300],
         "fingerprint": getattr(source, "fingerprint", None), "documents": st.documents, "tokens": st.tokens,
@@ -486,18 +465,6 @@ def _store_section(source, docs: list[_Doc]) -> dict:
                       "tokens": [int(x) for x in token_hist]},
         "files": _files_section(source, docs, lengths),
     }
-
-
-def token_histogram(lengths: np.ndarray, edges: np.ndarray) -> list[int]:
-    """Tokens in documents of each length bin (``np.histogram``'s bins, weighted by length).
-
-    >>> token_histogram(np.array([1, 2, 2, 5]), np.array([0, 2, 6]))
-    [1, 9]
-    """
-    if not lengths.size:
-        return [0] * (edges.size - 1)
-    values, counts = length_counts(lengths)  # the distinct lengths, then a few bins
-    return [int(x) for x in np.histogram(values, bins=edges, weights=counts * values)[0].tolist()]
 
 
 # ---- plans: windows and packing ---------------------------------------------------------------------------

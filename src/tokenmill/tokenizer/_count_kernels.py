@@ -8,9 +8,10 @@ at ``arena[start[e]:start[e] + length[e]]`` with a 64-bit ``count[e]`` and its F
 from __future__ import annotations
 
 import numpy as np
-from .._jit import njit
 
+from .._jit import njit
 from ._hashing import fnv1a, reindex
+
 
 @njit(cache=True, nogil=True)
 def _same(arena, start, data, a, n):

@@ -27,50 +27,49 @@ Every backtrack is worked out as in ``_pretok_kernels`` (whose helpers this modu
 from __future__ import annotations
 
 from .._jit import njit
-
 from ._pretok_kernels import (
-    _APOS,
-    _CR,
-    _LF,
-    _SP,
+    APOS,
+    CR,
     KIND,
     L_,
+    LF,
     N_,
-    _contraction_ci,
-    _grow,
-    _next,
-    _run,
-    _skip_bytes,
-    _space_end,
-    _start,
+    SP,
     classify,
+    contraction_ci,
+    grow_offsets,
+    new_offsets,
+    next_char,
+    run_end,
+    skip_bytes,
+    space_end,
 )
 
 
 @njit(cache=True, nogil=True, inline="always")
 def _m_family(data, cls, i, n, dmax):
     b = data[i]
-    j = _next(cls, i)
-    if b == _APOS:
-        e = _contraction_ci(data, cls, i, n)
+    j = next_char(cls, i)
+    if b == APOS:
+        e = contraction_ci(data, cls, i, n)
         if e >= 0:
             return e
     kind = cls[i] & KIND
     if kind == L_:
-        return _run(cls, j, n, L_)
-    if b != _CR and b != _LF and kind != N_ and j < n and (cls[j] & KIND) == L_:
-        return _run(cls, j, n, L_)
+        return run_end(cls, j, n, L_)
+    if b != CR and b != LF and kind != N_ and j < n and (cls[j] & KIND) == L_:
+        return run_end(cls, j, n, L_)
     if kind == N_:
         for _ in range(dmax - 1):
             if j >= n or (cls[j] & KIND) != N_:
                 break
-            j = _next(cls, j)
+            j = next_char(cls, j)
         return j
-    if b == _SP and j < n and (cls[j] & KIND) == 0:
-        return _skip_bytes(data, _run(cls, j, n, 0), n, _CR, _LF, _LF)
+    if b == SP and j < n and (cls[j] & KIND) == 0:
+        return skip_bytes(data, run_end(cls, j, n, 0), n, CR, LF, LF)
     if kind == 0:
-        return _skip_bytes(data, _run(cls, j, n, 0), n, _CR, _LF, _LF)
-    return _space_end(data, cls, i, j, n, True, False)
+        return skip_bytes(data, run_end(cls, j, n, 0), n, CR, LF, LF)
+    return space_end(data, cls, i, j, n, True, False)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -87,11 +86,11 @@ def split_family(data, tab, docs, dmax):
     """(offsets, bad) as ``_pretok_kernels.split_gpt4``, for the family pattern with K = ``dmax``
     (LET is whatever the table's L bit holds)."""
     cls, bad = classify(data, tab, docs)
-    out = _start(data.shape[0])
+    out = new_offsets(data.shape[0])
     k = 1
     for d in range(docs.shape[0] - 1):
         i, k = _fill_family(data, cls, docs[d], docs[d + 1], out, k, dmax)
         while i < docs[d + 1]:
-            out = _grow(out, k)
+            out = grow_offsets(out, k)
             i, k = _fill_family(data, cls, i, docs[d + 1], out, k, dmax)
     return out[:k].copy(), bad

@@ -14,10 +14,9 @@ hold it equal to), with hand-rolled structures so nothing allocates per operatio
 from __future__ import annotations
 
 import numpy as np
+
 from .._jit import njit
-
 from ._hashing import mix64
-
 
 
 @njit(cache=True, nogil=True)

@@ -5,9 +5,11 @@ only what ``TokenizerLike`` lists. ``as_tokenizer(obj)`` returns a tokenmill ``T
 that is exact, else a ``ForeignTokenizer`` that calls the object's own batch encode:
 
 * a ``Tokenizer``: itself;
-* a path: a tokenmill tokenizer file, a ``tokenizer.json`` (or the folder holding one), or a
+* a path: a tokenmill tokenizer file, a ``tokenizer.json`` (or the folder holding one), a
+  SentencePiece ``.model`` (protobuf: Mistral v1-v3, Llama 2; ``tokenizer.sentencepiece``), or a
   tiktoken rank file (``.tiktoken``, Llama 3's ``tokenizer.model``; give ``pattern=`` a preset name
   or regex, and ``special_tokens=``);
+* a ``sentencepiece.SentencePieceProcessor``: its model, exactly (BPE) or wrapped (Unigram);
 * a ``tokenizers.Tokenizer`` or a ``transformers.PreTrainedTokenizerFast`` (its backend): imported
   with ``Tokenizer.from_huggingface`` when it is byte-level BPE;
 * a ``tiktoken.Encoding``: its ranks, pattern and special tokens.
@@ -19,12 +21,12 @@ reproduce (WordPiece, Unigram, byte fallback, ...) is wrapped instead: slower, s
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from ..errors import ConfigError, FormatError, MissingExtraError
+from .foreign import ForeignTokenizer
 
 PROBE = (
     "Hello, world! It's 2024: naïve café, don't WE'LL 12345678 9.99% x\n\n  \tindented\r\n"
@@ -79,6 +81,10 @@ def as_tokenizer(obj, *, pattern=None, special_tokens=None, check: bool = True):
         return _from_hf(hf, check)
     if _is_tiktoken(obj):
         return _from_tiktoken(obj, check)
+    if type(obj).__name__ == "SentencePieceProcessor" and hasattr(obj, "serialized_model_proto"):
+        from .sentencepiece import from_processor
+
+        return from_processor(obj)
     if isinstance(obj, TokenizerLike):
         return obj
     raise ConfigError(
@@ -109,7 +115,12 @@ def load_tokenizer_path(path, *, pattern=None, special_tokens=None):
         raise ConfigError(f"tokenizer {str(p)!r} does not exist; pass a tokenmill tokenizer file, a tokenizer.json "
                           "(or its folder) or a .tiktoken rank file")
     with open(p, "rb") as f:
-        head = f.read(4096).lstrip()
+        head = f.read(4096)
+    from .sentencepiece import is_sentencepiece_model, load_or_wrap
+
+    if is_sentencepiece_model(head):  # a SentencePiece .model (protobuf), not Llama 3's rank file
+        return load_or_wrap(p)
+    head = head.lstrip()
     if head.startswith((b"{", b"[")):
         if b'"tokenmill.tokenizer"' in head:
             return Tokenizer.load(p)
@@ -156,8 +167,8 @@ def _huggingface_file(p: Path):
 
 
 EXPECTED = ("expected a tokenmill tokenizer file, a Hugging Face tokenizer.json (or its folder), Mistral's "
-            "tekken.json, or a tiktoken rank file (.tiktoken, Llama 3's tokenizer.model: '<base64 token> <rank>' "
-            "lines)")
+            "tekken.json, a SentencePiece .model file, or a tiktoken rank file (.tiktoken, Llama 3's tokenizer.model: "
+            "'<base64 token> <rank>' lines)")
 
 
 def _check_rank_file(p: Path, head: bytes) -> None:
@@ -231,112 +242,3 @@ def _from_tiktoken(enc, check: bool):
         if tok.encode(probe, allowed_special="all") != enc.encode(probe, allowed_special="all"):
             return ForeignTokenizer.from_tiktoken(enc)
     return tok
-
-
-class ForeignTokenizer:
-    """A tokenizer tokenmill cannot reproduce exactly, called through its own batch encode.
-
-    Special tokens follow tokenmill's safety model: text spelling one raises unless allowed; allowed
-    ones are encoded by the wrapped tokenizer (which recognises them itself)."""
-
-    def __init__(self, kind: str, obj, *, vocab_size: int, special_tokens: dict[str, int], content_hash: str,
-                 encode_fn, decode_fn, token_bytes_fn):
-        self.kind = kind
-        self.wrapped = obj
-        self._vocab_size = vocab_size
-        self._special = dict(special_tokens)
-        self._hash = content_hash
-        self._encode_fn = encode_fn  # (texts, with_specials) -> list[list[int]]
-        self._decode_fn = decode_fn
-        self._token_bytes_fn = token_bytes_fn
-
-    @classmethod
-    def from_hf(cls, hf, body: str) -> "ForeignTokenizer":
-        specials = {t.content: i for i, t in hf.get_added_tokens_decoder().items() if t.special}
-
-        def enc(texts, with_specials):
-            old = hf.encode_special_tokens
-            hf.encode_special_tokens = not with_specials
-            try:
-                return [e.ids for e in hf.encode_batch(texts, add_special_tokens=False)]
-            finally:
-                hf.encode_special_tokens = old
-
-        def token_bytes(i):
-            return hf.decode([i], skip_special_tokens=False).encode("utf-8")
-
-        return cls("tokenizers", hf, vocab_size=hf.get_vocab_size(), special_tokens=specials,
-                   content_hash=hashlib.sha256(body.encode("utf-8")).hexdigest(),
-                   encode_fn=enc, decode_fn=lambda ids: hf.decode(list(ids), skip_special_tokens=False),
-                   token_bytes_fn=token_bytes)
-
-    @classmethod
-    def from_tiktoken(cls, e) -> "ForeignTokenizer":
-        h = hashlib.sha256(e._pat_str.encode())
-        for b, r in sorted(e._mergeable_ranks.items(), key=lambda kv: kv[1]):
-            h.update(b"%d:" % r + b)
-        for s, r in sorted(e._special_tokens.items()):
-            h.update(b"%d=" % r + s.encode())
-
-        def enc(texts, with_specials):
-            if with_specials:
-                return e.encode_batch(list(texts), allowed_special="all")
-            return e.encode_ordinary_batch(list(texts))
-
-        return cls("tiktoken", e, vocab_size=e.n_vocab, special_tokens=dict(e._special_tokens),
-                   content_hash=h.hexdigest(), encode_fn=enc,
-                   decode_fn=lambda ids: e.decode_bytes(list(ids)).decode("utf-8", "replace"),
-                   token_bytes_fn=e.decode_single_token_bytes)
-
-    @property
-    def vocab_size(self) -> int:
-        return self._vocab_size
-
-    @property
-    def special_tokens(self) -> dict[str, int]:
-        return dict(self._special)
-
-    @property
-    def content_hash(self) -> str:
-        return self._hash
-
-    def _check(self, texts, allowed_special, disallowed_special) -> bool:
-        allowed = set(self._special) if allowed_special == "all" else set(allowed_special)
-        disallowed = set(self._special) if disallowed_special == "all" else set(disallowed_special)
-        from ..errors import SpecialTokenError
-
-        for t in texts:
-            for s in sorted(disallowed - allowed):
-                if s in t:
-                    raise SpecialTokenError(f"the text contains the special token {s!r} at character {t.index(s):,d}; "
-                                            "pass allowed_special='all' or disallowed_special=()")
-        if allowed and allowed != set(self._special):
-            raise ConfigError(f"a wrapped {self.kind} tokenizer allows all special tokens or none; "
-                              "pass allowed_special='all' or ()")
-        return bool(allowed)
-
-    def encode(self, text: str, *, allowed_special=(), disallowed_special="all") -> list[int]:
-        return self.encode_batch([text], allowed_special=allowed_special, disallowed_special=disallowed_special)[0]
-
-    def encode_ordinary(self, text: str) -> list[int]:
-        return self._encode_fn([text], False)[0]
-
-    def encode_batch(self, texts, *, num_threads=None, as_arrays=False, allowed_special=(),
-                     disallowed_special="all") -> list:
-        import numpy as np
-
-        texts = list(texts)
-        out = self._encode_fn(texts, self._check(texts, allowed_special, disallowed_special))
-        return [np.asarray(ids, np.int64) for ids in out] if as_arrays else [list(ids) for ids in out]
-
-    def decode(self, ids, errors: str = "replace") -> str:
-        return self._decode_fn([int(i) for i in ids])
-
-    def decode_bytes(self, ids) -> bytes:
-        return b"".join(self.token_bytes(int(i)) for i in ids)
-
-    def token_bytes(self, token_id: int) -> bytes:
-        return self._token_bytes_fn(int(token_id))
-
-    def __repr__(self) -> str:
-        return f"ForeignTokenizer({self.kind}, vocab_size={self.vocab_size:,d}, special_tokens={len(self._special)})"

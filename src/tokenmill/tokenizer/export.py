@@ -47,7 +47,7 @@ def _unique_vocab(tok) -> dict[int, bytes]:
     """id -> bytes of the model's tokens (special and added tokens excluded), every bytes string once."""
     vocab: dict[int, bytes] = {}
     seen: dict[bytes, int] = {}
-    for i, b in enumerate(tok._vocab):
+    for i, b in enumerate(tok.spec.vocab):
         if b is None:
             continue
         if b in seen:
@@ -99,13 +99,13 @@ def onig_pattern(regex_str: str) -> str:
 def to_huggingface_dict(tok) -> dict:
     """A ``tokenizer.json`` body that HF ``tokenizers`` encodes exactly as ``tok`` does."""
     b2u = bytes_to_unicode()
-    enc = lambda b: "".join(b2u[x] for x in b)  # noqa: E731
+    enc = lambda b: "".join(b2u[x] for x in b)
     vocab = _unique_vocab(tok)
     rank_file = tok.merges is None
     merges = recover_merges(tok)
     added = _added_for_export(tok, vocab)
-    patterns = [p for p in [tok.pattern, *tok._split_patterns] if p is not None]
-    prefix = tok._add_prefix_space
+    patterns = [p for p in [tok.pattern, *tok.spec.split_patterns] if p is not None]
+    prefix = tok.spec.add_prefix_space
     if prefix:
         if patterns not in ([], [resolve_pattern("gpt2")]):
             raise ConfigError("a tokenizer with add_prefix_space and split patterns other than ByteLevel's own "
@@ -121,14 +121,14 @@ def to_huggingface_dict(tok) -> dict:
         "truncation": None,
         "padding": None,
         "added_tokens": added,
-        "normalizer": {"type": "NFC"} if tok._normalizer == "NFC" else None,
+        "normalizer": {"type": "NFC"} if tok.spec.normalizer == "NFC" else None,
         "pre_tokenizer": pre,
         "post_processor": None,
         "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False},
         "model": {
             "type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
             "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False,
-            "ignore_merges": bool(rank_file or tok._whole_chunk_lookup),
+            "ignore_merges": bool(rank_file or tok.spec.whole_chunk_lookup),
             "vocab": {enc(b): i for i, b in vocab.items()},
             "merges": [[enc(vocab[a]), enc(vocab[b])] for a, b in merges],
         },
@@ -138,8 +138,8 @@ def to_huggingface_dict(tok) -> dict:
 def _added_for_export(tok, vocab: dict[int, bytes]) -> list[dict]:
     """Added tokens; HF re-derives their ids on load (vocabulary tokens keep theirs, the others are
     numbered from the vocabulary's size on), so those must already be numbered that way."""
-    if tok._added is not None:
-        items = [t.to_dict() for t in tok._added]
+    if tok.spec.added_tokens is not None:
+        items = [t.to_dict() for t in tok.spec.added_tokens]
     else:
         items = [{"id": i, "content": s, "special": True, "single_word": False, "lstrip": False, "rstrip": False,
                   "normalized": False} for s, i in tok.special_tokens.items()]
@@ -170,15 +170,15 @@ def to_tiktoken(tok, name: str | None = None):
     from ..errors import require
 
     tiktoken = require("tiktoken", "tiktoken")
-    if tok._normalizer is not None or tok._add_prefix_space or tok._split_patterns:
+    if tok.spec.normalizer is not None or tok.spec.add_prefix_space or tok.spec.split_patterns:
         raise ConfigError("tiktoken has no normalizer, prefix space or second split pattern; this tokenizer "
                           "uses one (encode with tokenmill, or export with save_huggingface)")
-    if tok._added is not None and any(not t.special for t in tok._added):
+    if tok.spec.added_tokens is not None and any(not t.special for t in tok.spec.added_tokens):
         raise ConfigError("tiktoken has no non-special added tokens; this tokenizer has some")
-    if tok._merge_ids is not None:
+    if tok.spec.merge_ids is not None:
         import numpy as np
 
-        if len(tok._merge_ids) and np.any(np.diff(tok._merge_ids) < 0):
+        if len(tok.spec.merge_ids) and np.any(np.diff(tok.spec.merge_ids) < 0):
             raise ConfigError("this tokenizer's merge order differs from its id order, so tiktoken's ranks "
                               "(= ids) would merge differently; use save_huggingface instead")
     vocab = _unique_vocab(tok)

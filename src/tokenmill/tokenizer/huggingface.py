@@ -26,147 +26,31 @@ post-processor's template tokens, e.g. a BOS, are not added: add them yourself).
 from __future__ import annotations
 
 import functools
-import json
 import os
-import unicodedata
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from msgspec import UNSET
 
 from ..errors import FormatError, UnsupportedTokenizerError
-from .schemas import (ID_RULE, HFByteLevel, HFCacheConfig, HFNormalizerSequence, HFPreSequence, HFSplit,
-                      HFTokenizerJson, check_ids_below, decode_file, is_id)
+from .added import AddedToken
+from .conversion_cache import load_cached, save_cached
+from .schemas import (
+    ID_RULE,
+    HFByteLevel,
+    HFCacheConfig,
+    HFNormalizerSequence,
+    HFPreSequence,
+    HFSplit,
+    HFTokenizerJson,
+    check_ids_below,
+    decode_file,
+    is_id,
+)
 
 # HF ByteLevel's own split regex; equal to the gpt2 preset on every input (tested), so it runs compiled.
 BYTELEVEL_REGEX = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
-
-
-@dataclass(frozen=True)
-class AddedToken:
-    """One entry of tokenizer.json's ``added_tokens`` with the id HF gives it."""
-
-    id: int
-    content: str
-    special: bool = False
-    single_word: bool = False
-    lstrip: bool = False
-    rstrip: bool = False
-    normalized: bool = False
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d, *, what: str = "added token") -> "AddedToken":
-        """From ``to_dict``'s form, checked exactly (``"special": "false"`` is a FormatError, not True)."""
-        from .._schema import check
-        from .schemas import AddedTokenEntry
-
-        return cls.from_entry(check(d, AddedTokenEntry, what=what))
-
-    @classmethod
-    def from_entry(cls, e) -> "AddedToken":
-        """From a checked ``schemas.AddedTokenEntry``."""
-        return cls(e.id, e.content, e.special, e.single_word, e.lstrip, e.rstrip, e.normalized)
-
-
-@dataclass(frozen=True)
-class _Flags:
-    """An added token's matching options (HF compares them to skip re-adding an identical token)."""
-
-    content: str
-    single_word: bool
-    lstrip: bool
-    rstrip: bool
-    normalized: bool
-    special: bool
-
-
-def _white_space() -> frozenset:
-    import regex
-
-    return frozenset(regex.findall(r"\s", "".join(map(chr, range(0x3100)))))
-
-
-class AddedTokenMatcher:
-    """Splits text into pieces and added tokens as HF's ``AddedVocabulary.extract_and_normalize``."""
-
-    def __init__(self, added, normalizer: str | None):
-        import regex
-
-        self._normalizer = normalizer
-        self._raw = {t.content: t for t in added if not t.normalized}
-        self._norm = {self._normalize(t.content): t for t in added if t.normalized}
-        self._raw_re = self._alternation(self._raw)
-        self._norm_re = self._alternation(self._norm)
-        self._space = _white_space()
-        self._word = regex.compile(r"\w")
-        # a text holding none of these two-character prefixes holds no raw added token: skip the scan
-        self._raw_prefixes = tuple({c[:2] for c in self._raw})
-
-    def _normalize(self, s: str) -> str:
-        return unicodedata.normalize("NFC", s) if self._normalizer == "NFC" else s
-
-    @staticmethod
-    def _alternation(tokens: dict):
-        import regex
-
-        if not tokens:
-            return None
-        # longest first: at the leftmost position where any token matches, the longest one wins
-        return regex.compile("|".join(regex.escape(c) for c in sorted(tokens, key=lambda c: (-len(c), c))))
-
-    def pieces(self, text: str, allowed) -> list[tuple[str, int | None]]:
-        out: list[tuple[str, int | None]] = []
-        if not self._norm and not any(p in text for p in self._raw_prefixes):
-            text = self._normalize(text)
-            return [(text, None)] if text else []
-        for piece, tid in self._find(text, self._raw_re, self._raw, allowed):
-            if tid is not None:
-                out.append((piece, tid))
-                continue
-            piece = self._normalize(piece)
-            for p2, t2 in self._find(piece, self._norm_re, self._norm, allowed):
-                if p2 or t2 is not None:
-                    out.append((p2, t2))
-        return out
-
-    def _find(self, s: str, pattern, tokens: dict, allowed) -> list[tuple[str, int | None]]:
-        """HF's ``find_matches``: pieces in order, each (text, None) or (text, added token id)."""
-        if not s:
-            return []
-        if pattern is None:
-            return [(s, None)]
-        out: list[tuple[str, int | None]] = []
-        start_offset = 0
-        n = len(s)
-        for m in pattern.finditer(s):
-            start, stop = m.span()
-            tok = tokens[m.group()]
-            if tok.special and tok.content not in allowed:
-                continue  # a special token not allowed here is plain text (HF's encode_special_tokens)
-            if tok.single_word:
-                start_space = start == 0 or not self._word.match(s[start - 1])
-                stop_space = stop == n or not self._word.match(s[stop])
-                if not (start_space and stop_space):
-                    continue
-            if tok.lstrip:
-                k = start
-                while k > 0 and s[k - 1] in self._space:
-                    k -= 1
-                start = max(k, start_offset)
-            if tok.rstrip:
-                while stop < n and s[stop] in self._space:
-                    stop += 1
-            if start_offset < start:
-                out.append((s[start_offset:start], None))
-            out.append((s[start:stop], tok.id))
-            start_offset = stop
-        if start_offset < n:
-            out.append((s[start_offset:], None))
-        return out
 
 
 # ------------------------------------------------------------------------------------ loading
@@ -355,8 +239,9 @@ def tokenizer_json_path(path: str | os.PathLike) -> Path:
     return p / "tokenizer.json" if p.is_dir() else p
 
 
-def load_tokenizer_json(path: str | os.PathLike):
-    """``Tokenizer.from_huggingface``: see the module docstring.
+def load_tokenizer_json(path: str | os.PathLike, build):
+    """``Tokenizer.from_huggingface``: see the module docstring. ``build`` makes the tokenizer from
+    the converted parts (``Tokenizer.from_merge_list``: this module does not import the class).
 
     The conversion (vocabulary to bytes, merges to id arrays) is cached on disk, keyed by the file's
     SHA-256, under the same cache folder as the splitter's class table: a 128k-vocabulary file then
@@ -369,74 +254,37 @@ def load_tokenizer_json(path: str | os.PathLike):
     source = str(p)
     raw = read_bytes_limited(p, what="tokenizer.json")
     key = hashlib.sha256(raw).hexdigest()[:32]
-    cached = _load_cached(key)
+    cache_key = f"hf-{key}"
+    cached = load_cached(cache_key)
     if cached is not None:
         try:
-            return _build(*cached, source=source)
+            return _build(*cached, source=source, build=build)
         except FormatError:
             pass  # a damaged cache entry: rebuilt from the file
     parts = _convert(read_tokenizer_json(raw, source), source, len(raw))
-    _save_cached(key, *parts)
-    return _build(*parts, source=source)
+    save_cached(cache_key, *parts)
+    return _build(*parts, source=source, build=build)
 
 
 def read_tokenizer_json(raw: bytes, source: str) -> HFTokenizerJson:
     """The bytes of a tokenizer.json checked against ``schemas.HFTokenizerJson``: exact types (``"special":
     "false"`` is an error, not True); a model, normalizer or pre-tokenizer tokenmill does not reproduce is
     refused by name; a bad vocabulary entry is named by its token."""
-    vocab_of = lambda body: [("model.vocab", body["model"].get("vocab"), is_id, ID_RULE)]  # noqa: E731
+    vocab_of = lambda body: [("model.vocab", body["model"].get("vocab"), is_id, ID_RULE)]
     return decode_file(raw, HFTokenizerJson, where=f"tokenizer.json file {source!r}",
                        pre=lambda body: _refuse_components(body, source), maps=vocab_of)
 
 
-def _build(vocab, arr, config, *, source):
+def _build(vocab, arr, config, *, source, build):
     from .._schema import check
-    from .model import Tokenizer
 
     conf = check(config, HFCacheConfig, what=f"the cached conversion of {source}")
     patterns = conf.patterns
-    return Tokenizer.from_merge_list(
+    return build(
         vocab, arr[:, :2], merge_ids=arr[:, 2], pattern=patterns[0] if patterns else None,
         added_tokens=[AddedToken.from_entry(t) for t in conf.added_tokens],
         ignore_merges=conf.ignore_merges, normalizer=conf.normalizer,
         add_prefix_space=conf.add_prefix_space, split_patterns=patterns[1:], source=source)
-
-
-_CACHE_LAYOUT = 3  # 2: Split regexes with nested classes flattened (onig_classes); 3: files checked by schemas
-
-
-def _cache_file(key: str):
-    from .pretokenize import cache_dir
-
-    return cache_dir() / f"hf-tokenizer-v{_CACHE_LAYOUT}-{key}.npz"
-
-
-def _load_cached(key: str):
-    """(vocab, merges, config) from the cache, or None when absent or unreadable (then rebuilt)."""
-    try:
-        with np.load(_cache_file(key), allow_pickle=False) as z:
-            blob, starts, lens, arr = z["blob"], z["starts"], z["lens"], z["merges"]
-            config = json.loads(str(z["config"]))
-        data = blob.tobytes()
-        vocab = [None if n < 0 else data[a : a + n] for a, n in zip(starts.tolist(), lens.tolist())]
-        if arr.ndim != 2 or arr.shape[1] != 3:
-            return None
-        return vocab, arr.astype(np.int64, copy=False), config
-    except (OSError, ValueError, KeyError, TypeError, RecursionError):
-        return None
-
-
-def _save_cached(key: str, vocab, arr, config) -> None:
-    """Write the cache atomically; a cache that cannot be written is skipped."""
-    from .._io import write_cache
-
-    path = _cache_file(key)
-    lens = np.fromiter((-1 if b is None else len(b) for b in vocab), np.int64, len(vocab))
-    sizes = np.maximum(lens, 0)
-    starts = np.cumsum(sizes) - sizes
-    blob = np.frombuffer(b"".join(b for b in vocab if b is not None), np.uint8)
-    write_cache(path, lambda f: np.savez(f, blob=blob, starts=starts, lens=lens, merges=arr,
-                                         config=np.array(json.dumps(config))))
 
 
 def _convert(spec: HFTokenizerJson, source: str, file_size: int):
@@ -488,23 +336,36 @@ def _convert(spec: HFTokenizerJson, source: str, file_size: int):
             if a not in ids or b not in ids:
                 if a in vocab_map and b in vocab_map:
                     continue  # a merge of non-byte-level tokens never fires on byte-level input
-                raise FormatError(f"{source}: merge {k} ({a!r}, {b!r}) names a token missing from the vocabulary")
+                raise FormatError(f"{source}: merge {k} ({a!r}, {b!r}) names a token missing from the vocabulary") from None
             if a + b not in vocab_map:
-                raise FormatError(f"{source}: merge {k} ({a!r}, {b!r}) produces {a + b!r}, missing from the vocabulary")
+                raise FormatError(f"{source}: merge {k} ({a!r}, {b!r}) produces {a + b!r}, missing from the "
+                                  "vocabulary") from None
             rows.append((ids[a], ids[b], vocab_map[a + b]))
         arr = np.array(rows, np.int64).reshape(-1, 3)
     missing = [x for x in range(256) if bytes_to_unicode()[x] not in ids]
     if missing:
         raise _refuse(source, f"a vocabulary without the byte tokens for bytes {missing[:8]}",
                       "a byte-level BPE needs all 256")
-    added = _added_tokens(spec.added_tokens or [], vocab_map, source)
+    added = added_tokens_of(spec.added_tokens or [], vocab_map, source)
     config = {"patterns": patterns, "add_prefix_space": prefix_space, "normalizer": normalizer,
               "ignore_merges": model.ignore_merges,
               "added_tokens": [t.to_dict() for t in added]}
     return vocab, arr, config
 
 
-def _added_tokens(entries, vocab_map: dict[str, int], source: str) -> list[AddedToken]:
+@dataclass(frozen=True)
+class _Flags:
+    """An added token's matching options (HF compares them to skip re-adding an identical token)."""
+
+    content: str
+    single_word: bool
+    lstrip: bool
+    rstrip: bool
+    normalized: bool
+    special: bool
+
+
+def added_tokens_of(entries, vocab_map: dict[str, int], source: str) -> list[AddedToken]:
     """HF's ``AddedVocabulary.add_tokens`` on load: the file's ids are not used, the ids are re-derived."""
     next_id = len(vocab_map)
     by_content: dict[str, int] = {}

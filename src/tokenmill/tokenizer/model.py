@@ -197,10 +197,10 @@ class Tokenizer:
         cache keeps too."""
         import hashlib
 
-        from .huggingface import _load_cached, _save_cached
+        from .conversion_cache import load_cached, save_cached
 
         key = f"{kind}-" + hashlib.sha256(raw).hexdigest()[:32]
-        cached = _load_cached(key)
+        cached = load_cached(key)
         if cached is not None:
             vocab, arr, config = cached
             try:
@@ -215,7 +215,7 @@ class Tokenizer:
         ranks, config = parse()
         tok = cls.from_ranks(ranks, pattern=config.get("pattern", pattern),
                              special_tokens=config.get("specials", special_tokens))
-        _save_cached(key, tok._vocab, np.stack(tok._pair_arrays(), axis=1), config)
+        save_cached(key, tok._vocab, np.stack(tok._pair_arrays(), axis=1), config)
         return tok
 
     @classmethod
@@ -299,14 +299,26 @@ class Tokenizer:
                    split_patterns=split_patterns)
 
     @classmethod
+    def from_sentencepiece(cls, path: str | os.PathLike):
+        """Load a SentencePiece BPE ``.model`` file (Mistral v1-v3, Llama 2, Gemma-style): a
+        ``SentencePieceTokenizer`` (same protocol) whose ids equal ``sentencepiece``'s ``encode``
+        (see ``tokenizer.sentencepiece``)."""
+        from .sentencepiece import SentencePieceTokenizer
+
+        return SentencePieceTokenizer.load(path)
+
+    @classmethod
     def from_huggingface(cls, path: str | os.PathLike) -> "Tokenizer":
         """Load a byte-level BPE ``tokenizer.json`` (a file or the folder holding it); ids equal HF
         ``tokenizers``' ``encode(text, add_special_tokens=False)`` with special tokens allowed
         (``encode(text, allowed_special="all")``). Components that cannot be reproduced exactly are
         refused with a FormatError naming them (see ``tokenizer.huggingface``)."""
         from .huggingface import load_tokenizer_json
+        from .sp_huggingface import load, looks_sentencepiece_json
 
-        return load_tokenizer_json(path)
+        if looks_sentencepiece_json(_head(path)):  # Llama 2 / Mistral / Gemma-style: BPE over characters
+            return load(path)
+        return load_tokenizer_json(path, cls.from_merge_list)
 
     @property
     def _pair_table(self) -> dict[tuple[int, int], int]:
@@ -352,6 +364,20 @@ class Tokenizer:
         if h is None:
             h = self._content_hash = self.to_dict()["hash"]
         return h
+
+    @property
+    def spec(self):
+        """The tokenizer as data: a :class:`~tokenmill.tokenizer.spec.TokenizerSpec` (immutable)."""
+        from .spec import TokenizerSpec
+
+        spec = self.__dict__.get("_spec")
+        if spec is None:  # built once: the fields it describes never change after construction
+            spec = self.__dict__["_spec"] = TokenizerSpec.of(
+                vocab=self._vocab, merges=self._merges, merge_ids=self._merge_ids, pattern=self._pattern,
+                split_patterns=self._split_patterns, normalizer=self._normalizer,
+                add_prefix_space=self._add_prefix_space,
+                whole_chunk_lookup=self._whole_chunk_lookup, special_tokens=self._special, added_tokens=self._added)
+        return spec
 
     @property
     def special_tokens(self) -> dict[str, int]:
@@ -492,7 +518,7 @@ class Tokenizer:
         if self._added is None:
             return [(text, None)] if text else []
         if self._matcher is None:
-            from .huggingface import AddedTokenMatcher
+            from .added import AddedTokenMatcher
 
             self._matcher = AddedTokenMatcher(self._added, self._normalizer)
         return self._matcher.pieces(text, allowed)
@@ -743,7 +769,7 @@ class Tokenizer:
                                               f"model.tokens[{ranks[b]:,d}]; each token has one rank")
                         ranks[b] = i
                 return cls.from_ranks(ranks, pattern=spec.pattern, special_tokens=specials)
-            from .huggingface import AddedToken
+            from .added import AddedToken
 
             added = spec.added_tokens
             if added is not None and size is not None:
@@ -1097,3 +1123,16 @@ def _merge_array(merges) -> np.ndarray:
     if arr.ndim != 2 or arr.shape[1] != 2:
         raise FormatError(f"merges has shape {arr.shape}; pass (left id, right id) pairs, shape (M, 2)")
     return arr
+
+
+def _head(path) -> bytes:
+    """The bytes of a tokenizer.json (or the one in a folder) for a format sniff; b"" if unreadable (the
+    importer then reports the problem)."""
+    from pathlib import Path
+
+    p = Path(path)
+    p = p / "tokenizer.json" if p.is_dir() else p
+    try:
+        return read_bytes_limited(p, what="tokenizer.json")
+    except TokenmillError:
+        return b""

@@ -26,7 +26,6 @@ from pathlib import Path
 import numpy as np
 
 from .._io import write_cache
-
 from .._validate import check_offsets
 from ..errors import ConfigError, InputError
 from .patterns import GPT2, GPT4, O200K, compiled, findall_bounded, resolve_pattern

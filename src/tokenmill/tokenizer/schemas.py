@@ -168,7 +168,7 @@ class HFTokenizerJson(Struct):
 
 
 class HFCacheConfig(Struct):
-    """The conversion of a tokenizer.json as cached on disk (``huggingface._save_cached``)."""
+    """The conversion of a tokenizer.json as cached on disk (``conversion_cache.save_cached``)."""
 
     patterns: list[str]
     add_prefix_space: bool

@@ -69,9 +69,7 @@ def general(pattern: str):
     """The general compiled program for ``pattern``, or None (with one warning naming the construct)."""
     import warnings
 
-    from .regex_compile import Unsupported, compile_pattern
-
-    from .regex_compile import build_dfa
+    from .regex_compile import Unsupported, build_dfa, compile_pattern
 
     try:
         prog = compile_pattern(pattern)
@@ -90,7 +88,7 @@ def compiled_offsets(data: bytes, pattern: str, *, allow_general: bool | None = 
     general VM for other patterns (default: ``$TOKENMILL_GENERAL_SPLITTER``). ``doc_offsets``: split
     each ``data[doc_offsets[d]:doc_offsets[d + 1]]`` on its own (as ``pretokenize.split_offsets``); the
     result holds every document boundary."""
-    from .pretokenize import PRESET_IDS, as_readonly_bytes, raise_not_utf8, single_document, split_offsets
+    from .pretokenize import PRESET_IDS, as_readonly_bytes, raise_not_utf8, split_offsets
 
     if pattern in PRESET_IDS:
         return split_offsets(data, pattern, doc_offsets=doc_offsets)

@@ -311,7 +311,7 @@ def _count_compiled(pieces, regex_str, num_threads) -> ChunkCounts:
                 for data in batch:
                     buf = np.frombuffer(data, dtype=np.uint8)
                     counter._add(buf, split_offsets(buf, regex_str))
-            except BaseException as e:  # surfaced in the main thread
+            except BaseException as e:  # noqa: BLE001  (re-raised in the main thread, whatever it is)
                 errors.append(e)
 
     threads = [threading.Thread(target=worker, args=(c,), daemon=True) for c in counters]

@@ -6,7 +6,7 @@ does. Names load lazily, so ``import tokenmill.torch`` itself is cheap.
 
 from __future__ import annotations
 
-import importlib
+from .._lazy import lazy_exports
 
 _EXPORTS = {
     "to_tensors": ".collate",
@@ -26,18 +26,4 @@ _EXPORTS = {
     "hf_inputs": ".hf",
 }
 
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str):
-    try:
-        module = _EXPORTS[name]
-    except KeyError:
-        raise AttributeError(f"module 'tokenmill.torch' has no attribute {name!r}") from None
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return __all__
+__getattr__, __dir__, __all__ = lazy_exports(__name__, globals(), _EXPORTS, ())

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..batching.layout import Batch, Block
+from ..batching.batch import Batch, Block
 from ..errors import require
 
 torch = require("torch", "torch")

@@ -34,7 +34,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ..batching.layout import Batch, Block
+from ..batching.batch import Batch, Block
 from ..errors import ConfigError, require
 
 torch = require("torch", "torch")
@@ -86,11 +86,11 @@ def hf_inputs(batch, model, *, labels: bool = True, device=None) -> dict:
         return out
     seg = segment_ids(fields["cu_seqlens"].to(device), B, T)
     if impl in FLEX:
-        make = lambda w: _block_mask(seg, w)  # noqa: E731
+        make = lambda w: _block_mask(seg, w)
     elif impl == "eager" or not _bool_masks_for_sdpa():
-        make = lambda w: _additive(_allowed(seg, w), _dtype_of(model))  # noqa: E731
+        make = lambda w: _additive(_allowed(seg, w), _dtype_of(model))
     else:
-        make = lambda w: _allowed(seg, w)  # noqa: E731
+        make = lambda w: _allowed(seg, w)
     if window is None:  # no layer's window is shorter than this batch's longest segment
         out["attention_mask"] = make(None)
     elif set(types) == {"sliding_attention"}:

@@ -24,8 +24,8 @@ from __future__ import annotations
 import numpy as np
 
 from .._validate import check_bool, check_float, check_int
-from ..batching.layout import IGNORE_INDEX
 from ..batching.schedule import BatchSchedule
+from ..conventions import count_targets
 from ..errors import ConfigError, TokenmillError, require
 
 torch = require("torch", "torch")
@@ -40,7 +40,7 @@ def batch_tensors(batch) -> dict:
            for name in ("input_ids", "labels", "position_ids", "doc_ids", "token_offsets", "attention_mask",
                         "cu_seqlens")}
     out["max_seqlen"] = int(batch.max_seqlen)
-    out["num_targets"] = torch.tensor(int((batch.labels[:, 1:] != IGNORE_INDEX).sum()), dtype=torch.int64)
+    out["num_targets"] = torch.tensor(int(count_targets(batch.labels)), dtype=torch.int64)
     return out
 
 
@@ -120,7 +120,7 @@ class _Ring:
         cu = batch.cu_seqlens
         self.cu[w, slot].numpy()[: cu.size] = cu
         self.stamp[w, slot] = g  # after the data: the message below is sent after this store
-        targets = int((batch.labels[:, 1:] != IGNORE_INDEX).sum())
+        targets = int(count_targets(batch.labels))
         return "ring", w, slot, int(cu.size), int(batch.max_seqlen), targets
 
     def read(self, g: int, message: tuple) -> tuple:
@@ -150,7 +150,7 @@ _IN_A_WORKER = ("a TrainingLoader is being iterated inside a DataLoader worker: 
 def _to_wire(batch):
     """A batch as few tensors as possible: each tensor costs a shared-memory segment between processes."""
     stacked = torch.from_numpy(np.stack([getattr(batch, name) for name in _WIRE]))  # (5, B, T)
-    targets = int((batch.labels[:, 1:] != IGNORE_INDEX).sum())
+    targets = int(count_targets(batch.labels))
     return stacked, torch.from_numpy(batch.cu_seqlens), int(batch.max_seqlen), targets
 
 

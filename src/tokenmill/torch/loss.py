@@ -15,22 +15,11 @@ Across ranks, ``N`` is all-reduced first; if the data-parallel wrapper *averages
 
 from __future__ import annotations
 
-from ..batching.layout import IGNORE_INDEX
+from ..conventions import IGNORE_INDEX, count_targets  # noqa: F401  (the torch API exports it from here)
 from ..errors import ConfigError, require
 
 torch = require("torch", "torch")
 F = torch.nn.functional
-
-
-def count_targets(labels, *, ignore_index: int = IGNORE_INDEX):
-    """Effective targets in ``labels`` (``(B, T)``, stored at input positions): labels at positions
-    ``1 .. T-1`` that are not ``ignore_index`` (the first position is never scored after the shift).
-    Returns a 0-d int64 tensor on the labels' device.
-
-    >>> count_targets(torch.tensor([[-100, 10, 11, 2], [-100, 12, 2, -100]]))
-    tensor(5)
-    """
-    return (labels[..., 1:] != ignore_index).sum()
 
 
 def token_weighted_loss(logits, labels, *, num_targets, ignore_index: int = IGNORE_INDEX):

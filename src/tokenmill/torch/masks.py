@@ -12,7 +12,7 @@ or empty, so long packed blocks skip the empty tiles entirely.
 
 from __future__ import annotations
 
-from ..batching.layout import Batch, Block
+from ..batching.batch import Batch, Block
 from ..errors import require
 
 torch = require("torch", "torch")

@@ -9,8 +9,8 @@ from .coverage import CoverageReport, coverage_report
 from .multiscale import MultiScaleWindows
 from .preview import WindowPreview, preview
 from .semantic import SemanticPlan, SemanticWindows
-from .sliding import IGNORE_INDEX, PlanStats, SlidingWindows, Window, WindowPlan
+from .sliding import PlanStats, SlidingWindows, Window, WindowPlan
 
-__all__ = ["IGNORE_INDEX", "Chunk", "ContextPiece", "CoverageReport", "MultiScaleWindows", "PlanStats",
+__all__ = ["Chunk", "ContextPiece", "CoverageReport", "MultiScaleWindows", "PlanStats",
            "SemanticPlan", "SemanticWindows", "SlidingWindows", "Window", "WindowPlan", "WindowPreview",
            "assemble_context", "bm25_scores", "chunk_text", "coverage_report", "preview"]

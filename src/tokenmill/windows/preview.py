@@ -83,7 +83,7 @@ def preview(plan: WindowPlan, source, tokenizer, n: int = 5, *, rows=None) -> li
         raise ConfigError(f"n={n!r}; pass the number of windows to preview (>= 0)")
     src = as_source(source)
     lengths = np.asarray(src.lengths)
-    picked = np.arange(min(n, len(plan))) if rows is None else plan._rows(rows)
+    picked = np.arange(min(n, len(plan))) if rows is None else plan.row_indices(rows)
     out = []
     for r in picked.tolist():
         d, s, m = int(plan.doc[r]), int(plan.start[r]), int(plan.length[r])

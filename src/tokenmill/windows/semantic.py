@@ -35,15 +35,15 @@ The plan is computed for all documents at once: one numpy step per window *index
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 import regex
 
-from ..data.source import ArraySource
 from .._arrays import ranks_in_groups
 from .._validate import check_array, check_int
+from ..data.source import ArraySource
 from ..errors import ConfigError, InputError
 from ._text import char_byte_starts, encode_with_byte_offsets
 from .sliding import PlanStats, WindowPlan, check_choice, check_size
@@ -150,7 +150,7 @@ class SemanticWindows:
         # A cut before character c falls after every token whose first *byte* is before c's first
         # byte: a token holding only later bytes of the character before c stays with it, so no cut
         # lands inside a character (comparing character offsets instead cut "。" after its first byte).
-        to_tok = lambda c: int(np.searchsorted(bb[:-1], char_byte[c], side="left"))  # noqa: E731
+        to_tok = lambda c: int(np.searchsorted(bb[:-1], char_byte[c], side="left"))
         cuts = {to_tok(c) for c in self.cut_points(text)}
         regions = []
         for s, e in spans:

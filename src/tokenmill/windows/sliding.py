@@ -30,7 +30,7 @@ The seed's worked example, with its arithmetic corrected: N=10000, W=512, S=256 
 ``(10000 - 512) // 256 + 1 = 38`` full windows (last full start 9472, covering up to 9984), then the
 aligned tail at 9488: 39 windows, every token covered.
 
-Targets follow the convention of DESIGN.md: ``labels`` sit at the input positions (the model shifts
+Targets follow the convention of ``tokenmill/conventions.py``: ``labels`` sit at the input positions (the model shifts
 by one), ignored targets are ``-100``. A window's first token has nothing before it, so it is never a
 target (its label is ``-100``) unless a ``bos`` precedes it. ``score="new"`` additionally ignores
 targets that an earlier window of the same document already scored, so each token is scored at
@@ -44,15 +44,14 @@ most once (strided perplexity); :attr:`WindowPlan.target_start` records the firs
 from __future__ import annotations
 
 from dataclasses import KW_ONLY, dataclass, field
-from typing import Any, Iterator, Literal, Mapping, Sequence
+from typing import Any, Iterator, Literal, Mapping
 
 import numpy as np
 
 from .._arrays import ranks_in_groups
 from .._validate import check_array, check_int, check_rows, check_spans, check_total
-from ..conventions import IGNORE_INDEX  # re-exported by tokenmill.windows
+from ..conventions import IGNORE_INDEX
 from ..errors import ConfigError, InputError
-
 
 Tail = Literal["align", "drop", "pad"]
 Short = Literal["keep", "drop"]
@@ -273,7 +272,7 @@ class WindowPlan:
 
         ``stats`` stay those of the full plan.
         """
-        rows = self._rows(rows)
+        rows = self.row_indices(rows)
         cols = {k: getattr(self, k)[rows] for k in ("doc", "start", "length", "target_start", "scale")}
         return WindowPlan(**cols, stats=self.stats, bos=self.bos, eos=self.eos, positions=self.positions,
                           score=self.score, epoch=self.epoch, scale_stats=self.scale_stats)
@@ -313,7 +312,7 @@ class WindowPlan:
         src = as_source(source)
         ext = {k: as_source(v) for k, v in (extras or {}).items()}
         lengths = np.asarray(src.lengths)
-        for r in self._rows(rows).tolist():
+        for r in self.row_indices(rows).tolist():
             d = int(self.doc[r])
             yield self._window(r, src.get(d), int(lengths[d]), {k: s.get(d) for k, s in ext.items()})
 
@@ -361,10 +360,10 @@ class WindowPlan:
         >>> ids.tolist(), n.tolist()
         ([[0, 1, 2], [1, 2, 3], [4, 5, 0]], [3, 3, 2])
         """
-        from ._kernels import gather_rows
+        from .._gather import gather_rows
 
         tokens = _token_array(tokens)
-        rows = self._rows(rows)
+        rows = self.row_indices(rows)
         offs = check_array(doc_offsets, "doc_offsets")
         doc = self.doc[rows]
         if doc.size and (offs.size == 0 or int(doc.max()) >= offs.size):
@@ -379,8 +378,9 @@ class WindowPlan:
         gather_rows(tokens, src_start, lengths, out, pad_id)
         return out, lengths
 
-    def _rows(self, rows) -> np.ndarray:
-        """Row indices (int64, each in 0 .. len - 1) from indices or a boolean mask."""
+    def row_indices(self, rows=None) -> np.ndarray:
+        """Row indices (int64, each in 0 .. len - 1) from indices, a boolean mask, or None (all rows);
+        anything else is a ConfigError."""
         if rows is None:
             return np.arange(len(self), dtype=np.int64)
         r = np.asarray(rows)
@@ -655,7 +655,7 @@ def _place_numpy(L, offset, C, S, tail, keep_short_flag, k, lead, score_new):
     if score_new:
         target_start = np.maximum(target_start, prev_end)
     target_start = np.minimum(target_start, end)
-    union = lambda lo: int(np.maximum(end - np.maximum(lo, prev_end), 0).sum())  # noqa: E731
+    union = lambda lo: int(np.maximum(end - np.maximum(lo, prev_end), 0).sum())
     n_short = int(keep_short.sum())
     dropped = is_short & ~keep_short
     acc = {"covered": union(start), "unique": union(target_start), "head": int(start[opens].sum()),

@@ -1,0 +1,147 @@
+"""Copying token slices out of a flat token array, compiled: the one home of the gathers that the
+token store, the windows and the packed batches share (it sits below all three).
+
+Copying many short slices is a loop with per-iteration work too small for Python (about 1 us of
+interpreter overhead per window would cap W=512 uint16 windows near 1 GB/s); numpy fancy indexing
+would build an int64 index per token (4x the bytes of uint16 ids). A numba loop of slice copies runs
+at memory bandwidth. ``gather_rows_py`` and ``gather_segments_py`` are the readable twins; tests
+check they agree. Both entry points are the kernels' validating boundary: numba checks no bounds.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import ConfigError, InputError
+
+
+def gather_rows_py(tokens, src_start, lengths, out, pad_id) -> None:
+    """Reference: ``out[i, :n] = tokens[s:s+n]``, the rest of the row ``pad_id``."""
+    for i in range(src_start.shape[0]):
+        s, n = int(src_start[i]), int(lengths[i])
+        out[i, :n] = tokens[s:s + n]
+        out[i, n:] = pad_id
+
+
+_compiled = None
+
+
+def _kernel():
+    global _compiled
+    if _compiled is None:
+        from ._jit import njit
+
+        @njit(cache=True, nogil=True)
+        def gather(tokens, src_start, lengths, out, pad_id):
+            width = out.shape[1]
+            for i in range(src_start.shape[0]):
+                s = src_start[i]
+                n = lengths[i]
+                row = out[i]
+                row[:n] = tokens[s:s + n]
+                for k in range(n, width):
+                    row[k] = pad_id
+
+        _compiled = gather
+    return _compiled
+
+
+def gather_rows(tokens, src_start, lengths, out, pad_id: int) -> None:
+    """Fill ``out`` (B, W) with the windows; compiled on first use, ``gather_rows_py`` semantics.
+
+    The kernel's boundary: every window must lie inside ``tokens``, ``out`` must have a row per
+    window and room for the longest one, and its dtype must hold every token id and ``pad_id``
+    exactly (numba would truncate in silence).
+    """
+    from ._validate import check_array, check_int, check_out, check_spans
+
+    tok = np.asarray(tokens)  # a memmap becomes a plain ndarray view (no copy), which numba types
+    if tok.ndim != 1 or (tok.size and tok.dtype.kind not in "iu"):
+        raise InputError(f"tokens has shape {tok.shape} and dtype {tok.dtype}; pass a flat 1-D integer array")
+    src_start = check_array(src_start, "src_start")
+    lengths = check_array(lengths, "lengths", shape=src_start.shape)
+    check_spans(src_start, lengths, tok.size, "windows")
+    width = int(lengths.max()) if lengths.size else 0
+    out = check_out(out, "out", shape=(src_start.size, width))
+    if tok.size and not np.can_cast(tok.dtype, out.dtype, "safe"):
+        raise ConfigError(f"out has dtype {out.dtype}, which cannot hold every {tok.dtype} token id; "
+                          f"pass out with dtype {tok.dtype} (or wider)")
+    info = np.iinfo(out.dtype)
+    pad = check_int(pad_id, "pad_id", min=int(info.min), max=int(info.max))
+    if src_start.size == 0:
+        return
+    if out.shape[0] > src_start.size:  # only the first rows are written
+        out = out[: src_start.size]
+    if tok.size == 0:
+        tok = np.zeros(1, out.dtype)  # every window is empty; the kernel reads nothing
+    kernel = _kernel()
+    if _python_first(kernel, out.size):
+        gather_rows_py(tok, src_start, lengths, out, pad)
+        return
+    kernel(tok, src_start, lengths, out, out.dtype.type(pad))
+
+
+# A first run (the gather not compiled yet) fills up to this many positions in all with the Python
+# twin (one slice copy per window) instead of compiling (~1 s per dtype pair).
+FIRST_RUN_PYTHON_POSITIONS = 1 << 22
+
+
+def _python_first(kernel, positions: int) -> bool:
+    from ._jit import python_first
+
+    return python_first("windows gather", kernel, positions, FIRST_RUN_PYTHON_POSITIONS)
+
+
+def gather_segments_py(tokens, src, length, dst, out) -> None:
+    """Reference: ``out[dst[k]:dst[k] + length[k]] = tokens[src[k]:src[k] + length[k]]`` for every k."""
+    for s, n, d in zip(src.tolist(), length.tolist(), dst.tolist()):
+        out[d : d + n] = tokens[s : s + n]
+
+
+_segments = None
+
+
+def _segments_kernel():
+    global _segments
+    if _segments is None:
+        from ._jit import njit
+
+        @njit(cache=True, nogil=True)
+        def gather_segments(tokens, src, length, dst, out):
+            for k in range(src.size):
+                s = src[k]
+                d = dst[k]
+                for j in range(length[k]):
+                    out[d + j] = tokens[s + j]
+
+        _segments = gather_segments
+    return _segments
+
+
+def gather_segments(tokens, src, length, dst, out) -> None:
+    """Copy segment ``k`` (``length[k]`` ids from ``tokens[src[k]]``) to ``out[dst[k]:]`` (flat).
+
+    The boundary: ``src``/``length``/``dst`` int64 of one shape, every span inside ``tokens`` and
+    inside ``out``, and ``out`` (writable, flat) able to hold every id of ``tokens``' dtype exactly.
+    """
+    from ._validate import check_array, check_spans
+
+    tok = np.asarray(tokens)
+    if tok.ndim != 1 or (tok.size and tok.dtype.kind not in "iu"):
+        raise InputError(f"tokens has shape {tok.shape} and dtype {tok.dtype}; pass a flat 1-D integer array")
+    src = check_array(src, "src")
+    length = check_array(length, "length", shape=src.shape)
+    dst = check_array(dst, "dst", shape=src.shape)
+    check_spans(src, length, tok.size, "segments")
+    if not isinstance(out, np.ndarray) or out.ndim != 1 or not out.flags.writeable or not out.flags.c_contiguous:
+        raise ConfigError("out must be a writable, C-contiguous 1-D array")
+    check_spans(dst, length, out.size, "segment destinations")
+    if tok.size and not np.can_cast(tok.dtype, out.dtype, "safe"):
+        raise ConfigError(f"out has dtype {out.dtype}, which cannot hold every {tok.dtype} token id")
+    if src.size == 0 or tok.size == 0:
+        return
+    kernel = _segments_kernel()
+    if _python_first(kernel, int(length.sum())):
+        gather_segments_py(tok, src, length, dst, out)
+        return
+    kernel(tok, src, length, dst, out)

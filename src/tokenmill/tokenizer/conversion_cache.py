@@ -1,0 +1,47 @@
+"""An on-disk cache of converted tokenizer files (vocabulary bytes, merge arrays, a small config),
+keyed by the kind of file and the SHA-256 of its bytes: a 128k-vocabulary tokenizer.json or rank
+file then loads in a fraction of a second. Entries are validated when read (the caller checks the
+config against its schema); an unreadable or damaged entry is None and is rebuilt; a cache that
+cannot be written is skipped."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+_CACHE_LAYOUT = 3  # 2: Split regexes with nested classes flattened (onig_classes); 3: files checked by schemas
+
+
+def cache_file(key: str):
+    from .pretokenize import cache_dir
+
+    return cache_dir() / f"tokenizer-v{_CACHE_LAYOUT}-{key}.npz"
+
+
+def load_cached(key: str):
+    """(vocab, merges, config) from the cache, or None when absent or unreadable (then rebuilt)."""
+    try:
+        with np.load(cache_file(key), allow_pickle=False) as z:
+            blob, starts, lens, arr = z["blob"], z["starts"], z["lens"], z["merges"]
+            config = json.loads(str(z["config"]))
+        data = blob.tobytes()
+        vocab = [None if n < 0 else data[a : a + n] for a, n in zip(starts.tolist(), lens.tolist())]
+        if arr.ndim != 2 or arr.shape[1] != 3:
+            return None
+        return vocab, arr.astype(np.int64, copy=False), config
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
+        return None
+
+
+def save_cached(key: str, vocab, arr, config) -> None:
+    """Write the cache atomically; a cache that cannot be written is skipped."""
+    from .._io import write_cache
+
+    path = cache_file(key)
+    lens = np.fromiter((-1 if b is None else len(b) for b in vocab), np.int64, len(vocab))
+    sizes = np.maximum(lens, 0)
+    starts = np.cumsum(sizes) - sizes
+    blob = np.frombuffer(b"".join(b for b in vocab if b is not None), np.uint8)
+    write_cache(path, lambda f: np.savez(f, blob=blob, starts=starts, lens=lens, merges=arr,
+                                         config=np.array(json.dumps(config))))

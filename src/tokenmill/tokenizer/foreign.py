@@ -1,0 +1,118 @@
+"""A tokenizer tokenmill cannot reproduce exactly, run through its own library (HF tokenizers,
+tiktoken, sentencepiece) behind the protocol every stage uses. Below the importers and adapters,
+which all hand such tokenizers out."""
+
+from __future__ import annotations
+
+import hashlib
+
+from ..errors import ConfigError
+
+
+class ForeignTokenizer:
+    """A tokenizer tokenmill cannot reproduce exactly, called through its own batch encode.
+
+    Special tokens follow tokenmill's safety model: text spelling one raises unless allowed; allowed
+    ones are encoded by the wrapped tokenizer (which recognises them itself)."""
+
+    def __init__(self, kind: str, obj, *, vocab_size: int, special_tokens: dict[str, int], content_hash: str,
+                 encode_fn, decode_fn, token_bytes_fn):
+        self.kind = kind
+        self.wrapped = obj
+        self._vocab_size = vocab_size
+        self._special = dict(special_tokens)
+        self._hash = content_hash
+        self._encode_fn = encode_fn  # (texts, with_specials) -> list[list[int]]
+        self._decode_fn = decode_fn
+        self._token_bytes_fn = token_bytes_fn
+
+    @classmethod
+    def from_hf(cls, hf, body: str) -> "ForeignTokenizer":
+        specials = {t.content: i for i, t in hf.get_added_tokens_decoder().items() if t.special}
+
+        def enc(texts, with_specials):
+            old = hf.encode_special_tokens
+            hf.encode_special_tokens = not with_specials
+            try:
+                return [e.ids for e in hf.encode_batch(texts, add_special_tokens=False)]
+            finally:
+                hf.encode_special_tokens = old
+
+        def token_bytes(i):
+            return hf.decode([i], skip_special_tokens=False).encode("utf-8")
+
+        return cls("tokenizers", hf, vocab_size=hf.get_vocab_size(), special_tokens=specials,
+                   content_hash=hashlib.sha256(body.encode("utf-8")).hexdigest(),
+                   encode_fn=enc, decode_fn=lambda ids: hf.decode(list(ids), skip_special_tokens=False),
+                   token_bytes_fn=token_bytes)
+
+    @classmethod
+    def from_tiktoken(cls, e) -> "ForeignTokenizer":
+        h = hashlib.sha256(e._pat_str.encode())
+        for b, r in sorted(e._mergeable_ranks.items(), key=lambda kv: kv[1]):
+            h.update(b"%d:" % r + b)
+        for s, r in sorted(e._special_tokens.items()):
+            h.update(b"%d=" % r + s.encode())
+
+        def enc(texts, with_specials):
+            if with_specials:
+                return e.encode_batch(list(texts), allowed_special="all")
+            return e.encode_ordinary_batch(list(texts))
+
+        return cls("tiktoken", e, vocab_size=e.n_vocab, special_tokens=dict(e._special_tokens),
+                   content_hash=h.hexdigest(), encode_fn=enc,
+                   decode_fn=lambda ids: e.decode_bytes(list(ids)).decode("utf-8", "replace"),
+                   token_bytes_fn=e.decode_single_token_bytes)
+
+    @property
+    def vocab_size(self) -> int:
+        return self._vocab_size
+
+    @property
+    def special_tokens(self) -> dict[str, int]:
+        return dict(self._special)
+
+    @property
+    def content_hash(self) -> str:
+        return self._hash
+
+    def _check(self, texts, allowed_special, disallowed_special) -> bool:
+        allowed = set(self._special) if allowed_special == "all" else set(allowed_special)
+        disallowed = set(self._special) if disallowed_special == "all" else set(disallowed_special)
+        from ..errors import SpecialTokenError
+
+        for t in texts:
+            for s in sorted(disallowed - allowed):
+                if s in t:
+                    raise SpecialTokenError(f"the text contains the special token {s!r} at character {t.index(s):,d}; "
+                                            "pass allowed_special='all' or disallowed_special=()")
+        if allowed and allowed != set(self._special):
+            raise ConfigError(f"a wrapped {self.kind} tokenizer allows all special tokens or none; "
+                              "pass allowed_special='all' or ()")
+        return bool(allowed)
+
+    def encode(self, text: str, *, allowed_special=(), disallowed_special="all") -> list[int]:
+        return self.encode_batch([text], allowed_special=allowed_special, disallowed_special=disallowed_special)[0]
+
+    def encode_ordinary(self, text: str) -> list[int]:
+        return self._encode_fn([text], False)[0]
+
+    def encode_batch(self, texts, *, num_threads=None, as_arrays=False, allowed_special=(),
+                     disallowed_special="all") -> list:
+        import numpy as np
+
+        texts = list(texts)
+        out = self._encode_fn(texts, self._check(texts, allowed_special, disallowed_special))
+        return [np.asarray(ids, np.int64) for ids in out] if as_arrays else [list(ids) for ids in out]
+
+    def decode(self, ids, errors: str = "replace") -> str:
+        return self._decode_fn([int(i) for i in ids])
+
+    def decode_bytes(self, ids) -> bytes:
+        return b"".join(self.token_bytes(int(i)) for i in ids)
+
+    def token_bytes(self, token_id: int) -> bytes:
+        return self._token_bytes_fn(int(token_id))
+
+    def __repr__(self) -> str:
+        return f"ForeignTokenizer({self.kind}, vocab_size={self.vocab_size:,d}, special_tokens={len(self._special)})"

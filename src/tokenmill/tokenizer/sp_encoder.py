@@ -1,0 +1,303 @@
+"""The compiled SentencePiece-style BPE encoder: tables built from a model, checked, and fed to ``_sp_kernels``.
+
+Plain Python around the kernels: it derives the symbol table (each character's symbol and whether a
+segment may be cut around it), the pair table (``left, right -> rank, merged id``), the cut rules
+for ``▁``, and the user-defined symbols, validates every array a kernel reads, and keeps one cache
+per thread (the kernels release the GIL). Two sources:
+
+* a SentencePiece ``.model`` (:class:`CompiledSentencePiece`): merges by score over characters, a
+  character no piece is stays a symbol while some piece holds it; ids equal
+  ``sentencepiece.encode_reference``'s, which equal ``sentencepiece``'s (tested);
+* a tokenizer.json of this family (:meth:`CompiledSentencePiece.from_merges`): merges by their place
+  in the merge list, a character outside the vocabulary falls back to bytes (or the unknown token)
+  at once, as HF ``tokenizers`` does (tested against it).
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from .sp_types import NORMAL, UNUSED, USER_DEFINED, WS
+
+_HOT_SLOTS = 1 << 12  # direct-mapped slots in front of it (128 kB: the frequent words stay in cache)
+_SHORT_SLOTS = 1 << 17  # slots of the table of segments up to 15 bytes (cleared when half full)
+_CACHE_ENTRIES = 1 << 15  # longer segments cached per thread before that table is cleared
+
+
+class CompiledSentencePiece:
+    """Tables of one model for the kernels, and ``encode_many`` over them."""
+
+    def __init__(self, model):  # a sentencepiece.SentencePieceModel
+        pieces, types = model.pieces, model.types.tolist()
+        nv = len(pieces)
+        live = [model.piece_id(p.encode("utf-8")) == i for i, p in enumerate(pieces)]
+        mergeable = [live[i] and types[i] in (NORMAL, UNUSED) for i in range(nv)]  # results of merges
+        piece_sym = {pieces[i]: i for i in range(nv) if live[i] and types[i] in (NORMAL, UNUSED, USER_DEFINED)}
+        # characters: a symbol each (a piece's id, or one after the vocabulary: a character that is no
+        # piece still merges into a piece holding it)
+        chars = sorted({c for i in range(nv) if mergeable[i] for c in pieces[i]})
+        char_sym: dict[str, int] = {}
+        virtual = 0
+        for c in chars:
+            if c in piece_sym:
+                char_sym[c] = piece_sym[c]
+            else:
+                char_sym[c] = nv + virtual
+                virtual += 1
+        for c, i in piece_sym.items():  # single-character pieces no longer piece holds
+            if len(c) == 1 and c not in char_sym:
+                char_sym[c] = i
+        from . import _sp_kernels as K
+
+        kind = np.full(nv + virtual, K.K_UNKNOWN, np.int8)
+        for i in range(nv):
+            if live[i] and types[i] in (NORMAL, USER_DEFINED):
+                kind[i] = K.K_PIECE
+            elif live[i] and types[i] == UNUSED:
+                kind[i] = K.K_UNUSED
+        # pair table: every split of a mergeable piece into two symbols, ranked by score (ties share)
+        keys = model.score_keys
+        cand = np.flatnonzero(np.array(mergeable, bool))
+        order = np.unique(-keys[cand], return_inverse=True)[1].ravel()  # dense rank: best score first
+        rank = np.zeros(nv, np.int64)
+        rank[cand] = order
+        lefts, rights, values = [], [], []
+
+        def sym(s: str):
+            if len(s) == 1:
+                return char_sym.get(s)
+            i = piece_sym.get(s)
+            return i if i is not None and mergeable[i] else None
+
+        for i in cand.tolist():
+            p = pieces[i]
+            v = (int(rank[i]) << 32) | i
+            for k in range(1, len(p)):
+                sa, sb = sym(p[:k]), sym(p[k:])
+                if sa is not None and sb is not None:
+                    lefts.append(sa)
+                    rights.append(sb)
+                    values.append(v)
+        ud = [(p.encode("utf-8"), i) for p, i in piece_sym.items() if types[i] == USER_DEFINED]
+        norm = model.normalizer
+        self.model = model
+        self._setup(char_sym=char_sym, results=[pieces[i] for i in cand.tolist()], lefts=lefts, rights=rights,
+                    values=values, kind=kind, nv=nv, ud=ud, byte_fallback=model.byte_fallback,
+                    byte_ids=model.byte_ids, unk=model.unk_id, fuse_unk=True,
+                    escape=norm.escape_whitespaces, ws_split=False,
+                    raw=norm.identity and not norm.remove_extra_whitespaces)
+
+    @classmethod
+    def from_merges(cls, tokens: dict[str, int], nv: int, merges: list[tuple[str, str]], *, byte_fallback: bool,
+                    unk: int, fuse_unk: bool, ws_split: bool, escape: bool = True) -> "CompiledSentencePiece":
+        """HF ``tokenizers``' BPE over characters: ``tokens`` text -> id (``nv`` ids in all), ``merges`` in
+        priority order (a pair listed twice keeps its last place), a character outside the vocabulary
+        falls back to its bytes' ``<0xNN>`` tokens (``byte_fallback``, when all exist) or ``unk`` (-1:
+        dropped; ``fuse_unk``: a run is one). The text it reads has ``▁`` written as a space (``escape``;
+        else a space is just a space); ``ws_split``: a word starts at every ``▁`` (Metaspace ``split``)."""
+        from . import _sp_kernels as K
+
+        self = cls.__new__(cls)
+        self.model = None
+        char_sym = {t: i for t, i in tokens.items() if len(t) == 1}
+        last: dict[tuple[int, int], tuple[int, int]] = {}
+        results = []
+        for k, (a, b) in enumerate(merges):
+            last[(tokens[a], tokens[b])] = (k, tokens[a + b])
+            results.append(a + b)
+        lefts = [a for a, _ in last]
+        rights = [b for _, b in last]
+        values = [(k << 32) | i for k, i in last.values()]
+        kind = np.full(max(nv, 1), K.K_PIECE, np.int8)
+        byte_ids = np.array([tokens.get(f"<0x{b:02X}>", -1) for b in range(256)], np.int64)
+        self._setup(char_sym=char_sym, results=results, lefts=lefts, rights=rights, values=values, kind=kind, nv=nv,
+                    ud=[], byte_fallback=byte_fallback, byte_ids=byte_ids, unk=unk, fuse_unk=fuse_unk, escape=escape,
+                    ws_split=ws_split and escape, raw=True)
+        return self
+
+    def _setup(self, *, char_sym, results, lefts, rights, values, kind, nv, ud, byte_fallback, byte_ids, unk, fuse_unk,
+               escape, ws_split, raw) -> None:
+        from . import _sp_kernels as K
+
+        self._K = K
+        if kind.size >= 1 << 30:
+            raise ValueError("too many symbols for the kernels' 30-bit symbol ids")
+        in_multi = {c for r in results if len(r) > 1 for c in r}
+        # each character's symbol, and whether no merged piece holds it (a segment is cut around it)
+        self.cp_info = np.full(0x110000, -1, np.int32)
+        for c, s in char_sym.items():
+            cp = ord(c)
+            if 0xD800 <= cp < 0xE000:
+                continue  # never in UTF-8 text
+            self.cp_info[cp] = s | ((c not in in_multi) << 30)
+        self.kind = kind
+        self.nv = nv
+        self.table, self.filt = K.build_pair_table(np.array(lefts, np.int64), np.array(rights, np.int64),
+                                                   np.array(values, np.int64))
+        # whitespace: the symbol a space stands for, and which side of it a segment may be cut
+        ws = WS if escape else " "
+        self.ws_cp = ord(ws)
+        holders = [r for r in results if len(r) > 1 and ws in r]
+        before = all(all(p[k - 1] == ws for k in range(1, len(p)) if p[k] == ws) for p in holders)
+        after = all(all(p[k + 1] == ws for k in range(len(p) - 1) if p[k] == ws) for p in holders)
+        self.ws_rule = 3 if ws_split else 1 if before else 2 if after else 0
+        # user-defined symbols, grouped by first byte, longest first
+        ud = sorted(ud, key=lambda x: (x[0][0], -len(x[0]), x[0]))
+        self.ud_ptr = np.zeros(257, np.int64)
+        for b, _ in ud:
+            self.ud_ptr[b[0] + 1] += 1
+        self.ud_ptr = np.cumsum(self.ud_ptr)
+        self.ud_len = np.array([len(b) for b, _ in ud], np.int64)
+        self.ud_start = (np.concatenate(([0], np.cumsum(self.ud_len)[:-1])).astype(np.int64) if ud
+                         else np.zeros(0, np.int64))
+        self.ud_bytes = np.frombuffer(b"".join(b for b, _ in ud), np.uint8).copy() if ud else np.zeros(1, np.uint8)
+        self.ud_id = np.array([i for _, i in ud], np.int64)
+        # the text goes in as it is (a space standing for ``▁``) when normalizing is only adding ``▁``;
+        # a space stands for ``▁`` in what the encoder reads (the text itself, or the normalizer writes
+        # it so) unless a user-defined symbol holds a space or ``▁`` (matched against the text as it is)
+        ud_ws = any(b" " in b or WS.encode() in b for b, _ in ud)
+        self.raw = raw and not (escape and ud_ws)
+        self.space_ws = escape and not ud_ws
+        self.escape_mode = 2 if self.space_ws else 1 if escape else 0
+        self.ws_info = int(self.cp_info[self.ws_cp])
+        # characters side by side in some piece: a 128 x 128 bit matrix for ASCII (32 standing for
+        # ``▁`` when a space stands for it) and a Bloom filter over symbol pairs for the rest
+        self.abig = np.zeros(256, np.uint64)
+        keys = set()
+
+        def ascii_of(c: str) -> int:
+            if self.space_ws:
+                return 32 if c == WS else -1 if c == " " or ord(c) >= 128 else ord(c)
+            return ord(c) if ord(c) < 128 else -1
+
+        for p in results:
+            for x, y in zip(p, p[1:]):
+                sx, sy = char_sym.get(x), char_sym.get(y)
+                if sx is None or sy is None:
+                    continue  # a character outside the vocabulary is cut around (from_merges)
+                keys.add((sx << 32) | sy)
+                bx, by = ascii_of(x), ascii_of(y)
+                if bx >= 0 and by >= 0:
+                    self.abig[2 * bx + (by >> 6)] |= np.uint64(1 << (by & 63))
+        self.bfilt = K.build_filter(np.array(sorted(keys), np.int64))
+        self.byte_fallback = bool(byte_fallback)
+        self.byte_ids = np.asarray(byte_ids, np.int64).copy()
+        self.unk = int(unk)
+        self.fuse_unk = bool(fuse_unk)
+        # ids per byte, at most: a space standing for an unknown ``▁`` falls back to its 3 bytes
+        ws_unknown = self.ws_info < 0 or self.kind[self.ws_info & 0x3FFFFFFF] != K.K_PIECE
+        self.ids_per_byte = 3 if self.space_ws and ws_unknown else 1
+        self._normalizer_tables()
+        self._check()
+        self._local = threading.local()
+
+    def _normalizer_tables(self) -> None:
+        """The character map and its fast paths, for models whose text is normalized by the kernel."""
+        norm = self.model.normalizer if self.model is not None else None
+        self.trie = norm.trie.astype(np.uint32) if norm is not None and norm.trie is not None else np.zeros(0, np.uint32)
+        repl = norm.replacements if norm is not None else b""
+        self.repl = np.frombuffer(repl + b"\xef\xbf\xbd\0", np.uint8).copy()
+        # bytes out per byte in, at most: a rule consumes one byte or more and writes its string, each
+        # space of which may become ``▁`` (3 bytes); user-defined symbols and other characters stay
+        longest = max((len(r) for r in repl.split(b"\0")), default=0)
+        self.grow = 3 * max(longest, 3)
+        # bytes that start no rule and no user-defined symbol: their characters are themselves
+        firsts = {int(self.ud_bytes[s]) for s in self.ud_start.tolist()}
+        self.plain = np.ones(256, np.bool_)
+        for b in firsts:
+            self.plain[b] = False
+        # ASCII bytes starting rules, none of which is the byte alone: the bytes that may follow (a
+        # 256-bit set; empty where the byte is plain or not eligible)
+        self.cont = np.zeros((256, 4), np.uint64)
+        if self.trie.size:
+            t = self.trie.astype(np.int64)
+
+            def step(node: int, c: int):
+                """(next node base, has leaf) after byte ``c`` from ``node``'s base, or None."""
+                u = t[node ^ c]
+                if (u & 0x800000FF) != c:
+                    return None
+                return (node ^ c) ^ ((u >> 10) << ((u & 512) >> 6)), bool((u >> 8) & 1)
+
+            root = int((t[0] >> 10) << ((t[0] & 512) >> 6))
+            for b in range(256):
+                got = step(root, b)
+                if got is None:
+                    continue
+                self.plain[b] = False
+                base, leaf = got
+                if b < 0x80 and not leaf and b not in firsts:
+                    for c in range(256):
+                        if step(base, c) is not None:
+                            self.cont[b, c >> 6] |= np.uint64(1 << (c & 63))
+
+    def _check(self) -> None:
+        """Every index a kernel reads from these tables lies inside them (numba checks no bounds)."""
+        nsym = self.kind.size
+        info = self.cp_info[self.cp_info >= 0].astype(np.int64) & 0x3FFFFFFF
+        if info.size and info.max() >= nsym:
+            raise ValueError("a character's symbol lies outside the symbol table")
+        t = self.table[self.table[:, 0] != -1]
+        if t.size and ((t[:, 1] & 0xFFFFFFFF) >= min(nsym, self.nv)).any():
+            raise ValueError("a merge makes an id outside the vocabulary")
+        if self.table.shape[0] & (self.table.shape[0] - 1) or self.filt.size & (self.filt.size - 1) or (
+                self.bfilt.size & (self.bfilt.size - 1)) or self.abig.size != 256:
+            raise ValueError("a hash table's size is not a power of two")
+        if self.byte_ids.size != 256 or (self.byte_ids >= self.nv).any() or self.unk >= self.nv:
+            raise ValueError("a byte or unknown id lies outside the vocabulary")
+        if self.ud_ptr.size != 257 or self.ud_ptr[-1] != self.ud_len.size or self.ud_id.size != self.ud_len.size:
+            raise ValueError("the user-defined symbol index is inconsistent")
+        if ((self.ud_start + self.ud_len > self.ud_bytes.size) | (self.ud_len < 1)).any():
+            raise ValueError("a user-defined symbol lies outside its bytes")
+
+    def _state(self):
+        """This thread's cache (``_sp_kernels.encode``), made on first use."""
+        st = getattr(self._local, "state", None)
+        if st is None:
+            st = self._local.state = (
+                np.zeros((_HOT_SLOTS, 4), np.int64), np.zeros((_SHORT_SLOTS, 4), np.int64),
+                np.zeros(_SHORT_SLOTS * 2, np.int64),
+                np.full(2 * _CACHE_ENTRIES, -1, np.int64), np.zeros((_CACHE_ENTRIES, 4), np.int64),
+                np.zeros(_CACHE_ENTRIES * 32, np.uint8), np.zeros(_CACHE_ENTRIES * 8, np.int64),
+                np.zeros(5, np.int64), np.zeros(1 << 16, np.uint64))
+        return st
+
+    def normalized(self, data: bytes) -> bytes:
+        """The bytes the encoder reads for UTF-8 ``data``: the text itself with ``▁`` added (``raw``), or
+        sentencepiece's normalized text (whitespace written as a space where a space stands for ``▁``)."""
+        if not data:
+            return b""
+        norm = self.model.normalizer if self.model is not None else None
+        if self.raw:  # a space stands for ``▁`` (``space_ws``) or is one (escape_whitespaces off)
+            if norm is None or not norm.add_dummy_prefix:
+                return data
+            return data + b" " if self.model.treat_whitespace_as_suffix else b" " + data
+        src = np.frombuffer(data, np.uint8)
+        for size in (3 * len(data) + 16, self.grow * len(data) + 16):
+            out = np.empty(size, np.uint8)
+            n = self._K.normalize(src, self.trie, self.repl, self.plain, self.cont, self.ud_ptr, self.ud_start,
+                                  self.ud_len, self.ud_bytes, norm.add_dummy_prefix, norm.remove_extra_whitespaces,
+                                  self.escape_mode, self.model.treat_whitespace_as_suffix, out)
+            if n >= 0:
+                return out[:n].tobytes()
+        raise AssertionError("the normalized text outgrew its bound")  # pragma: no cover
+
+    def encode_many(self, datas: list[bytes], *, normalized: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(ids, bounds, slow)`` for UTF-8 texts: text ``i``'s ids are ``ids[bounds[i]:bounds[i+1]]``,
+        unless ``slow[i]``: an UNUSED piece was left, which only sentencepiece's split-back over the
+        whole text resolves (the caller encodes that text with the pure-Python encoder).
+        ``normalized``: the texts are already what the encoder reads."""
+        norm = datas if normalized else [self.normalized(d) for d in datas]
+        docs = np.zeros(len(norm) + 1, np.int64)
+        np.cumsum(np.fromiter(map(len, norm), np.int64, len(norm)), out=docs[1:])
+        data = np.frombuffer(b"".join(norm), np.uint8) if norm else np.zeros(0, np.uint8)
+        out = np.empty(self.ids_per_byte * data.size + 1, np.int64)
+        bounds = np.empty(len(norm) + 1, np.int64)
+        slow = np.zeros(len(norm), np.bool_)
+        self._K.encode(data, docs, self.cp_info, self.ws_info, self.space_ws, self.ws_cp, self.ws_rule, self.abig,
+                       self.bfilt, self.table, self.filt, self.kind, self.byte_fallback, self.byte_ids, self.unk,
+                       self.fuse_unk, self.ud_ptr, self.ud_start, self.ud_len, self.ud_bytes, self.ud_id,
+                       *self._state(), out, bounds, slow)
+        return out, bounds, slow

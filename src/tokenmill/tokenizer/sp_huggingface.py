@@ -1,0 +1,546 @@
+"""Hugging Face ``tokenizer.json`` files of the SentencePiece family (Llama 2, Mistral v1-v3, Gemma-style):
+BPE over characters with ``byte_fallback``, ``▁`` for spaces, exactly as HF ``tokenizers`` runs them.
+
+HF's conversion of a SentencePiece model differs from ``sentencepiece`` in places (merges by their
+place in a merge list instead of by score, a character outside the vocabulary falls back to bytes at
+once, the dummy ``▁`` of the legacy ``Prepend`` normalizer before every piece between added tokens,
+Metaspace's prefix skipped when the text starts with a space); each format is the reference for
+itself, so this file is run as HF runs it. What is honoured (anything else is refused by name, and
+``as_tokenizer`` runs the file through HF ``tokenizers`` instead):
+
+* ``normalizer``: none, ``Prepend("▁")``, ``Replace(" " -> "▁")`` (a string pattern), or a ``Sequence``
+  of them;
+* ``pre_tokenizer``: none or ``Metaspace`` (replacement ``▁``, ``prepend_scheme`` always / first /
+  never or the older ``add_prefix_space``, ``split`` on or off), alone or in a ``Sequence``;
+* ``model``: ``BPE`` with ``byte_fallback`` (all 256 ``<0xNN>`` tokens), ``unk_token``, ``fuse_unk``,
+  ``ignore_merges`` (not with a split Metaspace), merges as ``"a b"`` or pairs, applied by their place
+  in the list (a pair listed twice keeps its last place); no dropout, word prefix or suffix;
+* ``added_tokens`` not normalized (the usual ``<s>``, ``</s>``, ``[INST]`` ...), found as HF finds them;
+* ``decoder``: a ``Sequence`` of ``Replace``, ``ByteFallback``, ``Fuse``, ``Strip``, or ``Metaspace``.
+
+``encode(text, allowed_special="all")`` equals ``tokenizers.Tokenizer.encode(text,
+add_special_tokens=False).ids`` and ``decode(ids)`` its ``decode(ids, skip_special_tokens=False)``.
+The BPE runs on the kernels of ``.model`` files (``sp_encoder.CompiledSentencePiece.from_merges``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from typing import Literal, Union
+
+import numpy as np
+from msgspec import UNSET, UnsetType
+
+from ..errors import ConfigError, FormatError, SpecialTokenError, UnsupportedTokenizerError
+from .schemas import ID_RULE, HFAddedToken, Lenient, decode_file, is_id
+from .sentencepiece import WS, search_first, trie_pattern, utf8_of
+
+_MARKERS = (b'"Metaspace"', b'"Prepend"', b'"byte_fallback": true', b'"byte_fallback":true', b'"ByteFallback"')
+
+
+def looks_sentencepiece_json(raw: bytes) -> bool:
+    """A tokenizer.json that names a component of this family (a Metaspace pre-tokenizer, a Prepend
+    normalizer, ``byte_fallback`` on, a ByteFallback decoder) and none that is byte-level: read here,
+    not as byte-level BPE (which refuses those components by name)."""
+    return any(m in raw for m in _MARKERS) and b'"ByteLevel"' not in raw
+
+
+# ---------------------------------------------------------------------------------- the schema
+class _Pattern(Lenient):
+    String: Union[str, UnsetType] = UNSET
+    Regex: Union[str, UnsetType] = UNSET
+
+
+class _Prepend(Lenient, tag_field="type", tag="Prepend"):
+    prepend: str
+
+
+class _Replace(Lenient, tag_field="type", tag="Replace"):
+    pattern: _Pattern
+    content: str
+
+
+class _NormSequence(Lenient, tag_field="type", tag="Sequence"):
+    normalizers: list[Union[_Prepend, _Replace]] = []
+
+
+class _Metaspace(Lenient, tag_field="type", tag="Metaspace"):
+    replacement: str = WS
+    prepend_scheme: Union[Literal["always", "first", "never"], UnsetType] = UNSET
+    add_prefix_space: Union[bool, UnsetType] = UNSET
+    split: bool = True
+
+
+class _PreSequence(Lenient, tag_field="type", tag="Sequence"):
+    pretokenizers: list[_Metaspace] = []
+
+
+class _BPE(Lenient):
+    type: Union[Literal["BPE"], UnsetType] = UNSET
+    vocab: dict[str, int] = {}
+    merges: list[Union[str, tuple[str, str]]] = []
+    dropout: Union[float, None] = None
+    unk_token: Union[str, None] = None
+    continuing_subword_prefix: Union[str, None] = None
+    end_of_word_suffix: Union[str, None] = None
+    fuse_unk: bool = False
+    byte_fallback: bool = False
+    ignore_merges: bool = False
+
+
+class _DReplace(Lenient, tag_field="type", tag="Replace"):
+    pattern: _Pattern
+    content: str
+
+
+class _DByteFallback(Lenient, tag_field="type", tag="ByteFallback"):
+    pass
+
+
+class _DFuse(Lenient, tag_field="type", tag="Fuse"):
+    pass
+
+
+class _DStrip(Lenient, tag_field="type", tag="Strip"):
+    content: str
+    start: int = 0
+    stop: int = 0
+
+
+class _DMetaspace(Lenient, tag_field="type", tag="Metaspace"):
+    replacement: str = WS
+    prepend_scheme: Union[Literal["always", "first", "never"], UnsetType] = UNSET
+    add_prefix_space: Union[bool, UnsetType] = UNSET
+    split: bool = True
+
+
+_DPiece = Union[_DReplace, _DByteFallback, _DFuse, _DStrip, _DMetaspace]
+
+
+class _DSequence(Lenient, tag_field="type", tag="Sequence"):
+    decoders: list[_DPiece] = []
+
+
+class _File(Lenient):
+    model: _BPE
+    added_tokens: Union[list[HFAddedToken], None] = None
+    normalizer: Union[_Prepend, _Replace, _NormSequence, None] = None
+    pre_tokenizer: Union[_Metaspace, _PreSequence, None] = None
+    decoder: Union[_DReplace, _DByteFallback, _DFuse, _DStrip, _DMetaspace, _DSequence, None] = None
+
+
+_KNOWN = {"normalizer": {"Prepend", "Replace", "Sequence"}, "pre_tokenizer": {"Metaspace", "Sequence"},
+          "decoder": {"Replace", "ByteFallback", "Fuse", "Strip", "Metaspace", "Sequence"}}
+
+
+def _refuse(source: str, what: str) -> UnsupportedTokenizerError:
+    return UnsupportedTokenizerError(
+        f"{source}: {what} cannot be reproduced exactly by tokenmill's SentencePiece-family reader (Prepend/"
+        "Replace normalizers, a Metaspace pre-tokenizer, BPE with byte_fallback); tokenmill.as_tokenizer(path) "
+        "(and --tokenizer) run such a file through HF tokenizers")
+
+
+def _refuse_components(body, source: str) -> None:
+    """Before the schema check: a component of another kind is refused by its name."""
+    if not isinstance(body, dict) or not isinstance(body.get("model"), dict):
+        raise FormatError(f"{source}: not a Hugging Face tokenizer.json (no 'model' object)")
+    mtype = body["model"].get("type", "BPE")
+    if mtype != "BPE":
+        raise _refuse(source, f"the {mtype!r} model")
+    for key, known in _KNOWN.items():
+        stack = [body.get(key)]
+        while stack:
+            spec = stack.pop()
+            if not isinstance(spec, dict):
+                continue
+            kind = spec.get("type")
+            if isinstance(kind, str) and kind not in known:
+                raise _refuse(source, f"the {kind!r} {key.replace('_', '-')}")
+            for sub in ("normalizers", "pretokenizers", "decoders"):
+                if isinstance(spec.get(sub), list):
+                    stack.extend(spec[sub])
+
+
+# ---------------------------------------------------------------------------------- loading
+def load(path) -> "SentencePieceJsonTokenizer":
+    """Read a tokenizer.json of this family (a file or its folder); see the module docstring."""
+    from pathlib import Path
+
+    from .._io import read_bytes_limited
+
+    p = Path(path)
+    p = p / "tokenizer.json" if p.is_dir() else p
+    raw = read_bytes_limited(p, what="tokenizer.json")
+    return SentencePieceJsonTokenizer(raw, source=str(p))
+
+
+def _from_raw(raw: bytes, source: str) -> "SentencePieceJsonTokenizer":
+    return SentencePieceJsonTokenizer(raw, source=source)
+
+
+class SentencePieceJsonTokenizer:
+    """A tokenizer.json of the SentencePiece family, run as HF ``tokenizers`` runs it, with tokenmill's
+    tokenizer protocol. Special added tokens follow tiktoken's safety model (text spelling one raises
+    unless allowed); non-special ones are always matched, as in HF."""
+
+    def __init__(self, raw: bytes, *, source: str = "<tokenizer.json>"):
+        from .added import AddedTokenMatcher
+        from .huggingface import added_tokens_of
+
+        self._raw, self._source = bytes(raw), source
+        where = f"tokenizer.json file {source!r}"
+        spec = decode_file(self._raw, _File, where=where, pre=lambda body: _refuse_components(body, source),
+                           maps=lambda body: [("model.vocab", body["model"].get("vocab"), is_id, ID_RULE)])
+        model = spec.model
+        if model.dropout not in (None, 0.0):
+            raise _refuse(source, f"BPE dropout={model.dropout}")
+        for key in ("continuing_subword_prefix", "end_of_word_suffix"):
+            if getattr(model, key):
+                raise _refuse(source, f"BPE {key}={getattr(model, key)!r}")
+        vocab = model.vocab
+        bad = [(t, i) for t, i in vocab.items() if not is_id(i)]
+        if bad:
+            raise FormatError(f"{where}: field model.vocab[{bad[0][0]!r}] = {bad[0][1]!r}: expected {ID_RULE}")
+        from .schemas import check_ids_below
+
+        check_ids_below(len(self._raw), ((f"model.vocab[{t!r}]", i) for t, i in vocab.items()), where=where,
+                        what="id")
+        self._id_to_token: dict[int, str] = {}
+        for t, i in vocab.items():
+            if i in self._id_to_token:
+                raise FormatError(f"{where}: model.vocab gives id {i:,d} to both {self._id_to_token[i]!r} and {t!r}")
+            self._id_to_token[i] = t
+        merges = []
+        for k, m in enumerate(model.merges):
+            a, b = m.split(" ", 1) if isinstance(m, str) else m
+            if isinstance(m, str) and (" " in b or not a or not b):
+                raise FormatError(f"{where}: merge {k} {m!r} is not two tokens separated by one space")
+            for t in (a, b, a + b):
+                if t not in vocab:
+                    raise FormatError(f"{where}: merge {k} ({a!r}, {b!r}) needs {t!r}, which is not in the vocabulary")
+            merges.append((a, b))
+        if model.byte_fallback:
+            missing = [b for b in range(256) if f"<0x{b:02X}>" not in vocab]
+            if missing:
+                raise _refuse(source, f"byte_fallback with {len(missing)} of the 256 <0xNN> tokens missing")
+            bytes_ = {f"<0x{b:02X}>" for b in range(256)}
+            used = [m for m in merges if m[0] in bytes_ or m[1] in bytes_]
+            if used:
+                raise _refuse(source, f"a merge of byte tokens ({used[0][0]!r}, {used[0][1]!r})")
+        if model.unk_token is not None and model.unk_token not in vocab:
+            raise FormatError(f"{where}: unk_token {model.unk_token!r} is not in the vocabulary")
+        self._unk = vocab[model.unk_token] if model.unk_token is not None else -1
+        self._vocab = vocab
+        # normalizer and pre-tokenizer: where a ``▁`` is put before a piece, and whether spaces are ``▁``
+        norms = [] if spec.normalizer is None else (
+            spec.normalizer.normalizers if isinstance(spec.normalizer, _NormSequence) else [spec.normalizer])
+        self._prepend_norm = False
+        spaces = False  # a space became ``▁`` before the pre-tokenizer
+        for n in norms:
+            if isinstance(n, _Prepend):
+                if n.prepend != WS or spaces:
+                    raise _refuse(source, f"a Prepend of {n.prepend!r}" + (" after a Replace" if spaces else ""))
+                self._prepend_norm = True
+            elif n.pattern.String is not UNSET and n.pattern.String == " " and n.content == WS:
+                spaces = True
+            else:
+                raise _refuse(source, f"a Replace of {n.pattern.String if n.pattern.String is not UNSET else n.pattern.Regex!r}"
+                                      f" by {n.content!r}")
+        pres = [] if spec.pre_tokenizer is None else (
+            spec.pre_tokenizer.pretokenizers if isinstance(spec.pre_tokenizer, _PreSequence) else [spec.pre_tokenizer])
+        if len(pres) > 1:
+            raise _refuse(source, "a pre-tokenizer Sequence of several Metaspace")
+        self._scheme, split = "never", False
+        if pres:
+            ms = pres[0]
+            if ms.replacement != WS:
+                raise _refuse(source, f"a Metaspace replacement {ms.replacement!r}")
+            scheme = ms.prepend_scheme if ms.prepend_scheme is not UNSET else (
+                "always" if ms.add_prefix_space is UNSET or ms.add_prefix_space else "never")
+            self._scheme, split = scheme, ms.split
+            spaces = True
+        if self._prepend_norm and not spaces:
+            raise _refuse(source, "a Prepend normalizer without spaces written as \u2581")
+        self._spaces = spaces
+        self._ignore_merges = model.ignore_merges
+        if model.ignore_merges and split:
+            raise _refuse(source, "ignore_merges with a Metaspace that splits words")
+        self._split = split
+        self._merges = merges
+        self._byte_fallback = model.byte_fallback
+        self._fuse_unk = model.fuse_unk
+        self._decoders = self._decoder_chain(spec.decoder)
+        # added tokens, as HF derives them on load
+        added = added_tokens_of(spec.added_tokens or [], vocab, source)
+        if any(t.normalized for t in added):
+            t = next(t for t in added if t.normalized)
+            raise _refuse(source, f"the normalized added token {t.content!r}")
+        self._added = added
+        self._matcher = AddedTokenMatcher(added, None) if added else None
+        self._special = {t.content: t.id for t in added if t.special}
+        self._added_by_id = {t.id: t.content for t in added}
+        self._n = max([i + 1 for i in self._id_to_token] + [t.id + 1 for t in added] + [1])
+        self._encoder = None
+        self._special_re: dict = {}
+        import threading
+
+        self._lock = threading.Lock()
+
+    def _decoder_chain(self, d) -> list:
+        if d is None:
+            return []
+        items = d.decoders if isinstance(d, _DSequence) else [d]
+        for x in items:
+            if isinstance(x, _DReplace) and x.pattern.String is UNSET:
+                raise _refuse(self._source, "a Replace decoder with a regex")
+            if isinstance(x, _DStrip) and (len(x.content) != 1 or not 0 <= x.start <= 1 << 20 or not 0 <= x.stop <= 1 << 20):
+                raise _refuse(self._source, f"a Strip decoder of {x.content!r}")
+        return list(items)
+
+    def __reduce__(self):
+        return _from_raw, (self._raw, self._source)
+
+    # ----------------------------------------------------------------- properties
+    @property
+    def vocab_size(self) -> int:
+        return self._n
+
+    @property
+    def special_tokens(self) -> dict[str, int]:
+        return dict(self._special)
+
+    @property
+    def added_tokens(self) -> dict[str, int]:
+        return {t.content: t.id for t in self._added}
+
+    @property
+    def content_hash(self) -> str:
+        return hashlib.sha256(b"tokenmill.sentencepiece-json\0" + self._raw).hexdigest()
+
+    @property
+    def pattern(self):
+        return None
+
+    def _token(self, i: int) -> str:
+        from .._validate import check_int
+
+        i = check_int(i, "token id")
+        t = self._added_by_id.get(i, self._id_to_token.get(i))
+        if t is None:
+            raise ConfigError(f"token id {i} is out of range for vocab_size={self._n:,d} (or holds no token)")
+        return t
+
+    def token_bytes(self, token_id: int) -> bytes:
+        """A token's bytes: the vocabulary token with ``▁`` as a space, a ``<0xNN>`` token's byte, an
+        added token's text."""
+        t = self._token(token_id)
+        if token_id in self._added_by_id:
+            return t.encode("utf-8")
+        if self._byte_fallback and len(t) == 6 and t.startswith("<0x") and t.endswith(">"):
+            return bytes([int(t[3:5], 16)])
+        return t.replace(WS, " ").encode("utf-8")
+
+    def vocab_items(self):
+        return ((i, self.token_bytes(i)) for i in sorted(self._id_to_token) if i not in self._added_by_id)
+
+    def __repr__(self) -> str:
+        return (f"SentencePieceJsonTokenizer(vocab_size={self._n:,d}, byte_fallback={self._byte_fallback}, "
+                f"special_tokens={len(self._special)}, source={os.path.basename(self._source)!r})")
+
+    # ----------------------------------------------------------------- encoding
+    def _allowed(self, text: str, allowed_special, disallowed_special) -> set:
+        if not isinstance(text, str):
+            utf8_of(text)
+        allowed = set(self._special) if allowed_special == "all" else (
+            {allowed_special} if isinstance(allowed_special, str) else set(allowed_special))
+        unknown = allowed - set(self._special)
+        if unknown:
+            raise ConfigError(f"allowed_special names {sorted(unknown)!r}, which are not special tokens of this "
+                              "tokenizer")
+        disallowed = set(self._special) if disallowed_special == "all" else (
+            {disallowed_special} if isinstance(disallowed_special, str) else set(disallowed_special))
+        check = disallowed - allowed
+        if check:
+            key = frozenset(check)
+            pat = self._special_re.get(key)
+            if pat is None:
+                pat = self._special_re[key] = trie_pattern(sorted(check))
+            m = search_first(pat, text)
+            if m is not None:
+                raise SpecialTokenError(
+                    f"the text contains the special token {m.group()!r} at character {m.start():,d}; pass "
+                    f"allowed_special={{{m.group()!r}}} (or 'all') to encode it as a special token, "
+                    "disallowed_special=() to encode it as plain text, or use encode_ordinary()")
+        return allowed
+
+    def _compiled(self):
+        if self._encoder is None:
+            with self._lock:
+                if self._encoder is None:
+                    from .sp_encoder import CompiledSentencePiece
+
+                    self._encoder = CompiledSentencePiece.from_merges(
+                        self._vocab, max(self._id_to_token, default=0) + 1, self._merges,
+                        byte_fallback=self._byte_fallback, unk=self._unk, fuse_unk=self._fuse_unk,
+                        ws_split=self._split, escape=self._spaces)
+        return self._encoder
+
+    def _pieces(self, text: str, allowed: set) -> list:
+        """(text the kernel reads, None) or (None, id): HF's added-token split, each text piece normalized
+        and pre-tokenized (``▁`` written as a space; the kernel reads it as ``▁``)."""
+        if self._matcher is None:
+            parts = [(text, None)] if text else []
+        else:
+            parts = self._matcher.pieces(text, allowed)
+        out, at = [], 0
+        for piece, tid in parts:
+            start = at
+            at += len(piece)
+            if tid is not None:
+                out.append((None, tid))
+                continue
+            if self._prepend_norm:  # Prepend("▁"), every piece (HF normalizes each piece alone)
+                piece = " " + piece
+            if self._spaces and self._scheme != "never":
+                first = piece[:1]
+                if first not in (" ", WS) and (self._scheme == "always" or start == 0):
+                    piece = " " + piece
+            if self._unk < 0 and not self._byte_fallback:
+                # no unknown token: HF drops a character outside the vocabulary, so its neighbours meet
+                piece = "".join(c for c in piece if (WS if c == " " and self._spaces else c) in self._vocab)
+                if not piece:
+                    continue
+            if self._ignore_merges:
+                word = piece.replace(" ", WS) if self._spaces else piece
+                tid = self._vocab.get(word)
+                if tid is not None:
+                    out.append((None, tid))
+                    continue
+            out.append((piece, None))
+        return out
+
+    def encode_ordinary(self, text: str) -> list[int]:
+        return self.encode(text, disallowed_special=())
+
+    def encode(self, text: str, *, allowed_special=(), disallowed_special="all") -> list[int]:
+        return self.encode_batch([text], num_threads=1, allowed_special=allowed_special,
+                                 disallowed_special=disallowed_special)[0]
+
+    def encode_batch(self, texts, *, num_threads=None, as_arrays: bool = False, allowed_special=(),
+                     disallowed_special="all") -> list:
+        """``[encode(t) for t in texts]``, the kernel run once per group of texts (``num_threads`` groups
+        at a time; the kernels release the GIL)."""
+        from .._validate import check_int
+
+        texts = list(texts)
+        threads = max(1, os.cpu_count() or 1) if num_threads is None else check_int(num_threads, "num_threads",
+                                                                                    min=1, max=1024)
+        enc = self._compiled()
+
+        def group(lo: int, hi: int) -> list:
+            rows, datas = [], []
+            for t in texts[lo:hi]:
+                allowed = self._allowed(t, allowed_special, disallowed_special)
+                row = []
+                for piece, tid in self._pieces(t, allowed):
+                    if tid is not None:
+                        row.append(tid)
+                    else:
+                        data = utf8_of(piece)
+                        if data:
+                            row.append(~len(datas))
+                            datas.append(data)
+                rows.append(row)
+            ids, bounds, _ = enc.encode_many(datas, normalized=True)
+            parts = [ids[bounds[k]:bounds[k + 1]] for k in range(len(datas))]
+            res = []
+            for row in rows:
+                a = (parts[~row[0]] if len(row) == 1 and row[0] < 0 else np.concatenate(
+                    [np.array([x], np.int64) if x >= 0 else parts[~x] for x in row]) if row else np.zeros(0, np.int64))
+                res.append(a.copy() if as_arrays else a.tolist())
+            return res
+
+        per = 1 << 20 if threads == 1 else min(1 << 20, max(1 << 14, sum(map(len, texts)) // (4 * threads)))
+        bounds, size = [0], 0
+        for i, t in enumerate(texts):
+            size += len(t) if isinstance(t, str) else 0
+            if size >= per or i + 1 - bounds[-1] >= 1024:
+                bounds.append(i + 1)
+                size = 0
+        if bounds[-1] != len(texts):
+            bounds.append(len(texts))
+        spans = list(zip(bounds[:-1], bounds[1:]))
+        if threads == 1 or len(spans) < 2:
+            return [x for lo, hi in spans for x in group(lo, hi)]
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(min(threads, len(spans))) as ex:
+            return [x for part in ex.map(lambda s: group(*s), spans) for x in part]
+
+    # ----------------------------------------------------------------- decoding
+    def decode(self, ids, errors: str = "replace") -> str:
+        """HF's ``decode(ids, skip_special_tokens=False)``: the tokens through the file's decoder chain."""
+        tokens = [self._token(i) for i in ids]
+        for d in self._decoders:
+            if isinstance(d, _DReplace):
+                tokens = [t.replace(d.pattern.String, d.content) for t in tokens]
+            elif isinstance(d, _DByteFallback):
+                tokens = _byte_fallback(tokens)
+            elif isinstance(d, _DFuse):
+                tokens = ["".join(tokens)]
+            elif isinstance(d, _DStrip):
+                tokens = [_strip(t, d.content, d.start, d.stop) for t in tokens]
+            else:  # Metaspace
+                scheme = d.prepend_scheme if d.prepend_scheme is not UNSET else (
+                    "always" if d.add_prefix_space is UNSET or d.add_prefix_space else "never")
+                tokens = ["".join(("" if i == 0 and scheme != "never" else " ") if c == d.replacement else c
+                                  for c in t) for i, t in enumerate(tokens)]
+        return "".join(tokens)
+
+    def decode_bytes(self, ids) -> bytes:
+        return self.decode(ids).encode("utf-8")
+
+
+def _byte_fallback(tokens: list[str]) -> list[str]:
+    """HF's ByteFallback decoder: a run of ``<0xNN>`` tokens becomes its UTF-8 text, or one U+FFFD per
+    token when it is not valid UTF-8."""
+    out, run = [], bytearray()
+
+    def flush():
+        if run:
+            try:
+                out.append(bytes(run).decode("utf-8"))
+            except UnicodeDecodeError:
+                out.extend(["\ufffd"] * len(run))
+            run.clear()
+
+    for t in tokens:
+        b = None
+        if len(t) == 6 and t.startswith("<0x") and t.endswith(">"):
+            try:
+                b = int(t[3:5], 16) if all(c in "0123456789abcdefABCDEF" for c in t[3:5]) else None
+            except ValueError:
+                b = None
+        if b is not None:
+            run.append(b)
+        else:
+            flush()
+            out.append(t)
+    flush()
+    return out
+
+
+def _strip(t: str, content: str, start: int, stop: int) -> str:
+    a = 0
+    for c in t[:start]:
+        if c != content:
+            break
+        a += 1
+    b = len(t)
+    for _ in range(stop):
+        if b > a and t[b - 1] == content:
+            b -= 1
+        else:
+            break
+    return t[a:b]

@@ -1,0 +1,157 @@
+"""OpenAI's real cl100k_base and o200k_base rank files: tokenmill's ids equal tiktoken's.
+
+`make test` extracts both files from the ``bpe-openai==0.1.4`` wheel (checking the sha256 tiktoken
+itself expects) into .cache/openai and points $TOKENMILL_OPENAI_DIR there. tiktoken is built from the
+same files offline (``tiktoken.get_encoding`` would download them): the split regexes and special
+tokens come from tiktoken's own ``tiktoken_ext.openai_public``, so the oracle is the encoding tiktoken
+ships, not a copy of it. Compared: the corpora (1 and 2 threads, lists and arrays out, special tokens
+allowed), adversarial text (long runs of one character, mixed scripts, digits, very long words,
+whitespace runs) and hypothesis-generated text, including the pure-Python twin.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+from unittest import mock
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.conftest import REPO, corpus_sample
+from tokenmill import Tokenizer
+
+SCRIPTS = ("en", "zh", "multi", "code")
+SAMPLE = 150_000  # bytes of each corpus per encoding (the suite must stay fast on 2 cores)
+NAMES = {"cl100k_base": "cl100k", "o200k_base": "o200k"}
+
+
+@pytest.fixture(scope="session")
+def openai_dir() -> Path:
+    p = Path(os.environ.get("TOKENMILL_OPENAI_DIR", REPO / ".cache" / "openai"))
+    missing = [n for n in NAMES if not (p / f"{n}.tiktoken").is_file()]
+    if missing:
+        pytest.skip(f"{p}/{missing[0]}.tiktoken not found; run `make test` (it extracts it from the "
+                    "bpe-openai wheel on PyPI)")
+    return p
+
+
+def _pair(openai_dir: Path, name: str):
+    tiktoken = pytest.importorskip("tiktoken")
+    from tiktoken.load import load_tiktoken_bpe
+    from tiktoken_ext import openai_public
+
+    path = str(openai_dir / f"{name}.tiktoken")
+    with mock.patch.object(openai_public, "load_tiktoken_bpe", lambda *a, **k: load_tiktoken_bpe(path)):
+        spec = getattr(openai_public, name)()  # tiktoken's own pat_str and special tokens, no download
+    enc = tiktoken.Encoding(name, pat_str=spec["pat_str"], mergeable_ranks=spec["mergeable_ranks"],
+                            special_tokens=spec["special_tokens"])
+    tok = Tokenizer.from_tiktoken(path, pattern=NAMES[name], special_tokens=spec["special_tokens"])
+    assert tok.pattern == spec["pat_str"], "the preset is not tiktoken's regex character for character"
+    return tok, enc
+
+
+@pytest.fixture(scope="session")
+def cl100k(openai_dir):
+    return _pair(openai_dir, "cl100k_base")
+
+
+@pytest.fixture(scope="session")
+def o200k(openai_dir):
+    return _pair(openai_dir, "o200k_base")
+
+
+def test_vocabularies(cl100k, o200k):
+    for tok, enc in (cl100k, o200k):
+        assert tok.vocab_size == enc.n_vocab
+        assert tok.special_tokens == enc._special_tokens
+        last = max(enc._mergeable_ranks.values())  # cl100k's ids have gaps before its special tokens
+        for i in (0, 255, 256, 1000, last - 1, last):
+            assert tok.token_bytes(i) == enc.decode_single_token_bytes(i)
+
+
+@pytest.mark.corpus
+@pytest.mark.slow
+@pytest.mark.parametrize("which", ["cl100k", "o200k"])
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_corpora_equal_tiktoken(request, which, corpora, script):
+    tok, enc = request.getfixturevalue(which)
+    texts = corpus_sample(corpora, script, SAMPLE, stride=11)
+    want = enc.encode_ordinary_batch(texts)
+    assert [tok.encode_ordinary(t) for t in texts] == want
+    assert tok.encode_batch(texts, num_threads=2, disallowed_special=()) == want
+    assert [a.tolist() for a in tok.encode_batch(texts, num_threads=1, as_arrays=True, disallowed_special=())] == want
+    rng = random.Random(which + script)
+    specials = sorted(tok.special_tokens)
+    mixed = []
+    for t in texts[:10]:
+        t = t[:2000]
+        for _ in range(3):
+            k = rng.randrange(len(t) + 1)
+            t = t[:k] + rng.choice(specials) + t[k:]
+        mixed.append(t)
+    assert tok.encode_batch(mixed, allowed_special="all") == enc.encode_batch(mixed, allowed_special="all")
+
+
+def _adversarial() -> list[str]:
+    """Texts that stress the splitter and the merge loop: long runs of one character (letters, digits,
+    spaces, newlines, CJK, emoji, combining marks), very long words, whitespace runs of every kind,
+    digits glued to letters, mixed scripts with no spaces, contractions and their case variants."""
+    rng = random.Random(2026)
+    runs = ["a", "A", "z", "1", "9", " ", "\n", "\t", "\r\n", ".", "!", "-", "_", "'", "/", "低", "世", "あ", "한",
+            "é", "\u0301", "🙂", "\u00a0", "\u3000", "ß", "ſ", "K", "٣", "Ⅻ", "\x85", "\u200d", "ab", "ab ", "1 ", "a1"]
+    out = [c * n for c in runs for n in (2, 47, 48, 49, 255, 256, 257, 3000)]
+    out += ["x" * 10_000, " " * 10_000, "低" * 5_000, "1" * 5_000, "\n" * 4_000 + "a", "a" + " " * 4_000]
+    words = ["supercalifragilistic" * 30, "Donaudampfschifffahrtsgesellschaftskapitän" * 10,
+             "pneumonoultramicroscopicsilicovolcanoconiosis", "ThisIsCamelCaseWithoutAnySpacesAtAll" * 20,
+             "https://example.com/" + "path/" * 200, "0x" + "deadbeef" * 300, "中华人民共和国" * 400,
+             "Приветмир" * 100, "مرحبابالعالم" * 100, "नमस्तेदुनिया" * 100, "こんにちは世界" * 100]
+    out += words
+    pieces = ["the", "The", "THE", " ", "  ", "\n", "\n\n", "\r\n", "\t", "'s", "'S", "'ll", "'LL", "'re", "'Ve",
+              "123", "4567", "89", "3.14", "1,000", "中文", "日本語", "한국어", "Ελληνικά", "русский", "عربى",
+              "e\u0301", "🙂", "🏳️‍🌈", "\u00a0", "\u3000", "...", "!!!", "{}", "();", "=>", "<|endoftext|>", "<|fim_prefix|>",
+              "\u2028", "\x0b", "\x0c", "\x85", "ſ", "ǅ", "ʰ", "Ⅻ", "½", "٣"]
+    for n in (5, 20, 100, 400, 2000):
+        for _ in range(6):
+            out.append("".join(rng.choice(pieces) for _ in range(n)))
+    out += ["".join(rng.choice(pieces) + rng.choice(runs) * rng.randrange(1, 60) for _ in range(200)) for _ in range(10)]
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("which", ["cl100k", "o200k"])
+def test_adversarial_text_equals_tiktoken(request, which):
+    tok, enc = request.getfixturevalue(which)
+    texts = _adversarial()
+    want = enc.encode_ordinary_batch(texts)
+    for t, w in zip(texts, want):
+        assert tok.encode_ordinary(t) == w, repr(t[:80])
+    assert tok.encode_batch(texts, num_threads=2, disallowed_special=()) == want
+    for t, w in zip(texts[:: 7], want[:: 7]):
+        if len(t) <= 3000:
+            assert tok.encode_ordinary_python(t) == w, repr(t[:80])
+
+
+ALPHABET = list("abcXYZ  \n\r\t'sSlLvVeErRdDmMtT.,;!?0123/-_") + [
+    "é", "e\u0301", "\u0301", "低", "世界", "🙂", "\u00a0", "\u3000", "ſ", "K", "٣", "Ⅻ", "½", "ǅ", "ʰ", "\u200d",
+    "\x85", "ß", "İ", "Σ", "ς", "ﬁ", "\u2028",
+]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_generated_text_equals_tiktoken(cl100k, o200k, data):
+    text = data.draw(st.lists(st.sampled_from(ALPHABET + ["<|endoftext|>"]), max_size=80).map("".join))
+    for tok, enc in (cl100k, o200k):
+        assert tok.encode_ordinary(text) == enc.encode_ordinary(text)
+        assert tok.encode(text, allowed_special="all") == enc.encode(text, allowed_special="all")
+        assert tok.encode_ordinary_python(text) == enc.encode_ordinary(text)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=st.text(st.characters(codec="utf-8"), max_size=80))
+def test_random_unicode_equals_tiktoken(cl100k, o200k, text):
+    for tok, enc in (cl100k, o200k):
+        assert tok.encode_ordinary(text) == enc.encode_ordinary(text)

@@ -1,0 +1,614 @@
+"""SentencePiece BPE ``.model`` files: ids equal ``sentencepiece``'s ``encode``, text its ``decode``.
+
+Oracles: the ``sentencepiece`` package (0.2.x) itself, on
+
+* Mistral's four SentencePiece models (v1, v2, v3, v7: byte fallback, identity normalizer, 750
+  control pieces, user-defined symbols), fetched by ``make test`` from the mistral-common wheel into
+  $TOKENMILL_MISTRAL_DIR (skipped with a message elsewhere);
+* small BPE models trained here with ``sentencepiece`` (byte fallback on and off, digits split or not,
+  NFKC and identity normalizers, extra whitespace kept or removed, whitespace as suffix, no dummy
+  prefix with user-defined and control symbols, pieces across whitespace): these always run;
+* random hand-made vocabularies (ties in score, -0.0 and +0.0, UNUSED pieces split back, control
+  and user-defined pieces among the merges, a character map), written with ``write_model_proto``.
+
+The compiled encoder and its pure-Python twin are compared with each other and with the oracle.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.conftest import corpus_sample
+from tokenmill import as_tokenizer
+from tokenmill.errors import ConfigError, FormatError, SpecialTokenError, UnsupportedTokenizerError
+from tokenmill.tokenizer import sentencepiece as S
+from tokenmill.tokenizer.model import Tokenizer
+
+spm = pytest.importorskip("sentencepiece")
+
+REPO = Path(__file__).resolve().parents[2]
+MISTRAL = ("tokenizer.model.v1", "mistral_instruct_tokenizer_240216.model.v2",
+           "mistral_instruct_tokenizer_240323.model.v3", "mistral_instruct_tokenizer_241114.model.v7")
+EDGE = ["", " ", "  ", "\t", "\n", "\n\n", " \n ", "Hello world", "  Hello   world  ", "a\tb\nc\r\nd",
+        "中文分词测试，标点。日本語のテキスト", "🙂👍🏽 e\u0301 ﬁ ① ａｂｃ \u3000x\u00a0y", "def f(x):\n    return x ** 2  # c\n",
+        "12345 9.99% 2024-01-01", "ÿ\x00\x01\x7f", "▁x ▁ ▁▁", "x" * 300, " " * 70, "ab " * 100, "<unk>",
+        "[INST] hi [/INST]", "<s>a</s>", "[REF] a[REFERENCE_DOC_1]b [/REF]", "foo bar <mask> x", "Ⅻ½ǅʰ\u200d\x85"]
+ALPHABET = list("abcXYZ  \n\r\t'sS.,;!?0123/-_") + ["▁", "é", "e\u0301", "低", "世界", "🙂", "\u00a0", "\u3000",
+                                                     "Ⅻ", "½", "\x85", "ａ", "ﬁ", "[REF]", "foo bar", "<mask>"]
+
+
+def _texts(seed: int, n: int = 300) -> list[str]:
+    rng = random.Random(seed)
+    return EDGE + ["".join(rng.choice(ALPHABET) for _ in range(rng.randrange(60))) for _ in range(n)]
+
+
+def _check(tok: S.SentencePieceTokenizer, sp, texts: list[str], *, twin: bool = True, ids_seed: int = 0) -> None:
+    """Kernel, twin and sentencepiece agree on ``texts``; decode agrees on their ids and random ids."""
+    want = [sp.encode(t) for t in texts]
+    got = tok.encode_batch(texts, disallowed_special=(), num_threads=1)
+    for t, a, b in zip(texts, got, want):
+        assert a == b, repr(t[:200])
+    if twin:
+        for t, b in zip(texts[:150], want):
+            assert tok.encode_python(t, disallowed_special=()) == b, repr(t[:200])
+    for ids in want[:200]:
+        assert tok.decode(ids) == sp.decode(ids)
+    rng = random.Random(ids_seed)
+    for _ in range(200):
+        ids = [rng.randrange(tok.vocab_size) if rng.random() < 0.6 else rng.randrange(min(tok.vocab_size, 300))
+               for _ in range(rng.randrange(12))]
+        assert tok.decode(ids) == sp.decode(ids), ids
+
+
+# ------------------------------------------------------------------------------- models trained here
+TRAINED = {
+    "bf": dict(byte_fallback=True),
+    "nobf": dict(byte_fallback=False),
+    "digits": dict(byte_fallback=True, split_digits=True),
+    "nfkc": dict(byte_fallback=True, normalization_rule_name="nmt_nfkc"),
+    "identity_keep_ws": dict(byte_fallback=True, normalization_rule_name="identity", remove_extra_whitespaces=False,
+                             allow_whitespace_only_pieces=True),
+    "suffix": dict(byte_fallback=False, treat_whitespace_as_suffix=True, normalization_rule_name="identity",
+                   remove_extra_whitespaces=False),
+    "ud_no_dummy": dict(byte_fallback=True, add_dummy_prefix=False, normalization_rule_name="nfkc",
+                        user_defined_symbols=["<mask>", "[REF]", "foo bar", "▁x"], control_symbols=["<ctl>"]),
+    "across_ws": dict(byte_fallback=True, split_by_whitespace=False, normalization_rule_name="identity",
+                      remove_extra_whitespaces=False),
+}
+
+
+def _training_lines() -> list[str]:
+    """~400 kB every Python installation has (the interactive help topics, as the demo uses) and
+    generated Chinese, digits and emoji: no download, so these tests always run."""
+    import pydoc_data.topics
+
+    lines = [ln for text in pydoc_data.topics.topics.values() for ln in text.splitlines()]
+    rng = random.Random(0)
+    han = "的一是不了人我在有他这中大来上个国到说们为子和你地出道也时年得就那要下以生会自着去之过家学对可她里后小么"
+    for _ in range(3000):
+        words = ["".join(rng.choice(han) for _ in range(rng.randrange(1, 4))) for _ in range(rng.randrange(3, 12))]
+        lines.append("，".join(words) + rng.choice("。！？") + str(rng.randrange(10 ** rng.randrange(1, 6))) +
+                     rng.choice(["", " 🙂", " ok"]))
+    return lines
+
+
+@pytest.fixture(scope="session")
+def trained(tmp_path_factory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("spm")
+    lines = _training_lines()
+    out = {}
+    for name, kw in TRAINED.items():
+        spm.SentencePieceTrainer.train(sentence_iterator=iter(lines), model_prefix=str(d / name), model_type="bpe",
+                                       vocab_size=1200, character_coverage=0.9995, minloglevel=2, num_threads=1, **kw)
+        out[name] = d / f"{name}.model"
+    return out
+
+
+@pytest.mark.parametrize("name", list(TRAINED))
+def test_trained_models_equal_sentencepiece(trained, name):
+    path = trained[name]
+    tok = Tokenizer.from_sentencepiece(path)
+    sp = spm.SentencePieceProcessor(model_file=str(path))
+    assert tok.vocab_size == sp.vocab_size() and tok.pieces == tuple(sp.id_to_piece(i) for i in range(tok.vocab_size))
+    lines = _training_lines()[::37]
+    _check(tok, sp, _texts(hash(name) % 1000) + lines + ["\n".join(lines[:400])], ids_seed=len(name))
+
+
+def test_trained_model_options_are_read(trained):
+    m = S.read_model(trained["suffix"])
+    assert m.treat_whitespace_as_suffix and not m.byte_fallback and not m.normalizer.remove_extra_whitespaces
+    m = S.read_model(trained["digits"])
+    assert m.split_digits and m.byte_fallback and m.normalizer.trie is not None
+    m = S.read_model(trained["ud_no_dummy"])
+    assert not m.normalizer.add_dummy_prefix and b"<mask>" in m.user_defined
+    tok = S.SentencePieceTokenizer(m)
+    assert "<ctl>" in tok.special_tokens and "<mask>" not in tok.special_tokens
+
+
+# ------------------------------------------------------------------------------- Mistral's models
+def _mistral(name: str) -> Path:
+    d = Path(os.environ.get("TOKENMILL_MISTRAL_DIR", REPO / ".cache" / "mistral"))
+    if not (d / name).is_file():
+        pytest.skip(f"{d / name} not found; run `make test` (it extracts it from the mistral-common wheel)")
+    return d / name
+
+
+@pytest.mark.parametrize("name", MISTRAL)
+def test_mistral_models_equal_sentencepiece(name):
+    path = _mistral(name)
+    tok = as_tokenizer(path)
+    assert isinstance(tok, S.SentencePieceTokenizer)
+    sp = spm.SentencePieceProcessor(model_file=str(path))
+    _check(tok, sp, _texts(7), ids_seed=3)
+    assert tok.special_tokens["</s>"] == 2 and tok.special_tokens["<unk>"] == 0
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("script", ["en", "zh", "code", "multi"])
+def test_mistral_v3_and_v1_on_the_corpora(corpora, script):
+    texts = corpus_sample(corpora, script, 300_000, stride=13)
+    texts += [ln for t in texts[:3] for ln in t.splitlines()[:300]]
+    for name in (MISTRAL[2], MISTRAL[0]):
+        path = _mistral(name)
+        tok = Tokenizer.from_sentencepiece(path)
+        sp = spm.SentencePieceProcessor(model_file=str(path))
+        got = tok.encode_batch(texts, disallowed_special=(), num_threads=2)
+        want = sp.encode(texts)
+        assert all(a == b for a, b in zip(got, want)) and len(got) == len(want)
+        assert all(tok.decode(ids) == sp.decode(ids) for ids in want[:40])
+
+
+def test_mistral_v7_generated_text_hypothesis():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    path = _mistral(MISTRAL[3])
+    tok = Tokenizer.from_sentencepiece(path)
+    sp = spm.SentencePieceProcessor(model_file=str(path))
+
+    @settings(max_examples=150, deadline=None)
+    @given(st.lists(st.sampled_from(ALPHABET + ["[INST]", "<s>", "\uffff", "\U0001f600"]), max_size=50).map("".join)
+           | st.text(max_size=40))
+    def run(text):
+        if any(0xD800 <= ord(c) < 0xE000 for c in text):
+            return
+        assert tok.encode(text, disallowed_special=()) == sp.encode(text)
+        assert tok.decode(sp.encode(text)) == sp.decode(sp.encode(text))
+
+    run()
+
+
+# ------------------------------------------------------------------------------- random vocabularies
+FUZZ_ALPHABET = ["a", "b", "c", "d", "\u2581", "中", "é", "🙂", "ａ", "ﬁ", "①", "\u3000", "e\u0301", "\t", " "]
+
+
+def _random_model(rng: random.Random, charsmap: bytes) -> bytes:
+    bf = rng.random() < 0.5
+    pieces = [("<unk>", 0.0, S.UNKNOWN), ("<s>", 0.0, S.CONTROL), ("</s>", 0.0, S.CONTROL)]
+    if bf:
+        pieces += [(f"<0x{b:02X}>", 0.0, S.BYTE) for b in range(256)]
+    seen = {p for p, _, _ in pieces}
+    scores = [-3.0, -2.0, -1.0, -0.0, 0.0, -0.5, -2.0, 1.0]  # ties, and -0.0 below +0.0
+    for c in FUZZ_ALPHABET[:-1]:
+        if rng.random() < 0.85 and c not in seen:
+            pieces.append((c, rng.choice(scores), rng.choice([S.NORMAL] * 8 + [S.CONTROL, S.USER_DEFINED, S.UNUSED])))
+            seen.add(c)
+    for _ in range(rng.randrange(3, 40)):
+        w = "".join(rng.choice(FUZZ_ALPHABET if rng.random() < 0.1 else FUZZ_ALPHABET[:-1])
+                    for _ in range(rng.randrange(2, 6)))
+        if w not in seen:
+            pieces.append((w, rng.choice(scores), rng.choice([S.NORMAL] * 10 + [S.UNUSED, S.USER_DEFINED, S.CONTROL])))
+            seen.add(w)
+    rng.shuffle(pieces)
+    norm = {"name": "identity", "add_dummy_prefix": rng.random() < 0.7, "remove_extra_whitespaces": rng.random() < 0.4,
+            "escape_whitespaces": rng.random() < 0.85}
+    if rng.random() < 0.3:
+        norm["precompiled_charsmap"] = charsmap
+    return S.write_model_proto(pieces, trainer={"model_type": 2, "byte_fallback": bf,
+                                                "treat_whitespace_as_suffix": rng.random() < 0.2}, normalizer=norm)
+
+
+def test_random_vocabularies_equal_sentencepiece(trained):
+    charsmap = S.read_model(trained["nfkc"]).normalizer.charsmap
+    rng = random.Random(12)
+    for k in range(80):
+        raw = _random_model(rng, charsmap)
+        sp = spm.SentencePieceProcessor(model_proto=raw)
+        tok = S.SentencePieceTokenizer.from_bytes(raw)
+        texts = ["".join(rng.choice(FUZZ_ALPHABET + ["x", "  ", "\n"]) for _ in range(rng.randrange(40)))
+                 for _ in range(25)]
+        texts += ["".join(rng.choice(FUZZ_ALPHABET[:6]) for _ in range(rng.randrange(30, 300))) for _ in range(2)]
+        _check(tok, sp, texts, ids_seed=k)
+
+
+def test_unused_piece_is_split_back_as_sentencepiece_does():
+    # "ab" is UNUSED: merged (it is the best pair), then split back into the pair it was made from
+    pieces = [("<unk>", 0, S.UNKNOWN), ("▁", -5, S.NORMAL), ("a", -4, S.NORMAL), ("b", -4, S.NORMAL),
+              ("ab", 0, S.UNUSED), ("abc", -1, S.NORMAL), ("c", -4, S.NORMAL)]
+    raw = S.write_model_proto(pieces)
+    sp = spm.SentencePieceProcessor(model_proto=raw)
+    tok = S.SentencePieceTokenizer.from_bytes(raw)
+    for t in ["ab", "abc", "ab ab abc", "cab", "abab"]:
+        assert tok.encode(t) == sp.encode(t) == tok.encode_python(t), t
+
+
+def test_long_segments_take_the_heap_and_stay_exact():
+    path = _mistral(MISTRAL[0])
+    tok = Tokenizer.from_sentencepiece(path)
+    sp = spm.SentencePieceProcessor(model_file=str(path))
+    rng = random.Random(5)
+    texts = ["x" * 5000, "ab" * 3000, "中文" * 2000, "\u2581" * 3000, " " * 5000,
+             "".join(rng.choice("aeiou") for _ in range(4000))]
+    _check(tok, sp, texts, twin=False)
+
+
+# ------------------------------------------------------------------------------- the protocol
+@pytest.fixture(scope="session")
+def small(trained):
+    return Tokenizer.from_sentencepiece(trained["ud_no_dummy"]), spm.SentencePieceProcessor(
+        model_file=str(trained["ud_no_dummy"]))
+
+
+def test_special_tokens_follow_tiktokens_safety_model(small):
+    tok, sp = small
+    text = "a</s>b<ctl>"
+    with pytest.raises(SpecialTokenError, match="'</s>' at character 1"):
+        tok.encode(text)
+    with pytest.raises(SpecialTokenError):
+        tok.encode_batch(["ok", text])
+    assert tok.encode(text, disallowed_special=()) == tok.encode_ordinary(text) == sp.encode(text)
+    eos, ctl = tok.special_tokens["</s>"], tok.special_tokens["<ctl>"]
+    assert tok.encode(text, allowed_special="all") == sp.encode("a") + [eos] + sp.encode("b") + [ctl]
+    assert tok.encode(text, allowed_special={"</s>"}, disallowed_special=()) == (
+        sp.encode("a") + [eos] + sp.encode("b<ctl>"))
+    with pytest.raises(ConfigError, match="not special tokens"):
+        tok.encode("x", allowed_special={"<nope>"})
+
+
+def test_encode_batch_arrays_threads_and_order(small):
+    tok, sp = small
+    texts = _texts(3, 200) * 3
+    want = [sp.encode(t) for t in texts]
+    for threads in (1, 2):
+        got = tok.encode_batch(texts, num_threads=threads, as_arrays=True, disallowed_special=())
+        assert all(a.dtype == np.int64 and a.tolist() == b for a, b in zip(got, want))
+
+
+def test_decode_bytes_token_bytes_and_pieces(small):
+    tok, sp = small
+    ids = sp.encode("héllo wörld 🙂")
+    assert tok.decode_bytes(ids).decode() == tok.decode(ids) == sp.decode(ids)
+    byte = tok.piece_to_id("<0xF0>")
+    assert tok.decode([byte]) == "\ufffd" and tok.decode_bytes([byte]) == b"\xf0"  # one U+FFFD per invalid byte
+    assert tok.decode([byte, byte]) == sp.decode([byte, byte]) == "\ufffd\ufffd"
+    assert tok.token_bytes(tok.piece_to_id("</s>")) == b"</s>"
+    assert all(tok.token_bytes(i) == sp.id_to_piece(i).replace("▁", " ").encode() for i in range(300, 320))
+    assert tok.id_to_piece(5) == sp.id_to_piece(5) and tok.piece_to_id("zzzz-none") == sp.piece_to_id("zzzz-none")
+    with pytest.raises(ConfigError, match="out of range"):
+        tok.decode([tok.vocab_size])
+    with pytest.raises(ConfigError):
+        tok.token_bytes(-1)
+    assert "SentencePieceTokenizer(vocab_size=1,200" in repr(tok)
+
+
+def test_lone_surrogate_and_non_str_are_refused(small):
+    from tokenmill.errors import InputError
+
+    tok, _ = small
+    with pytest.raises(InputError, match="lone surrogate"):
+        tok.encode("a\ud800b", disallowed_special=())
+    with pytest.raises(ConfigError, match="takes a str"):
+        tok.encode(b"bytes")
+
+
+def test_pickles_and_hash(small, trained):
+    tok, sp = small
+    again = pickle.loads(pickle.dumps(tok))
+    assert again.encode("foo bar x", disallowed_special=()) == sp.encode("foo bar x")
+    assert again.content_hash == tok.content_hash != Tokenizer.from_sentencepiece(trained["bf"]).content_hash
+
+
+def test_first_run_uses_the_python_twin(first_run, trained):
+    tok = Tokenizer.from_sentencepiece(trained["nfkc"])
+    sp = spm.SentencePieceProcessor(model_file=str(trained["nfkc"]))
+    assert tok.encode("Hello ｗｏｒｌｄ") == sp.encode("Hello ｗｏｒｌｄ")
+    assert "sentencepiece" in first_run.twins_used and tok._encoder is None
+
+
+# ------------------------------------------------------------------------------- paths, CLI, store
+def test_as_tokenizer_recognizes_model_files_and_processors(tmp_path, trained):
+    p = tmp_path / "m" / "tokenizer.model"
+    p.parent.mkdir()
+    p.write_bytes(trained["bf"].read_bytes())
+    sp = spm.SentencePieceProcessor(model_file=str(trained["bf"]))
+    for obj in (p, p.parent, str(p), sp):
+        tok = as_tokenizer(obj)
+        assert isinstance(tok, S.SentencePieceTokenizer) and tok.encode("hi there") == sp.encode("hi there")
+
+
+def test_unigram_models_are_refused_or_run_through_sentencepiece(tmp_path, capsys):
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(_training_lines()[:3000]), model_prefix=str(tmp_path / "u"),
+                                   model_type="unigram", vocab_size=300, minloglevel=2, num_threads=1)
+    path = tmp_path / "u.model"
+    with pytest.raises(UnsupportedTokenizerError, match="Unigram model"):
+        Tokenizer.from_sentencepiece(path)
+    tok = as_tokenizer(path)
+    sp = spm.SentencePieceProcessor(model_file=str(path))
+    assert type(tok).__name__ == "ForeignTokenizer" and tok.encode("hello world") == sp.encode("hello world")
+    assert "running it through sentencepiece" in capsys.readouterr().err
+
+
+def test_cli_encode_and_decode(tmp_path, trained, capsys):
+    from tokenmill.cli import main
+
+    sp = spm.SentencePieceProcessor(model_file=str(trained["bf"]))
+    assert main(["encode", "--tokenizer", str(trained["bf"]), "Hello world 中文"]) == 0
+    ids = [int(x) for x in capsys.readouterr().out.split()]
+    assert ids == sp.encode("Hello world 中文")
+    assert main(["decode", "--tokenizer", str(trained["bf"]), *map(str, ids)]) == 0
+    assert capsys.readouterr().out == "Hello world 中文\n"
+
+
+def test_store_build_with_a_model_file(tmp_path, trained):
+    from tokenmill import TokenStore
+    from tokenmill.data import texts
+
+    tok = as_tokenizer(trained["digits"])
+    sp = spm.SentencePieceProcessor(model_file=str(trained["digits"]))
+    docs = _texts(9, 120)[1:]
+    stores = {}
+    for name, kw in {"local": dict(workers=1), "threads": dict(workers=2), "process": dict(workers=2, engine="process")}.items():
+        stores[name] = TokenStore.build(tmp_path / name, texts(docs), tok, shard_bytes=2000, progress=False,
+                                        special_text="plain", **kw)
+    eos = tok.special_tokens["</s>"]
+    ref = stores["local"]
+    assert ref.dtype == np.uint16 and len(ref) == len(docs)
+    assert all(ref.get(i).tolist() == sp.encode(d) + [eos] for i, d in enumerate(docs))
+    for name, st in stores.items():
+        assert st.fingerprint == ref.fingerprint, name
+    assert ref.decode(3, tok) == sp.decode(sp.encode(docs[3]))
+
+
+# ------------------------------------------------------------------------------- hostile files
+def _model(**kw) -> bytes:
+    pieces = kw.pop("pieces", [("<unk>", 0, S.UNKNOWN), ("▁", -1, S.NORMAL), ("a", -2, S.NORMAL)])
+    return S.write_model_proto(pieces, **kw)
+
+
+@pytest.mark.parametrize("raw, match", [
+    (b"", "is empty"),
+    (b"\x0a\xff\xff\xff\xff\x0f", "claims"),
+    (b"\x0a\x05\x0a\x03ab", "claims"),
+    (b"\x0a" + b"\xff" * 11, "longer than 10 bytes"),
+    (b"\x0b\x00", "wire type 3"),
+    (b"\x00\x00", "field number 0"),
+    (b"\x0a\x02\x10\x01", "wire type 0, expected 5"),
+    (b"\x0a\x03\x0a\x01\xff", "not UTF-8"),
+    (_model(pieces=[("<unk>", 0, 2), ("a", 0, 1), ("a", 0, 1)]), r"pieces\[2\].piece = 'a' is already piece 1"),
+    (_model(pieces=[("<unk>", 0, 2), ("<0x41>", 0, 6)]), "byte_fallback is false"),
+    (_model(pieces=[("a", 0, 1)]), "no unknown piece"),
+    (_model(pieces=[("<unk>", 0, 2), ("<u2>", 0, 2)]), "a second unknown piece"),
+    (_model(pieces=[("<unk>", 0, 2), ("", 0, 1)]), "is empty"),
+    (_model(pieces=[("<unk>", 0, 2), ("a\0b", 0, 1)]), "NUL"),
+    (_model(pieces=[("<unk>", 0, 2), ("x" * 8000, 0, 1)]), "8,000 bytes or more"),
+    (_model(pieces=[("<unk>", 0, 2), ("a", 0, 9)]), r"pieces\[1\].type = 9"),
+    (_model(trainer={"model_type": 2, "byte_fallback": True}), "not 256"),
+    (_model(trainer={"model_type": 7}), "not a model type"),
+    (_model(normalizer={"precompiled_charsmap": b"\x01\x02"}), "too short"),
+    (_model(normalizer={"precompiled_charsmap": (4096).to_bytes(4, "little") + b"\0" * 100}), "claims 4,096"),
+    (_model(normalizer={"precompiled_charsmap": (1000).to_bytes(4, "little") + b"\0" * 1100}), "multiple of 1024"),
+    (_model(normalizer={"precompiled_charsmap": (1024).to_bytes(4, "little") + b"\xff" * 1024 + b"x\0"}),
+     "invalid at unit|root is invalid"),
+    (_model(normalizer={"precompiled_charsmap": (1024).to_bytes(4, "little") + b"\0" * 1024 + b"x"}), "NUL"),
+])
+def test_hostile_files_are_format_errors_naming_the_file(tmp_path, raw, match):
+    p = tmp_path / "bad.model"
+    p.write_bytes(raw)
+    with pytest.raises(FormatError, match=match) as e:
+        Tokenizer.from_sentencepiece(p)
+    assert "bad.model" in str(e.value)
+
+
+def test_a_valid_charsmap_with_a_hostile_trie_is_refused(trained):
+    m = S.read_model(trained["nfkc"])
+    blob = bytearray(m.normalizer.charsmap)
+    rng = random.Random(0)
+    refused = 0
+    for _ in range(200):  # flip random trie units: refused, or (rarely) still a trie that stays inside itself
+        b = bytearray(blob)
+        k = 4 + 4 * rng.randrange(int.from_bytes(blob[:4], "little") // 4)
+        b[k:k + 4] = rng.randrange(2 ** 32).to_bytes(4, "little")
+        raw = _model(normalizer={"precompiled_charsmap": bytes(b)})
+        try:
+            tok = S.SentencePieceTokenizer.from_bytes(raw)
+        except FormatError:
+            refused += 1
+            continue
+        tok.encode("Hello ｗｏｒｌｄ ﬁ ① 中文", disallowed_special=())  # must not crash
+    assert refused > 100
+
+
+def test_random_bytes_never_crash(tmp_path):
+    rng = random.Random(1)
+    good = _model()
+    for _ in range(300):
+        raw = bytearray(good)
+        for _ in range(rng.randrange(1, 4)):
+            raw[rng.randrange(len(raw))] = rng.randrange(256)
+        raw = bytes(raw[:rng.randrange(len(raw) + 1)])
+        try:
+            tok = S.SentencePieceTokenizer.from_bytes(raw)
+        except FormatError:
+            continue
+        tok.encode("a a▁b", disallowed_special=())
+
+
+def test_rank_files_named_tokenizer_model_still_load(gpt2_ranks_path, tmp_path):
+    p = tmp_path / "tokenizer.model"
+    p.write_bytes(gpt2_ranks_path.read_bytes())  # a tiktoken rank file under SentencePiece's name (as Llama 3)
+    assert not S.is_sentencepiece_model(p.read_bytes()[:4096])
+    tok = as_tokenizer(p, pattern="gpt2")
+    assert isinstance(tok, Tokenizer) and tok.encode("hello world") == [31373, 995]
+
+
+# ------------------------------------------------------------------------------- tokenizer.json of the family
+WS = "\u2581"
+
+
+def _variant(base: dict, name: str) -> dict:
+    """The forms tokenizer.json files of this family take: Llama 2 / Mistral's legacy Prepend + Replace,
+    transformers' Metaspace (each prepend scheme, split or not, the older add_prefix_space), Gemma's
+    Replace without a dummy prefix, no byte fallback with or without fused or any unknown token,
+    ignore_merges, a Metaspace decoder."""
+    import copy
+
+    j = copy.deepcopy(base)
+    meta = lambda scheme, split: {"type": "Metaspace", "replacement": WS, "prepend_scheme": scheme, "split": split}
+    if name.startswith("metaspace-"):
+        _, scheme, split = name.split("-")
+        j["normalizer"], j["pre_tokenizer"] = None, meta(scheme, split == "split")
+    elif name == "old-metaspace":
+        old = {"type": "Metaspace", "replacement": WS, "add_prefix_space": True, "str_rep": WS}
+        j["normalizer"], j["pre_tokenizer"], j["decoder"] = None, old, dict(old)
+    elif name == "gemma":
+        j["normalizer"] = {"type": "Replace", "pattern": {"String": " "}, "content": WS}
+        j["decoder"]["decoders"] = j["decoder"]["decoders"][:3]
+    elif name.startswith("nobf"):
+        j["model"]["byte_fallback"] = False
+        j["model"]["fuse_unk"] = name != "nobf-nofuse"
+        if name == "nobf-nounk":
+            j["model"]["unk_token"] = None
+    elif name == "ignore-merges":
+        j["model"]["ignore_merges"] = True
+    elif name == "sequence-metaspace-decoder":
+        j["normalizer"] = None
+        j["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [meta("first", False)]}
+        j["decoder"] = meta("always", True)
+    return j
+
+
+HF_FORMS = ["legacy", "metaspace-first-nosplit", "metaspace-always-split", "metaspace-never-nosplit",
+            "metaspace-first-split", "old-metaspace", "gemma", "nobf-fuse", "nobf-nofuse", "nobf-nounk",
+            "ignore-merges", "sequence-metaspace-decoder"]
+
+
+@pytest.fixture(scope="session")
+def exported(tmp_path_factory, trained):
+    """Mistral v1 (when present) and a trained identity model written by ``save_huggingface``."""
+    import json
+
+    d = tmp_path_factory.mktemp("hf")
+    out = {}
+    paths = {"trained": trained["identity_keep_ws"]}
+    mistral = Path(os.environ.get("TOKENMILL_MISTRAL_DIR", REPO / ".cache" / "mistral")) / MISTRAL[0]
+    if mistral.is_file():
+        paths["mistral"] = mistral
+    for name, path in paths.items():
+        Tokenizer.from_sentencepiece(path).save_huggingface(d / f"{name}.json")
+        out[name] = (path, json.loads((d / f"{name}.json").read_text(encoding="utf-8")))
+    return out
+
+
+@pytest.mark.parametrize("form", HF_FORMS)
+def test_tokenizer_json_of_the_family_equals_hf(exported, tmp_path, form):
+    import json
+
+    tokenizers = pytest.importorskip("tokenizers")
+    texts = _texts(4, 250) + ["a</s>b", "<s> hi", " <s>x", "x<s> ", "  ", "ÿ ÿÿ ÿ", " \n "]
+    rng = random.Random(form)
+    for name, (_, base) in exported.items():
+        path = tmp_path / f"{name}-{form}.json"
+        path.write_text(json.dumps(_variant(base, form), ensure_ascii=False), encoding="utf-8")
+        hf = tokenizers.Tokenizer.from_file(str(path))
+        tok = Tokenizer.from_huggingface(path)
+        assert type(tok).__name__ == "SentencePieceJsonTokenizer"
+        want = [e.ids for e in hf.encode_batch(texts, add_special_tokens=False)]
+        got = tok.encode_batch(texts, allowed_special="all", num_threads=1)
+        for t, a, b in zip(texts, got, want):
+            assert a == b, (form, name, repr(t[:100]))
+        for ids in want[:150] + [[rng.randrange(tok.vocab_size) for _ in range(rng.randrange(10))] for _ in range(150)]:
+            assert tok.decode(ids) == hf.decode(ids, skip_special_tokens=False), (form, ids)
+
+
+def test_exported_tokenizer_json_gives_sentencepieces_ids(exported):
+    """HF tokenizers on the export equals sentencepiece on text without special or user-defined text."""
+    tokenizers = pytest.importorskip("tokenizers")
+    texts = [t for t in _texts(6, 300) if not any(s in t for s in ("<", "[", "foo bar"))]
+    for name, (path, _) in exported.items():
+        sp = spm.SentencePieceProcessor(model_file=str(path))
+        d = Path(str(path) + ".json")
+        Tokenizer.from_sentencepiece(path).save_huggingface(d)
+        hf = tokenizers.Tokenizer.from_file(str(d))
+        for t in texts:
+            assert hf.encode(t, add_special_tokens=False).ids == sp.encode(t), (name, repr(t))
+        d.unlink()
+
+
+@pytest.mark.corpus
+def test_exported_mistral_v1_on_the_corpora(corpora, exported, tmp_path):
+    tokenizers = pytest.importorskip("tokenizers")
+    if "mistral" not in exported:
+        pytest.skip("Mistral v1 not found; run `make test`")
+    path, _ = exported["mistral"]
+    Tokenizer.from_sentencepiece(path).save_huggingface(tmp_path / "t.json")
+    hf = tokenizers.Tokenizer.from_file(str(tmp_path / "t.json"))
+    sp = spm.SentencePieceProcessor(model_file=str(path))
+    tok = as_tokenizer(tmp_path / "t.json")
+    for script in ("en", "zh", "code"):
+        texts = corpus_sample(corpora, script, 150_000, stride=17)
+        want = [e.ids for e in hf.encode_batch(texts, add_special_tokens=False)]
+        assert tok.encode_batch(texts, allowed_special="all") == want
+        plain = [t for t in texts if "<s>" not in t and "</s>" not in t and "<unk>" not in t]
+        assert [sp.encode(t) for t in plain] == [e.ids for e in hf.encode_batch(plain, add_special_tokens=False)]
+
+
+def test_export_refuses_what_the_format_cannot_hold(trained, tmp_path):
+    for name in ("nfkc", "suffix"):
+        with pytest.raises(ConfigError, match="keep the .model file"):
+            Tokenizer.from_sentencepiece(trained[name]).save_huggingface(tmp_path / "x.json")
+
+
+def test_tokenizer_json_refusals_are_wrapped_by_as_tokenizer(exported, tmp_path, capsys):
+    import json
+
+    tokenizers = pytest.importorskip("tokenizers")
+    _, base = exported["trained"]
+    j = _variant(base, "legacy")
+    j["normalizer"] = {"type": "Sequence", "normalizers": [{"type": "NFKC"}] + j["normalizer"]["normalizers"]}
+    path = tmp_path / "nfkc.json"
+    path.write_text(json.dumps(j, ensure_ascii=False), encoding="utf-8")
+    with pytest.raises(UnsupportedTokenizerError, match="'NFKC' normalizer"):
+        Tokenizer.from_huggingface(path)
+    tok = as_tokenizer(path)
+    hf = tokenizers.Tokenizer.from_file(str(path))
+    assert type(tok).__name__ == "ForeignTokenizer" and tok.encode("ｈｉ there") == hf.encode("ｈｉ there").ids
+    assert "running it through HF tokenizers" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("edit, match", [
+    (lambda j: j["model"].update(merges=["x y"]), "not in the vocabulary"),
+    (lambda j: j["model"].update(unk_token="<nope>"), "unk_token '<nope>'"),
+    (lambda j: j["model"]["vocab"].update({"zz": "3"}), r"model.vocab\['zz'\]"),
+    (lambda j: j["model"]["vocab"].update({"zz": 3}), "gives id 3 to both"),
+    (lambda j: j["model"].update(dropout=0.1), "dropout"),
+    (lambda j: j["model"]["vocab"].pop("<0x41>"), "256 <0xNN> tokens"),
+    (lambda j: j.update(normalizer={"type": "Replace", "pattern": {"Regex": " +"}, "content": WS}), "Replace"),
+    (lambda j: j.update(pre_tokenizer={"type": "Metaspace", "replacement": "_", "prepend_scheme": "first"}),
+     "replacement"),
+])
+def test_hostile_tokenizer_json(exported, tmp_path, edit, match):
+    import json
+
+    _, base = exported["trained"]
+    j = _variant(base, "legacy")
+    edit(j)
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(j, ensure_ascii=False), encoding="utf-8")
+    with pytest.raises(FormatError, match=match):
+        Tokenizer.from_huggingface(path)
