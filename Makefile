@@ -111,11 +111,12 @@ test: $(VENV)/.test $(GPT2_RANKS) $(LLAMA3) $(QWEN) $(DEEPSEEK) $(TEKKEN) $(MIST
 	$(VENV)/bin/tokenmill warmup --quiet
 	TOKENMILL_GPT2_RANKS=$(GPT2_RANKS) $(MODEL_TOKENIZERS) $(PY) -m pytest -q -p no:cacheprovider --doctest-glob='*.md' src tests docs
 
-# The kernel tests once more with numba's bounds checking on: an out-of-bounds access that slipped past
+# The kernel tests once more with numba's bounds checking on (the safety tests that reach kernels;
+# the I/O, argument and process ones run once, in make test): an out-of-bounds access that slipped past
 # the validating boundaries (src/tokenmill/_validate.py) fails a test instead of corrupting memory.
 # NUMBA_BOUNDSCHECK recompiles every kernel, so it gets its own cache folder; TOKENMILL_PYTHON_FIRST=0
 # keeps small inputs on the kernels (with that folder empty they would take the pure-Python twins).
-BOUNDSCHECK_TESTS := tests/safety tests/batching/test_kernels.py tests/tokenizer/test_merges.py tests/tokenizer/test_premerge.py tests/tokenizer/test_sentencepiece.py tests/windows/test_sliding.py
+BOUNDSCHECK_TESTS := tests/safety/test_kernel_boundaries.py tests/safety/test_exact.py tests/safety/test_tokenizer_files.py tests/batching/test_kernels.py tests/tokenizer/test_merges.py tests/tokenizer/test_premerge.py tests/tokenizer/test_sentencepiece.py tests/windows/test_sliding.py
 test-boundscheck: $(VENV)/.test
 	NUMBA_BOUNDSCHECK=1 NUMBA_CACHE_DIR=.cache/numba-boundscheck TOKENMILL_PYTHON_FIRST=0 $(PY) -m pytest -q -p no:cacheprovider $(BOUNDSCHECK_TESTS)
 
