@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from tokenmill import train_bpe
 from tokenmill.errors import SpecialTokenError
-from tokenmill.tokenizer import model as model_mod
+from tokenmill.tokenizer import groups as groups_mod
 
 PIECES = ["hello", " world", "滑动窗口", "，", "<|end|>", "<|x|>", "", " ", "\n\n", "123", "é", "🙂", "don't", "  a"]
 
@@ -47,8 +47,8 @@ def test_encode_batch_equals_encode(toks, texts, threads, as_arrays, allowed):
         want = [tok.encode(t, **kw) for t in texts]
         for group_bytes, group_texts in [(1 << 20, 1024), (8, 3)]:  # one group; many small ones
             with pytest.MonkeyPatch.context() as mp:
-                mp.setattr(model_mod, "_GROUP_BYTES", group_bytes)
-                mp.setattr(model_mod, "_GROUP_TEXTS", group_texts)
+                mp.setattr(groups_mod, "GROUP_BYTES", group_bytes)
+                mp.setattr(groups_mod, "GROUP_TEXTS", group_texts)
                 got = tok.encode_batch(texts, num_threads=threads, as_arrays=as_arrays, **kw)
             if as_arrays:
                 assert all(isinstance(g, np.ndarray) and g.dtype == np.int64 for g in got), name

@@ -27,17 +27,16 @@ from .._schema import check, parse_json, show_value
 from .._validate import check_array, check_int
 from ..errors import ConfigError, FormatError, SpecialTokenError, TokenmillError
 from . import bpe
+from .groups import in_groups
 from .patterns import preset_name, resolve_pattern, split_with_gaps
 from .schemas import BpeModel, MergesModel, RankCacheConfig, TekkenFile, TokenizerFile, check_ids_below, decode_file
 
 FORMAT_NAME = "tokenmill.tokenizer"
 FORMAT_VERSION = 2  # 2 adds model type "bpe" (imported merge lists, ids anywhere, added tokens); 1 still read
 _CACHE_LIMIT = 1 << 17  # chunk cache entries before it is cleared
-_GROUP_BYTES = 1 << 20  # encode_batch: characters of text per kernel call, at most
 # A process on a machine whose encoding kernels are not compiled yet encodes up to this many
 # characters with the pure-Python encoder (same ids, ~1 MB/s) before it compiles them (~25-45 s).
 FIRST_RUN_PYTHON_CHARS = 1 << 21
-_GROUP_TEXTS = 1024  # and texts per kernel call
 
 
 def _checked_str(text) -> str:
@@ -599,24 +598,7 @@ class Tokenizer:
                         self._encode(texts[lo + i], allowed_special, disallowed_special))
             return res
 
-        # groups of about _GROUP_BYTES: one kernel call each (a small document no longer pays the
-        # kernels' per-call cost), and enough of them to keep every thread busy
-        per = _GROUP_BYTES if threads == 1 else min(_GROUP_BYTES, max(1 << 14, sum(map(len, texts)) // (4 * threads)))
-        bounds, size = [0], 0
-        for i, t in enumerate(texts):
-            size += len(t)
-            if size >= per or i + 1 - bounds[-1] >= _GROUP_TEXTS:
-                bounds.append(i + 1)
-                size = 0
-        if bounds[-1] != len(texts):
-            bounds.append(len(texts))
-        spans = list(zip(bounds[:-1], bounds[1:]))
-        if threads == 1 or len(spans) < 2:
-            return [x for lo, hi in spans for x in group(lo, hi)]
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(min(threads, len(spans))) as ex:
-            return [x for part in ex.map(lambda s: group(*s), spans) for x in part]
+        return in_groups(texts, threads, group)
 
     def _plain_text(self, text: str, allowed_special, disallowed_special) -> str | None:
         """The text the compiled encoder alone encodes to ``encode(text)`` ("" for no ids), or None

@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import ConfigError, FormatError, InputError, SpecialTokenError, UnsupportedTokenizerError
+from .groups import in_groups
 from .sp_types import BYTE, CONTROL, NORMAL, UNKNOWN, UNUSED, USER_DEFINED, WS
 
 __all__ = ["SentencePieceModel", "SentencePieceTokenizer", "read_model", "parse_model", "write_model_proto",
@@ -744,8 +745,6 @@ def decode_reference(model: SentencePieceModel, ids, *, replace: bool = True) ->
 
 
 # ============================================================================ the tokenizer
-_GROUP_BYTES = 1 << 20  # encode_batch: characters of text per kernel call, at most
-_GROUP_TEXTS = 1024  # and texts
 FIRST_RUN_PYTHON_CHARS = 1 << 21  # a first run encodes this much in pure Python before compiling
 
 
@@ -1053,22 +1052,7 @@ class SentencePieceTokenizer:
                 res.append(a.copy() if as_arrays else self._list(a))
             return res
 
-        per = _GROUP_BYTES if threads == 1 else min(_GROUP_BYTES, max(1 << 14, sum(map(len, texts)) // (4 * threads)))
-        bounds, size = [0], 0
-        for i, t in enumerate(texts):
-            size += len(t) if isinstance(t, str) else 0
-            if size >= per or i + 1 - bounds[-1] >= _GROUP_TEXTS:
-                bounds.append(i + 1)
-                size = 0
-        if bounds[-1] != len(texts):
-            bounds.append(len(texts))
-        spans = list(zip(bounds[:-1], bounds[1:]))
-        if threads == 1 or len(spans) < 2:
-            return [x for lo, hi in spans for x in group(lo, hi)]
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(min(threads, len(spans))) as ex:
-            return [x for part in ex.map(lambda s: group(*s), spans) for x in part]
+        return in_groups(texts, threads, group)
 
     def save_huggingface(self, path) -> None:
         """Write a Hugging Face tokenizer.json (see :func:`save_huggingface`: HF then gives these ids on

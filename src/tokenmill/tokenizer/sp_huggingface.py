@@ -33,6 +33,7 @@ import numpy as np
 from msgspec import UNSET, UnsetType
 
 from ..errors import ConfigError, FormatError, SpecialTokenError, UnsupportedTokenizerError
+from .groups import in_groups
 from .schemas import ID_RULE, HFAddedToken, Lenient, decode_file, is_id
 from .sentencepiece import WS, search_first, trie_pattern, utf8_of
 
@@ -461,22 +462,7 @@ class SentencePieceJsonTokenizer:
                 res.append(a.copy() if as_arrays else a.tolist())
             return res
 
-        per = 1 << 20 if threads == 1 else min(1 << 20, max(1 << 14, sum(map(len, texts)) // (4 * threads)))
-        bounds, size = [0], 0
-        for i, t in enumerate(texts):
-            size += len(t) if isinstance(t, str) else 0
-            if size >= per or i + 1 - bounds[-1] >= 1024:
-                bounds.append(i + 1)
-                size = 0
-        if bounds[-1] != len(texts):
-            bounds.append(len(texts))
-        spans = list(zip(bounds[:-1], bounds[1:]))
-        if threads == 1 or len(spans) < 2:
-            return [x for lo, hi in spans for x in group(lo, hi)]
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(min(threads, len(spans))) as ex:
-            return [x for part in ex.map(lambda s: group(*s), spans) for x in part]
+        return in_groups(texts, threads, group)
 
     # ----------------------------------------------------------------- decoding
     def decode(self, ids, errors: str = "replace") -> str:
