@@ -248,6 +248,89 @@ def test_long_segments_take_the_heap_and_stay_exact():
     _check(tok, sp, texts, twin=False)
 
 
+# ------------------------------------------------------------------------------- the normalizer's fast paths
+def _kernel_normalize(enc, data: bytes, *, fast: bool) -> bytes:
+    """The normalizer kernel on ``data``, with its fast paths (runs of plain bytes, the per-character
+    table) or without them (every character not plain through the trie walk)."""
+    norm = enc.model.normalizer
+    run = enc.run if fast else np.zeros(256, np.uint8)
+    follow = enc.follow if fast else np.zeros(256, np.bool_)
+    cmap = enc.cmap if fast else np.zeros(0, np.int32)
+    src = np.frombuffer(data, np.uint8)
+    out = np.empty(enc.grow * len(data) + 16, np.uint8)
+    n = enc._K.normalize(src, enc.trie, enc.repl, enc.plain, enc.cont, run, follow, cmap, enc.ud_ptr, enc.ud_start,
+                         enc.ud_len, enc.ud_bytes, norm.add_dummy_prefix, norm.remove_extra_whitespaces,
+                         enc.escape_mode, enc.model.treat_whitespace_as_suffix, out)
+    assert n >= 0
+    return out[:n].tobytes()
+
+
+def _map_edge_texts(enc, rng: random.Random) -> list[str]:
+    """Characters the map changes and their neighbours (the edges of its ranges), characters that
+    start longer rules (a letter and a combining mark), whitespace rules, plain text around them."""
+    cm = enc.cmap
+    mapped = np.flatnonzero(cm >= 0)
+    longer = np.flatnonzero(cm == -1)
+    longer = longer[(longer < 0xD800) | (longer >= 0xE000)]  # (surrogates: -1, never in text)
+    edges = set()
+    for cps in (mapped, longer):
+        starts = cps[np.r_[True, np.diff(cps) > 1]]
+        ends = cps[np.r_[np.diff(cps) > 1, True]]
+        for cp in np.concatenate((starts, ends)).tolist():
+            edges.update((cp - 1, cp, cp + 1))
+    edges.update((0x7F, 0x80, 0x7FF, 0x800, 0xFFFD, 0xFFFF, 0x10000, 0x1D400, 0x1F100, 0x10FFFF))
+    pool = [chr(cp) for cp in sorted(edges) if 0 <= cp < 0x110000 and not 0xD800 <= cp < 0xE000]
+    pool += [chr(cp) for cp in rng.sample(mapped.tolist(), min(300, mapped.size))]
+    pool += [chr(cp) + m for cp in rng.sample(longer.tolist(), min(100, longer.size)) for m in ("\u0301", "\u0308", "")]
+    pool += ["a\u0301", "e\u0308", "A\u030a", "n\u0303x", "\u1100\u1161", " ", "  ", "\n", "\r\n", "\t", "\u3000",
+             "\u00a0", "\u200b", "中文", "。", "，", "x", "▁", "ﬁ", "①", "ａｂ", "Ⅻ", "½", "<mask>", "[REF]", "foo bar"]
+    texts = ["".join(pool[i:i + 40]) for i in range(0, len(pool), 40)]
+    texts += ["".join(rng.choice(pool) for _ in range(rng.randrange(1, 60))) for _ in range(400)]
+    return texts
+
+
+@pytest.mark.parametrize("name", ["nfkc", "ud_no_dummy", "digits"])
+def test_normalizer_fast_paths_equal_the_trie_walk(trained, name):
+    """The per-character table and the runs of plain bytes give what the trie walk gives, on the
+    characters at the edges of the map's ranges, combining sequences the map holds as longer rules,
+    and whitespace; and both equal the pure-Python normalizer."""
+    tok = Tokenizer.from_sentencepiece(trained[name])
+    enc = tok._compiled()
+    m = enc.model
+    assert enc.cmap.size == 0x10000 and (enc.cmap >= 0).any() and (enc.cmap == -1).any()
+    ws = S.WS_BYTES if m.normalizer.escape_whitespaces else b" "
+    for text in _map_edge_texts(enc, random.Random(len(name))) + EDGE:
+        data = text.encode()
+        fast = _kernel_normalize(enc, data, fast=True)
+        assert fast == _kernel_normalize(enc, data, fast=False), repr(text)
+        want = S.normalize(m.normalizer, data, user=m.user_defined, suffix=m.treat_whitespace_as_suffix)
+        assert (fast.replace(b" ", ws) if enc.escape_mode == 2 else fast) == want, repr(text)
+
+
+def test_char_map_agrees_with_the_trie(trained):
+    """Each table entry is what the trie says of the character alone: its rule (-> the rule's
+    string), none (-2: the character is itself), or a longer rule starting with it (-1)."""
+    enc = Tokenizer.from_sentencepiece(trained["nfkc"])._compiled()
+    norm = enc.model.normalizer
+    rng = random.Random(3)
+    cps = [cp for cp in rng.sample(range(0x10000), 6000) if not 0xD800 <= cp < 0xE000]
+    cps += np.flatnonzero(enc.cmap != -2).tolist()
+    for cp in cps:
+        v = int(enc.cmap[cp])
+        if 0xD800 <= cp < 0xE000:
+            assert v == -1
+            continue
+        c = chr(cp).encode()
+        length, value = S._trie_longest(norm.trie, c, 0)
+        if v == -2:
+            assert length == 0, hex(cp)
+        elif v >= 0:
+            assert length == len(c), hex(cp)
+            got = enc.repl[v >> 7:(v >> 7) + (v & 63)].tobytes()
+            assert got == norm.replacements[value:norm.replacements.index(b"\0", value)], hex(cp)
+            assert bool((v >> 6) & 1) == (got != b"" and b" " not in got), hex(cp)
+
+
 # ------------------------------------------------------------------------------- the protocol
 @pytest.fixture(scope="session")
 def small(trained):

@@ -174,8 +174,93 @@ def _ws(out, n, escape):
 
 
 @njit(cache=True, nogil=True)
-def normalize(data, trie, repl, plain, cont, ud_ptr, ud_start, ud_len, ud_bytes, add_dummy_prefix, remove_extra,
-              escape, suffix, out):
+def char_map(trie, repl, limit):
+    """What the character map does to each code point below ``limit`` on its own: -2 nothing (no
+    rule starts with the character), ``offset << 7 | clean << 6 | length`` its rule's string
+    ``repl[offset:offset+length]`` (the character is a rule, and no longer rule starts with it;
+    ``clean``: the string is not empty and holds no space, so it is copied as it is), -1 ask the trie (a
+    longer rule starts with it: a combining sequence; a surrogate; a string of 64 bytes or more). The
+    trie was validated: every transition and child probe stays inside it."""
+    out = np.full(limit, -1, np.int32)
+    if trie.size == 0:
+        return out
+    buf = np.zeros(4, np.int64)
+    unit = np.int64(trie[0])
+    root = (unit >> 10) << ((unit & 512) >> 6)
+    for cp in range(limit):
+        if 0xD800 <= cp < 0xE000:
+            continue
+        if cp < 0x80:
+            buf[0] = cp
+            ln = 1
+        elif cp < 0x800:
+            buf[0] = 0xC0 | (cp >> 6)
+            buf[1] = 0x80 | (cp & 0x3F)
+            ln = 2
+        elif cp < 0x10000:
+            buf[0] = 0xE0 | (cp >> 12)
+            buf[1] = 0x80 | ((cp >> 6) & 0x3F)
+            buf[2] = 0x80 | (cp & 0x3F)
+            ln = 3
+        else:
+            buf[0] = 0xF0 | (cp >> 18)
+            buf[1] = 0x80 | ((cp >> 12) & 0x3F)
+            buf[2] = 0x80 | ((cp >> 6) & 0x3F)
+            buf[3] = 0x80 | (cp & 0x3F)
+            ln = 4
+        pos = root
+        alive = True
+        early = False
+        value = np.int64(-1)
+        for k in range(ln):
+            c = buf[k]
+            q = pos ^ c
+            if q >= trie.size:
+                alive = False
+                break
+            unit = np.int64(trie[q])
+            if (unit & 0x800000FF) != c:
+                alive = False
+                break
+            pos = q ^ ((unit >> 10) << ((unit & 512) >> 6))
+            if (unit >> 8) & 1:
+                if k < ln - 1:
+                    early = True  # a rule ends inside the character (not UTF-8): the trie decides
+                elif pos < trie.size:
+                    value = np.int64(trie[pos]) & 0x7FFFFFFF
+                else:
+                    early = True
+        if early:
+            continue
+        if not alive:
+            out[cp] = -2
+            continue
+        longer = False
+        for c in range(256):
+            q = pos ^ c
+            if q < trie.size and (np.int64(trie[q]) & 0x800000FF) == c:
+                longer = True
+                break
+        if longer:
+            continue
+        if value < 0:
+            out[cp] = -2
+            continue
+        e = value
+        while e < repl.size and repl[e] != 0:
+            e += 1
+        if e < repl.size and e - value < 64 and value < (1 << 24):
+            clean = e > value
+            for t in range(value, e):
+                if repl[t] == 32:
+                    clean = False
+            out[cp] = np.int32((value << 7) | (np.int64(clean) << 6) | (e - value))
+    return out
+
+
+@njit(cache=True, nogil=True)
+def normalize(data, trie, repl, plain, cont, run, follow, cmap, ud_ptr, ud_start, ud_len, ud_bytes, add_dummy_prefix,
+              remove_extra, escape, suffix, out):
     """sentencepiece's ``Normalizer::Normalize`` of UTF-8 ``data`` (a Python string's bytes: valid)
     into ``out``: the length written, or -1 when ``out`` is too small (the caller retries with the
     bound ``3 * longest rule * len + 6``). ``escape``: 1 writes whitespace as ``▁``, 0 as a space
@@ -184,7 +269,11 @@ def normalize(data, trie, repl, plain, cont, ud_ptr, ud_start, ud_len, ud_bytes,
     and no user-defined symbol starts with byte ``b``, so a character starting with it is itself (most
     characters: the loop takes them without a trie lookup); ``cont[b]``: for an ASCII byte starting
     rules none of which is the byte alone, a 256-bit set of the bytes that continue them (an ASCII
-    letter starts only rules like ``a`` + a combining mark: one test keeps it plain). ``out`` is never
+    letter starts only rules like ``a`` + a combining mark: one test keeps it plain). ``run[b]``: a
+    byte copied as it is in a run (1: a plain byte other than a space, continuation bytes included
+    when all are plain; 2: an ASCII byte ``cont`` may keep plain, copied unless the next byte is in
+    ``follow``, the union of those sets); ``cmap``: ``char_map``'s answer per code point (a table
+    lookup instead of a trie walk; empty: none). Both give what ``_prefix`` gives. ``out`` is never
     reallocated here: an array reassigned inside the loop made every character pay numba's
     reference counting."""
     end = data.size
@@ -206,8 +295,29 @@ def normalize(data, trie, repl, plain, cont, ud_ptr, ud_start, ud_len, ud_bytes,
     if not suffix and add_dummy_prefix:
         n = _ws(out, n, escape)
     prev_space = remove_extra
+    nmap = cmap.size
     while i < end:
         b = data[i]
+        r = run[b]
+        if r != 0:  # a run of characters that are themselves, copied byte by byte
+            j = i
+            while True:
+                if r == 2 and i + 1 < end and follow[data[i + 1]]:
+                    break
+                if n >= cap:
+                    return -1
+                out[n] = b
+                n += 1
+                i += 1
+                if i >= end:
+                    break
+                b = data[i]
+                r = run[b]
+                if r == 0:
+                    break
+            if i > j:
+                prev_space = False
+                continue
         if b < 0x80:
             fast = plain[b]
             if not fast and (cont[b, 0] | cont[b, 1] | cont[b, 2] | cont[b, 3]) != 0:
@@ -236,7 +346,38 @@ def normalize(data, trie, repl, plain, cont, ud_ptr, ud_start, ud_len, ud_bytes,
             i += ln
             prev_space = False
             continue
-        src, s, ln, used = _prefix(data, i, end, trie, repl, ud_ptr, ud_start, ud_len, ud_bytes)
+        v = np.int64(-1)
+        cl = 1
+        if nmap > 0 and ud_ptr[b + 1] == ud_ptr[b]:  # the character alone decides: a table lookup
+            ok, cl, cp = _decode(data, i, end)
+            if ok and cp < nmap:
+                v = np.int64(cmap[cp])
+        if v >= 0 and (v >> 6) & 1 and b != 32:  # a rule whose string holds no space: copied
+            s = v >> 7
+            ln = v & 63
+            if n + ln > cap:
+                return -1
+            for t in range(ln):
+                out[n + t] = repl[s + t]
+            n += ln
+            i += cl
+            prev_space = False
+            continue
+        if v == -2 and b != 32:  # no rule: the character is itself
+            if n + cl > cap:
+                return -1
+            for t in range(cl):
+                out[n + t] = data[i + t]
+            n += cl
+            i += cl
+            prev_space = False
+            continue
+        if v == -2:
+            src, s, ln, used = 0, i, cl, cl
+        elif v >= 0:
+            src, s, ln, used = 1, v >> 7, v & 63, cl
+        else:
+            src, s, ln, used = _prefix(data, i, end, trie, repl, ud_ptr, ud_start, ud_len, ud_bytes)
         a = s
         e = s + ln
         if prev_space:

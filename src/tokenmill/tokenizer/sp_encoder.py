@@ -232,6 +232,25 @@ class CompiledSentencePiece:
                     for c in range(256):
                         if step(base, c) is not None:
                             self.cont[b, c >> 6] |= np.uint64(1 << (c & 63))
+        # the normalizer's fast paths: bytes copied in runs, and what the map does to each character
+        # of the Basic Multilingual Plane on its own (``_sp_kernels.char_map``)
+        self.run = np.zeros(256, np.uint8)
+        self.follow = np.zeros(256, np.bool_)
+        for b in range(256):
+            if b == 32 or 0x80 <= b < 0xC0:
+                continue
+            if self.plain[b]:
+                self.run[b] = 1
+            elif b < 0x80 and self.cont[b].any():
+                self.run[b] = 2
+                for c in range(256):
+                    if (int(self.cont[b, c >> 6]) >> (c & 63)) & 1:
+                        self.follow[c] = True
+        if self.plain[0x80:0xC0].all():  # a plain lead byte's character is copied whole
+            self.run[0x80:0xC0] = 1
+        else:  # (a rule starting with a continuation byte: no runs through characters beyond ASCII)
+            self.run[0x80:] = 0
+        self.cmap = self._K.char_map(self.trie, self.repl, 0x10000 if self.trie.size else 0)
 
     def _check(self) -> None:
         """Every index a kernel reads from these tables lies inside them (numba checks no bounds)."""
@@ -251,6 +270,11 @@ class CompiledSentencePiece:
             raise ValueError("the user-defined symbol index is inconsistent")
         if ((self.ud_start + self.ud_len > self.ud_bytes.size) | (self.ud_len < 1)).any():
             raise ValueError("a user-defined symbol lies outside its bytes")
+        if self.run.size != 256 or self.follow.size != 256 or self.plain.size != 256 or self.cont.shape != (256, 4):
+            raise ValueError("a normalizer byte table is not 256 entries")
+        m = self.cmap[self.cmap >= 0].astype(np.int64)
+        if self.cmap.size > 0x110000 or (m.size and ((m >> 7) + (m & 63)).max() > self.repl.size):
+            raise ValueError("a character map entry lies outside its strings")
 
     def _state(self):
         """This thread's cache (``_sp_kernels.encode``), made on first use."""
@@ -277,9 +301,10 @@ class CompiledSentencePiece:
         src = np.frombuffer(data, np.uint8)
         for size in (3 * len(data) + 16, self.grow * len(data) + 16):
             out = np.empty(size, np.uint8)
-            n = self._K.normalize(src, self.trie, self.repl, self.plain, self.cont, self.ud_ptr, self.ud_start,
-                                  self.ud_len, self.ud_bytes, norm.add_dummy_prefix, norm.remove_extra_whitespaces,
-                                  self.escape_mode, self.model.treat_whitespace_as_suffix, out)
+            n = self._K.normalize(src, self.trie, self.repl, self.plain, self.cont, self.run, self.follow, self.cmap,
+                                  self.ud_ptr, self.ud_start, self.ud_len, self.ud_bytes, norm.add_dummy_prefix,
+                                  norm.remove_extra_whitespaces, self.escape_mode, self.model.treat_whitespace_as_suffix,
+                                  out)
             if n >= 0:
                 return out[:n].tobytes()
         raise AssertionError("the normalized text outgrew its bound")  # pragma: no cover
