@@ -30,7 +30,7 @@ PY = sys.executable
 
 # family -> code run in the child after `import tokenmill` (timed)
 FAMILIES = {
-    "split (gpt4 preset)": "from tokenmill.tokenizer.pretokenize import split_text; split_text('Hello world 123', 'gpt4')",
+    "split (gpt4 preset)": "from tokenmill.tokenizer.pretokenize.presets import split_text; split_text('Hello world 123', 'gpt4')",
     "train (count + merge loop)": "tokenmill.train_bpe(['hello world, hello there'] * 3, 300, pattern='gpt4')",
     "encode (gpt2 ranks file)": "T.encode('Hello world, this is a test.')",
     "windows (plan + gather)": ("import numpy as np; p = tokenmill.SlidingWindows(8, 4).plan(np.array([20, 5])); "

@@ -92,7 +92,7 @@ def counters(enc, data: bytes, offs: np.ndarray) -> dict:
 
 
 def profile(name: str, corpus: str, a) -> dict:
-    from tokenmill.tokenizer.splitter import compiled_offsets
+    from tokenmill.tokenizer.pretokenize.splitter import compiled_offsets
 
     docs = load_docs(CORPORA / corpus, a.max_mb)
     tok = make(name)

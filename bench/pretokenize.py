@@ -31,8 +31,8 @@ import numba
 import numpy as np
 import regex
 
-from tokenmill.tokenizer.patterns import PRESETS
-from tokenmill.tokenizer.pretokenize import split_offsets, split_text
+from tokenmill.tokenizer.pretokenize.patterns import PRESETS
+from tokenmill.tokenizer.pretokenize.presets import split_offsets, split_text
 
 CORPORA = ["en", "zh", "multi", "code"]
 PRESET_NAMES = ["gpt2", "gpt4", "o200k"]
@@ -84,7 +84,7 @@ def bench_corpus(name: str, texts: list[str], runs: int) -> list[tuple]:
 
 FIRST_CALL = (
     "import time; t0 = time.perf_counter(); "
-    "from tokenmill.tokenizer.pretokenize import split_offsets; "
+    "from tokenmill.tokenizer.pretokenize.presets import split_offsets; "
     "split_offsets(b'hello world', 'gpt2'); t1 = time.perf_counter(); "
     "split_offsets(b'hello world', 'o200k'); t2 = time.perf_counter(); "
     "print(t1 - t0, t2 - t0)"

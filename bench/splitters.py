@@ -37,9 +37,9 @@ def main():
     ap.add_argument("--no-publish", action="store_true")
     a = ap.parse_args()
 
-    from tokenmill.tokenizer.export import onig_pattern
-    from tokenmill.tokenizer.patterns import GPT4, O200K, split_with_gaps
-    from tokenmill.tokenizer.splitter import LLAMA3, QWEN3_5, general, split_text_compiled
+    from tokenmill.tokenizer.formats.export import onig_pattern
+    from tokenmill.tokenizer.pretokenize.patterns import GPT4, O200K, split_with_gaps
+    from tokenmill.tokenizer.pretokenize.splitter import LLAMA3, QWEN3_5, general, split_text_compiled
 
     patterns = {
         "Llama 3 (family kernel)": (LLAMA3, False),

@@ -129,7 +129,7 @@ def warm_up_training(tokenmill) -> None:
 
 def worker_train(a) -> dict:
     docs = load_docs(a.corpus, a.max_mb)
-    from tokenmill.tokenizer.patterns import GPT4
+    from tokenmill.tokenizer.pretokenize.patterns import GPT4
 
     res: dict = {}
     if a.tool == "tokenmill":
@@ -149,7 +149,7 @@ def worker_train(a) -> dict:
     elif a.tool == "hf":
         from tokenizers import Regex, Tokenizer, models, pre_tokenizers, trainers
 
-        from tokenmill.tokenizer.export import bytes_to_unicode, onig_pattern
+        from tokenmill.tokenizer.formats.export import bytes_to_unicode, onig_pattern
 
         t0 = time.perf_counter()
         tk = Tokenizer(models.BPE())
@@ -213,7 +213,7 @@ def worker_encode(a) -> dict:
         import tiktoken
         from tiktoken.load import load_tiktoken_bpe
 
-        from tokenmill.tokenizer.patterns import GPT2
+        from tokenmill.tokenizer.pretokenize.patterns import GPT2
 
         def fresh():
             enc = tiktoken.Encoding("gpt2-bench", pat_str=GPT2, mergeable_ranks=load_tiktoken_bpe(str(GPT2_RANKS)),

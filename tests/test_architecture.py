@@ -96,4 +96,4 @@ def test_no_private_names_across_modules():
 def test_the_checks_see_an_import_inside_a_function():
     mods = _modules()
     # Tokenizer.from_huggingface imports the format lazily (inside the method): the import is seen
-    assert "tokenmill.tokenizer.huggingface" in {t for t, _ in _imports(mods)["tokenmill.tokenizer.model"]}
+    assert "tokenmill.tokenizer.formats.huggingface" in {t for t, _ in _imports(mods)["tokenmill.tokenizer.model"]}

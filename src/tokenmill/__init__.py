@@ -32,7 +32,7 @@ _EXPORTS = {
     "Mixture": ".data.mixture",
     # tokenizer
     "Tokenizer": ".tokenizer.model",
-    "train_bpe": ".tokenizer.train",
+    "train_bpe": ".tokenizer.bpe.train",
     "as_tokenizer": ".tokenizer.adapters",
     "TokenizerLike": ".tokenizer.adapters",
     "ForeignTokenizer": ".tokenizer.adapters",
@@ -88,8 +88,8 @@ if TYPE_CHECKING:  # pragma: no cover  (static type checkers see the lazy export
     from .errors import ConfigError, FormatError, InputError, MissingExtraError, SpecialTokenError, TokenmillError  # noqa: F401
     from .reporting import report  # noqa: F401
     from .tokenizer.adapters import ForeignTokenizer, TokenizerLike, as_tokenizer  # noqa: F401
+    from .tokenizer.bpe.train import train_bpe  # noqa: F401
     from .tokenizer.model import Tokenizer  # noqa: F401
-    from .tokenizer.train import train_bpe  # noqa: F401
     from .verify import packing_equivalence  # noqa: F401
     from .windows.chunking import Chunk, ContextPiece, assemble_context, bm25_scores, chunk_text  # noqa: F401
     from .windows.coverage import CoverageReport, coverage_report  # noqa: F401

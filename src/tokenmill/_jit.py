@@ -180,12 +180,12 @@ JOBS: dict[str, str] = {
         "    t = T.from_bytes(w(p, trainer={'model_type': 2, 'byte_fallback': True}, normalizer=norm))\n"
         "    t.encode_batch(['hi hi \u4e2d x ' * 40, 'hi'], num_threads=1, as_arrays=True); t.encode('hi')",
     "split o200k":
-        "from tokenmill.tokenizer.pretokenize import split_offsets; split_offsets(b'Hello world 123', 'o200k')",
+        "from tokenmill.tokenizer.pretokenize.presets import split_offsets; split_offsets(b'Hello world 123', 'o200k')",
     "split llama3 / qwen family":
-        "from tokenmill.tokenizer.splitter import compiled_offsets\n"
+        "from tokenmill.tokenizer.pretokenize.splitter import compiled_offsets\n"
         "compiled_offsets(b'Hello world 123', 'llama3'); compiled_offsets(b'Hello world 123', 'qwen3.5')",
     "split custom patterns (general DFA / VM)":
-        "from tokenmill.tokenizer.pretokenize import split_text; split_text('Hello world 123', r'\\w+|\\s+')",
+        "from tokenmill.tokenizer.pretokenize.presets import split_text; split_text('Hello world 123', r'\\w+|\\s+')",
     "packing":
         "import numpy as np, tokenmill\n"
         "docs = [list(range(1, 9)), [1, 2, 3], [4, 5]]\n"

@@ -147,7 +147,7 @@ def load_rank_bytes(path, data):
 
 
 def split(data, preset, doc_offsets):
-    from tokenmill.tokenizer.pretokenize import split_offsets
+    from tokenmill.tokenizer.pretokenize.presets import split_offsets
 
     offs = split_offsets(data, preset, doc_offsets=doc_offsets)
     assert offs[0] == 0 and offs[-1] == len(data) and (np.diff(offs) > 0).all()

@@ -68,7 +68,7 @@ def test_catastrophic_pattern_ends_with_an_error_naming_it(monkeypatch):
 
 
 def test_regex_timeout_setting_is_checked(monkeypatch):
-    from tokenmill.tokenizer.patterns import regex_budget
+    from tokenmill.tokenizer.pretokenize.patterns import regex_budget
 
     monkeypatch.setenv("TOKENMILL_REGEX_TIMEOUT", "soon")
     with pytest.raises(ConfigError, match="TOKENMILL_REGEX_TIMEOUT"):

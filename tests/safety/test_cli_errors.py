@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from tokenmill.cli import main
-from tokenmill.tokenizer.train import train_bpe
+from tokenmill.tokenizer.bpe.train import train_bpe
 
 
 @pytest.fixture(scope="module")

@@ -11,8 +11,8 @@ import pytest
 
 from tokenmill import ConfigError, FormatError, TokenmillError
 from tokenmill._io import canonical_hash
+from tokenmill.tokenizer.bpe.train import train_bpe
 from tokenmill.tokenizer.model import Tokenizer
-from tokenmill.tokenizer.train import train_bpe
 
 
 def _tampered(tmp_path, change) -> str:

@@ -19,11 +19,11 @@ import pytest
 from tokenmill import ConfigError, InputError, SlidingWindows, TokenmillError, pack
 from tokenmill.batching.layout import assemble
 from tokenmill.data.source import ArraySource
-from tokenmill.tokenizer.merges import learn_merges_arrays
+from tokenmill.tokenizer.bpe.merges import learn_merges_arrays
+from tokenmill.tokenizer.bpe.train import ChunkCounter, train_bpe
 from tokenmill.tokenizer.model import Tokenizer
-from tokenmill.tokenizer.patterns import split_with_gaps
-from tokenmill.tokenizer.pretokenize import split_offsets
-from tokenmill.tokenizer.train import ChunkCounter, train_bpe
+from tokenmill.tokenizer.pretokenize.patterns import split_with_gaps
+from tokenmill.tokenizer.pretokenize.presets import split_offsets
 
 
 # ---- the splitter's output covers the text in order ------------------------------------------------

@@ -16,8 +16,8 @@ import pytest
 from tokenmill import Tokenizer, TokenmillError, as_tokenizer
 from tokenmill._io import canonical_hash
 from tokenmill.errors import FormatError
-from tokenmill.tokenizer import conversion_cache
-from tokenmill.tokenizer import huggingface as hf_mod
+from tokenmill.tokenizer.formats import conversion_cache
+from tokenmill.tokenizer.formats import huggingface as hf_mod
 
 BYTES = [bytes([i]) for i in range(256)]
 DEEP = 100_000
@@ -252,7 +252,7 @@ def _must_load_or_refuse(load, path: Path, what: str) -> None:
 def _small_real_hf(path: Path, keep: int = 400) -> dict:
     """A real tokenizer.json cut to its first ``keep`` ids plus every byte token, renumbered, with its
     merges among them and 4 of its added tokens (normalizer, pre-tokenizer, decoder as they are)."""
-    from tokenmill.tokenizer.export import bytes_to_unicode
+    from tokenmill.tokenizer.formats.export import bytes_to_unicode
 
     body = json.loads(path.read_text(encoding="utf-8"))
     singles = set(bytes_to_unicode().values())
@@ -406,7 +406,7 @@ def test_cli_tokenizer_option_says_what_a_corrupt_file_is(tmp_path, capsys):
 def test_real_files_pass_the_schemas():
     """The real Llama 3, DeepSeek and tekken files pass the schemas (where present; the tokenizer tests
     load them in full and compare ids with their reference libraries)."""
-    from tokenmill.tokenizer.model import _read_tekken
+    from tokenmill.tokenizer.formats.tekken import read_tekken
 
     found = 0
     for var in ("TOKENMILL_LLAMA3_DIR", "TOKENMILL_DEEPSEEK_DIR"):
@@ -417,7 +417,7 @@ def test_real_files_pass_the_schemas():
             found += 1
     p = _env_file("TOKENMILL_MISTRAL_DIR", "tekken_240911.json")
     if p is not None:
-        ranks, pattern, specials = _read_tekken(p, p.read_bytes())
+        ranks, pattern, specials = read_tekken(p, p.read_bytes())
         assert len(ranks) > 100_000 and len(specials) == 1000
         found += 1
     if not found:

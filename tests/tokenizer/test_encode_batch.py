@@ -20,7 +20,7 @@ PIECES = ["hello", " world", "滑动窗口", "，", "<|end|>", "<|x|>", "", " ",
 @pytest.fixture(scope="module")
 def toks(tmp_path_factory):
     from tokenmill import Tokenizer
-    from tokenmill.tokenizer.export import to_huggingface_dict
+    from tokenmill.tokenizer.formats.export import to_huggingface_dict
 
     texts = ["hello world, 滑动窗口 123 don't", "the cat sat on the mat"] * 20
     out = {

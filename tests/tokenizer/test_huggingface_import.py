@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from tokenmill import Tokenizer, train_bpe
 from tokenmill.errors import FormatError
-from tokenmill.tokenizer.export import onig_pattern, to_huggingface_dict
-from tokenmill.tokenizer.patterns import GPT2, GPT4
+from tokenmill.tokenizer.formats.export import onig_pattern, to_huggingface_dict
+from tokenmill.tokenizer.pretokenize.patterns import GPT2, GPT4
 
 tokenizers = pytest.importorskip("tokenizers")
 
@@ -117,7 +117,7 @@ def test_sequence_of_splits_runs_compiled(pairs):
     ours, _ = pairs["deepseek"]
     enc = ours._compiled()
     assert len(enc.split_patterns) == 2
-    from tokenmill.tokenizer.splitter import has_compiled
+    from tokenmill.tokenizer.pretokenize.splitter import has_compiled
 
     assert all(has_compiled(p) for p in (enc.pattern, *enc.split_patterns))
 
@@ -197,9 +197,9 @@ def test_nested_classes_split_as_oniguruma(items, negated, intersect, text):
     ``regex`` module alike."""
     from tokenizers import Regex, pre_tokenizers
 
-    from tokenmill.tokenizer.huggingface import onig_classes
-    from tokenmill.tokenizer.patterns import split_with_gaps
-    from tokenmill.tokenizer.splitter import split_text_compiled
+    from tokenmill.tokenizer.formats.huggingface import onig_classes
+    from tokenmill.tokenizer.pretokenize.patterns import split_with_gaps
+    from tokenmill.tokenizer.pretokenize.splitter import split_text_compiled
 
     rx = " ?[" + ("^" if negated else "") + "".join(items) + intersect + "]+"
     want = [p for p, _ in pre_tokenizers.Split(Regex(rx), "isolated").pre_tokenize_str(text)]

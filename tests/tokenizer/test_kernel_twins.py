@@ -9,9 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tokenmill import reference
-from tokenmill.tokenizer import _encode_kernels as EK
-from tokenmill.tokenizer import _hashing as H
-from tokenmill.tokenizer import _pretok_kernels as PK
+from tokenmill.tokenizer.bpe import _encode_kernels as EK
+from tokenmill.tokenizer.bpe import _hashing as H
+from tokenmill.tokenizer.pretokenize import _pretok_kernels as PK
 
 M64 = (1 << 64) - 1
 BIG = int(EK._BIG)
@@ -166,7 +166,7 @@ def _trained():
 @settings(max_examples=60, deadline=None)
 def test_compiled_encoder_equals_seed_encode_naive(text):
     """The seed's rank-order rule (always merge the lowest-ranked adjacent pair), chunk by chunk."""
-    from tokenmill.tokenizer.patterns import resolve_pattern, split_with_gaps
+    from tokenmill.tokenizer.pretokenize.patterns import resolve_pattern, split_with_gaps
 
     tok = _TOK[0] if _TOK else _TOK.append(_trained()) or _TOK[0]
     ranks = {(int(a), int(b)): 256 + k for k, (a, b) in enumerate(tok.merges)}
@@ -184,7 +184,7 @@ _TOK: list = []
 def test_load_u64_equals_int_from_bytes(data, d):
     from numba import njit
 
-    from tokenmill.tokenizer._wide import load_u64
+    from tokenmill.tokenizer.bpe._wide import load_u64
 
     at = d.draw(st.integers(0, len(data) - 8))
     buf = np.frombuffer(data, np.uint8)
@@ -233,8 +233,8 @@ _PIECES = sorted({w for doc in _CORPUS for w in doc.replace("(", " ").split()} |
 @settings(max_examples=40, deadline=None)
 def test_vocabulary_tables_change_no_id(text):
     """A chunk found in the vocabulary tables gets the ids the kernel computes without them."""
-    from tokenmill.tokenizer.encoder import _CACHE_LIMIT, _NO_VFILT, _NO_VOCAB, _NO_VOCAB2
-    from tokenmill.tokenizer.patterns import resolve_pattern, split_with_gaps
+    from tokenmill.tokenizer.bpe.encoder import _CACHE_LIMIT, _NO_VFILT, _NO_VOCAB, _NO_VOCAB2
+    from tokenmill.tokenizer.pretokenize.patterns import resolve_pattern, split_with_gaps
 
     tok = _TOK[0] if _TOK else _TOK.append(_trained()) or _TOK[0]
     enc = tok._compiled()
@@ -261,7 +261,7 @@ _GPT2_PIECES = ["'s", "'t", "'re", "'ve", "'m", "'ll", "'d", "'x", "'", "''", " 
 @given(st.lists(st.sampled_from(_GPT2_PIECES) | st.text(max_size=3), max_size=80).map("".join), st.data())
 @settings(max_examples=300, deadline=None)
 def test_gpt2_scan_equals_matcher(text, d):
-    from tokenmill.tokenizer.pretokenize import class_table
+    from tokenmill.tokenizer.pretokenize.presets import class_table
 
     data = text.encode("utf-8")
     cuts = sorted(d.draw(st.lists(st.integers(0, len(data)), max_size=3)))
@@ -275,7 +275,7 @@ def test_gpt2_scan_equals_matcher(text, d):
 @given(st.binary(max_size=60))
 @settings(max_examples=200, deadline=None)
 def test_gpt2_scan_equals_matcher_on_ill_formed_utf8(data):
-    from tokenmill.tokenizer.pretokenize import class_table
+    from tokenmill.tokenizer.pretokenize.presets import class_table
 
     buf = np.frombuffer(data, np.uint8)
     docs = np.array([0, len(data) // 2, len(data)], np.int64)

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tokenmill import reference
-from tokenmill.tokenizer.merges import learn_merges
+from tokenmill.tokenizer.bpe.merges import learn_merges
 
 
 def naive(chunks, num_merges):

@@ -94,7 +94,7 @@ def qwen35_rank(qwen_dir, qwen_defs):
 
 # ------------------------------------------------------------------------------- the patterns
 def test_family_patterns_are_the_models_own(llama3_pattern, qwen_defs):
-    from tokenmill.tokenizer.splitter import FAMILY
+    from tokenmill.tokenizer.pretokenize.splitter import FAMILY
 
     assert FAMILY["llama3"][0] == llama3_pattern
     assert FAMILY["qwen2"][0] == qwen_defs["PAT_STR"]
@@ -209,8 +209,8 @@ PRESETS = ("gpt2", "gpt4", "o200k", "llama3", "qwen2", "qwen3.5")
 
 
 def _regex_of(name: str) -> str:
-    from tokenmill.tokenizer.patterns import PRESETS as P
-    from tokenmill.tokenizer.splitter import FAMILY
+    from tokenmill.tokenizer.pretokenize.patterns import PRESETS as P
+    from tokenmill.tokenizer.pretokenize.splitter import FAMILY
 
     return P[name] if name in P else FAMILY[name][0]
 
@@ -218,7 +218,7 @@ def _regex_of(name: str) -> str:
 @pytest.mark.corpus
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_splitter_equals_regex_on_corpora(corpora, script):
-    from tokenmill.tokenizer.splitter import split_text_compiled
+    from tokenmill.tokenizer.pretokenize.splitter import split_text_compiled
 
     texts = corpus_sample(corpora, script, 60_000, stride=19)
     for name in PRESETS:
@@ -230,7 +230,7 @@ def test_splitter_equals_regex_on_corpora(corpora, script):
 @settings(max_examples=300, deadline=None)
 @given(text=st.lists(st.sampled_from(ALPHABET), max_size=40).map("".join))
 def test_splitter_equals_regex_on_generated_text(text):
-    from tokenmill.tokenizer.splitter import split_text_compiled
+    from tokenmill.tokenizer.pretokenize.splitter import split_text_compiled
 
     for name in PRESETS:
         rx = _regex_of(name)
@@ -239,8 +239,8 @@ def test_splitter_equals_regex_on_generated_text(text):
 
 def test_llama3_pattern_is_not_cl100k_at_the_end_of_a_text():
     # why Llama 3 has its own matcher: cl100k's \s++$ keeps trailing spaces with the newline
-    from tokenmill.tokenizer.patterns import GPT4
-    from tokenmill.tokenizer.splitter import LLAMA3, split_text_compiled
+    from tokenmill.tokenizer.pretokenize.patterns import GPT4
+    from tokenmill.tokenizer.pretokenize.splitter import LLAMA3, split_text_compiled
 
     assert regex.findall(LLAMA3, "a\n  ") == ["a", "\n", "  "] == split_text_compiled("a\n  ", LLAMA3)
     assert regex.findall(GPT4, "a\n  ") == ["a", "\n  "]
@@ -251,7 +251,7 @@ def test_rank_file_exports_to_the_real_tokenizer_json(llama3_dir, llama3_rank, l
     import json
 
     tokenizers = pytest.importorskip("tokenizers")
-    from tokenmill.tokenizer.export import to_huggingface_dict
+    from tokenmill.tokenizer.formats.export import to_huggingface_dict
 
     ours, enc = llama3_rank
     body = to_huggingface_dict(ours)

@@ -24,7 +24,7 @@ from tests.conftest import corpus_sample
 from tests.tokenizer.test_model_tokenizers import ALPHABET, SCRIPTS, _dir
 from tokenmill import Tokenizer, as_tokenizer
 from tokenmill.errors import FormatError, SpecialTokenError
-from tokenmill.tokenizer import model as M
+from tokenmill.tokenizer.formats import tiktoken as M
 
 
 @pytest.fixture(scope="session")
@@ -188,16 +188,16 @@ def test_rank_pairs_equal_the_loop(extra, gap):
     tokens = BYTES + [t for t in extra if len(t) > 1]
     ranks = {t: gap + i for i, t in enumerate(tokens)}
     vocab = [None] * gap + tokens
-    assert _as_dict(M._rank_pairs(vocab, ranks)) == M._rank_pairs_loop(vocab, ranks)
+    assert _as_dict(M.rank_pairs(vocab, ranks)) == M.rank_pairs_loop(vocab, ranks)
 
 
 def test_rank_pairs_on_real_ranks(gpt2_ranks_path):
-    ranks = M._read_tiktoken(gpt2_ranks_path)
+    ranks = M.read_tiktoken(gpt2_ranks_path)
     vocab = [None] * len(ranks)
     for b, r in ranks.items():
         vocab[r] = b
-    fast = _as_dict(M._rank_pairs(vocab, ranks))
-    assert fast == M._rank_pairs_loop(vocab, ranks) and len(fast) > 50_000
+    fast = _as_dict(M.rank_pairs(vocab, ranks))
+    assert fast == M.rank_pairs_loop(vocab, ranks) and len(fast) > 50_000
 
 
 def test_rank_pairs_fall_back_on_a_hash_collision(monkeypatch):
@@ -205,8 +205,8 @@ def test_rank_pairs_fall_back_on_a_hash_collision(monkeypatch):
     monkeypatch.setattr(M, "_RANK_HASH_BASE", 1)
     tokens = BYTES + [b"ab", b"ba", b"abc", b"cab"]
     ranks = {t: i for i, t in enumerate(tokens)}
-    pairs = M._rank_pairs(list(tokens), ranks)
-    assert isinstance(pairs, dict) and pairs == M._rank_pairs_loop(list(tokens), ranks)
+    pairs = M.rank_pairs(list(tokens), ranks)
+    assert isinstance(pairs, dict) and pairs == M.rank_pairs_loop(list(tokens), ranks)
 
 
 def test_from_ranks_refuses_what_is_not_a_rank_file():
@@ -273,7 +273,7 @@ def test_set_operations_in_classes_equal_tiktoken(kimi_pair, corpora):
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=st.lists(st.sampled_from(ALPHABET + ["中文", "日本語", "テスト", "한국어", "ÀBCdef", "'S"]), max_size=40).map("".join))
 def test_set_operations_generated_text(kimi_pair, text):
-    from tokenmill.tokenizer.patterns import split_with_gaps
+    from tokenmill.tokenizer.pretokenize.patterns import split_with_gaps
 
     tok, enc = kimi_pair
     assert tok.encode(text) == enc.encode_ordinary(text)

@@ -19,8 +19,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tokenmill import Tokenizer, train_bpe
-from tokenmill.tokenizer import encoder as encoder_mod
-from tokenmill.tokenizer.export import to_huggingface_dict
+from tokenmill.tokenizer.bpe import encoder as encoder_mod
+from tokenmill.tokenizer.formats.export import to_huggingface_dict
 
 tokenizers = pytest.importorskip("tokenizers")
 
@@ -47,7 +47,7 @@ def _with_edges(body: dict, seed: int, whole_first: bool) -> dict:
     """``body`` with the EDGE merges inserted at random places (their tokens added to the vocabulary),
     and, if ``whole_first``, the merges taking the token of one of six characters as a part (with anything but
     another character's token) moved to the front."""
-    from tokenmill.tokenizer.export import bytes_to_unicode
+    from tokenmill.tokenizer.formats.export import bytes_to_unicode
 
     b2u = bytes_to_unicode()
     enc = lambda b: "".join(b2u[x] for x in b)
@@ -99,7 +99,7 @@ WHOLE = ["的生用", " 的生用", "。的的", "不是的的", "的的的"]  #
 
 
 def _b2u():
-    from tokenmill.tokenizer.export import bytes_to_unicode
+    from tokenmill.tokenizer.formats.export import bytes_to_unicode
 
     return bytes_to_unicode()
 

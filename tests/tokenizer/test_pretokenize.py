@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 
 from tests.conftest import CORPORA  # ../shared/corpora, or $TOKENMILL_CORPORA
 from tokenmill.errors import ConfigError, InputError
-from tokenmill.tokenizer import pretokenize
-from tokenmill.tokenizer.patterns import GPT2, GPT4, O200K
-from tokenmill.tokenizer.pretokenize import build_class_table, class_table, split_offsets, split_text
+from tokenmill.tokenizer.pretokenize import presets as pretokenize
+from tokenmill.tokenizer.pretokenize.patterns import GPT2, GPT4, O200K
+from tokenmill.tokenizer.pretokenize.presets import build_class_table, class_table, split_offsets, split_text
 
 PRESETS = {"gpt2": GPT2, "gpt4": GPT4, "o200k": O200K}
 PRESET_IDS = {"gpt2": 0, "gpt4": 1, "o200k": 2}
@@ -262,7 +262,7 @@ def test_no_numba_at_import():
     import subprocess
     import sys
 
-    code = "import sys, tokenmill.tokenizer.pretokenize; print('numba' in sys.modules)"
+    code = "import sys, tokenmill.tokenizer.pretokenize.presets; print('numba' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
 
 

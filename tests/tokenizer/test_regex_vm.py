@@ -7,9 +7,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tokenmill.tokenizer.patterns import GPT2, GPT4, O200K, split_with_gaps
-from tokenmill.tokenizer.regex_compile import Unsupported, compile_pattern
-from tokenmill.tokenizer.splitter import LLAMA3, QWEN2, QWEN3_5, split_text_compiled
+from tokenmill.tokenizer.pretokenize.patterns import GPT2, GPT4, O200K, split_with_gaps
+from tokenmill.tokenizer.pretokenize.regex_compile import Unsupported, compile_pattern
+from tokenmill.tokenizer.pretokenize.splitter import LLAMA3, QWEN2, QWEN3_5, split_text_compiled
 
 ALPHABET = list("abcXYZ  \n\r\t'sSlLdD.,;!?0123/-_") + ["é", "e\u0301", "\u0301", "低", "🙂", "\u00a0", "ſ", "K", "٣"]
 TEXT = st.lists(st.sampled_from(ALPHABET), max_size=40).map("".join)
@@ -23,11 +23,11 @@ def vm(pattern: str, text: str) -> list[str]:
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=TEXT)
 def test_known_patterns(pattern, text):
-    from tokenmill.tokenizer import splitter
+    from tokenmill.tokenizer.pretokenize import splitter
 
     prog = compile_pattern(pattern)
-    from tokenmill.tokenizer._regex_vm import split_vm
-    from tokenmill.tokenizer.pretokenize import as_readonly_bytes, single_document
+    from tokenmill.tokenizer.pretokenize._regex_vm import split_vm
+    from tokenmill.tokenizer.pretokenize.presets import as_readonly_bytes, single_document
 
     data = text.encode()
     offs = split_vm(as_readonly_bytes(data), prog.class_table(), prog.op, prog.a, prog.b, single_document(len(data))).tolist()
@@ -72,8 +72,8 @@ def test_generated_patterns(pattern, text):
     want = split_with_gaps(pattern, text)
     assert vm(pattern, text) == want, pattern  # the DFA, with the VM where no match starts
     prog = compile_pattern(pattern)
-    from tokenmill.tokenizer._regex_vm import split_vm
-    from tokenmill.tokenizer.pretokenize import as_readonly_bytes, single_document
+    from tokenmill.tokenizer.pretokenize._regex_vm import split_vm
+    from tokenmill.tokenizer.pretokenize.presets import as_readonly_bytes, single_document
 
     data = text.encode()
     offs = split_vm(as_readonly_bytes(data), prog.class_table(), prog.op, prog.a, prog.b, single_document(len(data))).tolist()
@@ -92,7 +92,7 @@ def test_outside_the_family_is_named(pattern, named):
 
 def test_unsupported_falls_back_with_one_warning():
     from tokenmill import Tokenizer
-    from tokenmill.tokenizer import splitter
+    from tokenmill.tokenizer.pretokenize import splitter
 
     splitter.general.cache_clear()
     with pytest.warns(UserWarning, match="regex module"):

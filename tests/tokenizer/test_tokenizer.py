@@ -111,7 +111,7 @@ def gpt2_pair(gpt2_ranks_path):
     tiktoken = pytest.importorskip("tiktoken")
     from tiktoken.load import load_tiktoken_bpe
 
-    from tokenmill.tokenizer.patterns import GPT2
+    from tokenmill.tokenizer.pretokenize.patterns import GPT2
 
     special = {"<|endoftext|>": 50256}
     enc = tiktoken.Encoding("gpt2-local", pat_str=GPT2, mergeable_ranks=load_tiktoken_bpe(str(gpt2_ranks_path)),
@@ -166,7 +166,7 @@ _MERGES = train_bpe(["aaaa bbbb abab 低低低 🙂🙂 the then there " * 3, "x
 
 
 def test_long_chunks_and_cache_reset(monkeypatch):
-    from tokenmill.tokenizer import encoder
+    from tokenmill.tokenizer.bpe import encoder
 
     monkeypatch.setattr(encoder, "_CACHE_LIMIT", 3)  # force resets
     tok = Tokenizer.from_merges(_MERGES, pattern="gpt4")

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import corpus_sample
 from tokenmill import ConfigError, InputError, reference, train_bpe
-from tokenmill.tokenizer.patterns import compiled, resolve_pattern
+from tokenmill.tokenizer.pretokenize.patterns import compiled, resolve_pattern
 
 
 def chunks_of(texts, pattern):
@@ -176,7 +176,7 @@ def test_import_is_light():
 @given(st.lists(st.text(st.characters(codec="utf-8"), max_size=60), max_size=12),
        st.sampled_from(["gpt2", "gpt4", "o200k"]), st.sampled_from([1, 2, 3]))
 def test_compiled_counting_equals_python_twin_any_thread_count(texts, pattern, threads):
-    from tokenmill.tokenizer.train import _count_python, count_chunks
+    from tokenmill.tokenizer.bpe.train import _count_python, count_chunks
 
     rx = resolve_pattern(pattern)
     fast, stats = count_chunks(texts, rx, num_threads=threads)
@@ -186,8 +186,8 @@ def test_compiled_counting_equals_python_twin_any_thread_count(texts, pattern, t
 
 
 def test_training_identical_whatever_the_thread_count():
-    from tokenmill.tokenizer.merges import learn_merges_arrays
-    from tokenmill.tokenizer.train import count_chunks
+    from tokenmill.tokenizer.bpe.merges import learn_merges_arrays
+    from tokenmill.tokenizer.bpe.train import count_chunks
 
     docs = [f"doc {i}: " + "lorem ipsum dolor sit amet, 低低 常用字 " * (i % 7 + 1) for i in range(300)]
     results = []

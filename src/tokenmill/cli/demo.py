@@ -114,7 +114,7 @@ def _corpus(args):
 def _tokenizer_and_store(args, docs, out: Path, report: dict):
     from ..data.readers import texts
     from ..data.store import TokenStore
-    from ..tokenizer.train import train_bpe
+    from ..tokenizer.bpe.train import train_bpe
 
     t0 = time.perf_counter()
     tok = train_bpe(docs, args.vocab_size, pattern="gpt4", special_tokens=["<|endoftext|>"], progress=not args.quiet)

@@ -59,7 +59,7 @@ def _load(path):
 
 def cmd_train(args) -> int:
     from .._io import protect_inputs, resolve_output
-    from ..tokenizer.train import train_bpe
+    from ..tokenizer.bpe.train import train_bpe
     from ._common import input_files
 
     files = input_files(args)

@@ -27,7 +27,7 @@ class AddedToken:
     def from_dict(cls, d, *, what: str = "added token") -> "AddedToken":
         """From ``to_dict``'s form, checked exactly (``"special": "false"`` is a FormatError, not True)."""
         from .._schema import check
-        from .schemas import AddedTokenEntry
+        from .formats.schemas import AddedTokenEntry
 
         return cls.from_entry(check(d, AddedTokenEntry, what=what))
 

@@ -33,8 +33,8 @@ import numpy as np
 from msgspec import UNSET, UnsetType
 
 from ..errors import ConfigError, FormatError, SpecialTokenError, UnsupportedTokenizerError
+from .formats.schemas import ID_RULE, HFAddedToken, Lenient, decode_file, is_id
 from .groups import in_groups
-from .schemas import ID_RULE, HFAddedToken, Lenient, decode_file, is_id
 from .sentencepiece import WS, search_first, trie_pattern, utf8_of
 
 _MARKERS = (b'"Metaspace"', b'"Prepend"', b'"byte_fallback": true', b'"byte_fallback":true', b'"ByteFallback"')
@@ -187,7 +187,7 @@ class SentencePieceJsonTokenizer:
 
     def __init__(self, raw: bytes, *, source: str = "<tokenizer.json>"):
         from .added import AddedTokenMatcher
-        from .huggingface import added_tokens_of
+        from .formats.huggingface import added_tokens_of
 
         self._raw, self._source = bytes(raw), source
         where = f"tokenizer.json file {source!r}"
@@ -203,7 +203,7 @@ class SentencePieceJsonTokenizer:
         bad = [(t, i) for t, i in vocab.items() if not is_id(i)]
         if bad:
             raise FormatError(f"{where}: field model.vocab[{bad[0][0]!r}] = {bad[0][1]!r}: expected {ID_RULE}")
-        from .schemas import check_ids_below
+        from .formats.schemas import check_ids_below
 
         check_ids_below(len(self._raw), ((f"model.vocab[{t!r}]", i) for t, i in vocab.items()), where=where,
                         what="id")

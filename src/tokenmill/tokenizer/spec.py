@@ -52,3 +52,24 @@ class TokenizerSpec:
             raise TypeError("added_tokens must be AddedToken entries")
         return cls(tuple(vocab), frozen(merges), frozen(merge_ids), pattern, tuple(split_patterns), normalizer,
                    bool(add_prefix_space), bool(whole_chunk_lookup), MappingProxyType(dict(special_tokens)), added)
+
+
+@dataclass(frozen=True)
+class MergeTrace:
+    """The training trace: for each merge its rank, pair, new id, count and bytes."""
+
+    pairs: np.ndarray  # (M, 2) int64
+    counts: np.ndarray  # (M,) int64, weighted occurrences when merged
+    token_bytes: tuple[bytes, ...]  # (M,) bytes of each new token
+
+    @property
+    def new_ids(self) -> np.ndarray:
+        return np.arange(256, 256 + len(self.counts), dtype=np.int64)
+
+    def __len__(self) -> int:
+        return len(self.counts)
+
+    def rows(self):
+        """Yield ``(rank, (left, right), new_id, count, bytes)`` per merge."""
+        for i, ((a, b), c, tb) in enumerate(zip(self.pairs.tolist(), self.counts.tolist(), self.token_bytes)):
+            yield i, (a, b), 256 + i, c, tb

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._jit import njit
+from ..._jit import njit
 from ._hashing import fnv1a, reindex
 
 

@@ -25,9 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .._io import write_cache
-from .._validate import check_offsets
-from ..errors import ConfigError, InputError
+from ..._io import write_cache
+from ..._validate import check_offsets
+from ...errors import ConfigError, InputError
 from .patterns import GPT2, GPT4, O200K, compiled, findall_bounded, resolve_pattern
 
 # preset name or resolved regex -> preset id: the index in _KERNEL_NAMES and (GPT2, GPT4, O200K)
@@ -98,6 +98,11 @@ def split_text(text: str, pattern: str | None) -> list[str]:
 
 def _split(buf: np.ndarray, pid: int, docs: np.ndarray) -> tuple[np.ndarray, int]:
     return getattr(_kernels(), _KERNEL_NAMES[pid])(buf, class_table(), docs)
+
+
+def preset_kernel(preset: str):
+    """The compiled split kernel of a preset (loads numba): for checking whether it is compiled yet."""
+    return getattr(_kernels(), _KERNEL_NAMES[_preset_id(preset)])
 
 
 def single_document(n: int) -> np.ndarray:

@@ -14,7 +14,7 @@ _CACHE_LAYOUT = 3  # 2: Split regexes with nested classes flattened (onig_classe
 
 
 def cache_file(key: str):
-    from .pretokenize import cache_dir
+    from ..pretokenize.presets import cache_dir
 
     return cache_dir() / f"tokenizer-v{_CACHE_LAYOUT}-{key}.npz"
 
@@ -36,7 +36,7 @@ def load_cached(key: str):
 
 def save_cached(key: str, vocab, arr, config) -> None:
     """Write the cache atomically; a cache that cannot be written is skipped."""
-    from .._io import write_cache
+    from ..._io import write_cache
 
     path = cache_file(key)
     lens = np.fromiter((-1 if b is None else len(b) for b in vocab), np.int64, len(vocab))

@@ -22,8 +22,8 @@ from typing import Annotated, Any, Literal, Union
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from .._schema import Id, Meta, Struct, check, parse_json, show_value
-from ..errors import FormatError
+from ..._schema import Id, Meta, Struct, check, parse_json, show_value
+from ...errors import FormatError
 
 B64 = Annotated[str, Meta(pattern=r"^[A-Za-z0-9+/]*={0,2}$")]  # a token's bytes (decoded strictly after)
 B64Token = Annotated[str, Meta(min_length=2, pattern=r"^[A-Za-z0-9+/]+={0,2}$")]  # and not empty

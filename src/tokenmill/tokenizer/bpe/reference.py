@@ -12,6 +12,11 @@ from __future__ import annotations
 
 import heapq
 
+from ..pretokenize.patterns import split_with_gaps
+from .tables import pair_dict
+
+_CACHE_LIMIT = 1 << 17  # chunk cache entries before it is cleared
+
 
 def encode_chunk(ids: list[int], pair_table: dict[tuple[int, int], int], result=None) -> list[int]:
     """Merge ``ids`` (base token ids of one chunk) by rank.
@@ -56,3 +61,49 @@ def encode_chunk(ids: list[int], pair_table: dict[tuple[int, int], int], result=
             if mh is not None:
                 heapq.heappush(heap, (mh, h, ids[h], new))
     return [t for t in ids if t >= 0]
+
+
+class PythonEncoder:
+    """The readable pure-Python encoder of a :class:`~tokenmill.tokenizer.spec.TokenizerSpec`: split
+    with ``regex``, each chunk merged by :func:`encode_chunk`, chunks cached. The twin the compiled
+    encoder is tested against, and what a first run uses while the kernels are not compiled."""
+
+    def __init__(self, spec, pair_table, byte_ids: list[int]):
+        self.spec = spec
+        self.pairs = pair_dict(pair_table)
+        self.byte_ids = byte_ids
+        self.whole = {b: i for i, b in enumerate(spec.vocab) if b is not None} if spec.whole_chunk_lookup else None
+        self.cache: dict[bytes, tuple[int, ...]] = {}
+
+    def encode(self, text: str) -> list[int]:
+        """The ids of plain text (no special or added tokens in it)."""
+        out: list[int] = []
+        for chunk in self.split(text):
+            out.extend(self.encode_chunk(chunk.encode("utf-8")))
+        return out
+
+    def split(self, text: str) -> list[str]:
+        spec = self.spec
+        if not text:
+            return []
+        if spec.add_prefix_space and not text.startswith(" "):
+            text = " " + text
+        if spec.pattern is None:
+            return [text]
+        chunks = split_with_gaps(spec.pattern, text)
+        for p in spec.split_patterns:
+            chunks = [c for chunk in chunks for c in split_with_gaps(p, chunk)]
+        return chunks
+
+    def encode_chunk(self, chunk: bytes) -> tuple[int, ...]:
+        hit = self.cache.get(chunk)
+        if hit is not None:
+            return hit
+        if self.whole is not None and chunk in self.whole:
+            ids = (self.whole[chunk],)  # tiktoken's whole-chunk shortcut
+        else:
+            ids = tuple(encode_chunk([self.byte_ids[c] for c in chunk], self.pairs, self.spec.merge_ids))
+        if len(self.cache) >= _CACHE_LIMIT:
+            self.cache.clear()
+        self.cache[chunk] = ids
+        return ids

@@ -1,6 +1,6 @@
 """The compiled encoding path behind ``Tokenizer``: split kernels + BPE kernels + a per-thread cache.
 
-Plain Python around ``_encode_kernels``. Results equal the pure-Python path (``bpe.encode_chunk``)
+Plain Python around ``_encode_kernels``. Results equal the pure-Python path (``reference.encode_chunk``)
 exactly (tested); the kernels release the GIL, so ``encode_batch`` scales over threads.
 """
 
@@ -10,8 +10,8 @@ import threading
 
 import numpy as np
 
-from .patterns import split_with_gaps
-from .splitter import has_compiled
+from ..pretokenize.patterns import split_with_gaps
+from ..pretokenize.splitter import has_compiled
 
 _CACHE_LIMIT = 1 << 18  # cached chunks per thread before the cache is reset to its pinned part
 _NONE = np.zeros(0, np.int64)  # no document marks (one text per kernel call)
@@ -19,8 +19,21 @@ _PREMERGE_MIN = 1000  # 3-byte characters whose own BPE is one or two tokens, be
 _NO_VOCAB = np.zeros(2, np.uint64)  # an empty vocabulary table (see _encode_kernels.build_vocab_table)
 _NO_VOCAB2 = np.zeros(4, np.uint64)  # and of the second one (build_vocab_table2)
 _NO_VFILT = np.zeros(1, np.uint64)  # and their filter (build_vocab_filter): nothing passes
+# A process on a machine whose encoding kernels are not compiled yet encodes up to this many
+# characters with the pure-Python encoder (same ids, ~1 MB/s) before it compiles them (~25-45 s).
+FIRST_RUN_PYTHON_CHARS = 1 << 21
 _SMALL = 7  # longest chunk, in bytes, of the first vocabulary table (_encode_kernels._SMALL)
 _VOCAB2 = 15  # and of the second
+
+
+def python_first(size: int) -> bool:
+    """True on a machine whose encoding kernels are not compiled yet, for the first
+    :data:`FIRST_RUN_PYTHON_CHARS` characters this process encodes: the pure-Python encoder gives the
+    same ids at ~1 MB/s, where compiling the kernels first takes ~25-45 s (``_jit.python_first``)."""
+    from ..._jit import python_first as first
+    from . import _encode_kernels
+
+    return first("encode", _encode_kernels.encode_chunks, size, FIRST_RUN_PYTHON_CHARS)
 
 
 class CompiledEncoder:
@@ -56,7 +69,7 @@ class CompiledEncoder:
         pinned = self._unreached(probe) if pin_vocab else []
         self.chars = chars[:-1] + (self._han_keys(pinned) if chars[0].size else chars[-1],)
         self.pattern = pattern
-        from .splitter import has_compiled, has_kernel
+        from ..pretokenize.splitter import has_compiled, has_kernel
 
         self.preset = has_kernel(pattern)  # a hand-written kernel (presets, Llama 3 / Qwen family)
         self.compiled_split = has_compiled(pattern)  # that, or the general DFA/VM (offsets checked)
@@ -216,7 +229,7 @@ class CompiledEncoder:
         if self.pattern is None:
             return np.array([0, len(data)] if data else [0], np.int64)
         if self.compiled_split and not self.split_patterns:
-            from .splitter import compiled_offsets
+            from ..pretokenize.splitter import compiled_offsets
 
             offs = compiled_offsets(data, self.pattern)
             if offs is not None:
@@ -224,7 +237,7 @@ class CompiledEncoder:
         if self.split_patterns and all(has_compiled(p) for p in (self.pattern, *self.split_patterns)):
             # HF's Sequence of Splits, compiled: each pattern splits every chunk of the one before
             # (the chunks are passed to the kernels as documents)
-            from .splitter import compiled_offsets
+            from ..pretokenize.splitter import compiled_offsets
 
             offs = compiled_offsets(data, self.pattern)
             for p in self.split_patterns:
@@ -244,7 +257,7 @@ class CompiledEncoder:
         try:
             data = text.encode("utf-8")
         except UnicodeEncodeError as e:
-            from ..errors import InputError
+            from ...errors import InputError
 
             raise InputError(f"the text holds a lone surrogate at character {e.start:,d}, which UTF-8 cannot "
                              "encode; clean the text first (e.g. text.encode('utf-8', 'replace').decode())") from None
@@ -259,8 +272,8 @@ class CompiledEncoder:
         guarantee this contract (tested); everything else is checked here."""
         if self.preset and not self.split_patterns:
             return offs
-        from .._validate import check_offsets
-        from ..errors import ConfigError
+        from ..._validate import check_offsets
+        from ...errors import ConfigError
 
         return check_offsets(offs, f"the chunk offsets of pattern {self.pattern!r}", n=n, error=ConfigError)
 
@@ -293,7 +306,7 @@ class CompiledEncoder:
         if self.pattern is None:
             offs = docs
         else:
-            from .splitter import compiled_offsets
+            from ..pretokenize.splitter import compiled_offsets
 
             offs = compiled_offsets(data, self.pattern, doc_offsets=docs)
             if offs is None:

@@ -20,8 +20,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from .._validate import check_array, check_int
-from ..errors import ConfigError, InputError
+from ..._validate import check_array, check_int
+from ...errors import ConfigError, InputError
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,8 @@ import unicodedata
 
 import numpy as np
 
-from .._io import write_cache
+from ..._io import write_cache
+from .patterns import preset_name, resolve_pattern
 
 LLAMA3 = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 QWEN2 = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
@@ -36,6 +37,22 @@ QWEN3_5 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}|
 # name -> (regex, digits K, letters include \p{M})
 FAMILY = {"llama3": (LLAMA3, 3, False), "qwen2": (QWEN2, 1, False), "qwen3.5": (QWEN3_5, 1, True)}
 _BY_REGEX = {rx: (k, marks) for rx, k, marks in FAMILY.values()}
+
+
+def resolve(pattern: str | None) -> str | None:
+    """The regex of a pattern: a preset name (gpt2, gpt4/cl100k, o200k, and the model family: llama3,
+    qwen2, qwen3.5), a regex (checked), or None (no split)."""
+    if isinstance(pattern, str) and pattern in FAMILY:
+        return FAMILY[pattern][0]
+    return resolve_pattern(pattern)
+
+
+def pattern_name(regex_str: str | None) -> str | None:
+    """The preset or family name of a resolved regex, or None for any other pattern."""
+    for name, (rx, _, _) in FAMILY.items():
+        if rx == regex_str:
+            return name
+    return preset_name(regex_str)
 
 
 def family_params(pattern: str | None) -> tuple[int, bool] | None:
@@ -48,7 +65,7 @@ def family_params(pattern: str | None) -> tuple[int, bool] | None:
 
 def has_kernel(pattern: str | None) -> bool:
     """A hand-written kernel runs ``pattern`` (the presets and the model family)."""
-    from .pretokenize import PRESET_IDS
+    from .presets import PRESET_IDS
 
     return pattern is not None and (pattern in PRESET_IDS or family_params(pattern) is not None)
 
@@ -88,7 +105,7 @@ def compiled_offsets(data: bytes, pattern: str, *, allow_general: bool | None = 
     general VM for other patterns (default: ``$TOKENMILL_GENERAL_SPLITTER``). ``doc_offsets``: split
     each ``data[doc_offsets[d]:doc_offsets[d + 1]]`` on its own (as ``pretokenize.split_offsets``); the
     result holds every document boundary."""
-    from .pretokenize import PRESET_IDS, as_readonly_bytes, raise_not_utf8, split_offsets
+    from .presets import PRESET_IDS, as_readonly_bytes, raise_not_utf8, split_offsets
 
     if pattern in PRESET_IDS:
         return split_offsets(data, pattern, doc_offsets=doc_offsets)
@@ -117,7 +134,7 @@ def compiled_offsets(data: bytes, pattern: str, *, allow_general: bool | None = 
 
 
 def _docs(doc_offsets, n: int) -> np.ndarray:
-    from .pretokenize import check_doc_offsets, single_document
+    from .presets import check_doc_offsets, single_document
 
     return single_document(n) if doc_offsets is None else check_doc_offsets(doc_offsets, n)
 
@@ -130,7 +147,7 @@ def split_text_compiled(text: str, pattern: str, *, allow_general: bool | None =
     if offs is None:
         return None
     from . import _pretok_kernels as pk
-    from .pretokenize import as_readonly_bytes
+    from .presets import as_readonly_bytes
 
     if len(data) != len(text):
         offs = pk.char_offsets(as_readonly_bytes(data), offs)
@@ -150,7 +167,7 @@ def family_table(marks: bool) -> np.ndarray:
     """The class table; with ``marks`` its L bit also holds ``\\p{M}`` (Qwen 3.5's letter class).
 
     Derived from the ``regex`` module like the base table, and cached on disk next to it."""
-    from .pretokenize import cache_dir, class_table
+    from .presets import cache_dir, class_table
 
     base = class_table()
     if not marks:

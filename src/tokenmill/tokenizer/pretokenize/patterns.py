@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import os
 
-from ..errors import ConfigError
+from ...errors import ConfigError
 
 GPT2 = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s"""
 GPT4 = (

@@ -26,7 +26,7 @@ Every backtrack is worked out as in ``_pretok_kernels`` (whose helpers this modu
 
 from __future__ import annotations
 
-from .._jit import njit
+from ..._jit import njit
 from ._pretok_kernels import (
     APOS,
     CR,

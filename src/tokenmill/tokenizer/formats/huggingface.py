@@ -33,8 +33,8 @@ from pathlib import Path
 import numpy as np
 from msgspec import UNSET
 
-from ..errors import FormatError, UnsupportedTokenizerError
-from .added import AddedToken
+from ...errors import FormatError, UnsupportedTokenizerError
+from ..added import AddedToken
 from .conversion_cache import load_cached, save_cached
 from .schemas import (
     ID_RULE,
@@ -248,7 +248,7 @@ def load_tokenizer_json(path: str | os.PathLike, build):
     loads in a fraction of a second."""
     import hashlib
 
-    from .._io import read_bytes_limited
+    from ..._io import read_bytes_limited
 
     p = tokenizer_json_path(path)
     source = str(p)
@@ -276,7 +276,7 @@ def read_tokenizer_json(raw: bytes, source: str) -> HFTokenizerJson:
 
 
 def _build(vocab, arr, config, *, source, build):
-    from .._schema import check
+    from ..._schema import check
 
     conf = check(config, HFCacheConfig, what=f"the cached conversion of {source}")
     patterns = conf.patterns
@@ -385,3 +385,17 @@ def added_tokens_of(entries, vocab_map: dict[str, int], source: str) -> list[Add
         by_id[tid] = f
     return [AddedToken(i, f.content, f.special, f.single_word, f.lstrip, f.rstrip, f.normalized)
             for i, f in sorted(by_id.items())]
+
+
+def tokenizer_json_head(path) -> bytes:
+    """The bytes of a tokenizer.json (or the one in a folder) for a format sniff; b"" if unreadable (the
+    importer then reports the problem)."""
+    from ..._io import read_bytes_limited
+    from ...errors import TokenmillError
+
+    p = Path(path)
+    p = p / "tokenizer.json" if p.is_dir() else p
+    try:
+        return read_bytes_limited(p, what="tokenizer.json")
+    except TokenmillError:
+        return b""

@@ -22,11 +22,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validate import check_int, check_offsets
-from ..errors import ConfigError, InputError
+from ..._validate import check_int, check_offsets
+from ...errors import ConfigError, InputError
+from ..model import Tokenizer
+from ..pretokenize.patterns import resolve_pattern, split_with_gaps
+from ..special import special_token_names
 from .merges import learn_merges_arrays
-from .model import Tokenizer, special_token_names
-from .patterns import resolve_pattern, split_with_gaps
 
 
 @dataclass(frozen=True)
@@ -204,7 +205,7 @@ def count_chunks(
     run on ``num_threads`` threads (default: all cores), each into its own table; the tables are
     merged at the end. Counts do not depend on the number of threads or on the document order.
     """
-    from .pretokenize import PRESET_IDS
+    from ..pretokenize.presets import PRESET_IDS
 
     special_re = (re.compile("|".join(map(re.escape, sorted(special_tokens, key=len, reverse=True))))
                   if special_tokens else None)
@@ -259,9 +260,9 @@ def _count_preset(pieces, regex_str, num_threads) -> ChunkCounts:
     """Compiled counting, or on a first run over a small corpus the twin (same counts): the pieces are
     read up to FIRST_RUN_PYTHON_BYTES; if the corpus ends there the twin counts them, else they are
     counted with the rest by the compiled kernels."""
-    from .._jit import python_first
-    from . import _count_kernels, _pretok_kernels
-    from .pretokenize import PRESET_IDS
+    from ..._jit import python_first
+    from ..pretokenize.presets import preset_kernel
+    from . import _count_kernels
 
     head, size = [], 0
     for piece in pieces:
@@ -269,9 +270,7 @@ def _count_preset(pieces, regex_str, num_threads) -> ChunkCounts:
         size += len(piece[1])
         if size > FIRST_RUN_PYTHON_BYTES:
             return _count_compiled(itertools.chain(head, pieces), regex_str, num_threads)
-    K = _pretok_kernels
-    split = (K.split_gpt2, K.split_gpt4, K.split_o200k)[PRESET_IDS[regex_str]]
-    if python_first("count", [split, _count_kernels.count_into], size, FIRST_RUN_PYTHON_BYTES):
+    if python_first("count", [preset_kernel(regex_str), _count_kernels.count_into], size, FIRST_RUN_PYTHON_BYTES):
         return _count_python(head, regex_str)
     return _count_compiled(head, regex_str, num_threads)
 
@@ -293,7 +292,7 @@ def _count_compiled(pieces, regex_str, num_threads) -> ChunkCounts:
     import queue
     import threading
 
-    from .pretokenize import split_offsets
+    from ..pretokenize.presets import split_offsets
 
     n = max(1, num_threads or os.cpu_count() or 1)
     counters = [ChunkCounter() for _ in range(n)]
@@ -343,7 +342,7 @@ def _count_compiled(pieces, regex_str, num_threads) -> ChunkCounts:
 def _learn(counts: ChunkCounts, num_merges, min_frequency, max_token_bytes, show):
     bar = _bar(show, "merging", "merge", total=num_merges)
     try:
-        from .._jit import python_first
+        from ..._jit import python_first
         from . import _train_kernels
 
         twin = python_first("merge", _train_kernels.learn_merges_kernel, int(counts.data.size),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._jit import njit
+from ..._jit import njit
 
 
 @njit(cache=True, nogil=True, inline="always")

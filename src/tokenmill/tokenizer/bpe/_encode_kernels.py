@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._jit import njit
+from ..._jit import njit
 from ._hashing import fnv1a, mix64, reindex_tagged
 from ._wide import load_u64
 

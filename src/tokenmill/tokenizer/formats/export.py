@@ -24,9 +24,9 @@ import json
 import os
 from functools import lru_cache
 
-from .._io import atomic_path
-from ..errors import ConfigError
-from .patterns import resolve_pattern
+from ..._io import atomic_path
+from ...errors import ConfigError
+from ..pretokenize.patterns import resolve_pattern
 
 
 @lru_cache(maxsize=1)
@@ -167,7 +167,7 @@ def to_tiktoken(tok, name: str | None = None):
     is a token is that token". That is exact for rank-file tokenizers and for tokenizer.json imports
     that follow it (merges ordered as their results' ids, ``ignore_merges``: Llama 3's), and agrees on
     real text for trained tokenizers (tested). Anything tiktoken cannot express is refused."""
-    from ..errors import require
+    from ...errors import require
 
     tiktoken = require("tiktoken", "tiktoken")
     if tok.spec.normalizer is not None or tok.spec.add_prefix_space or tok.spec.split_patterns:

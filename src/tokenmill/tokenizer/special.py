@@ -1,0 +1,108 @@
+"""Special tokens: their names and ids, and tiktoken's safety model for text that spells one.
+
+``encode`` refuses text that contains a special token unless the caller allows it (then it becomes
+its id) or disallows nothing (then it is plain text); :class:`SpecialTokens` decides which, and cuts
+the text at the allowed ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .._validate import check_int
+from ..errors import ConfigError, SpecialTokenError
+
+
+def special_token_names(special_tokens) -> list[str]:
+    """Special token names: a str is one token (not one per character); each must be a non-empty,
+    encodable (no lone surrogate) string, listed once."""
+    names = [special_tokens] if isinstance(special_tokens, str) else list(special_tokens)
+    seen = set()
+    for s in names:
+        if not isinstance(s, str) or not s:
+            raise ConfigError(f"special token {s!r} must be a non-empty string")
+        try:
+            s.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise ConfigError(f"special token {s!r} holds a lone surrogate at character {e.start:,d}, which UTF-8 "
+                              "cannot encode; special tokens must be valid text") from None
+        if s in seen:
+            raise ConfigError(f"special token {s!r} is listed twice; special tokens must be distinct")
+        seen.add(s)
+    return names
+
+
+def check_specials(special: dict[str, int], vocab: Sequence, dense: bool = True) -> dict[str, int]:
+    """Special tokens: distinct names and ids, anywhere an id is not held by other vocabulary bytes
+    (after the vocabulary, in a gap, or, when not ``dense`` (tokenizer.json imports), on a token with
+    the same bytes)."""
+    special_token_names(special)
+    for s, i in special.items():
+        check_int(i, f"special token {s!r} id", min=0, max=2**31 - 1)
+    ids = sorted(special.values())
+    if len(set(ids)) != len(ids):
+        raise ConfigError(f"special token ids {ids} repeat; each special token needs its own id")
+    n_vocab = len(vocab)
+    for s, i in special.items():
+        if i < n_vocab and vocab[i] is not None and (dense or vocab[i] != s.encode("utf-8")):
+            raise ConfigError(f"special token {s!r} has id {i:,d}, which the vocabulary token {vocab[i]!r} holds; "
+                              "give it a free id")
+    return dict(special)
+
+
+def split_specials(text: str, allowed: set[str]):
+    """Yield (piece, is_special) splitting ``text`` at allowed special tokens (longest first)."""
+    import regex
+
+    alternation = "|".join(regex.escape(s) for s in sorted(allowed, key=len, reverse=True))
+    pos = 0
+    for m in regex.finditer(alternation, text):
+        if m.start() > pos:
+            yield text[pos : m.start()], False
+        yield m.group(), True
+        pos = m.end()
+    if pos < len(text):
+        yield text[pos:], False
+
+
+class SpecialTokens:
+    """A tokenizer's special tokens (name -> id) and the check of a text against them."""
+
+    def __init__(self, special: dict[str, int]):
+        self.ids = dict(special)
+        self._re = None
+        if len(special) > 4:  # one scan for all of them instead of one ``in`` per token
+            import regex
+
+            self._re = regex.compile("|".join(regex.escape(s) for s in sorted(special)))
+            self._prefixes = tuple({s[:2] for s in special})
+
+    def allowed(self, text: str, allowed_special, disallowed_special) -> set[str]:
+        """The allowed special tokens; raises if ``text`` spells a disallowed one."""
+        names = self.ids
+        # a str other than "all" is one special token, not a set of characters
+        allowed = set(names) if allowed_special == "all" else (
+            {allowed_special} if isinstance(allowed_special, str) else set(allowed_special))
+        unknown = allowed - set(names)
+        if unknown:
+            raise ConfigError(f"allowed_special names {sorted(unknown)!r}, which are not special tokens of this tokenizer")
+        disallowed = set(names) if disallowed_special == "all" else (
+            {disallowed_special} if isinstance(disallowed_special, str) else set(disallowed_special))
+        check = disallowed - allowed
+        if not check or (self._re is not None and len(check) == len(names)
+                         and not any(p in text for p in self._prefixes)):
+            return allowed
+        for s in sorted(check):
+            if s in text:
+                raise SpecialTokenError(
+                    f"the text contains the special token {s!r} at character {text.index(s):,d}; "
+                    f"pass allowed_special={{{s!r}}} (or 'all') to encode it as a special token, "
+                    "disallowed_special=() to encode it as plain text, or use encode_ordinary()"
+                )
+        return allowed
+
+    def pieces(self, text: str, allowed: set[str]) -> list[tuple[str, int | None]]:
+        """(piece, id): the allowed special tokens in ``text`` (their id) and the text between (None)."""
+        if not allowed:
+            return [(text, None)] if text else []
+        return [(p, self.ids[p] if special else None) for p, special in split_specials(text, allowed)]
