@@ -7,12 +7,12 @@
 Measures (median of --repeat runs, wall clock):
 
 1. planning: ``SlidingWindows(...).plan(lengths)`` for --docs documents (lengths drawn log-normal,
-   median ~660 tokens, never materialized) vs a plain Python loop over the seed's sampler
-   (the corrected placement of seed 000, ``tokenmill.windows.reference.reference_windows``) timed
+   median ~660 tokens, never materialized) vs a plain Python loop over the textbook sliding-window
+   sampler (tail placement done right, ``tokenmill.windows.reference.reference_windows``) timed
    on a subset and extrapolated per document;
 2. materialization: ``plan.gather`` from an ``np.memmap`` of --tokens ids (uint16 and uint32, page
-   cache warm) in GB/s of token ids, vs a Python loop that slices the memmap window by window as the
-   seed's generator does, and vs ``datasets.map(group_texts, batched=True)`` (the Hugging Face
+   cache warm) in GB/s of token ids, vs a Python loop that slices the memmap window by window as a
+   textbook generator does, and vs ``datasets.map(group_texts, batched=True)`` (the Hugging Face
    run_clm recipe, block_size = window) in tokens/s; plus the general ``plan.materialize`` path
    (one Window with labels, positions and mask per window).
 
@@ -50,8 +50,8 @@ def doc_lengths(n: int, seed: int = 0) -> np.ndarray:
     return np.minimum(rng.lognormal(6.5, 1.0, n), 200_000).astype(np.int64)
 
 
-def seed_sampler(ids, window_size: int, stride: int):
-    """The seed's generator, with its tail rule corrected: yields (start, window ids)."""
+def textbook_sampler(ids, window_size: int, stride: int):
+    """The textbook window generator (a right-aligned tail window for leftover tokens): yields (start, window ids)."""
     n = len(ids)
     if n == 0:
         return
@@ -67,7 +67,7 @@ def seed_sampler(ids, window_size: int, stride: int):
 
 
 def python_plan(lengths: np.ndarray, sw: SlidingWindows, epoch: int = 0) -> None:
-    """A plain Python loop over the seed's sampler (corrected placement) producing the same columns."""
+    """A plain Python loop over the textbook sampler (``reference_windows``) producing the same columns."""
     jit = sw.jitter_offsets(lengths.size, epoch)
     offs = np.broadcast_to(np.asarray(sw.start_offset + jit), lengths.shape).tolist()
     docs, starts, lens, targets = [], [], [], []
@@ -107,7 +107,7 @@ def bench_planning(args, out):
             python_plan(sub, s)
         py = (time.perf_counter() - t0) / sub.size * args.docs
         out.append(f"| `{name}` | {n_windows:,d} | {t:.2f} | {args.docs / t:,.0f} | {py:,.1f} | {py / t:,.0f}x |")
-    out.append(f"\nThe Python loop (the seed's sampler with the corrected placement, "
+    out.append(f"\nThe Python loop (the textbook sliding-window sampler with the tail placement done right, "
                f"`tokenmill.windows.reference`, collecting the same doc/start/length/target columns) is timed on "
                f"{sub.size:,d} documents and extrapolated linearly.\n")
 
@@ -134,7 +134,7 @@ def bench_gather(args, out, tmpdir):
     total = int(offsets[-1])
     out.append(f"Token store: {total:,d} ids in {lengths.size:,d} documents, `np.memmap` of a temporary file, "
                f"page cache warm. Batches of {args.batch:,d} windows gathered into a reused buffer.\n")
-    out.append("| ids | windows | tokenmill `plan.gather` | Python loop over the seed's sampler | ratio |")
+    out.append("| ids | windows | tokenmill `plan.gather` | Python loop over the textbook sampler | ratio |")
     out.append("|---|---|---:|---:|---:|")
     for dtype in (np.uint16, np.uint32):
         path = os.path.join(tmpdir, f"tokens.{np.dtype(dtype).name}")
@@ -152,13 +152,13 @@ def bench_gather(args, out, tmpdir):
             run()  # compile / warm
             t = median_time(run, args.repeat)
             gbps = moved / t / 1e9
-            # the seed's way: a generator per document, one slice copy per window, batch as a list
+            # the textbook way: a generator per document, one slice copy per window, batch as a list
             n_docs = min(lengths.size, args.python_docs // 10)
             sub_bytes = 0
             t0 = time.perf_counter()
             batch = []
             for d in range(n_docs):
-                for _, win in seed_sampler(mm[offsets[d]:offsets[d + 1]], W, S):
+                for _, win in textbook_sampler(mm[offsets[d]:offsets[d + 1]], W, S):
                     batch.append(np.array(win))
                     sub_bytes += win.nbytes
                     if len(batch) == args.batch:

@@ -23,29 +23,6 @@ def gather_rows_py(tokens, src_start, lengths, out, pad_id) -> None:
         out[i, n:] = pad_id
 
 
-_compiled = None
-
-
-def _kernel():
-    global _compiled
-    if _compiled is None:
-        from ._jit import njit
-
-        @njit(cache=True, nogil=True)
-        def gather(tokens, src_start, lengths, out, pad_id):
-            width = out.shape[1]
-            for i in range(src_start.shape[0]):
-                s = src_start[i]
-                n = lengths[i]
-                row = out[i]
-                row[:n] = tokens[s:s + n]
-                for k in range(n, width):
-                    row[k] = pad_id
-
-        _compiled = gather
-    return _compiled
-
-
 def gather_rows(tokens, src_start, lengths, out, pad_id: int) -> None:
     """Fill ``out`` (B, W) with the windows; compiled on first use, ``gather_rows_py`` semantics.
 
@@ -74,7 +51,9 @@ def gather_rows(tokens, src_start, lengths, out, pad_id: int) -> None:
         out = out[: src_start.size]
     if tok.size == 0:
         tok = np.zeros(1, out.dtype)  # every window is empty; the kernel reads nothing
-    kernel = _kernel()
+    from . import _gather_kernels as K
+
+    kernel = K.gather
     if _python_first(kernel, out.size):
         gather_rows_py(tok, src_start, lengths, out, pad)
         return
@@ -96,26 +75,6 @@ def gather_segments_py(tokens, src, length, dst, out) -> None:
     """Reference: ``out[dst[k]:dst[k] + length[k]] = tokens[src[k]:src[k] + length[k]]`` for every k."""
     for s, n, d in zip(src.tolist(), length.tolist(), dst.tolist()):
         out[d : d + n] = tokens[s : s + n]
-
-
-_segments = None
-
-
-def _segments_kernel():
-    global _segments
-    if _segments is None:
-        from ._jit import njit
-
-        @njit(cache=True, nogil=True)
-        def gather_segments(tokens, src, length, dst, out):
-            for k in range(src.size):
-                s = src[k]
-                d = dst[k]
-                for j in range(length[k]):
-                    out[d + j] = tokens[s + j]
-
-        _segments = gather_segments
-    return _segments
 
 
 def gather_segments(tokens, src, length, dst, out) -> None:
@@ -140,7 +99,9 @@ def gather_segments(tokens, src, length, dst, out) -> None:
         raise ConfigError(f"out has dtype {out.dtype}, which cannot hold every {tok.dtype} token id")
     if src.size == 0 or tok.size == 0:
         return
-    kernel = _segments_kernel()
+    from . import _gather_kernels as K
+
+    kernel = K.gather_segments
     if _python_first(kernel, int(length.sum())):
         gather_segments_py(tok, src, length, dst, out)
         return

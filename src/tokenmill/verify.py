@@ -1,6 +1,6 @@
 """Proof that packing is what it claims: packed logits equal unpacked ones, document by document.
 
-:func:`packing_equivalence` follows the seed's check:
+:func:`packing_equivalence` checks it in four steps:
 
 1. run every document alone (positions 0..L-1, plain causal mask) and keep its logits;
 2. pack the documents (document layout: block-diagonal mask, positions reset per document) and run

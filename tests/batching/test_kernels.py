@@ -73,9 +73,9 @@ def test_gather_kernel(lengths, dtype):
     length = np.array(lengths, np.int64)
     dst = (np.cumsum(length) - length + np.arange(length.size)).astype(np.int64)
     out = np.full(int(length.sum()) + length.size, -1, np.int64)
-    from tokenmill import _gather
+    from tokenmill import _gather, _gather_kernels
 
-    _gather._segments_kernel()(tokens, src, length, dst, out)  # the kernel itself
+    _gather_kernels.gather_segments(tokens, src, length, dst, out)  # the kernel itself
     want = np.full_like(out, -1)
     for s, n, d in zip(src, length, dst):
         want[d : d + n] = tokens[s : s + n]

@@ -1,4 +1,4 @@
-"""Packing: the seed's worked example, hand-drawn masks, every method, long documents, invariants."""
+"""Packing: a worked example (two documents in one block), hand-drawn masks, every method, long documents, invariants."""
 
 import numpy as np
 import pytest
@@ -21,7 +21,7 @@ def only_block(plan, docs, **kw):
     return blocks[0]
 
 
-def test_seed_packed_example():
+def test_packed_worked_example():
     # A (4) and B (3) in one block of 7: no padding, 7 positions; B's BOS label is ignored so A's EOS
     # never predicts it: targets 甲 乙 EOS 丙 EOS = 5; positions restart for B: 0 1 2 3 0 1 2.
     block = only_block(pack([4, 3], 7), [A, B])
@@ -35,7 +35,7 @@ def test_seed_packed_example():
     assert (s.positions, s.non_pad, s.targets, s.padding) == (7, 7, 5, 0)
 
 
-def test_seed_packed_mask_hand_drawn():
+def test_packed_mask_hand_drawn():
     # 丙 (position 5) reads only B's BOS and itself; nothing of A.
     expected = np.array([
         # 0  1  2  3  4  5  6      keys

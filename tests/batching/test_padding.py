@@ -1,4 +1,4 @@
-"""Padding: the seed's worked example, pad id == EOS id, truncation, length grouping."""
+"""Padding: a worked example (two documents, two rows), pad id == EOS id, truncation, length grouping."""
 
 import numpy as np
 import pytest
@@ -12,7 +12,7 @@ A = [BOS, JIA, YI, EOS]
 B = [BOS, BING, EOS]
 
 
-def test_seed_padded_example():
+def test_padded_worked_example():
     # A has 4 input positions, B 3; padded to two rows of 4 -> 8 positions, 7 non-pad (87.5%).
     # Targets: A scores 甲 乙 EOS (3), B scores 丙 EOS (2): 5, not 8 "training tokens".
     batch = pad_batch([A, B], pad_id=PAD)

@@ -1,4 +1,4 @@
-"""Accounting: the seed's three kinds of 'tokens per step', summing, duplicates."""
+"""Accounting: positions, non-pad tokens and targets per step (padded vs packed), summing, duplicates."""
 
 import numpy as np
 
@@ -17,7 +17,7 @@ def test_padded_vs_packed_counts():
     assert packed.targets_per_document == 2.5
 
 
-def test_step_token_counts_from_the_seed():
+def test_step_token_counts_over_ranks_and_accumulation():
     # One rank's micro-batch: 2 sequences x 512 positions with 3/4 of positions scored (384 per row).
     labels = np.full((2, 512), -100)
     labels[:, 1:385] = 7

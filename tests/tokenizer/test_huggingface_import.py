@@ -187,7 +187,7 @@ def test_not_json(tmp_path):
 CLASS_ITEMS = ["a", "b", "(", "|", ")", r"\s", ".", ",", "[xy]", "[.,]", r"\d", "[(|]", r"\[", r"\]", "[[:digit:]z]"]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=80, deadline=None)  # each example compiles a new pattern (~0.12 s)
 @given(items=st.lists(st.sampled_from(CLASS_ITEMS + ["[^xy]", "[^(a]"]), min_size=1, max_size=5),
        negated=st.booleans(), intersect=st.sampled_from(["", "&&[^a(]", "&&[a-z.]", "&&\\S"]),
        text=st.text(st.sampled_from("abxyz(|). ,19[]\n"), max_size=30))

@@ -1,16 +1,18 @@
 """Kernels with a readable Python twin, tested equal directly (not only through the encoder):
 the hashing helpers, the code point offsets of the custom-pattern splitter, the encoder's pair and
-byte-pair tables and its pinned-token cache; and the seed's ``encode_naive`` as the encoder's oracle."""
+byte-pair tables and its pinned-token cache; and the naive ``encode_naive`` as the encoder's oracle."""
 
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tokenmill import reference
 from tokenmill.tokenizer.bpe import _encode_kernels as EK
 from tokenmill.tokenizer.bpe import _hashing as H
+from tokenmill.tokenizer.bpe import reference
 from tokenmill.tokenizer.pretokenize import _pretok_kernels as PK
 
 M64 = (1 << 64) - 1
@@ -164,8 +166,8 @@ def _trained():
 
 @given(st.text(max_size=200))
 @settings(max_examples=60, deadline=None)
-def test_compiled_encoder_equals_seed_encode_naive(text):
-    """The seed's rank-order rule (always merge the lowest-ranked adjacent pair), chunk by chunk."""
+def test_compiled_encoder_equals_encode_naive(text):
+    """The naive rank-order rule (always merge the lowest-ranked adjacent pair), chunk by chunk."""
     from tokenmill.tokenizer.pretokenize.patterns import resolve_pattern, split_with_gaps
 
     tok = _TOK[0] if _TOK else _TOK.append(_trained()) or _TOK[0]
@@ -179,16 +181,22 @@ _TOK: list = []
 
 
 # ---- wide loads and the vocabulary tables -----------------------------------------------------------
-@given(st.binary(min_size=8, max_size=40), st.data())
-@settings(deadline=None)
-def test_load_u64_equals_int_from_bytes(data, d):
+@functools.cache
+def _load_u64():
+    """The wide load, callable from Python (compiled once, not once per example)."""
     from numba import njit
 
     from tokenmill.tokenizer.bpe._wide import load_u64
 
+    return njit(lambda b, i: load_u64(b, i))
+
+
+@given(st.binary(min_size=8, max_size=40), st.data())
+@settings(deadline=None)
+def test_load_u64_equals_int_from_bytes(data, d):
     at = d.draw(st.integers(0, len(data) - 8))
     buf = np.frombuffer(data, np.uint8)
-    assert int(njit(lambda b, i: load_u64(b, i))(buf, at)) == int.from_bytes(data[at : at + 8], "little")
+    assert int(_load_u64()(buf, at)) == int.from_bytes(data[at : at + 8], "little")
     # the kernel's key of a chunk of 2-7 bytes: its bytes little-endian, its length in the top byte
     n = d.draw(st.integers(2, 7))
     key = (int.from_bytes(data[at : at + 8], "little") & ((1 << 8 * n) - 1)) | n << 56
@@ -206,6 +214,14 @@ def vocab_lookup_py(vt, key) -> int | None:
     return None
 
 
+@functools.cache
+def _vmaybe():
+    """The filter's probe, callable from Python (compiled once, not once per example)."""
+    from numba import njit
+
+    return njit(lambda f, h: EK._vmaybe(f, h))
+
+
 @given(st.dictionaries(st.binary(min_size=2, max_size=7), st.integers(0, 2**20), max_size=60),
        st.lists(st.binary(min_size=2, max_size=7), max_size=20))
 @settings(deadline=None)
@@ -218,10 +234,8 @@ def test_vocab_table_equals_a_dict(tokens, others):
     for b in list(tokens) + others:
         assert vocab_lookup_py(vt, key(b)) == tokens.get(b)
     # the filter in front of both tables lets every key through (a Bloom filter: no false negatives)
-    from numba import njit
-
     vf = EK.build_vocab_filter(vt, np.zeros(4, np.uint64))
-    maybe = njit(lambda f, h: EK._vmaybe(f, h))
+    maybe = _vmaybe()
     assert vf.size & (vf.size - 1) == 0
     assert all(maybe(vf, np.uint64((key(b) * 0x9E3779B97F4A7C15) & M64)) for b in tokens)
 

@@ -1,11 +1,11 @@
-"""The incremental merge loop equals the seed's naive algorithm (tokenmill.reference) exactly."""
+"""The incremental merge loop equals the naive full-recount algorithm (reference.train_bpe_naive) exactly."""
 
 from collections import Counter
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tokenmill import reference
+from tokenmill.tokenizer.bpe import reference
 from tokenmill.tokenizer.bpe.merges import learn_merges
 
 
@@ -19,7 +19,7 @@ def incremental(chunks, num_merges, **kw):
     return learn_merges(keys, [distinct[k] for k in keys], num_merges, **kw)
 
 
-def test_seed_example_low_times_30():
+def test_example_low_times_30():
     # "低" is e4 bd 8e; thirty of them: (e4,bd) and (bd,8e) both occur 30 times, (8e,e4) 29 times.
     # Tie -> smaller pair (bd,8e) = 256, then (e4,256) = 257, which decodes to "低".
     r = incremental([("低" * 30).encode()], 2)

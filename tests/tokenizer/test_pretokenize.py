@@ -227,7 +227,8 @@ def test_long_runs(text):
 
 def test_class_table_is_what_regex_says():
     """Each bit against the regex engine for sampled code points, plus the notorious ones."""
-    k = pretokenize._kernels()
+    from tokenmill.tokenizer.pretokenize import _pretok_kernels as k
+
     tab = class_table()
     assert tab.dtype == np.uint16 and tab.shape == (0x110000,)
     rng = random.Random(0)

@@ -192,7 +192,7 @@ def test_encode_batch_arrays_and_threads():
 
 
 def test_gpt2_parity_on_pathological_runs(gpt2_pair):
-    # tiktoken's issue #195: long runs of one letter / emoji are one chunk each. Equality on runs that
+    # Long runs of one letter / emoji are one chunk each (slow in naive BPE). Equality on runs that
     # tiktoken itself handles quickly; the heap path makes 10 MB runs linear-ish (bench/tokenizer_speed.py).
     enc, ours = gpt2_pair
     for text in ["a" * 20_000, "🙂" * 5_000, " " * 5_000, "1" * 5_000, "\n" * 3_000, "ab" * 10_000]:

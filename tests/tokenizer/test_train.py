@@ -1,4 +1,4 @@
-"""train_bpe: the seed's examples, exactness against the reference, determinism, bad input."""
+"""train_bpe: worked examples, exactness against the reference, determinism, bad input."""
 
 import os
 import subprocess
@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import corpus_sample
-from tokenmill import ConfigError, InputError, reference, train_bpe
+from tokenmill import ConfigError, InputError, train_bpe
+from tokenmill.tokenizer.bpe import reference
 from tokenmill.tokenizer.pretokenize.patterns import compiled, resolve_pattern
 
 
@@ -25,11 +26,11 @@ def naive_merges(texts, vocab_size, pattern="gpt4"):
     return [list(p) for p, _ in reference.train_bpe_naive(chunks_of(texts, pattern), vocab_size)]
 
 
-# -- the seed's worked examples ------------------------------------------------------------------
-def test_seed_reference_functions():
+# -- worked examples -------------------------------------------------------------------------------
+def test_reference_functions_low_times_30():
     assert reference.merge_ids([1, 2, 3, 1, 2], (1, 2), 99) == [99, 3, 99]
     ids = reference.text_to_ids("低" * 30)
-    assert len(ids) == 90  # the seed says 60: "低" is 3 UTF-8 bytes, 30 x 3 = 90
+    assert len(ids) == 90  # not 60: "低" is 3 UTF-8 bytes, 30 x 3 = 90
     assert sum(reference.count_pairs(ids).values()) == len(ids) - 1
     merges = reference.train_bpe_naive([bytes(ids)], 258)
     seq = ids
@@ -39,7 +40,7 @@ def test_seed_reference_functions():
     assert len(seq) == 30
 
 
-def test_seed_example_through_train_bpe():
+def test_low_times_30_through_train_bpe():
     tok = train_bpe(["低" * 30], 258)
     assert tok.token_bytes(257) == "低".encode()
     assert tok.decode([257]) == "低"

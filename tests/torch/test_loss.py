@@ -1,4 +1,5 @@
-"""Loss normalization: the seed's 2.6, accumulated == full-batch gradients, two gloo ranks == one."""
+"""Loss normalization: one mean over the step's targets (2.6, not a mean of micro-batch means),
+accumulated == full-batch gradients, two gloo ranks == one."""
 
 import math
 import os
@@ -23,7 +24,7 @@ def logits_with_loss(n_targets: int, loss: float):
     return logits, labels
 
 
-def test_seed_micro_batches_give_2_6_not_2_0():
+def test_micro_batches_give_2_6_not_2_0():
     (l1, y1), (l2, y2) = logits_with_loss(2, 1.0), logits_with_loss(8, 3.0)
     assert count_targets(y1) == 2 and count_targets(y2) == 8
     norm = StepNormalizer()

@@ -57,7 +57,7 @@ class MaskIgnored(torch.nn.Module):
 
 
 def test_learned_positions_need_the_reset_rope_does_not():
-    # Seed: with absolute position embeddings packed B must use its own positions 0,1,2; a purely
+    # With absolute position embeddings packed B must use its own positions 0,1,2; a purely
     # relative scheme (RoPE) is invariant to shifting all of B's positions.
     docs = documents()
     learned = TinyCausalLM(TinyConfig(positions="learned"), seed=1, dtype=torch.float64)

@@ -11,7 +11,7 @@ from tokenmill.errors import ConfigError, InputError
 from tokenmill.windows import MultiScaleWindows, SlidingWindows, coverage_report
 
 
-def test_report_seed_example():
+def test_report_worked_example():
     # N=10000, W=512, S=256 (39 windows): every token covered; tokens 256..9983 sit in two windows,
     # 9488..9983 even in three (the aligned tail overlaps the last two full windows) -> max 3.
     rep = coverage_report(SlidingWindows(512, 256).plan([10000]), [10000])

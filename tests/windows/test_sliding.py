@@ -23,11 +23,11 @@ def rows(plan, d=None):
 # -- golden values ---------------------------------------------------------------------------------
 
 
-def test_seed_example_corrected():
-    # Seed 000, 2.2: N=10000, W=512, stride=256. Full windows start at 0, 256, ..., k*256 while
+def test_worked_example_10000_512_256():
+    # N=10000, W=512, stride=256. Full windows start at 0, 256, ..., k*256 while
     # k*256 + 512 <= 10000, i.e. k <= (10000-512)/256 = 37.06 -> k = 0..37: 38 full windows
-    # (the seed says 37). The last full one starts at 37*256 = 9472 and ends at 9984 (the seed says
-    # 9216..9727). 16 tokens remain, so the aligned tail starts at 10000-512 = 9488: 39 windows.
+    # (not 37). The last full one starts at 37*256 = 9472 and ends at 9984 (not 9216..9727).
+    # 16 tokens remain, so the aligned tail starts at 10000-512 = 9488: 39 windows.
     plan = SlidingWindows(512, 256).plan([10000])
     assert len(plan) == 39
     assert plan.stats.full_windows == 38 and plan.stats.tail_windows == 1

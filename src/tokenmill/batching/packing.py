@@ -514,7 +514,7 @@ def _python_first(doc_lengths: np.ndarray, T: int, method: str, long_docs: str) 
 
 def _place_python(doc, start, length, T: int, method: str, seed: int | None):
     """The twin of pack's compiled placement: longest first (ties by document, then piece), the
-    reference loops of ``reference.py``, blocks renumbered by the seed's permutation, then grouped
+    reference loops of ``reference.py``, blocks renumbered by a permutation drawn from ``seed``, then grouped
     by block in placement order. Equal to the kernels (tests/batching/test_packing.py)."""
     from . import reference
 

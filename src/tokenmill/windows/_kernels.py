@@ -20,12 +20,6 @@ ALIGN, DROP, PAD = 0, 1, 2
 ACC = ("covered", "unique", "head", "tail_unc", "full", "tail", "short", "window_tokens", "target_tokens",
        "capped", "empty", "short_docs", "short_dropped", "unc_short", "first_covered")
 
-def _plan_kernels():
-    from . import _plan_kernels as K  # lazily: importing tokenmill.windows loads no numba
-
-    return K.count, K.fill
-
-
 def _args(L, offset, tail):
     from .._validate import check_array
 
@@ -39,9 +33,10 @@ def _args(L, offset, tail):
 
 def count_rows(L, offset, C, S, tail: str, keep_short: bool, k: int) -> int:
     """Number of windows a plan will have (the first compiled pass alone)."""
-    count, _ = _plan_kernels()
+    from . import _plan_kernels as K  # imported here: importing tokenmill.windows loads no numba
+
     L, offs, code = _args(L, offset, tail)
-    return int(count(L, offs, int(C), int(S), code, bool(keep_short), int(k), np.empty(L.shape[0], np.int64)))
+    return int(K.count(L, offs, int(C), int(S), code, bool(keep_short), int(k), np.empty(L.shape[0], np.int64)))
 
 
 def plan_rows(L, offset, C, S, tail: str, keep_short: bool, k: int, lead: int, score_new: bool, out=None):
@@ -50,7 +45,7 @@ def plan_rows(L, offset, C, S, tail: str, keep_short: bool, k: int, lead: int, s
     ``out``: preallocated int64 columns ``doc, start, length, target_start`` of exactly the right
     length (see :func:`count_rows`), e.g. slices of one multi-scale plan; else they are allocated.
     """
-    _, fill = _plan_kernels()
+    from . import _plan_kernels as K
     if out is None:
         from .._validate import check_rows
 
@@ -63,7 +58,7 @@ def plan_rows(L, offset, C, S, tail: str, keep_short: bool, k: int, lead: int, s
            or c.shape != cols[0].shape for c in cols):
         raise ConfigError("out columns must be writeable 1-D int64 arrays of one length")
     acc = np.zeros(len(ACC), np.int64)
-    ok = fill(L, offs, int(C), int(S), code, bool(keep_short), int(k), int(lead), bool(score_new), *cols, acc)
+    ok = K.fill(L, offs, int(C), int(S), code, bool(keep_short), int(k), int(lead), bool(score_new), *cols, acc)
     if not ok:
         raise ConfigError(f"out columns hold {cols[0].size:,d} rows, fewer than the plan's windows; "
                           "size them with count_rows")

@@ -1,6 +1,6 @@
 """Retrieval chunking with exact character spans, BM25 over token ids, and context assembly.
 
-Seed 000, 4.4: cut a long knowledge source into overlapping windows, score them against a query,
+Cut a long knowledge source into overlapping windows, score them against a query,
 and put the best ones into a prompt within a token budget::
 
     text        |=================================================================|

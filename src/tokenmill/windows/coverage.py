@@ -1,7 +1,7 @@
 """Check a plan before training on it: coverage, uncovered spans, multiplicity, monotonic starts.
 
-The seed's self-check (000, 5.2) walks every window and fills a Python set of covered positions.
-Here the same answers come from the window rows alone: the multiplicity is piecewise constant between
+The obvious self-check walks every window and fills a Python set of covered positions. Here the
+same answers come from the window rows alone: the multiplicity is piecewise constant between
 window starts and ends, so sorting those events gives every token's count without one array entry per
 token (memory grows with the number of windows, not tokens)::
 

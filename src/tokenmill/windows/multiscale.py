@@ -1,6 +1,6 @@
 """Several window sizes over the same documents in one plan, with a ``scale`` column.
 
-Small windows see local detail, large ones long-range context (seed 000, 5.3)::
+Small windows see local detail, large ones long-range context::
 
     tokens      0 ......................................................... N
     scale 512   [---][---][---][---][---][---][---][---] ...   stride 256

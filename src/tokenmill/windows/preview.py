@@ -1,4 +1,4 @@
-"""Decode the first windows of a plan back to text, with the overlap marked (seed 000, 5.2).
+"""Decode the first windows of a plan back to text, with the overlap marked.
 
 "Print five windows as text and read them": numbers that look fine often read wrong. The part of
 a window that the previous window of the same document (and scale) already holds is wrapped in

@@ -1,4 +1,5 @@
-"""The seed's sliding-window sampler, corrected, as small readable Python: the oracle for the plans.
+"""The textbook sliding-window sampler (with the tail placement done right), as small readable Python:
+the oracle for the plans.
 
 One document at a time, one window at a time, exactly as a person would write it. The plans of
 :func:`tokenmill.windows.sliding.place` (compiled and numpy paths) must give the same windows for
@@ -6,7 +7,7 @@ every input (tests check).
 
 >>> reference_windows(11, 4, 3)
 [(0, 4), (3, 4), (6, 4), (7, 4)]
->>> len(reference_windows(10000, 512, 256))   # seed 000, corrected: 38 full + aligned tail at 9488
+>>> len(reference_windows(10000, 512, 256))   # 38 full windows + an aligned tail at 9488
 39
 """
 

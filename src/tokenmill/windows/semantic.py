@@ -1,6 +1,6 @@
 """Semantic-aware windows: cut at paragraph and sentence boundaries, overlap by whole units.
 
-Seed 000, 4.3: fixed token windows cut paragraphs, code and dialogue in half. Here the text is first
+Fixed token windows cut paragraphs, code and dialogue in half. Here the text is first
 split into *units* at boundaries (blank lines, newlines, sentence-final punctuation in Chinese and
 English: ``。！？；.!?``), the unit ends are mapped from characters to token positions, and whole
 units are packed greedily into windows; consecutive windows share the last ``overlap_units`` units::

@@ -26,7 +26,7 @@ reserved for special tokens) and ``stride`` ``S``::
    ``round(i * (m - 1) / (k - 1))`` for ``i = 0..k-1`` (exact rational arithmetic, ties to even as
    Python's ``round``): evenly spread, first and last kept; ``k = 1`` keeps the first.
 
-The seed's worked example, with its arithmetic corrected: N=10000, W=512, S=256 gives
+A worked example: N=10000, W=512, S=256 gives
 ``(10000 - 512) // 256 + 1 = 38`` full windows (last full start 9472, covering up to 9984), then the
 aligned tail at 9488: 39 windows, every token covered.
 

@@ -123,10 +123,12 @@ def _search(data, table, op, a, b, pos, end, lpc, lst, mark, gen, stack):
 
 
 @njit(cache=True, nogil=True)
-def split_vm(data, table, op, a, b, docs):
+def split(data, use_dfa, cls, trans, accept, lastnl, endc, table, op, a, b, docs):
     """Chunk boundaries of every document ``data[docs[d]:docs[d+1]]``: match starts and ends, and the
     gaps between matches as chunks of their own (``patterns.split_with_gaps``); int64, strictly
-    increasing, from 0 to len(data)."""
+    increasing, from 0 to len(data). With ``use_dfa`` the match at each chunk start is found by the
+    anchored DFA (one table step per character) and the VM searches only where no match starts there;
+    without it (a pattern with no DFA) the VM finds every match (the DFA arrays are then not read)."""
     n = data.shape[0]
     P = op.shape[0]
     out = np.empty(n + 2, np.int64)
@@ -141,62 +143,31 @@ def split_vm(data, table, op, a, b, docs):
         pos = docs[d]
         end = docs[d + 1]
         while pos < end:
-            ms, me, gen = _search(data, table, op, a, b, pos, end, lpc, lst, mark, gen, stack)
-            if ms < 0:
-                out[k] = end
-                k += 1
-                break
-            if ms > pos:
-                out[k] = ms
-                k += 1
-            out[k] = me
-            k += 1
-            pos = me
-    return out[:k].copy()
-
-
-@njit(cache=True, nogil=True)
-def split_dfa(data, cls, trans, accept, lastnl, endc, table, op, a, b, docs):
-    """``split_vm`` with the match at each chunk start found by the anchored DFA (one table step per
-    character); only where no match starts at a position does the VM search for the next one."""
-    n = data.shape[0]
-    P = op.shape[0]
-    out = np.empty(n + 2, np.int64)
-    out[0] = 0
-    k = 1
-    lpc = np.empty((2, P), np.int64)
-    lst = np.empty((2, P), np.int64)
-    mark = np.full(P, -1, np.int64)
-    stack = np.empty(2 * P + 2, np.int64)
-    gen = 0
-    for d in range(docs.shape[0] - 1):
-        pos = docs[d]
-        end = docs[d + 1]
-        while pos < end:
-            s = 1
-            last = -1
-            p = pos
-            while True:
-                step = 0
-                c = endc
-                if p < end:
-                    cp, step = _decode(data, p, end)
-                    c = cls[cp]
-                    if p == end - 1 and data[p] == 10:
-                        c = lastnl
-                if accept[s, c]:
-                    last = p
-                if p >= end:
-                    break
-                s = trans[s, c]
-                if s == 0:
-                    break
-                p += step
-            if last > pos:
-                out[k] = last
-                k += 1
-                pos = last
-                continue
+            if use_dfa:
+                s = 1
+                last = -1
+                p = pos
+                while True:
+                    step = 0
+                    c = endc
+                    if p < end:
+                        cp, step = _decode(data, p, end)
+                        c = cls[cp]
+                        if p == end - 1 and data[p] == 10:
+                            c = lastnl
+                    if accept[s, c]:
+                        last = p
+                    if p >= end:
+                        break
+                    s = trans[s, c]
+                    if s == 0:
+                        break
+                    p += step
+                if last > pos:
+                    out[k] = last
+                    k += 1
+                    pos = last
+                    continue
             ms, me, gen = _search(data, table, op, a, b, pos, end, lpc, lst, mark, gen, stack)
             if ms < 0:
                 out[k] = end

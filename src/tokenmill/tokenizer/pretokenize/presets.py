@@ -91,18 +91,24 @@ def split_text(text: str, pattern: str | None) -> list[str]:
     buf = as_readonly_bytes(data)
     offs, _ = _split(buf, pid, single_document(len(buf)))  # str.encode() is always well-formed
     if len(data) != len(text):  # not ASCII: byte offsets -> code point offsets
-        offs = _kernels().char_offsets(buf, offs)
+        from . import _pretok_kernels as K
+
+        offs = K.char_offsets(buf, offs)
     bounds = offs.tolist()
     return [text[a:b] for a, b in itertools.pairwise(bounds)]
 
 
 def _split(buf: np.ndarray, pid: int, docs: np.ndarray) -> tuple[np.ndarray, int]:
-    return getattr(_kernels(), _KERNEL_NAMES[pid])(buf, class_table(), docs)
+    from . import _pretok_kernels as K
+
+    return getattr(K, _KERNEL_NAMES[pid])(buf, class_table(), docs)
 
 
 def preset_kernel(preset: str):
     """The compiled split kernel of a preset (loads numba): for checking whether it is compiled yet."""
-    return getattr(_kernels(), _KERNEL_NAMES[_preset_id(preset)])
+    from . import _pretok_kernels as K
+
+    return getattr(K, _KERNEL_NAMES[_preset_id(preset)])
 
 
 def single_document(n: int) -> np.ndarray:
@@ -158,21 +164,14 @@ def raise_not_utf8(buf: np.ndarray, bad: int) -> None:
     )
 
 
-@functools.cache
-def _kernels():
-    # Imported on first use: loading numba (and its cached machine code) must not happen at import.
-    from . import _pretok_kernels
-
-    return _pretok_kernels
-
-
 # ----------------------------------------------------------------------------------------------
 # the class table
 
 
 def _class_regexes() -> list[tuple[int, str]]:
     """(bit, regex class) pairs: bit is set for a code point iff the class matches it."""
-    k = _kernels()
+    from . import _pretok_kernels as k
+
     return [
         (k.L_, r"\p{L}"),
         (k.N_, r"\p{N}"),
@@ -241,7 +240,8 @@ def _load_table(path: Path) -> np.ndarray | None:
         return None
     if table.dtype != np.uint16 or table.shape != (_N_CODE_POINTS,):
         return None
-    k = _kernels()
+    from . import _pretok_kernels as k
+
     spot = {0x61: k.L_ | k.W_, 0x20: k.S_, 0x35: k.N_, 0x4E00: k.L_ | k.U_ | k.W_, 0x17F: k.L_ | k.W_ | k.F_S}
     if any(int(table[cp]) != bits for cp, bits in spot.items()):
         return None

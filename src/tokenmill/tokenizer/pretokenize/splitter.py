@@ -116,21 +116,33 @@ def compiled_offsets(data: bytes, pattern: str, *, allow_general: bool | None = 
         prog = general(pattern)
         if prog is None:
             return None
-        from ._regex_vm import split_dfa, split_vm
-
         buf = as_readonly_bytes(data)
-        docs = _docs(doc_offsets, len(buf))
-        dfa = prog.dfa
-        if dfa is None:
-            return split_vm(buf, prog.class_table(), prog.op, prog.a, prog.b, docs)
-        return split_dfa(buf, dfa.cls, dfa.trans, dfa.accept, dfa.lastnl, dfa.end, prog.class_table(), prog.op,
-                         prog.a, prog.b, docs)
+        return regex_offsets(buf, prog, _docs(doc_offsets, len(buf)))
     k, marks = params
     buf = as_readonly_bytes(data)
-    offsets, bad = _kernels().split_family(buf, family_table(marks), _docs(doc_offsets, len(buf)), k)
+    from . import _family_kernels as K
+
+    offsets, bad = K.split_family(buf, family_table(marks), _docs(doc_offsets, len(buf)), k)
     if bad >= 0:
         raise_not_utf8(buf, bad)
     return offsets
+
+
+# The arrays of "no DFA" (same dtypes as a real one, so the kernel compiles once): never read.
+_NO_DFA = (np.zeros(1, np.uint16), np.zeros((2, 1), np.int32), np.zeros((2, 1), np.uint8), 0, 0)
+
+
+def regex_offsets(buf: np.ndarray, prog, docs: np.ndarray, *, use_dfa: bool = True) -> np.ndarray:
+    """Chunk boundaries of the documents of ``buf`` (read-only uint8) under a compiled pattern ``prog``
+    (``regex_compile.compile_pattern``): its DFA at each chunk start and the VM where no match starts
+    there, or (``use_dfa=False``, or a pattern with no DFA) the VM alone."""
+    from ._regex_vm import split
+
+    dfa = prog.dfa if use_dfa else None
+    cls, trans, accept, lastnl, end = _NO_DFA if dfa is None else (dfa.cls, dfa.trans, dfa.accept, dfa.lastnl,
+                                                                    dfa.end)
+    return split(buf, dfa is not None, cls, trans, accept, lastnl, end, prog.class_table(), prog.op, prog.a,
+                 prog.b, docs)
 
 
 def _docs(doc_offsets, n: int) -> np.ndarray:
@@ -153,13 +165,6 @@ def split_text_compiled(text: str, pattern: str, *, allow_general: bool | None =
         offs = pk.char_offsets(as_readonly_bytes(data), offs)
     b = offs.tolist()
     return [text[x:y] for x, y in zip(b, b[1:])]
-
-
-@functools.cache
-def _kernels():
-    from . import _family_kernels
-
-    return _family_kernels
 
 
 @functools.cache
