@@ -135,7 +135,7 @@ class Tokenizer:
         ``encode(text, add_special_tokens=False)`` with special tokens allowed. Components that cannot
         be reproduced exactly are refused naming them (see ``formats.huggingface``)."""
         from .formats.huggingface import load_tokenizer_json, tokenizer_json_head
-        from .sp_huggingface import load, looks_sentencepiece_json
+        from .formats.sp_huggingface import load, looks_sentencepiece_json
 
         if looks_sentencepiece_json(tokenizer_json_head(path)):  # Llama 2 / Mistral / Gemma: BPE over characters
             return load(path)

@@ -32,10 +32,10 @@ from typing import Literal, Union
 import numpy as np
 from msgspec import UNSET, UnsetType
 
-from ..errors import ConfigError, FormatError, SpecialTokenError, UnsupportedTokenizerError
-from .formats.schemas import ID_RULE, HFAddedToken, Lenient, decode_file, is_id
-from .groups import in_groups
-from .sentencepiece import WS, search_first, trie_pattern, utf8_of
+from ...errors import ConfigError, FormatError, SpecialTokenError, UnsupportedTokenizerError
+from ..groups import in_groups
+from ..sentencepiece import WS, search_first, trie_pattern, utf8_of
+from .schemas import ID_RULE, HFAddedToken, Lenient, decode_file, is_id
 
 _MARKERS = (b'"Metaspace"', b'"Prepend"', b'"byte_fallback": true', b'"byte_fallback":true', b'"ByteFallback"')
 
@@ -168,7 +168,7 @@ def load(path) -> "SentencePieceJsonTokenizer":
     """Read a tokenizer.json of this family (a file or its folder); see the module docstring."""
     from pathlib import Path
 
-    from .._io import read_bytes_limited
+    from ..._io import read_bytes_limited
 
     p = Path(path)
     p = p / "tokenizer.json" if p.is_dir() else p
@@ -186,8 +186,8 @@ class SentencePieceJsonTokenizer:
     unless allowed); non-special ones are always matched, as in HF."""
 
     def __init__(self, raw: bytes, *, source: str = "<tokenizer.json>"):
-        from .added import AddedTokenMatcher
-        from .formats.huggingface import added_tokens_of
+        from ..added import AddedTokenMatcher
+        from .huggingface import added_tokens_of
 
         self._raw, self._source = bytes(raw), source
         where = f"tokenizer.json file {source!r}"
@@ -203,7 +203,7 @@ class SentencePieceJsonTokenizer:
         bad = [(t, i) for t, i in vocab.items() if not is_id(i)]
         if bad:
             raise FormatError(f"{where}: field model.vocab[{bad[0][0]!r}] = {bad[0][1]!r}: expected {ID_RULE}")
-        from .formats.schemas import check_ids_below
+        from .schemas import check_ids_below
 
         check_ids_below(len(self._raw), ((f"model.vocab[{t!r}]", i) for t, i in vocab.items()), where=where,
                         what="id")
@@ -324,7 +324,7 @@ class SentencePieceJsonTokenizer:
         return None
 
     def _token(self, i: int) -> str:
-        from .._validate import check_int
+        from ..._validate import check_int
 
         i = check_int(i, "token id")
         t = self._added_by_id.get(i, self._id_to_token.get(i))
@@ -379,7 +379,7 @@ class SentencePieceJsonTokenizer:
         if self._encoder is None:
             with self._lock:
                 if self._encoder is None:
-                    from .sp_encoder import CompiledSentencePiece
+                    from ..bpe.sp_encoder import CompiledSentencePiece
 
                     self._encoder = CompiledSentencePiece.from_merges(
                         self._vocab, max(self._id_to_token, default=0) + 1, self._merges,
@@ -432,7 +432,7 @@ class SentencePieceJsonTokenizer:
                      disallowed_special="all") -> list:
         """``[encode(t) for t in texts]``, the kernel run once per group of texts (``num_threads`` groups
         at a time; the kernels release the GIL)."""
-        from .._validate import check_int
+        from ..._validate import check_int
 
         texts = list(texts)
         threads = max(1, os.cpu_count() or 1) if num_threads is None else check_int(num_threads, "num_threads",

@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._jit import njit
-from .bpe._hashing import fnv1a, mix64
+from ..._jit import njit
+from ._hashing import fnv1a, mix64
 
 _BIG = np.int64(1) << 62
 _LOW = np.int64(0xFFFFFFFF)

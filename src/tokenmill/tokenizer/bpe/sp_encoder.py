@@ -19,12 +19,23 @@ import threading
 
 import numpy as np
 
-from .sp_types import NORMAL, UNUSED, USER_DEFINED, WS
+from ..sp_types import NORMAL, UNUSED, USER_DEFINED, WS
 
+FIRST_RUN_PYTHON_CHARS = 1 << 21  # a first run encodes this much in pure Python before compiling
 _HOT_SLOTS = 1 << 12  # direct-mapped slots in front of it (128 kB: the frequent words stay in cache)
 _SHORT_SLOTS = 1 << 17  # slots of the table of segments up to 15 bytes (cleared when half full)
 _CACHE_ENTRIES = 1 << 15  # longer segments cached per thread before that table is cleared
 
+
+
+def python_first(size: int) -> bool:
+    """True while this machine's SentencePiece kernels are not compiled, for the first
+    :data:`FIRST_RUN_PYTHON_CHARS` characters this process encodes (``_jit.python_first``): the
+    pure-Python encoder gives the same ids and starts at once."""
+    from ..._jit import python_first as first
+    from . import _sp_kernels
+
+    return first("sentencepiece", [_sp_kernels.encode, _sp_kernels.normalize], size, FIRST_RUN_PYTHON_CHARS)
 
 class CompiledSentencePiece:
     """Tables of one model for the kernels, and ``encode_many`` over them."""
