@@ -284,7 +284,7 @@ PIECE_TO_BYTE = {byte_piece(b): b for b in range(256)}
 
 def read_model(path) -> SentencePieceModel:
     """Read and check a SentencePiece ``.model`` file (bounded read; FormatError naming the file)."""
-    from .._io import read_bytes_limited
+    from ..._io import read_bytes_limited
 
     raw = read_bytes_limited(path, what="SentencePiece model")
     return parse_model(raw, source=os.fspath(path))
