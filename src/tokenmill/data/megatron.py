@@ -25,6 +25,7 @@ import numpy as np
 from .._io import canonical_hash, resolve_output, write_with
 from .._schema import Meta, Struct, check
 from ..errors import ConfigError, FormatError, InputError
+from .source import KnownLengths
 
 HEADER = b"MMIDIDX\x00\x00"
 CODES = {1: np.uint8, 2: np.int8, 3: np.int16, 4: np.int32, 5: np.int64, 6: np.float64, 7: np.float32,
@@ -100,7 +101,7 @@ class IndexHeader(Struct):
                              f"bytes ({'truncated' if need > self.file_bytes else 'trailing data'})")
 
 
-class MegatronSource:
+class MegatronSource(KnownLengths):
     """A Megatron ``.bin``/``.idx`` pair as a token source (one document per sequence).
 
     Exposes ``token_array``/``doc_offsets`` (the packing fast path reads them directly).
@@ -158,13 +159,6 @@ class MegatronSource:
 
             self._fingerprint = canonical_hash({"megatron": [sha256_file(p) for p in self._files]})
         return self._fingerprint
-
-    @property
-    def lengths(self) -> np.ndarray:
-        return self._lengths
-
-    def __len__(self) -> int:
-        return int(self._lengths.size)
 
     def get(self, i: int) -> np.ndarray:
         n = len(self)

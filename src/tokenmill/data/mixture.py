@@ -27,7 +27,7 @@ import numpy as np
 
 from .._validate import check_doc_ids
 from ..errors import ConfigError, InputError
-from .source import ArraySource, TokenSource, as_source
+from .source import ArraySource, KnownLengths, TokenSource, as_source
 
 
 def source_fingerprint(source) -> str:
@@ -103,7 +103,7 @@ class MixtureReport:
                 "parts": [{**p.__dict__, "upsampled": p.upsampled} for p in self.parts]}
 
 
-class Mixture:
+class Mixture(KnownLengths):
     """Token sources drawn in proportions of tokens (see the module docstring).
 
     ``parts``: a dict ``{source: weight}`` or a list of ``(source, weight)`` pairs; weights are
@@ -177,13 +177,6 @@ class Mixture:
         self._fingerprint = None
 
     # ---- token source over the concatenated parts ------------------------------------------------
-    @property
-    def lengths(self) -> np.ndarray:
-        return self._lengths
-
-    def __len__(self) -> int:
-        return int(self._lengths.size)
-
     def get(self, i: int) -> np.ndarray:
         i = int(i)
         if not 0 <= i < len(self):

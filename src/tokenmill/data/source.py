@@ -27,7 +27,21 @@ class TokenSource(Protocol):
     def get(self, i: int) -> np.ndarray: ...
 
 
-class ArraySource:
+class KnownLengths:
+    """The ``lengths``/``len`` half of a token source whose document lengths are one int64 array, held
+    in ``self._lengths`` (ArraySource, MegatronSource, Mixture)."""
+
+    _lengths: np.ndarray
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return self._lengths
+
+    def __len__(self) -> int:
+        return int(self._lengths.size)
+
+
+class ArraySource(KnownLengths):
     """A token source over in-memory sequences of ids.
 
     >>> src = as_source([[1, 2, 3], [4]])
@@ -43,13 +57,6 @@ class ArraySource:
             # exact int64 (no float truncation, no uint64 wrap-around)
             self._docs.append(check_array(d, f"document {i}"))
         self._lengths = np.fromiter((d.size for d in self._docs), dtype=np.int64, count=len(self._docs))
-
-    @property
-    def lengths(self) -> np.ndarray:
-        return self._lengths
-
-    def __len__(self) -> int:
-        return len(self._docs)
 
     def get(self, i: int) -> np.ndarray:
         return self._docs[i]
