@@ -22,7 +22,7 @@ import numpy as np
 
 def _numba_or_twins() -> str:
     try:
-        import numba  # noqa: F401
+        import numba  # noqa: F401 (only whether it imports)
 
         return "numba"
     except ImportError:

@@ -76,24 +76,24 @@ __getattr__, __dir__, __all__ = lazy_exports(__name__, globals(), _EXPORTS, ("__
 
 
 if TYPE_CHECKING:  # pragma: no cover  (static type checkers see the lazy exports)
-    from .batching.batch import Batch, Block  # noqa: F401
-    from .batching.packing import PackPlan, chunk_stream, pack  # noqa: F401
-    from .batching.padding import LengthGroupedBatches, pad_batch  # noqa: F401
-    from .batching.sources import SliceSource  # noqa: F401
-    from .batching.split import split_documents  # noqa: F401
-    from .batching.stats import BatchStats  # noqa: F401
-    from .data.mixture import Mixture  # noqa: F401
-    from .data.source import ArraySource, TokenSource, as_source  # noqa: F401
-    from .data.store import TokenStore  # noqa: F401
-    from .errors import ConfigError, FormatError, InputError, MissingExtraError, SpecialTokenError, TokenmillError  # noqa: F401
-    from .reporting import report  # noqa: F401
-    from .tokenizer.adapters import ForeignTokenizer, TokenizerLike, as_tokenizer  # noqa: F401
-    from .tokenizer.bpe.train import train_bpe  # noqa: F401
-    from .tokenizer.model import Tokenizer  # noqa: F401
-    from .verify import packing_equivalence  # noqa: F401
-    from .windows.chunking import Chunk, ContextPiece, assemble_context, bm25_scores, chunk_text  # noqa: F401
-    from .windows.coverage import CoverageReport, coverage_report  # noqa: F401
-    from .windows.multiscale import MultiScaleWindows  # noqa: F401
-    from .windows.preview import WindowPreview, preview  # noqa: F401
-    from .windows.semantic import SemanticPlan, SemanticWindows  # noqa: F401
-    from .windows.sliding import PlanStats, SlidingWindows, Window, WindowPlan  # noqa: F401
+    from .batching.batch import Batch, Block
+    from .batching.packing import PackPlan, chunk_stream, pack
+    from .batching.padding import LengthGroupedBatches, pad_batch
+    from .batching.sources import SliceSource
+    from .batching.split import split_documents
+    from .batching.stats import BatchStats
+    from .data.mixture import Mixture
+    from .data.source import ArraySource, TokenSource, as_source
+    from .data.store import TokenStore
+    from .errors import ConfigError, FormatError, InputError, MissingExtraError, SpecialTokenError, TokenmillError
+    from .reporting import report
+    from .tokenizer.adapters import ForeignTokenizer, TokenizerLike, as_tokenizer
+    from .tokenizer.bpe.train import train_bpe
+    from .tokenizer.model import Tokenizer
+    from .verify import packing_equivalence
+    from .windows.chunking import Chunk, ContextPiece, assemble_context, bm25_scores, chunk_text
+    from .windows.coverage import CoverageReport, coverage_report
+    from .windows.multiscale import MultiScaleWindows
+    from .windows.preview import WindowPreview, preview
+    from .windows.semantic import SemanticPlan, SemanticWindows
+    from .windows.sliding import PlanStats, SlidingWindows, Window, WindowPlan

@@ -64,7 +64,7 @@ def test_slice_step_zero_and_membership_are_refused_clearly(store):
     with pytest.raises(ValueError, match="slice step cannot be zero"):
         store[::0]
     with pytest.raises(TypeError, match="np.array_equal"):
-        store[0] in store  # noqa: B015
+        store[0] in store  # noqa: B015 (the expression must raise)
     assert not hasattr(store, "count")  # Sequence's content-comparing helpers are not offered
 
 

@@ -35,7 +35,7 @@ def main() -> None:
             reply = ("refused", str(e))
         except AssertionError:
             reply = ("oracle", traceback.format_exc())
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 (the worker reports every failure to the parent)
             reply = ("error", traceback.format_exc())
         blob = pickle.dumps(reply)
         out.write(struct.pack("<Q", len(blob)) + blob)

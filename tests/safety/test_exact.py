@@ -96,7 +96,7 @@ def test_train_options_are_exact():
 
 
 def test_nan_tolerance_never_passes():
-    torch = pytest.importorskip("torch")  # noqa: F841
+    torch = pytest.importorskip("torch")  # noqa: F841 (skips where torch is absent)
     from tokenmill import packing_equivalence
     from tokenmill.torch import TinyCausalLM, TinyConfig
 

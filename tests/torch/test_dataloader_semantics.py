@@ -9,8 +9,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from tokenmill import ConfigError, TokenmillError  # noqa: E402
-from tokenmill.torch import TrainingLoader  # noqa: E402
+from tokenmill import ConfigError, TokenmillError
+from tokenmill.torch import TrainingLoader
 
 rng = np.random.default_rng(7)
 DOCS = [rng.integers(0, 500, int(n)) for n in rng.integers(1, 90, 120)]

@@ -18,10 +18,10 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-import tokenmill  # noqa: E402
-from tokenmill import ConfigError  # noqa: E402
-from tokenmill.torch import TrainingLoader, hf_inputs, to_tensors  # noqa: E402
-from tokenmill.torch.hf import _allowed, segment_ids  # noqa: E402
+import tokenmill
+from tokenmill import ConfigError
+from tokenmill.torch import TrainingLoader, hf_inputs, to_tensors
+from tokenmill.torch.hf import _allowed, segment_ids
 
 TOL = 1e-4
 rng = np.random.default_rng(0)

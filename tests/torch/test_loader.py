@@ -9,9 +9,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from tokenmill import ConfigError, FormatError, Mixture, SlidingWindows, TokenmillError  # noqa: E402
-from tokenmill.data.source import ArraySource  # noqa: E402
-from tokenmill.torch import TrainingLoader  # noqa: E402
+from tokenmill import ConfigError, FormatError, Mixture, SlidingWindows, TokenmillError
+from tokenmill.data.source import ArraySource
+from tokenmill.torch import TrainingLoader
 
 
 def make_docs(n=240, seed=0, lo=1, hi=150, vocab=1000):

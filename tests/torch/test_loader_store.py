@@ -9,9 +9,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from tokenmill import ConfigError, Mixture, SlidingWindows, Tokenizer, TokenStore  # noqa: E402
-from tokenmill.data.readers import texts  # noqa: E402
-from tokenmill.torch import TrainingLoader  # noqa: E402
+from tokenmill import ConfigError, Mixture, SlidingWindows, Tokenizer, TokenStore
+from tokenmill.data.readers import texts
+from tokenmill.torch import TrainingLoader
 
 
 @pytest.fixture(scope="module")

@@ -8,9 +8,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from tokenmill.batching import pack  # noqa: E402
-from tokenmill.torch import StepNormalizer, TinyCausalLM, TinyConfig, count_targets, token_weighted_loss  # noqa: E402
-from tokenmill.torch.collate import to_tensors  # noqa: E402
+from tokenmill.batching import pack
+from tokenmill.torch import StepNormalizer, TinyCausalLM, TinyConfig, count_targets, token_weighted_loss
+from tokenmill.torch.collate import to_tensors
 
 
 def logits_with_loss(n_targets: int, loss: float):

@@ -7,8 +7,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from tokenmill.batching import pack, pad_batch  # noqa: E402
-from tokenmill.torch import collate_blocks, document_mask_mod, flex_block_mask, sdpa_mask, to_tensors  # noqa: E402
+from tokenmill.batching import pack, pad_batch
+from tokenmill.torch import collate_blocks, document_mask_mod, flex_block_mask, sdpa_mask, to_tensors
 
 A, B = [1, 10, 11, 2], [1, 12, 2]
 

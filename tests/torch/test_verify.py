@@ -5,9 +5,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from tokenmill.errors import ConfigError  # noqa: E402
-from tokenmill.torch import TinyCausalLM, TinyConfig  # noqa: E402
-from tokenmill.verify import packing_equivalence  # noqa: E402
+from tokenmill.errors import ConfigError
+from tokenmill.torch import TinyCausalLM, TinyConfig
+from tokenmill.verify import packing_equivalence
 
 
 def documents(n=16, block=40, seed=0):

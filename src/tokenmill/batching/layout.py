@@ -45,7 +45,7 @@ import numpy as np
 
 from .._validate import check_array, check_int, check_spans
 from ..errors import ConfigError, InputError
-from .batch import (  # noqa: F401
+from .batch import (  # noqa: F401 (layout re-exports the batch types its callers import from here)
     FIRST_RUN_PYTHON_POSITIONS,
     Batch,
     Block,

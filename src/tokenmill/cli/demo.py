@@ -79,7 +79,7 @@ def cmd_demo(args) -> int:
     _plans(args, train, report)
 
     try:
-        import torch  # noqa: F401
+        import torch  # noqa: F401 (only whether it imports)
     except ImportError:
         report["training"] = None
         _say(args, f"\ntorch is not installed: the data stages are done. {_TORCH_ADDS}.")
@@ -181,7 +181,7 @@ def _train(args, out: Path, tok, train, val, report: dict) -> None:
     T, B, N = args.block_size, args.batch_size, args.steps
     cfg = TinyConfig(vocab_size=tok.vocab_size, d_model=64, n_heads=4, n_layers=2, max_positions=T)
     make_loader = lambda: TrainingLoader(train, batch_size=B, block_size=T, seed=args.seed, pad_id=0)
-    make_eval = lambda: TrainingLoader(val, batch_size=B, block_size=T, shuffle=False, drop_last=False)  # noqa: E731
+    make_eval = lambda: TrainingLoader(val, batch_size=B, block_size=T, shuffle=False, drop_last=False)
 
     model = TinyCausalLM(cfg, seed=args.seed)
     val_before = _evaluate(model, make_eval())

@@ -266,7 +266,7 @@ def _dtype_of(model):
 def _bool_masks_for_sdpa() -> bool:
     """transformers >= 4.53 (``masking_utils``) builds bool masks for SDPA and passes a 4-D one through."""
     try:
-        import transformers.masking_utils  # noqa: F401
+        import transformers.masking_utils  # noqa: F401 (only whether it imports)
     except ImportError:
         return False
     return True

@@ -29,7 +29,7 @@ def rank_model(ranks: dict[bytes, int]) -> tuple[list, object]:
     token holds are allowed (Mistral's tekken files put their special tokens first, at ids 0..999)."""
     values = list(ranks.values())
     if not all(type(r) is int for r in values):  # noqa: E721 (bool and other int subclasses are refused)
-        bad = next((b, r) for b, r in ranks.items() if type(r) is not int)  # noqa: E721
+        bad = next((b, r) for b, r in ranks.items() if type(r) is not int)  # noqa: E721 (exact type, as above)
         raise FormatError(f"token {bad[0]!r} has rank {bad[1]!r}; ranks must be distinct integers in [0, 2**31 - 1)")
     arr = np.array(values, np.int64) if values else np.zeros(0, np.int64)
     if arr.size and (arr.min() < 0 or arr.max() >= 2**31 - 1):
