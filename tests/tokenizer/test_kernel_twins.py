@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -296,3 +297,90 @@ def test_gpt2_scan_equals_matcher_on_ill_formed_utf8(data):
     got, bad = PK.split_gpt2(buf, class_table(), docs)
     want, bad2 = PK.split_gpt2_matcher(buf, class_table(), docs)
     assert bad == bad2 and got.tolist() == want.tolist()  # an ill-formed byte: a one-byte character of class 0
+
+
+# ---- the gpt4 (cl100k) and o200k splitters: state machines over the characters, twins of the matchers --
+# Pieces that stress the patterns: case-insensitive contractions (and U+017F, which (?i:s) also
+# matches), digit runs of 1-7 (\p{N}{1,3}), letters after punctuation and whitespace (the one-character
+# prefix), whitespace runs of every kind (\s*[\r\n], \s+(?!\S), \s++$; U+0085, U+00A0, U+3000 are \s),
+# CR/LF (and o200k's '/') after punctuation, combining marks (other characters, but in o200k's letter
+# classes), o200k's case classes (Lu, Lt, Lm, Lo, Ll: "HTTPServer", "中A"), emoji, mixed scripts.
+_SCAN_PIECES = ["'s", "'S", "'t", "'T", "'LL", "'ll", "'lL", "'Ve", "'RE", "'m", "'D", "'ſ", "'x", "'", "''", "'1",
+                " ", "  ", "   ", "\t", "\n", "\n\n", "\r", "\r\n", " \n ", "\t\n\t", "\u00a0", "\u3000", "\u0085",
+                "\u2028", "\x0b", "\x0c", "a", "Z", "é", "低", "世界", "中A", "ǅ", "ʰ", "AB", "Ab", "aB", "DON", "HTTPServer",
+                "1", "12", "123", "1234", "12345", "1234567", "٣", "½", "²", "!", "?!", "...", "-", "/", "//", "\n/",
+                "\"", "🙂", "👍🏽", "\u0301", "e\u0301", "A\u0301B", "don", "s", "ll", "re", "ve", "Привет", "مرحبا",
+                "こんにちは", "\x00", "\x1c"]
+
+
+def _scan_text():
+    return st.lists(st.sampled_from(_SCAN_PIECES) | st.text(max_size=3), max_size=80).map("".join)
+
+
+@pytest.mark.parametrize("preset", ["gpt4", "o200k"])
+@given(text=_scan_text(), d=st.data())
+@settings(max_examples=400, deadline=None)
+def test_scan_equals_matcher_and_regex(preset, text, d):
+    import regex
+
+    from tokenmill.tokenizer.pretokenize.patterns import GPT4, O200K
+    from tokenmill.tokenizer.pretokenize.presets import class_table
+
+    scan, matcher = getattr(PK, f"split_{preset}"), getattr(PK, f"split_{preset}_matcher")
+    data = text.encode("utf-8")
+    buf = np.frombuffer(data, np.uint8)
+    got, bad = scan(buf, class_table(), np.array([0, len(data)], np.int64))
+    ends = [len(text[: m.end()].encode("utf-8")) for m in regex.finditer(GPT4 if preset == "gpt4" else O200K, text)]
+    assert got.tolist() == [0, *ends] and bad == -1
+    cuts = sorted(d.draw(st.lists(st.integers(0, len(data)), max_size=3)))  # may cut a character: ill-formed
+    docs = np.array([0, *cuts, len(data)], np.int64)
+    got, bad = scan(buf, class_table(), docs)
+    want, bad2 = matcher(buf, class_table(), docs)
+    assert got.tolist() == want.tolist() and bad == bad2
+
+
+@pytest.mark.parametrize("preset", ["gpt4", "o200k"])
+@given(data=st.lists(st.binary(max_size=4) | st.sampled_from([s.encode() for s in _SCAN_PIECES]), max_size=30)
+       .map(b"".join))
+@settings(max_examples=300, deadline=None)
+def test_scan_equals_matcher_on_ill_formed_utf8(preset, data):
+    from tokenmill.tokenizer.pretokenize.presets import class_table
+
+    scan, matcher = getattr(PK, f"split_{preset}"), getattr(PK, f"split_{preset}_matcher")
+    buf = np.frombuffer(data, np.uint8)
+    docs = np.array([0, len(data) // 3, len(data) // 2, len(data)], np.int64)
+    got, bad = scan(buf, class_table(), docs)
+    want, bad2 = matcher(buf, class_table(), docs)
+    assert bad == bad2 and got.tolist() == want.tolist()  # an ill-formed byte: a one-byte other character
+
+
+@pytest.mark.parametrize("machine, states", [(PK.cl100k_machine, 17), (PK.o200k_machine, 20)])
+def test_scan_machines_are_closed(machine, states):
+    """Every state the rules reach has its row, and every entry points at a row."""
+    table = machine()
+    assert table.size == states * PK._NCC
+    nxt = table.astype(np.int64) >> PK._SHIFT
+    assert np.all((nxt >= 0) & (nxt < table.size) & (nxt % PK._NCC == 0))
+
+
+@pytest.mark.parametrize("name", ["llama3", "qwen2", "qwen3.5"])
+@given(text=_scan_text(), d=st.data())
+@settings(max_examples=200, deadline=None)
+def test_family_scan_equals_matcher_and_regex(name, text, d):
+    """Llama 3 / Qwen: cl100k's machine without \\s++$, K digits a chunk, Qwen 3.5's marks as letters."""
+    import regex
+
+    from tokenmill.tokenizer.pretokenize import _family_kernels as FK
+    from tokenmill.tokenizer.pretokenize.splitter import FAMILY, family_table
+
+    rx, dmax, marks = FAMILY[name]
+    tab = family_table(marks)
+    data = text.encode("utf-8")
+    buf = np.frombuffer(data, np.uint8)
+    got, bad = FK.split_family(buf, tab, np.array([0, len(data)], np.int64), FK.family_machine(dmax))
+    assert got.tolist() == [0, *(len(text[: m.end()].encode("utf-8")) for m in regex.finditer(rx, text))]
+    cuts = sorted(d.draw(st.lists(st.integers(0, len(data)), max_size=3)))  # may cut a character: ill-formed
+    docs = np.array([0, *cuts, len(data)], np.int64)
+    got, bad = FK.split_family(buf, tab, docs, FK.family_machine(dmax))
+    want, bad2 = FK.split_family_matcher(buf, tab, docs, dmax)
+    assert got.tolist() == want.tolist() and bad == bad2

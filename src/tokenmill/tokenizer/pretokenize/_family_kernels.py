@@ -22,9 +22,15 @@ Every backtrack is worked out as in ``_pretok_kernels`` (whose helpers this modu
 * `` ?[^\\s LET N]+[\\r\\n]*``: the other-run, with one leading space, then any CR/LF;
 * whitespace: ``\\s*[\\r\\n]+`` ends after the run's last CR/LF; else ``\\s+(?!\\S)`` leaves the run's
   last character when a non-space follows (all of it at the end); else one character.
+
+That matcher is the twin (``split_family_matcher``) of the splitter, ``split_family``, which runs
+``_pretok_kernels._scan`` (one pass over the characters) with cl100k's state machine built for K and
+without ``\\s++$`` (``family_machine``).
 """
 
 from __future__ import annotations
+
+import functools
 
 from ..._jit import njit
 from ._pretok_kernels import (
@@ -35,12 +41,14 @@ from ._pretok_kernels import (
     LF,
     N_,
     SP,
+    cl100k_machine,
     classify,
     contraction_ci,
     grow_offsets,
     new_offsets,
     next_char,
     run_end,
+    scan_documents,
     skip_bytes,
     space_end,
 )
@@ -81,10 +89,23 @@ def _fill_family(data, cls, i, n, out, k, dmax):
     return i, k
 
 
+@functools.cache
+def family_machine(dmax: int):
+    """The state table of ``split_family`` for K = ``dmax``: cl100k's machine without ``\\s++$``."""
+    return cl100k_machine(dmax, dollar=False)
+
+
 @njit(cache=True, nogil=True)
-def split_family(data, tab, docs, dmax):
-    """(offsets, bad) as ``_pretok_kernels.split_gpt4``, for the family pattern with K = ``dmax``
-    (LET is whatever the table's L bit holds)."""
+def split_family(data, tab, docs, table):
+    """(offsets, bad) as ``_pretok_kernels.split_gpt4``, for the family pattern whose state table
+    ``table`` is (``family_machine(K)``; LET is whatever the table's L bit holds): one pass over the
+    characters (``_pretok_kernels._scan``), the twin of ``split_family_matcher`` (tested equal)."""
+    return scan_documents(data, tab, docs, table, False)
+
+
+@njit(cache=True, nogil=True)
+def split_family_matcher(data, tab, docs, dmax):
+    """``split_family`` through the matcher ``_m_family`` with K = ``dmax`` (its twin in the tests)."""
     cls, bad = classify(data, tab, docs)
     out = new_offsets(data.shape[0])
     k = 1

@@ -16,6 +16,13 @@ look instead made the matchers so large that numba took over 100 s of CPU to com
 they ran no faster. Matching is bound by branch mispredictions (about one per chunk), not by
 memory: classify runs at about 1 GB/s, the matchers at 100-300 MB/s. Only plain Python entry points
 in ``pretokenize.py`` call these kernels.
+
+The splitters themselves (``split_gpt2``, ``split_gpt4``, ``split_o200k``) no longer run the matchers:
+they make one pass over the characters and decide at each one whether a chunk starts there, which
+costs no branch per chunk (``_scan_gpt2``: a few integer operations on the character and its
+neighbours; ``_scan``: one load from a state table per character, the tables derived in Python by
+``cl100k_machine`` and ``o200k_machine`` from the rules of the patterns). The matchers stay as their
+twins (``split_*_matcher``), tested equal on generated text, ill-formed UTF-8 and document boundaries.
 """
 
 from __future__ import annotations
@@ -445,6 +452,335 @@ def _scan_gpt2(data, tab, s, e, out, k, bad):
     return k, bad
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _char_at(data, tab, p, e):
+    """(class, length) of the character at ``p`` (< ``e``); an ill-formed byte is (0, 1), as in ``classify``."""
+    b = np.int64(data[p])
+    if b < 0x80:
+        return np.int64(tab[b]), np.int64(1)
+    cp, m = _decode(data, p, e)
+    if m == 0:
+        return np.int64(0), np.int64(1)
+    return np.int64(tab[cp]), np.int64(m)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _contraction_len(data, tab, i, e):
+    """Length of the case-insensitive contraction ('s 'd 'm 't 'll 've 're) at ``i`` (an apostrophe), or 0;
+    ``contraction_ci`` on the bytes (decoding the one or two characters after the apostrophe)."""
+    if i + 1 >= e:
+        return np.int64(0)
+    c1, m1 = _char_at(data, tab, i + 1, e)
+    if (c1 & (F_S | F_D | F_M | F_T)) != 0:
+        return 1 + m1
+    if i + 1 + m1 < e:
+        c2, m2 = _char_at(data, tab, i + 1 + m1, e)
+        if ((c1 & F_L) != 0 and (c2 & F_L) != 0) or ((c2 & F_E) != 0 and (c1 & (F_V | F_R)) != 0):
+            return 1 + m1 + m2
+    return np.int64(0)
+
+
+# ---- the scanners of cl100k and o200k: state machines over the characters --------------------------
+# Character classes (one numbering for both machines; ``scan_classes`` maps bytes and table entries
+# to them): other ([^\s\p{L}\p{N}]; the apostrophe is one, tested as a byte), digit, ' ', whitespace
+# other than ' ', CR and LF, CR or LF; cl100k's letter; o200k's letter classes: Lu/Lt (only in its
+# "upper" class U), Ll (only in "lower" W), Lm/Lo (both), a mark \p{M} (both, but not \p{L}), and '/'
+# (which o200k's [\r\n/]* takes after punctuation). C_END is the end of the document.
+C_O, C_N, C_SP, C_W, C_NL, C_L, C_U, C_LL, C_B, C_MK, C_SL = range(11)
+C_END = 15
+_NCC = 16  # row width of a state table
+# flags of a table entry (the next state's row, ``next * _NCC``, sits above them)
+_START = 1  # a chunk starts at this character
+_EMIT_CAND = 2  # a chunk starts at the pending position (``cand``)
+_EMIT_LAST = 4  # a chunk starts at the character before
+_SET_CAND = 8  # this character is the pending position from now on
+_TRY_C = 16  # a contraction may start here (the byte is tested: an apostrophe)
+_C_START = 32  # if one does, a chunk starts at it (cl100k; o200k's contraction ends the word before)
+_SHIFT = 6
+
+
+def _machine(step, classes) -> np.ndarray:
+    """The table of the machine whose transitions ``step(state, class) -> (next state, flags)`` gives,
+    over the states reachable from state 0 (``init``, which ``step`` also names the first): int32,
+    ``table[row + class] = next_row << _SHIFT | flags``, rows ``_NCC`` apart, state 0 first."""
+    init = step(None, None)
+    index, order, rows = {init: 0}, [init], []
+    while len(rows) < len(order):
+        state = order[len(rows)]
+        row = [0] * _NCC
+        for cc in (*classes, C_END):
+            nxt, flags = step(state, cc)
+            if nxt not in index:
+                index[nxt] = len(order)
+                order.append(nxt)
+            row[cc] = (index[nxt] * _NCC) << _SHIFT | flags
+        rows.append(row)
+    return np.array(rows, np.int32).ravel()
+
+
+def cl100k_machine(dmax: int = 3, dollar: bool = True) -> np.ndarray:
+    r"""The state machine of cl100k's pattern for ``_scan`` (17 states for ``dmax`` = 3), from these rules:
+
+    * a letter starts a chunk unless the character before is a letter, or can be the one-character
+      prefix of ``[^\r\n\p{L}\p{N}]?+\p{L}++``: whitespace other than CR/LF (always the last of its
+      run then, which starts a chunk), or an other character that starts a chunk (its run has only it
+      then: ``[^\s\p{L}\p{N}]++`` takes the whole run);
+    * a digit starts one after a non-digit and after every ``dmax`` digits (``\p{N}{1,3}+``);
+    * an other character starts one unless the character before is an other character or ' '
+      (`` ?[^\s\p{L}\p{N}]++``: such a space is the last of its whitespace run, which leaves it); a
+      contraction (``'(?i:[sdmt]|ll|ve|re)``) at an apostrophe that starts a chunk is a chunk;
+    * CR and LF right after an other-run belong to it (``[\r\n]*+``); the first whitespace character
+      after them, or after a non-whitespace character, starts a chunk. Inside a whitespace run that a
+      non-whitespace character follows (``\s++$`` takes a run that reaches the end), a chunk starts
+      after the run's last CR/LF (``\s*[\r\n]``: the pending position) and, when the run's last two
+      characters are whitespace other than CR/LF, at its last one (``\s+(?!\S)``).
+
+    A state is (the kind of the character before, -1 for none or after a contraction; it is ' ';
+    CR/LF; other whitespace; it and the one before are other whitespace; it is a CR/LF an other-run
+    took; it is an other character that starts a chunk; the digits of its chunk; a position is
+    pending). ``dollar=False`` (the pattern family of ``_family_kernels``, which has no ``\s++$``):
+    the pending position counts at the end of the document too.
+    """
+
+    def step(state, cc):
+        if state is None:
+            return (-1, 0, 0, 0, 0, 0, 0, 0, 0)
+        pk, psp, pnl, pnw, prun, pabs, pstart, pdc, pend = state
+        if cc == C_END:
+            return state, _EMIT_CAND * (pend and not dollar)
+        kind = {C_L: L_, C_N: N_, C_O: 0}.get(cc, S_)
+        ws, nl = int(kind == S_), int(cc == C_NL)
+        dc = 1 if pk != N_ or pdc == dmax else pdc + 1  # this digit's place in its chunk
+        ab = nl & int(pk == 0 or pabs == 1)  # taken by the other-run before
+        if kind == L_:
+            start = int(pk != L_ and not pnw and not (pk == 0 and pstart))
+        elif kind == N_:
+            start = int(dc == 1)
+        elif kind == 0:
+            start = int(pk != 0 and not psp)
+        else:
+            start = int(not ab and (pk != S_ or pabs == 1))
+        nw = ws & (1 - nl)
+        setc = nw & pnl & (1 - pabs)  # the first character after a CR/LF of this run
+        nxt = (kind, int(cc == C_SP), nl, nw, pnw & nw, ab, start if kind == 0 else 0,
+               dc if kind == N_ else 0, nw & (pend | setc))
+        flags = (start | (pend & (1 - ws)) * _EMIT_CAND | (prun & (1 - ws)) * _EMIT_LAST | setc * _SET_CAND
+                 | (start & int(kind == 0)) * (_TRY_C | _C_START))
+        return nxt, flags
+
+    return _machine(step, (C_O, C_N, C_SP, C_W, C_NL, C_L))
+
+
+def o200k_machine() -> np.ndarray:
+    r"""The state machine of o200k's pattern for ``_scan`` (20 states). With U = [Lu Lt Lm Lo M] and
+    W = [Ll Lm Lo M] (a mark is in both, and is an "other" character [^\s\p{L}\p{N}] too):
+
+    * a word (``[P]?[U]*[W]+C?`` or ``[P]?[U]+[W]*C?``) runs over U characters, then W characters
+      once one that is only W (Ll) comes; a character only U (Lu/Lt) after the W part starts the next
+      word. When the U part ends without an Ll after it, ``[U]*`` gives back up to its last character
+      in W (Lm, Lo, a mark), which ``[W]+`` takes: a chunk starts after it if only-U characters follow
+      (the pending position, decided when the word ends). A contraction ``C`` right after a word is
+      its end; the character after it starts a chunk;
+    * the prefix ``P`` ([^\r\n\p{L}\p{N}]): a character that starts a chunk and is not CR, LF, a letter
+      or a digit joins the word that follows it (a mark starts a word on its own: it is in U and W);
+    * ``\p{N}{1,3}``: a digit starts a chunk after a non-digit and after every three digits;
+    * `` ?[^\s\p{L}\p{N}]+[\r\n/]*``: an other character that starts a chunk and no word follows runs
+      with the other characters after it (marks included), then CR, LF and '/'; a ' ' that ends its
+      whitespace run joins such a run;
+    * whitespace (``\s*[\r\n]+|\s+(?!\S)|\s+``): a run starts a chunk; a chunk starts after its last
+      CR/LF (the pending position, also at the end of the document: there is no ``\s++$``) and, when a
+      non-whitespace character follows and the last two are not CR/LF, at its last one.
+
+    States: ``init`` (the next character starts a chunk), ``wU`` (in a word's U part: the character
+    before is in W, a position is pending), ``wW``, ``dig`` (digits in the chunk), ``o1`` (an other
+    character that starts a chunk), ``orun``, ``abs`` ([\r\n/] after an other-run), ``ws`` (the class of
+    the character before, the last two are other whitespace, a position is pending).
+    """
+    letters = (C_U, C_LL, C_B, C_MK)
+
+    def begin(cc):  # the state after a character that starts a chunk
+        if cc in letters:
+            return join(cc)
+        if cc == C_N:
+            return ("dig", 1)
+        if cc in (C_O, C_SL):
+            return ("o1",)
+        return ("ws", cc, 0, 0)
+
+    def join(cc):  # a letter-like character that goes on a word (or follows its prefix)
+        return ("wW",) if cc == C_LL else ("wU", int(cc != C_U), 0)
+
+    def step(state, cc):
+        if state is None:
+            return ("init",)
+        mode = state[0]
+        if cc == C_END:
+            pend = state[2] if mode == "wU" else state[3] if mode == "ws" else 0
+            return state, _EMIT_CAND * pend
+        if mode == "wU":
+            inw, pend = state[1], state[2]
+            if cc == C_U:  # after an Lm/Lo/mark, this is the pending position
+                return ("wU", 0, pend | inw), _SET_CAND * inw
+            if cc in (C_B, C_MK):
+                return ("wU", 1, 0), 0
+            if cc == C_LL:
+                return ("wW",), 0
+            return begin(cc), _START | _EMIT_CAND * pend | _TRY_C * (cc == C_O)
+        if mode == "wW":
+            if cc in (C_LL, C_B, C_MK):
+                return ("wW",), 0
+            if cc == C_U:
+                return ("wU", 0, 0), _START
+            return begin(cc), _START | _TRY_C * (cc == C_O)
+        if mode == "dig":
+            if cc == C_N:
+                return ("dig", 1 if state[1] == 3 else state[1] + 1), _START * (state[1] == 3)
+            return begin(cc), _START
+        if mode == "o1":
+            if cc in letters:
+                return join(cc), 0
+            if cc in (C_O, C_SL):
+                return ("orun",), 0
+            if cc == C_NL:
+                return ("abs",), 0
+            return begin(cc), _START
+        if mode == "orun":
+            if cc in (C_O, C_SL, C_MK):
+                return ("orun",), 0
+            if cc == C_NL:
+                return ("abs",), 0
+            return begin(cc), _START
+        if mode == "abs":
+            if cc in (C_NL, C_SL):
+                return ("abs",), 0
+            return begin(cc), _START
+        if mode == "ws":
+            t, prun, pend = state[1:]
+            if cc in (C_SP, C_W, C_NL):
+                nw = int(cc != C_NL)
+                setc = nw & int(t == C_NL)
+                return ("ws", cc, int(t != C_NL) & nw, nw & (pend | setc)), _SET_CAND * setc
+            flags = _EMIT_CAND * pend | _EMIT_LAST * prun
+            if t == C_NL or cc == C_N or (cc in (C_O, C_SL) and t == C_W):
+                return begin(cc), flags | _START
+            return join(cc) if cc in letters else ("orun",), flags  # the prefix; ' ' + punctuation
+        return begin(cc), _START  # init
+
+    return _machine(step, (C_O, C_N, C_SP, C_W, C_NL, C_U, C_LL, C_B, C_MK, C_SL))
+
+
+_GPT4_TABLE = cl100k_machine()
+_O200K_TABLE = o200k_machine()
+
+
+@njit(cache=True, nogil=True)
+def scan_classes(tab, o200k):
+    """The scanner's class (C_*) of each ASCII byte, then of each table entry's low bits
+    (``128 + (entry & 31)``: kind, U_, W_), for the cl100k machine or (``o200k``) o200k's."""
+    acc = np.empty(128 + 32, np.uint8)
+    for c in range(32):
+        kind = c & KIND
+        if kind == L_:
+            if not o200k:
+                acc[128 + c] = C_L
+            elif (c & W_) == 0:
+                acc[128 + c] = C_U
+            elif (c & U_) == 0:
+                acc[128 + c] = C_LL
+            else:
+                acc[128 + c] = C_B
+        elif kind == N_:
+            acc[128 + c] = C_N
+        elif kind == S_:
+            acc[128 + c] = C_W
+        elif o200k and (c & (U_ | W_)) != 0:
+            acc[128 + c] = C_MK
+        else:
+            acc[128 + c] = C_O
+    for b in range(128):
+        acc[b] = acc[128 + (tab[b] & 31)]
+    acc[SP] = C_SP
+    acc[CR] = C_NL
+    acc[LF] = C_NL
+    if o200k:
+        acc[_SLASH] = C_SL
+    return acc
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _scan(data, tab, acc, table, s, e, out, k, bad):
+    r"""Chunk ends of the document ``data[s:e]`` under the pattern of the machine ``table``
+    (``cl100k_machine``, ``o200k_machine``) into ``out[k:]`` (``out[k - 1] == s`` on entry); returns
+    (k, bad). One pass over the characters, as ``_scan_gpt2``, but the flags that say where chunks
+    start come from one table load per character (state and class) instead of being worked out per
+    character (tried for cl100k: no faster than the matcher). Decisions that need characters not
+    read yet (the last CR/LF of a whitespace run, its last character, o200k's give-back inside a word)
+    are kept pending and written when the run ends. The twins of the matchers ``_m_gpt4`` and
+    ``_m_o200k`` (tested equal). ``acc``: ``scan_classes``. A contraction (where the table allows
+    one) is read here: the state after it is the first (the character after it starts a chunk).
+
+    Characters are decoded here; an ill-formed byte is a one-byte other character, as in
+    ``classify``. ``out`` must hold two more entries than characters."""
+    st = np.int64(0)  # the state's row in ``table``
+    cand = np.int64(0)  # the pending position
+    pi = s
+    i = s
+    k -= 1  # the first character starts a chunk at s, which out[k - 1] already holds
+    while i < e:
+        b = np.int64(data[i])
+        m = np.int64(1)
+        if b < 0x80:
+            cc = np.int64(acc[b])
+        else:
+            cp, m = _decode(data, i, e)
+            if m == 0:
+                if bad < 0:
+                    bad = i
+                cc = np.int64(C_O)
+                m = np.int64(1)
+            else:
+                cc = np.int64(acc[128 + (tab[cp] & 31)])
+        x = np.int64(table[st + cc])
+        out[k] = cand
+        k += (x >> 1) & 1  # _EMIT_CAND
+        out[k] = pi
+        k += (x >> 2) & 1  # _EMIT_LAST
+        out[k] = i
+        if b == APOS and (x & _TRY_C) != 0:
+            ln = _contraction_len(data, tab, i, e)
+            if ln > 0:
+                k += (x >> 5) & 1  # _C_START
+                i += ln
+                st = np.int64(0)
+                continue
+        k += x & 1  # _START
+        if (x & _SET_CAND) != 0:
+            cand = i
+        st = x >> _SHIFT
+        pi = i
+        i += m
+    out[k] = cand
+    k += (table[st + C_END] >> 1) & 1
+    return k, bad
+
+
+@njit(cache=True, nogil=True, inline="always")
+def scan_documents(data, tab, docs, table, o200k):
+    """(offsets, bad) as ``split_gpt2``, through ``_scan`` with the state table ``table`` (``o200k``:
+    its classes are o200k's, see ``scan_classes``)."""
+    acc = scan_classes(tab, o200k)
+    out = np.empty(data.shape[0] + 2, np.int64)
+    out[0] = 0
+    k = 1
+    bad = np.int64(-1)
+    for d in range(docs.shape[0] - 1):
+        if docs[d + 1] > docs[d]:
+            k, bad = _scan(data, tab, acc, table, docs[d], docs[d + 1], out, k, bad)
+            out[k] = docs[d + 1]
+            k += 1
+    return out[:k].copy(), bad
+
+
 @njit(cache=True, nogil=True)
 def split_gpt2(data, tab, docs):
     """(offsets, bad): chunk boundaries of the documents in ``data`` under the gpt2 pattern.
@@ -453,8 +789,9 @@ def split_gpt2(data, tab, docs):
     to n (``[0, n]`` for one document). Each document is split on its own: ``offsets`` is int64
     ``[0, e1, ..., n]``, strictly increasing, and holds every document boundary. ``bad`` is the
     offset of the first ill-formed UTF-8 byte, or -1 (offsets are then meaningless but in bounds).
-    Temporary memory: 8 bytes per input byte (``_scan_gpt2``). split_gpt4 and split_o200k use the
-    matchers: 2 bytes per input byte (the class array) and 8 bytes per chunk.
+    Temporary memory: 8 bytes per input byte (``_scan_gpt2``; ``_scan`` for split_gpt4 and
+    split_o200k alike). The matchers' twins (``split_*_matcher``) take 2 bytes per input byte (the
+    class array) and 8 bytes per chunk.
     """
     out = np.empty(data.shape[0] + 2, np.int64)
     out[0] = 0
@@ -484,6 +821,13 @@ def split_gpt2_matcher(data, tab, docs):
 
 @njit(cache=True, nogil=True)
 def split_gpt4(data, tab, docs):
+    """(offsets, bad) as ``split_gpt2``, under the gpt4 (cl100k) pattern (``_scan`` with ``cl100k_machine``)."""
+    return scan_documents(data, tab, docs, _GPT4_TABLE, False)
+
+
+@njit(cache=True, nogil=True)
+def split_gpt4_matcher(data, tab, docs):
+    """``split_gpt4`` through the matcher ``_m_gpt4`` (its twin in the tests)."""
     cls, bad = classify(data, tab, docs)
     out = new_offsets(data.shape[0])
     k = 1
@@ -497,6 +841,13 @@ def split_gpt4(data, tab, docs):
 
 @njit(cache=True, nogil=True)
 def split_o200k(data, tab, docs):
+    """(offsets, bad) as ``split_gpt2``, under the o200k pattern (``_scan`` with ``o200k_machine``)."""
+    return scan_documents(data, tab, docs, _O200K_TABLE, True)
+
+
+@njit(cache=True, nogil=True)
+def split_o200k_matcher(data, tab, docs):
+    """``split_o200k`` through the matcher ``_m_o200k`` (its twin in the tests)."""
     cls, bad = classify(data, tab, docs)
     out = new_offsets(data.shape[0])
     k = 1
