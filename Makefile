@@ -116,7 +116,7 @@ test: $(VENV)/.test $(GPT2_RANKS) $(LLAMA3) $(QWEN) $(DEEPSEEK) $(TEKKEN) $(MIST
 # the validating boundaries (src/tokenmill/_validate.py) fails a test instead of corrupting memory.
 # NUMBA_BOUNDSCHECK recompiles every kernel, so it gets its own cache folder; TOKENMILL_PYTHON_FIRST=0
 # keeps small inputs on the kernels (with that folder empty they would take the pure-Python twins).
-BOUNDSCHECK_TESTS := tests/safety/test_kernel_boundaries.py tests/safety/test_exact.py tests/safety/test_tokenizer_files.py tests/batching/test_kernels.py tests/tokenizer/test_merges.py tests/tokenizer/test_premerge.py tests/tokenizer/test_sentencepiece.py tests/windows/test_sliding.py
+BOUNDSCHECK_TESTS := tests/safety/test_kernel_boundaries.py tests/safety/test_exact.py tests/safety/test_tokenizer_files.py tests/batching/test_kernels.py tests/tokenizer/test_kernel_twins.py tests/tokenizer/test_merges.py tests/tokenizer/test_premerge.py tests/tokenizer/test_sentencepiece.py tests/windows/test_sliding.py
 test-boundscheck: $(VENV)/.test
 	NUMBA_BOUNDSCHECK=1 NUMBA_CACHE_DIR=.cache/numba-boundscheck TOKENMILL_PYTHON_FIRST=0 $(PY) -m pytest -q -p no:cacheprovider $(BOUNDSCHECK_TESTS)
 
