@@ -60,6 +60,7 @@ from .formats.sentencepiece import (
 )
 from .groups import in_groups
 from .sp_types import BYTE, CONTROL, NORMAL, UNKNOWN, UNUSED, USER_DEFINED, WS
+from .special import requested
 
 __all__ = ["SentencePieceModel", "SentencePieceTokenizer", "read_model", "parse_model", "write_model_proto",
            "is_sentencepiece_model", "NORMAL", "UNKNOWN", "CONTROL", "USER_DEFINED", "UNUSED", "BYTE"]
@@ -384,6 +385,18 @@ class _TriePattern:
         return self.regex.match(text, i)
 
 
+def first_of(cache: dict, words: set[str], text: str):
+    """The first occurrence in ``text`` of any of ``words`` (a match object, or None), through their
+    trie pattern, kept in ``cache`` by the set (cleared past 64 sets)."""
+    key = frozenset(words)
+    pat = cache.get(key)
+    if pat is None:
+        if len(cache) > 64:
+            cache.clear()
+        pat = cache[key] = trie_pattern(sorted(words))
+    return search_first(pat, text)
+
+
 def trie_pattern(words: list[str]):
     """A ``re`` pattern matching any of ``words`` (the longest at a position), written as a trie
     (``\\[(?:INST\\]|/INST\\]|control_(?:1|...))``): one scan in C, a few comparisons per candidate
@@ -518,23 +531,9 @@ class SentencePieceTokenizer:
         """The allowed special tokens that ``text`` may hold; raises if it spells a disallowed one."""
         if not isinstance(text, str):
             utf8_of(text)
-        allowed = set(self._special) if allowed_special == "all" else (
-            {allowed_special} if isinstance(allowed_special, str) else set(allowed_special))
-        unknown = allowed - set(self._special)
-        if unknown:
-            raise ConfigError(f"allowed_special names {sorted(unknown)!r}, which are not special tokens of this "
-                              "tokenizer")
-        disallowed = set(self._special) if disallowed_special == "all" else (
-            {disallowed_special} if isinstance(disallowed_special, str) else set(disallowed_special))
-        check = disallowed - allowed
+        allowed, check = requested(self._special, allowed_special, disallowed_special)
         if check:
-            key = frozenset(check)
-            pat = self._special_re.get(key)
-            if pat is None:
-                if len(self._special_re) > 64:
-                    self._special_re.clear()
-                pat = self._special_re[key] = trie_pattern(sorted(check))
-            m = search_first(pat, text)
+            m = first_of(self._special_re, check, text)
             if m is not None:
                 s = m.group()
                 raise SpecialTokenError(

@@ -65,6 +65,20 @@ def split_specials(text: str, allowed: set[str]):
         yield text[pos:], False
 
 
+def requested(names, allowed_special, disallowed_special) -> tuple[set[str], set[str]]:
+    """(allowed, to check): the special tokens ``allowed_special`` names (``"all"``, one token as a str,
+    or a collection; unknown names are an error) and the disallowed ones the text must not spell."""
+    # a str other than "all" is one special token, not a set of characters
+    allowed = set(names) if allowed_special == "all" else (
+        {allowed_special} if isinstance(allowed_special, str) else set(allowed_special))
+    unknown = allowed - set(names)
+    if unknown:
+        raise ConfigError(f"allowed_special names {sorted(unknown)!r}, which are not special tokens of this tokenizer")
+    disallowed = set(names) if disallowed_special == "all" else (
+        {disallowed_special} if isinstance(disallowed_special, str) else set(disallowed_special))
+    return allowed, disallowed - allowed
+
+
 class SpecialTokens:
     """A tokenizer's special tokens (name -> id) and the check of a text against them."""
 
@@ -80,15 +94,7 @@ class SpecialTokens:
     def allowed(self, text: str, allowed_special, disallowed_special) -> set[str]:
         """The allowed special tokens; raises if ``text`` spells a disallowed one."""
         names = self.ids
-        # a str other than "all" is one special token, not a set of characters
-        allowed = set(names) if allowed_special == "all" else (
-            {allowed_special} if isinstance(allowed_special, str) else set(allowed_special))
-        unknown = allowed - set(names)
-        if unknown:
-            raise ConfigError(f"allowed_special names {sorted(unknown)!r}, which are not special tokens of this tokenizer")
-        disallowed = set(names) if disallowed_special == "all" else (
-            {disallowed_special} if isinstance(disallowed_special, str) else set(disallowed_special))
-        check = disallowed - allowed
+        allowed, check = requested(names, allowed_special, disallowed_special)
         if not check or (self._re is not None and len(check) == len(names)
                          and not any(p in text for p in self._prefixes)):
             return allowed

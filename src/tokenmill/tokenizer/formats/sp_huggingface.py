@@ -34,7 +34,8 @@ from msgspec import UNSET, UnsetType
 
 from ...errors import ConfigError, FormatError, SpecialTokenError, UnsupportedTokenizerError
 from ..groups import in_groups
-from ..sentencepiece import WS, search_first, trie_pattern, utf8_of
+from ..sentencepiece import WS, first_of, utf8_of
+from ..special import requested
 from .schemas import ID_RULE, HFAddedToken, Lenient, decode_file, is_id
 
 _MARKERS = (b'"Metaspace"', b'"Prepend"', b'"byte_fallback": true', b'"byte_fallback":true', b'"ByteFallback"')
@@ -353,21 +354,9 @@ class SentencePieceJsonTokenizer:
     def _allowed(self, text: str, allowed_special, disallowed_special) -> set:
         if not isinstance(text, str):
             utf8_of(text)
-        allowed = set(self._special) if allowed_special == "all" else (
-            {allowed_special} if isinstance(allowed_special, str) else set(allowed_special))
-        unknown = allowed - set(self._special)
-        if unknown:
-            raise ConfigError(f"allowed_special names {sorted(unknown)!r}, which are not special tokens of this "
-                              "tokenizer")
-        disallowed = set(self._special) if disallowed_special == "all" else (
-            {disallowed_special} if isinstance(disallowed_special, str) else set(disallowed_special))
-        check = disallowed - allowed
+        allowed, check = requested(self._special, allowed_special, disallowed_special)
         if check:
-            key = frozenset(check)
-            pat = self._special_re.get(key)
-            if pat is None:
-                pat = self._special_re[key] = trie_pattern(sorted(check))
-            m = search_first(pat, text)
+            m = first_of(self._special_re, check, text)
             if m is not None:
                 raise SpecialTokenError(
                     f"the text contains the special token {m.group()!r} at character {m.start():,d}; pass "
