@@ -65,33 +65,28 @@ def profile(tok, docs: list[str]) -> dict:
     enc = tok._compiled()
     spent = {"normalize": 0.0, "encode kernel": 0.0}
     module = enc._K
-    normalized, kernel = enc.normalized, module.encode
 
-    def timed_norm(data):
-        t0 = time.perf_counter()
-        try:
-            return normalized(data)
-        finally:
-            spent["normalize"] += time.perf_counter() - t0
+    def timed(name, fn):
+        def run(*args):
+            t0 = time.perf_counter()
+            try:
+                return fn(*args)
+            finally:
+                spent[name] += time.perf_counter() - t0
+        return run
 
-    def timed_kernel(*args):
-        t0 = time.perf_counter()
-        try:
-            return kernel(*args)
-        finally:
-            spent["encode kernel"] += time.perf_counter() - t0
+    timed_kernels = {"encode": timed("encode kernel", module.encode), "normalize": timed("normalize", module.normalize)}
 
-    class K:  # the kernel module with the encoder timed
+    class K:  # the kernel module with the normalizer and the encoder timed
         def __getattr__(self, name):
-            return timed_kernel if name == "encode" else getattr(module, name)
+            return timed_kernels.get(name) or getattr(module, name)
 
-    enc.normalized, enc._K = timed_norm, K()
+    enc._K = K()
     try:
         t0 = time.perf_counter()
         tok.encode_batch(docs, num_threads=1, as_arrays=True, disallowed_special=())
         total = time.perf_counter() - t0
     finally:
-        del enc.normalized
         enc._K = module
     spent["python"] = total - spent["normalize"] - spent["encode kernel"]
     spent["total"] = total

@@ -30,12 +30,23 @@ _announced: set[str] = set()
 _state = {"listening": False, "depth": 0, "t0": 0.0, "seconds": 0.0, "count": 0, "bars": []}
 
 
-def njit(*args, **kwargs):
+def njit(*args, refcount: bool = True, **kwargs):
     """numba's ``njit``, for every tokenmill kernel module: it also installs the compile listener
-    (first-run notice, compile seconds kept apart from progress-bar throughput)."""
+    (first-run notice, compile seconds kept apart from progress-bar throughput).
+
+    ``refcount=False`` compiles without numba's reference counting of arrays. With it, every array a
+    function binds anew (each array argument of an inlined helper, in every pass of a loop) costs a
+    call and an atomic increment and decrement that numba's pruning pass mostly leaves in place:
+    about 40 cycles per helper call per array, most of the time of a character loop. Without it the
+    function may not make arrays (``np.empty``, ``np.concatenate``...) nor call a function that does
+    without passing it buffers it owns; the arrays it reads and writes are its caller's, kept alive by
+    the caller. The hot loops of the encoders and splitters use it; the set-up code that builds
+    tables keeps the default."""
     from numba import njit as _njit
 
     _listen()
+    if not refcount:
+        kwargs["_nrt"] = False
     return _njit(*args, **kwargs)
 
 

@@ -30,6 +30,7 @@ import numpy as np
 
 from ..._jit import njit
 from ._hashing import fnv1a, mix64
+from ._wide import load_u64, store_u64
 
 _BIG = np.int64(1) << 62
 _LOW = np.int64(0xFFFFFFFF)
@@ -44,7 +45,7 @@ K_PIECE, K_UNKNOWN, K_UNUSED = 0, 1, 2
 
 
 # ------------------------------------------------------------------------------ UTF-8 and tries
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, refcount=False, inline="always")
 def _decode(data, i, end):
     """(valid, length, code point) of the character at ``data[i:end]``, as sentencepiece's
     ``DecodeUTF8`` (an invalid byte: (False, 1, 0xFFFD))."""
@@ -73,7 +74,7 @@ def _decode(data, i, end):
     return False, 1, np.int64(0xFFFD)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, refcount=False, inline="always")
 def _next_char(data, i, end):
     """(length, code point) of the character at ``data[i]`` of text known to be valid UTF-8 (the
     normalizer's output, or a Python string's bytes): the lead byte's length, no validation. Memory
@@ -94,7 +95,7 @@ def _next_char(data, i, end):
     return 4, cp if cp < 0x110000 else np.int64(0xFFFD)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, refcount=False)
 def _ud_match(data, i, end, ud_ptr, ud_start, ud_len, ud_bytes):
     """Index (into the ``ud_*`` arrays) of the longest user-defined symbol ``data[i:end]`` starts
     with, -1 if none. Candidates are grouped by first byte, longest first."""
@@ -114,7 +115,7 @@ def _ud_match(data, i, end, ud_ptr, ud_start, ud_len, ud_bytes):
     return -1
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, refcount=False, inline="always")
 def _trie_longest(trie, data, i, end):
     """Darts ``commonPrefixSearch``: (length, value) of the longest of the first 32 matches of
     ``data[i:end]``, (0, 0) if none. The trie was validated: every step stays inside it."""
@@ -138,7 +139,7 @@ def _trie_longest(trie, data, i, end):
     return best_len, best_val
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, refcount=False, inline="always")
 def _prefix(data, i, end, trie, repl, ud_ptr, ud_start, ud_len, ud_bytes):
     """``NormalizePrefix`` at ``data[i:end]``: (source, start, length, consumed): the normalized text
     is ``data[start:start+length]`` (source 0) or ``repl[start:start+length]`` (source 1, a character
@@ -160,7 +161,7 @@ def _prefix(data, i, end, trie, repl, ud_ptr, ud_start, ud_len, ud_bytes):
     return 1, repl.size - 4, 3, 1  # U+FFFD, kept at the end of ``repl``
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, refcount=False, inline="always")
 def _ws(out, n, escape):
     """Append the whitespace symbol: ``▁`` (``escape`` 1), else a space (0: a space; 2: a space standing
     for ``▁``). Returns the new length."""
@@ -258,7 +259,7 @@ def char_map(trie, repl, limit):
     return out
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, refcount=False)
 def normalize(data, trie, repl, plain, cont, run, follow, cmap, ud_ptr, ud_start, ud_len, ud_bytes, add_dummy_prefix,
               remove_extra, escape, suffix, out):
     """sentencepiece's ``Normalizer::Normalize`` of UTF-8 ``data`` (a Python string's bytes: valid)
@@ -272,7 +273,8 @@ def normalize(data, trie, repl, plain, cont, run, follow, cmap, ud_ptr, ud_start
     letter starts only rules like ``a`` + a combining mark: one test keeps it plain). ``run[b]``: a
     byte copied as it is in a run (1: a plain byte other than a space, continuation bytes included
     when all are plain; 2: an ASCII byte ``cont`` may keep plain, copied unless the next byte is in
-    ``follow``, the union of those sets); ``cmap``: ``char_map``'s answer per code point (a table
+    ``follow``, the union of those sets, which end runs: 0 there; 4: an ASCII byte that is a space
+    on its own, or whose rule is one space, with no longer rule nor user-defined symbol starting there); ``cmap``: ``char_map``'s answer per code point (a table
     lookup instead of a trie walk; empty: none). Both give what ``_prefix`` gives. ``out`` is never
     reallocated here: an array reassigned inside the loop made every character pay numba's
     reference counting."""
@@ -299,23 +301,32 @@ def normalize(data, trie, repl, plain, cont, run, follow, cmap, ud_ptr, ud_start
     while i < end:
         b = data[i]
         r = run[b]
-        if r != 0:  # a run of characters that are themselves, copied byte by byte
-            j = i
-            while True:
-                if r == 2 and i + 1 < end and follow[data[i + 1]]:
-                    break
-                if n >= cap:
+        if r == 4:  # an ASCII character that stands for a space on its own (a space, a newline...)
+            if n + 3 > cap:
+                return -1
+            if not prev_space:
+                n = _ws(out, n, escape)
+            prev_space = remove_extra
+            i += 1
+            continue
+        if r != 0:  # a run of characters that are themselves: found first, then copied
+            j = i + 1
+            while j < end and (run[data[j]] & 3) != 0:
+                j += 1
+            if j < end and follow[data[j]] and run[data[j - 1]] == 2:
+                j -= 1  # an ASCII byte a rule may continue with the next one: the rules decide
+            if j > i:
+                if n + (j - i) > cap:
                     return -1
-                out[n] = b
-                n += 1
-                i += 1
-                if i >= end:
-                    break
-                b = data[i]
-                r = run[b]
-                if r == 0:
-                    break
-            if i > j:
+                t = 0
+                while t < j - i and i + t + 8 <= end and n + t + 8 <= out.size:  # 8 bytes at a time (the
+                    store_u64(out, n + t, load_u64(data, i + t))  # last may write past the run: room
+                    t += 8                                        # the next characters overwrite)
+                while t < j - i:
+                    out[n + t] = data[i + t]
+                    t += 1
+                n += j - i
+                i = j
                 prev_space = False
                 continue
         if b < 0x80:
@@ -421,7 +432,7 @@ def normalize(data, trie, repl, plain, cont, run, follow, cmap, ud_ptr, ud_start
 
 
 # ------------------------------------------------------------------------------ pair table
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, refcount=False, inline="always")
 def _pair_hash(key):
     return np.uint64(key) * _FIB
 
@@ -470,7 +481,7 @@ def build_filter(keys):
     return filt
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, refcount=False, inline="always")
 def _maybe(filt, key):
     """False when ``key`` is certainly not in the filter."""
     h = _pair_hash(key)
@@ -478,7 +489,7 @@ def _maybe(filt, key):
     return ((w >> (h >> np.uint64(58))) & (w >> ((h >> np.uint64(52)) & np.uint64(63))) & np.uint64(1)) != 0
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, refcount=False, inline="always")
 def _pair(table, filt, left, right):
     """``rank << 32 | merged id`` of the pair, ``_BIG`` if its concatenation is no mergeable piece."""
     key = (np.int64(left) << 32) | np.int64(right)
@@ -499,7 +510,7 @@ def _pair(table, filt, left, right):
 
 
 # ------------------------------------------------------------------------------ BPE on one segment
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, refcount=False, inline="always")
 def _merge_short(syms, pos, n, table, filt, ranks):
     """Merge ``syms[:n]`` in place (``pos`` moves along): the best rank first, leftmost on ties."""
     for i in range(n - 1):
@@ -527,7 +538,7 @@ def _merge_short(syms, pos, n, table, filt, ranks):
     return n
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, refcount=False)
 def _heap_push(h, n, v):
     i = n
     while i > 0:
@@ -539,7 +550,7 @@ def _heap_push(h, n, v):
     h[i] = v
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, refcount=False)
 def _heap_pop(h, n):
     n -= 1
     v = h[n]
@@ -558,15 +569,16 @@ def _heap_pop(h, n):
         h[i] = v
 
 
-@njit(cache=True, nogil=True)
-def _merge_long(syms, pos, n, table, filt):
+@njit(cache=True, nogil=True, refcount=False)
+def _merge_long(syms, pos, n, table, filt, nxt, prv, heap):
     """Heap of ``rank << 32 | left position`` over linked symbols; an entry is used only if the pair
     now at its position still has its rank (sentencepiece keeps such a pair's own entry, with the same
-    key). Returns the new length (``syms``/``pos`` compacted)."""
-    nxt = np.arange(1, n + 1)
-    prv = np.arange(-1, n - 1)
+    key). Returns the new length (``syms``/``pos`` compacted). ``nxt``, ``prv``: room for ``n``;
+    ``heap``: for ``3 * n`` (``n - 1`` pairs, then at most two new ones per merge)."""
+    for i in range(n):
+        nxt[i] = i + 1
+        prv[i] = i - 1
     nxt[n - 1] = -1
-    heap = np.empty(2 * n + 16, np.int64)
     hn = 0
     for i in range(n - 1):
         r = _pair(table, filt, syms[i], syms[i + 1])
@@ -594,16 +606,12 @@ def _merge_long(syms, pos, n, table, filt):
             prv[k] = i
             rk = _pair(table, filt, nid, syms[k])
             if rk != _BIG:
-                if hn == heap.size:
-                    heap = np.concatenate((heap, np.empty(heap.size, np.int64)))
                 _heap_push(heap, hn, ((rk >> 32) << 32) | i)
                 hn += 1
         h = prv[i]
         if h >= 0:
             rh = _pair(table, filt, syms[h], nid)
             if rh != _BIG:
-                if hn == heap.size:
-                    heap = np.concatenate((heap, np.empty(heap.size, np.int64)))
                 _heap_push(heap, hn, ((rh >> 32) << 32) | h)
                 hn += 1
     m = 0
@@ -615,7 +623,7 @@ def _merge_long(syms, pos, n, table, filt):
     return m
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, refcount=False, inline="always")
 def _sym_at(data, i, end, cp_info, ws_info, space_ws):
     """(info, byte length) of the character at ``data[i]`` (valid UTF-8); a space is ``▁`` when
     ``space_ws``."""
@@ -628,7 +636,7 @@ def _sym_at(data, i, end, cp_info, ws_info, space_ws):
     return np.int64(cp_info[cp]), n
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, refcount=False, inline="always")
 def _unknown(data, p, end, space_ws, byte_fallback, byte_ids, unk, fuse, out, o, first):
     """Write the ids of an unknown character at ``data[p]`` into ``out[o:]``: its UTF-8 bytes as byte
     pieces (``byte_fallback``, when each byte has one), else the unknown id (none if ``unk`` is -1),
@@ -660,11 +668,11 @@ def _unknown(data, p, end, space_ws, byte_fallback, byte_ids, unk, fuse, out, o,
     return o + 1
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, refcount=False, inline="always")
 def _segment(data, a, b, cp_info, ws_info, space_ws, table, filt, kind, byte_fallback, byte_ids, unk, fuse,
-             syms, pos, ranks, out, o):
+             syms, pos, ranks, nxt, prv, heap, out, o):
     """BPE of the segment ``data[a:b]``, its ids written to ``out[o:]`` (room: 3 per byte; ``syms``,
-    ``pos``, ``ranks``: room for its characters). Returns (end, whether an UNUSED piece is left,
+    ``pos``, ``ranks``, ``nxt``, ``prv``: room for its characters, ``heap`` for 3 per character). Returns (end, whether an UNUSED piece is left,
     which only sentencepiece's split-back over the whole text resolves)."""
     n = 0
     p = a
@@ -675,7 +683,7 @@ def _segment(data, a, b, cp_info, ws_info, space_ws, table, filt, kind, byte_fal
         n += 1
         p += ln
     if n > _SHORT:
-        n = _merge_long(syms, pos, n, table, filt)
+        n = _merge_long(syms, pos, n, table, filt, nxt, prv, heap)
     elif n > 1:
         n = _merge_short(syms, pos, n, table, filt, ranks)
     m = o
@@ -695,17 +703,8 @@ def _segment(data, a, b, cp_info, ws_info, space_ws, table, filt, kind, byte_fal
     return m, unused
 
 
-@njit(cache=True, nogil=True)
-def _segment_long(data, a, b, cp_info, ws_info, space_ws, table, filt, kind, byte_fallback, byte_ids, unk, fuse,
-                  out, o):
-    """``_segment`` with buffers of its own (a segment longer than the shared ones)."""
-    n = b - a
-    return _segment(data, a, b, cp_info, ws_info, space_ws, table, filt, kind, byte_fallback, byte_ids, unk, fuse,
-                    np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64), out, o)
-
-
 # ------------------------------------------------------------------------------ the segment cache
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, refcount=False)
 def _find(ctab, c_start, c_len, c_bytes, data, a, b, h):
     """Slot of the big table holding segment ``data[a:b]``, or the empty slot where it would go."""
     mask = ctab.size - 1
@@ -730,7 +729,7 @@ def _find(ctab, c_start, c_len, c_bytes, data, a, b, h):
         i = (i + 1) & mask
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, refcount=False)
 def _insert(ctab, ent, c_bytes, c_ids, sizes, data, a, b, h, ids, o, m):
     """Cache segment ``data[a:b]`` -> ``ids[o:m]``; the cache is cleared first when it is full (its
     arrays never grow: reallocating them inside the encoder's loop made every segment pay numba's
@@ -760,7 +759,7 @@ def _insert(ctab, ent, c_bytes, c_ids, sizes, data, a, b, h, ids, o, m):
     sizes[2] += m - o
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, refcount=False)
 def _lookup(ctab, ent, c_bytes, c_ids, data, a, b, h, out, o):
     """Copy the cached ids of segment ``data[a:b]`` to ``out[o:]``: the new end, or -1 if not cached."""
     v = ctab[_find(ctab, ent[:, 0], ent[:, 1], c_bytes, data, a, b, h)]
@@ -777,7 +776,7 @@ def _lookup(ctab, ent, c_bytes, c_ids, data, a, b, h, out, o):
 _NIB = np.uint64(0x0FFFFFFFFFFFFFFF)  # key bits of a short segment's second word (the top 4: its id count)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, refcount=False, inline="always")
 def _short_slot(stab, k0, k1):
     """Slot of the short-segment table holding key ``(k0, k1)``, or the empty slot where it goes."""
     mask = stab.shape[0] - 1
@@ -789,7 +788,7 @@ def _short_slot(stab, k0, k1):
         i = (i + 1) & mask
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, refcount=False)
 def _short_insert(stab, s_ids, sizes, slot, k0, k1, ids, o, m):
     """Remember short segment ``(k0, k1)`` -> ``ids[o:m]`` at ``slot`` (its empty slot): up to 4 ids
     inline, more in ``s_ids``. Returns False when the table is full (the caller clears it)."""
@@ -830,6 +829,27 @@ def encode(data, docs, cp_info, ws_info, space_ws, ws_cp, ws_rule, abig, bfilt, 
            byte_ids, unk, fuse_unk, ud_ptr, ud_start, ud_len, ud_bytes, ud_id, hot, stab, s_ids, ctab, ent, c_bytes, c_ids,
            sizes, seen, out, bounds, slow):
     """Encode the documents ``data[docs[k]:docs[k+1]]`` (normalized UTF-8; a space is ``▁`` when
+    ``space_ws``) into ``out``: :func:`_encode`, with its merge buffers (made here: the loop itself is
+    compiled without reference counting, so makes no array), made larger when a segment needs it."""
+    st = np.zeros(4, np.int64)
+    st[1] = -1
+    cap = 256
+    while True:
+        need = _encode(data, docs, cp_info, ws_info, space_ws, ws_cp, ws_rule, abig, bfilt, table, filt, kind,
+                       byte_fallback, byte_ids, unk, fuse_unk, ud_ptr, ud_start, ud_len, ud_bytes, ud_id, hot, stab,
+                       s_ids, ctab, ent, c_bytes, c_ids, sizes, seen, out, bounds, slow, st, np.empty(cap, np.int64),
+                       np.empty(cap, np.int64), np.empty(cap, np.int64), np.empty(cap, np.int64),
+                       np.empty(cap, np.int64), np.empty(3 * cap + 16, np.int64))
+        if need == 0:
+            return
+        cap = max(2 * cap, need)
+
+
+@njit(cache=True, nogil=True, refcount=False)
+def _encode(data, docs, cp_info, ws_info, space_ws, ws_cp, ws_rule, abig, bfilt, table, filt, kind, byte_fallback,
+           byte_ids, unk, fuse_unk, ud_ptr, ud_start, ud_len, ud_bytes, ud_id, hot, stab, s_ids, ctab, ent, c_bytes, c_ids,
+           sizes, seen, out, bounds, slow, st, syms, pos, ranks, nxt, prv, heap):
+    """Encode the documents ``data[docs[k]:docs[k+1]]`` (normalized UTF-8; a space is ``▁`` when
     ``space_ws``; ``ws_cp``: the code point of the whitespace symbol, ``▁`` or a space; ``ws_rule``:
     cut before a ``▁`` after another character (1), after a ``▁`` before another one (2), before
     every ``▁`` (3, a word per ``▁``), never for ``▁`` (0)) into ``out``
@@ -845,25 +865,32 @@ def encode(data, docs, cp_info, ws_info, space_ws, ws_cp, ws_rule, abig, bfilt, 
     in front, a direct-mapped copy of the slots last used (4,096: it stays in cache); ``ctab``/
     ``ent``/``c_bytes``/``c_ids``, a table of longer segments up to ``CACHE_MAX_BYTES`` admitted on
     their second sighting (``seen``: hashes seen once). ``sizes``: entries and ids used of each. A
-    table is cleared when full."""
-    cap = 256
-    syms = np.empty(cap, np.int64)
-    pos = np.empty(cap, np.int64)
-    ranks = np.empty(cap, np.int64)
-    nout = 0
+    table is cleared when full.
+
+    Resumable: ``st`` holds (document, segment start or -1, ids written, slow) where it stopped. It
+    stops (returns the characters needed) at a segment longer than the merge buffers (``syms``...),
+    which the caller makes larger before calling again; 0 when done."""
+    cap = syms.size
+    d = st[0]
+    nout = st[2]
     has_ud = ud_ptr[256] > 0
     fmask = seen.size - 1
-    for d in range(docs.size - 1):
-        bounds[d] = nout
-        first = nout
-        p = docs[d]
+    while d < docs.size - 1:
+        if st[1] >= 0:  # resumed at a segment
+            p = st[1]
+            is_slow = st[3] != 0
+            st[1] = -1
+        else:
+            bounds[d] = nout
+            p = docs[d]
+            is_slow = False
+        first = bounds[d]
         end = docs[d + 1]
         seg = p
         prev_cut = True  # the previous character cuts (or there is none)
         prev_ws = False
         prev_b = np.int64(-1)  # the previous character's byte if ASCII
         prev_sym = np.int64(0)
-        is_slow = False
         while True:
             # -- find the end of the segment starting at ``seg``: the next cut at or after ``p``
             ud = -1
@@ -1002,12 +1029,14 @@ def encode(data, docs, cp_info, ws_info, space_ws, ws_cp, ws_rule, abig, bfilt, 
                     h = fnv1a(data, a, p)
                     m = _lookup(ctab, ent, c_bytes, c_ids, data, a, p, h, out, o)
                 if m < 0:
-                    if n <= cap:
-                        m, unused = _segment(data, a, p, cp_info, ws_info, space_ws, table, filt, kind,
-                                             byte_fallback, byte_ids, unk, fuse_unk, syms, pos, ranks, out, o)
-                    else:
-                        m, unused = _segment_long(data, a, p, cp_info, ws_info, space_ws, table, filt, kind,
-                                                  byte_fallback, byte_ids, unk, fuse_unk, out, o)
+                    if n > cap:  # (bytes: at least its characters) the caller makes the buffers larger
+                        st[0] = d
+                        st[1] = a
+                        st[2] = nout
+                        st[3] = is_slow
+                        return n
+                    m, unused = _segment(data, a, p, cp_info, ws_info, space_ws, table, filt, kind, byte_fallback,
+                                         byte_ids, unk, fuse_unk, syms, pos, ranks, nxt, prv, heap, out, o)
                     if unused:
                         is_slow = True
                     elif n <= _SMALL:
@@ -1049,4 +1078,6 @@ def encode(data, docs, cp_info, ws_info, space_ws, ws_cp, ws_rule, abig, bfilt, 
                 if p >= end:
                     break
         slow[d] = is_slow
+        d += 1
     bounds[docs.size - 1] = nout
+    return 0

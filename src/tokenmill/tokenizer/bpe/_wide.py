@@ -33,3 +33,23 @@ def load_u64(typingctx, arr, idx):
         return builder.load(builder.bitcast(ptr, ir.IntType(64).as_pointer()), align=1)
 
     return sig, codegen
+
+
+@intrinsic
+def store_u64(typingctx, arr, idx, value):
+    """Write uint64 ``value`` little-endian to ``arr[idx:idx + 8]`` of a 1-D uint8 array in one
+    unaligned store (the caller checks bounds)."""
+    if not (isinstance(arr, types.Array) and arr.dtype == types.uint8 and arr.ndim == 1 and arr.layout == "C"
+            and arr.mutable and isinstance(idx, types.Integer) and isinstance(value, types.Integer)):
+        return None
+    sig = types.void(arr, idx, value)
+
+    def codegen(context, builder, sig, args):
+        ary = context.make_array(sig.args[0])(context, builder, args[0])
+        i = context.cast(builder, args[1], sig.args[1], types.intp)
+        v = context.cast(builder, args[2], sig.args[2], types.uint64)
+        ptr = builder.gep(ary.data, [i])
+        builder.store(v, builder.bitcast(ptr, ir.IntType(64).as_pointer()), align=1)
+        return context.get_dummy_value()
+
+    return sig, codegen

@@ -25,6 +25,8 @@ FIRST_RUN_PYTHON_CHARS = 1 << 21  # a first run encodes this much in pure Python
 _HOT_SLOTS = 1 << 12  # direct-mapped slots in front of it (128 kB: the frequent words stay in cache)
 _SHORT_SLOTS = 1 << 17  # slots of the table of segments up to 15 bytes (cleared when half full)
 _CACHE_ENTRIES = 1 << 15  # longer segments cached per thread before that table is cleared
+_KEEP_BYTES = 64 << 20  # per-thread text and id buffers up to this size are kept for the next batch
+_SCRATCH = threading.local()
 
 
 
@@ -261,7 +263,12 @@ class CompiledSentencePiece:
             self.run[0x80:0xC0] = 1
         else:  # (a rule starting with a continuation byte: no runs through characters beyond ASCII)
             self.run[0x80:] = 0
+        self.run[self.follow] = 0  # a run ends before a byte that may continue a rule
         self.cmap = self._K.char_map(self.trie, self.repl, 0x10000 if self.trie.size else 0)
+        for b in range(0x80):  # ASCII characters that stand for one space on their own
+            v = int(self.cmap[b]) if self.cmap.size else -1
+            if b not in firsts and (self.plain[b] and b == 32 or v >= 0 and v & 63 == 1 and self.repl[v >> 7] == 32):
+                self.run[b] = 4
 
     def _check(self) -> None:
         """Every index a kernel reads from these tables lies inside them (numba checks no bounds)."""
@@ -299,6 +306,25 @@ class CompiledSentencePiece:
                 np.zeros(5, np.int64), np.zeros(1 << 16, np.uint64))
         return st
 
+    @staticmethod
+    def _buffer(name: str, size: int, dtype) -> np.ndarray:
+        """``size`` elements of this thread's scratch buffer ``name``, shared by every encoder (kept
+        between calls up to ``_KEEP_BYTES``: its pages are mapped once, not faulted in again by every
+        batch)."""
+        buf = getattr(_SCRATCH, name, None)
+        if buf is None or buf.size < size:
+            buf = np.empty(max(size, 1024), dtype)
+            if buf.nbytes <= _KEEP_BYTES:
+                setattr(_SCRATCH, name, buf)
+        return buf[:size]
+
+    def _normalize_call(self, src: np.ndarray, out: np.ndarray) -> int:
+        norm = self.model.normalizer
+        return self._K.normalize(src, self.trie, self.repl, self.plain, self.cont, self.run, self.follow, self.cmap,
+                                 self.ud_ptr, self.ud_start, self.ud_len, self.ud_bytes, norm.add_dummy_prefix,
+                                 norm.remove_extra_whitespaces, self.escape_mode, self.model.treat_whitespace_as_suffix,
+                                 out)
+
     def normalized(self, data: bytes) -> bytes:
         """The bytes the encoder reads for UTF-8 ``data``: the text itself with ``▁`` added (``raw``), or
         sentencepiece's normalized text (whitespace written as a space where a space stands for ``▁``)."""
@@ -312,28 +338,51 @@ class CompiledSentencePiece:
         src = np.frombuffer(data, np.uint8)
         for size in (3 * len(data) + 16, self.grow * len(data) + 16):
             out = np.empty(size, np.uint8)
-            n = self._K.normalize(src, self.trie, self.repl, self.plain, self.cont, self.run, self.follow, self.cmap,
-                                  self.ud_ptr, self.ud_start, self.ud_len, self.ud_bytes, norm.add_dummy_prefix,
-                                  norm.remove_extra_whitespaces, self.escape_mode, self.model.treat_whitespace_as_suffix,
-                                  out)
+            n = self._normalize_call(src, out)
             if n >= 0:
                 return out[:n].tobytes()
         raise AssertionError("the normalized text outgrew its bound")  # pragma: no cover
+
+    def _normalized_batch(self, datas: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+        """(bytes, offsets): the texts as the encoder reads them, one after another in this thread's
+        buffer (no bytes object per text, no join); text ``i`` is ``bytes[offsets[i]:offsets[i+1]]``."""
+        docs = np.zeros(len(datas) + 1, np.int64)
+        if self.raw:
+            norm = [self.normalized(d) for d in datas]
+            np.cumsum(np.fromiter(map(len, norm), np.int64, len(norm)), out=docs[1:])
+            return (np.frombuffer(b"".join(norm), np.uint8) if norm else np.zeros(0, np.uint8)), docs
+        sizes = [3 * len(d) + 16 if d else 0 for d in datas]  # the kernel's bound: most rules write 3 bytes or fewer
+        buf = self._buffer("norm", sum(sizes), np.uint8)
+        pos = 0
+        for i, d in enumerate(datas):
+            if d:
+                n = self._normalize_call(np.frombuffer(d, np.uint8), buf[pos:pos + sizes[i]])
+                if n < 0:  # a text that grows more (long rules): bytes objects for this batch
+                    norm = [self.normalized(x) for x in datas]
+                    np.cumsum(np.fromiter(map(len, norm), np.int64, len(norm)), out=docs[1:])
+                    return np.frombuffer(b"".join(norm), np.uint8), docs
+                pos += n
+            docs[i + 1] = pos
+        return buf[:pos], docs
 
     def encode_many(self, datas: list[bytes], *, normalized: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(ids, bounds, slow)`` for UTF-8 texts: text ``i``'s ids are ``ids[bounds[i]:bounds[i+1]]``,
         unless ``slow[i]``: an UNUSED piece was left, which only sentencepiece's split-back over the
         whole text resolves (the caller encodes that text with the pure-Python encoder).
-        ``normalized``: the texts are already what the encoder reads."""
-        norm = datas if normalized else [self.normalized(d) for d in datas]
-        docs = np.zeros(len(norm) + 1, np.int64)
-        np.cumsum(np.fromiter(map(len, norm), np.int64, len(norm)), out=docs[1:])
-        data = np.frombuffer(b"".join(norm), np.uint8) if norm else np.zeros(0, np.uint8)
-        out = np.empty(self.ids_per_byte * data.size + 1, np.int64)
-        bounds = np.empty(len(norm) + 1, np.int64)
-        slow = np.zeros(len(norm), np.bool_)
+        ``normalized``: the texts are already what the encoder reads. ``ids`` is this thread's
+        scratch buffer: copy what you keep before the thread's next call to any encoder."""
+        if normalized:
+            docs = np.zeros(len(datas) + 1, np.int64)
+            np.cumsum(np.fromiter(map(len, datas), np.int64, len(datas)), out=docs[1:])
+            data = np.frombuffer(b"".join(datas), np.uint8) if datas else np.zeros(0, np.uint8)
+        else:
+            data, docs = self._normalized_batch(datas)
+        state = self._state()
+        out = self._buffer("ids", self.ids_per_byte * data.size + 1, np.int64)
+        bounds = np.empty(len(datas) + 1, np.int64)
+        slow = np.zeros(len(datas), np.bool_)
         self._K.encode(data, docs, self.cp_info, self.ws_info, self.space_ws, self.ws_cp, self.ws_rule, self.abig,
                        self.bfilt, self.table, self.filt, self.kind, self.byte_fallback, self.byte_ids, self.unk,
                        self.fuse_unk, self.ud_ptr, self.ud_start, self.ud_len, self.ud_bytes, self.ud_id,
-                       *self._state(), out, bounds, slow)
+                       *state, out, bounds, slow)
         return out, bounds, slow
