@@ -34,7 +34,7 @@ from ._wide import load_u64, store_u64
 
 _BIG = np.int64(1) << 62
 _LOW = np.int64(0xFFFFFFFF)
-_SYM = np.int64(0x3FFFFFFF)
+_SYM = np.int64(0x1FFFFFFF)  # a character's symbol in its ``cp_info`` entry (bit 29: a piece on its own, bit 30: cut)
 _SHORT = 32  # segments of up to this many symbols merge by rescanning; longer ones through a heap
 _SMALL = 15  # segments of up to this many bytes use the short-segment table (two 64-bit key words)
 CACHE_MAX_BYTES = 96  # longer segments are encoded every time
@@ -891,31 +891,50 @@ def _encode(data, docs, cp_info, ws_info, space_ws, ws_cp, ws_rule, abig, bfilt,
         prev_ws = False
         prev_b = np.int64(-1)  # the previous character's byte if ASCII
         prev_sym = np.int64(0)
+        # the character that ended the last segment, read once: it starts the next one
+        pending = False
+        pend_info = np.int64(-1)
+        pend_ln = np.int64(1)
+        pend_ws = False
+        pend_cb = np.int64(-1)
         while True:
             # -- find the end of the segment starting at ``seg``: the next cut at or after ``p``
             ud = -1
             nchars = 0
             first_info = np.int64(-1)
             while p < end:
-                b = np.int64(data[p])
-                if has_ud and ud_ptr[b + 1] > ud_ptr[b]:
-                    ud = _ud_match(data, p, end, ud_ptr, ud_start, ud_len, ud_bytes)
-                    if ud >= 0:
-                        break
-                if b < 0x80:
-                    if b == 32 and space_ws:
-                        info = ws_info
-                        ws = True
-                    else:
-                        info = np.int64(cp_info[b])
-                        ws = b == ws_cp
-                    ln = 1
-                    cb = b
+                if pending:
+                    pending = False
+                    info = pend_info
+                    ln = pend_ln
+                    ws = pend_ws
+                    cb = pend_cb
                 else:
-                    ln, cp = _next_char(data, p, end)
-                    info = np.int64(cp_info[cp])
-                    ws = cp == ws_cp
-                    cb = np.int64(-1)
+                    b = np.int64(data[p])
+                    if has_ud and ud_ptr[b + 1] > ud_ptr[b]:
+                        ud = _ud_match(data, p, end, ud_ptr, ud_start, ud_len, ud_bytes)
+                        if ud >= 0:
+                            break
+                    if b < 0x80:
+                        if b == 32 and space_ws:
+                            info = ws_info
+                            ws = True
+                        else:
+                            info = np.int64(cp_info[b])
+                            ws = b == ws_cp
+                        ln = np.int64(1)
+                        cb = b
+                    else:
+                        ln, cp = _next_char(data, p, end)
+                        info = np.int64(cp_info[cp])
+                        if p == seg and (info >> 29) == 3:  # cut, and a piece: written at once (most Han)
+                            out[nout] = info & _SYM
+                            nout += 1
+                            p += ln
+                            seg = p
+                            continue
+                        ws = cp == ws_cp
+                        cb = np.int64(-1)
                 cut = info < 0 or (info >> 30) != 0
                 sym = info & _SYM
                 if cut and p == seg:
@@ -938,11 +957,16 @@ def _encode(data, docs, cp_info, ws_info, space_ws, ws_cp, ws_rule, abig, bfilt,
                 if p > seg:
                     if cut or prev_cut or (ws_rule == 1 and ws and not prev_ws) or (ws_rule == 2 and prev_ws and not ws) or (
                             ws_rule == 3 and ws):
-                        break
-                    if prev_b >= 0 and cb >= 0:
-                        if (abig[2 * prev_b + (cb >> 6)] >> np.uint64(cb & 63)) & np.uint64(1) == 0:
-                            break
-                    elif not _maybe(bfilt, (prev_sym << 32) | sym):
+                        pending = True
+                    elif prev_b >= 0 and cb >= 0:
+                        pending = (abig[2 * prev_b + (cb >> 6)] >> np.uint64(cb & 63)) & np.uint64(1) == 0
+                    else:
+                        pending = not _maybe(bfilt, (prev_sym << 32) | sym)
+                    if pending:  # a cut before this character: kept for the next segment
+                        pend_info = info
+                        pend_ln = ln
+                        pend_ws = ws
+                        pend_cb = cb
                         break
                 else:
                     first_info = info
@@ -977,10 +1001,17 @@ def _encode(data, docs, cp_info, ws_info, space_ws, ws_cp, ws_rule, abig, bfilt,
                 k1 = np.uint64(0)
                 h = np.uint64(0)
                 if n <= _SMALL:
-                    for t in range(min(n, 8)):
-                        k0 |= np.uint64(data[a + t]) << np.uint64(8 * t)
-                    for t in range(8, n):
-                        k1 |= np.uint64(data[a + t]) << np.uint64(8 * (t - 8))
+                    if a + 16 <= data.size:  # the bytes as two little-endian words, in two loads
+                        if n >= 8:
+                            k0 = load_u64(data, a)
+                            k1 = load_u64(data, a + 8) & ((np.uint64(1) << np.uint64(8 * (n - 8))) - np.uint64(1))
+                        else:
+                            k0 = load_u64(data, a) & ((np.uint64(1) << np.uint64(8 * n)) - np.uint64(1))
+                    else:
+                        for t in range(min(n, 8)):
+                            k0 |= np.uint64(data[a + t]) << np.uint64(8 * t)
+                        for t in range(8, n):
+                            k1 |= np.uint64(data[a + t]) << np.uint64(8 * (t - 8))
                     k1 |= np.uint64(n) << np.uint64(56)
                     hk = mix64(np.int64((k0 ^ (k1 * _FIB)) & np.uint64(0x7FFFFFFFFFFFFFFF)))
                     hs = np.int64(hk >> np.uint64(40)) & (hot.shape[0] - 1)

@@ -135,16 +135,18 @@ class CompiledSentencePiece:
         from . import _sp_kernels as K
 
         self._K = K
-        if kind.size >= 1 << 30:
-            raise ValueError("too many symbols for the kernels' 30-bit symbol ids")
+        if kind.size >= 1 << 29:
+            raise ValueError("too many symbols for the kernels' 29-bit symbol ids")
         in_multi = {c for r in results if len(r) > 1 for c in r}
-        # each character's symbol, and whether no merged piece holds it (a segment is cut around it)
+        # each character's symbol, whether no merged piece holds it (bit 30: a segment is cut around
+        # it), and whether it is then a piece on its own (bit 29 too: its id is written at once)
         self.cp_info = np.full(0x110000, -1, np.int32)
         for c, s in char_sym.items():
             cp = ord(c)
             if 0xD800 <= cp < 0xE000:
                 continue  # never in UTF-8 text
-            self.cp_info[cp] = s | ((c not in in_multi) << 30)
+            cut = c not in in_multi
+            self.cp_info[cp] = s | (cut << 30) | ((cut and kind[s] == K.K_PIECE) << 29)
         self.kind = kind
         self.nv = nv
         self.table, self.filt = K.build_pair_table(np.array(lefts, np.int64), np.array(rights, np.int64),
@@ -200,7 +202,7 @@ class CompiledSentencePiece:
         self.unk = int(unk)
         self.fuse_unk = bool(fuse_unk)
         # ids per byte, at most: a space standing for an unknown ``▁`` falls back to its 3 bytes
-        ws_unknown = self.ws_info < 0 or self.kind[self.ws_info & 0x3FFFFFFF] != K.K_PIECE
+        ws_unknown = self.ws_info < 0 or self.kind[self.ws_info & 0x1FFFFFFF] != K.K_PIECE
         self.ids_per_byte = 3 if self.space_ws and ws_unknown else 1
         self._normalizer_tables()
         self._check()
@@ -273,7 +275,7 @@ class CompiledSentencePiece:
     def _check(self) -> None:
         """Every index a kernel reads from these tables lies inside them (numba checks no bounds)."""
         nsym = self.kind.size
-        info = self.cp_info[self.cp_info >= 0].astype(np.int64) & 0x3FFFFFFF
+        info = self.cp_info[self.cp_info >= 0].astype(np.int64) & 0x1FFFFFFF
         if info.size and info.max() >= nsym:
             raise ValueError("a character's symbol lies outside the symbol table")
         t = self.table[self.table[:, 0] != -1]
