@@ -84,8 +84,13 @@ def remove_stale_temporaries(directory: str | os.PathLike, name: str | None = No
     target ``name`` only, when given); returns how many were removed. A temporary whose process
     still runs is kept."""
     removed = 0
-    pattern = f".{name}~*{TMP_SUFFIX}" if name else f".*{TMP_SUFFIX}"
-    for f in Path(directory).glob(pattern):
+    prefix = f".{name}~" if name else "."
+    try:  # (os.scandir: pathlib's glob compiled its pattern on every call, ~1 ms per file written)
+        with os.scandir(directory) as it:
+            found = [Path(e.path) for e in it if e.name.startswith(prefix) and e.name.endswith(TMP_SUFFIX)]
+    except (FileNotFoundError, NotADirectoryError):
+        return 0
+    for f in found:
         parts = f.name[: -len(TMP_SUFFIX)].rsplit("~", 3)
         if len(parts) != 4 or parts[1] != _HOST or not parts[2].isdigit():
             continue

@@ -48,7 +48,7 @@ def _docstrings() -> list[str]:
             if attr.startswith("_"):
                 continue
             obj = getattr(mod, attr, None)
-            if (inspect.isclass(obj) or inspect.isfunction(obj)) and getattr(obj, "__module__", "").startswith(name):
+            if (inspect.isclass(obj) or inspect.isfunction(obj)) and (getattr(obj, "__module__", None) or "").startswith(name):
                 doc = inspect.getdoc(obj)
                 if doc:
                     parts.append(f"{attr}\n{doc}")

@@ -192,17 +192,15 @@ def run_jobs(jobs: Iterable, tokenizer, opts: EncodeOptions, *, engine: str, wor
                 finally:
                     _stop_watchdog(watchdog)
         return
-    if workers == 1 and engine != "process":
-        for key, texts in jobs:
-            yield key, None if texts is None else encode_job(tokenizer, opts, texts)
-        return
     runnable, jobs = _runnable_first(jobs, workers)
     if runnable == 0:  # nothing to run (every shard of a resumed build is done): no pool
         for key, _ in jobs:
             yield key, None
         return
     workers = min(workers, runnable)  # a pool no larger than the work
-    if engine == "local":  # threads: the compiled encoder releases the GIL; one tokenizer, warm caches
+    if engine == "local":  # threads: the compiled encoder releases the GIL; one tokenizer, warm caches.
+        # One worker is one encoding thread too: this thread reads and hashes the next shard and writes
+        # the last one meanwhile (a single-threaded loop did them in turn: 0.72x the bare encode speed)
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(workers) as ex:

@@ -10,7 +10,6 @@ against ``schemas.TokenizerFile`` and its hash before use; ids must lie below th
 
 from __future__ import annotations
 
-import base64
 import binascii
 import os
 
@@ -29,7 +28,8 @@ FORMAT_VERSION = 2  # 2 adds model type "bpe" (imported merge lists, ids anywher
 
 
 def _b64(vocab) -> list:
-    return [None if b is None else base64.b64encode(b).decode("ascii") for b in vocab]
+    enc = binascii.b2a_base64  # base64.b64encode's own call, without its wrapper (2x on 200k tokens)
+    return [None if b is None else enc(b, newline=False).decode("ascii") for b in vocab]
 
 
 def to_dict(spec, merge_counts=None) -> dict:
