@@ -695,3 +695,23 @@ def test_hostile_tokenizer_json(exported, tmp_path, edit, match):
     path.write_text(json.dumps(j, ensure_ascii=False), encoding="utf-8")
     with pytest.raises(FormatError, match=match):
         Tokenizer.from_huggingface(path)
+
+
+def test_batches_whose_text_grows_past_the_buffer_bound_and_reused_scratch(trained):
+    """The batch is normalized into one per-thread buffer sized 3 bytes per input byte; a text whose
+    rules write more (U+FDFA becomes 33 bytes under NFKC) takes the per-text path for its batch. The
+    id and text buffers are reused across batches and encoders: earlier results stay intact."""
+    path = trained["nfkc"]
+    tok = Tokenizer.from_sentencepiece(path)
+    other = Tokenizer.from_sentencepiece(trained["bf"])
+    sp = spm.SentencePieceProcessor(model_file=str(path))
+    sp_other = spm.SentencePieceProcessor(model_file=str(trained["bf"]))
+    texts = ["\ufdfa" * 50, "ab", "\ufdfa x \ufdfa" * 7, "", "plain text\n\nwith  lines"]
+    first = tok.encode_batch(texts, num_threads=1, as_arrays=True, disallowed_special=())
+    assert [a.tolist() for a in first] == [sp.encode(t) for t in texts]
+    snapshot = [a.copy() for a in first]
+    again = tok.encode_batch(texts[1:] * 40, num_threads=1, as_arrays=True, disallowed_special=())
+    mixed = other.encode_batch(texts[1:], num_threads=1, disallowed_special=())
+    assert [a.tolist() for a in again] == [sp.encode(t) for t in texts[1:] * 40]
+    assert mixed == [sp_other.encode(t) for t in texts[1:]]
+    assert all(np.array_equal(a, b) for a, b in zip(first, snapshot))
