@@ -22,6 +22,11 @@ O(n log n)). Pair keys are symbol ids: a piece's id, or an id after the vocabula
 that is no piece but is part of one. A pair's value is ``rank << 32 | merged id``, the rank being
 the merged piece's place in sentencepiece's score order (equal scores share a rank, the leftmost
 pair wins).
+
+The loops are compiled with ``refcount=False`` (``_jit.njit``): with numba's reference counting,
+each inlined helper taking an array cost two atomic calls per character. So they make no array:
+``encode`` makes the merge buffers and calls the resumable loop ``_encode`` again with larger ones
+when a segment needs them.
 """
 
 from __future__ import annotations
@@ -266,18 +271,19 @@ def normalize(data, trie, repl, plain, cont, run, follow, cmap, ud_ptr, ud_start
     into ``out``: the length written, or -1 when ``out`` is too small (the caller retries with the
     bound ``3 * longest rule * len + 6``). ``escape``: 1 writes whitespace as ``▁``, 0 as a space
     (``escape_whitespaces`` off), 2 as a space standing for ``▁`` (the encoder reads it so: the text
-    stays short and ASCII; the trailing whitespace removed is then both forms). ``repl`` ends with the bytes of U+FFFD and a NUL (the caller appends them). ``plain[b]``: no rule
-    and no user-defined symbol starts with byte ``b``, so a character starting with it is itself (most
+    stays short and ASCII; the trailing whitespace removed is then both forms). ``repl`` ends with
+    the bytes of U+FFFD and a NUL (the caller appends them). ``plain[b]``: no rule and no
+    user-defined symbol starts with byte ``b``, so a character starting with it is itself (most
     characters: the loop takes them without a trie lookup); ``cont[b]``: for an ASCII byte starting
     rules none of which is the byte alone, a 256-bit set of the bytes that continue them (an ASCII
-    letter starts only rules like ``a`` + a combining mark: one test keeps it plain). ``run[b]``: a
-    byte copied as it is in a run (1: a plain byte other than a space, continuation bytes included
-    when all are plain; 2: an ASCII byte ``cont`` may keep plain, copied unless the next byte is in
-    ``follow``, the union of those sets, which end runs: 0 there; 4: an ASCII byte that is a space
-    on its own, or whose rule is one space, with no longer rule nor user-defined symbol starting there); ``cmap``: ``char_map``'s answer per code point (a table
-    lookup instead of a trie walk; empty: none). Both give what ``_prefix`` gives. ``out`` is never
-    reallocated here: an array reassigned inside the loop made every character pay numba's
-    reference counting."""
+    letter starts only rules like ``a`` + a combining mark: one test keeps it plain). ``run[b]``: 1
+    a plain byte other than a space, continuation bytes included when all are plain; 2 an ASCII byte
+    ``cont`` may keep plain, copied unless the next byte is in ``follow`` (the union of those sets,
+    0 in ``run``: a run ends there); runs of 1s and 2s are found first, then copied 8 bytes at a time;
+    4 an ASCII byte that stands for one space on its own (a space, or a rule writing one space, no
+    longer rule nor user-defined symbol starting there). ``cmap``: ``char_map``'s answer per code
+    point (a table lookup instead of a trie walk; empty: none). All give what ``_prefix`` gives.
+    Compiled without reference counting (``refcount=False``): ``out`` is the caller's."""
     end = data.size
     cap = out.size - 6  # room for the two whitespace symbols added at the ends
     n = 0
