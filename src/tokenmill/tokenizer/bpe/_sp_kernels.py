@@ -678,8 +678,9 @@ def _unknown(data, p, end, space_ws, byte_fallback, byte_ids, unk, fuse, out, o,
 def _segment(data, a, b, cp_info, ws_info, space_ws, table, filt, kind, byte_fallback, byte_ids, unk, fuse,
              syms, pos, ranks, nxt, prv, heap, out, o):
     """BPE of the segment ``data[a:b]``, its ids written to ``out[o:]`` (room: 3 per byte; ``syms``,
-    ``pos``, ``ranks``, ``nxt``, ``prv``: room for its characters, ``heap`` for 3 per character). Returns (end, whether an UNUSED piece is left,
-    which only sentencepiece's split-back over the whole text resolves)."""
+    ``pos``, ``ranks``, ``nxt``, ``prv``: room for its characters, ``heap`` for 3 per character).
+    Returns (end, whether an UNUSED piece is left, which only sentencepiece's split-back over the
+    whole text resolves)."""
     n = 0
     p = a
     while p < b:

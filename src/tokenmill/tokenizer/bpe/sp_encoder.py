@@ -345,14 +345,19 @@ class CompiledSentencePiece:
                 return out[:n].tobytes()
         raise AssertionError("the normalized text outgrew its bound")  # pragma: no cover
 
+    @staticmethod
+    def _joined(texts: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+        """(bytes, offsets) of ``texts`` back to back: text ``i`` is ``bytes[offsets[i]:offsets[i+1]]``."""
+        docs = np.zeros(len(texts) + 1, np.int64)
+        np.cumsum(np.fromiter(map(len, texts), np.int64, len(texts)), out=docs[1:])
+        return (np.frombuffer(b"".join(texts), np.uint8) if texts else np.zeros(0, np.uint8)), docs
+
     def _normalized_batch(self, datas: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
-        """(bytes, offsets): the texts as the encoder reads them, one after another in this thread's
-        buffer (no bytes object per text, no join); text ``i`` is ``bytes[offsets[i]:offsets[i+1]]``."""
-        docs = np.zeros(len(datas) + 1, np.int64)
+        """``_joined`` of the texts as the encoder reads them, written one after another into this
+        thread's buffer (no bytes object per text, no join)."""
         if self.raw:
-            norm = [self.normalized(d) for d in datas]
-            np.cumsum(np.fromiter(map(len, norm), np.int64, len(norm)), out=docs[1:])
-            return (np.frombuffer(b"".join(norm), np.uint8) if norm else np.zeros(0, np.uint8)), docs
+            return self._joined([self.normalized(d) for d in datas])
+        docs = np.zeros(len(datas) + 1, np.int64)
         sizes = [3 * len(d) + 16 if d else 0 for d in datas]  # the kernel's bound: most rules write 3 bytes or fewer
         buf = self._buffer("norm", sum(sizes), np.uint8)
         pos = 0
@@ -360,9 +365,7 @@ class CompiledSentencePiece:
             if d:
                 n = self._normalize_call(np.frombuffer(d, np.uint8), buf[pos:pos + sizes[i]])
                 if n < 0:  # a text that grows more (long rules): bytes objects for this batch
-                    norm = [self.normalized(x) for x in datas]
-                    np.cumsum(np.fromiter(map(len, norm), np.int64, len(norm)), out=docs[1:])
-                    return np.frombuffer(b"".join(norm), np.uint8), docs
+                    return self._joined([self.normalized(x) for x in datas])
                 pos += n
             docs[i + 1] = pos
         return buf[:pos], docs
@@ -373,12 +376,7 @@ class CompiledSentencePiece:
         whole text resolves (the caller encodes that text with the pure-Python encoder).
         ``normalized``: the texts are already what the encoder reads. ``ids`` is this thread's
         scratch buffer: copy what you keep before the thread's next call to any encoder."""
-        if normalized:
-            docs = np.zeros(len(datas) + 1, np.int64)
-            np.cumsum(np.fromiter(map(len, datas), np.int64, len(datas)), out=docs[1:])
-            data = np.frombuffer(b"".join(datas), np.uint8) if datas else np.zeros(0, np.uint8)
-        else:
-            data, docs = self._normalized_batch(datas)
+        data, docs = self._joined(datas) if normalized else self._normalized_batch(datas)
         state = self._state()
         out = self._buffer("ids", self.ids_per_byte * data.size + 1, np.int64)
         bounds = np.empty(len(datas) + 1, np.int64)
