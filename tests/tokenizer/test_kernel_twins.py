@@ -268,9 +268,61 @@ def test_vocabulary_tables_change_no_id(text):
     assert got[0] == got[1] == tok.encode_ordinary_python(text)
 
 
+# ---- the wide helpers the splitters skip letter runs with -------------------------------------------
+def _letters_py(word: bytes, which: int) -> int:
+    kinds = (b"abcdefghijklmnopqrstuvwxyz" if which & 1 else b"") + (b"ABCDEFGHIJKLMNOPQRSTUVWXYZ" if which & 2 else b"")
+    return sum(0x80 << (8 * t) for t, x in enumerate(word) if x in kinds)
+
+
+def test_ascii_letters_marks_exactly_the_letters_for_every_byte_at_every_position():
+    from numba import njit
+
+    from tokenmill.tokenizer.bpe._wide import ascii_letters, ctz64
+
+    @njit
+    def marks(words, which):
+        return np.array([ascii_letters(w, which) for w in words], np.uint64)
+
+    @njit
+    def trailing(words):
+        return np.array([ctz64(w) for w in words], np.uint64)
+
+    rng = np.random.default_rng(0)
+    for pos in range(8):
+        words = rng.integers(0, 256, (256, 8), dtype=np.uint8)
+        words[:, pos] = np.arange(256)  # every byte value here, random neighbours (carries would show)
+        packed = words.copy().view(np.uint64).ravel()
+        for which in (1, 2, 3):
+            assert marks(packed, which).tolist() == [_letters_py(bytes(w), which) for w in words]
+    assert trailing(np.array([0, 1, 8, 1 << 63, M64], np.uint64)).tolist() == [64, 0, 3, 63, 0]
+
+
+@functools.cache
+def _letters_from():
+    from numba import njit
+
+    from tokenmill.tokenizer.bpe._wide import letters_from
+
+    return njit(lambda buf, i, e, which: letters_from(buf, i, e, which))
+
+
+@given(st.binary(max_size=40), st.data())
+@settings(deadline=None)
+def test_letters_from_stops_at_the_first_non_letter_or_short_tail(data, d):
+    e = d.draw(st.integers(0, len(data)))
+    i = d.draw(st.integers(0, e))
+    which = d.draw(st.sampled_from([1, 2, 3]))
+    buf = np.frombuffer(data, np.uint8) if data else np.zeros(0, np.uint8)
+    j = int(_letters_from()(buf, i, e, which))
+    is_letter = [bool(_letters_py(bytes([x]), which)) for x in data]
+    assert i <= j <= e and all(is_letter[i:j])
+    assert j == e or j + 8 > e or not is_letter[j]  # stopped at a non-letter, or fewer than 8 bytes were left
+
+
 # ---- the gpt2 splitter: one pass over the characters, twin of the matcher ---------------------------
 _GPT2_PIECES = ["'s", "'t", "'re", "'ve", "'m", "'ll", "'d", "'x", "'", "''", " ", "  ", "\t", "\n", "\r\n", "\u00a0",
-                "\u3000", "a", "Z", "é", "低", "世界", "1", "٣", "½", "!", "?!", "🙂", "\u0301", "don", "s", "ll", "re"]
+                "\u3000", "a", "Z", "é", "低", "世界", "1", "٣", "½", "!", "?!", "🙂", "\u0301", "don", "s", "ll", "re",
+                "internationalization", "camelCaseWord", "ABCDEFGHIJKLMNOP"]
 
 
 @given(st.lists(st.sampled_from(_GPT2_PIECES) | st.text(max_size=3), max_size=80).map("".join), st.data())
@@ -310,7 +362,8 @@ _SCAN_PIECES = ["'s", "'S", "'t", "'T", "'LL", "'ll", "'lL", "'Ve", "'RE", "'m",
                 "\u2028", "\x0b", "\x0c", "a", "Z", "é", "低", "世界", "中A", "ǅ", "ʰ", "AB", "Ab", "aB", "DON", "HTTPServer",
                 "1", "12", "123", "1234", "12345", "1234567", "٣", "½", "²", "!", "?!", "...", "-", "/", "//", "\n/",
                 "\"", "🙂", "👍🏽", "\u0301", "e\u0301", "A\u0301B", "don", "s", "ll", "re", "ve", "Привет", "مرحبا",
-                "こんにちは", "\x00", "\x1c"]
+                "こんにちは", "\x00", "\x1c", "internationalization", "camelCaseWordsHere", "ABCDEFGHIJKLMNOP",
+                "lowercaseletters"]
 
 
 def _scan_text():

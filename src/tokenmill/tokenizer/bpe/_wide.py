@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import sys
 
+import numpy as np
 from llvmlite import ir
 from numba import types
+from numba.core import cgutils
 from numba.extending import intrinsic
+
+from ..._jit import njit
 
 if sys.byteorder != "little":  # pragma: no cover
     raise ImportError("tokenmill's wide loads assume a little-endian machine")
@@ -50,6 +54,78 @@ def store_u64(typingctx, arr, idx, value):
         v = context.cast(builder, args[2], sig.args[2], types.uint64)
         ptr = builder.gep(ary.data, [i])
         builder.store(v, builder.bitcast(ptr, ir.IntType(64).as_pointer()), align=1)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
+def ctz64(typingctx, value):
+    """The number of trailing zero bits of a uint64 (64 for 0): one ``tzcnt``/``bsf``."""
+    if not isinstance(value, types.Integer):
+        return None
+    sig = types.uint64(value)
+
+    def codegen(context, builder, sig, args):
+        v = context.cast(builder, args[0], sig.args[0], types.uint64)
+        i64 = ir.IntType(64)
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(i64, [i64, ir.IntType(1)]), "llvm.cttz.i64")
+        return builder.call(fn, [v, ir.Constant(ir.IntType(1), 0)])
+
+    return sig, codegen
+
+
+
+_HIGH = np.uint64(0x8080808080808080)
+_LOW7 = np.uint64(0x7F7F7F7F7F7F7F7F)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def ascii_letters(w, which):
+    """Bit 7 of each byte of the uint64 ``w`` set where that byte is an ASCII letter of the kinds in
+    ``which`` (1: a-z, 2: A-Z, 3: both), every other bit clear. Two additions per kind on the low 7
+    bits of each byte, which never carry into the next byte; bytes >= 0x80 are masked out after. The
+    number of such letters at the start of the word: ``ctz64(~ascii_letters(w, k) & _HIGH) >> 3``."""
+    a = w & _LOW7
+    m = np.uint64(0)
+    if which & 1:  # 0x61 <= byte <= 0x7A
+        m |= (a + np.uint64(0x1F1F1F1F1F1F1F1F)) & ~(a + np.uint64(0x0505050505050505))
+    if which & 2:  # 0x41 <= byte <= 0x5A
+        m |= (a + np.uint64(0x3F3F3F3F3F3F3F3F)) & ~(a + np.uint64(0x2525252525252525))
+    return m & ~w & _HIGH
+
+
+@njit(cache=True, nogil=True, inline="always")
+def letters_from(data, i, e, which):
+    """The end of the run of ASCII letters of the kinds in ``which`` (``ascii_letters``) that starts at
+    ``data[i]``, looked at 8 bytes at a time while 8 are left before ``e`` (a shorter tail is left to the
+    caller's loop, so the run found may stop short of the real one; never past it)."""
+    j = i
+    while j + 8 <= e:
+        other = ~ascii_letters(load_u64(data, j), which) & _HIGH
+        if other != 0:
+            return j + np.int64(ctz64(other) >> np.uint64(3))
+        j += 8
+    return j
+
+
+@intrinsic
+def prefetch(typingctx, arr, idx):
+    """Ask the CPU to bring the cache line of ``arr[idx]`` (a 1-D C-contiguous array) into its caches ahead
+    of a read (LLVM ``llvm.prefetch``, read, high locality): a hint, which never faults, so ``idx`` needs
+    no bounds check."""
+    if not (isinstance(arr, types.Array) and arr.ndim == 1 and arr.layout == "C" and isinstance(idx, types.Integer)):
+        return None
+    sig = types.void(arr, idx)
+
+    def codegen(context, builder, sig, args):
+        ary = context.make_array(sig.args[0])(context, builder, args[0])
+        i = context.cast(builder, args[1], sig.args[1], types.intp)
+        ptr = builder.bitcast(builder.gep(ary.data, [i]), ir.IntType(8).as_pointer())
+        i32 = ir.IntType(32)
+        fn = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [ir.IntType(8).as_pointer(), i32, i32, i32]), "llvm.prefetch.p0i8")
+        builder.call(fn, [ptr, ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
         return context.get_dummy_value()
 
     return sig, codegen
