@@ -19,12 +19,13 @@ import numpy as np
 
 from ..._jit import njit
 from ._hashing import fnv1a, mix64, reindex_tagged
-from ._wide import load_u64
+from ._wide import load_u64, prefetch
 
 _CACHE_MAX_BYTES = 256  # longer chunks are encoded every time, never cached
 _SMALL = 7  # chunks up to this many bytes go through the direct-mapped small-chunk table
 _SHORT = 48  # chunks up to this many bytes use the rescanning loop; longer ones the heap
 _BIG = np.int64(1) << 62
+_AHEAD = 16  # chunks between the prefetch of a chunk's table slots and their use
 
 
 _FIB = np.uint64(0x9E3779B97F4A7C15)
@@ -593,19 +594,34 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
         while mi < marks.size and marks[mi] == k:
             pos[mi] = nout
             mi += 1
+        if k + _AHEAD < offs.size - 1:
+            # The tables are larger than the L2 cache and a probe's miss is most of a chunk's time:
+            # the slots of the chunk _AHEAD chunks on are fetched now, so they are in cache by then.
+            a2 = offs[k + _AHEAD]
+            n2 = offs[k + _AHEAD + 1] - a2
+            if n2 <= _SMALL and a2 + 8 <= dsize:
+                key2 = (load_u64(data, a2) & ((np.uint64(1) << np.uint64(8 * n2)) - np.uint64(1))) | (
+                    np.uint64(n2) << np.uint64(56))
+                h2 = key2 * _FIB
+                prefetch(vfilt, np.int64((h2 >> np.uint64(40)) & np.uint64(vfilt.size - 1)))
+                prefetch(vtab, 2 * _vslot(key2, vmask))
+            elif n2 <= 15 and a2 + 16 <= dsize:
+                k0 = load_u64(data, a2)
+                k1 = (load_u64(data, a2 + 8) & ((np.uint64(1) << np.uint64(8 * (n2 - 8))) - np.uint64(1))) | (
+                    np.uint64(n2) << np.uint64(56))
+                h2 = (k0 * _FIB) ^ (k1 * _FIB2)
+                prefetch(vfilt, np.int64((h2 >> np.uint64(40)) & np.uint64(vfilt.size - 1)))
+                prefetch(vtab2, 4 * _vslot2(k0, k1, vmask2))
         a = offs[k]
         b = offs[k + 1]
         n = b - a
-        if n == 1:
-            out[nout] = byte_ids[data[a]]
-            nout += 1
-            continue
         if n <= _SMALL:
             # Most chunks are short (zh: half are one 3-byte character; en: most words fit in 7
-            # bytes). Their bytes and length pack into one 64-bit key (one unaligned load where 8
-            # bytes are left to read): the vocabulary table first, then, for chunks of several ids,
-            # a small direct-mapped table that stays in cache (one probe instead of the byte-keyed
-            # table's ~6 misses).
+            # bytes, 15% are one byte). Their bytes and length pack into one 64-bit key (one
+            # unaligned load where 8 bytes are left to read): the vocabulary table first (it holds
+            # every single byte too: one path for 1 to 7 bytes, one branch fewer that no predictor
+            # learns), then, for chunks of several ids, a small direct-mapped table that stays in
+            # cache (one probe instead of the byte-keyed table's ~6 misses).
             if a + 8 <= dsize:
                 key = (load_u64(data, a) & ((np.uint64(1) << np.uint64(8 * n)) - np.uint64(1))) | (
                     np.uint64(n) << np.uint64(56))

@@ -137,7 +137,7 @@ class CompiledEncoder:
         return [probe["toks"][k] for k in missed.tolist()]
 
     def _vocab_tables(self, probe, pin_vocab: bool) -> tuple[np.ndarray, np.ndarray]:
-        """The vocabulary tables of ``encode_chunks``: every token of 2 to 7 bytes (``vtab``) and of 8 to 15
+        """The vocabulary tables of ``encode_chunks``: every byte and token of 1 to 7 bytes (``vtab``) and of 8 to 15
         bytes (``vtab2``) whose encoding as a chunk is one id, with that id: with the whole-chunk rule
         (``pin_vocab``) every token, as its own id (BPE reaches it, or it is pinned); without it, the
         tokens the probe (``_probe_tokens``, this very kernel) encoded as one id, with that id. A hit
@@ -146,8 +146,6 @@ class CompiledEncoder:
         lens, buf = probe["lens"], probe["buf"]
         one = (lens <= _VOCAB2) & (True if pin_vocab else probe["counts"] == 1)
         ids = probe["ids"] if pin_vocab else probe["first"]
-        if not np.any(one):
-            return _NO_VOCAB, _NO_VOCAB2
         # the keys as the kernel packs them: the bytes little-endian, the length in the top byte of the last word
         short = lens <= _VOCAB2
         padded = np.zeros((int(np.count_nonzero(short)), 16), np.uint8)
@@ -160,7 +158,10 @@ class CompiledEncoder:
         top = lens[short].astype(np.uint64) << np.uint64(56)
         sel, sid, slen = one[short], ids[short], lens[short]
         small, big = sel & (slen <= _SMALL), sel & (slen > _SMALL)
-        vtab = self._K.build_vocab_table(np.ascontiguousarray((words[:, 0] | top)[small]), sid[small])
+        # and every single byte, as its byte id: the kernel has no separate path for 1-byte chunks
+        singles = np.arange(256, dtype=np.uint64) | (np.uint64(1) << np.uint64(56))
+        vtab = self._K.build_vocab_table(np.concatenate((singles, (words[:, 0] | top)[small])),
+                                         np.concatenate((self.byte_ids, sid[small])))
         vtab2 = self._K.build_vocab_table2(np.ascontiguousarray(words[big, 0]),
                                            np.ascontiguousarray((words[:, 1] | top)[big]), sid[big])
         return vtab, vtab2
