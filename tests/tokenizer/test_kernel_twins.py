@@ -180,6 +180,27 @@ def test_compiled_encoder_equals_encode_naive(text):
 
 _TOK: list = []
 
+# chunks of 8 to 15 bytes that are several tokens (the small-chunk table's two-word keys), some at the very
+# end of the text (fewer than 16 bytes left: no wide load), and shorter ones
+_WIDE = ["quickbrown", "jumpsoverthe", "lazydogfox", "ninebytes", "fifteenbytes123", "xxxxxxxx", "滑动窗口", "return",
+         "x", "ab", "fox.", "\n", "aaaaaaaaaaaaaa"]
+
+
+@given(st.lists(st.sampled_from(_WIDE), min_size=1, max_size=30).map(" ".join))
+@settings(max_examples=40, deadline=None)
+def test_repeated_chunks_from_the_small_chunk_table_keep_their_ids(text):
+    """A chunk seen before comes from the per-thread small-chunk table (1-7 bytes: one key word; 8-15
+    bytes: two): the ids of the first sighting, and of the naive rule, every time."""
+    from tokenmill.tokenizer.pretokenize.patterns import resolve_pattern, split_with_gaps
+
+    tok = _TOK[0] if _TOK else _TOK.append(_trained()) or _TOK[0]
+    ranks = {(int(a), int(b)): 256 + k for k, (a, b) in enumerate(tok.merges)}
+    want = [i for chunk in split_with_gaps(resolve_pattern(tok.pattern), text)
+            for i in reference.encode_naive(chunk.encode("utf-8"), ranks)]
+    enc = tok._compiled()
+    for _ in range(3):  # the second and third times from the table
+        assert enc.encode(text).tolist() == want
+
 
 # ---- wide loads and the vocabulary tables -----------------------------------------------------------
 @functools.cache

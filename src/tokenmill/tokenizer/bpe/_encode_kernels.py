@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..._jit import njit
-from ._hashing import fnv1a, mix64, reindex_tagged
+from ._hashing import fnv1a, reindex_tagged
 from ._wide import load_u64, prefetch
 
 _CACHE_MAX_BYTES = 256  # longer chunks are encoded every time, never cached
@@ -575,7 +575,8 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
     ``pos[j]`` receives the number of ids written before chunk ``marks[j]`` (empty arrays for one text).
 
     ``state`` = (ctab, c_start, c_len, c_hash, c_bytes, c_ids_start, c_ids_len, c_ids, sizes, skeys,
-    sids, seen) is the cache; ``skeys``/``sids``: the small-chunk table (key 0 = empty); ``seen``: hashes
+    sids, seen) is the cache; ``skeys``/``sids``: the small-chunk table (rows of two key words, both 0 =
+    empty; ids: count, then up to 7; direct-mapped, a power of two rows); ``seen``: hashes
     of chunks seen once (the admission filter); ``sizes`` = [entries, bytes used, ids used, pinned entries, pinned bytes, pinned ids].
     When the cache would exceed ``limit`` entries it is reset to its pinned part.
     Returns (number of ids written, state).
@@ -585,7 +586,8 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
     nout = 0
     work = np.empty(_SHORT + 1, np.int64)
     ranks = np.empty(_SHORT + 1, np.int64)
-    smask = skeys.size - 1
+    smask = np.uint64(skeys.shape[0] - 1)
+    skflat = skeys.reshape(-1)
     vmask = np.uint64(vtab.size // 2 - 1)
     vmask2 = np.uint64(vtab2.size // 4 - 1)
     dsize = data.size
@@ -605,6 +607,7 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
                 h2 = key2 * _FIB
                 prefetch(vfilt, np.int64((h2 >> np.uint64(40)) & np.uint64(vfilt.size - 1)))
                 prefetch(vtab, 2 * _vslot(key2, vmask))
+                prefetch(skflat, 2 * np.int64((h2 >> np.uint64(32)) & smask))
             elif n2 <= 15 and a2 + 16 <= dsize:
                 k0 = load_u64(data, a2)
                 k1 = (load_u64(data, a2 + 8) & ((np.uint64(1) << np.uint64(8 * (n2 - 8))) - np.uint64(1))) | (
@@ -612,6 +615,7 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
                 h2 = (k0 * _FIB) ^ (k1 * _FIB2)
                 prefetch(vfilt, np.int64((h2 >> np.uint64(40)) & np.uint64(vfilt.size - 1)))
                 prefetch(vtab2, 4 * _vslot2(k0, k1, vmask2))
+                prefetch(skflat, 2 * np.int64((h2 >> np.uint64(32)) & smask))
         a = offs[k]
         b = offs[k + 1]
         n = b - a
@@ -639,8 +643,8 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
                     out[nout] = np.int64(vtab[2 * vi + 1])
                     nout += 1
                     continue
-            slot = np.int64(mix64(np.int64(key & np.uint64(0x7FFFFFFFFFFFFFFF)) ^ np.int64(n)) & np.uint64(smask))
-            if skeys[slot] == key:
+            slot = np.int64(((key * _FIB) >> np.uint64(32)) & smask)
+            if skeys[slot, 0] == key and skeys[slot, 1] == 0:
                 m = sids[slot, 0]
                 for t in range(m):
                     out[nout + t] = sids[slot, 1 + t]
@@ -659,14 +663,18 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
                 for t in range(n):
                     work[t] = byte_ids[data[a + t]]
                 m = _bpe_short(work, n, table, filt, ranks, byte_pairs, data, a)
-            skeys[slot] = key
+            skeys[slot, 0] = key
+            skeys[slot, 1] = 0
             sids[slot, 0] = m
             for t in range(m):
                 sids[slot, 1 + t] = work[t]
                 out[nout + t] = work[t]
             nout += m
             continue
-        if n <= 15 and a + 16 <= dsize:  # a vocabulary token of 8-15 bytes: one probe, no hashing of bytes
+        wide = n <= 15 and a + 16 <= dsize
+        k0 = np.uint64(0)
+        k1 = np.uint64(0)
+        if wide:  # a vocabulary token of 8-15 bytes: one probe, no hashing of bytes
             k0 = load_u64(data, a)
             k1 = (load_u64(data, a + 8) & ((np.uint64(1) << np.uint64(8 * (n - 8))) - np.uint64(1))) | (
                 np.uint64(n) << np.uint64(56))
@@ -699,6 +707,18 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
             key = _han_key(data, a, n)
             j = np.searchsorted(unreached, key)
             skip = j >= unreached.size or unreached[j] != key
+        # Chunks of 8-15 bytes of several ids (en: 4%, code: 5.5% of chunks) go in the small-chunk table
+        # too, keyed by both words: one probe, ids inline, where the byte-keyed cache costs a hash of
+        # the bytes and ~5 dependent reads.
+        mslot = np.int64(-1)
+        if wide and not skip:
+            mslot = np.int64((((k0 * _FIB) ^ (k1 * _FIB2)) >> np.uint64(32)) & smask)
+            if skeys[mslot, 0] == k0 and skeys[mslot, 1] == k1:
+                m = sids[mslot, 0]
+                for t in range(m):
+                    out[nout + t] = sids[mslot, 1 + t]
+                nout += m
+                continue
         e = -1
         h = np.uint64(0)
         if not skip:
@@ -708,9 +728,12 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
         if e != -1:
             e &= _ID
             s = c_ids_start[e]
-            for t in range(c_ids_len[e]):
+            m = c_ids_len[e]
+            for t in range(m):
                 out[nout + t] = c_ids[s + t]
-            nout += c_ids_len[e]
+            if mslot >= 0 and m <= 7:
+                _to_small(skeys, sids, mslot, k0, k1, out, nout, m)
+            nout += m
             continue
         # miss: run BPE (3-byte characters merged ahead where that is exact)
         if n <= _SHORT:
@@ -732,6 +755,8 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
                 m = _bpe_long(big, m0, table, filt)
             for t in range(m):
                 out[nout + t] = big[t]
+        if mslot >= 0 and m <= 7:
+            _to_small(skeys, sids, mslot, k0, k1, out, nout, m)
         if n > _CACHE_MAX_BYTES or skip:
             nout += m  # long chunks are rare and would bloat the cache
             continue
@@ -769,6 +794,16 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
         pos[mi] = nout
         mi += 1
     return nout, (ctab, c_start, c_len, c_hash, c_bytes, c_ids_start, c_ids_len, c_ids, sizes, skeys, sids, seen)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _to_small(skeys, sids, slot, k0, k1, out, s, m):
+    """Put the ``m`` ids ``out[s:s+m]`` of the chunk keyed ``(k0, k1)`` in slot ``slot`` of the small-chunk table."""
+    skeys[slot, 0] = k0
+    skeys[slot, 1] = k1
+    sids[slot, 0] = m
+    for t in range(m):
+        sids[slot, 1 + t] = out[s + t]
 
 
 @njit(cache=True, nogil=True)

@@ -214,7 +214,9 @@ class CompiledEncoder:
             c_ids_len[:n] = 1
             K.pin_tokens(c_bytes, c_start[:n], c_len[:n], ctab, c_hash)
         sizes = np.array([n, data.size, n, n, data.size, n], np.int64)
-        skeys = np.zeros(1 << 16, np.uint64)  # small-chunk table: packed bytes | length << 56 (0 = empty)
+        # small-chunk table, direct-mapped: the two words of a chunk of up to 15 bytes (the bytes, the length
+        # in the top byte of the last; up to 7 bytes: one word and 0), all zero = empty
+        skeys = np.zeros((1 << 16, 2), np.uint64)
         sids = np.zeros((1 << 16, 8), np.int32)  # its ids: count, then up to 7 ids
         seen = np.zeros(1 << 16, np.uint64)  # admission filter: hashes of chunks seen once
         return (ctab, c_start, c_len, c_hash, c_bytes, c_ids_start, c_ids_len, c_ids, sizes, skeys, sids, seen)
