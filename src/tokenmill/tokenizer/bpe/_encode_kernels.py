@@ -588,6 +588,7 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
     ranks = np.empty(_SHORT + 1, np.int64)
     smask = np.uint64(skeys.shape[0] - 1)
     skflat = skeys.reshape(-1)
+    siflat = sids.reshape(-1)
     vmask = np.uint64(vtab.size // 2 - 1)
     vmask2 = np.uint64(vtab2.size // 4 - 1)
     dsize = data.size
@@ -607,7 +608,9 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
                 h2 = key2 * _FIB
                 prefetch(vfilt, np.int64((h2 >> np.uint64(40)) & np.uint64(vfilt.size - 1)))
                 prefetch(vtab, 2 * _vslot(key2, vmask))
-                prefetch(skflat, 2 * np.int64((h2 >> np.uint64(32)) & smask))
+                sl = np.int64((h2 >> np.uint64(32)) & smask)
+                prefetch(skflat, 2 * sl)
+                prefetch(siflat, 8 * sl)
             elif n2 <= 15 and a2 + 16 <= dsize:
                 k0 = load_u64(data, a2)
                 k1 = (load_u64(data, a2 + 8) & ((np.uint64(1) << np.uint64(8 * (n2 - 8))) - np.uint64(1))) | (
@@ -615,7 +618,9 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
                 h2 = (k0 * _FIB) ^ (k1 * _FIB2)
                 prefetch(vfilt, np.int64((h2 >> np.uint64(40)) & np.uint64(vfilt.size - 1)))
                 prefetch(vtab2, 4 * _vslot2(k0, k1, vmask2))
-                prefetch(skflat, 2 * np.int64((h2 >> np.uint64(32)) & smask))
+                sl = np.int64((h2 >> np.uint64(32)) & smask)
+                prefetch(skflat, 2 * sl)
+                prefetch(siflat, 8 * sl)
         a = offs[k]
         b = offs[k + 1]
         n = b - a
