@@ -77,3 +77,13 @@ def test_grouped_path_is_taken(toks, monkeypatch):
     texts = ["hello world"] * 50 + ["滑动窗口"] * 50
     assert tok.encode_batch(texts, num_threads=1) == [tok.encode(t) for t in texts]
     assert calls == [100]
+
+
+@given(st.text(alphabet="<|ab>é", max_size=30), st.lists(st.text(alphabet="<|ab>é", min_size=1, max_size=3), min_size=1,
+                                                          max_size=4))
+@settings(deadline=None)
+def test_holds_any_equals_a_search_for_each_prefix(text, prefixes):
+    """The first-character shortcut before the prefix search changes no answer."""
+    from tokenmill.tokenizer.special import holds_any
+
+    assert holds_any(text, tuple(prefixes)) == any(p in text for p in prefixes)

@@ -7,6 +7,8 @@ from __future__ import annotations
 import unicodedata
 from dataclasses import asdict, dataclass
 
+from .special import holds_any
+
 
 @dataclass(frozen=True)
 class AddedToken:
@@ -73,7 +75,7 @@ class AddedTokenMatcher:
 
     def pieces(self, text: str, allowed) -> list[tuple[str, int | None]]:
         out: list[tuple[str, int | None]] = []
-        if not self._norm and not any(p in text for p in self._raw_prefixes):
+        if not self._norm and not holds_any(text, self._raw_prefixes):
             text = self._normalize(text)
             return [(text, None)] if text else []
         for piece, tid in self._find(text, self._raw_re, self._raw, allowed):
