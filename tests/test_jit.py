@@ -119,3 +119,27 @@ def test_refcount_free_kernels_make_no_reference_counting_calls():
     assert counted(data) == free(data) == sum(map(ord, "a中b文" * 10))
     nrt = [f.inspect_asm(f.signatures[0]).count("NRT_incref") for f in (counted, free)]
     assert nrt[0] > 0 and nrt[1] == 0, nrt
+
+
+def test_kernel_caches_are_keyed_on_every_kernel_module(tmp_path):
+    """A kernel's disk cache is invalid once any kernel module changes, not only its own file: a kernel
+    holds the code of the helpers it inlines from other modules (numba alone would load it stale)."""
+    from tokenmill import _jit
+    from tokenmill.tokenizer.pretokenize import _family_kernels
+
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "a_kernels.py").write_text("@njit(cache=True)\ndef f(x):\n    return x\n")
+    (pkg / "sub" / "_wide.py").write_text("@intrinsic\ndef g(typingctx, x):\n    pass\n")
+    (pkg / "cli.py").write_text("print('not a kernel module')\n")
+    first = _jit._digest(str(pkg.resolve()))
+    _jit._digest.cache_clear()
+    (pkg / "cli.py").write_text("print('edited, still not a kernel module')\n")
+    assert _jit._digest(str(pkg.resolve())) == first
+    _jit._digest.cache_clear()
+    (pkg / "sub" / "_wide.py").write_text("@intrinsic\ndef g(typingctx, x):\n    pass  # edited\n")
+    assert _jit._digest(str(pkg.resolve())) != first
+    # tokenmill's own kernels carry the digest in their cache's source stamp
+    loc = _family_kernels.split_family._cache._impl._locator
+    assert type(loc).__name__.startswith("Kernel")
+    assert loc.get_source_stamp()[1] == _jit.kernel_sources_digest()

@@ -17,6 +17,7 @@ tokenizer kernels on 2 cores). This module
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -45,9 +46,63 @@ def njit(*args, refcount: bool = True, **kwargs):
     from numba import njit as _njit
 
     _listen()
+    _key_caches_on_every_kernel_source()
     if not refcount:
         kwargs["_nrt"] = False
     return _njit(*args, **kwargs)
+
+
+def kernel_sources_digest(root: str | os.PathLike | None = None) -> str:
+    """sha256 of the source of every kernel module of the package at ``root`` (tokenmill's by default):
+    each ``.py`` file that holds ``njit(`` or ``@intrinsic``, by relative path and content. Computed once
+    per root and process (~5 ms)."""
+    from pathlib import Path
+
+    return _digest(str(Path(root or Path(__file__).parent).resolve()))
+
+
+@functools.lru_cache(maxsize=None)
+def _digest(root: str) -> str:
+    import hashlib
+    from pathlib import Path
+
+    h = hashlib.sha256()
+    for path in sorted(Path(root).rglob("*.py")):
+        text = path.read_bytes()
+        if b"njit(" in text or b"@intrinsic" in text:
+            h.update(path.relative_to(root).as_posix().encode() + b"\0" + text + b"\0")
+    return h.hexdigest()
+
+
+def _key_caches_on_every_kernel_source() -> None:
+    """numba keys a kernel's disk cache on its own source file alone, but a kernel holds the machine
+    code of every helper it inlines from other modules (the Llama 3 / Qwen splitter inlines
+    ``_pretok_kernels._scan``; the encoders inline ``_wide`` and ``_hashing``): after such a helper
+    changes (an editable install after ``git pull``, a developer's edit), the kernel would load code
+    built from the old helper, silently. tokenmill's kernels are keyed on every kernel module's source
+    instead (``kernel_sources_digest``): numba's cache locators, each with that digest added to its
+    source stamp, put first for files of this package."""
+    with _lock:
+        if _state.get("locators"):
+            return
+        _state["locators"] = True
+    from numba.core import caching
+
+    package = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+    class _Keyed:
+        @classmethod
+        def from_function(cls, py_func, py_file):
+            if not os.path.abspath(py_file).startswith(package):
+                return None
+            return super().from_function(py_func, py_file)
+
+        def get_source_stamp(self):
+            return super().get_source_stamp(), kernel_sources_digest()
+
+    made = [type(f"Kernel{base.__name__}", (_Keyed, base), {})
+            for base in (caching.UserProvidedCacheLocator, caching.InTreeCacheLocator, caching.UserWideCacheLocator)]
+    caching.CacheImpl._locator_classes[:0] = made
 
 
 def compile_seconds() -> float:
