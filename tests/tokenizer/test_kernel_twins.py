@@ -291,11 +291,12 @@ def test_vocabulary_tables_change_no_id(text):
 
 # ---- the wide helpers the splitters skip letter runs with -------------------------------------------
 def _letters_py(word: bytes, which: int) -> int:
-    kinds = (b"abcdefghijklmnopqrstuvwxyz" if which & 1 else b"") + (b"ABCDEFGHIJKLMNOPQRSTUVWXYZ" if which & 2 else b"")
+    kinds = ((b"abcdefghijklmnopqrstuvwxyz" if which & 1 else b"") + (b"ABCDEFGHIJKLMNOPQRSTUVWXYZ" if which & 2 else b"")
+             + (b" " if which & 4 else b""))
     return sum(0x80 << (8 * t) for t, x in enumerate(word) if x in kinds)
 
 
-def test_ascii_letters_marks_exactly_the_letters_for_every_byte_at_every_position():
+def test_ascii_letters_marks_exactly_the_letters_and_spaces_for_every_byte_at_every_position():
     from numba import njit
 
     from tokenmill.tokenizer.bpe._wide import ascii_letters, ctz64
@@ -313,7 +314,7 @@ def test_ascii_letters_marks_exactly_the_letters_for_every_byte_at_every_positio
         words = rng.integers(0, 256, (256, 8), dtype=np.uint8)
         words[:, pos] = np.arange(256)  # every byte value here, random neighbours (carries would show)
         packed = words.copy().view(np.uint64).ravel()
-        for which in (1, 2, 3):
+        for which in range(1, 8):
             assert marks(packed, which).tolist() == [_letters_py(bytes(w), which) for w in words]
     assert trailing(np.array([0, 1, 8, 1 << 63, M64], np.uint64)).tolist() == [64, 0, 3, 63, 0]
 
@@ -332,7 +333,7 @@ def _letters_from():
 def test_letters_from_stops_at_the_first_non_letter_or_short_tail(data, d):
     e = d.draw(st.integers(0, len(data)))
     i = d.draw(st.integers(0, e))
-    which = d.draw(st.sampled_from([1, 2, 3]))
+    which = d.draw(st.integers(1, 7))
     buf = np.frombuffer(data, np.uint8) if data else np.zeros(0, np.uint8)
     j = int(_letters_from()(buf, i, e, which))
     is_letter = [bool(_letters_py(bytes([x]), which)) for x in data]
@@ -343,7 +344,7 @@ def test_letters_from_stops_at_the_first_non_letter_or_short_tail(data, d):
 # ---- the gpt2 splitter: one pass over the characters, twin of the matcher ---------------------------
 _GPT2_PIECES = ["'s", "'t", "'re", "'ve", "'m", "'ll", "'d", "'x", "'", "''", " ", "  ", "\t", "\n", "\r\n", "\u00a0",
                 "\u3000", "a", "Z", "é", "低", "世界", "1", "٣", "½", "!", "?!", "🙂", "\u0301", "don", "s", "ll", "re",
-                "internationalization", "camelCaseWord", "ABCDEFGHIJKLMNOP"]
+                "internationalization", "camelCaseWord", "ABCDEFGHIJKLMNOP", "          ", "\n        x", "\t   "]
 
 
 @given(st.lists(st.sampled_from(_GPT2_PIECES) | st.text(max_size=3), max_size=80).map("".join), st.data())
@@ -384,7 +385,7 @@ _SCAN_PIECES = ["'s", "'S", "'t", "'T", "'LL", "'ll", "'lL", "'Ve", "'RE", "'m",
                 "1", "12", "123", "1234", "12345", "1234567", "٣", "½", "²", "!", "?!", "...", "-", "/", "//", "\n/",
                 "\"", "🙂", "👍🏽", "\u0301", "e\u0301", "A\u0301B", "don", "s", "ll", "re", "ve", "Привет", "مرحبا",
                 "こんにちは", "\x00", "\x1c", "internationalization", "camelCaseWordsHere", "ABCDEFGHIJKLMNOP",
-                "lowercaseletters"]
+                "lowercaseletters", "          ", "\n        x", "\t   ", "            \n"]
 
 
 def _scan_text():

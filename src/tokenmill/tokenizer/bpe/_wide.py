@@ -83,7 +83,7 @@ _LOW7 = np.uint64(0x7F7F7F7F7F7F7F7F)
 @njit(cache=True, nogil=True, inline="always")
 def ascii_letters(w, which):
     """Bit 7 of each byte of the uint64 ``w`` set where that byte is an ASCII letter of the kinds in
-    ``which`` (1: a-z, 2: A-Z, 3: both), every other bit clear. Two additions per kind on the low 7
+    ``which`` (1: a-z, 2: A-Z, 3: both) or, with 4 in ``which``, a space, every other bit clear. Two additions per kind on the low 7
     bits of each byte, which never carry into the next byte; bytes >= 0x80 are masked out after. The
     number of such letters at the start of the word: ``ctz64(~ascii_letters(w, k) & _HIGH) >> 3``."""
     a = w & _LOW7
@@ -92,6 +92,8 @@ def ascii_letters(w, which):
         m |= (a + np.uint64(0x1F1F1F1F1F1F1F1F)) & ~(a + np.uint64(0x0505050505050505))
     if which & 2:  # 0x41 <= byte <= 0x5A
         m |= (a + np.uint64(0x3F3F3F3F3F3F3F3F)) & ~(a + np.uint64(0x2525252525252525))
+    if which & 4:  # byte == 0x20 (the space): bit 7 of (a ^ 0x20) + 0x7F is clear only where a == 0x20
+        m |= ~((a ^ np.uint64(0x2020202020202020)) + _LOW7)
     return m & ~w & _HIGH
 
 

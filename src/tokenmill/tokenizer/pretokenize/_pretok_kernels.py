@@ -456,6 +456,13 @@ def _scan_gpt2(data, tab, s, e, out, k, bad):
             if j > i:
                 pi = j - 1
                 i = j
+        elif kind == S_ and b < 0x80:  # nor do the spaces after whitespace (which leave it whitespace after whitespace)
+            j = letters_from(data, i, e, 4)
+            if j > i:
+                pi = j - 1
+                i = j
+                prun = np.int64(1)
+                psp = np.int64(1)
     return k, bad
 
 
@@ -785,15 +792,16 @@ def _scan(data, tab, acc, table, skip, s, e, out, k, bad):
 
 @njit(cache=True, nogil=True)
 def skip_rows(table, acc):
-    """Per state of the machine ``table`` (its row index), the ASCII letters (``_wide.ascii_letters``'
-    kinds: 1 a-z, 2 A-Z) that keep the machine in that state and raise no flag: ``_scan`` skips them."""
+    """Per state of the machine ``table`` (its row index), the ASCII letters and the space
+    (``_wide.ascii_letters``' kinds: 1 a-z, 2 A-Z, 4 ' ') that keep the machine in that state and raise no
+    flag (a word's letters; the spaces inside a run of whitespace, code's indentation): ``_scan`` skips them."""
     rows = table.shape[0] // _NCC
     out = np.zeros(rows, np.uint8)
     for r in range(rows):
-        for bit, first in ((1, 0x61), (2, 0x41)):
+        for bit, first, count in ((1, 0x61, 26), (2, 0x41, 26), (4, 0x20, 1)):
             cc = np.int64(acc[first])
             same = True
-            for c in range(first, first + 26):
+            for c in range(first, first + count):
                 same = same and np.int64(acc[c]) == cc
             x = np.int64(table[r * _NCC + cc])
             if same and (x >> _SHIFT) == r * _NCC and (x & ((1 << _SHIFT) - 1)) == 0:
