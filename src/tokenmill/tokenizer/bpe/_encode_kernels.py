@@ -22,7 +22,7 @@ from ._hashing import fnv1a, reindex_tagged
 from ._wide import load_u64, prefetch
 
 _CACHE_MAX_BYTES = 256  # longer chunks are encoded every time, never cached
-_SMALL = 7  # chunks up to this many bytes go through the direct-mapped small-chunk table
+_SMALL = 7  # chunks up to this many bytes have a one-word key (vtab, small-chunk table); up to 15 bytes, two
 _SHORT = 48  # chunks up to this many bytes use the rescanning loop; longer ones the heap
 _BIG = np.int64(1) << 62
 _AHEAD = 16  # chunks between the prefetch of a chunk's table slots and their use
