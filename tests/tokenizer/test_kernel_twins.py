@@ -208,7 +208,7 @@ def _load_u64():
     """The wide load, callable from Python (compiled once, not once per example)."""
     from numba import njit
 
-    from tokenmill.tokenizer.bpe._wide import load_u64
+    from tokenmill.tokenizer._wide import load_u64
 
     return njit(lambda b, i: load_u64(b, i))
 
@@ -299,7 +299,7 @@ def _letters_py(word: bytes, which: int) -> int:
 def test_ascii_letters_marks_exactly_the_letters_and_spaces_for_every_byte_at_every_position():
     from numba import njit
 
-    from tokenmill.tokenizer.bpe._wide import ascii_letters, ctz64
+    from tokenmill.tokenizer._wide import ascii_letters, ctz64
 
     @njit
     def marks(words, which):
@@ -323,7 +323,7 @@ def test_ascii_letters_marks_exactly_the_letters_and_spaces_for_every_byte_at_ev
 def _letters_from():
     from numba import njit
 
-    from tokenmill.tokenizer.bpe._wide import letters_from
+    from tokenmill.tokenizer._wide import letters_from
 
     return njit(lambda buf, i, e, which: letters_from(buf, i, e, which))
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..._jit import njit
+from .._wide import load_u64, prefetch
 from ._hashing import fnv1a, reindex_tagged
-from ._wide import load_u64, prefetch
 
 _CACHE_MAX_BYTES = 256  # longer chunks are encoded every time, never cached
 _SMALL = 7  # chunks up to this many bytes have a one-word key (vtab, small-chunk table); up to 15 bytes, two

@@ -34,8 +34,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..._jit import njit
+from .._wide import load_u64, store_u64
 from ._hashing import fnv1a, mix64
-from ._wide import load_u64, store_u64
 
 _BIG = np.int64(1) << 62
 _LOW = np.int64(0xFFFFFFFF)

@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..._jit import njit
-from ..bpe._wide import letters_from
+from .._wide import letters_from
 
 # Bits of the class table (see pretokenize.build_class_table). L, N and S are disjoint, so
 # ``tab[c] & KIND`` is L_, N_, S_ or 0 (0 = "other": [^\s\p{L}\p{N}]).

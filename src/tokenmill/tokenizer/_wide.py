@@ -1,4 +1,6 @@
-"""Wide loads for the tokenizer's numba kernels: 8 bytes of a uint8 array in one unaligned load.
+"""Word-at-a-time helpers for the tokenizer's numba kernels (the encoders' and the splitters'): 8 bytes
+of a uint8 array in one unaligned load or store, per-byte tests on such a word (``ascii_letters``,
+``letters_from``), a trailing-zero count, and a cache prefetch.
 
 numba has no unaligned view of a byte buffer as 64-bit words; ``load_u64`` is one LLVM ``load i64,
 align 1`` (a single ``mov`` on x86-64, ``ldr`` on arm64), little-endian as ``int.from_bytes(...,
@@ -16,7 +18,7 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from ..._jit import njit
+from .._jit import njit
 
 if sys.byteorder != "little":  # pragma: no cover
     raise ImportError("tokenmill's wide loads assume a little-endian machine")
