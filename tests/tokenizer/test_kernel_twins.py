@@ -202,6 +202,53 @@ def test_repeated_chunks_from_the_small_chunk_table_keep_their_ids(text):
         assert enc.encode(text).tolist() == want
 
 
+def test_chunks_sharing_a_small_table_bucket_keep_their_ids():
+    """More chunks than a bucket of the small-chunk table holds (1-7 and 8-15 bytes, several tokens each),
+    seen in turn, on a table of one bucket: a miss puts the chunk first, the rows move down one and the
+    last leaves. Every sighting keeps the naive rule's ids, and the bucket ends as its twin does."""
+    import random
+
+    from tokenmill.tokenizer.pretokenize.patterns import resolve_pattern, split_with_gaps
+
+    tok = _TOK[0] if _TOK else _TOK.append(_trained()) or _TOK[0]
+    ranks = {(int(a), int(b)): 256 + k for k, (a, b) in enumerate(tok.merges)}
+    ways = int(EK._WAYS)
+    pieces = sorted(b.decode() for b in tok._vocab[256:] if b and b.isalpha() and b.islower() and 2 <= len(b) <= 4)
+    rng = random.Random(5)
+    short: list[str] = []
+    wide: list[str] = []
+    while len(short) < ways or len(wide) < ways:
+        word = " " + "".join(rng.choice(pieces) for _ in range(rng.choice((2, 3, 4))))
+        group = short if len(word) <= 7 else wide if len(word) <= 15 else None
+        if group is not None and len(group) < ways and word not in group and (
+                1 < len(reference.encode_naive(word.encode(), ranks)) <= 7):  # at most the 7 ids a row holds
+            group.append(word)
+    words = short + wide
+    order = [words[i % len(words)] for i in (0, 4, 1, 5, 2, 6, 3, 7, 7, 0, 0, 5, 1, 6, 2, 3, 4)]
+    text = "".join(order) + "\n" * 16  # 16 bytes after the last word: it is keyed by two wide loads too
+    chunks = split_with_gaps(resolve_pattern(tok.pattern), text)
+    assert chunks[: len(order)] == order
+    want = [i for chunk in chunks for i in reference.encode_naive(chunk.encode("utf-8"), ranks)]
+    enc = tok._compiled()
+    state = list(enc._state())
+    state[9] = np.zeros((ways, 2), np.uint64)  # one bucket: every chunk lands in it
+    state[10] = np.zeros((ways, 8), np.int32)
+    enc._local.state = tuple(state)
+    for _ in range(3):
+        assert enc.encode(text).tolist() == want
+    held: list[str] = []  # the bucket's twin
+    for w in order * 3:
+        if w not in held:
+            held = [w, *held][:ways]
+    skeys = enc._local.state[9]
+    for j, w in enumerate(held):
+        c = w.encode()
+        key = (int.from_bytes(c, "little") | len(c) << 56, 0) if len(c) <= 7 else (
+            int.from_bytes(c[:8], "little"), int.from_bytes(c[8:], "little") | len(c) << 56)
+        assert (int(skeys[j, 0]), int(skeys[j, 1])) == key
+    enc._local.state = None
+
+
 # ---- wide loads and the vocabulary tables -----------------------------------------------------------
 @functools.cache
 def _load_u64():

@@ -26,6 +26,7 @@ _SMALL = 7  # chunks up to this many bytes have a one-word key (vtab, small-chun
 _SHORT = 48  # chunks up to this many bytes use the rescanning loop; longer ones the heap
 _BIG = np.int64(1) << 62
 _AHEAD = 16  # chunks between the prefetch of a chunk's table slots and their use
+_WAYS = 4  # rows per bucket of the small-chunk table (64 bytes of keys: one cache line)
 
 
 _FIB = np.uint64(0x9E3779B97F4A7C15)
@@ -576,7 +577,8 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
 
     ``state`` = (ctab, c_start, c_len, c_hash, c_bytes, c_ids_start, c_ids_len, c_ids, sizes, skeys,
     sids, seen) is the cache; ``skeys``/``sids``: the small-chunk table (rows of two key words, both 0 =
-    empty; ids: count, then up to 7; direct-mapped, a power of two rows); ``seen``: hashes
+    empty; ids: count, then up to 7; buckets of ``_WAYS`` rows, a power of two rows, at least
+    ``_WAYS``; a miss puts its chunk first in its bucket and the bucket's last row leaves); ``seen``: hashes
     of chunks seen once (the admission filter); ``sizes`` = [entries, bytes used, ids used, pinned entries, pinned bytes, pinned ids].
     When the cache would exceed ``limit`` entries it is reset to its pinned part.
     Returns (number of ids written, state).
@@ -587,6 +589,7 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
     work = np.empty(_SHORT + 1, np.int64)
     ranks = np.empty(_SHORT + 1, np.int64)
     smask = np.uint64(skeys.shape[0] - 1)
+    bmask = smask & ~np.uint64(_WAYS - 1)  # a slot's bucket: its first row
     skflat = skeys.reshape(-1)
     siflat = sids.reshape(-1)
     vmask = np.uint64(vtab.size // 2 - 1)
@@ -608,7 +611,7 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
                 h2 = key2 * _FIB
                 prefetch(vfilt, np.int64((h2 >> np.uint64(40)) & np.uint64(vfilt.size - 1)))
                 prefetch(vtab, 2 * _vslot(key2, vmask))
-                sl = np.int64((h2 >> np.uint64(32)) & smask)
+                sl = np.int64((h2 >> np.uint64(32)) & bmask)
                 prefetch(skflat, 2 * sl)
                 prefetch(siflat, 8 * sl)
             elif n2 <= 15 and a2 + 16 <= dsize:
@@ -618,7 +621,7 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
                 h2 = (k0 * _FIB) ^ (k1 * _FIB2)
                 prefetch(vfilt, np.int64((h2 >> np.uint64(40)) & np.uint64(vfilt.size - 1)))
                 prefetch(vtab2, 4 * _vslot2(k0, k1, vmask2))
-                sl = np.int64((h2 >> np.uint64(32)) & smask)
+                sl = np.int64((h2 >> np.uint64(32)) & bmask)
                 prefetch(skflat, 2 * sl)
                 prefetch(siflat, 8 * sl)
         a = offs[k]
@@ -648,32 +651,23 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
                     out[nout] = np.int64(vtab[2 * vi + 1])
                     nout += 1
                     continue
-            slot = np.int64(((key * _FIB) >> np.uint64(32)) & smask)
-            if skeys[slot, 0] == key and skeys[slot, 1] == 0:
-                m = sids[slot, 0]
+            bucket = np.int64(((key * _FIB) >> np.uint64(32)) & bmask)
+            row = _small_find(skeys, bucket, key, np.uint64(0))
+            if row >= 0:
+                m = sids[row, 0]
                 for t in range(m):
-                    out[nout + t] = sids[slot, 1 + t]
+                    out[nout + t] = sids[row, 1 + t]
                 nout += m
                 continue
-            h = fnv1a(data, a, b)
-            e = ctab[_find(ctab, c_start, c_len, c_bytes, data, a, b, h)]
-            if e != -1:
-                e &= _ID
-            if e != -1:  # pinned vocabulary token (tiktoken's whole-chunk rule) or cached
-                m = c_ids_len[e]
-                s0 = c_ids_start[e]
-                for t in range(m):
-                    work[t] = c_ids[s0 + t]
-            else:
-                for t in range(n):
-                    work[t] = byte_ids[data[a + t]]
-                m = _bpe_short(work, n, table, filt, ranks, byte_pairs, data, a)
-            skeys[slot, 0] = key
-            skeys[slot, 1] = 0
-            sids[slot, 0] = m
+            # Not cached: merge. The byte-keyed cache holds no chunk of up to _SMALL bytes but the
+            # pinned vocabulary tokens, and those are all in ``vtab`` (the whole-chunk rule puts every
+            # token there): no need to look there.
+            for t in range(n):
+                work[t] = byte_ids[data[a + t]]
+            m = _bpe_short(work, n, table, filt, ranks, byte_pairs, data, a)
             for t in range(m):
-                sids[slot, 1 + t] = work[t]
                 out[nout + t] = work[t]
+            _to_small(skeys, sids, bucket, key, np.uint64(0), out, nout, m)
             nout += m
             continue
         wide = n <= 15 and a + 16 <= dsize
@@ -717,11 +711,12 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
         # the bytes and ~5 dependent reads.
         mslot = np.int64(-1)
         if wide and not skip:
-            mslot = np.int64((((k0 * _FIB) ^ (k1 * _FIB2)) >> np.uint64(32)) & smask)
-            if skeys[mslot, 0] == k0 and skeys[mslot, 1] == k1:
-                m = sids[mslot, 0]
+            mslot = np.int64((((k0 * _FIB) ^ (k1 * _FIB2)) >> np.uint64(32)) & bmask)
+            row = _small_find(skeys, mslot, k0, k1)
+            if row >= 0:
+                m = sids[row, 0]
                 for t in range(m):
-                    out[nout + t] = sids[mslot, 1 + t]
+                    out[nout + t] = sids[row, 1 + t]
                 nout += m
                 continue
         e = -1
@@ -802,13 +797,29 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _to_small(skeys, sids, slot, k0, k1, out, s, m):
-    """Put the ``m`` ids ``out[s:s+m]`` of the chunk keyed ``(k0, k1)`` in slot ``slot`` of the small-chunk table."""
-    skeys[slot, 0] = k0
-    skeys[slot, 1] = k1
-    sids[slot, 0] = m
+def _small_find(skeys, bucket, k0, k1):
+    """The row of the small-chunk table's bucket (rows ``bucket .. bucket + _WAYS - 1``) holding the chunk
+    keyed ``(k0, k1)``, or -1."""
+    for j in range(_WAYS):
+        if skeys[bucket + j, 0] == k0 and skeys[bucket + j, 1] == k1:
+            return bucket + j
+    return np.int64(-1)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _to_small(skeys, sids, bucket, k0, k1, out, s, m):
+    """Put the ``m`` ids ``out[s:s+m]`` of the chunk keyed ``(k0, k1)`` first in the small-chunk table's bucket
+    ``bucket``: its rows move one down and the last (the least recently put) leaves."""
+    for j in range(_WAYS - 1, 0, -1):
+        skeys[bucket + j, 0] = skeys[bucket + j - 1, 0]
+        skeys[bucket + j, 1] = skeys[bucket + j - 1, 1]
+        for t in range(8):
+            sids[bucket + j, t] = sids[bucket + j - 1, t]
+    skeys[bucket, 0] = k0
+    skeys[bucket, 1] = k1
+    sids[bucket, 0] = m
     for t in range(m):
-        sids[slot, 1 + t] = out[s + t]
+        sids[bucket, 1 + t] = out[s + t]
 
 
 @njit(cache=True, nogil=True)

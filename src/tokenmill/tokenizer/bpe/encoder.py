@@ -36,6 +36,20 @@ def python_first(size: int) -> bool:
     return first("encode", _encode_kernels.encode_chunks, size, FIRST_RUN_PYTHON_CHARS)
 
 
+def _line_aligned_zeros(shape, dtype) -> np.ndarray:
+    """A C-contiguous array of zeros starting on a 64-byte boundary (a cache line)."""
+    nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    raw = np.zeros(nbytes + 64, np.uint8)
+    skip = -raw.ctypes.data % 64
+    return raw[skip : skip + nbytes].view(dtype).reshape(shape)
+
+
+def _line_aligned_copy(a: np.ndarray) -> np.ndarray:
+    out = _line_aligned_zeros(a.shape, a.dtype)
+    out[...] = a
+    return out
+
+
 class CompiledEncoder:
     def __init__(self, vocab: list, pair_table: dict, byte_ids: list[int], pattern: str | None,
                  pin_vocab: bool, merge_ids=None, split_patterns: tuple = ()):
@@ -214,17 +228,18 @@ class CompiledEncoder:
             c_ids_len[:n] = 1
             K.pin_tokens(c_bytes, c_start[:n], c_len[:n], ctab, c_hash)
         sizes = np.array([n, data.size, n, n, data.size, n], np.int64)
-        # small-chunk table, direct-mapped: the two words of a chunk of up to 15 bytes (the bytes, the length
-        # in the top byte of the last; up to 7 bytes: one word and 0), all zero = empty
-        skeys = np.zeros((1 << 16, 2), np.uint64)
-        sids = np.zeros((1 << 16, 8), np.int32)  # its ids: count, then up to 7 ids
+        # small-chunk table, buckets of 4 rows: the two words of a chunk of up to 15 bytes (the bytes, the
+        # length in the top byte of the last; up to 7 bytes: one word and 0), all zero = empty; a bucket's
+        # keys are one cache line
+        skeys = _line_aligned_zeros((1 << 16, 2), np.uint64)
+        sids = _line_aligned_zeros((1 << 16, 8), np.int32)  # its ids: count, then up to 7 ids
         seen = np.zeros(1 << 16, np.uint64)  # admission filter: hashes of chunks seen once
         return (ctab, c_start, c_len, c_hash, c_bytes, c_ids_start, c_ids_len, c_ids, sizes, skeys, sids, seen)
 
     def _state(self):
         st = getattr(self._local, "state", None)
         if st is None:
-            st = tuple(a.copy() for a in self._template)
+            st = tuple(_line_aligned_copy(a) for a in self._template)
         return st
 
     def offsets(self, data: bytes, text: str) -> np.ndarray:
