@@ -614,6 +614,7 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
                 sl = np.int64((h2 >> np.uint64(32)) & bmask)
                 prefetch(skflat, 2 * sl)
                 prefetch(siflat, 8 * sl)
+                prefetch(siflat, 8 * sl + 16)  # a bucket's ids are two cache lines
             elif n2 <= 15 and a2 + 16 <= dsize:
                 k0 = load_u64(data, a2)
                 k1 = (load_u64(data, a2 + 8) & ((np.uint64(1) << np.uint64(8 * (n2 - 8))) - np.uint64(1))) | (
@@ -624,6 +625,7 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
                 sl = np.int64((h2 >> np.uint64(32)) & bmask)
                 prefetch(skflat, 2 * sl)
                 prefetch(siflat, 8 * sl)
+                prefetch(siflat, 8 * sl + 16)  # a bucket's ids are two cache lines
         a = offs[k]
         b = offs[k + 1]
         n = b - a
