@@ -202,6 +202,21 @@ def test_repeated_chunks_from_the_small_chunk_table_keep_their_ids(text):
         assert enc.encode(text).tolist() == want
 
 
+def test_has_lead3_finds_exactly_the_lead_bytes_of_3_byte_characters_at_every_position():
+    """``_has_lead3`` (whether a 64-bit word holds a byte E0-EF) against a byte loop, for every byte value at
+    every position among bytes that are not leads (and among ones that are)."""
+    from numba import njit
+
+    f = njit(lambda w: EK._has_lead3(w))
+    for fill in (0x00, 0x41, 0xDF, 0xF0, 0xFF, 0x0F, 0xE5):
+        for pos in range(8):
+            for v in range(256):
+                word = bytearray([fill] * 8)
+                word[pos] = v
+                want = any(0xE0 <= x <= 0xEF for x in word)
+                assert f(np.uint64(int.from_bytes(word, "little"))) == want, (fill, pos, v)
+
+
 def test_chunks_sharing_a_small_table_bucket_keep_their_ids():
     """More chunks than a bucket of the small-chunk table holds (1-7 and 8-15 bytes, several tokens each),
     seen in turn, on a table of one bucket: a miss puts the chunk first, the rows move down one and the
@@ -223,8 +238,11 @@ def test_chunks_sharing_a_small_table_bucket_keep_their_ids():
         if group is not None and len(group) < ways and word not in group and (
                 1 < len(reference.encode_naive(word.encode(), ranks)) <= 7):  # at most the 7 ids a row holds
             group.append(word)
-    words = short + wide
-    order = [words[i % len(words)] for i in (0, 4, 1, 5, 2, 6, 3, 7, 7, 0, 0, 5, 1, 6, 2, 3, 4)]
+    # and a chunk of 8-15 bytes of more ids than a row holds: its row only points to the byte-keyed cache
+    many = " ~!@#$%^&*()_+"
+    assert len(reference.encode_naive(many.encode(), ranks)) > 7
+    words = short + wide + [many]
+    order = [words[i % len(words)] for i in (0, 4, 8, 1, 5, 2, 6, 8, 3, 7, 7, 0, 0, 5, 1, 8, 6, 2, 3, 4)]
     text = "".join(order) + "\n" * 16  # 16 bytes after the last word: it is keyed by two wide loads too
     chunks = split_with_gaps(resolve_pattern(tok.pattern), text)
     assert chunks[: len(order)] == order
@@ -234,8 +252,12 @@ def test_chunks_sharing_a_small_table_bucket_keep_their_ids():
     state[9] = np.zeros((ways, 2), np.uint64)  # one bucket: every chunk lands in it
     state[10] = np.zeros((ways, 8), np.int32)
     enc._local.state = tuple(state)
+    entries = []
     for _ in range(3):
         assert enc.encode(text).tolist() == want
+        entries.append(int(enc._local.state[8][0]))  # the byte-keyed cache's entry count
+    # the many-id chunk entered it on its first sighting and once only (the 16 newlines on their second)
+    assert entries[1] == entries[0] + 1 == entries[2]
     held: list[str] = []  # the bucket's twin
     for w in order * 3:
         if w not in held:
@@ -246,6 +268,8 @@ def test_chunks_sharing_a_small_table_bucket_keep_their_ids():
         key = (int.from_bytes(c, "little") | len(c) << 56, 0) if len(c) <= 7 else (
             int.from_bytes(c[:8], "little"), int.from_bytes(c[8:], "little") | len(c) << 56)
         assert (int(skeys[j, 0]), int(skeys[j, 1])) == key
+        if w == many:
+            assert int(enc._local.state[10][j, 0]) == int(EK._IN_CTAB)
     enc._local.state = None
 
 

@@ -27,6 +27,7 @@ _SHORT = 48  # chunks up to this many bytes use the rescanning loop; longer ones
 _BIG = np.int64(1) << 62
 _AHEAD = 16  # chunks between the prefetch of a chunk's table slots and their use
 _WAYS = 4  # rows per bucket of the small-chunk table (64 bytes of keys: one cache line)
+_IN_CTAB = 8  # a small-table row's id count meaning "more ids than a row holds: in the byte-keyed cache"
 
 
 _FIB = np.uint64(0x9E3779B97F4A7C15)
@@ -578,7 +579,8 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
     ``state`` = (ctab, c_start, c_len, c_hash, c_bytes, c_ids_start, c_ids_len, c_ids, sizes, skeys,
     sids, seen) is the cache; ``skeys``/``sids``: the small-chunk table (rows of two key words, both 0 =
     empty; ids: count, then up to 7; buckets of ``_WAYS`` rows, a power of two rows, at least
-    ``_WAYS``; a miss puts its chunk first in its bucket and the bucket's last row leaves); ``seen``: hashes
+    ``_WAYS``; a miss puts its chunk first in its bucket and the bucket's last row leaves; a count of
+    ``_IN_CTAB``: the chunk's ids are in the byte-keyed cache); ``seen``: hashes
     of chunks seen once (the admission filter); ``sizes`` = [entries, bytes used, ids used, pinned entries, pinned bytes, pinned ids].
     When the cache would exceed ``limit`` entries it is reset to its pinned part.
     Returns (number of ids written, state).
@@ -710,20 +712,27 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
             skip = j >= unreached.size or unreached[j] != key
         # Chunks of 8-15 bytes of several ids (en: 4%, code: 5.5% of chunks) go in the small-chunk table
         # too, keyed by both words: one probe, ids inline, where the byte-keyed cache costs a hash of
-        # the bytes and ~5 dependent reads.
+        # the bytes and ~5 dependent reads. That table is their cache: one that misses it is merged
+        # at once, no hash of its bytes, no probe of the byte-keyed cache, no admission (a first
+        # sighting cost ~25% less). One of more ids than a row holds (rare: emoji, symbols) is kept in
+        # the byte-keyed cache, and its row says so (count _IN_CTAB, no ids).
         mslot = np.int64(-1)
+        probe = True
         if wide and not skip:
             mslot = np.int64((((k0 * _FIB) ^ (k1 * _FIB2)) >> np.uint64(32)) & bmask)
             row = _small_find(skeys, mslot, k0, k1)
+            probe = False
             if row >= 0:
                 m = sids[row, 0]
-                for t in range(m):
-                    out[nout + t] = sids[row, 1 + t]
-                nout += m
-                continue
+                if m != _IN_CTAB:
+                    for t in range(m):
+                        out[nout + t] = sids[row, 1 + t]
+                    nout += m
+                    continue
+                probe = True
         e = -1
         h = np.uint64(0)
-        if not skip:
+        if not skip and probe:
             h = fnv1a(data, a, b)
             slot = _find(ctab, c_start, c_len, c_bytes, data, a, b, h)
             e = ctab[slot]
@@ -733,14 +742,18 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
             m = c_ids_len[e]
             for t in range(m):
                 out[nout + t] = c_ids[s + t]
-            if mslot >= 0 and m <= 7:
-                _to_small(skeys, sids, mslot, k0, k1, out, nout, m)
             nout += m
             continue
-        # miss: run BPE (3-byte characters merged ahead where that is exact)
+        # miss: run BPE (3-byte characters merged ahead where that is exact; a wide chunk without a
+        # lead byte of one, told from its two key words, skips that step's call)
         if n <= _SHORT:
-            m0 = _premerge(data, a, b, byte_ids, cp3, flat, starts, lens, tail_ptr, tail_tok, tail_mask, head_ptr,
-                           head_tok, head_mask, work)
+            if cp3.size > 0 and (mslot < 0 or _has_lead3(k0) or _has_lead3(k1)):
+                m0 = _premerge(data, a, b, byte_ids, cp3, flat, starts, lens, tail_ptr, tail_tok, tail_mask, head_ptr,
+                               head_tok, head_mask, work)
+            else:
+                for t in range(n):
+                    work[t] = byte_ids[data[a + t]]
+                m0 = n
             if m0 == n:
                 m = _bpe_short(work, n, table, filt, ranks, byte_pairs, data, a)
             else:
@@ -757,20 +770,28 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
                 m = _bpe_long(big, m0, table, filt)
             for t in range(m):
                 out[nout + t] = big[t]
-        if mslot >= 0 and m <= 7:
-            _to_small(skeys, sids, mslot, k0, k1, out, nout, m)
-        if n > _CACHE_MAX_BYTES or skip:
+        if mslot >= 0:
+            if m <= 7:
+                _to_small(skeys, sids, mslot, k0, k1, out, nout, m)
+                nout += m
+                continue
+            _to_small(skeys, sids, mslot, k0, k1, out, nout, 0)
+            sids[mslot, 0] = _IN_CTAB
+            if not probe:
+                h = fnv1a(data, a, b)
+        elif n > _CACHE_MAX_BYTES or skip:
             nout += m  # long chunks are rare and would bloat the cache
             continue
-        # Admit a chunk on its second sighting only: where most chunks are new (Chinese under GPT-2's
-        # split: 1.3 M distinct of 5.5 M) inserting each one cost more than the cache saved
-        # (zh kernel 1.67 s with, 0.99 s without); repeated words (English) still get cached.
-        fp = seen.size - 1
-        fslot = np.int64(h & np.uint64(fp))
-        if seen[fslot] != h:
-            seen[fslot] = h
-            nout += m
-            continue
+        else:
+            # Admit a chunk on its second sighting only: where most chunks are new (Chinese under GPT-2's
+            # split: 1.3 M distinct of 5.5 M) inserting each one cost more than the cache saved
+            # (zh kernel 1.67 s with, 0.99 s without); repeated words (English) still get cached.
+            fp = seen.size - 1
+            fslot = np.int64(h & np.uint64(fp))
+            if seen[fslot] != h:
+                seen[fslot] = h
+                nout += m
+                continue
         # insert into the cache (reset to its pinned part when it holds ``limit`` entries)
         if sizes[0] + 1 > limit:
             _reset(ctab, c_hash, sizes)
@@ -779,6 +800,9 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
             ctab, c_start, c_len, c_hash, c_bytes, c_ids_start, c_ids_len, c_ids = _grow_cache(
                 ctab, c_start, c_len, c_hash, c_bytes, c_ids_start, c_ids_len, c_ids, sizes, n, m)
         slot = _find(ctab, c_start, c_len, c_bytes, data, a, b, h)
+        if ctab[slot] != -1:  # held already (a wide chunk whose small-table row was evicted)
+            nout += m
+            continue
         e = sizes[0]
         ctab[slot] = (np.int64((h >> np.uint64(32)) & np.uint64(0x7FFFFFFF)) << 32) | e
         c_start[e] = sizes[1]
@@ -796,6 +820,14 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
         pos[mi] = nout
         mi += 1
     return nout, (ctab, c_start, c_len, c_hash, c_bytes, c_ids_start, c_ids_len, c_ids, sizes, skeys, sids, seen)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _has_lead3(w):
+    """Whether a byte of the 64-bit word ``w`` is E0-EF (leads a 3-byte UTF-8 character): the bytes' high
+    nibbles compared with E at once, a zero byte found with the borrow test (exact for "any")."""
+    y = (w & np.uint64(0xF0F0F0F0F0F0F0F0)) ^ np.uint64(0xE0E0E0E0E0E0E0E0)
+    return ((y - np.uint64(0x0101010101010101)) & ~y & np.uint64(0x8080808080808080)) != 0
 
 
 @njit(cache=True, nogil=True, inline="always")
