@@ -217,6 +217,14 @@ def test_has_lead3_finds_exactly_the_lead_bytes_of_3_byte_characters_at_every_po
                 assert f(np.uint64(int.from_bytes(word, "little"))) == want, (fill, pos, v)
 
 
+def _small_key(chunk: str) -> tuple[int, int]:
+    """The small-chunk table's two key words of a chunk, as ``encode_chunks`` packs them."""
+    c = chunk.encode()
+    if len(c) <= 7:
+        return int.from_bytes(c, "little") | len(c) << 56, 0
+    return int.from_bytes(c[:8], "little"), int.from_bytes(c[8:], "little") | len(c) << 56
+
+
 def test_chunks_sharing_a_small_table_bucket_keep_their_ids():
     """More chunks than a bucket of the small-chunk table holds (1-7 and 8-15 bytes, several tokens each),
     seen in turn, on a table of one bucket: a miss puts the chunk first, the rows move down one and the
@@ -264,12 +272,24 @@ def test_chunks_sharing_a_small_table_bucket_keep_their_ids():
             held = [w, *held][:ways]
     skeys = enc._local.state[9]
     for j, w in enumerate(held):
-        c = w.encode()
-        key = (int.from_bytes(c, "little") | len(c) << 56, 0) if len(c) <= 7 else (
-            int.from_bytes(c[:8], "little"), int.from_bytes(c[8:], "little") | len(c) << 56)
-        assert (int(skeys[j, 0]), int(skeys[j, 1])) == key
+        assert (int(skeys[j, 0]), int(skeys[j, 1])) == _small_key(w)
         if w == many:
             assert int(enc._local.state[10][j, 0]) == int(EK._IN_CTAB)
+    # the byte-keyed cache reset to its pinned part (as when it fills): the row points to nothing there,
+    # so the chunk is merged again and put back in that cache, its row kept (no second row for it)
+    alone = many + " " + "a" * 20  # then a chunk of 21 bytes (a punctuation run would take newlines)
+    want_alone = [i for c in split_with_gaps(resolve_pattern(tok.pattern), alone)
+                  for i in reference.encode_naive(c.encode("utf-8"), ranks)]
+    assert enc.encode(alone).tolist() == want_alone  # its row first in the bucket now
+    st = enc._local.state
+    EK._reset(st[0], st[3], st[8])
+    sizes = []
+    for _ in range(3):
+        assert enc.encode(alone).tolist() == want_alone
+        sizes.append(int(enc._local.state[8][0]))
+    rows = [(int(a), int(b)) for a, b in enc._local.state[9]]
+    assert rows.count(_small_key(many)) == 1  # merged and cached again, its row kept: no second row
+    assert sizes[0] == sizes[1] == sizes[2]  # cached again on that first sighting, and only then
     enc._local.state = None
 
 

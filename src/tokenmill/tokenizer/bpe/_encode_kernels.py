@@ -775,9 +775,9 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
                 _to_small(skeys, sids, mslot, k0, k1, out, nout, m)
                 nout += m
                 continue
-            _to_small(skeys, sids, mslot, k0, k1, out, nout, 0)
-            sids[mslot, 0] = _IN_CTAB
-            if not probe:
+            if not probe:  # (probe: its row says so already, the byte-keyed cache was reset since)
+                _to_small(skeys, sids, mslot, k0, k1, out, nout, 0)
+                sids[mslot, 0] = _IN_CTAB
                 h = fnv1a(data, a, b)
         elif n > _CACHE_MAX_BYTES or skip:
             nout += m  # long chunks are rare and would bloat the cache
