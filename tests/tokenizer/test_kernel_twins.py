@@ -520,6 +520,75 @@ def test_scan_equals_matcher_on_ill_formed_utf8(preset, data):
     assert bad == bad2 and got.tolist() == want.tolist()  # an ill-formed byte: a one-byte other character
 
 
+# Mostly ASCII, long enough for several 64-byte windows of the cl100k-family splitters' fast path
+# (``_ascii_window``): every class boundary its masks decide (contractions, also cut by a window's end,
+# CR/LF after punctuation, whitespace runs with CR/LF inside, digit runs of 1-8), and a few non-ASCII
+# characters (where a window stops and the machine takes over).
+_ASCII_PIECES = ["'s", "'S", "'t", "'d", "'M", "'ll", "'LL", "'lx", "'ve", "'Re", "'rx", "'x", "''s", " 's", "'\n",
+                 "don't", "It's", "we'll", "a", "b", "Z", "word", " word", "  word", "\tword", "(word", "((word",
+                 " (word", ".", "...", " .", "-", "!\n", ".\r\n", ".\n\n", "\n", "\r\n", "\n\n", " \n", "\n ",
+                 "\n  ", " \n \n ", "\n \n", "\t\n\t", "   ", "\t", "\x0b", "\x0c", "\x1c", "\x00", "1", "12",
+                 "123", "1234", "12345678", " 1", "a1", "x.1", "\u2019", "\u201c", "\u00e9", "\u4e2d", "\u00a0",
+                 "\u3000", "\x85", "\U0001f44d", "/", "//", "./", ".\n/", "\n//\n//", "a/\n/b", " \"//\":\n", "http://x",
+                 "HTTPServer", "camelCase", "aB", "ABc", "IT'S", "o'clock", "aB's", "x'", "Word"]
+
+
+@pytest.mark.parametrize("name", ["gpt2", "gpt4", "o200k", "llama3", "qwen2", "qwen3.5"])
+@given(text=st.lists(st.sampled_from(_ASCII_PIECES), min_size=20, max_size=300).map("".join), d=st.data())
+@settings(max_examples=150, deadline=None)
+def test_ascii_windows_equal_the_machine_and_regex(name, text, d):
+    """The ASCII fast path (``_ascii_window.cl100k_window``, 64 bytes at a time) against the machine
+    alone (``fast`` = 0) and ``regex``, on documents cut anywhere (a window stops at a document's end).
+    o200k's words (upper/lower case, a contraction ends one) and its ``[\r\n/]*`` too, and GPT-2's
+    (``_ascii_window.gpt2_window``)."""
+    import regex
+
+    from tokenmill.tokenizer.pretokenize import _family_kernels as FK
+    from tokenmill.tokenizer.pretokenize.patterns import GPT2, GPT4, O200K
+    from tokenmill.tokenizer.pretokenize.presets import class_table
+    from tokenmill.tokenizer.pretokenize.splitter import FAMILY, family_table
+
+    if name in ("gpt2", "gpt4", "o200k"):
+        rx, tab = {"gpt2": GPT2, "gpt4": GPT4, "o200k": O200K}[name], class_table()
+        fast, slow = getattr(PK, f"split_{name}"), getattr(PK, f"split_{name}_machine")
+    else:
+        rx, dmax, marks = FAMILY[name]
+        tab = family_table(marks)
+        fast = lambda b, t, docs: FK.split_family(b, t, docs, FK.family_machine(dmax), dmax)  # noqa: E731
+        slow = lambda b, t, docs: FK.split_family(b, t, docs, FK.family_machine(dmax), 0)  # noqa: E731
+    data = text.encode("utf-8")
+    buf = np.frombuffer(data, np.uint8)
+    got, bad = fast(buf, tab, np.array([0, len(data)], np.int64))
+    assert got.tolist() == [0, *(len(text[: m.end()].encode("utf-8")) for m in regex.finditer(rx, text))]
+    cuts = sorted(d.draw(st.lists(st.integers(0, len(data)), max_size=4)))
+    docs = np.array([0, *cuts, len(data)], np.int64)
+    got, bad = fast(buf, tab, docs)
+    want, bad2 = slow(buf, tab, docs)
+    assert got.tolist() == want.tolist() and bad == bad2
+
+
+def test_ascii_window_classes_are_the_class_tables():
+    """The window's byte classes (computed on the bytes, not read from a table) are the machine's for
+    every ASCII byte, under every class table the cl100k family runs with: each byte between letters,
+    and after a space, gives the machine's chunks."""
+    from tokenmill.tokenizer.pretokenize import _family_kernels as FK
+    from tokenmill.tokenizer.pretokenize.presets import class_table
+    from tokenmill.tokenizer.pretokenize.splitter import family_table
+
+    for b in range(128):
+        c = chr(b)
+        text = "".join(f"ab{c}cd {c}x{c}{c}1{c}'{c}s {c}\n{c}" for _ in range(12)).encode()
+        buf = np.frombuffer(text, np.uint8)
+        docs = np.array([0, len(text)], np.int64)
+        for name in ("gpt2", "gpt4", "o200k"):
+            want = getattr(PK, f"split_{name}_machine")(buf, class_table(), docs)[0]
+            assert getattr(PK, f"split_{name}")(buf, class_table(), docs)[0].tolist() == want.tolist(), (name, b)
+        for marks in (False, True):
+            tab = family_table(marks)
+            a = FK.split_family(buf, tab, docs, FK.family_machine(3), 3)[0]
+            assert a.tolist() == FK.split_family(buf, tab, docs, FK.family_machine(3), 0)[0].tolist(), (b, marks)
+
+
 @pytest.mark.parametrize("machine, states", [(PK.cl100k_machine, 17), (PK.o200k_machine, 20)])
 def test_scan_machines_are_closed(machine, states):
     """Every state the rules reach has its row, and every entry points at a row."""
@@ -543,10 +612,10 @@ def test_family_scan_equals_matcher_and_regex(name, text, d):
     tab = family_table(marks)
     data = text.encode("utf-8")
     buf = np.frombuffer(data, np.uint8)
-    got, bad = FK.split_family(buf, tab, np.array([0, len(data)], np.int64), FK.family_machine(dmax))
+    got, bad = FK.split_family(buf, tab, np.array([0, len(data)], np.int64), FK.family_machine(dmax), dmax)
     assert got.tolist() == [0, *(len(text[: m.end()].encode("utf-8")) for m in regex.finditer(rx, text))]
     cuts = sorted(d.draw(st.lists(st.integers(0, len(data)), max_size=3)))  # may cut a character: ill-formed
     docs = np.array([0, *cuts, len(data)], np.int64)
-    got, bad = FK.split_family(buf, tab, docs, FK.family_machine(dmax))
+    got, bad = FK.split_family(buf, tab, docs, FK.family_machine(dmax), dmax)
     want, bad2 = FK.split_family_matcher(buf, tab, docs, dmax)
     assert got.tolist() == want.tolist() and bad == bad2

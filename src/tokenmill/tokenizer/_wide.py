@@ -1,6 +1,6 @@
 """Word-at-a-time helpers for the tokenizer's numba kernels (the encoders' and the splitters'): 8 bytes
 of a uint8 array in one unaligned load or store, per-byte tests on such a word (``ascii_letters``,
-``letters_from``), a trailing-zero count, and a cache prefetch.
+``letters_from``), trailing- and leading-zero counts, and a cache prefetch.
 
 numba has no unaligned view of a byte buffer as 64-bit words; ``load_u64`` is one LLVM ``load i64,
 align 1`` (a single ``mov`` on x86-64, ``ldr`` on arm64), little-endian as ``int.from_bytes(...,
@@ -61,21 +61,30 @@ def store_u64(typingctx, arr, idx, value):
     return sig, codegen
 
 
-@intrinsic
-def ctz64(typingctx, value):
-    """The number of trailing zero bits of a uint64 (64 for 0): one ``tzcnt``/``bsf``."""
-    if not isinstance(value, types.Integer):
-        return None
-    sig = types.uint64(value)
+def _bit_count_intrinsic(name: str, llvm_name: str, doc: str):
+    """An intrinsic: one LLVM bit-count call (``llvm.cttz.i64``, ``llvm.ctlz.i64``) on a uint64, defined
+    at 0 (64)."""
 
-    def codegen(context, builder, sig, args):
-        v = context.cast(builder, args[0], sig.args[0], types.uint64)
-        i64 = ir.IntType(64)
-        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(i64, [i64, ir.IntType(1)]), "llvm.cttz.i64")
-        return builder.call(fn, [v, ir.Constant(ir.IntType(1), 0)])
+    def count(typingctx, value):
+        if not isinstance(value, types.Integer):
+            return None
+        sig = types.uint64(value)
 
-    return sig, codegen
+        def codegen(context, builder, sig, args):
+            v = context.cast(builder, args[0], sig.args[0], types.uint64)
+            i64 = ir.IntType(64)
+            fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(i64, [i64, ir.IntType(1)]), llvm_name)
+            return builder.call(fn, [v, ir.Constant(ir.IntType(1), 0)])
 
+        return sig, codegen
+
+    count.__name__ = count.__qualname__ = name
+    count.__doc__ = doc
+    return intrinsic(count)
+
+
+ctz64 = _bit_count_intrinsic("ctz64", "llvm.cttz.i64", "The number of trailing zero bits of a uint64 (64 for 0): one ``tzcnt``/``bsf``.")
+clz64 = _bit_count_intrinsic("clz64", "llvm.ctlz.i64", "The number of leading zero bits of a uint64 (64 for 0): one ``lzcnt``/``bsr``.")
 
 
 _HIGH = np.uint64(0x8080808080808080)

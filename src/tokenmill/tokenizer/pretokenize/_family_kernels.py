@@ -96,11 +96,13 @@ def family_machine(dmax: int):
 
 
 @njit(cache=True, nogil=True)
-def split_family(data, tab, docs, table):
+def split_family(data, tab, docs, table, fast):
     """(offsets, bad) as ``_pretok_kernels.split_gpt4``, for the family pattern whose state table
     ``table`` is (``family_machine(K)``; LET is whatever the table's L bit holds): one pass over the
-    characters (``_pretok_kernels._scan``), the twin of ``split_family_matcher`` (tested equal)."""
-    return scan_documents(data, tab, docs, table, False)
+    characters (``_pretok_kernels._scan``), the twin of ``split_family_matcher`` (tested equal).
+    ``fast``: K, to run stretches of ASCII 64 bytes at a time (``_ascii_window``), or 0 (the machine
+    alone, its twin in the tests)."""
+    return scan_documents(data, tab, docs, table, False, fast)
 
 
 @njit(cache=True, nogil=True)

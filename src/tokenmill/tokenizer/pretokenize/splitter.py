@@ -122,7 +122,7 @@ def compiled_offsets(data: bytes, pattern: str, *, allow_general: bool | None = 
     buf = as_readonly_bytes(data)
     from . import _family_kernels as K
 
-    offsets, bad = K.split_family(buf, family_table(marks), _docs(doc_offsets, len(buf)), K.family_machine(k))
+    offsets, bad = K.split_family(buf, family_table(marks), _docs(doc_offsets, len(buf)), K.family_machine(k), k)
     if bad >= 0:
         raise_not_utf8(buf, bad)
     return offsets

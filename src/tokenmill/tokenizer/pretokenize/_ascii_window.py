@@ -1,0 +1,270 @@
+"""The ASCII fast path of the cl100k-family splitters: the chunk starts of up to 64 bytes at once.
+
+``_pretok_kernels._scan`` steps a state machine through every character: one dependent table load per
+character, and a mispredicted branch at most word ends (English: ~24 ns a chunk, the splitter a third
+of a whole encode of text seen before). ``cl100k_window`` instead reads up to 64 bytes of plain ASCII
+as eight words, turns them into one 64-bit mask per character class (bit ``j`` for byte ``p + j``),
+and finds every chunk start of the window with a few dozen integer operations on those masks, with
+no branch per character or per chunk. It runs the rules of cl100k's pattern (and of its pre-possessive
+spelling, Llama 3's and Qwen's: ``_family_kernels``), which on ASCII text are these:
+
+* a letter starts a chunk unless the character before is a letter, a space or tab (always the
+  one-character prefix ``[^\\r\\n\\p{L}\\p{N}]?`` then), or an other character that itself starts a
+  chunk (prefix too); a contraction ``'(?i:[sdmt]|ll|ve|re)`` at an apostrophe that starts a chunk is
+  a chunk, so the character after it starts one;
+* a digit starts one after a non-digit and every K digits (``\\p{N}{1,K}``);
+* an other character (``[^\\s\\p{L}\\p{N}]``) starts one unless the character before is an other
+  character or ' ' (`` ?[^\\s\\p{L}\\p{N}]+``); CR and LF right after an other-run belong to it
+  (``[\\r\\n]*``, found with one addition: the carry runs through the CR/LF run);
+* in a run of whitespace that a non-whitespace character follows: its first character, the one after
+  its last CR/LF (``\\s*[\\r\\n]``), and its last when the last two are not CR/LF (``\\s+(?!\\S)``).
+
+Chunks are matched from each chunk start on their own (the patterns look nothing behind a match), so
+the window starts at a chunk start and needs nothing from before it. What its bytes cannot settle is
+left to the next window or to the machine: whitespace at the window's end (the run may go on), an
+apostrophe in its last three bytes (a contraction may follow), and everything from its first byte of
+0x80 or more. The window reports the last chunk start it settled; the caller goes on from there.
+Exact: tested equal to the machine (``scan_documents`` with ``fast`` = 0) and to ``regex`` on
+generated text and the corpora.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..._jit import njit
+from .._wide import clz64, ctz64, load_u64
+
+_ONES = np.uint64(0x0101010101010101)
+_HIGH = np.uint64(0x8080808080808080)
+_LOW7 = np.uint64(0x7F7F7F7F7F7F7F7F)
+_GATHER = np.uint64(0x0102040810204080)  # bit 8j of a word -> bit 56 + j
+_CASE = np.uint64(0x2020202020202020)
+_1 = np.uint64(1)
+_ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _eq(w, c):
+    """Bit 7 of each byte of ``w`` (ASCII bytes) set where the byte is ``c`` (< 0x80)."""
+    return ~((w ^ (np.uint64(c) * _ONES)) + _LOW7) & _HIGH
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _within(w, lo, hi):
+    """Bit 7 of each byte of ``w`` (ASCII bytes) set where ``lo <= byte <= hi`` (no byte's sum carries)."""
+    return (w + np.uint64(0x80 - lo) * _ONES) & ~(w + np.uint64(0x7F - hi) * _ONES) & _HIGH
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _gather(m):
+    """The bits 7, 15, ..., 63 of ``m`` as the 8 low bits of the result."""
+    return ((m >> np.uint64(7)) * _GATHER) >> np.uint64(56)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _is_contraction(data, i, fold):
+    """0 unless an apostrophe at ``data[i]`` begins ``'(?i:[sdmt]|ll|ve|re)`` (``fold``; else GPT-2's,
+    lower case only): then its length, 2 or 3 (the caller has checked that ``data[i + 2]`` exists;
+    ``| 0x20`` lowercases only letters here)."""
+    c1 = data[i + 1] | (0x20 if fold else 0)
+    c2 = data[i + 2] | (0x20 if fold else 0)
+    if c1 == 0x73 or c1 == 0x74 or c1 == 0x6D or c1 == 0x64:  # s t m d
+        return 2
+    if (c1 == 0x6C and c2 == 0x6C) or (c1 == 0x76 and c2 == 0x65) or (c1 == 0x72 and c2 == 0x65):  # ll ve re
+        return 3
+    return 0
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _contractions(data, p, As, wl, fold):
+    """The contractions (``_is_contraction``) at the apostrophes ``As`` (those that start a chunk):
+    ``(F, inside, u)``, the character after each (a chunk start), their letters, and the first apostrophe
+    too close to the window's end to tell (``wl`` when none: the window settles nothing from there)."""
+    F = np.uint64(0)
+    inside = np.uint64(0)
+    u = wl
+    while As != 0:
+        j = np.int64(ctz64(As))
+        As &= As - _1
+        if j + 3 >= wl:
+            u = j
+            break
+        ln = _is_contraction(data, p + j, fold)
+        if ln != 0:
+            F |= _1 << np.uint64(j + ln)
+            inside |= ((_1 << np.uint64(ln - 1)) - _1) << np.uint64(j + 1)
+    return F, inside, u
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _classes(data, p, e, cased):
+    """The class masks of the window ``data[p:p+64]`` (bit ``j``: byte ``p + j``), which stops at the first
+    byte >= 0x80 and at ``e``: ``(LW, U, N, SP, W, NL, A, SL, V, wl)``, letters in ``LW`` (``cased``, a
+    constant: lower case there, upper case in ``U``, and '/' in ``SL``; else ``U`` and ``SL`` are 0),
+    digits, ' ', the other whitespace but CR/LF (tab, VT, FF), CR/LF, the apostrophe, the window's
+    bytes (``V``) and their count. The caller checks ``p + 64 <= data.size``."""
+    LW = np.uint64(0)
+    U = np.uint64(0)
+    N = np.uint64(0)
+    SP = np.uint64(0)
+    W = np.uint64(0)
+    NL = np.uint64(0)
+    A = np.uint64(0)
+    SL = np.uint64(0)
+    wl = np.int64(0)
+    for j in range(8):
+        w = load_u64(data, p + 8 * j)
+        hi = w & _HIGH
+        nb = np.int64(8)
+        if hi != 0:  # the window ends at the first byte of a non-ASCII character
+            nb = np.int64(ctz64(hi) >> np.uint64(3))
+            w &= (_1 << np.uint64(8 * nb)) - _1
+        sh = np.uint64(8 * j)
+        if cased:
+            LW |= _gather(_within(w, 0x61, 0x7A)) << sh
+            U |= _gather(_within(w, 0x41, 0x5A)) << sh
+            SL |= _gather(_eq(w, 0x2F)) << sh
+        else:
+            LW |= _gather(_within(w | _CASE, 0x61, 0x7A)) << sh
+        N |= _gather(_within(w, 0x30, 0x39)) << sh
+        SP |= _gather(_eq(w, 0x20)) << sh
+        W |= _gather(_eq(w, 0x09) | _within(w, 0x0B, 0x0C)) << sh
+        NL |= _gather(_eq(w, 0x0A) | _eq(w, 0x0D)) << sh
+        A |= _gather(_eq(w, 0x27)) << sh
+        wl += nb
+        if nb < 8:
+            break
+    wl = min(wl, e - p)
+    V = _ALL if wl >= 64 else (_1 << np.uint64(wl)) - _1
+    return LW & V, U & V, N & V, SP & V, W & V, NL & V, A & V, SL & V, V, wl
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _commit(p, out, k, starts, u, WS, V, wl):
+    """Write the starts (mask ``starts``, bit 0 = ``p``, written already) that the window settles: those up
+    to ``u`` (the first position whose chunk it cannot settle) and before its trailing whitespace (the
+    run may go on past the window). Returns ``(q, k, wl)`` as the windows do."""
+    rest = V & ~WS
+    t = np.int64(0) if rest == 0 else np.int64(64 - clz64(rest))
+    u = min(u, t)
+    starts &= ~_1
+    if u < 0:
+        starts = np.uint64(0)
+    elif u < 63:
+        starts &= (_1 << np.uint64(u + 1)) - _1
+    if starts == 0:
+        return p, k, wl
+    q = p + np.int64(63 - clz64(starts))
+    while starts != 0:
+        out[k] = p + np.int64(ctz64(starts))
+        k += 1
+        starts &= starts - _1
+    return q, k, wl
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _whitespace_starts(NW, NL, E, V):
+    """The chunk starts in the runs of whitespace ``E`` (``NW``: its spaces and tabs, ``NL``: CR/LF): the
+    start of each run, the character after its last CR/LF (a CR/LF followed by spaces and tabs that
+    another CR/LF ends is not the run's last: rare, one step each), and its last character when a
+    non-whitespace character follows and the last two are spaces or tabs."""
+    starts = E & ~(E << _1)
+    S1 = NW & (NL << _1)
+    if S1 != 0:
+        bad = (NW + S1) & ~NW & NL  # the byte after each run of spaces and tabs those open
+        while bad != 0:
+            b = bad & (~bad + _1)
+            bad &= bad - _1
+            below = S1 & (b - _1)
+            S1 &= ~(_1 << (np.uint64(63) - clz64(below)))
+        starts |= S1
+    return starts | (NW & (NW << _1) & ((V & ~(NW | NL)) >> _1))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def cl100k_window(data, p, e, out, k, dmax, o200k):
+    """The chunk starts after ``p`` (a chunk start) that the ASCII bytes ``data[p:p+64]`` settle, under
+    cl100k's rules with chunks of up to ``dmax`` digits (``o200k``, a constant: under o200k's),
+    written to ``out[k:]``. Returns ``(q, k, wl)``: ``q`` the last start written (``p`` when none),
+    ``wl`` the bytes the window read (it stops at the first byte >= 0x80 and at ``e``, the end of the
+    document). The caller checks ``p + 64 <= data.size`` (eight 8-byte loads) and that ``out`` has
+    room (one entry per byte)."""
+    LW, U, N, SP, W, NL, A, SL, V, wl = _classes(data, p, e, o200k)
+    L = LW | U
+    NW = SP | W
+    OT = V & ~(L | N | NW | NL)
+    u = wl  # the first position whose chunk the window cannot settle
+    F = np.uint64(0)
+    if o200k:
+        # CR, LF and '/' right after an other-run belong to it (``[\r\n/]*``): from each CR/LF after
+        # an other character ('/' included), the carry of the addition runs to the end of its run of
+        # CR, LF and '/' (a second such CR/LF in one run adds where the first carry has cleared: no
+        # carry, so it is or-ed back); a '/' taken so is no longer an other character
+        X = NL | SL
+        seeds = NL & (OT << _1)
+        absorbed = (X & ((X + seeds) ^ X)) | seeds
+        OT &= ~(absorbed & SL)
+        # a contraction right after a letter ends that letter's word (not after one that ends a
+        # contraction: the word ended there); the character after it starts a chunk (an apostrophe in
+        # the last three bytes: the word's start is the last one settled)
+        inside = np.uint64(0)
+        Aw = A & (L << _1)
+        while Aw != 0:
+            j = np.int64(ctz64(Aw))
+            Aw &= Aw - _1
+            if ((inside >> np.uint64(j - 1)) & _1) != 0:
+                continue
+            if j + 3 >= wl:
+                u = min(u, j - 1)
+                break
+            ln = _is_contraction(data, p + j, True)
+            if ln != 0:
+                F |= _1 << np.uint64(j + ln)
+                inside |= ((_1 << np.uint64(ln)) - _1) << np.uint64(j)
+        Ost = OT & ~(OT << _1) & ~(SP << _1) & ~inside
+        # a letter starts a chunk unless it goes on a word (a lower-case letter, or an upper-case one
+        # after an upper-case one) or follows a one-character prefix; an upper-case letter after a
+        # lower-case one starts the next word
+        starts = ((L & ~(L << _1) & ~((NW | Ost) << _1)) | (U & (LW << _1)) | (F & L)) & ~inside
+    else:
+        absorbed = NL & ~(NL + (NL & (OT << _1)))
+        # other characters: a start unless after an other character or ' '
+        Ost = OT & ~(OT << _1) & ~(SP << _1)
+        # contractions: at an apostrophe that starts a chunk, the character after one starts the next
+        F, _, u = _contractions(data, p, A & Ost, wl, True)
+        starts = (L & ~(L << _1) & ~((NW | Ost) << _1)) | (F & L)
+    # digits: a start after a non-digit and every dmax digits
+    if dmax == 1:
+        Nst = N
+    else:
+        Nst = N & ~(N << _1)
+        x = N
+        for t in range(1, dmax + 1):
+            x &= N << np.uint64(t)  # digits with dmax digits before them in their run
+        while x != 0:
+            j = np.int64(ctz64(x))
+            x &= x - _1
+            r = j
+            while r > 0 and ((N >> np.uint64(r - 1)) & _1) != 0:
+                r -= 1
+            if (j - r) % dmax == 0:
+                Nst |= _1 << np.uint64(j)
+    # whitespace: CR/LF that an other-run took aside
+    starts |= Ost | Nst | F | _whitespace_starts(NW, NL, (NW | NL) & ~absorbed, V)
+    return _commit(p, out, k, starts, u, NW | NL, V, wl)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def gpt2_window(data, p, e, out, k):
+    """``cl100k_window`` under GPT-2's pattern (``_pretok_kernels._scan_gpt2``' rules: a letter, digit or
+    other character starts a chunk after a character of another kind that is not ' '; whitespace after
+    non-whitespace, and the last of a run of two or more that non-whitespace follows; a contraction at
+    an apostrophe that starts a chunk is one, the character after it starts the next)."""
+    L, _, N, SP, W, NL, A, _, V, wl = _classes(data, p, e, False)
+    WS = SP | W | NL
+    OT = V & ~(L | N | WS)
+    starts = ((L & ~(L << _1)) | (N & ~(N << _1)) | (OT & ~(OT << _1))) & ~(SP << _1)
+    F, inside, u = _contractions(data, p, A & starts, wl, False)
+    starts = (starts & ~inside) | F | (WS & ~(WS << _1)) | (WS & (WS << _1) & ((V & ~WS) >> _1))
+    return _commit(p, out, k, starts, u, WS, V, wl)
