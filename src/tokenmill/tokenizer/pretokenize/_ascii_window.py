@@ -1,4 +1,5 @@
-"""The ASCII fast path of the cl100k-family splitters: the chunk starts of up to 64 bytes at once.
+"""The ASCII fast path of the splitters (GPT-2, cl100k, o200k, Llama 3 / Qwen): the chunk starts of up to 64
+bytes at once.
 
 ``_pretok_kernels._scan`` steps a state machine through every character: one dependent table load per
 character, and a mispredicted branch at most word ends (English: ~24 ns a chunk, the splitter a third
@@ -24,8 +25,9 @@ the window starts at a chunk start and needs nothing from before it. What its by
 left to the next window or to the machine: whitespace at the window's end (the run may go on), an
 apostrophe in its last three bytes (a contraction may follow), and everything from its first byte of
 0x80 or more. The window reports the last chunk start it settled; the caller goes on from there.
-Exact: tested equal to the machine (``scan_documents`` with ``fast`` = 0) and to ``regex`` on
-generated text and the corpora.
+o200k's word rules (case, contraction suffixes, ``[\r\n/]*``) and GPT-2's are variants below. Exact:
+tested equal to the machine alone (the ``*_machine`` kernels) and to ``regex`` on generated text and
+the corpora.
 """
 
 from __future__ import annotations
