@@ -87,3 +87,76 @@ def test_holds_any_equals_a_search_for_each_prefix(text, prefixes):
     from tokenmill.tokenizer.special import holds_any
 
     assert holds_any(text, tuple(prefixes)) == any(p in text for p in prefixes)
+
+
+def test_threads_are_kept_between_calls(toks):
+    """Two-thread calls run on the calling thread and one process-wide pool kept between calls, so each
+    thread's chunk cache (per encoder, per thread) outlives the call; results stay in text order."""
+    import threading
+
+    seen = []
+
+    def group(lo, hi):
+        seen.append(threading.get_ident())
+        return list(range(lo, hi))
+
+    texts = ["x" * 20_000] * 12  # 12 groups of at least 16K characters
+    assert groups_mod.in_groups(texts, 2, group) == list(range(12))
+    pool = groups_mod._pool[1]
+    assert groups_mod.in_groups(texts, 2, group) == list(range(12))
+    assert groups_mod._pool[1] is pool  # the same helpers, not a new pool per call
+    helpers = {t.ident for t in pool._threads}
+    assert set(seen) <= helpers | {threading.get_ident()}
+    tok = toks["gpt4"]
+    big = ["hello world, 滑动窗口 123 don't " * 800] * 6
+    assert tok.encode_batch(big, num_threads=2) == [tok.encode(t) for t in big]
+
+
+def test_a_failing_group_raises_the_first_error_in_text_order():
+    def group(lo, hi):
+        if lo in (6, 10):
+            raise ValueError(f"group {lo}")
+        return [lo]
+
+    # 16 texts of 20K characters: groups of two (at least 1/8 of the characters each), starting 0, 2, .., 14
+    assert groups_mod.in_groups(["y" * 20_000] * 16, 2, lambda lo, hi: [lo]) == list(range(0, 16, 2))
+    with pytest.raises(ValueError, match="group 6"):
+        groups_mod.in_groups(["y" * 20_000] * 16, 2, group)
+    assert groups_mod.in_groups(["y" * 20_000] * 4, 2, lambda lo, hi: [lo]) == [0, 1, 2, 3]  # the pool still works
+
+
+def test_a_call_from_inside_a_group_does_not_wait_forever():
+    """A group that itself spreads work over threads (nested calls): the caller always takes groups itself."""
+    import threading
+
+    def inner(lo, hi):
+        return [lo]
+
+    def outer(lo, hi):
+        return groups_mod.in_groups(["z" * 20_000] * 4, 2, inner)
+
+    out = []
+    t = threading.Thread(target=lambda: out.append(groups_mod.in_groups(["w" * 20_000] * 6, 2, outer)))
+    t.start()
+    t.join(60)
+    assert not t.is_alive() and out == [[0, 1, 2, 3] * 6]
+
+
+def _child_encode(tok, texts, q):
+    q.put(tok.encode_batch(texts, num_threads=2))
+
+
+def test_a_forked_child_gets_its_own_threads(toks):
+    """A forked process (a DataLoader worker) has none of its parent's pool threads: it makes its own."""
+    import multiprocessing
+
+    tok = toks["gpt4"]
+    texts = ["the cat sat on the mat, 滑动窗口 " * 1000] * 6
+    want = tok.encode_batch(texts, num_threads=2)  # the parent's pool exists now
+    ctx = multiprocessing.get_context("fork")
+    q = ctx.Queue()
+    p = ctx.Process(target=_child_encode, args=(tok, texts, q))
+    p.start()
+    got = q.get(timeout=120)
+    p.join(60)
+    assert p.exitcode == 0 and got == want
