@@ -33,10 +33,11 @@ import time
 from pathlib import Path
 
 import numpy as np
+from encode_profile import NAMES
+from encode_profile import make as _make
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPORA = ROOT.parent / "shared" / "corpora"
-NAMES = {"gpt2": "GPT-2", "cl100k": "cl100k", "o200k": "o200k", "llama3": "Llama 3 (tokenizer.json)"}
 STEPS = ("frontier 1t", "frontier 2t", "again 1t", "again 2t", "split", "kernel")
 
 
@@ -51,16 +52,6 @@ def _docs(folder: Path, max_mb: float, skip: int = 0) -> list[str]:
         out.append(f.read_bytes().decode("utf-8"))
         total += len(out[-1].encode())
     return out
-
-
-def _make(name: str):
-    from tokenmill import Tokenizer
-
-    if name == "gpt2":
-        return Tokenizer.from_tiktoken(ROOT / ".cache" / "gpt2.tiktoken", pattern="gpt2")
-    if name == "llama3":
-        return Tokenizer.from_huggingface(ROOT / ".cache" / "llama3")
-    return Tokenizer.from_tiktoken(ROOT / ".cache" / "openai" / f"{name}_base.tiktoken", pattern=name)
 
 
 def child(name: str, corpus: str, max_mb: float) -> None:
