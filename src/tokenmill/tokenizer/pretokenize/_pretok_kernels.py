@@ -915,10 +915,13 @@ def _gpt2_documents(data, tab, docs, fast):
 def _handback(p0, wl, fails):
     """Where the machine hands back to the windows after one that read ``wl`` bytes from ``p0`` did not
     settle them all (a non-ASCII character, a long run, the document's end): at the first chunk
-    start past the window's end, or, where windows keep stopping short (``fails``: since the last
-    whole one; text that is mostly not ASCII), past longer stretches each time, up to 1 KB. Returns
-    (limit, fails)."""
-    if wl >= 16 and fails == 0:
+    start past the window's end, or, where windows keep stopping within their first 16 bytes
+    (``fails``: since the last window that read 16 bytes or more; text that is mostly not ASCII), past
+    longer stretches each time, up to 1 KB. Returns (limit, fails). (Before, only a whole window of 64
+    bytes ended the growth, and English dialogue, a curly quote every ~130 bytes, grew stretches to
+    1 KB: the machine split 11.9% of an English sample's bytes, 6.5% now; the splitter alone 1.09-1.15x
+    on English.)"""
+    if wl >= 16:
         return p0 + wl + 1, 1
     return p0 + max(wl + 1, 64 << fails), min(fails + 1, 4)
 
