@@ -25,10 +25,13 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import io
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tarfile
 import time
 from pathlib import Path
 
@@ -138,13 +141,14 @@ def baseline_tree(rev: str) -> Path:
         raise SystemExit(f"--baseline {rev!r}: not a commit of this repository ({sha.stderr.strip()})")
     sha = sha.stdout.strip()
     dest = ROOT / ".cache" / "ab" / sha[:12]
-    if not (dest / "src" / "tokenmill").is_dir():
+    if not (dest / "src" / "tokenmill").is_dir():  # extracted beside, then renamed: never half a tree
         tmp = dest.with_name(dest.name + ".tmp")
-        subprocess.run(["rm", "-rf", str(tmp)], check=True)
+        shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
         archive = subprocess.run(["git", "archive", sha, "src"], cwd=ROOT, capture_output=True, check=True).stdout
-        subprocess.run(["tar", "-x", "-C", str(tmp)], input=archive, check=True)
-        subprocess.run(["rm", "-rf", str(dest)], check=True)
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(tmp, filter="data")
+        shutil.rmtree(dest, ignore_errors=True)
         tmp.rename(dest)
     return dest / "src"
 

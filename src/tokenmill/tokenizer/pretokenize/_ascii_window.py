@@ -4,12 +4,13 @@ bytes at once.
 ``_pretok_kernels._scan`` steps a state machine through every character: one dependent table load per
 character, and a mispredicted branch at most word ends (English: ~24 ns a chunk, the splitter a third
 of a whole encode of text seen before). ``cl100k_window`` instead reads up to 64 bytes of plain ASCII
-with one vector load, turns them into one 64-bit mask per character class (bit ``j`` for byte ``p + j``;
-``_wide.byte_classes64``: a vector compare per class, each made a mask, a few dozen instructions
-where eight 8-byte words and carry-free byte arithmetic took ~500: the splitter alone 1.6-2.4x
-faster on English and code), and finds every chunk start of the window with a few dozen integer operations on
-those masks, with no branch per character or per chunk. It runs the rules of cl100k's pattern (and of its pre-possessive
-spelling, Llama 3's and Qwen's: ``_family_kernels``), which on ASCII text are these:
+with one vector load, turns them into one 64-bit mask per character class (bit ``j`` for byte
+``p + j``; ``_wide.byte_classes64``: a vector compare per class, each made a mask, a few dozen
+instructions where eight 8-byte words and carry-free byte arithmetic took ~500: the splitter alone
+1.6-2.4x faster on English and code), and finds every chunk start of the window with a few dozen
+integer operations on those masks, with no branch per character or per chunk. It runs the rules of
+cl100k's pattern (and of its pre-possessive spelling, Llama 3's and Qwen's: ``_family_kernels``),
+which on ASCII text are these:
 
 * a letter starts a chunk unless the character before is a letter, a space or tab (always the
   one-character prefix ``[^\\r\\n\\p{L}\\p{N}]?`` then), or an other character that itself starts a

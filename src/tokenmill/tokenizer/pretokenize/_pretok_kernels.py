@@ -744,9 +744,9 @@ def _scan(data, tab, acc, table, skip, s, e, out, k, bad, stops, limit):
     the letters after the first, and inside a run of whitespace its spaces, are found 8 bytes at a time,
     not stepped through the table (the loop's time is the chain of table loads, one per character: en
     1.4-1.8x, code 1.3-1.5x). Returns (k, bad, stop): ``stop`` is ``e``, or, with ``stops`` (a constant:
-    the test is compiled out without it; cl100k's, o200k's and the family's machines), the first ASCII character at or past
-    ``limit`` that starts a chunk (written; the caller goes on from it: a chunk start needs nothing from
-    before it, and no decision is pending there)."""
+    the test is compiled out without it; cl100k's, o200k's and the family's machines), the first ASCII
+    character at or past ``limit`` that starts a chunk (written; the caller goes on from it: a chunk
+    start needs nothing from before it, and no decision is pending there)."""
     st = np.int64(0)  # the state's row in ``table``
     cand = np.int64(0)  # the pending position
     pi = s
@@ -829,7 +829,8 @@ def scan_documents(data, tab, docs, table, o200k, fast):
     its classes are o200k's, see ``scan_classes``). ``fast`` > 0 (a cl100k-family table or o200k's, chunks
     of up to ``fast`` digits): stretches of ASCII go through ``_ascii_window.cl100k_window`` instead, 64
     bytes at a time, the machine taking over at each stretch's end and handing back at the first chunk
-    start past it (cl100k: en 1.8x, code 1.9-2.0x on the splitter; zh 0.9-1.0x, other scripts 1.0-1.16x)."""
+    start past it (cl100k: en 1.8x, code 1.9-2.0x on the splitter; zh 0.9-1.0x, other scripts
+    1.0-1.16x)."""
     acc = scan_classes(tab, o200k)
     skip = skip_rows(table, acc)
     out = np.empty(data.shape[0] + 2, np.int64)
