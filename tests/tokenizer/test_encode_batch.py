@@ -118,11 +118,39 @@ def test_a_failing_group_raises_the_first_error_in_text_order():
             raise ValueError(f"group {lo}")
         return [lo]
 
-    # 16 texts of 20K characters: groups of two (at least 1/8 of the characters each), starting 0, 2, .., 14
+    # 16 texts of 20K characters: groups of two (at most 1/8 of the characters each), starting 0, 2, .., 14
     assert groups_mod.in_groups(["y" * 20_000] * 16, 2, lambda lo, hi: [lo]) == list(range(0, 16, 2))
     with pytest.raises(ValueError, match="group 6"):
         groups_mod.in_groups(["y" * 20_000] * 16, 2, group)
     assert groups_mod.in_groups(["y" * 20_000] * 4, 2, lambda lo, hi: [lo]) == [0, 1, 2, 3]  # the pool still works
+    # the groups are taken largest first: a large failing text late in the list runs before a small
+    # failing one early in it, and the early one's error is still the one raised, every time
+    def two_fail(lo, hi):
+        for t in (2, 12):
+            if lo <= t < hi:
+                raise ValueError(f"text {t}")
+        return [lo]
+
+    texts = ["s" * 20_000] * 12 + ["L" * 200_000] + ["s" * 20_000] * 3
+    for _ in range(20):
+        with pytest.raises(ValueError, match="text 2"):
+            groups_mod.in_groups(texts, 2, two_fail)
+
+
+def test_groups_are_taken_largest_first_and_results_stay_in_text_order():
+    import threading
+
+    lock, started = threading.Lock(), []
+
+    def group(lo, hi):
+        with lock:
+            started.append(lo)
+        return list(range(lo, hi))
+
+    texts = ["a" * 5_000] * 40 + ["B" * 150_000, "C" * 90_000] + ["a" * 5_000] * 40
+    assert groups_mod.in_groups(texts, 2, group) == list(range(len(texts)))
+    assert set(started[:2]) == {40, 41}  # the two largest groups (one text each) are the first taken
+    assert sorted(started) == sorted(set(started))  # every group ran once
 
 
 def test_a_call_from_inside_a_group_does_not_wait_forever():
