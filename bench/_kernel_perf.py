@@ -1,0 +1,133 @@
+"""Where the BPE kernel's time goes, instruction by instruction: `perf` samples mapped onto its machine code.
+
+    .venv/bin/python bench/_kernel_perf.py [--tokenizer cl100k] [--corpus en] [--mode warm] [--passes 300]
+
+A developer's tool, not a published benchmark (nothing goes to docs/benchmarks.md). numba's JIT code has
+no symbols for `perf`, and ``NUMBA_ENABLE_PROFILING=1`` (which registers them) made the kernel ~7x slower
+here, so this runs the kernel in a child under ``perf record -e cpu-clock`` (a software event: it works
+in VMs without hardware counters), dumps the kernel's machine code from memory, disassembles it with
+``objdump`` and counts the samples that fall on each instruction. It prints the hottest 64-byte blocks
+and, around each of the hottest instructions, the code with its sample counts (a sample lands on the
+instruction after the one that stalled, as a rule). ``--mode warm``: every pass on the cache the first
+one left (chunks already seen); ``cold``: a fresh cache each pass (first sightings merged). Needs
+`perf` and `objdump` (Debian: linux-perf, binutils).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import ctypes
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DUMP = 1 << 19  # bytes of machine code dumped from the kernel's entry (its hot loop is near the start)
+
+
+def child(a) -> None:
+    import numpy as np
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    from encode_profile import CORPORA, load_docs, make
+
+    from tokenmill.tokenizer.bpe import _encode_kernels as K
+    from tokenmill.tokenizer.bpe.encoder import _line_aligned_copy
+    from tokenmill.tokenizer.pretokenize.splitter import compiled_offsets
+
+    docs = load_docs(CORPORA / a.corpus, a.max_mb)
+    tok = make(a.tokenizer)
+    tok.encode_batch(docs[:2], num_threads=1, as_arrays=True, disallowed_special=())
+    enc = tok._compiled()
+    datas = [d.encode("utf-8") for d in docs]
+    data = b"".join(datas)
+    dof = np.zeros(len(datas) + 1, np.int64)
+    np.cumsum([len(x) for x in datas], out=dof[1:])
+    offs = compiled_offsets(data, enc.pattern, doc_offsets=dof)
+    marks = np.searchsorted(offs, dof[:-1]).astype(np.int64)
+    pos = np.empty(len(datas), np.int64)
+    arr = np.frombuffer(data, np.uint8)
+    out = np.empty(len(data), np.int64)
+
+    def run(state):
+        return K.encode_chunks(arr, offs, marks, pos, enc.byte_ids, enc.byte_pairs, enc.pairs, enc.filt, enc.chars,
+                               enc.vtab, enc.vtab2, enc.vfilt, state, 1 << 20, out)[1]
+
+    def fresh():  # an empty cache: the pinned tokens only
+        return tuple(_line_aligned_copy(x) for x in enc._template)
+
+    state = run(fresh())
+    t0 = time.perf_counter()
+    for _ in range(a.passes):
+        state = run(fresh() if a.mode == "cold" else state)
+    ms = (time.perf_counter() - t0) / a.passes * 1e3
+    cres = K.encode_chunks.overloads[K.encode_chunks.signatures[0]]
+    addr = cres.library.get_pointer_to_function(cres.fndesc.llvm_func_name)
+    Path(a.out, "kernel.bin").write_bytes(ctypes.string_at(addr, DUMP))
+    Path(a.out, "kernel.addr").write_text(f"{addr} {ms} {offs.size - 1}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog="example: .venv/bin/python "
+                                 "bench/_kernel_perf.py --tokenizer cl100k --corpus code --mode cold --passes 100")
+    ap.add_argument("--tokenizer", default="cl100k", choices=["gpt2", "cl100k", "o200k", "llama3"])
+    ap.add_argument("--corpus", default="en", help="a folder of ../shared/corpora (en, zh, code, multi)")
+    ap.add_argument("--mode", default="warm", choices=["warm", "cold"])
+    ap.add_argument("--passes", type=int, default=300)
+    ap.add_argument("--max-mb", type=float, default=2.0)
+    ap.add_argument("--top", type=int, default=12, help="hot instructions shown with their code around them")
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--out", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.child:
+        child(a)
+        return
+    for tool in ("perf", "objdump"):
+        if not shutil.which(tool):
+            raise SystemExit(f"bench/_kernel_perf.py needs `{tool}` on PATH (Debian: linux-perf, binutils)")
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = [sys.executable, __file__, "--child", "--out", tmp, "--tokenizer", a.tokenizer, "--corpus", a.corpus,
+               "--mode", a.mode, "--passes", str(a.passes), "--max-mb", str(a.max_mb)]
+        subprocess.run(["perf", "record", "-q", "-e", "cpu-clock", "-F", "10000", "-o", f"{tmp}/perf.data", *cmd],
+                       check=True)
+        addr, ms, chunks = Path(tmp, "kernel.addr").read_text().split()
+        addr = int(addr)
+        ips = subprocess.run(["perf", "script", "-i", f"{tmp}/perf.data", "-F", "ip"], capture_output=True,
+                             text=True, check=True).stdout.split()
+        dis = subprocess.run(["objdump", "-D", "-b", "binary", "-m", "i386:x86-64", f"--adjust-vma={addr}",
+                              f"{tmp}/kernel.bin"], capture_output=True, text=True, check=True).stdout
+    hits = collections.Counter(int(x, 16) for x in ips)
+    inside = {ip: c for ip, c in hits.items() if addr <= ip < addr + DUMP}
+    total = sum(inside.values())
+    print(f"{a.tokenizer} {a.corpus}, {a.mode} passes: {float(ms):.2f} ms per pass over {int(chunks):,} chunks; "
+          f"{total:,} of {sum(hits.values()):,} samples in the kernel's first {DUMP >> 10} KB")
+    if not total:
+        return
+    blocks = collections.Counter()
+    for ip, c in inside.items():
+        blocks[(ip - addr) // 64 * 64] += c
+    print("hottest 64-byte blocks (offset from the kernel's entry):")
+    for off, c in blocks.most_common(15):
+        print(f"  +{off:#07x}  {100 * c / total:5.1f}%")
+    # objdump's lines: address, bytes, instruction (tab-separated); a long instruction's further bytes
+    # come on lines of their own, without an instruction: left out
+    lines = [(int(m.group(1), 16), line) for line in dis.splitlines()
+             if (m := re.match(r"\s*([0-9a-f]+):\s", line)) and line.count("\t") >= 2]
+    where = {ip: i for i, (ip, _) in enumerate(lines)}
+    for ip, c in sorted(inside.items(), key=lambda x: -x[1])[: a.top]:
+        i = where.get(ip)
+        if i is None:
+            continue
+        print(f"\n{100 * c / total:.1f}% at +{ip - addr:#x}:")
+        for j in range(max(0, i - 6), min(len(lines), i + 3)):
+            ip2, text = lines[j]
+            print(f"{inside.get(ip2, 0):7d} {'>' if ip2 == ip else ' '} +{ip2 - addr:#07x} {text.split(chr(9), 2)[-1]}")
+
+
+if __name__ == "__main__":
+    main()
