@@ -56,6 +56,37 @@ def test_encode_batch_equals_encode(toks, texts, threads, as_arrays, allowed):
             assert got == want, (name, group_bytes)
 
 
+@pytest.mark.parametrize("threads", [2, 3])
+def test_a_large_text_is_cut_across_threads_with_the_same_ids(toks, threads):
+    """A text too large for the other groups to balance (here: the only one, or most of the batch) has its
+    kernel work cut into ranges of chunks, one per thread; ids and document bounds stay exactly
+    ``encode``'s."""
+    from tokenmill.tokenizer.bpe import encoder as encoder_mod
+
+    rng = np.random.default_rng(0)
+    big = "".join(rng.choice(PIECES[:4] + PIECES[8:], 3000))
+    batches = [[big], [big[:400], big, "x", big[:1000]], ["a", big, ""]]
+    calls = []
+    for name in ("gpt4", "hf", "regex"):
+        tok = toks[name]
+        enc = tok._compiled()
+        real = enc._run_parts
+
+        def spy(*a, real=real, **k):
+            calls.append(a[-1])
+            return real(*a, **k)
+
+        for texts in batches:
+            want = [tok.encode(t, disallowed_special=()) for t in texts]
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setattr(encoder_mod, "_PART_CHUNKS", 4)
+                mp.setattr(enc, "_run_parts", spy)
+                got = tok.encode_batch(texts, num_threads=threads, disallowed_special=())
+                arrays = tok.encode_batch(texts, num_threads=threads, as_arrays=True, disallowed_special=())
+            assert got == want and [a.tolist() for a in arrays] == want, name
+    assert calls and set(calls) == {threads}  # the cut path did run, with the thread count asked for
+
+
 def test_encode_batch_raises_as_encode_does(toks):
     tok = toks["gpt4"]
     with pytest.raises(SpecialTokenError, match="<\\|end\\|>"):
@@ -73,7 +104,7 @@ def test_grouped_path_is_taken(toks, monkeypatch):
     calls = []
     enc = tok._compiled()
     real = enc.encode_many
-    monkeypatch.setattr(enc, "encode_many", lambda texts: calls.append(len(texts)) or real(texts))
+    monkeypatch.setattr(enc, "encode_many", lambda texts, threads=1: calls.append(len(texts)) or real(texts, threads))
     texts = ["hello world"] * 50 + ["滑动窗口"] * 50
     assert tok.encode_batch(texts, num_threads=1) == [tok.encode(t) for t in texts]
     assert calls == [100]

@@ -60,7 +60,8 @@ class Encoding:
         texts = list(texts)
         threads = max(1, os.cpu_count() or 1) if num_threads is None else check_int(num_threads, "num_threads",
                                                                                        min=1, max=1024)
-        if self.python_first(sum(len(t) for t in texts if isinstance(t, str))):
+        total = sum(len(t) for t in texts if isinstance(t, str))
+        if self.python_first(total):
             lists = [self.encode_python(t, allowed_special, disallowed_special) for t in texts]
             return [np.array(ids, np.int64) for ids in lists] if as_arrays else lists
 
@@ -72,8 +73,11 @@ class Encoding:
             pieces = [self.pieces(checked_str(t), allowed_special, disallowed_special) for t in texts[lo:hi]]
             plain = [i for i, p in enumerate(pieces) if len(p) == 1 and p[0][1] is None]
             res: list = [convert(np.zeros(0, np.int64)) if not p else None for p in pieces]
-            got = self.compiled_encoder().encode_many([self.prefixed(pieces[i][0][0]) for i in plain]) \
-                if len(plain) > 1 else None  # None: not in one pass (see encode_many)
+            # a group of more than a thread's share of the batch (a text too large to be balanced by
+            # the other groups, or the only one) cuts its kernel work across the threads too
+            inner = threads if threads > 1 and sum(len(t) for t in texts[lo:hi]) * threads > total else 1
+            got = self.compiled_encoder().encode_many([self.prefixed(pieces[i][0][0]) for i in plain], inner) \
+                if len(plain) > 1 or (plain and inner > 1) else None  # None: not in one pass (see encode_many)
             if got is not None:
                 ids, bounds = got
                 for j, i in enumerate(plain):

@@ -58,46 +58,57 @@ def in_groups(texts, threads: int, group) -> list:
     spans = list(zip(bounds[:-1], bounds[1:]))
     if threads == 1 or len(spans) < 2:
         return [x for lo, hi in spans for x in group(lo, hi)]
-    # The largest groups first, the smallest last, so the threads finish together (a large document
-    # taken last keeps one thread busy while the others wait: ~20% of a two-thread pass over code);
-    # each group's results go to its own place, so the output is in the texts' order.
     weight = [sum(sizes[lo:hi]) for lo, hi in spans]
-    order = sorted(range(len(spans)), key=lambda k: -weight[k])
-    results: list = [None] * len(spans)
-    failed: list = [None] * len(spans)
-    done = [threading.Event() for _ in spans]
+    parts = in_parts(weight, threads, lambda k: group(*spans[k]))
+    return [x for part in parts for x in part]
+
+
+def in_parts(weights, threads: int, part) -> list:
+    """``[part(k) for k in range(len(weights))]`` on up to ``threads`` threads (the calling one and the
+    pool's helpers), the heaviest parts first, so the threads finish together (a large document taken
+    last keeps one thread busy while the others wait: ~20% of a two-thread pass over code). Each
+    result goes to its own place: the list is in ``k`` order. An exception is raised here: the one of
+    the lowest failing ``k``, whatever the threads did (after a part fails, the parts before it still
+    run, those after it are skipped)."""
+    n = len(weights)
+    if threads == 1 or n < 2:
+        return [part(k) for k in range(n)]
+    order = sorted(range(n), key=lambda k: -weights[k])
+    results: list = [None] * n
+    failed: list = [None] * n
+    done = [threading.Event() for _ in range(n)]
     lock = threading.Lock()
-    state = [0, len(spans), False]  # next position in ``order``, first failed group in text order, stop
+    state = [0, n, False]  # next position in ``order``, first failed part, stop
 
     def drain():
         while True:
             with lock:
                 j = state[0]
-                if state[2] or j == len(spans):
+                if state[2] or j == n:
                     return
                 state[0] = j + 1
                 k = order[j]
-                skip = k > state[1]  # after a group that failed: not needed
+                skip = k > state[1]  # after a part that failed: not needed
             if skip:
                 done[k].set()
                 continue
             try:
-                results[k] = group(*spans[k])
-            except BaseException as e:  # noqa: BLE001 (raised again by the caller, in text order)
+                results[k] = part(k)
+            except BaseException as e:  # noqa: BLE001 (raised again by the caller, lowest k first)
                 failed[k] = e
                 with lock:
                     state[1] = min(state[1], k)
             finally:
                 done[k].set()
 
-    helpers = min(threads, len(spans)) - 1
+    helpers = min(threads, n) - 1
     pool = _helpers(helpers)
     for _ in range(helpers):
         pool.submit(drain)
     try:
         drain()
     finally:
-        with lock:  # groups not taken yet stay so; those a helper runs now are waited for
+        with lock:  # parts not taken yet stay so; those a helper runs now are waited for
             stop_at = state[0]
             state[2] = True
         for j in range(stop_at):
@@ -105,4 +116,4 @@ def in_groups(texts, threads: int, group) -> list:
     for e in failed:
         if e is not None:
             raise e
-    return [x for part in results for x in part]
+    return results

@@ -15,6 +15,7 @@ from ..pretokenize.splitter import has_compiled
 
 _CACHE_LIMIT = 1 << 18  # cached chunks per thread before the cache is reset to its pinned part
 _NONE = np.zeros(0, np.int64)  # no document marks (one text per kernel call)
+_PART_CHUNKS = 1 << 15  # encode_many cuts its kernel work across threads only above this many chunks a thread
 _PREMERGE_MIN = 1000  # 3-byte characters whose own BPE is one or two tokens, below which none are merged ahead
 _NO_VOCAB = np.zeros(2, np.uint64)  # an empty vocabulary table (see _encode_kernels.build_vocab_table)
 _NO_VOCAB2 = np.zeros(4, np.uint64)  # and of the second one (build_vocab_table2)
@@ -297,19 +298,45 @@ class CompiledEncoder:
 
     def _run(self, data: bytes, offs, marks, pos) -> tuple[int, np.ndarray]:
         """The BPE kernel over the chunks ``offs`` of ``data`` on this thread's cache: (ids written, buffer)."""
-        out = np.empty(len(data), np.int64)
+        out = np.empty(len(data) if offs.size < 2 else int(offs[-1] - offs[0]), np.int64)
         n, state = self._K.encode_chunks(np.frombuffer(data, np.uint8), offs, marks, pos, self.byte_ids,
                                          self.byte_pairs, self.pairs, self.filt, self.chars, self.vtab,
                                          self.vtab2, self.vfilt, self._state(), _CACHE_LIMIT, out)
         self._local.state = state
         return n, out
 
-    def encode_many(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray] | None:
+    def _run_parts(self, data: bytes, offs, marks, threads: int) -> tuple[np.ndarray, np.ndarray]:
+        """``_run`` over the chunks ``offs`` cut into ``threads`` ranges of about equal bytes, one kernel call
+        each, on up to ``threads`` threads (each on its own cache): the ids of all chunks in order, and the
+        position of each document's first id (``marks``: the chunk where each document starts). The same
+        ids as one call: a chunk's ids do not depend on the chunks around it, nor on the cache."""
+        from ..groups import in_parts
+
+        nch = offs.size - 1
+        cuts = np.searchsorted(offs, offs[0] + (offs[-1] - offs[0]) * np.arange(1, threads) // threads)
+        bounds = np.unique(np.concatenate(([0], np.clip(cuts, 0, nch), [nch])))
+        ranges = list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
+
+        def part(k):
+            lo, hi = ranges[k]
+            m = marks[(marks >= lo) & (marks < hi)]
+            pos = np.empty(m.size, np.int64)
+            n, out = self._run(data, offs[lo : hi + 1], m - lo, pos)
+            return out[:n], pos
+
+        got = in_parts([int(offs[hi] - offs[lo]) for lo, hi in ranges], threads, part)
+        base = np.cumsum([0] + [ids.size for ids, _ in got])
+        pos = np.concatenate([p + b for (_, p), b in zip(got, base[:-1].tolist())])
+        return np.concatenate([ids for ids, _ in got]), np.append(pos, base[-1])
+
+    def encode_many(self, texts: list[str], threads: int = 1) -> tuple[np.ndarray, np.ndarray] | None:
         """Ids of several non-empty texts in one pass (one split call, one kernel call: a small
         document no longer pays the kernels' per-call cost, most of it spent holding the GIL):
         ``(ids, bounds)``, text ``i``'s ids being ``ids[bounds[i]:bounds[i + 1]]``. Exactly
         ``[encode(t) for t in texts]``. None where that cannot be done in one pass (HF ``Sequence`` of
-        Splits, a splitter that is not compiled, a text UTF-8 cannot encode): encode each then."""
+        Splits, a splitter that is not compiled, a text UTF-8 cannot encode): encode each then.
+        ``threads`` > 1: the kernel's work (not the split) is cut into that many ranges of chunks run
+        on the pool's threads, for a batch whose texts are too few or too large to keep them busy."""
         if self.split_patterns or (self.pattern is not None and not self.compiled_split):
             return None
         try:
@@ -334,6 +361,8 @@ class CompiledEncoder:
         marks = np.searchsorted(offs, docs[:-1]).astype(np.int64)
         if not np.array_equal(offs[marks], docs[:-1]):
             return None  # a chunk crossing a document boundary (not the compiled splitters' way): one by one
+        if threads > 1 and offs.size > _PART_CHUNKS * threads:
+            return self._run_parts(data, offs, marks, threads)
         pos = np.empty(len(datas), np.int64)
         n, out = self._run(data, offs, marks, pos)
         return out[:n], np.append(pos, n)
