@@ -34,38 +34,22 @@ def child(a) -> None:
     import numpy as np
 
     sys.path.insert(0, str(ROOT / "bench"))
-    from encode_profile import CORPORA, load_docs, make
-
-    from tokenmill.tokenizer.bpe import _encode_kernels as K
-    from tokenmill.tokenizer.bpe.encoder import _line_aligned_copy
-    from tokenmill.tokenizer.pretokenize.splitter import compiled_offsets
+    from encode_profile import CORPORA, joined, load_docs, make
 
     docs = load_docs(CORPORA / a.corpus, a.max_mb)
     tok = make(a.tokenizer)
     tok.encode_batch(docs[:2], num_threads=1, as_arrays=True, disallowed_special=())
     enc = tok._compiled()
-    datas = [d.encode("utf-8") for d in docs]
-    data = b"".join(datas)
-    dof = np.zeros(len(datas) + 1, np.int64)
-    np.cumsum([len(x) for x in datas], out=dof[1:])
-    offs = compiled_offsets(data, enc.pattern, doc_offsets=dof)
-    marks = np.searchsorted(offs, dof[:-1]).astype(np.int64)
-    pos = np.empty(len(datas), np.int64)
-    arr = np.frombuffer(data, np.uint8)
-    out = np.empty(len(data), np.int64)
-
-    def run(state):
-        return K.encode_chunks(arr, offs, marks, pos, enc.byte_ids, enc.byte_pairs, enc.pairs, enc.filt, enc.chars,
-                               enc.vtab, enc.vtab2, enc.vfilt, state, 1 << 20, out)[1]
-
-    def fresh():  # an empty cache: the pinned tokens only
-        return tuple(_line_aligned_copy(x) for x in enc._template)
-
-    state = run(fresh())
+    data, _, offs, marks = joined(docs, enc.pattern)
+    pos = np.empty(len(docs), np.int64)
+    enc._run(data, offs, marks, pos)
     t0 = time.perf_counter()
     for _ in range(a.passes):
-        state = run(fresh() if a.mode == "cold" else state)
+        if a.mode == "cold":
+            enc._local.state = None  # an empty cache: the pinned tokens only
+        enc._run(data, offs, marks, pos)
     ms = (time.perf_counter() - t0) / a.passes * 1e3
+    K = enc._K
     cres = K.encode_chunks.overloads[K.encode_chunks.signatures[0]]
     addr = cres.library.get_pointer_to_function(cres.fndesc.llvm_func_name)
     Path(a.out, "kernel.bin").write_bytes(ctypes.string_at(addr, DUMP))

@@ -129,29 +129,17 @@ def main() -> None:
     ap.add_argument("--max-mb", type=float, default=2.0)
     ap.add_argument("--repeat", type=int, default=15)
     a = ap.parse_args()
-    from encode_profile import CORPORA, load_docs, make
-
-    from tokenmill.tokenizer.bpe.encoder import _line_aligned_copy
-    from tokenmill.tokenizer.pretokenize.splitter import compiled_offsets
+    from encode_profile import CORPORA, joined, load_docs, make
 
     docs = load_docs(CORPORA / a.corpus, a.max_mb)
     enc = make(a.tokenizer)._compiled()
-    data = b"".join(d.encode("utf-8") for d in docs)
-    offs = compiled_offsets(data, enc.pattern)
-    arr = np.frombuffer(data + bytes(16), np.uint8)  # 16 readable bytes past every chunk start
-    state = tuple(_line_aligned_copy(x) for x in enc._template)
+    data, _, offs, _ = joined(docs, enc.pattern)
+    padded = data + bytes(16)  # 16 readable bytes past every chunk start
+    arr = np.frombuffer(padded, np.uint8)
+    none = np.zeros(0, np.int64)
     every = np.arange(offs.size - 1, dtype=np.int64)  # every chunk marked: where each one's ids start
     starts = np.empty(offs.size - 1, np.int64)
-    out = np.empty(len(data) + 16, np.int64)
-
-    def kernel(marks, pos):
-        nonlocal state
-        n, state = enc._K.encode_chunks(arr, offs, marks, pos, enc.byte_ids, enc.byte_pairs, enc.pairs, enc.filt,
-                                        enc.chars, enc.vtab, enc.vtab2, enc.vfilt, state, 1 << 20, out)
-        return n
-
-    none = np.zeros(0, np.int64)
-    n = kernel(every, starts)
+    n, out = enc._run(padded, offs, every, starts)
     ids = out[:n].copy()
     starts_all = np.append(starts, n)
     fill, lean = kernels()
@@ -170,7 +158,7 @@ def main() -> None:
     best = {"kernel": float("inf"), "lean": float("inf")}
     for _ in range(a.repeat):
         t0 = time.perf_counter()
-        kernel(none, none)
+        enc._run(padded, offs, none, none)
         t1 = time.perf_counter()
         lean(arr, offs, tab, ids, starts_all, got)
         t2 = time.perf_counter()

@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from encode_profile import NAMES
+from encode_profile import NAMES, joined
 from encode_profile import make as _make
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -75,14 +75,9 @@ def child(name: str, corpus: str, max_mb: float) -> None:
         fn()
         return time.perf_counter() - t0
 
-    datas = [d.encode("utf-8") for d in docs]
-    data = b"".join(datas)
-    dof = np.zeros(len(datas) + 1, np.int64)
-    np.cumsum([len(x) for x in datas], out=dof[1:])
     pattern = state[1]._compiled().pattern
-    offs = compiled_offsets(data, pattern, doc_offsets=dof)
-    marks = np.searchsorted(offs, dof[:-1]).astype(np.int64)
-    pos = np.empty(len(datas), np.int64)
+    data, dof, offs, marks = joined(docs, pattern)
+    pos = np.empty(len(docs), np.int64)
     print(json.dumps({"ready": True, "bytes": len(data), "documents": len(docs), "chunks": int(offs.size - 1)}),
           flush=True)
     for line in sys.stdin:

@@ -64,6 +64,20 @@ def make(name: str):
     return Tokenizer.from_tiktoken(ROOT / ".cache" / "openai" / f"{name}_base.tiktoken", pattern=name)
 
 
+def joined(docs: list[str], pattern) -> tuple[bytes, np.ndarray, np.ndarray, np.ndarray]:
+    """What ``encode_batch`` hands the kernel for one group of ``docs``: their UTF-8 joined, the documents'
+    byte offsets, the compiled split's chunk offsets (document boundaries kept) and the chunk where each
+    document starts (the kernel's ``marks``)."""
+    from tokenmill.tokenizer.pretokenize.splitter import compiled_offsets
+
+    datas = [d.encode("utf-8") for d in docs]
+    dof = np.zeros(len(datas) + 1, np.int64)
+    np.cumsum([len(x) for x in datas], out=dof[1:])
+    data = b"".join(datas)
+    offs = compiled_offsets(data, pattern, doc_offsets=dof)
+    return data, dof, offs, np.searchsorted(offs, dof[:-1]).astype(np.int64)
+
+
 def fastest(fn, repeat: int) -> float:
     best = float("inf")
     for _ in range(repeat):
@@ -97,11 +111,8 @@ def profile(name: str, corpus: str, a) -> dict:
     docs = load_docs(CORPORA / corpus, a.max_mb)
     tok = make(name)
     tok.encode_batch(docs[:2], num_threads=1, as_arrays=True, disallowed_special=())  # kernels loaded
-    datas = [d.encode("utf-8") for d in docs]
-    data = b"".join(datas)
-    dof = np.zeros(len(datas) + 1, np.int64)
-    np.cumsum([len(x) for x in datas], out=dof[1:])
     enc = tok._compiled()
+    data, dof, offs, marks = joined(docs, enc.pattern)
 
     def fresh():
         tok._encoder = None
@@ -117,10 +128,8 @@ def profile(name: str, corpus: str, a) -> dict:
         t0 = time.perf_counter()
         total()
         t_total = min(t_total, time.perf_counter() - t0)
-    offs = compiled_offsets(data, enc.pattern, doc_offsets=dof)
     t_split = fastest(lambda: compiled_offsets(data, enc.pattern, doc_offsets=dof), a.repeat)
-    marks = np.searchsorted(offs, dof[:-1]).astype(np.int64)
-    pos = np.empty(len(datas), np.int64)
+    pos = np.empty(len(docs), np.int64)
     cold, warm = float("inf"), float("inf")
     for _ in range(a.repeat):
         enc = fresh()
