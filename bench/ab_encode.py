@@ -16,6 +16,8 @@ Steps, one thread unless named, on a deterministic ``--max-mb`` sample of each c
 
 * **frontier 1t / 2t**: a fresh encoder warmed untimed on 1 MB of other documents of the corpus, then
   ``encode_batch(docs, as_arrays=True)`` timed (the protocol of ``tokenizer_speed.py --phases frontier``);
+* **lists 1t / 2t**: the frontier pass with Python lists out (``encode_batch(docs)``; the tokenizer's
+  Python ints made before, untimed, and the lists freed after the timing, as the frontier phase does);
 * **again 1t / 2t**: the same documents encoded once more by that encoder (text it has seen);
 * **split**: the compiled splitter alone over the joined documents;
 * **kernel**: the BPE kernel alone over those chunks, on the cache the passes before left.
@@ -41,7 +43,7 @@ from encode_profile import make as _make
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPORA = ROOT.parent / "shared" / "corpora"
-STEPS = ("frontier 1t", "frontier 2t", "again 1t", "again 2t", "split", "kernel")
+STEPS = ("frontier 1t", "frontier 2t", "lists 1t", "lists 2t", "again 1t", "again 2t", "split", "kernel")
 
 
 # ------------------------------------------------------------------------------------------ child
@@ -91,6 +93,14 @@ def child(name: str, corpus: str, max_mb: float) -> None:
             threads = int(step[-2])
             tok = fresh(threads)
             out = timed(lambda: tok.encode_batch(docs, num_threads=threads, as_arrays=True, disallowed_special=()))
+        elif step.startswith("lists"):  # the frontier pass with Python lists out (freed after the timing)
+            threads = int(step[-2])
+            tok = fresh(threads)
+            tok.encode_batch(warm[:2], num_threads=threads, disallowed_special=())  # its Python ints made untimed
+            t0 = time.perf_counter()
+            got = tok.encode_batch(docs, num_threads=threads, disallowed_special=())
+            out = time.perf_counter() - t0
+            del got
         elif step.startswith("again"):
             threads = int(step[-2])
             tok = state.get(threads) or fresh(threads)

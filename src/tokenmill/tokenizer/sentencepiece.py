@@ -454,7 +454,7 @@ class SentencePieceTokenizer:
                        else p.encode("utf-8").replace(ws, b" ") for p, t in zip(model.pieces, types)]
         self._encoder = None
         self._lock = __import__("threading").Lock()
-        self._int_objects = None
+        self._int_lists = None  # one Python int per id, for lists out (_cpython.IntLists)
 
     # ----------------------------------------------------------------- construction
     @classmethod
@@ -603,10 +603,12 @@ class SentencePieceTokenizer:
         return enc
 
     def _list(self, ids: np.ndarray) -> list[int]:
-        objs = self._int_objects
-        if objs is None:
-            objs = self._int_objects = np.array(range(self.vocab_size), dtype=object)
-        return objs.take(ids).tolist()
+        lists = self._int_lists
+        if lists is None:
+            from ._cpython import IntLists
+
+            lists = self._int_lists = IntLists(self.vocab_size)
+        return lists.one(ids)
 
     def encode_batch(self, texts, *, num_threads=None, as_arrays: bool = False, allowed_special=(),
                      disallowed_special="all") -> list:

@@ -1,0 +1,96 @@
+"""The two C-API bridges of ``tokenizer._cpython``: texts in as CPython's UTF-8, ids out as lists.
+
+Both read and write Python objects from compiled code, so besides equal results these tests check what
+a mistake would break silently: reference counts (a leak or a double free of the shared ints),
+read-only buffers, ids outside the table (must raise before any object is touched), lone surrogates
+(no UTF-8: reported, not raised, and no error left set)."""
+
+from __future__ import annotations
+
+import gc
+import sys
+
+import numpy as np
+import pytest
+
+from tokenmill import train_bpe
+from tokenmill.tokenizer._cpython import IntLists, utf8_joined
+
+TEXTS = ["hello", "", "héllo wörld", "滑动窗口，窗口", "emoji 🙂 done", "x" * 5000, "tab\tand\nnewline"]
+
+
+def test_utf8_joined_is_the_texts_utf8_with_their_offsets():
+    for texts in (TEXTS, TEXTS[::-1], [], [""], ["only ascii"]):
+        fresh = [t.encode().decode() for t in texts]  # new str objects: no UTF-8 kept yet
+        for _ in range(2):  # the second pass reads the UTF-8 CPython kept with each str
+            buf, offs = utf8_joined(fresh)
+            assert bytes(buf) == b"".join(t.encode() for t in texts)
+            assert offs.tolist() == np.cumsum([0] + [len(t.encode()) for t in texts]).tolist()
+            assert buf.dtype == np.uint8 and not buf.flags.writeable
+
+
+def test_utf8_joined_takes_str_subclasses_and_rejects_other_types():
+    buf, offs = utf8_joined([np.str_("numpy str"), "plain"])
+    assert bytes(buf) == b"numpy strplain" and offs.tolist() == [0, 9, 14]
+    with pytest.raises(TypeError, match="bytes"):
+        utf8_joined(["a", b"b"])
+
+
+def test_a_lone_surrogate_is_reported_and_leaves_no_error_set():
+    assert utf8_joined(["fine", "bad \ud800 here", "fine"]) is None
+    assert utf8_joined(["still fine"])[1].tolist() == [0, 10]  # no stale exception surfaces later
+    assert "x".encode() == b"x"
+
+
+def test_lists_equal_tolist_and_reference_counts_balance():
+    lists = IntLists(1000)
+    rng = np.random.default_rng(0)
+    ids = rng.integers(0, 1000, 5000).astype(np.int64)
+    ids[:10] = 700  # an int of its own (CPython shares those below 257 with everyone)
+    bounds = np.array([0, 10, 10, 2500, 5000], np.int64)
+    before = sys.getrefcount(lists.ints[700])
+    got = lists.split(ids, bounds)
+    after = sys.getrefcount(lists.ints[700])
+    refs = sys.getrefcount(got), sys.getrefcount(got[0])
+    del got
+    gc.collect()
+    final = sys.getrefcount(lists.ints[700])
+    # one reference per place the int is listed, the lists held by `got` alone, all dropped with it
+    # (measured apart from the asserts below: pytest keeps the operands of an assert)
+    assert (after - before, final - before) == (int(np.count_nonzero(ids == 700)), 0)
+    assert refs == (2, 2)
+    got = lists.split(ids, bounds)
+    assert got == [ids[a:b].tolist() for a, b in zip(bounds[:-1], bounds[1:])]
+    assert {type(x) for row in got for x in row} == {int}
+    assert lists.one(ids) == ids.tolist() and lists.one(ids[:3]) == ids[:3].tolist()
+    assert lists.split(ids, np.array([0], np.int64)) == []
+
+
+def test_an_id_outside_the_table_raises_before_any_list_is_made():
+    lists = IntLists(310)
+    before = [sys.getrefcount(x) for x in lists.ints[300:]]  # ints of their own (not CPython's shared ones)
+    for bad in (310, -1, 1 << 40):
+        ids = np.array([301, 302, 303] * 200 + [bad], np.int64)
+        with pytest.raises(ValueError, match=f"token id {bad} is outside"):
+            lists.split(ids, np.array([0, 300, ids.size], np.int64))
+    assert [sys.getrefcount(x) for x in lists.ints[300:]] == before
+    with pytest.raises(ValueError, match="bounds"):
+        lists.split(np.zeros(4, np.int64), np.array([0, 3, 2], np.int64))
+    with pytest.raises(ValueError, match="bounds"):
+        lists.split(np.zeros(4, np.int64), np.array([0, 5], np.int64))
+
+
+def test_encode_batch_lists_and_arrays_through_both_bridges():
+    texts = ["hello world, 滑动窗口 123 don't", "the cat sat on the mat"] * 20
+    tok = train_bpe(texts, 300, pattern="gpt4")
+    batch = [t * 30 for t in TEXTS if t] + TEXTS
+    want = [tok.encode(t) for t in batch]
+    for _ in range(2):
+        assert tok.encode_batch(batch, num_threads=1) == want
+        assert [a.tolist() for a in tok.encode_batch(batch, num_threads=2, as_arrays=True)] == want
+    # a text without UTF-8 leaves the one-pass path, and fails as encode() does
+    with pytest.raises(ValueError) as single:  # InputError once compiled, UnicodeEncodeError before
+        tok.encode("a lone \ud800 surrogate")
+    with pytest.raises(ValueError) as batched:
+        tok.encode_batch(batch + ["a lone \ud800 surrogate"], num_threads=1)
+    assert type(batched.value) is type(single.value) and str(batched.value) == str(single.value)
