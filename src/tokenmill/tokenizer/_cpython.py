@@ -12,7 +12,7 @@ surrogate) is reported, not raised: the caller's slow path handles it.
 here); taking one shared int per id from an object array (``objs.take(ids).tolist()``, before) touches
 each id's object three times: the incref of ``take``, the incref of ``tolist``, the decref when the
 temporary array is freed. :class:`IntLists` builds the lists itself: ``PyList_New``, then for each id
-one ``Py_IncRef`` of the shared int (its object prefetched 16 ids ahead: with a large vocabulary the
+one ``Py_IncRef`` of the shared int (its object prefetched 32 ids ahead: with a large vocabulary the
 ints are out of cache, o200k's 200K of them take 6.4 MB) and one ``PyList_SetItem``, in a numba loop
 that holds the GIL (no ``nogil``: it calls the C API). GPT-2 English, 730K ids: 4.6 ms before, 3.1-3.3
 ms (ints in cache or not); o200k, 620K ids, ints out of cache: 7.3 -> 5.1 ms. The lists equal
@@ -196,8 +196,8 @@ def _build(addrs, ids, bounds):
             _drop(outer)  # its empty slots are NULL: freeing it drops the lists made so far
             return 0
         for t in range(lo, bounds[j + 1]):
-            if t + 16 < end:  # the ints a large vocabulary's lists touch are out of cache (o200k: 6.4 MB of them)
-                _prefetch_object(addrs[ids[t + 16]])
+            if t + 32 < end:  # the ints a large vocabulary's lists touch are out of cache (o200k: 6.4 MB of them)
+                _prefetch_object(addrs[ids[t + 32]])
             _list_put(inner, t - lo, addrs[ids[t]])
         _list_put(outer, j, inner)
         _drop(inner)  # the outer list holds it now
