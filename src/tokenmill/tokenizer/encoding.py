@@ -76,8 +76,7 @@ class Encoding:
             # a group of more than a thread's share of the batch (a text too large to be balanced by
             # the other groups, or the only one) cuts its kernel work across the threads too
             inner = threads if threads > 1 and sum(len(t) for t in texts[lo:hi]) * threads > total else 1
-            # scratch: the ids are converted (copied, or made lists) below, before this thread's next call
-            got = self.compiled_encoder().encode_many([self.prefixed(pieces[i][0][0]) for i in plain], inner, True) \
+            got = self.compiled_encoder().encode_many([self.prefixed(pieces[i][0][0]) for i in plain], inner) \
                 if len(plain) > 1 or (plain and inner > 1) else None  # None: not in one pass (see encode_many)
             if got is not None:
                 ids, bounds = got

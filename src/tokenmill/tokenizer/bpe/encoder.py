@@ -15,7 +15,6 @@ from ..pretokenize.splitter import has_compiled
 
 _CACHE_LIMIT = 1 << 18  # cached chunks per thread before the cache is reset to its pinned part
 _NONE = np.zeros(0, np.int64)  # no document marks (one text per kernel call)
-_SCRATCH_MAX = 1 << 21  # ids a thread's reused kernel buffer may hold (16 MB); larger calls get their own
 _PART_CHUNKS = 1 << 15  # encode_many cuts its kernel work across threads only above this many chunks a thread
 _PREMERGE_MIN = 1000  # 3-byte characters whose own BPE is one or two tokens, below which none are merged ahead
 _NO_VOCAB = np.zeros(2, np.uint64)  # an empty vocabulary table (see _encode_kernels.build_vocab_table)
@@ -297,19 +296,9 @@ class CompiledEncoder:
 
         return check_offsets(offs, f"the chunk offsets of pattern {self.pattern!r}", n=n, error=ConfigError)
 
-    def _run(self, data: bytes, offs, marks, pos, scratch: bool = False) -> tuple[int, np.ndarray]:
-        """The BPE kernel over the chunks ``offs`` of ``data`` on this thread's cache: (ids written, buffer).
-        ``scratch``: the buffer is this thread's, reused by its next ``scratch`` call (the caller copies or
-        converts the ids before that); up to ``_SCRATCH_MAX`` ids, a new buffer above."""
-        size = len(data) if offs.size < 2 else int(offs[-1] - offs[0])
-        if scratch and size <= _SCRATCH_MAX:
-            # one slot per input byte (~4x the ids written): a fresh buffer this size is a new mapping
-            # whose pages fault in again on every call (~0.7 ms per 6 MB of ids)
-            out = getattr(self._local, "out", None)
-            if out is None or out.size < size:
-                out = self._local.out = np.empty(max(size, 1 << 20), np.int64)
-        else:
-            out = np.empty(size, np.int64)
+    def _run(self, data: bytes, offs, marks, pos) -> tuple[int, np.ndarray]:
+        """The BPE kernel over the chunks ``offs`` of ``data`` on this thread's cache: (ids written, buffer)."""
+        out = np.empty(len(data) if offs.size < 2 else int(offs[-1] - offs[0]), np.int64)
         n, state = self._K.encode_chunks(np.frombuffer(data, np.uint8), offs, marks, pos, self.byte_ids,
                                          self.byte_pairs, self.pairs, self.filt, self.chars, self.vtab,
                                          self.vtab2, self.vfilt, self._state(), _CACHE_LIMIT, out)
@@ -340,16 +329,14 @@ class CompiledEncoder:
         pos = np.concatenate([p + b for (_, p), b in zip(got, base[:-1].tolist())])
         return np.concatenate([ids for ids, _ in got]), np.append(pos, base[-1])
 
-    def encode_many(self, texts: list[str], threads: int = 1, scratch: bool = False) -> tuple[np.ndarray, np.ndarray] | None:
+    def encode_many(self, texts: list[str], threads: int = 1) -> tuple[np.ndarray, np.ndarray] | None:
         """Ids of several non-empty texts in one pass (one split call, one kernel call: a small
         document no longer pays the kernels' per-call cost, most of it spent holding the GIL):
         ``(ids, bounds)``, text ``i``'s ids being ``ids[bounds[i]:bounds[i + 1]]``. Exactly
         ``[encode(t) for t in texts]``. None where that cannot be done in one pass (HF ``Sequence`` of
         Splits, a splitter that is not compiled, a text UTF-8 cannot encode): encode each then.
         ``threads`` > 1: the kernel's work (not the split) is cut into that many ranges of chunks run
-        on the pool's threads, for a batch whose texts are too few or too large to keep them busy.
-        ``scratch``: the ids may be a view of this thread's reused buffer (``_run``), valid until its next
-        ``scratch`` call: for a caller that copies them or makes lists of them first (``encode_batch``)."""
+        on the pool's threads, for a batch whose texts are too few or too large to keep them busy."""
         if self.split_patterns or (self.pattern is not None and not self.compiled_split):
             return None
         from .._cpython import utf8_joined
@@ -376,5 +363,5 @@ class CompiledEncoder:
         if threads > 1 and offs.size > _PART_CHUNKS * threads:
             return self._run_parts(data, offs, marks, threads)
         pos = np.empty(len(texts), np.int64)
-        n, out = self._run(data, offs, marks, pos, scratch)
+        n, out = self._run(data, offs, marks, pos)
         return out[:n], np.append(pos, n)
