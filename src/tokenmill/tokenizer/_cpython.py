@@ -29,9 +29,11 @@ import ctypes
 import numpy as np
 from llvmlite import ir
 from numba import types
+from numba.core import cgutils
 from numba.extending import intrinsic
 
 from .._jit import njit
+from ._wide import emit_prefetch
 
 _decref = ctypes.pythonapi.Py_DecRef
 _decref.argtypes = [ctypes.c_void_p]
@@ -91,12 +93,7 @@ def _prefetch_object(typingctx, obj):
         return None
 
     def codegen(context, builder, sig, args):
-        from numba.core import cgutils
-
-        i8p, i32 = ir.IntType(8).as_pointer(), ir.IntType(32)
-        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
-                                            "llvm.prefetch.p0i8")
-        builder.call(fn, [builder.inttoptr(args[0], i8p), ir.Constant(i32, 1), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+        emit_prefetch(builder, builder.inttoptr(args[0], ir.IntType(8).as_pointer()), write=True)
         return context.get_dummy_value()
 
     return types.void(obj), codegen
@@ -110,8 +107,6 @@ def _utf8(typingctx, obj, size):
         return None
 
     def codegen(context, builder, sig, args):
-        from numba.core import cgutils
-
         api = context.get_python_api(builder)
         ok, buf, n = api.string_as_string_and_size(builder.inttoptr(args[0], api.pyobj))
         with builder.if_then(builder.not_(ok)):
@@ -130,8 +125,6 @@ def _copy_from(typingctx, dst, at, src, n):
         return None
 
     def codegen(context, builder, sig, args):
-        from numba.core import cgutils
-
         arr = context.make_array(sig.args[0])(context, builder, args[0])
         d = builder.gep(arr.data, [context.cast(builder, args[1], sig.args[1], types.intp)])
         s = builder.inttoptr(args[2], d.type)

@@ -173,11 +173,16 @@ def prefetch(typingctx, arr, idx):
     def codegen(context, builder, sig, args):
         ary = context.make_array(sig.args[0])(context, builder, args[0])
         i = context.cast(builder, args[1], sig.args[1], types.intp)
-        ptr = builder.bitcast(builder.gep(ary.data, [i]), ir.IntType(8).as_pointer())
-        i32 = ir.IntType(32)
-        fn = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(ir.VoidType(), [ir.IntType(8).as_pointer(), i32, i32, i32]), "llvm.prefetch.p0i8")
-        builder.call(fn, [ptr, ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+        emit_prefetch(builder, builder.bitcast(builder.gep(ary.data, [i]), ir.IntType(8).as_pointer()), write=False)
         return context.get_dummy_value()
 
     return sig, codegen
+
+
+def emit_prefetch(builder, ptr, write: bool) -> None:
+    """Emit ``llvm.prefetch`` of the i8 pointer ``ptr`` (high locality, data cache), for a read or a write:
+    the code generation of :func:`prefetch` and of ``_cpython``'s prefetch of an object."""
+    i32 = ir.IntType(32)
+    fn = cgutils.get_or_insert_function(
+        builder.module, ir.FunctionType(ir.VoidType(), [ir.IntType(8).as_pointer(), i32, i32, i32]), "llvm.prefetch.p0i8")
+    builder.call(fn, [ptr, ir.Constant(i32, int(write)), ir.Constant(i32, 3), ir.Constant(i32, 1)])
