@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..._jit import njit
-from .._wide import load_u64, prefetch
+from .._wide import ix, load_u64, prefetch
 from ._hashing import fnv1a, reindex_tagged
 
 _CACHE_MAX_BYTES = 256  # longer chunks are encoded every time, never cached
@@ -91,15 +91,15 @@ def _rank(table, filt, left, right):
     key = (np.int64(left) << 32) | np.int64(right)
     h = _pair_hash(key)
     hi = h >> np.uint64(32)
-    w = filt[np.int64(hi & np.uint64(filt.size - 1))]
+    w = filt[hi & np.uint64(filt.size - 1)]
     if ((w >> (h >> np.uint64(58))) & (w >> ((h >> np.uint64(52)) & np.uint64(63))) & np.uint64(1)) == 0:
         return _BIG
     mask = table.shape[0] - 1
     i = np.int64(hi & np.uint64(mask))
     while True:
-        k = table[i, 0]
+        k = table[ix(i), 0]
         if k == key:
-            return table[i, 1]
+            return table[ix(i), 1]
         if k == -1:
             return _BIG
         i = (i + 1) & mask
@@ -116,20 +116,20 @@ def _merge_loop(ids, n, table, filt, ranks):
         best = _BIG
         at = -1
         for i in range(n - 1):
-            if ranks[i] < best:
-                best = ranks[i]
+            if ranks[ix(i)] < best:
+                best = ranks[ix(i)]
                 at = i
         if at < 0:
             break
-        ids[at] = best & _ID
+        ids[ix(at)] = best & _ID
         for i in range(at + 1, n - 1):
-            ids[i] = ids[i + 1]
-            ranks[i] = ranks[i + 1]
+            ids[ix(i)] = ids[ix(i + 1)]
+            ranks[ix(i)] = ranks[ix(i + 1)]
         n -= 1
         if at > 0:
-            ranks[at - 1] = _rank(table, filt, ids[at - 1], ids[at])
+            ranks[ix(at - 1)] = _rank(table, filt, ids[ix(at - 1)], ids[ix(at)])
         if at < n - 1:
-            ranks[at] = _rank(table, filt, ids[at], ids[at + 1])
+            ranks[ix(at)] = _rank(table, filt, ids[ix(at)], ids[ix(at + 1)])
     return n
 
 
@@ -139,7 +139,7 @@ def _bpe_short(ids, n, table, filt, ranks, byte_pairs, data, a):
     returns the new length. The first pair values come from ``byte_pairs``, a dense 256 x 256 table of
     byte pairs (512 KB, cache-resident)."""
     for i in range(n - 1):
-        ranks[i] = byte_pairs[(np.int64(data[a + i]) << 8) | np.int64(data[a + i + 1])]
+        ranks[ix(i)] = byte_pairs[ix((np.int64(data[ix(a + i)]) << 8) | np.int64(data[ix(a + i + 1)]))]
     return _merge_loop(ids, n, table, filt, ranks)
 
 
@@ -479,7 +479,7 @@ def _vmaybe(vfilt, h):
     vocabulary table: two bits in one word of a blocked Bloom filter that stays in cache, so that a
     chunk that is not a token (most Han runs, many characters of several ids under GPT-2) costs no
     probe of the tables, which are larger than the cache (zh: the probes cost 6-14% without it)."""
-    w = vfilt[np.int64((h >> np.uint64(40)) & np.uint64(vfilt.size - 1))]
+    w = vfilt[(h >> np.uint64(40)) & np.uint64(vfilt.size - 1)]
     return ((w >> ((h >> np.uint64(26)) & np.uint64(63))) & (w >> ((h >> np.uint64(20)) & np.uint64(63)))
             & np.uint64(1)) != 0
 
@@ -599,14 +599,14 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
     dsize = data.size
     mi = 0
     for k in range(offs.size - 1):
-        while mi < marks.size and marks[mi] == k:
-            pos[mi] = nout
+        while mi < marks.size and marks[ix(mi)] == k:
+            pos[ix(mi)] = nout
             mi += 1
         if k + _AHEAD < offs.size - 1:
             # The tables are larger than the L2 cache and a probe's miss is most of a chunk's time:
             # the slots of the chunk _AHEAD chunks on are fetched now, so they are in cache by then.
-            a2 = offs[k + _AHEAD]
-            n2 = offs[k + _AHEAD + 1] - a2
+            a2 = offs[ix(k + _AHEAD)]
+            n2 = offs[ix(k + _AHEAD + 1)] - a2
             if n2 <= _SMALL and a2 + 8 <= dsize:
                 key2 = (load_u64(data, a2) & ((np.uint64(1) << np.uint64(8 * n2)) - np.uint64(1))) | (
                     np.uint64(n2) << np.uint64(56))
@@ -628,8 +628,8 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
                 prefetch(skflat, 2 * sl)
                 prefetch(siflat, 8 * sl)
                 prefetch(siflat, 8 * sl + 16)  # a bucket's ids are two cache lines
-        a = offs[k]
-        b = offs[k + 1]
+        a = offs[ix(k)]
+        b = offs[ix(k + 1)]
         n = b - a
         if n <= _SMALL:
             # Most chunks are short (zh: half are one 3-byte character; en: most words fit in 7
@@ -647,30 +647,30 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
                     key |= np.uint64(data[a + t]) << np.uint64(8 * t)
             if _vmaybe(vfilt, key * _FIB):
                 vi = _vslot(key, vmask)
-                vk = vtab[2 * vi]
+                vk = vtab[ix(2 * vi)]
                 while vk != key and vk != 0:
                     vi = (vi + 1) & np.int64(vmask)
-                    vk = vtab[2 * vi]
+                    vk = vtab[ix(2 * vi)]
                 if vk == key:
-                    out[nout] = np.int64(vtab[2 * vi + 1])
+                    out[ix(nout)] = np.int64(vtab[ix(2 * vi + 1)])
                     nout += 1
                     continue
             bucket = np.int64(((key * _FIB) >> np.uint64(32)) & bmask)
             row = _small_find(skeys, bucket, key, np.uint64(0))
             if row >= 0:
-                m = sids[row, 0]
+                m = sids[ix(row), 0]
                 for t in range(m):
-                    out[nout + t] = sids[row, 1 + t]
+                    out[ix(nout + t)] = sids[ix(row), ix(1 + t)]
                 nout += m
                 continue
             # Not cached: merge. The byte-keyed cache holds no chunk of up to _SMALL bytes but the
             # pinned vocabulary tokens, and those are all in ``vtab`` (the whole-chunk rule puts every
             # token there): no need to look there.
             for t in range(n):
-                work[t] = byte_ids[data[a + t]]
+                work[ix(t)] = byte_ids[data[ix(a + t)]]
             m = _bpe_short(work, n, table, filt, ranks, byte_pairs, data, a)
             for t in range(m):
-                out[nout + t] = work[t]
+                out[ix(nout + t)] = work[ix(t)]
             _to_small(skeys, sids, bucket, key, np.uint64(0), out, nout, m)
             nout += m
             continue
@@ -684,13 +684,13 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
             found = False
             if _vmaybe(vfilt, (k0 * _FIB) ^ (k1 * _FIB2)):
                 vi = _vslot2(k0, k1, vmask2)
-                while vtab2[4 * vi + 1] != 0:
-                    if vtab2[4 * vi + 1] == k1 and vtab2[4 * vi] == k0:
+                while vtab2[ix(4 * vi + 1)] != 0:
+                    if vtab2[ix(4 * vi + 1)] == k1 and vtab2[ix(4 * vi)] == k0:
                         found = True
                         break
                     vi = (vi + 1) & np.int64(vmask2)
             if found:
-                out[nout] = np.int64(vtab2[4 * vi + 2])
+                out[ix(nout)] = np.int64(vtab2[ix(4 * vi + 2)])
                 nout += 1
                 continue
         # A run of Han characters (a U+4000-U+9FFF character starts in the chunk's first 4 bytes)
@@ -723,10 +723,10 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
             row = _small_find(skeys, mslot, k0, k1)
             probe = False
             if row >= 0:
-                m = sids[row, 0]
+                m = sids[ix(row), 0]
                 if m != _IN_CTAB:
                     for t in range(m):
-                        out[nout + t] = sids[row, 1 + t]
+                        out[ix(nout + t)] = sids[ix(row), ix(1 + t)]
                     nout += m
                     continue
                 probe = True
@@ -835,7 +835,7 @@ def _small_find(skeys, bucket, k0, k1):
     """The row of the small-chunk table's bucket (rows ``bucket .. bucket + _WAYS - 1``) holding the chunk
     keyed ``(k0, k1)``, or -1."""
     for j in range(_WAYS):
-        if skeys[bucket + j, 0] == k0 and skeys[bucket + j, 1] == k1:
+        if skeys[ix(bucket + j), 0] == k0 and skeys[ix(bucket + j), 1] == k1:
             return bucket + j
     return np.int64(-1)
 

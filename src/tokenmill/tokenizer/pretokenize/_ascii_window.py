@@ -38,7 +38,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..._jit import njit
-from .._wide import byte_classes64, clz64, ctz64
+from .._wide import byte_classes64, clz64, ctz64, ix
 
 _1 = np.uint64(1)
 _ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
@@ -114,7 +114,7 @@ def _commit(p, out, k, starts, u, WS, V, wl):
         return p, k, wl
     q = p + np.int64(63 - clz64(starts))
     while starts != 0:
-        out[k] = p + np.int64(ctz64(starts))
+        out[ix(k)] = p + np.int64(ctz64(starts))
         k += 1
         starts &= starts - _1
     return q, k, wl
