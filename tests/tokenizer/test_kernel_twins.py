@@ -316,6 +316,79 @@ def test_load_u64_equals_int_from_bytes(data, d):
     assert key == int.from_bytes(data[at : at + n], "little") | n << 56
 
 
+@functools.cache
+def _raw_ops():
+    """``raw`` pointers read and written, and the wide load through one, callable from Python."""
+    from numba import njit
+
+    from tokenmill.tokenizer._wide import load_u64, raw
+
+    @njit
+    def ops(data, at, words, i, v):
+        p = raw(words)
+        old = p[i]
+        p[i] = v
+        return load_u64(raw(data), at), old, p[i]
+
+    return ops
+
+
+@given(st.binary(min_size=8, max_size=40), st.lists(st.integers(0, M64), min_size=1, max_size=8), st.data())
+@settings(deadline=None)
+def test_raw_pointer_reads_and_writes_the_array(data, words, d):
+    """``raw(arr)[i]`` is ``arr[i]`` (read and write) and ``load_u64`` reads the same through a pointer as
+    through the array; under ``NUMBA_BOUNDSCHECK=1`` ``raw`` hands back the array itself, bounds checked."""
+    at = d.draw(st.integers(0, len(data) - 8))
+    i = d.draw(st.integers(0, len(words) - 1))
+    w = np.array(words, np.uint64)
+    before = int(w[i])
+    got, old, new = _raw_ops()(np.frombuffer(data, np.uint8), at, w, i, np.uint64(12345))
+    assert int(got) == int.from_bytes(data[at : at + 8], "little")
+    assert (int(old), int(new), int(w[i])) == (before, 12345, 12345)
+
+
+def test_hot_loop_stops_exactly_at_the_chunks_the_tables_do_not_hold():
+    """``_hot`` (the loop for chunks seen before) writes the ids of the chunks the vocabulary tables or the
+    small-chunk table hold, and stops at the first one they do not: what it wrote plus, for each chunk
+    it stopped at, that chunk's own ids, is the whole encoding; it stops at no chunk of one token."""
+    from numba import njit
+
+    from tokenmill.tokenizer._wide import raw
+    from tokenmill.tokenizer.pretokenize.patterns import resolve_pattern, split_with_gaps
+
+    @njit
+    def hot(data, offs, k, end, out, nout, vt, vt2, vf, sk, si):
+        return EK._hot(raw(data), raw(offs), k, end, end, raw(out), nout, raw(vt), np.uint64(vt.size // 2 - 1),
+                       raw(vt2), np.uint64(vt2.size // 4 - 1), raw(vf), np.uint64(vf.size - 1), raw(sk.reshape(-1)),
+                       raw(si.reshape(-1)), np.uint64(sk.shape[0] - 1) & ~np.uint64(EK._WAYS - 1))
+
+    tok = _TOK[0] if _TOK else _TOK.append(_trained()) or _TOK[0]
+    enc = tok._compiled()
+    text = " ".join(_WIDE * 3) + " the quick brown fox " + "x" * 40 + " tail end of the text here"
+    chunks = split_with_gaps(resolve_pattern(tok.pattern), text)
+    data = np.frombuffer(text.encode(), np.uint8)
+    offs = np.cumsum([0] + [len(c.encode()) for c in chunks]).astype(np.int64)
+    enc._local.state = None
+    enc.encode(text)  # the chunks of several ids are in the small-chunk table now
+    sk, si = enc._state()[9], enc._state()[10]
+    end = int(np.searchsorted(offs, data.size - 16, side="right"))  # chunks starting 16+ bytes before the end
+    out = np.zeros(data.size, np.int64)
+    k, nout, stops = 0, 0, []
+    while True:
+        k, nout = hot(data, offs, k, end, out, nout, enc.vtab, enc.vtab2, enc.vfilt, sk, si)
+        if k >= end:
+            break
+        ids = tok.encode_ordinary_python(chunks[k])
+        assert len(ids) > 1 or len(chunks[k].encode()) > 15, chunks[k]  # a token is in the vocabulary tables
+        stops.append(k)
+        out[nout : nout + len(ids)] = ids
+        nout += len(ids)
+        k += 1
+    assert out[:nout].tolist() == tok.encode_ordinary_python("".join(chunks[:end]))
+    assert any(len(chunks[s].encode()) > 15 for s in stops)  # the run of x: too long for the tables
+    enc._local.state = None
+
+
 def vocab_lookup_py(vt, key) -> int | None:
     """Linear probing from the slot of the key's Fibonacci hash (bits 32 and up), [key, id] pairs."""
     cap = vt.size // 2
@@ -332,7 +405,7 @@ def _vmaybe():
     """The filter's probe, callable from Python (compiled once, not once per example)."""
     from numba import njit
 
-    return njit(lambda f, h: EK._vmaybe(f, h))
+    return njit(lambda f, h: EK._vmaybe(f, np.uint64(f.size - 1), h))
 
 
 @given(st.dictionaries(st.binary(min_size=2, max_size=7), st.integers(0, 2**20), max_size=60),

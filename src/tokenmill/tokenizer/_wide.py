@@ -1,7 +1,7 @@
 """Word-at-a-time helpers for the tokenizer's numba kernels (the encoders' and the splitters'): 8 bytes
 of a uint8 array in one unaligned load or store, per-byte tests on such a word (``ascii_letters``,
-``letters_from``), trailing- and leading-zero counts, a cache prefetch, and ``ix`` (an index numba
-does not wrap).
+``letters_from``), trailing- and leading-zero counts, a cache prefetch, ``ix`` (an index numba
+does not wrap) and ``raw`` (an array's data as a pointer).
 
 numba has no unaligned view of a byte buffer as 64-bit words; ``load_u64`` is one LLVM ``load i64,
 align 1`` (a single ``mov`` on x86-64, ``ldr`` on arm64), little-endian as ``int.from_bytes(...,
@@ -15,7 +15,7 @@ import sys
 
 import numpy as np
 from llvmlite import ir
-from numba import types
+from numba import config, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
@@ -25,18 +25,54 @@ if sys.byteorder != "little":  # pragma: no cover
     raise ImportError("tokenmill's wide loads assume a little-endian machine")
 
 
+def _is_vector(arr, dtype=None) -> bool:
+    """A 1-D C-contiguous array (of ``dtype`` if given): element i at data + i."""
+    return (isinstance(arr, types.Array) and arr.ndim == 1 and arr.layout == "C"
+            and (dtype is None or arr.dtype == dtype))
+
+
+def _data_pointer(context, builder, typ, value):
+    """The address of element 0 of a 1-D C-contiguous array, or the pointer itself (``raw``)."""
+    if isinstance(typ, types.CPointer):
+        return value
+    return context.make_array(typ)(context, builder, value).data
+
+
+@intrinsic
+def raw(typingctx, arr):
+    """A 1-D C-contiguous array's data as a typed pointer (``p[i]`` loads and stores element i): no bounds
+    check, no wraparound, no reference count, so a numba function taking pointers is called with no
+    atomic increments of its arrays' reference counts (~60 ns a call for seven arrays), which is what makes
+    the encoder's hot loop a function of its own. Under ``NUMBA_BOUNDSCHECK=1`` (``make test-boundscheck``)
+    it returns the array itself, so the same code indexes arrays with their bounds checked. The caller
+    validates every index it will use, as for ``load_u64``."""
+    if not _is_vector(arr):
+        return None
+    if config.BOUNDSCHECK:
+        def same(context, builder, sig, args):
+            context.nrt.incref(builder, sig.args[0], args[0])
+            return args[0]
+
+        return arr(arr), same
+
+    def codegen(context, builder, sig, args):
+        return _data_pointer(context, builder, sig.args[0], args[0])
+
+    return types.CPointer(arr.dtype)(arr), codegen
+
+
 @intrinsic
 def load_u64(typingctx, arr, idx):
-    """``arr[idx:idx + 8]`` of a 1-D uint8 array as a little-endian uint64 (the caller checks bounds)."""
-    if not (isinstance(arr, types.Array) and arr.dtype == types.uint8 and arr.ndim == 1 and arr.layout == "C"
+    """``arr[idx:idx + 8]`` of a 1-D uint8 array (or a ``raw`` pointer to one) as a little-endian uint64
+    (the caller checks bounds)."""
+    if not ((_is_vector(arr, types.uint8) or arr == types.CPointer(types.uint8))
             and isinstance(idx, types.Integer)):  # contiguous only: byte i is at data + i
         return None
     sig = types.uint64(arr, idx)
 
     def codegen(context, builder, sig, args):
-        ary = context.make_array(sig.args[0])(context, builder, args[0])
         i = context.cast(builder, args[1], sig.args[1], types.intp)
-        ptr = builder.gep(ary.data, [i])
+        ptr = builder.gep(_data_pointer(context, builder, sig.args[0], args[0]), [i])
         return builder.load(builder.bitcast(ptr, ir.IntType(64).as_pointer()), align=1)
 
     return sig, codegen
@@ -173,17 +209,17 @@ def letters_from(data, i, e, which):
 
 @intrinsic
 def prefetch(typingctx, arr, idx):
-    """Ask the CPU to bring the cache line of ``arr[idx]`` (a 1-D C-contiguous array) into its caches ahead
-    of a read (LLVM ``llvm.prefetch``, read, high locality): a hint, which never faults, so ``idx`` needs
-    no bounds check."""
-    if not (isinstance(arr, types.Array) and arr.ndim == 1 and arr.layout == "C" and isinstance(idx, types.Integer)):
+    """Ask the CPU to bring the cache line of ``arr[idx]`` (a 1-D C-contiguous array, or a ``raw`` pointer)
+    into its caches ahead of a read (LLVM ``llvm.prefetch``, read, high locality): a hint, which never
+    faults, so ``idx`` needs no bounds check."""
+    if not ((_is_vector(arr) or isinstance(arr, types.CPointer)) and isinstance(idx, types.Integer)):
         return None
     sig = types.void(arr, idx)
 
     def codegen(context, builder, sig, args):
-        ary = context.make_array(sig.args[0])(context, builder, args[0])
         i = context.cast(builder, args[1], sig.args[1], types.intp)
-        emit_prefetch(builder, builder.bitcast(builder.gep(ary.data, [i]), ir.IntType(8).as_pointer()), write=False)
+        ptr = builder.gep(_data_pointer(context, builder, sig.args[0], args[0]), [i])
+        emit_prefetch(builder, builder.bitcast(ptr, ir.IntType(8).as_pointer()), write=False)
         return context.get_dummy_value()
 
     return sig, codegen

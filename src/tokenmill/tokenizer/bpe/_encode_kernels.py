@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..._jit import njit
-from .._wide import ix, load_u64, prefetch
+from .._wide import ix, load_u64, prefetch, raw
 from ._hashing import fnv1a, reindex_tagged
 
 _CACHE_MAX_BYTES = 256  # longer chunks are encoded every time, never cached
@@ -474,12 +474,12 @@ def build_vocab_table2(k0, k1, ids):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _vmaybe(vfilt, h):
+def _vmaybe(vfilt, vfmask, h):
     """False when the key hashed to ``h`` (``key * _FIB``, or the two-word hash of ``vtab2``) is in neither
     vocabulary table: two bits in one word of a blocked Bloom filter that stays in cache, so that a
     chunk that is not a token (most Han runs, many characters of several ids under GPT-2) costs no
     probe of the tables, which are larger than the cache (zh: the probes cost 6-14% without it)."""
-    w = vfilt[(h >> np.uint64(40)) & np.uint64(vfilt.size - 1)]
+    w = vfilt[(h >> np.uint64(40)) & vfmask]
     return ((w >> ((h >> np.uint64(26)) & np.uint64(63))) & (w >> ((h >> np.uint64(20)) & np.uint64(63)))
             & np.uint64(1)) != 0
 
@@ -566,6 +566,92 @@ def _han_key(data, a, n):
 
 
 @njit(cache=True, nogil=True)
+def _hot(dp, op, k, end, ahead_end, outp, nout, vt, vmask, vt2, vmask2, vf, vfmask, sk, si, bmask):
+    """The chunks ``k, k + 1, ...`` of ``[k, end)`` that the vocabulary tables or the small-chunk table hold,
+    their ids written at ``outp[nout:]``: returns the first chunk that neither holds (or ``end``) and the
+    ids written so far. ``encode_chunks``' loop for text it has seen, a function of its own over ``raw``
+    pointers: a few registers' worth of state instead of the whole kernel's (whose slow paths left the
+    hot loop reloading its pointers from the stack: ~85 instructions a chunk instead of ~120), and no
+    reference counts to pay when the kernel calls it again after a chunk it merged.
+
+    Every chunk of ``[k, ahead_end)`` starts 16 bytes or more before the end of the data (the caller
+    cuts ``ahead_end`` there), so its key words are loaded without a test; ``end <= ahead_end``. The
+    table slots of the chunk ``_AHEAD`` on are prefetched (the tables are larger than the L2 cache and a
+    probe's miss is most of a chunk's time)."""
+    while k < end:
+        j = k + _AHEAD
+        if j < ahead_end:
+            a2 = op[j]
+            n2 = op[j + 1] - a2
+            if n2 <= 15:
+                if n2 <= _SMALL:
+                    h2 = ((load_u64(dp, a2) & ((np.uint64(1) << np.uint64(8 * n2)) - np.uint64(1)))
+                          | (np.uint64(n2) << np.uint64(56))) * _FIB
+                    prefetch(vt, np.uint64(2) * ((h2 >> np.uint64(32)) & vmask))
+                else:
+                    h2 = (load_u64(dp, a2) * _FIB) ^ (((load_u64(dp, a2 + 8) & (
+                        (np.uint64(1) << np.uint64(8 * (n2 - 8))) - np.uint64(1))) | (np.uint64(n2) << np.uint64(56)))
+                        * _FIB2)
+                    prefetch(vt2, np.uint64(4) * ((h2 >> np.uint64(32)) & vmask2))
+                prefetch(vf, (h2 >> np.uint64(40)) & vfmask)
+                sl = (h2 >> np.uint64(32)) & bmask
+                prefetch(sk, np.uint64(2) * sl)
+                prefetch(si, np.uint64(8) * sl)
+                prefetch(si, np.uint64(8) * sl + np.uint64(16))  # a bucket's ids are two cache lines
+        a = op[k]
+        n = op[k + 1] - a
+        if n <= _SMALL:
+            k0 = (load_u64(dp, a) & ((np.uint64(1) << np.uint64(8 * n)) - np.uint64(1))) | (np.uint64(n) << np.uint64(56))
+            k1 = np.uint64(0)
+            h = k0 * _FIB
+            if _vmaybe(vf, vfmask, h):
+                vi = (h >> np.uint64(32)) & vmask
+                vk = vt[np.uint64(2) * vi]
+                while vk != k0 and vk != 0:
+                    vi = (vi + np.uint64(1)) & vmask
+                    vk = vt[np.uint64(2) * vi]
+                if vk == k0:
+                    outp[nout] = np.int64(vt[np.uint64(2) * vi + np.uint64(1)])
+                    nout += 1
+                    k += 1
+                    continue
+        elif n <= 15:
+            k0 = load_u64(dp, a)
+            k1 = (load_u64(dp, a + 8) & ((np.uint64(1) << np.uint64(8 * (n - 8))) - np.uint64(1))) | (
+                np.uint64(n) << np.uint64(56))
+            h = (k0 * _FIB) ^ (k1 * _FIB2)
+            if _vmaybe(vf, vfmask, h):
+                vi = (h >> np.uint64(32)) & vmask2
+                found = False
+                while vt2[np.uint64(4) * vi + np.uint64(1)] != 0:
+                    if vt2[np.uint64(4) * vi + np.uint64(1)] == k1 and vt2[np.uint64(4) * vi] == k0:
+                        found = True
+                        break
+                    vi = (vi + np.uint64(1)) & vmask2
+                if found:
+                    outp[nout] = np.int64(vt2[np.uint64(4) * vi + np.uint64(2)])
+                    nout += 1
+                    k += 1
+                    continue
+        else:
+            return k, nout
+        row = (h >> np.uint64(32)) & bmask
+        last = row + np.uint64(_WAYS)
+        while row < last and (sk[np.uint64(2) * row] != k0 or sk[np.uint64(2) * row + np.uint64(1)] != k1):
+            row += np.uint64(1)
+        if row == last:
+            return k, nout
+        m = si[np.uint64(8) * row]
+        if m == _IN_CTAB:
+            return k, nout
+        for t in range(m):
+            outp[nout + t] = si[np.uint64(8) * row + np.uint64(1 + t)]
+        nout += m
+        k += 1
+    return k, nout
+
+
+@njit(cache=True, nogil=True)
 def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, chars, vtab, vtab2, vfilt, state, limit,
                   out):
     """Encode chunks ``data[offs[k]:offs[k+1]]`` into ``out`` (big enough: len(data) ids).
@@ -596,226 +682,230 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
     siflat = sids.reshape(-1)
     vmask = np.uint64(vtab.size // 2 - 1)
     vmask2 = np.uint64(vtab2.size // 4 - 1)
+    vfmask = np.uint64(vfilt.size - 1)
     dsize = data.size
+    nch = offs.size - 1
+    # _hot takes the chunks that start 16 bytes or more before the end of the data (their key words
+    # load without a test); the few after them take the loop below all the way
+    ahead_end = nch
+    while ahead_end > 0 and offs[ix(ahead_end - 1)] + 16 > dsize:
+        ahead_end -= 1
+    dp = raw(data)
+    op = raw(offs)
+    outp = raw(out)
+    vtp = raw(vtab)
+    vt2p = raw(vtab2)
+    vfp = raw(vfilt)
+    skp = raw(skflat)
+    sip = raw(siflat)
     mi = 0
-    for k in range(offs.size - 1):
-        while mi < marks.size and marks[ix(mi)] == k:
+    seg = 0
+    while True:
+        # the chunks up to the next document start (no test of the marks per chunk)
+        while mi < marks.size and marks[ix(mi)] <= seg:
             pos[ix(mi)] = nout
             mi += 1
-        if k + _AHEAD < offs.size - 1:
-            # The tables are larger than the L2 cache and a probe's miss is most of a chunk's time:
-            # the slots of the chunk _AHEAD chunks on are fetched now, so they are in cache by then.
-            a2 = offs[ix(k + _AHEAD)]
-            n2 = offs[ix(k + _AHEAD + 1)] - a2
-            if n2 <= _SMALL and a2 + 8 <= dsize:
-                key2 = (load_u64(data, a2) & ((np.uint64(1) << np.uint64(8 * n2)) - np.uint64(1))) | (
-                    np.uint64(n2) << np.uint64(56))
-                h2 = key2 * _FIB
-                prefetch(vfilt, np.int64((h2 >> np.uint64(40)) & np.uint64(vfilt.size - 1)))
-                prefetch(vtab, 2 * _vslot(key2, vmask))
-                sl = np.int64((h2 >> np.uint64(32)) & bmask)
-                prefetch(skflat, 2 * sl)
-                prefetch(siflat, 8 * sl)
-                prefetch(siflat, 8 * sl + 16)  # a bucket's ids are two cache lines
-            elif n2 <= 15 and a2 + 16 <= dsize:
-                k0 = load_u64(data, a2)
-                k1 = (load_u64(data, a2 + 8) & ((np.uint64(1) << np.uint64(8 * (n2 - 8))) - np.uint64(1))) | (
-                    np.uint64(n2) << np.uint64(56))
-                h2 = (k0 * _FIB) ^ (k1 * _FIB2)
-                prefetch(vfilt, np.int64((h2 >> np.uint64(40)) & np.uint64(vfilt.size - 1)))
-                prefetch(vtab2, 4 * _vslot2(k0, k1, vmask2))
-                sl = np.int64((h2 >> np.uint64(32)) & bmask)
-                prefetch(skflat, 2 * sl)
-                prefetch(siflat, 8 * sl)
-                prefetch(siflat, 8 * sl + 16)  # a bucket's ids are two cache lines
-        a = offs[ix(k)]
-        b = offs[ix(k + 1)]
-        n = b - a
-        if n <= _SMALL:
-            # Most chunks are short (zh: half are one 3-byte character; en: most words fit in 7
-            # bytes, 15% are one byte). Their bytes and length pack into one 64-bit key (one
-            # unaligned load where 8 bytes are left to read): the vocabulary table first (it holds
-            # every single byte too: one path for 1 to 7 bytes, one branch fewer that no predictor
-            # learns), then, for chunks of several ids, a small direct-mapped table that stays in
-            # cache (one probe instead of the byte-keyed table's ~6 misses).
-            if a + 8 <= dsize:
-                key = (load_u64(data, a) & ((np.uint64(1) << np.uint64(8 * n)) - np.uint64(1))) | (
-                    np.uint64(n) << np.uint64(56))
-            else:
-                key = np.uint64(n) << np.uint64(56)
-                for t in range(n):
-                    key |= np.uint64(data[a + t]) << np.uint64(8 * t)
-            if _vmaybe(vfilt, key * _FIB):
-                vi = _vslot(key, vmask)
-                vk = vtab[ix(2 * vi)]
-                while vk != key and vk != 0:
-                    vi = (vi + 1) & np.int64(vmask)
+        end = min(marks[ix(mi)], nch) if mi < marks.size else nch
+        if seg >= end:
+            break
+        nxt = seg
+        seg = end
+        while True:
+            k, nout = _hot(dp, op, nxt, min(end, ahead_end), ahead_end, outp, nout, vtp, vmask, vt2p, vmask2, vfp,
+                           vfmask, skp, sip, bmask)
+            if k >= end:
+                break
+            nxt = k + 1
+            # chunk k: not in the tables _hot reads (``probed``: it looked), or past ``ahead_end``
+            probed = k < ahead_end
+            a = offs[ix(k)]
+            b = offs[ix(k + 1)]
+            n = b - a
+            if n <= _SMALL:
+                # Most chunks are short (zh: half are one 3-byte character; en: most words fit in 7
+                # bytes, 15% are one byte). Their bytes and length pack into one 64-bit key (one
+                # unaligned load where 8 bytes are left to read): the vocabulary table first (it holds
+                # every single byte too: one path for 1 to 7 bytes, one branch fewer that no predictor
+                # learns), then, for chunks of several ids, a small direct-mapped table that stays in
+                # cache (one probe instead of the byte-keyed table's ~6 misses).
+                if a + 8 <= dsize:
+                    key = (load_u64(data, a) & ((np.uint64(1) << np.uint64(8 * n)) - np.uint64(1))) | (
+                        np.uint64(n) << np.uint64(56))
+                else:
+                    key = np.uint64(n) << np.uint64(56)
+                    for t in range(n):
+                        key |= np.uint64(data[a + t]) << np.uint64(8 * t)
+                if not probed and _vmaybe(vfilt, vfmask, key * _FIB):
+                    vi = _vslot(key, vmask)
                     vk = vtab[ix(2 * vi)]
-                if vk == key:
-                    out[ix(nout)] = np.int64(vtab[ix(2 * vi + 1)])
-                    nout += 1
-                    continue
-            bucket = np.int64(((key * _FIB) >> np.uint64(32)) & bmask)
-            row = _small_find(skeys, bucket, key, np.uint64(0))
-            if row >= 0:
-                m = sids[ix(row), 0]
-                for t in range(m):
-                    out[ix(nout + t)] = sids[ix(row), ix(1 + t)]
-                nout += m
-                continue
-            # Not cached: merge. The byte-keyed cache holds no chunk of up to _SMALL bytes but the
-            # pinned vocabulary tokens, and those are all in ``vtab`` (the whole-chunk rule puts every
-            # token there): no need to look there.
-            for t in range(n):
-                work[ix(t)] = byte_ids[data[ix(a + t)]]
-            m = _bpe_short(work, n, table, filt, ranks, byte_pairs, data, a)
-            for t in range(m):
-                out[ix(nout + t)] = work[ix(t)]
-            _to_small(skeys, sids, bucket, key, np.uint64(0), out, nout, m)
-            nout += m
-            continue
-        wide = n <= 15 and a + 16 <= dsize
-        k0 = np.uint64(0)
-        k1 = np.uint64(0)
-        if wide:  # a vocabulary token of 8-15 bytes: one probe, no hashing of bytes
-            k0 = load_u64(data, a)
-            k1 = (load_u64(data, a + 8) & ((np.uint64(1) << np.uint64(8 * (n - 8))) - np.uint64(1))) | (
-                np.uint64(n) << np.uint64(56))
-            found = False
-            if _vmaybe(vfilt, (k0 * _FIB) ^ (k1 * _FIB2)):
-                vi = _vslot2(k0, k1, vmask2)
-                while vtab2[ix(4 * vi + 1)] != 0:
-                    if vtab2[ix(4 * vi + 1)] == k1 and vtab2[ix(4 * vi)] == k0:
-                        found = True
-                        break
-                    vi = (vi + 1) & np.int64(vmask2)
-            if found:
-                out[ix(nout)] = np.int64(vtab2[ix(4 * vi + 2)])
-                nout += 1
-                continue
-        # A run of Han characters (a U+4000-U+9FFF character starts in the chunk's first 4 bytes)
-        # where characters are merged ahead: long, mostly unique (hits 9% of lookups under Llama 3)
-        # and cheap to merge, so the cache is skipped: no probe of the big table, no admission, no
-        # insert (zh +16-18% under Llama 3 and Qwen 3.5). Exact: the pinned vocabulary matters only for
-        # a token BPE does not reach from its own bytes; those of this shape are in ``unreached``
-        # (sorted ``_han_key``s: length and first 7 bytes, cheaper than hashing the chunk) and take the
-        # cached path. The test reads 4 bytes: the chunk has more than _SMALL.
-        skip = False
-        if cp3.size > 0:
-            for t in range(4):  # bytes 0xE4-0xE9 only ever lead a character
-                if data[a + t] >= 0xE4 and data[a + t] <= 0xE9:
-                    skip = True
-                    break
-        if skip and unreached.size > 0:
-            key = _han_key(data, a, n)
-            j = np.searchsorted(unreached, key)
-            skip = j >= unreached.size or unreached[j] != key
-        # Chunks of 8-15 bytes of several ids (en: 4%, code: 5.5% of chunks) go in the small-chunk table
-        # too, keyed by both words: one probe, ids inline, where the byte-keyed cache costs a hash of
-        # the bytes and ~5 dependent reads. That table is their cache: one that misses it is merged
-        # at once, no hash of its bytes, no probe of the byte-keyed cache, no admission (a first
-        # sighting cost ~25% less). One of more ids than a row holds (rare: emoji, symbols) is kept in
-        # the byte-keyed cache, and its row says so (count _IN_CTAB, no ids).
-        mslot = np.int64(-1)
-        probe = True
-        if wide and not skip:
-            mslot = np.int64((((k0 * _FIB) ^ (k1 * _FIB2)) >> np.uint64(32)) & bmask)
-            row = _small_find(skeys, mslot, k0, k1)
-            probe = False
-            if row >= 0:
-                m = sids[ix(row), 0]
-                if m != _IN_CTAB:
+                    while vk != key and vk != 0:
+                        vi = (vi + 1) & np.int64(vmask)
+                        vk = vtab[ix(2 * vi)]
+                    if vk == key:
+                        out[ix(nout)] = np.int64(vtab[ix(2 * vi + 1)])
+                        nout += 1
+                        continue
+                bucket = np.int64(((key * _FIB) >> np.uint64(32)) & bmask)
+                row = _small_find(skeys, bucket, key, np.uint64(0)) if not probed else np.int64(-1)
+                if row >= 0:
+                    m = sids[ix(row), 0]
                     for t in range(m):
                         out[ix(nout + t)] = sids[ix(row), ix(1 + t)]
                     nout += m
                     continue
-                probe = True
-        e = -1
-        h = np.uint64(0)
-        if not skip and probe:
-            h = fnv1a(data, a, b)
-            slot = _find(ctab, c_start, c_len, c_bytes, data, a, b, h)
-            e = ctab[slot]
-        if e != -1:
-            e &= _ID
-            s = c_ids_start[e]
-            m = c_ids_len[e]
-            for t in range(m):
-                out[nout + t] = c_ids[s + t]
-            nout += m
-            continue
-        # miss: run BPE (3-byte characters merged ahead where that is exact; a wide chunk without a
-        # lead byte of one, told from its two key words, skips that step's call)
-        if n <= _SHORT:
-            if cp3.size > 0 and (mslot < 0 or _has_lead3(k0) or _has_lead3(k1)):
-                m0 = _premerge(data, a, b, byte_ids, cp3, flat, starts, lens, tail_ptr, tail_tok, tail_mask, head_ptr,
-                               head_tok, head_mask, work)
-            else:
+                # Not cached: merge. The byte-keyed cache holds no chunk of up to _SMALL bytes but the
+                # pinned vocabulary tokens, and those are all in ``vtab`` (the whole-chunk rule puts every
+                # token there): no need to look there.
                 for t in range(n):
-                    work[t] = byte_ids[data[a + t]]
-                m0 = n
-            if m0 == n:
+                    work[ix(t)] = byte_ids[data[ix(a + t)]]
                 m = _bpe_short(work, n, table, filt, ranks, byte_pairs, data, a)
-            else:
-                m = _bpe_ids(work, m0, table, filt, ranks)
-            for t in range(m):
-                out[nout + t] = work[t]
-        else:
-            big = np.empty(n, np.int64)
-            m0 = _premerge(data, a, b, byte_ids, cp3, flat, starts, lens, tail_ptr, tail_tok, tail_mask, head_ptr,
-                           head_tok, head_mask, big)
-            if m0 <= _SHORT:
-                m = _bpe_ids(big, m0, table, filt, ranks)
-            else:
-                m = _bpe_long(big, m0, table, filt)
-            for t in range(m):
-                out[nout + t] = big[t]
-        if mslot >= 0:
-            if m <= 7:
-                _to_small(skeys, sids, mslot, k0, k1, out, nout, m)
+                for t in range(m):
+                    out[ix(nout + t)] = work[ix(t)]
+                _to_small(skeys, sids, bucket, key, np.uint64(0), out, nout, m)
                 nout += m
                 continue
-            if not probe:  # (probe: its row says so already, the byte-keyed cache was reset since)
-                _to_small(skeys, sids, mslot, k0, k1, out, nout, 0)
-                sids[mslot, 0] = _IN_CTAB
+            wide = n <= 15 and a + 16 <= dsize
+            k0 = np.uint64(0)
+            k1 = np.uint64(0)
+            if wide:  # a vocabulary token of 8-15 bytes: one probe, no hashing of bytes
+                k0 = load_u64(data, a)
+                k1 = (load_u64(data, a + 8) & ((np.uint64(1) << np.uint64(8 * (n - 8))) - np.uint64(1))) | (
+                    np.uint64(n) << np.uint64(56))
+                found = False
+                if not probed and _vmaybe(vfilt, vfmask, (k0 * _FIB) ^ (k1 * _FIB2)):
+                    vi = _vslot2(k0, k1, vmask2)
+                    while vtab2[ix(4 * vi + 1)] != 0:
+                        if vtab2[ix(4 * vi + 1)] == k1 and vtab2[ix(4 * vi)] == k0:
+                            found = True
+                            break
+                        vi = (vi + 1) & np.int64(vmask2)
+                if found:
+                    out[ix(nout)] = np.int64(vtab2[ix(4 * vi + 2)])
+                    nout += 1
+                    continue
+            # A run of Han characters (a U+4000-U+9FFF character starts in the chunk's first 4 bytes)
+            # where characters are merged ahead: long, mostly unique (hits 9% of lookups under Llama 3)
+            # and cheap to merge, so the cache is skipped: no probe of the big table, no admission, no
+            # insert (zh +16-18% under Llama 3 and Qwen 3.5). Exact: the pinned vocabulary matters only for
+            # a token BPE does not reach from its own bytes; those of this shape are in ``unreached``
+            # (sorted ``_han_key``s: length and first 7 bytes, cheaper than hashing the chunk) and take the
+            # cached path. The test reads 4 bytes: the chunk has more than _SMALL.
+            skip = False
+            if cp3.size > 0:
+                for t in range(4):  # bytes 0xE4-0xE9 only ever lead a character
+                    if data[a + t] >= 0xE4 and data[a + t] <= 0xE9:
+                        skip = True
+                        break
+            if skip and unreached.size > 0:
+                key = _han_key(data, a, n)
+                j = np.searchsorted(unreached, key)
+                skip = j >= unreached.size or unreached[j] != key
+            # Chunks of 8-15 bytes of several ids (en: 4%, code: 5.5% of chunks) go in the small-chunk table
+            # too, keyed by both words: one probe, ids inline, where the byte-keyed cache costs a hash of
+            # the bytes and ~5 dependent reads. That table is their cache: one that misses it is merged
+            # at once, no hash of its bytes, no probe of the byte-keyed cache, no admission (a first
+            # sighting cost ~25% less). One of more ids than a row holds (rare: emoji, symbols) is kept in
+            # the byte-keyed cache, and its row says so (count _IN_CTAB, no ids).
+            mslot = np.int64(-1)
+            probe = True
+            if wide and not skip:
+                mslot = np.int64((((k0 * _FIB) ^ (k1 * _FIB2)) >> np.uint64(32)) & bmask)
+                row = _small_find(skeys, mslot, k0, k1)
+                probe = False
+                if row >= 0:
+                    m = sids[ix(row), 0]
+                    if m != _IN_CTAB:
+                        for t in range(m):
+                            out[ix(nout + t)] = sids[ix(row), ix(1 + t)]
+                        nout += m
+                        continue
+                    probe = True
+            e = -1
+            h = np.uint64(0)
+            if not skip and probe:
                 h = fnv1a(data, a, b)
-        elif n > _CACHE_MAX_BYTES or skip:
-            nout += m  # long chunks are rare and would bloat the cache
-            continue
-        else:
-            # Admit a chunk on its second sighting only: where most chunks are new (Chinese under GPT-2's
-            # split: 1.3 M distinct of 5.5 M) inserting each one cost more than the cache saved
-            # (zh kernel 1.67 s with, 0.99 s without); repeated words (English) still get cached.
-            fp = seen.size - 1
-            fslot = np.int64(h & np.uint64(fp))
-            if seen[fslot] != h:
-                seen[fslot] = h
+                slot = _find(ctab, c_start, c_len, c_bytes, data, a, b, h)
+                e = ctab[slot]
+            if e != -1:
+                e &= _ID
+                s = c_ids_start[e]
+                m = c_ids_len[e]
+                for t in range(m):
+                    out[nout + t] = c_ids[s + t]
                 nout += m
                 continue
-        # insert into the cache (reset to its pinned part when it holds ``limit`` entries)
-        if sizes[0] + 1 > limit:
-            _reset(ctab, c_hash, sizes)
-        if (2 * (sizes[0] + 1) > ctab.size or sizes[0] + 1 > c_start.size
-                or sizes[1] + n > c_bytes.size or sizes[2] + m > c_ids.size):
-            ctab, c_start, c_len, c_hash, c_bytes, c_ids_start, c_ids_len, c_ids = _grow_cache(
-                ctab, c_start, c_len, c_hash, c_bytes, c_ids_start, c_ids_len, c_ids, sizes, n, m)
-        slot = _find(ctab, c_start, c_len, c_bytes, data, a, b, h)
-        if ctab[slot] != -1:  # held already (a wide chunk whose small-table row was evicted)
+            # miss: run BPE (3-byte characters merged ahead where that is exact; a wide chunk without a
+            # lead byte of one, told from its two key words, skips that step's call)
+            if n <= _SHORT:
+                if cp3.size > 0 and (mslot < 0 or _has_lead3(k0) or _has_lead3(k1)):
+                    m0 = _premerge(data, a, b, byte_ids, cp3, flat, starts, lens, tail_ptr, tail_tok, tail_mask, head_ptr,
+                                   head_tok, head_mask, work)
+                else:
+                    for t in range(n):
+                        work[t] = byte_ids[data[a + t]]
+                    m0 = n
+                if m0 == n:
+                    m = _bpe_short(work, n, table, filt, ranks, byte_pairs, data, a)
+                else:
+                    m = _bpe_ids(work, m0, table, filt, ranks)
+                for t in range(m):
+                    out[nout + t] = work[t]
+            else:
+                big = np.empty(n, np.int64)
+                m0 = _premerge(data, a, b, byte_ids, cp3, flat, starts, lens, tail_ptr, tail_tok, tail_mask, head_ptr,
+                               head_tok, head_mask, big)
+                if m0 <= _SHORT:
+                    m = _bpe_ids(big, m0, table, filt, ranks)
+                else:
+                    m = _bpe_long(big, m0, table, filt)
+                for t in range(m):
+                    out[nout + t] = big[t]
+            if mslot >= 0:
+                if m <= 7:
+                    _to_small(skeys, sids, mslot, k0, k1, out, nout, m)
+                    nout += m
+                    continue
+                if not probe:  # (probe: its row says so already, the byte-keyed cache was reset since)
+                    _to_small(skeys, sids, mslot, k0, k1, out, nout, 0)
+                    sids[mslot, 0] = _IN_CTAB
+                    h = fnv1a(data, a, b)
+            elif n > _CACHE_MAX_BYTES or skip:
+                nout += m  # long chunks are rare and would bloat the cache
+                continue
+            else:
+                # Admit a chunk on its second sighting only: where most chunks are new (Chinese under GPT-2's
+                # split: 1.3 M distinct of 5.5 M) inserting each one cost more than the cache saved
+                # (zh kernel 1.67 s with, 0.99 s without); repeated words (English) still get cached.
+                fp = seen.size - 1
+                fslot = np.int64(h & np.uint64(fp))
+                if seen[fslot] != h:
+                    seen[fslot] = h
+                    nout += m
+                    continue
+            # insert into the cache (reset to its pinned part when it holds ``limit`` entries)
+            if sizes[0] + 1 > limit:
+                _reset(ctab, c_hash, sizes)
+            if (2 * (sizes[0] + 1) > ctab.size or sizes[0] + 1 > c_start.size
+                    or sizes[1] + n > c_bytes.size or sizes[2] + m > c_ids.size):
+                ctab, c_start, c_len, c_hash, c_bytes, c_ids_start, c_ids_len, c_ids = _grow_cache(
+                    ctab, c_start, c_len, c_hash, c_bytes, c_ids_start, c_ids_len, c_ids, sizes, n, m)
+            slot = _find(ctab, c_start, c_len, c_bytes, data, a, b, h)
+            if ctab[slot] != -1:  # held already (a wide chunk whose small-table row was evicted)
+                nout += m
+                continue
+            e = sizes[0]
+            ctab[slot] = (np.int64((h >> np.uint64(32)) & np.uint64(0x7FFFFFFF)) << 32) | e
+            c_start[e] = sizes[1]
+            c_len[e] = n
+            c_hash[e] = h
+            c_bytes[sizes[1] : sizes[1] + n] = data[a:b]
+            c_ids_start[e] = sizes[2]
+            c_ids_len[e] = m
+            c_ids[sizes[2] : sizes[2] + m] = out[nout : nout + m]
+            sizes[0] += 1
+            sizes[1] += n
+            sizes[2] += m
             nout += m
-            continue
-        e = sizes[0]
-        ctab[slot] = (np.int64((h >> np.uint64(32)) & np.uint64(0x7FFFFFFF)) << 32) | e
-        c_start[e] = sizes[1]
-        c_len[e] = n
-        c_hash[e] = h
-        c_bytes[sizes[1] : sizes[1] + n] = data[a:b]
-        c_ids_start[e] = sizes[2]
-        c_ids_len[e] = m
-        c_ids[sizes[2] : sizes[2] + m] = out[nout : nout + m]
-        sizes[0] += 1
-        sizes[1] += n
-        sizes[2] += m
-        nout += m
     while mi < marks.size:
         pos[mi] = nout
         mi += 1
