@@ -11,6 +11,16 @@ and, around each of the hottest instructions, the code with its sample counts (a
 instruction after the one that stalled, as a rule). ``--mode warm``: every pass on the cache the first
 one left (chunks already seen); ``cold``: a fresh cache each pass (first sightings merged). Needs
 `perf` and `objdump` (Debian: linux-perf, binutils).
+
+``--instructions``: instead of sampling, count the instructions one pass executes, exactly, under
+valgrind (``cachegrind``, no cache simulation): the child runs 1 and then 3 passes (after a run that
+only loads or compiles the kernels) and the difference
+in the instructions of code without symbols (numba's JIT code) is halved. On a shared machine whose
+timings move by 10-20% between runs this count does not move (+-0.1%), so it tells a change that
+removes work from one that does not before any timing is trusted (it says nothing of cache misses
+or of how many instructions run per cycle). valgrind has no AVX-512: the kernels are compiled for
+``NUMBA_CPU_NAME=haswell`` in a cache of their own (``.cache/numba-valgrind``; the first run compiles
+them under valgrind: minutes). Needs `valgrind` and `cg_annotate` (Debian: valgrind).
 """
 
 from __future__ import annotations
@@ -48,12 +58,41 @@ def child(a) -> None:
         if a.mode == "cold":
             enc._local.state = None  # an empty cache: the pinned tokens only
         enc._run(data, offs, marks, pos)
-    ms = (time.perf_counter() - t0) / a.passes * 1e3
+    ms = (time.perf_counter() - t0) / max(a.passes, 1) * 1e3
     K = enc._K
     cres = K.encode_chunks.overloads[K.encode_chunks.signatures[0]]
     addr = cres.library.get_pointer_to_function(cres.fndesc.llvm_func_name)
     Path(a.out, "kernel.bin").write_bytes(ctypes.string_at(addr, DUMP))
     Path(a.out, "kernel.addr").write_text(f"{addr} {ms} {offs.size - 1}")
+
+
+def instructions(a) -> None:
+    """Instructions per pass: the JIT code's count under cachegrind, 3 passes minus 1, halved."""
+    import os
+
+    for tool in ("valgrind", "cg_annotate"):
+        if not shutil.which(tool):
+            raise SystemExit(f"bench/_kernel_perf.py --instructions needs `{tool}` on PATH (Debian: valgrind)")
+    env = dict(os.environ, NUMBA_CPU_NAME="haswell", NUMBA_CACHE_DIR=str(ROOT / ".cache" / "numba-valgrind"),
+               OPENBLAS_NUM_THREADS="1", PYTHONHASHSEED="0")
+    counts = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for passes in (0, 1, 3):  # the first run only compiles what the valgrind cache lacks (or loads it)
+            cmd = [sys.executable, __file__, "--child", "--out", tmp, "--tokenizer", a.tokenizer, "--corpus",
+                   a.corpus, "--mode", a.mode, "--passes", str(passes), "--max-mb", str(a.max_mb)]
+            run = subprocess.run(["valgrind", "--tool=cachegrind", "--cache-sim=no",
+                                  f"--cachegrind-out-file={tmp}/cg", *cmd], env=env, capture_output=True, text=True)
+            if run.returncode:
+                raise SystemExit(f"the child under valgrind failed ({run.returncode}):\n{run.stderr[-3000:]}")
+            report = subprocess.run(["cg_annotate", f"{tmp}/cg"], capture_output=True, text=True, check=True).stdout
+            jit = [int(m.group(1).replace(",", "")) for m in re.finditer(r"^\s*([\d,]+) .*\?\?\?:\?\?\?", report, re.M)]
+            if not jit:
+                raise SystemExit("cg_annotate printed no line for code without symbols (???:???): its format changed?")
+            counts.append(jit[0])
+        chunks = int(Path(tmp, "kernel.addr").read_text().split()[2])
+    per_pass = (counts[2] - counts[1]) / 2
+    print(f"{a.tokenizer} {a.corpus}, {a.mode} passes: {per_pass / 1e6:.2f} M instructions per pass over "
+          f"{chunks:,} chunks ({per_pass / chunks:.1f} per chunk; JIT code only, counted by valgrind)")
 
 
 def main() -> None:
@@ -65,11 +104,16 @@ def main() -> None:
     ap.add_argument("--passes", type=int, default=300)
     ap.add_argument("--max-mb", type=float, default=2.0)
     ap.add_argument("--top", type=int, default=12, help="hot instructions shown with their code around them")
+    ap.add_argument("--instructions", action="store_true",
+                    help="count one pass's instructions under valgrind instead of sampling (see above)")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
         child(a)
+        return
+    if a.instructions:
+        instructions(a)
         return
     for tool in ("perf", "objdump"):
         if not shutil.which(tool):
