@@ -389,6 +389,24 @@ def test_hot_loop_stops_exactly_at_the_chunks_the_tables_do_not_hold():
     enc._local.state = None
 
 
+def test_empty_chunks_of_a_custom_splitter_are_dropped_before_the_kernel(monkeypatch):
+    """A splitter that is not a compiled preset may cut empty chunks (offsets repeat): they carry no ids,
+    and an empty chunk's key (0) is the vocabulary tables' empty-slot key, so they are dropped at the
+    boundary and the kernel sees only the others; the ids are those of the text."""
+    tok = _TOK[0] if _TOK else _TOK.append(_trained()) or _TOK[0]
+    enc = tok._compiled()
+    text = "the quick brown fox jumps over the lazy dog"
+    data = text.encode()
+    offs = enc.offsets(data, text)
+    empty = np.insert(offs, [0, 1, 1, 3, offs.size], [0, offs[1], offs[1], offs[3], offs[-1]])
+    monkeypatch.setattr(enc, "preset", False)  # as a custom pattern's offsets are: checked
+    got = enc._checked(empty, len(data))
+    assert got.tolist() == offs.tolist()
+    none = np.zeros(0, np.int64)
+    n, out = enc._run(data, got, none, none)
+    assert out[:n].tolist() == tok.encode_ordinary_python(text)
+
+
 def vocab_lookup_py(vt, key) -> int | None:
     """Linear probing from the slot of the key's Fibonacci hash (bits 32 and up), [key, id] pairs."""
     cap = vt.size // 2

@@ -288,13 +288,19 @@ class CompiledEncoder:
     def _checked(self, offs: np.ndarray, n: int) -> np.ndarray:
         """The kernel writes one id slot per byte of each chunk: chunks that overlap or run past the text
         (a misbehaving custom splitter) would write past its buffer. The compiled preset splitters
-        guarantee this contract (tested); everything else is checked here."""
+        guarantee this contract (tested), and never cut an empty chunk; everything else is checked here,
+        and its empty chunks dropped."""
         if self.preset and not self.split_patterns:
             return offs
         from ..._validate import check_offsets
         from ...errors import ConfigError
 
-        return check_offsets(offs, f"the chunk offsets of pattern {self.pattern!r}", n=n, error=ConfigError)
+        offs = check_offsets(offs, f"the chunk offsets of pattern {self.pattern!r}", n=n, error=ConfigError)
+        if offs.size > 1 and not (offs[1:] > offs[:-1]).all():
+            # an empty chunk has no ids, and its key (0, no bytes) is the vocabulary tables' empty slot:
+            # the kernels take none (dropping it changes no chunk's bytes)
+            offs = np.unique(offs)
+        return offs
 
     def _run(self, data: bytes, offs, marks, pos) -> tuple[int, np.ndarray]:
         """The BPE kernel over the chunks ``offs`` of ``data`` on this thread's cache: (ids written, buffer)."""
