@@ -449,8 +449,23 @@ def _vslot(key, vmask):
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _packed(word, nbytes, length):
+    """A chunk's key word: the low ``nbytes`` (0-7) bytes of ``word`` and ``length`` in the top byte (never
+    0). A chunk of 1-7 bytes is ``_packed(its first 8 bytes, n, n)``; one of 8-15 bytes has its first 8
+    bytes as a first word and ``_packed(the next 8, n - 8, n)`` as its second."""
+    return (word & ((np.uint64(1) << np.uint64(8 * nbytes)) - np.uint64(1))) | (np.uint64(length) << np.uint64(56))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _hash2(k0, k1):
+    """The hash of a two-word key (chunks of 8-15 bytes): its high half picks the vtab2 slot and the
+    small-chunk table's bucket, its bits the filter's (``_vmaybe``)."""
+    return (k0 * _FIB) ^ (k1 * _FIB2)
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _vslot2(k0, k1, vmask):
-    return np.int64((((k0 * _FIB) ^ (k1 * _FIB2)) >> np.uint64(32)) & vmask)
+    return np.int64((_hash2(k0, k1) >> np.uint64(32)) & vmask)
 
 
 @njit(cache=True, nogil=True)
@@ -504,7 +519,7 @@ def build_vocab_filter(vtab, vtab2):
                 np.uint64(1) << ((h >> np.uint64(20)) & np.uint64(63)))
     for i in range(vtab2.size // 4):
         if vtab2[4 * i + 1] != 0:
-            h = (vtab2[4 * i] * _FIB) ^ (vtab2[4 * i + 1] * _FIB2)
+            h = _hash2(vtab2[4 * i], vtab2[4 * i + 1])
             vf[np.int64((h >> np.uint64(40)) & wmask)] |= (np.uint64(1) << ((h >> np.uint64(26)) & np.uint64(63))) | (
                 np.uint64(1) << ((h >> np.uint64(20)) & np.uint64(63)))
     return vf
@@ -585,13 +600,10 @@ def _hot(dp, op, k, end, ahead_end, outp, nout, vt, vmask, vt2, vmask2, vf, vfma
             n2 = op[j + 1] - a2
             if n2 <= 15:
                 if n2 <= _SMALL:
-                    h2 = ((load_u64(dp, a2) & ((np.uint64(1) << np.uint64(8 * n2)) - np.uint64(1)))
-                          | (np.uint64(n2) << np.uint64(56))) * _FIB
+                    h2 = _packed(load_u64(dp, a2), n2, n2) * _FIB
                     prefetch(vt, np.uint64(2) * ((h2 >> np.uint64(32)) & vmask))
                 else:
-                    h2 = (load_u64(dp, a2) * _FIB) ^ (((load_u64(dp, a2 + 8) & (
-                        (np.uint64(1) << np.uint64(8 * (n2 - 8))) - np.uint64(1))) | (np.uint64(n2) << np.uint64(56)))
-                        * _FIB2)
+                    h2 = _hash2(load_u64(dp, a2), _packed(load_u64(dp, a2 + 8), n2 - 8, n2))
                     prefetch(vt2, np.uint64(4) * ((h2 >> np.uint64(32)) & vmask2))
                 prefetch(vf, (h2 >> np.uint64(40)) & vfmask)
                 sl = (h2 >> np.uint64(32)) & bmask
@@ -601,7 +613,7 @@ def _hot(dp, op, k, end, ahead_end, outp, nout, vt, vmask, vt2, vmask2, vf, vfma
         a = op[k]
         n = op[k + 1] - a
         if n <= _SMALL:
-            k0 = (load_u64(dp, a) & ((np.uint64(1) << np.uint64(8 * n)) - np.uint64(1))) | (np.uint64(n) << np.uint64(56))
+            k0 = _packed(load_u64(dp, a), n, n)
             k1 = np.uint64(0)
             h = k0 * _FIB
             if _vmaybe(vf, vfmask, h):
@@ -617,9 +629,8 @@ def _hot(dp, op, k, end, ahead_end, outp, nout, vt, vmask, vt2, vmask2, vf, vfma
                     continue
         elif n <= 15:
             k0 = load_u64(dp, a)
-            k1 = (load_u64(dp, a + 8) & ((np.uint64(1) << np.uint64(8 * (n - 8))) - np.uint64(1))) | (
-                np.uint64(n) << np.uint64(56))
-            h = (k0 * _FIB) ^ (k1 * _FIB2)
+            k1 = _packed(load_u64(dp, a + 8), n - 8, n)
+            h = _hash2(k0, k1)
             if _vmaybe(vf, vfmask, h):
                 vi = (h >> np.uint64(32)) & vmask2
                 found = False
@@ -729,8 +740,7 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
                 # learns), then, for chunks of several ids, a small direct-mapped table that stays in
                 # cache (one probe instead of the byte-keyed table's ~6 misses).
                 if a + 8 <= dsize:
-                    key = (load_u64(data, a) & ((np.uint64(1) << np.uint64(8 * n)) - np.uint64(1))) | (
-                        np.uint64(n) << np.uint64(56))
+                    key = _packed(load_u64(data, a), n, n)
                 else:
                     key = np.uint64(n) << np.uint64(56)
                     for t in range(n):
@@ -769,10 +779,9 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
             k1 = np.uint64(0)
             if wide:  # a vocabulary token of 8-15 bytes: one probe, no hashing of bytes
                 k0 = load_u64(data, a)
-                k1 = (load_u64(data, a + 8) & ((np.uint64(1) << np.uint64(8 * (n - 8))) - np.uint64(1))) | (
-                    np.uint64(n) << np.uint64(56))
+                k1 = _packed(load_u64(data, a + 8), n - 8, n)
                 found = False
-                if not probed and _vmaybe(vfilt, vfmask, (k0 * _FIB) ^ (k1 * _FIB2)):
+                if not probed and _vmaybe(vfilt, vfmask, _hash2(k0, k1)):
                     vi = _vslot2(k0, k1, vmask2)
                     while vtab2[ix(4 * vi + 1)] != 0:
                         if vtab2[ix(4 * vi + 1)] == k1 and vtab2[ix(4 * vi)] == k0:
@@ -809,7 +818,7 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
             mslot = np.int64(-1)
             probe = True
             if wide and not skip:
-                mslot = np.int64((((k0 * _FIB) ^ (k1 * _FIB2)) >> np.uint64(32)) & bmask)
+                mslot = np.int64((_hash2(k0, k1) >> np.uint64(32)) & bmask)
                 row = _small_find(skeys, mslot, k0, k1)
                 probe = False
                 if row >= 0:
