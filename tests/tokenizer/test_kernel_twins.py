@@ -226,8 +226,8 @@ def _small_key(chunk: str) -> tuple[int, int]:
 
 
 def test_chunks_sharing_a_small_table_bucket_keep_their_ids():
-    """More chunks than a bucket of the small-chunk table holds (1-7 and 8-15 bytes, several tokens each),
-    seen in turn, on a table of one bucket: a miss puts the chunk first, the rows move down one and the
+    """More chunks than a bucket of the small-chunk table holds (1-7 bytes of 4-7 tokens each, which the
+    word table sends there, and 8-15 bytes of several), seen in turn, on a table of one bucket: a miss puts the chunk first, the rows move down one and the
     last leaves. Every sighting keeps the naive rule's ids, and the bucket ends as its twin does."""
     import random
 
@@ -242,9 +242,12 @@ def test_chunks_sharing_a_small_table_bucket_keep_their_ids():
     wide: list[str] = []
     while len(short) < ways or len(wide) < ways:
         word = " " + "".join(rng.choice(pieces) for _ in range(rng.choice((2, 3, 4))))
+        if len(short) < ways and rng.random() < 0.5:  # 1-7 bytes of more ids than the word table holds
+            word = " " + "".join(rng.choice("qzxjvkwy") for _ in range(rng.choice((4, 5, 6))))
         group = short if len(word) <= 7 else wide if len(word) <= 15 else None
+        fewest = 3 if group is short else 1
         if group is not None and len(group) < ways and word not in group and (
-                1 < len(reference.encode_naive(word.encode(), ranks)) <= 7):  # at most the 7 ids a row holds
+                fewest < len(reference.encode_naive(word.encode(), ranks)) <= 7):  # at most the 7 ids a row holds
             group.append(word)
     # and a chunk of 8-15 bytes of more ids than a row holds: its row only points to the byte-keyed cache
     many = " ~!@#$%^&*()_+"
@@ -348,19 +351,20 @@ def test_raw_pointer_reads_and_writes_the_array(data, words, d):
 
 
 def test_hot_loop_stops_exactly_at_the_chunks_the_tables_do_not_hold():
-    """``_hot`` (the loop for chunks seen before) writes the ids of the chunks the vocabulary tables or the
-    small-chunk table hold, and stops at the first one they do not: what it wrote plus, for each chunk
-    it stopped at, that chunk's own ids, is the whole encoding; it stops at no chunk of one token."""
+    """``_hot`` (the loop for chunks seen before) writes the ids of the chunks the word table, the
+    vocabulary table of 8-15 bytes or the small-chunk table hold, and stops at the first one they do not:
+    what it wrote plus, for each chunk it stopped at, that chunk's own ids, is the whole encoding; it
+    stops at no chunk of one token."""
     from numba import njit
 
     from tokenmill.tokenizer._wide import raw
     from tokenmill.tokenizer.pretokenize.patterns import resolve_pattern, split_with_gaps
 
     @njit
-    def hot(data, offs, k, end, out, nout, vt, vt2, vf, sk, si):
-        return EK._hot(raw(data), raw(offs), k, end, end, raw(out), nout, raw(vt), np.uint64(vt.size // 2 - 1),
-                       raw(vt2), np.uint64(vt2.size // 4 - 1), raw(vf), np.uint64(vf.size - 1), raw(sk.reshape(-1)),
-                       raw(si.reshape(-1)), np.uint64(sk.shape[0] - 1) & ~np.uint64(EK._WAYS - 1))
+    def hot(data, offs, k, end, out, nout, wt, imask, vt2, vf, sk, si):
+        return EK._hot(raw(data), raw(offs), k, end, end, raw(out), nout, raw(wt), np.uint64(wt.size // 2 - 1),
+                       imask, raw(vt2), np.uint64(vt2.size // 4 - 1), raw(vf), np.uint64(vf.size - 1),
+                       raw(sk.reshape(-1)), raw(si.reshape(-1)), np.uint64(sk.shape[0] - 1) & ~np.uint64(EK._WAYS - 1))
 
     tok = _TOK[0] if _TOK else _TOK.append(_trained()) or _TOK[0]
     enc = tok._compiled()
@@ -369,13 +373,13 @@ def test_hot_loop_stops_exactly_at_the_chunks_the_tables_do_not_hold():
     data = np.frombuffer(text.encode(), np.uint8)
     offs = np.cumsum([0] + [len(c.encode()) for c in chunks]).astype(np.int64)
     enc._local.state = None
-    enc.encode(text)  # the chunks of several ids are in the small-chunk table now
-    sk, si = enc._state()[9], enc._state()[10]
+    enc.encode(text)  # the chunks of several ids are in the word table or the small-chunk table now
+    sk, si, wt = enc._state()[9], enc._state()[10], enc._state()[12]
     end = int(np.searchsorted(offs, data.size - 16, side="right"))  # chunks starting 16+ bytes before the end
     out = np.zeros(data.size, np.int64)
     k, nout, stops = 0, 0, []
     while True:
-        k, nout = hot(data, offs, k, end, out, nout, enc.vtab, enc.vtab2, enc.vfilt, sk, si)
+        k, nout = hot(data, offs, k, end, out, nout, wt, enc.imask, enc.vtab2, enc.vfilt, sk, si)
         if k >= end:
             break
         ids = tok.encode_ordinary_python(chunks[k])
@@ -408,12 +412,15 @@ def test_empty_chunks_of_a_custom_splitter_are_dropped_before_the_kernel(monkeyp
 
 
 def vocab_lookup_py(vt, key) -> int | None:
-    """Linear probing from the slot of the key's Fibonacci hash (bits 32 and up), [key, id] pairs."""
+    """Linear probing from the slot of the key's Fibonacci hash (bits 32 and up), [key, value] pairs; a
+    seed's value is one id: count 1 in the low 2 bits, the id above."""
     cap = vt.size // 2
     i = ((key * 0x9E3779B97F4A7C15) & M64) >> 32 & (cap - 1)
     while int(vt[2 * i]) != 0:
         if int(vt[2 * i]) == key:
-            return int(vt[2 * i + 1])
+            v = int(vt[2 * i + 1])
+            assert v & 3 == 1
+            return v >> 2
         i = (i + 1) % cap
     return None
 
@@ -426,7 +433,7 @@ def _vmaybe():
     return njit(lambda f, h: EK._vmaybe(f, np.uint64(f.size - 1), h))
 
 
-@given(st.dictionaries(st.binary(min_size=2, max_size=7), st.integers(0, 2**20), max_size=60),
+@given(st.dictionaries(st.binary(min_size=2, max_size=7), st.integers(0, 2**31 - 1), max_size=60),
        st.lists(st.binary(min_size=2, max_size=7), max_size=20))
 @settings(deadline=None)
 def test_vocab_table_equals_a_dict(tokens, others):
@@ -434,14 +441,23 @@ def test_vocab_table_equals_a_dict(tokens, others):
     keys = np.array([key(b) for b in tokens], np.uint64)
     vt = EK.build_vocab_table(keys, np.array(list(tokens.values()), np.int64))
     cap = vt.size // 2
-    assert cap & (cap - 1) == 0 and 3 * len(tokens) <= 2 * cap
+    assert cap & (cap - 1) == 0 and 4 * len(tokens) <= cap  # the seed fills a quarter at most
     for b in list(tokens) + others:
         assert vocab_lookup_py(vt, key(b)) == tokens.get(b)
-    # the filter in front of both tables lets every key through (a Bloom filter: no false negatives)
-    vf = EK.build_vocab_filter(vt, np.zeros(4, np.uint64))
+
+
+@given(st.dictionaries(st.binary(min_size=8, max_size=15), st.integers(0, 2**31 - 1), max_size=60))
+@settings(deadline=None)
+def test_vocab_filter_lets_every_key_of_the_second_table_through(tokens):
+    """The filter in front of the table of 8-15 bytes is a Bloom filter: no false negatives."""
+    words = [(int.from_bytes(b[:8], "little"), int.from_bytes(b[8:], "little") | len(b) << 56) for b in tokens]
+    vt2 = EK.build_vocab_table2(np.array([w[0] for w in words], np.uint64), np.array([w[1] for w in words], np.uint64),
+                                np.array(list(tokens.values()), np.int64))
+    vf = EK.build_vocab_filter(vt2)
     maybe = _vmaybe()
     assert vf.size & (vf.size - 1) == 0
-    assert all(maybe(vf, np.uint64((key(b) * 0x9E3779B97F4A7C15) & M64)) for b in tokens)
+    h2 = lambda k0, k1: ((k0 * 0x9E3779B97F4A7C15) ^ (k1 * 0xC2B2AE3D27D4EB4F)) & M64
+    assert all(maybe(vf, np.uint64(h2(*w))) for w in words)
 
 
 _PIECES = sorted({w for doc in _CORPUS for w in doc.replace("(", " ").split()} | {" ", "  ", "\n", "x", "é", "窗"})
@@ -465,10 +481,70 @@ def test_vocabulary_tables_change_no_id(text):
     got = []
     for tables in ((enc.vtab, enc.vtab2, enc.vfilt), (_NO_VOCAB, _NO_VOCAB2, _NO_VFILT)):
         out = np.empty(len(data), np.int64)
+        state = enc._pinned_state([], tables[0])
         n, _ = EK.encode_chunks(buf, offs, none, none, enc.byte_ids, enc.byte_pairs, enc.pairs, enc.filt, enc.chars,
-                                *tables, tuple(a.copy() for a in enc._template), _CACHE_LIMIT, out)
+                                *tables, enc.imask, state, _CACHE_LIMIT, out)
         got.append(out[:n].tolist())
     assert got[0] == got[1] == tok.encode_ordinary_python(text)
+
+
+def _word_entries(wt) -> dict[bytes, int]:
+    """The word table's rows as {chunk bytes: value}."""
+    keys, vals = wt[0::2], wt[1::2]
+    used = keys != 0
+    return {int(k).to_bytes(8, "little")[: int(k) >> 56]: int(v) for k, v in zip(keys[used], vals[used])}
+
+
+def _word_ids(v: int, imask: int) -> list[int] | None:
+    """A word-table value's ids (None: count 0, the ids are in the small-chunk table)."""
+    c = v & 3
+    if c == 0:
+        return None
+    return [(v >> 2) & imask] + [(v >> (2 + 20 * t)) & ((1 << 20) - 1) for t in range(1, c)]
+
+
+@pytest.mark.parametrize("wide", [False, True], ids=["ids of 20 bits", "wider ids"])
+def test_word_table_holds_what_it_merged_and_goes_back_to_its_seed_when_half_full(wide):
+    """Every chunk of 1-7 bytes the kernel merges goes in the thread's word table with its ids (up to
+    three of 20 bits inline; more, or wider ids, a count of 0 and the small-chunk table); at half full
+    the table goes back to its seed. Thousands of distinct words, twice over: the ids are the naive
+    rule's both times, every row's ids are its chunk's, and the table never holds more than half."""
+    import itertools
+
+    from tokenmill.tokenizer.bpe.encoder import _CACHE_LIMIT
+    from tokenmill.tokenizer.pretokenize.patterns import resolve_pattern, split_with_gaps
+
+    tok = _TOK[0] if _TOK else _TOK.append(_trained()) or _TOK[0]
+    enc = tok._compiled()
+    ranks = {(int(a), int(b)): 256 + k for k, (a, b) in enumerate(tok.merges)}
+    naive = functools.cache(lambda b: reference.encode_naive(b, ranks))
+    words = ["".join(w) for w in itertools.product("thequick", repeat=4)]  # 4,096 distinct chunks " theq"
+    text = " ".join(words + words[:1500] + ["the fox"])
+    want = [i for c in split_with_gaps(resolve_pattern(tok.pattern), text) for i in naive(c.encode("utf-8"))]
+    imask = np.uint64((1 << 62) - 1) if wide else enc.imask
+    state = enc._pinned_state([], enc.vtab)
+    seeded = _word_entries(state[12])
+    limit = enc.vtab.size // 4
+    assert len(seeded) + len(words) > limit  # it fills up at least once
+    data = np.frombuffer(text.encode("utf-8"), np.uint8)
+    offs = np.cumsum([0] + [len(c.encode("utf-8")) for c in split_with_gaps(resolve_pattern(tok.pattern), text)])
+    none = np.zeros(0, np.int64)
+    for _ in range(2):
+        out = np.empty(data.size, np.int64)
+        n, state = EK.encode_chunks(data, offs.astype(np.int64), none, none, enc.byte_ids, enc.byte_pairs, enc.pairs,
+                                    enc.filt, enc.chars, enc.vtab, enc.vtab2, enc.vfilt, imask, state, _CACHE_LIMIT,
+                                    out)
+        assert out[:n].tolist() == want
+        rows = _word_entries(state[12])
+        assert len(rows) == int(state[8][6]) <= limit and int(state[8][7]) == len(seeded)
+        assert all(rows[b] == v for b, v in seeded.items())  # the seed is always there
+        inline = {b: v & 3 != 0 for b, v in rows.items() if b not in seeded}
+        assert all(kept == (len(naive(b)) <= (1 if wide else 3)) for b, kept in inline.items())
+        assert any(inline.values()) != wide and not all(inline.values())  # both kinds (wide: one id is a seed's)
+        for b, v in rows.items():
+            ids = _word_ids(v, int(imask))
+            assert ids is None or ids == naive(b)
+    assert len(rows) < len(seeded) + len(words)  # it went back to its seed on the way
 
 
 # ---- the wide helpers the splitters skip letter runs with -------------------------------------------

@@ -27,6 +27,7 @@ _SHORT = 48  # chunks up to this many bytes use the rescanning loop; longer ones
 _BIG = np.int64(1) << 62
 _AHEAD = 16  # chunks between the prefetch of a chunk's table slots and their use
 _WAYS = 4  # rows per bucket of the small-chunk table (64 bytes of keys: one cache line)
+_M20 = np.uint64((1 << 20) - 1)  # an id of a word-table entry of two or three ids: 20 bits each
 _IN_CTAB = 8  # a small-table row's id count meaning "more ids than a row holds: in the byte-keyed cache"
 
 
@@ -434,15 +435,18 @@ def _premerge(data, a, b, byte_ids, cp3, flat, starts, lens, tail_ptr, tail_tok,
     return m
 
 
-# ------------------------------------------------------------------------------ the vocabulary table
-# Chunks of 2 to 7 bytes are 64-90% of all chunks, and most of them are one token (English words under
-# GPT-2's split: " the", " and"). The encoder lists, once per tokenizer, every such chunk among the
-# vocabulary's tokens whose encoding (computed by this very kernel) is one id, in ``vtab``: open
-# addressing, ``[key, id]`` pairs side by side (one cache line per probe), key = the bytes and the
-# length packed as in the small-chunk table (never 0), shared read-only by every thread. A chunk is
-# found there on its first sighting (a cold cache pays no merge for it), with one 8-byte load, one
-# multiply and one compare instead of a byte loop and murmur's finalizer; the per-thread small-chunk
-# table then holds only chunks of several ids.
+# ------------------------------------------------------------------------------ the word table
+# Chunks of 1 to 7 bytes are 64-90% of all chunks, and most of them are one token (English words under
+# GPT-2's split: " the", " and"). Each thread looks them up in one table, its word table: open
+# addressing, ``[key, value]`` pairs side by side, key = the bytes and the length packed (``_packed``,
+# never 0), value = the count of ids in the low 2 bits and the ids above them (``_word_value``: one id
+# in bits 2 and up; two or three ids 20 bits each), or a count of 0: the chunk's ids are in the
+# small-chunk table (more than three, or ids of more than 20 bits). The encoder builds it once per
+# tokenizer, seeded with every such chunk among the vocabulary's tokens whose encoding (computed by this
+# very kernel) is one id (``vtab``, shared read-only: a chunk is found on its first sighting, a cold
+# cache pays no merge for it); each thread works on a copy, where every chunk it merges is put too, and
+# which goes back to the seed when it is half full. A chunk seen before costs one 8-byte load, one
+# multiply, one probe and up to three unconditional stores: no filter in front, no second table.
 @njit(cache=True, nogil=True, inline="always")
 def _vslot(key, vmask):
     return np.int64(((key * _FIB) >> np.uint64(32)) & vmask)
@@ -490,21 +494,18 @@ def build_vocab_table2(k0, k1, ids):
 
 @njit(cache=True, nogil=True, inline="always")
 def _vmaybe(vfilt, vfmask, h):
-    """False when the key hashed to ``h`` (``key * _FIB``, or the two-word hash of ``vtab2``) is in neither
-    vocabulary table: two bits in one word of a blocked Bloom filter that stays in cache, so that a
-    chunk that is not a token (most Han runs, many characters of several ids under GPT-2) costs no
-    probe of the tables, which are larger than the cache (zh: the probes cost 6-14% without it)."""
+    """False when the two-word key hashed to ``h`` (``_hash2``) is not in ``vtab2``: two bits in one word of
+    a blocked Bloom filter that stays in cache, so that a chunk of 8-15 bytes that is not a token (most
+    Han runs) costs no probe of the table, which is larger than the cache."""
     w = vfilt[(h >> np.uint64(40)) & vfmask]
     return ((w >> ((h >> np.uint64(26)) & np.uint64(63))) & (w >> ((h >> np.uint64(20)) & np.uint64(63)))
             & np.uint64(1)) != 0
 
 
 @njit(cache=True, nogil=True)
-def build_vocab_filter(vtab, vtab2):
-    """The filter of ``_vmaybe`` over the keys of both tables: at least 16 bits per key, 8 KB to 256 KB."""
+def build_vocab_filter(vtab2):
+    """The filter of ``_vmaybe`` over the keys of ``vtab2``: at least 16 bits per key, 8 KB to 256 KB."""
     n = 0
-    for i in range(vtab.size // 2):
-        n += vtab[2 * i] != 0
     for i in range(vtab2.size // 4):
         n += vtab2[4 * i + 1] != 0
     words = 1024
@@ -512,11 +513,6 @@ def build_vocab_filter(vtab, vtab2):
         words *= 2
     vf = np.zeros(words, np.uint64)
     wmask = np.uint64(words - 1)
-    for i in range(vtab.size // 2):
-        if vtab[2 * i] != 0:
-            h = vtab[2 * i] * _FIB
-            vf[np.int64((h >> np.uint64(40)) & wmask)] |= (np.uint64(1) << ((h >> np.uint64(26)) & np.uint64(63))) | (
-                np.uint64(1) << ((h >> np.uint64(20)) & np.uint64(63)))
     for i in range(vtab2.size // 4):
         if vtab2[4 * i + 1] != 0:
             h = _hash2(vtab2[4 * i], vtab2[4 * i + 1])
@@ -527,9 +523,12 @@ def build_vocab_filter(vtab, vtab2):
 
 @njit(cache=True, nogil=True)
 def build_vocab_table(keys, ids):
-    """``vtab`` (see above) of the non-zero uint64 ``keys`` and their ``ids`` (first one wins on a repeat)."""
-    cap = 2
-    while 2 * cap < 3 * keys.size:  # load factor at most 2/3
+    """``vtab``, the seed of the word tables (see above): the non-zero uint64 ``keys`` with the value of
+    one id each (``ids``, below 2**31; first one wins on a repeat). At least 4 rows per key (and 4,096
+    rows): the seed fills a quarter at most, and a thread's copy takes as many chunks again before it
+    is half full and goes back to the seed."""
+    cap = 4096
+    while cap < 4 * keys.size:
         cap *= 2
     vt = np.zeros(2 * cap, np.uint64)
     vmask = np.uint64(cap - 1)
@@ -539,8 +538,23 @@ def build_vocab_table(keys, ids):
             i = (i + 1) & (cap - 1)
         if vt[2 * i] == 0:
             vt[2 * i] = keys[k]
-            vt[2 * i + 1] = np.uint64(ids[k])
+            vt[2 * i + 1] = np.uint64(1) | (np.uint64(ids[k]) << np.uint64(2))
     return vt
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _word_value(ids, m, imask):
+    """The word-table value of the ``m`` ids ``ids[:m]``: one id in bits 2 and up; two or three ids of at
+    most 20 bits (``imask`` is their mask: all ones when the vocabulary's ids are wider) 20 bits each;
+    else 0 (their place is the small-chunk table)."""
+    if m == 1:
+        return np.uint64(1) | (np.uint64(ids[0]) << np.uint64(2))
+    if m > 3 or imask != _M20:
+        return np.uint64(0)
+    v = np.uint64(m)
+    for t in range(m):
+        v |= np.uint64(ids[t]) << np.uint64(2 + 20 * t)
+    return v
 
 
 # ------------------------------------------------------------------------------ the chunk cache
@@ -581,30 +595,30 @@ def _han_key(data, a, n):
 
 
 @njit(cache=True, nogil=True)
-def _hot(dp, op, k, end, ahead_end, outp, nout, vt, vmask, vt2, vmask2, vf, vfmask, sk, si, bmask):
-    """The chunks ``k, k + 1, ...`` of ``[k, end)`` that the vocabulary tables or the small-chunk table hold,
-    their ids written at ``outp[nout:]``: returns the first chunk that neither holds (or ``end``) and the
-    ids written so far. ``encode_chunks``' loop for text it has seen, a function of its own over ``raw``
-    pointers: a few registers' worth of state instead of the whole kernel's (whose slow paths left the
-    hot loop reloading its pointers from the stack: ~85 instructions a chunk instead of ~120), and no
+def _hot(dp, op, k, end, ahead_end, outp, nout, wt, wmask, imask, vt2, vmask2, vf, vfmask, sk, si, bmask):
+    """The chunks ``k, k + 1, ...`` of ``[k, end)`` that the word table ``wt``, the vocabulary table of 8-15
+    bytes or the small-chunk table hold, their ids written at ``outp[nout:]``: returns the first chunk
+    that none holds (or ``end``) and the ids written so far. ``encode_chunks``' loop for text it has
+    seen, a function of its own over ``raw`` pointers: a few registers' worth of state instead of the
+    whole kernel's (whose slow paths left the hot loop reloading its pointers from the stack), and no
     reference counts to pay when the kernel calls it again after a chunk it merged.
 
-    Every chunk of ``[k, ahead_end)`` starts 16 bytes or more before the end of the data (the caller
-    cuts ``ahead_end`` there), so its key words are loaded without a test; ``end <= ahead_end``. The
-    table slots of the chunk ``_AHEAD`` on are prefetched (the tables are larger than the L2 cache and a
-    probe's miss is most of a chunk's time)."""
+    Every chunk of ``[k, ahead_end)`` starts 16 bytes or more before the end of the last chunk (the
+    caller cuts ``ahead_end`` there), so its key words are loaded without a test, and the three ids a
+    word-table hit stores unconditionally (the count then says how many were real) land inside the
+    output; ``end <= ahead_end``. The table slots of the chunk ``_AHEAD`` on are prefetched (the tables
+    are larger than the L2 cache and a probe's miss is most of a chunk's time)."""
     while k < end:
         j = k + _AHEAD
         if j < ahead_end:
             a2 = op[j]
             n2 = op[j + 1] - a2
-            if n2 <= 15:
-                if n2 <= _SMALL:
-                    h2 = _packed(load_u64(dp, a2), n2, n2) * _FIB
-                    prefetch(vt, np.uint64(2) * ((h2 >> np.uint64(32)) & vmask))
-                else:
-                    h2 = _hash2(load_u64(dp, a2), _packed(load_u64(dp, a2 + 8), n2 - 8, n2))
-                    prefetch(vt2, np.uint64(4) * ((h2 >> np.uint64(32)) & vmask2))
+            if n2 <= _SMALL:
+                h2 = _packed(load_u64(dp, a2), n2, n2) * _FIB
+                prefetch(wt, np.uint64(2) * ((h2 >> np.uint64(32)) & wmask))
+            elif n2 <= 15:
+                h2 = _hash2(load_u64(dp, a2), _packed(load_u64(dp, a2 + 8), n2 - 8, n2))
+                prefetch(vt2, np.uint64(4) * ((h2 >> np.uint64(32)) & vmask2))
                 prefetch(vf, (h2 >> np.uint64(40)) & vfmask)
                 sl = (h2 >> np.uint64(32)) & bmask
                 prefetch(sk, np.uint64(2) * sl)
@@ -616,17 +630,23 @@ def _hot(dp, op, k, end, ahead_end, outp, nout, vt, vmask, vt2, vmask2, vf, vfma
             k0 = _packed(load_u64(dp, a), n, n)
             k1 = np.uint64(0)
             h = k0 * _FIB
-            if _vmaybe(vf, vfmask, h):
-                vi = (h >> np.uint64(32)) & vmask
-                vk = vt[np.uint64(2) * vi]
-                while vk != k0 and vk != 0:
-                    vi = (vi + np.uint64(1)) & vmask
-                    vk = vt[np.uint64(2) * vi]
-                if vk == k0:
-                    outp[nout] = np.int64(vt[np.uint64(2) * vi + np.uint64(1)])
-                    nout += 1
-                    k += 1
-                    continue
+            vi = (h >> np.uint64(32)) & wmask
+            vk = wt[np.uint64(2) * vi]
+            while vk != k0 and vk != 0:
+                vi = (vi + np.uint64(1)) & wmask
+                vk = wt[np.uint64(2) * vi]
+            if vk == 0:  # never seen (or not since the table went back to its seed)
+                return k, nout
+            v = wt[np.uint64(2) * vi + np.uint64(1)]
+            c = v & np.uint64(3)
+            if c != 0:
+                outp[nout] = np.int64((v >> np.uint64(2)) & imask)
+                outp[nout + 1] = np.int64((v >> np.uint64(22)) & _M20)
+                outp[nout + 2] = np.int64(v >> np.uint64(42))
+                nout += np.int64(c)
+                k += 1
+                continue
+            # count 0: its ids are in the small-chunk table (below)
         elif n <= 15:
             k0 = load_u64(dp, a)
             k1 = _packed(load_u64(dp, a + 8), n - 8, n)
@@ -663,26 +683,32 @@ def _hot(dp, op, k, end, ahead_end, outp, nout, vt, vmask, vt2, vmask2, vf, vfma
 
 
 @njit(cache=True, nogil=True)
-def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, chars, vtab, vtab2, vfilt, state, limit,
-                  out):
+def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, chars, vtab, vtab2, vfilt, imask,
+                  state, limit, out):
     """Encode chunks ``data[offs[k]:offs[k+1]]`` into ``out`` (big enough: len(data) ids).
 
-    ``vtab``, ``vtab2``: the vocabulary tables (``build_vocab_table``, ``build_vocab_table2``; a power of two
-    rows, at least one); ``vfilt``: their filter (``build_vocab_filter``, a power of two words).
+    ``vtab``: the seed of the word table (``build_vocab_table``; a power of two rows, at least one; the
+    state's word table has as many); ``vtab2``: the vocabulary table of 8 to 15 bytes
+    (``build_vocab_table2``); ``vfilt``: its filter (``build_vocab_filter``, a power of two words);
+    ``imask``: the mask of a word-table value's first id (``_M20``, or all ones where ids are wider).
 
     ``marks``: increasing chunk indices (in ``[0, offs.size - 1]``) where the documents of a batch start;
     ``pos[j]`` receives the number of ids written before chunk ``marks[j]`` (empty arrays for one text).
 
     ``state`` = (ctab, c_start, c_len, c_hash, c_bytes, c_ids_start, c_ids_len, c_ids, sizes, skeys,
-    sids, seen) is the cache; ``skeys``/``sids``: the small-chunk table (rows of two key words, both 0 =
+    sids, seen, wtab) is the cache; ``wtab``: the word table (chunks of 1-7 bytes, see above), which
+    goes back to ``vtab`` when half full; ``skeys``/``sids``: the small-chunk table (rows of two key words, both 0 =
     empty; ids: count, then up to 7; buckets of ``_WAYS`` rows, a power of two rows, at least
     ``_WAYS``; a miss puts its chunk first in its bucket and the bucket's last row leaves; a count of
     ``_IN_CTAB``: the chunk's ids are in the byte-keyed cache); ``seen``: hashes
-    of chunks seen once (the admission filter); ``sizes`` = [entries, bytes used, ids used, pinned entries, pinned bytes, pinned ids].
+    of chunks seen once (the admission filter); ``sizes`` = [entries, bytes used, ids used, pinned entries, pinned bytes, pinned ids,
+    word-table rows used, rows of its seed].
     When the cache would exceed ``limit`` entries it is reset to its pinned part.
     Returns (number of ids written, state).
     """
-    ctab, c_start, c_len, c_hash, c_bytes, c_ids_start, c_ids_len, c_ids, sizes, skeys, sids, seen = state
+    ctab, c_start, c_len, c_hash, c_bytes, c_ids_start, c_ids_len, c_ids, sizes, skeys, sids, seen, wtab = state
+    if wtab.size != vtab.size or sizes.size < 8:
+        raise ValueError("encode_chunks: the state's word table is not a copy of vtab's shape")
     cp3, flat, starts, lens, tail_ptr, tail_tok, tail_mask, head_ptr, head_tok, head_mask, unreached = chars
     nout = 0
     work = np.empty(_SHORT + 1, np.int64)
@@ -692,19 +718,21 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
     skflat = skeys.reshape(-1)
     siflat = sids.reshape(-1)
     vmask = np.uint64(vtab.size // 2 - 1)
+    wlimit = vtab.size // 4  # rows: the word table goes back to its seed when half full
     vmask2 = np.uint64(vtab2.size // 4 - 1)
     vfmask = np.uint64(vfilt.size - 1)
     dsize = data.size
     nch = offs.size - 1
-    # _hot takes the chunks that start 16 bytes or more before the end of the data (their key words
-    # load without a test); the few after them take the loop below all the way
+    # _hot takes the chunks that start 16 bytes or more before the end of the last chunk (their key
+    # words load without a test, their ids' unconditional stores stay inside ``out``); the few after
+    # them take the loop below all the way
     ahead_end = nch
-    while ahead_end > 0 and offs[ix(ahead_end - 1)] + 16 > dsize:
+    while ahead_end > 0 and offs[ix(ahead_end - 1)] + 16 > offs[ix(nch)]:
         ahead_end -= 1
     dp = raw(data)
     op = raw(offs)
     outp = raw(out)
-    vtp = raw(vtab)
+    wtp = raw(wtab)
     vt2p = raw(vtab2)
     vfp = raw(vfilt)
     skp = raw(skflat)
@@ -722,8 +750,8 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
         nxt = seg
         seg = end
         while True:
-            k, nout = _hot(dp, op, nxt, min(end, ahead_end), ahead_end, outp, nout, vtp, vmask, vt2p, vmask2, vfp,
-                           vfmask, skp, sip, bmask)
+            k, nout = _hot(dp, op, nxt, min(end, ahead_end), ahead_end, outp, nout, wtp, vmask, imask, vt2p, vmask2,
+                           vfp, vfmask, skp, sip, bmask)
             if k >= end:
                 break
             nxt = k + 1
@@ -735,28 +763,32 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
             if n <= _SMALL:
                 # Most chunks are short (zh: half are one 3-byte character; en: most words fit in 7
                 # bytes, 15% are one byte). Their bytes and length pack into one 64-bit key (one
-                # unaligned load where 8 bytes are left to read): the vocabulary table first (it holds
-                # every single byte too: one path for 1 to 7 bytes, one branch fewer that no predictor
-                # learns), then, for chunks of several ids, a small direct-mapped table that stays in
-                # cache (one probe instead of the byte-keyed table's ~6 misses).
+                # unaligned load where 8 bytes are left to read): the word table (it holds every single
+                # byte and short token too: one path for 1 to 7 bytes), then, for chunks of more ids than
+                # it holds, the small-chunk table.
                 if a + 8 <= dsize:
                     key = _packed(load_u64(data, a), n, n)
                 else:
                     key = np.uint64(n) << np.uint64(56)
                     for t in range(n):
                         key |= np.uint64(data[a + t]) << np.uint64(8 * t)
-                if not probed and _vmaybe(vfilt, vfmask, key * _FIB):
-                    vi = _vslot(key, vmask)
-                    vk = vtab[ix(2 * vi)]
-                    while vk != key and vk != 0:
-                        vi = (vi + 1) & np.int64(vmask)
-                        vk = vtab[ix(2 * vi)]
-                    if vk == key:
-                        out[ix(nout)] = np.int64(vtab[ix(2 * vi + 1)])
-                        nout += 1
+                vi = _vslot(key, vmask)
+                vk = wtab[ix(2 * vi)]
+                while vk != key and vk != 0:
+                    vi = (vi + 1) & np.int64(vmask)
+                    vk = wtab[ix(2 * vi)]
+                if vk == key:
+                    v = wtab[ix(2 * vi + 1)]
+                    c = np.int64(v & np.uint64(3))
+                    if c != 0:  # (only past ``ahead_end``: _hot took the others)
+                        out[ix(nout)] = np.int64((v >> np.uint64(2)) & imask)
+                        for t in range(1, c):
+                            out[ix(nout + t)] = np.int64((v >> np.uint64(2 + 20 * t)) & _M20)
+                        nout += c
                         continue
                 bucket = np.int64(((key * _FIB) >> np.uint64(32)) & bmask)
-                row = _small_find(skeys, bucket, key, np.uint64(0)) if not probed else np.int64(-1)
+                # only a chunk the word table sends there can be in the small-chunk table
+                row = _small_find(skeys, bucket, key, np.uint64(0)) if vk == key and not probed else np.int64(-1)
                 if row >= 0:
                     m = sids[ix(row), 0]
                     for t in range(m):
@@ -771,7 +803,20 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
                 m = _bpe_short(work, n, table, filt, ranks, byte_pairs, data, a)
                 for t in range(m):
                     out[ix(nout + t)] = work[ix(t)]
-                _to_small(skeys, sids, bucket, key, np.uint64(0), out, nout, m)
+                v = _word_value(work, m, imask)
+                if vk != key:  # into the word table (``vi``: the empty row its probe ended at)
+                    if sizes[6] + 1 > wlimit:  # half full: back to the seed, and find the row again
+                        wtab[:] = vtab
+                        sizes[6] = sizes[7]
+                        vi = _vslot(key, vmask)
+                        while wtab[ix(2 * vi)] != 0:
+                            vi = (vi + 1) & np.int64(vmask)
+                    if sizes[6] + 1 <= wlimit:
+                        wtab[ix(2 * vi)] = key
+                        wtab[ix(2 * vi + 1)] = v
+                        sizes[6] += 1
+                if v == 0:
+                    _to_small(skeys, sids, bucket, key, np.uint64(0), out, nout, m)
                 nout += m
                 continue
             wide = n <= 15 and a + 16 <= dsize
@@ -918,7 +963,7 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
     while mi < marks.size:
         pos[mi] = nout
         mi += 1
-    return nout, (ctab, c_start, c_len, c_hash, c_bytes, c_ids_start, c_ids_len, c_ids, sizes, skeys, sids, seen)
+    return nout, (ctab, c_start, c_len, c_hash, c_bytes, c_ids_start, c_ids_len, c_ids, sizes, skeys, sids, seen, wtab)
 
 
 @njit(cache=True, nogil=True, inline="always")
