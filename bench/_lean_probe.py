@@ -71,12 +71,12 @@ def kernels():
                     w |= np.uint64(ids[starts[k] + t]) << np.uint64(20 * t)
                 put(tab, k0, k1, w)
         low = (np.uint64(1) << np.uint64(56)) - np.uint64(1)
-        for r in range(vtab.size // 2):
+        for r in range(vtab.size // 2):  # the seeds' values: one id above a count of 1
             if vtab[2 * r] != 0:
-                put(tab, vtab[2 * r] & low, vtab[2 * r] & ~low, (np.uint64(1) << np.uint64(60)) | vtab[2 * r + 1])
+                put(tab, vtab[2 * r] & low, vtab[2 * r] & ~low, (np.uint64(1) << np.uint64(60)) | (vtab[2 * r + 1] >> np.uint64(2)))
         for r in range(vtab2.size // 4):
             if vtab2[4 * r + 1] != 0:
-                put(tab, vtab2[4 * r], vtab2[4 * r + 1], (np.uint64(1) << np.uint64(60)) | vtab2[4 * r + 2])
+                put(tab, vtab2[4 * r], vtab2[4 * r + 1], (np.uint64(1) << np.uint64(60)) | (vtab2[4 * r + 2] >> np.uint64(2)))
 
     @njit(nogil=True)
     def lean(data, offs, tab, ids, starts, out):

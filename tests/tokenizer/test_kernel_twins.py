@@ -351,8 +351,8 @@ def test_raw_pointer_reads_and_writes_the_array(data, words, d):
 
 
 def test_hot_loop_stops_exactly_at_the_chunks_the_tables_do_not_hold():
-    """``_hot`` (the loop for chunks seen before) writes the ids of the chunks the word table, the
-    vocabulary table of 8-15 bytes or the small-chunk table hold, and stops at the first one they do not:
+    """``_hot`` (the loop for chunks seen before) writes the ids of the chunks the word tables (1-7 and 8-15
+    bytes) or the small-chunk table hold, and stops at the first one they do not:
     what it wrote plus, for each chunk it stopped at, that chunk's own ids, is the whole encoding; it
     stops at no chunk of one token."""
     from numba import njit
@@ -361,10 +361,10 @@ def test_hot_loop_stops_exactly_at_the_chunks_the_tables_do_not_hold():
     from tokenmill.tokenizer.pretokenize.patterns import resolve_pattern, split_with_gaps
 
     @njit
-    def hot(data, offs, k, end, out, nout, wt, imask, vt2, vf, sk, si):
+    def hot(data, offs, k, end, out, nout, wt, imask, wt2, sk, si):
         return EK._hot(raw(data), raw(offs), k, end, end, raw(out), nout, raw(wt), np.uint64(wt.size // 2 - 1),
-                       imask, raw(vt2), np.uint64(vt2.size // 4 - 1), raw(vf), np.uint64(vf.size - 1),
-                       raw(sk.reshape(-1)), raw(si.reshape(-1)), np.uint64(sk.shape[0] - 1) & ~np.uint64(EK._WAYS - 1))
+                       imask, raw(wt2), np.uint64(wt2.size // 4 - 1), raw(sk.reshape(-1)), raw(si.reshape(-1)),
+                       np.uint64(sk.shape[0] - 1) & ~np.uint64(EK._WAYS - 1))
 
     tok = _TOK[0] if _TOK else _TOK.append(_trained()) or _TOK[0]
     enc = tok._compiled()
@@ -374,12 +374,12 @@ def test_hot_loop_stops_exactly_at_the_chunks_the_tables_do_not_hold():
     offs = np.cumsum([0] + [len(c.encode()) for c in chunks]).astype(np.int64)
     enc._local.state = None
     enc.encode(text)  # the chunks of several ids are in the word table or the small-chunk table now
-    sk, si, wt = enc._state()[9], enc._state()[10], enc._state()[12]
+    sk, si, wt, wt2 = enc._state()[9], enc._state()[10], enc._state()[12], enc._state()[13]
     end = int(np.searchsorted(offs, data.size - 16, side="right"))  # chunks starting 16+ bytes before the end
     out = np.zeros(data.size, np.int64)
     k, nout, stops = 0, 0, []
     while True:
-        k, nout = hot(data, offs, k, end, out, nout, wt, enc.imask, enc.vtab2, enc.vfilt, sk, si)
+        k, nout = hot(data, offs, k, end, out, nout, wt, enc.imask, wt2, sk, si)
         if k >= end:
             break
         ids = tok.encode_ordinary_python(chunks[k])
@@ -425,14 +425,6 @@ def vocab_lookup_py(vt, key) -> int | None:
     return None
 
 
-@functools.cache
-def _vmaybe():
-    """The filter's probe, callable from Python (compiled once, not once per example)."""
-    from numba import njit
-
-    return njit(lambda f, h: EK._vmaybe(f, np.uint64(f.size - 1), h))
-
-
 @given(st.dictionaries(st.binary(min_size=2, max_size=7), st.integers(0, 2**31 - 1), max_size=60),
        st.lists(st.binary(min_size=2, max_size=7), max_size=20))
 @settings(deadline=None)
@@ -446,18 +438,31 @@ def test_vocab_table_equals_a_dict(tokens, others):
         assert vocab_lookup_py(vt, key(b)) == tokens.get(b)
 
 
-@given(st.dictionaries(st.binary(min_size=8, max_size=15), st.integers(0, 2**31 - 1), max_size=60))
+def vocab_lookup2_py(vt2, k0: int, k1: int) -> int | None:
+    """Linear probing from the row of the two-word hash (bits 32 and up), rows [k0, k1, value, 0]."""
+    cap = vt2.size // 4
+    h = ((k0 * 0x9E3779B97F4A7C15) ^ (k1 * 0xC2B2AE3D27D4EB4F)) & M64
+    i = h >> 32 & (cap - 1)
+    while int(vt2[4 * i + 1]) != 0:
+        if (int(vt2[4 * i]), int(vt2[4 * i + 1])) == (k0, k1):
+            v = int(vt2[4 * i + 2])
+            assert v & 3 == 1
+            return v >> 2
+        i = (i + 1) % cap
+    return None
+
+
+@given(st.dictionaries(st.binary(min_size=8, max_size=15), st.integers(0, 2**31 - 1), max_size=60),
+       st.lists(st.binary(min_size=8, max_size=15), max_size=20))
 @settings(deadline=None)
-def test_vocab_filter_lets_every_key_of_the_second_table_through(tokens):
-    """The filter in front of the table of 8-15 bytes is a Bloom filter: no false negatives."""
-    words = [(int.from_bytes(b[:8], "little"), int.from_bytes(b[8:], "little") | len(b) << 56) for b in tokens]
-    vt2 = EK.build_vocab_table2(np.array([w[0] for w in words], np.uint64), np.array([w[1] for w in words], np.uint64),
-                                np.array(list(tokens.values()), np.int64))
-    vf = EK.build_vocab_filter(vt2)
-    maybe = _vmaybe()
-    assert vf.size & (vf.size - 1) == 0
-    h2 = lambda k0, k1: ((k0 * 0x9E3779B97F4A7C15) ^ (k1 * 0xC2B2AE3D27D4EB4F)) & M64
-    assert all(maybe(vf, np.uint64(h2(*w))) for w in words)
+def test_wide_vocab_table_equals_a_dict(tokens, others):
+    words = lambda b: (int.from_bytes(b[:8], "little"), int.from_bytes(b[8:], "little") | len(b) << 56)
+    vt2 = EK.build_vocab_table2(np.array([words(b)[0] for b in tokens], np.uint64),
+                                np.array([words(b)[1] for b in tokens], np.uint64), np.array(list(tokens.values()), np.int64))
+    cap = vt2.size // 4
+    assert cap & (cap - 1) == 0 and 4 * len(tokens) <= cap
+    for b in list(tokens) + others:
+        assert vocab_lookup2_py(vt2, *words(b)) == tokens.get(b)
 
 
 _PIECES = sorted({w for doc in _CORPUS for w in doc.replace("(", " ").split()} | {" ", "  ", "\n", "x", "é", "窗"})
@@ -467,7 +472,7 @@ _PIECES = sorted({w for doc in _CORPUS for w in doc.replace("(", " ").split()} |
 @settings(max_examples=40, deadline=None)
 def test_vocabulary_tables_change_no_id(text):
     """A chunk found in the vocabulary tables gets the ids the kernel computes without them."""
-    from tokenmill.tokenizer.bpe.encoder import _CACHE_LIMIT, _NO_VFILT, _NO_VOCAB, _NO_VOCAB2
+    from tokenmill.tokenizer.bpe.encoder import _CACHE_LIMIT, _NO_VOCAB, _NO_VOCAB2
     from tokenmill.tokenizer.pretokenize.patterns import resolve_pattern, split_with_gaps
 
     tok = _TOK[0] if _TOK else _TOK.append(_trained()) or _TOK[0]
@@ -479,20 +484,26 @@ def test_vocabulary_tables_change_no_id(text):
     buf = np.frombuffer(data, np.uint8)
     none = np.zeros(0, np.int64)
     got = []
-    for tables in ((enc.vtab, enc.vtab2, enc.vfilt), (_NO_VOCAB, _NO_VOCAB2, _NO_VFILT)):
+    for tables in ((enc.vtab, enc.vtab2), (_NO_VOCAB, _NO_VOCAB2)):
         out = np.empty(len(data), np.int64)
-        state = enc._pinned_state([], tables[0])
+        state = enc._pinned_state([], *tables)
         n, _ = EK.encode_chunks(buf, offs, none, none, enc.byte_ids, enc.byte_pairs, enc.pairs, enc.filt, enc.chars,
                                 *tables, enc.imask, state, _CACHE_LIMIT, out)
         got.append(out[:n].tolist())
     assert got[0] == got[1] == tok.encode_ordinary_python(text)
 
 
-def _word_entries(wt) -> dict[bytes, int]:
-    """The word table's rows as {chunk bytes: value}."""
-    keys, vals = wt[0::2], wt[1::2]
-    used = keys != 0
-    return {int(k).to_bytes(8, "little")[: int(k) >> 56]: int(v) for k, v in zip(keys[used], vals[used])}
+def _word_entries(wt, width: int) -> dict[bytes, int]:
+    """A word table's rows as {chunk bytes: value}: rows [key, value] (width 2, chunks of 1-7 bytes) or
+    [k0, k1, value, 0] (width 4, 8-15 bytes); the length in the top byte of the last key word."""
+    if width == 2:
+        keys, vals = wt[0::2], wt[1::2]
+        used = keys != 0
+        return {int(k).to_bytes(8, "little")[: int(k) >> 56]: int(v) for k, v in zip(keys[used], vals[used])}
+    k0, k1, vals = wt[0::4], wt[1::4], wt[2::4]
+    used = k1 != 0
+    return {(int(a).to_bytes(8, "little") + int(b).to_bytes(8, "little"))[: int(b) >> 56]: int(v)
+            for a, b, v in zip(k0[used], k1[used], vals[used])}
 
 
 def _word_ids(v: int, imask: int) -> list[int] | None:
@@ -504,11 +515,13 @@ def _word_ids(v: int, imask: int) -> list[int] | None:
 
 
 @pytest.mark.parametrize("wide", [False, True], ids=["ids of 20 bits", "wider ids"])
-def test_word_table_holds_what_it_merged_and_goes_back_to_its_seed_when_half_full(wide):
-    """Every chunk of 1-7 bytes the kernel merges goes in the thread's word table with its ids (up to
-    three of 20 bits inline; more, or wider ids, a count of 0 and the small-chunk table); at half full
-    the table goes back to its seed. Thousands of distinct words, twice over: the ids are the naive
-    rule's both times, every row's ids are its chunk's, and the table never holds more than half."""
+@pytest.mark.parametrize("width", [2, 4], ids=["1-7 bytes", "8-15 bytes"])
+def test_word_table_holds_what_it_merged_and_goes_back_to_its_seed_when_half_full(width, wide):
+    """Every chunk of 1-7 (8-15) bytes the kernel merges goes in the thread's word table (wide word table)
+    with its ids (up to three of 20 bits inline; more, or wider ids, a count of 0 and the small-chunk
+    table); at half full the table goes back to its seed. Thousands of distinct words, twice over: the
+    ids are the naive rule's both times, every row's ids are its chunk's, and the table never holds more
+    than half."""
     import itertools
 
     from tokenmill.tokenizer.bpe.encoder import _CACHE_LIMIT
@@ -518,25 +531,34 @@ def test_word_table_holds_what_it_merged_and_goes_back_to_its_seed_when_half_ful
     enc = tok._compiled()
     ranks = {(int(a), int(b)): 256 + k for k, (a, b) in enumerate(tok.merges)}
     naive = functools.cache(lambda b: reference.encode_naive(b, ranks))
-    words = ["".join(w) for w in itertools.product("thequick", repeat=4)]  # 4,096 distinct chunks " theq"
+    # 4,096 distinct chunks " theq" (5 bytes), or 3,000 of 8-15 bytes made of the vocabulary's pieces (some
+    # of up to three ids, some of more)
+    words = ["".join(w) for w in itertools.product("thequick", repeat=4)]
+    if width == 4:
+        pieces = sorted(b.decode() for b in tok._vocab[256:] if b and b.isalpha() and b.islower() and len(b) >= 2)
+        pieces += list("xzq")
+        words = [w for w in ("".join(p) for p in itertools.product(pieces, repeat=3)) if 7 <= len(w) <= 14]
+        words = sorted(set(words))[:: max(1, len(set(words)) // 3000)][:3000]
     text = " ".join(words + words[:1500] + ["the fox"])
-    want = [i for c in split_with_gaps(resolve_pattern(tok.pattern), text) for i in naive(c.encode("utf-8"))]
+    chunks = split_with_gaps(resolve_pattern(tok.pattern), text)
+    want = [i for c in chunks for i in naive(c.encode("utf-8"))]
     imask = np.uint64((1 << 62) - 1) if wide else enc.imask
-    state = enc._pinned_state([], enc.vtab)
-    seeded = _word_entries(state[12])
-    limit = enc.vtab.size // 4
+    seed = enc.vtab if width == 2 else enc.vtab2
+    at, used = (12, 6) if width == 2 else (13, 8)
+    state = enc._pinned_state([], enc.vtab, enc.vtab2)
+    seeded = _word_entries(state[at], width)
+    limit = seed.size // width // 2
     assert len(seeded) + len(words) > limit  # it fills up at least once
     data = np.frombuffer(text.encode("utf-8"), np.uint8)
-    offs = np.cumsum([0] + [len(c.encode("utf-8")) for c in split_with_gaps(resolve_pattern(tok.pattern), text)])
+    offs = np.cumsum([0] + [len(c.encode("utf-8")) for c in chunks]).astype(np.int64)
     none = np.zeros(0, np.int64)
     for _ in range(2):
         out = np.empty(data.size, np.int64)
-        n, state = EK.encode_chunks(data, offs.astype(np.int64), none, none, enc.byte_ids, enc.byte_pairs, enc.pairs,
-                                    enc.filt, enc.chars, enc.vtab, enc.vtab2, enc.vfilt, imask, state, _CACHE_LIMIT,
-                                    out)
+        n, state = EK.encode_chunks(data, offs, none, none, enc.byte_ids, enc.byte_pairs, enc.pairs, enc.filt,
+                                    enc.chars, enc.vtab, enc.vtab2, imask, state, _CACHE_LIMIT, out)
         assert out[:n].tolist() == want
-        rows = _word_entries(state[12])
-        assert len(rows) == int(state[8][6]) <= limit and int(state[8][7]) == len(seeded)
+        rows = _word_entries(state[at], width)
+        assert len(rows) == int(state[8][used]) <= limit and int(state[8][used + 1]) == len(seeded)
         assert all(rows[b] == v for b, v in seeded.items())  # the seed is always there
         inline = {b: v & 3 != 0 for b, v in rows.items() if b not in seeded}
         assert all(kept == (len(naive(b)) <= (1 if wide else 3)) for b, kept in inline.items())

@@ -462,8 +462,8 @@ def _packed(word, nbytes, length):
 
 @njit(cache=True, nogil=True, inline="always")
 def _hash2(k0, k1):
-    """The hash of a two-word key (chunks of 8-15 bytes): its high half picks the vtab2 slot and the
-    small-chunk table's bucket, its bits the filter's (``_vmaybe``)."""
+    """The hash of a two-word key (chunks of 8-15 bytes): its high half picks the wide word table's row and
+    the small-chunk table's bucket."""
     return (k0 * _FIB) ^ (k1 * _FIB2)
 
 
@@ -474,10 +474,11 @@ def _vslot2(k0, k1, vmask):
 
 @njit(cache=True, nogil=True)
 def build_vocab_table2(k0, k1, ids):
-    """``vtab2``: the vocabulary table of chunks of 8 to 15 bytes, rows ``[k0, k1, id, 0]`` (32 bytes), k0 the
-    first 8 bytes, k1 the rest with the length in the top byte (never 0)."""
-    cap = 2
-    while 2 * cap < 3 * k0.size:  # load factor at most 2/3
+    """``vtab2``, the seed of the wide word tables: chunks of 8 to 15 bytes, rows ``[k0, k1, value, 0]`` (32
+    bytes), k0 the first 8 bytes, k1 the rest with the length in the top byte (never 0), the value of one
+    id as in ``vtab``; at least 4 rows per key (and 1,024 rows), as ``vtab``."""
+    cap = 1024
+    while cap < 4 * k0.size:
         cap *= 2
     vt = np.zeros(4 * cap, np.uint64)
     vmask = np.uint64(cap - 1)
@@ -488,37 +489,8 @@ def build_vocab_table2(k0, k1, ids):
         if vt[4 * i + 1] == 0:
             vt[4 * i] = k0[k]
             vt[4 * i + 1] = k1[k]
-            vt[4 * i + 2] = np.uint64(ids[k])
+            vt[4 * i + 2] = np.uint64(1) | (np.uint64(ids[k]) << np.uint64(2))
     return vt
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _vmaybe(vfilt, vfmask, h):
-    """False when the two-word key hashed to ``h`` (``_hash2``) is not in ``vtab2``: two bits in one word of
-    a blocked Bloom filter that stays in cache, so that a chunk of 8-15 bytes that is not a token (most
-    Han runs) costs no probe of the table, which is larger than the cache."""
-    w = vfilt[(h >> np.uint64(40)) & vfmask]
-    return ((w >> ((h >> np.uint64(26)) & np.uint64(63))) & (w >> ((h >> np.uint64(20)) & np.uint64(63)))
-            & np.uint64(1)) != 0
-
-
-@njit(cache=True, nogil=True)
-def build_vocab_filter(vtab2):
-    """The filter of ``_vmaybe`` over the keys of ``vtab2``: at least 16 bits per key, 8 KB to 256 KB."""
-    n = 0
-    for i in range(vtab2.size // 4):
-        n += vtab2[4 * i + 1] != 0
-    words = 1024
-    while words * 4 < n and words < 1 << 15:
-        words *= 2
-    vf = np.zeros(words, np.uint64)
-    wmask = np.uint64(words - 1)
-    for i in range(vtab2.size // 4):
-        if vtab2[4 * i + 1] != 0:
-            h = _hash2(vtab2[4 * i], vtab2[4 * i + 1])
-            vf[np.int64((h >> np.uint64(40)) & wmask)] |= (np.uint64(1) << ((h >> np.uint64(26)) & np.uint64(63))) | (
-                np.uint64(1) << ((h >> np.uint64(20)) & np.uint64(63)))
-    return vf
 
 
 @njit(cache=True, nogil=True)
@@ -595,9 +567,9 @@ def _han_key(data, a, n):
 
 
 @njit(cache=True, nogil=True)
-def _hot(dp, op, k, end, ahead_end, outp, nout, wt, wmask, imask, vt2, vmask2, vf, vfmask, sk, si, bmask):
-    """The chunks ``k, k + 1, ...`` of ``[k, end)`` that the word table ``wt``, the vocabulary table of 8-15
-    bytes or the small-chunk table hold, their ids written at ``outp[nout:]``: returns the first chunk
+def _hot(dp, op, k, end, ahead_end, outp, nout, wt, wmask, imask, wt2, wmask2, sk, si, bmask):
+    """The chunks ``k, k + 1, ...`` of ``[k, end)`` that the word tables ``wt`` (1-7 bytes) and ``wt2`` (8-15
+    bytes) or the small-chunk table hold, their ids written at ``outp[nout:]``: returns the first chunk
     that none holds (or ``end``) and the ids written so far. ``encode_chunks``' loop for text it has
     seen, a function of its own over ``raw`` pointers: a few registers' worth of state instead of the
     whole kernel's (whose slow paths left the hot loop reloading its pointers from the stack), and no
@@ -618,12 +590,7 @@ def _hot(dp, op, k, end, ahead_end, outp, nout, wt, wmask, imask, vt2, vmask2, v
                 prefetch(wt, np.uint64(2) * ((h2 >> np.uint64(32)) & wmask))
             elif n2 <= 15:
                 h2 = _hash2(load_u64(dp, a2), _packed(load_u64(dp, a2 + 8), n2 - 8, n2))
-                prefetch(vt2, np.uint64(4) * ((h2 >> np.uint64(32)) & vmask2))
-                prefetch(vf, (h2 >> np.uint64(40)) & vfmask)
-                sl = (h2 >> np.uint64(32)) & bmask
-                prefetch(sk, np.uint64(2) * sl)
-                prefetch(si, np.uint64(8) * sl)
-                prefetch(si, np.uint64(8) * sl + np.uint64(16))  # a bucket's ids are two cache lines
+                prefetch(wt2, np.uint64(4) * ((h2 >> np.uint64(32)) & wmask2))
         a = op[k]
         n = op[k + 1] - a
         if n <= _SMALL:
@@ -651,19 +618,22 @@ def _hot(dp, op, k, end, ahead_end, outp, nout, wt, wmask, imask, vt2, vmask2, v
             k0 = load_u64(dp, a)
             k1 = _packed(load_u64(dp, a + 8), n - 8, n)
             h = _hash2(k0, k1)
-            if _vmaybe(vf, vfmask, h):
-                vi = (h >> np.uint64(32)) & vmask2
-                found = False
-                while vt2[np.uint64(4) * vi + np.uint64(1)] != 0:
-                    if vt2[np.uint64(4) * vi + np.uint64(1)] == k1 and vt2[np.uint64(4) * vi] == k0:
-                        found = True
-                        break
-                    vi = (vi + np.uint64(1)) & vmask2
-                if found:
-                    outp[nout] = np.int64(vt2[np.uint64(4) * vi + np.uint64(2)])
-                    nout += 1
-                    k += 1
-                    continue
+            vi = (h >> np.uint64(32)) & wmask2
+            vk = wt2[np.uint64(4) * vi + np.uint64(1)]
+            while vk != k1 or wt2[np.uint64(4) * vi] != k0:
+                if vk == 0:
+                    return k, nout
+                vi = (vi + np.uint64(1)) & wmask2
+                vk = wt2[np.uint64(4) * vi + np.uint64(1)]
+            v = wt2[np.uint64(4) * vi + np.uint64(2)]
+            c = v & np.uint64(3)
+            if c != 0:
+                outp[nout] = np.int64((v >> np.uint64(2)) & imask)
+                outp[nout + 1] = np.int64((v >> np.uint64(22)) & _M20)
+                outp[nout + 2] = np.int64(v >> np.uint64(42))
+                nout += np.int64(c)
+                k += 1
+                continue
         else:
             return k, nout
         row = (h >> np.uint64(32)) & bmask
@@ -683,32 +653,31 @@ def _hot(dp, op, k, end, ahead_end, outp, nout, wt, wmask, imask, vt2, vmask2, v
 
 
 @njit(cache=True, nogil=True)
-def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, chars, vtab, vtab2, vfilt, imask,
-                  state, limit, out):
+def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, chars, vtab, vtab2, imask, state,
+                  limit, out):
     """Encode chunks ``data[offs[k]:offs[k+1]]`` into ``out`` (big enough: len(data) ids).
 
-    ``vtab``: the seed of the word table (``build_vocab_table``; a power of two rows, at least one; the
-    state's word table has as many); ``vtab2``: the vocabulary table of 8 to 15 bytes
-    (``build_vocab_table2``); ``vfilt``: its filter (``build_vocab_filter``, a power of two words);
+    ``vtab``, ``vtab2``: the seeds of the word tables of 1-7 and 8-15 bytes (``build_vocab_table``,
+    ``build_vocab_table2``; a power of two rows, at least one; the state's tables have as many);
     ``imask``: the mask of a word-table value's first id (``_M20``, or all ones where ids are wider).
 
     ``marks``: increasing chunk indices (in ``[0, offs.size - 1]``) where the documents of a batch start;
     ``pos[j]`` receives the number of ids written before chunk ``marks[j]`` (empty arrays for one text).
 
     ``state`` = (ctab, c_start, c_len, c_hash, c_bytes, c_ids_start, c_ids_len, c_ids, sizes, skeys,
-    sids, seen, wtab) is the cache; ``wtab``: the word table (chunks of 1-7 bytes, see above), which
-    goes back to ``vtab`` when half full; ``skeys``/``sids``: the small-chunk table (rows of two key words, both 0 =
+    sids, seen, wtab, wtab2) is the cache; ``wtab``, ``wtab2``: the word tables (chunks of 1-7 and 8-15
+    bytes, see above), each back to its seed when half full; ``skeys``/``sids``: the small-chunk table (rows of two key words, both 0 =
     empty; ids: count, then up to 7; buckets of ``_WAYS`` rows, a power of two rows, at least
     ``_WAYS``; a miss puts its chunk first in its bucket and the bucket's last row leaves; a count of
     ``_IN_CTAB``: the chunk's ids are in the byte-keyed cache); ``seen``: hashes
     of chunks seen once (the admission filter); ``sizes`` = [entries, bytes used, ids used, pinned entries, pinned bytes, pinned ids,
-    word-table rows used, rows of its seed].
+    word-table rows used, rows of its seed, the same two of the wide word table].
     When the cache would exceed ``limit`` entries it is reset to its pinned part.
     Returns (number of ids written, state).
     """
-    ctab, c_start, c_len, c_hash, c_bytes, c_ids_start, c_ids_len, c_ids, sizes, skeys, sids, seen, wtab = state
-    if wtab.size != vtab.size or sizes.size < 8:
-        raise ValueError("encode_chunks: the state's word table is not a copy of vtab's shape")
+    ctab, c_start, c_len, c_hash, c_bytes, c_ids_start, c_ids_len, c_ids, sizes, skeys, sids, seen, wtab, wtab2 = state
+    if wtab.size != vtab.size or wtab2.size != vtab2.size or sizes.size < 10:
+        raise ValueError("encode_chunks: the state's word tables are not copies of the seeds' shapes")
     cp3, flat, starts, lens, tail_ptr, tail_tok, tail_mask, head_ptr, head_tok, head_mask, unreached = chars
     nout = 0
     work = np.empty(_SHORT + 1, np.int64)
@@ -718,9 +687,9 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
     skflat = skeys.reshape(-1)
     siflat = sids.reshape(-1)
     vmask = np.uint64(vtab.size // 2 - 1)
-    wlimit = vtab.size // 4  # rows: the word table goes back to its seed when half full
+    wlimit = vtab.size // 4  # rows: a word table goes back to its seed when half full
+    wlimit2 = vtab2.size // 8
     vmask2 = np.uint64(vtab2.size // 4 - 1)
-    vfmask = np.uint64(vfilt.size - 1)
     dsize = data.size
     nch = offs.size - 1
     # _hot takes the chunks that start 16 bytes or more before the end of the last chunk (their key
@@ -733,8 +702,7 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
     op = raw(offs)
     outp = raw(out)
     wtp = raw(wtab)
-    vt2p = raw(vtab2)
-    vfp = raw(vfilt)
+    wt2p = raw(wtab2)
     skp = raw(skflat)
     sip = raw(siflat)
     mi = 0
@@ -750,8 +718,8 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
         nxt = seg
         seg = end
         while True:
-            k, nout = _hot(dp, op, nxt, min(end, ahead_end), ahead_end, outp, nout, wtp, vmask, imask, vt2p, vmask2,
-                           vfp, vfmask, skp, sip, bmask)
+            k, nout = _hot(dp, op, nxt, min(end, ahead_end), ahead_end, outp, nout, wtp, vmask, imask, wt2p, vmask2,
+                           skp, sip, bmask)
             if k >= end:
                 break
             nxt = k + 1
@@ -822,21 +790,26 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
             wide = n <= 15 and a + 16 <= dsize
             k0 = np.uint64(0)
             k1 = np.uint64(0)
-            if wide:  # a vocabulary token of 8-15 bytes: one probe, no hashing of bytes
+            found = False  # in the wide word table (at row ``vi2``; else ``vi2`` is the empty row its probe ended at)
+            vi2 = np.int64(0)
+            if wide:  # the wide word table: one probe, no hashing of bytes
                 k0 = load_u64(data, a)
                 k1 = _packed(load_u64(data, a + 8), n - 8, n)
-                found = False
-                if not probed and _vmaybe(vfilt, vfmask, _hash2(k0, k1)):
-                    vi = _vslot2(k0, k1, vmask2)
-                    while vtab2[ix(4 * vi + 1)] != 0:
-                        if vtab2[ix(4 * vi + 1)] == k1 and vtab2[ix(4 * vi)] == k0:
-                            found = True
-                            break
-                        vi = (vi + 1) & np.int64(vmask2)
+                vi2 = _vslot2(k0, k1, vmask2)
+                while wtab2[ix(4 * vi2 + 1)] != 0:
+                    if wtab2[ix(4 * vi2 + 1)] == k1 and wtab2[ix(4 * vi2)] == k0:
+                        found = True
+                        break
+                    vi2 = (vi2 + 1) & np.int64(vmask2)
                 if found:
-                    out[ix(nout)] = np.int64(vtab2[ix(4 * vi + 2)])
-                    nout += 1
-                    continue
+                    v = wtab2[ix(4 * vi2 + 2)]
+                    c = np.int64(v & np.uint64(3))
+                    if c != 0:  # (only past ``ahead_end``: _hot took the others)
+                        out[ix(nout)] = np.int64((v >> np.uint64(2)) & imask)
+                        for t in range(1, c):
+                            out[ix(nout + t)] = np.int64((v >> np.uint64(2 + 20 * t)) & _M20)
+                        nout += c
+                        continue
             # A run of Han characters (a U+4000-U+9FFF character starts in the chunk's first 4 bytes)
             # where characters are merged ahead: long, mostly unique (hits 9% of lookups under Llama 3)
             # and cheap to merge, so the cache is skipped: no probe of the big table, no admission, no
@@ -864,7 +837,8 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
             probe = True
             if wide and not skip:
                 mslot = np.int64((_hash2(k0, k1) >> np.uint64(32)) & bmask)
-                row = _small_find(skeys, mslot, k0, k1)
+                # only a chunk the wide word table sends there can be in the small-chunk table
+                row = _small_find(skeys, mslot, k0, k1) if found else np.int64(-1)
                 probe = False
                 if row >= 0:
                     m = sids[ix(row), 0]
@@ -915,6 +889,22 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
                 for t in range(m):
                     out[nout + t] = big[t]
             if mslot >= 0:
+                v = _word_value(out[nout:], m, imask)
+                if not found:  # into the wide word table
+                    if sizes[8] + 1 > wlimit2:  # half full: back to the seed, and find the row again
+                        wtab2[:] = vtab2
+                        sizes[8] = sizes[9]
+                        vi2 = _vslot2(k0, k1, vmask2)
+                        while wtab2[ix(4 * vi2 + 1)] != 0:
+                            vi2 = (vi2 + 1) & np.int64(vmask2)
+                    if sizes[8] + 1 <= wlimit2:
+                        wtab2[ix(4 * vi2)] = k0
+                        wtab2[ix(4 * vi2 + 1)] = k1
+                        wtab2[ix(4 * vi2 + 2)] = v
+                        sizes[8] += 1
+                if v != 0:
+                    nout += m
+                    continue
                 if m <= 7:
                     _to_small(skeys, sids, mslot, k0, k1, out, nout, m)
                     nout += m
@@ -963,7 +953,8 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
     while mi < marks.size:
         pos[mi] = nout
         mi += 1
-    return nout, (ctab, c_start, c_len, c_hash, c_bytes, c_ids_start, c_ids_len, c_ids, sizes, skeys, sids, seen, wtab)
+    return nout, (ctab, c_start, c_len, c_hash, c_bytes, c_ids_start, c_ids_len, c_ids, sizes, skeys, sids, seen, wtab,
+                  wtab2)
 
 
 @njit(cache=True, nogil=True, inline="always")

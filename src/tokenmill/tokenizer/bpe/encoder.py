@@ -19,8 +19,7 @@ _PART_CHUNKS = 1 << 15  # encode_many cuts its kernel work across threads only a
 _PREMERGE_MIN = 1000  # 3-byte characters whose own BPE is one or two tokens, below which none are merged ahead
 _NO_VOCAB = np.zeros(2, np.uint64)  # an empty word-table seed of one row (see _encode_kernels.build_vocab_table):
 # a word table of its shape takes no chunk (it goes back to the seed at half of one row)
-_NO_VOCAB2 = np.zeros(4, np.uint64)  # an empty vocabulary table of 8-15 bytes (build_vocab_table2)
-_NO_VFILT = np.zeros(1, np.uint64)  # and its filter (build_vocab_filter): nothing passes
+_NO_VOCAB2 = np.zeros(4, np.uint64)  # and of the wide one (build_vocab_table2)
 _M20 = np.uint64((1 << 20) - 1)
 # A process on a machine whose encoding kernels are not compiled yet encodes up to this many
 # characters with the pure-Python encoder (same ids, ~1 MB/s) before it compiles them (~25-45 s).
@@ -94,11 +93,11 @@ class CompiledEncoder:
         self.compiled_split = has_compiled(pattern)  # that, or the general DFA/VM (offsets checked)
         self.split_patterns = tuple(split_patterns)
         self.vtab, self.vtab2 = self._vocab_tables(probe, pin_vocab)
-        self.vfilt = K.build_vocab_filter(self.vtab2)
         self._check_vocab_tables(len(vocab))
-        # every thread's state is a copy of the template (``_state``): its word table can be the seed itself
-        self._template = self._pinned_state(pinned, _NO_VOCAB)[:12] + (self.vtab,)
-        self._template[8][6:] = np.count_nonzero(self.vtab[0::2])
+        # every thread's state is a copy of the template (``_state``): its word tables can be the seeds
+        self._template = self._pinned_state(pinned, _NO_VOCAB, _NO_VOCAB2)[:12] + (self.vtab, self.vtab2)
+        self._template[8][6:8] = np.count_nonzero(self.vtab[0::2])
+        self._template[8][8:10] = np.count_nonzero(self.vtab2[1::4])
         self._local = threading.local()
 
     def _char_tables(self, vocab, lefts, rights, prio):
@@ -146,8 +145,8 @@ class CompiledEncoder:
         pos = np.empty(len(toks), np.int64)
         out = np.empty(buf.size, np.int64)
         n, _ = self._K.encode_chunks(buf, offs, marks, pos, self.byte_ids, self.byte_pairs, self.pairs, self.filt,
-                                     chars, _NO_VOCAB, _NO_VOCAB2, _NO_VFILT, self.imask,
-                                     self._pinned_state([], _NO_VOCAB), _CACHE_LIMIT, out)
+                                     chars, _NO_VOCAB, _NO_VOCAB2, self.imask,
+                                     self._pinned_state([], _NO_VOCAB, _NO_VOCAB2), _CACHE_LIMIT, out)
         return {"toks": toks, "lens": lens, "buf": buf, "ids": ids, "counts": np.diff(np.append(pos, n)),
                 "first": out[pos]}
 
@@ -196,14 +195,11 @@ class CompiledEncoder:
             if t.dtype != np.uint64 or t.size != rows * width or rows < 1 or rows & (rows - 1):
                 raise ValueError("a vocabulary table must hold a power of two rows of uint64")
             ids = t[width - 1 if width == 2 else 2 :: width][t[0 if width == 2 else 1 :: width] != 0]
-            if width == 2:  # word-table values of one id: count 1, the id above it
-                if ids.size and not (ids & np.uint64(3) == 1).all():
-                    raise ValueError("a word-table seed holds a value that is not one id")
-                ids = ids >> np.uint64(2)
+            if ids.size and not (ids & np.uint64(3) == 1).all():  # word-table values of one id: count 1, the id above
+                raise ValueError("a word-table seed holds a value that is not one id")
+            ids = ids >> np.uint64(2)
             if ids.size and int(ids.max()) >= n_ids:
                 raise ValueError("a vocabulary table holds an id outside the vocabulary")
-        if self.vfilt.dtype != np.uint64 or self.vfilt.size < 1 or self.vfilt.size & (self.vfilt.size - 1):
-            raise ValueError("the vocabulary filter must be a power of two uint64 words")
 
     @staticmethod
     def _han_keys(pinned) -> np.ndarray:
@@ -214,9 +210,9 @@ class CompiledEncoder:
                 if len(b) > 7 and any(0xE4 <= x <= 0xE9 for x in b[:4])]
         return np.sort(np.array(keys, np.uint64))
 
-    def _pinned_state(self, tokens, seed):
-        """A fresh cache holding the pinned ``tokens`` ((bytes, id) pairs) and a word table that is a copy
-        of ``seed`` (``encode_chunks``' ``state``)."""
+    def _pinned_state(self, tokens, seed, seed2):
+        """A fresh cache holding the pinned ``tokens`` ((bytes, id) pairs) and word tables that are copies
+        of ``seed`` and ``seed2`` (``encode_chunks``' ``state``)."""
         K = self._K
         n = len(tokens)
         lens = np.fromiter((len(b) for b, _ in tokens), np.int64, n)
@@ -241,16 +237,18 @@ class CompiledEncoder:
             c_ids_start[:n] = np.arange(n)
             c_ids_len[:n] = 1
             K.pin_tokens(c_bytes, c_start[:n], c_len[:n], ctab, c_hash)
-        seeded = int(np.count_nonzero(seed[0::2]))
-        sizes = np.array([n, data.size, n, n, data.size, n, seeded, seeded], np.int64)
+        seeded, seeded2 = int(np.count_nonzero(seed[0::2])), int(np.count_nonzero(seed2[1::4]))
+        sizes = np.array([n, data.size, n, n, data.size, n, seeded, seeded, seeded2, seeded2], np.int64)
         # small-chunk table, buckets of 4 rows: the two words of a chunk of up to 15 bytes (the bytes, the
         # length in the top byte of the last; up to 7 bytes: one word and 0), all zero = empty; a bucket's
         # keys are one cache line
         skeys = _line_aligned_zeros((1 << 16, 2), np.uint64)
         sids = _line_aligned_zeros((1 << 16, 8), np.int32)  # its ids: count, then up to 7 ids
         seen = np.zeros(1 << 16, np.uint64)  # admission filter: hashes of chunks seen once
-        wtab = _line_aligned_copy(seed)  # the word table: chunks of 1-7 bytes, the seed's and those merged
-        return (ctab, c_start, c_len, c_hash, c_bytes, c_ids_start, c_ids_len, c_ids, sizes, skeys, sids, seen, wtab)
+        wtab = _line_aligned_copy(seed)  # the word tables: chunks of 1-7 and 8-15 bytes, the seed's and those merged
+        wtab2 = _line_aligned_copy(seed2)
+        return (ctab, c_start, c_len, c_hash, c_bytes, c_ids_start, c_ids_len, c_ids, sizes, skeys, sids, seen, wtab,
+                wtab2)
 
     def _state(self):
         st = getattr(self._local, "state", None)
@@ -322,7 +320,7 @@ class CompiledEncoder:
         out = np.empty(len(data) if offs.size < 2 else int(offs[-1] - offs[0]), np.int64)
         n, state = self._K.encode_chunks(np.frombuffer(data, np.uint8), offs, marks, pos, self.byte_ids,
                                          self.byte_pairs, self.pairs, self.filt, self.chars, self.vtab,
-                                         self.vtab2, self.vfilt, self.imask, self._state(), _CACHE_LIMIT, out)
+                                         self.vtab2, self.imask, self._state(), _CACHE_LIMIT, out)
         self._local.state = state
         return n, out
 
