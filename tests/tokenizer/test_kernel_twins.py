@@ -351,8 +351,8 @@ def test_raw_pointer_reads_and_writes_the_array(data, words, d):
 
 
 def test_hot_loop_stops_exactly_at_the_chunks_the_tables_do_not_hold():
-    """``_hot`` (the loop for chunks seen before) writes the ids of the chunks the word tables (1-7 and 8-15
-    bytes) or the small-chunk table hold, and stops at the first one they do not:
+    """``_hot`` (the loop for chunks seen before) writes the ids of the chunks the word tables (the seeds and
+    the thread's merged tables, 1-7 and 8-15 bytes) or the small-chunk table hold, and stops at the first one they do not:
     what it wrote plus, for each chunk it stopped at, that chunk's own ids, is the whole encoding; it
     stops at no chunk of one token."""
     from numba import njit
@@ -361,9 +361,10 @@ def test_hot_loop_stops_exactly_at_the_chunks_the_tables_do_not_hold():
     from tokenmill.tokenizer.pretokenize.patterns import resolve_pattern, split_with_gaps
 
     @njit
-    def hot(data, offs, k, end, out, nout, wt, imask, wt2, sk, si):
-        return EK._hot(raw(data), raw(offs), k, end, end, raw(out), nout, raw(wt), np.uint64(wt.size // 2 - 1),
-                       imask, raw(wt2), np.uint64(wt2.size // 4 - 1), raw(sk.reshape(-1)), raw(si.reshape(-1)),
+    def hot(data, offs, k, end, out, nout, vt, imask, vt2, mt, mt2, sk, si):
+        return EK._hot(raw(data), raw(offs), k, end, end, raw(out), nout, raw(vt), np.uint64(vt.size // 2 - 1),
+                       imask, raw(vt2), np.uint64(vt2.size // 4 - 1), raw(mt), np.uint64(mt.size // 2 - 1), raw(mt2),
+                       np.uint64(mt2.size // 4 - 1), raw(sk.reshape(-1)), raw(si.reshape(-1)),
                        np.uint64(sk.shape[0] - 1) & ~np.uint64(EK._WAYS - 1))
 
     tok = _TOK[0] if _TOK else _TOK.append(_trained()) or _TOK[0]
@@ -373,13 +374,13 @@ def test_hot_loop_stops_exactly_at_the_chunks_the_tables_do_not_hold():
     data = np.frombuffer(text.encode(), np.uint8)
     offs = np.cumsum([0] + [len(c.encode()) for c in chunks]).astype(np.int64)
     enc._local.state = None
-    enc.encode(text)  # the chunks of several ids are in the word table or the small-chunk table now
-    sk, si, wt, wt2 = enc._state()[9], enc._state()[10], enc._state()[12], enc._state()[13]
+    enc.encode(text)  # the chunks of several ids are in the merged tables or the small-chunk table now
+    sk, si, mt, mt2 = enc._state()[9], enc._state()[10], enc._state()[12], enc._state()[13]
     end = int(np.searchsorted(offs, data.size - 16, side="right"))  # chunks starting 16+ bytes before the end
     out = np.zeros(data.size, np.int64)
     k, nout, stops = 0, 0, []
     while True:
-        k, nout = hot(data, offs, k, end, out, nout, wt, enc.imask, wt2, sk, si)
+        k, nout = hot(data, offs, k, end, out, nout, enc.vtab, enc.imask, enc.vtab2, mt, mt2, sk, si)
         if k >= end:
             break
         ids = tok.encode_ordinary_python(chunks[k])
@@ -486,7 +487,7 @@ def test_vocabulary_tables_change_no_id(text):
     got = []
     for tables in ((enc.vtab, enc.vtab2), (_NO_VOCAB, _NO_VOCAB2)):
         out = np.empty(len(data), np.int64)
-        state = enc._pinned_state([], *tables)
+        state = enc._pinned_state([])
         n, _ = EK.encode_chunks(buf, offs, none, none, enc.byte_ids, enc.byte_pairs, enc.pairs, enc.filt, enc.chars,
                                 *tables, enc.imask, state, _CACHE_LIMIT, out)
         got.append(out[:n].tolist())
@@ -516,12 +517,13 @@ def _word_ids(v: int, imask: int) -> list[int] | None:
 
 @pytest.mark.parametrize("wide", [False, True], ids=["ids of 20 bits", "wider ids"])
 @pytest.mark.parametrize("width", [2, 4], ids=["1-7 bytes", "8-15 bytes"])
-def test_word_table_holds_what_it_merged_and_goes_back_to_its_seed_when_half_full(width, wide):
-    """Every chunk of 1-7 (8-15) bytes the kernel merges goes in the thread's word table (wide word table)
-    with its ids (up to three of 20 bits inline; more, or wider ids, a count of 0 and the small-chunk
-    table); at half full the table goes back to its seed. Thousands of distinct words, twice over: the
-    ids are the naive rule's both times, every row's ids are its chunk's, and the table never holds more
-    than half."""
+def test_merged_table_holds_what_it_merged_and_is_emptied_when_half_full(width, wide):
+    """Every chunk of 1-7 (8-15) bytes the kernel merges that is not in the seed goes in the thread's merged
+    table (wide merged table) with its ids (up to three of 20 bits inline; more, or wider ids, a count of 0
+    and the small-chunk table); at half full the table is emptied; the seeds are never written (every
+    thread reads them). Thousands of distinct words, twice over, through a table of 1,024 rows: the ids
+    are the naive rule's both times, every row's ids are its chunk's, no row holds a seed's chunk, and
+    the table never holds more than half."""
     import itertools
 
     from tokenmill.tokenizer.bpe.encoder import _CACHE_LIMIT
@@ -544,29 +546,75 @@ def test_word_table_holds_what_it_merged_and_goes_back_to_its_seed_when_half_ful
     want = [i for c in chunks for i in naive(c.encode("utf-8"))]
     imask = np.uint64((1 << 62) - 1) if wide else enc.imask
     seed = enc.vtab if width == 2 else enc.vtab2
-    at, used = (12, 6) if width == 2 else (13, 8)
-    state = enc._pinned_state([], enc.vtab, enc.vtab2)
-    seeded = _word_entries(state[at], width)
-    limit = seed.size // width // 2
-    assert len(seeded) + len(words) > limit  # it fills up at least once
+    seeded = _word_entries(seed, width)
+    seeds = (enc.vtab.copy(), enc.vtab2.copy())
+    at, used = (12, 6) if width == 2 else (13, 7)
+    rows = 1024
+    state = enc._pinned_state([], rows, rows)
+    limit = rows // 2
+    assert len(words) > limit  # it fills up at least once
     data = np.frombuffer(text.encode("utf-8"), np.uint8)
     offs = np.cumsum([0] + [len(c.encode("utf-8")) for c in chunks]).astype(np.int64)
     none = np.zeros(0, np.int64)
+    merged = set()
     for _ in range(2):
         out = np.empty(data.size, np.int64)
         n, state = EK.encode_chunks(data, offs, none, none, enc.byte_ids, enc.byte_pairs, enc.pairs, enc.filt,
                                     enc.chars, enc.vtab, enc.vtab2, imask, state, _CACHE_LIMIT, out)
         assert out[:n].tolist() == want
-        rows = _word_entries(state[at], width)
-        assert len(rows) == int(state[8][used]) <= limit and int(state[8][used + 1]) == len(seeded)
-        assert all(rows[b] == v for b, v in seeded.items())  # the seed is always there
-        inline = {b: v & 3 != 0 for b, v in rows.items() if b not in seeded}
+        assert np.array_equal(enc.vtab, seeds[0]) and np.array_equal(enc.vtab2, seeds[1])  # read only
+        got = _word_entries(state[at], width)
+        assert len(got) == int(state[8][used]) <= limit
+        assert not set(got) & set(seeded)  # a seed's chunk is found in the seed, never merged
+        inline = {b: v & 3 != 0 for b, v in got.items()}
         assert all(kept == (len(naive(b)) <= (1 if wide else 3)) for b, kept in inline.items())
         assert any(inline.values()) != wide and not all(inline.values())  # both kinds (wide: one id is a seed's)
-        for b, v in rows.items():
+        for b, v in got.items():
             ids = _word_ids(v, int(imask))
             assert ids is None or ids == naive(b)
-    assert len(rows) < len(seeded) + len(words)  # it went back to its seed on the way
+        merged |= set(got)
+    assert len(got) < len(merged)  # it was emptied on the way
+
+
+@pytest.mark.parametrize("rows", [1, 2, 4])
+def test_tiny_merged_tables_still_end_every_probe(rows):
+    """Merged tables of 1, 2 and 4 rows (one row: nothing is put in, half of one row is none) fill and are
+    emptied all the time, and every probe still ends at an empty row: the ids are the naive rule's."""
+    from tokenmill.tokenizer.bpe.encoder import _CACHE_LIMIT
+    from tokenmill.tokenizer.pretokenize.patterns import resolve_pattern, split_with_gaps
+
+    tok = _TOK[0] if _TOK else _TOK.append(_trained()) or _TOK[0]
+    enc = tok._compiled()
+    ranks = {(int(a), int(b)): 256 + k for k, (a, b) in enumerate(tok.merges)}
+    text = " ".join(_WIDE * 3) + " " + " ".join(f"qz{k}xq quzzicalxq{k}" for k in range(300)) + " end of text here"
+    chunks = split_with_gaps(resolve_pattern(tok.pattern), text)
+    want = [i for c in chunks for i in reference.encode_naive(c.encode("utf-8"), ranks)]
+    data = np.frombuffer(text.encode("utf-8"), np.uint8)
+    offs = np.cumsum([0] + [len(c.encode("utf-8")) for c in chunks]).astype(np.int64)
+    none = np.zeros(0, np.int64)
+    state = enc._pinned_state([], rows, rows)
+    for _ in range(2):
+        out = np.empty(data.size, np.int64)
+        n, state = EK.encode_chunks(data, offs, none, none, enc.byte_ids, enc.byte_pairs, enc.pairs, enc.filt,
+                                    enc.chars, enc.vtab, enc.vtab2, enc.imask, state, _CACHE_LIMIT, out)
+        assert out[:n].tolist() == want
+        assert int(state[8][6]) <= rows // 2 and int(state[8][7]) <= rows // 2
+
+
+def test_word_tables_of_rows_not_a_power_of_two_are_refused():
+    """The kernel masks a hash by the row count: a table of 3 rows would send a probe past its end."""
+    from tokenmill.tokenizer.bpe.encoder import _CACHE_LIMIT
+
+    tok = _TOK[0] if _TOK else _TOK.append(_trained()) or _TOK[0]
+    enc = tok._compiled()
+    data = np.frombuffer(b"hello world", np.uint8)
+    offs = np.array([0, 5, 11], np.int64)
+    none = np.zeros(0, np.int64)
+    state = list(enc._pinned_state([]))
+    state[12] = np.zeros(6, np.uint64)
+    with pytest.raises(ValueError, match="power of two rows"):
+        EK.encode_chunks(data, offs, none, none, enc.byte_ids, enc.byte_pairs, enc.pairs, enc.filt, enc.chars,
+                         enc.vtab, enc.vtab2, enc.imask, tuple(state), _CACHE_LIMIT, np.empty(11, np.int64))
 
 
 # ---- the wide helpers the splitters skip letter runs with -------------------------------------------

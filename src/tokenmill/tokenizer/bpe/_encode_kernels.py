@@ -435,18 +435,24 @@ def _premerge(data, a, b, byte_ids, cp3, flat, starts, lens, tail_ptr, tail_tok,
     return m
 
 
-# ------------------------------------------------------------------------------ the word table
+# ------------------------------------------------------------------------------ the word tables
 # Chunks of 1 to 7 bytes are 64-90% of all chunks, and most of them are one token (English words under
-# GPT-2's split: " the", " and"). Each thread looks them up in one table, its word table: open
-# addressing, ``[key, value]`` pairs side by side, key = the bytes and the length packed (``_packed``,
-# never 0), value = the count of ids in the low 2 bits and the ids above them (``_word_value``: one id
-# in bits 2 and up; two or three ids 20 bits each), or a count of 0: the chunk's ids are in the
-# small-chunk table (more than three, or ids of more than 20 bits). The encoder builds it once per
-# tokenizer, seeded with every such chunk among the vocabulary's tokens whose encoding (computed by this
-# very kernel) is one id (``vtab``, shared read-only: a chunk is found on its first sighting, a cold
-# cache pays no merge for it); each thread works on a copy, where every chunk it merges is put too, and
-# which goes back to the seed when it is half full. A chunk seen before costs one 8-byte load, one
-# multiply, one probe and up to three unconditional stores: no filter in front, no second table.
+# GPT-2's split: " the", " and"). They are looked up in word tables: open addressing, ``[key, value]``
+# pairs side by side, key = the bytes and the length packed (``_packed``, never 0), value = the count of
+# ids in the low 2 bits and the ids above them (``_word_value``: one id in bits 2 and up; two or three
+# ids 20 bits each), or a count of 0: the chunk's ids are in the small-chunk table (more than three, or
+# ids of more than 20 bits). Two tables per chunk size (1-7 bytes; 8-15 bytes, keyed by two words):
+#
+# * the seed (``vtab``, ``vtab2``), built once per tokenizer and shared read-only by every thread: every
+#   chunk among the vocabulary's tokens whose encoding (computed by this very kernel) is one id, so a
+#   chunk is found on its first sighting and a cold cache pays no merge for it. One copy for all
+#   threads: two threads' private copies of o200k's (25 MB each) outgrew the L3 cache (two threads on
+#   code ran at 0.72x one shared table's speed);
+# * the merged table (``mtab``, ``mtab2``, per thread, a fixed size, 2 MB each): every chunk the thread
+#   merges, emptied when half full (so a probe always ends at an empty row).
+#
+# A chunk seen before costs one 8-byte load, one multiply, one probe of the seed (and, for a chunk of
+# several ids, one of the merged table) and up to three unconditional stores.
 @njit(cache=True, nogil=True, inline="always")
 def _vslot(key, vmask):
     return np.int64(((key * _FIB) >> np.uint64(32)) & vmask)
@@ -470,6 +476,35 @@ def _hash2(k0, k1):
 @njit(cache=True, nogil=True, inline="always")
 def _vslot2(k0, k1, vmask):
     return np.int64((_hash2(k0, k1) >> np.uint64(32)) & vmask)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _rows_ok(tab, width):
+    """Whether ``tab`` holds a power of two rows of ``width`` words (at least one): a slot is a hash masked by
+    the row count, so the probes below stay inside."""
+    rows = tab.size // width
+    return tab.size == rows * width and rows >= 1 and (rows & (rows - 1)) == 0
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _row1(tab, key, mask):
+    """The row of a word table of ``[key, value]`` rows holding ``key``, or the empty row its probe ended at."""
+    i = _vslot(key, mask)
+    k = tab[ix(2 * i)]
+    while k != key and k != 0:
+        i = (i + 1) & np.int64(mask)
+        k = tab[ix(2 * i)]
+    return i
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _row2(tab, k0, k1, mask):
+    """The row of a wide word table (rows ``[k0, k1, value, 0]``) holding the key ``(k0, k1)``, or the empty
+    row its probe ended at."""
+    i = _vslot2(k0, k1, mask)
+    while tab[ix(4 * i + 1)] != 0 and (tab[ix(4 * i + 1)] != k1 or tab[ix(4 * i)] != k0):
+        i = (i + 1) & np.int64(mask)
+    return i
 
 
 @njit(cache=True, nogil=True)
@@ -497,8 +532,8 @@ def build_vocab_table2(k0, k1, ids):
 def build_vocab_table(keys, ids):
     """``vtab``, the seed of the word tables (see above): the non-zero uint64 ``keys`` with the value of
     one id each (``ids``, below 2**31; first one wins on a repeat). At least 4 rows per key (and 4,096
-    rows): the seed fills a quarter at most, and a thread's copy takes as many chunks again before it
-    is half full and goes back to the seed."""
+    rows): it fills a quarter at most, so a probe for a chunk it does not hold ends at an empty row after
+    a row or two."""
     cap = 4096
     while cap < 4 * keys.size:
         cap *= 2
@@ -567,75 +602,91 @@ def _han_key(data, a, n):
 
 
 @njit(cache=True, nogil=True)
-def _hot(dp, op, k, end, ahead_end, outp, nout, wt, wmask, imask, wt2, wmask2, sk, si, bmask):
-    """The chunks ``k, k + 1, ...`` of ``[k, end)`` that the word tables ``wt`` (1-7 bytes) and ``wt2`` (8-15
-    bytes) or the small-chunk table hold, their ids written at ``outp[nout:]``: returns the first chunk
-    that none holds (or ``end``) and the ids written so far. ``encode_chunks``' loop for text it has
-    seen, a function of its own over ``raw`` pointers: a few registers' worth of state instead of the
-    whole kernel's (whose slow paths left the hot loop reloading its pointers from the stack), and no
-    reference counts to pay when the kernel calls it again after a chunk it merged.
+def _hot(dp, op, k, end, ahead_end, outp, nout, vt, vmask, imask, vt2, vmask2, mt, mmask, mt2, mmask2, sk, si,
+         bmask):
+    """The chunks ``k, k + 1, ...`` of ``[k, end)`` that the word tables (the seeds ``vt`` and ``vt2``, then the
+    thread's merged tables ``mt`` and ``mt2``: 1-7 and 8-15 bytes) or the small-chunk table hold, their ids
+    written at ``outp[nout:]``: returns the first chunk that none holds (or ``end``) and the ids written so
+    far. ``encode_chunks``' loop for text it has seen, a function of its own over ``raw`` pointers: a few
+    registers' worth of state instead of the whole kernel's (whose slow paths left the hot loop
+    reloading its pointers from the stack), and no reference counts to pay when the kernel calls it
+    again after a chunk it merged.
 
     Every chunk of ``[k, ahead_end)`` starts 16 bytes or more before the end of the last chunk (the
     caller cuts ``ahead_end`` there), so its key words are loaded without a test, and the three ids a
     word-table hit stores unconditionally (the count then says how many were real) land inside the
-    output; ``end <= ahead_end``. The table slots of the chunk ``_AHEAD`` on are prefetched (the tables
-    are larger than the L2 cache and a probe's miss is most of a chunk's time)."""
+    output; ``end <= ahead_end``. The rows of the chunk ``_AHEAD`` on are prefetched (the seeds are
+    larger than the L2 cache and a probe's miss is most of a chunk's time)."""
     while k < end:
         j = k + _AHEAD
         if j < ahead_end:
             a2 = op[j]
             n2 = op[j + 1] - a2
             if n2 <= _SMALL:
-                h2 = _packed(load_u64(dp, a2), n2, n2) * _FIB
-                prefetch(wt, np.uint64(2) * ((h2 >> np.uint64(32)) & wmask))
+                h2 = (_packed(load_u64(dp, a2), n2, n2) * _FIB) >> np.uint64(32)
+                prefetch(vt, np.uint64(2) * (h2 & vmask))
+                prefetch(mt, np.uint64(2) * (h2 & mmask))
             elif n2 <= 15:
-                h2 = _hash2(load_u64(dp, a2), _packed(load_u64(dp, a2 + 8), n2 - 8, n2))
-                prefetch(wt2, np.uint64(4) * ((h2 >> np.uint64(32)) & wmask2))
+                h2 = _hash2(load_u64(dp, a2), _packed(load_u64(dp, a2 + 8), n2 - 8, n2)) >> np.uint64(32)
+                prefetch(vt2, np.uint64(4) * (h2 & vmask2))
+                prefetch(mt2, np.uint64(4) * (h2 & mmask2))
         a = op[k]
         n = op[k + 1] - a
         if n <= _SMALL:
             k0 = _packed(load_u64(dp, a), n, n)
             k1 = np.uint64(0)
             h = k0 * _FIB
-            vi = (h >> np.uint64(32)) & wmask
-            vk = wt[np.uint64(2) * vi]
+            vi = (h >> np.uint64(32)) & vmask
+            vk = vt[np.uint64(2) * vi]
             while vk != k0 and vk != 0:
-                vi = (vi + np.uint64(1)) & wmask
-                vk = wt[np.uint64(2) * vi]
-            if vk == 0:  # never seen (or not since the table went back to its seed)
-                return k, nout
-            v = wt[np.uint64(2) * vi + np.uint64(1)]
-            c = v & np.uint64(3)
-            if c != 0:
-                outp[nout] = np.int64((v >> np.uint64(2)) & imask)
-                outp[nout + 1] = np.int64((v >> np.uint64(22)) & _M20)
-                outp[nout + 2] = np.int64(v >> np.uint64(42))
-                nout += np.int64(c)
+                vi = (vi + np.uint64(1)) & vmask
+                vk = vt[np.uint64(2) * vi]
+            if vk != 0:  # a seed's: one id
+                outp[nout] = np.int64((vt[np.uint64(2) * vi + np.uint64(1)] >> np.uint64(2)) & imask)
+                nout += 1
                 k += 1
                 continue
-            # count 0: its ids are in the small-chunk table (below)
+            vi = (h >> np.uint64(32)) & mmask
+            vk = mt[np.uint64(2) * vi]
+            while vk != k0 and vk != 0:
+                vi = (vi + np.uint64(1)) & mmask
+                vk = mt[np.uint64(2) * vi]
+            if vk == 0:  # never seen (or not since the merged table was emptied)
+                return k, nout
+            v = mt[np.uint64(2) * vi + np.uint64(1)]
         elif n <= 15:
             k0 = load_u64(dp, a)
             k1 = _packed(load_u64(dp, a + 8), n - 8, n)
             h = _hash2(k0, k1)
-            vi = (h >> np.uint64(32)) & wmask2
-            vk = wt2[np.uint64(4) * vi + np.uint64(1)]
-            while vk != k1 or wt2[np.uint64(4) * vi] != k0:
-                if vk == 0:
-                    return k, nout
-                vi = (vi + np.uint64(1)) & wmask2
-                vk = wt2[np.uint64(4) * vi + np.uint64(1)]
-            v = wt2[np.uint64(4) * vi + np.uint64(2)]
-            c = v & np.uint64(3)
-            if c != 0:
-                outp[nout] = np.int64((v >> np.uint64(2)) & imask)
-                outp[nout + 1] = np.int64((v >> np.uint64(22)) & _M20)
-                outp[nout + 2] = np.int64(v >> np.uint64(42))
-                nout += np.int64(c)
+            vi = (h >> np.uint64(32)) & vmask2
+            vk = vt2[np.uint64(4) * vi + np.uint64(1)]
+            while vk != 0 and (vk != k1 or vt2[np.uint64(4) * vi] != k0):
+                vi = (vi + np.uint64(1)) & vmask2
+                vk = vt2[np.uint64(4) * vi + np.uint64(1)]
+            if vk != 0:  # a seed's: one id
+                outp[nout] = np.int64((vt2[np.uint64(4) * vi + np.uint64(2)] >> np.uint64(2)) & imask)
+                nout += 1
                 k += 1
                 continue
+            vi = (h >> np.uint64(32)) & mmask2
+            vk = mt2[np.uint64(4) * vi + np.uint64(1)]
+            while vk != k1 or mt2[np.uint64(4) * vi] != k0:
+                if vk == 0:
+                    return k, nout
+                vi = (vi + np.uint64(1)) & mmask2
+                vk = mt2[np.uint64(4) * vi + np.uint64(1)]
+            v = mt2[np.uint64(4) * vi + np.uint64(2)]
         else:
             return k, nout
+        c = v & np.uint64(3)
+        if c != 0:
+            outp[nout] = np.int64((v >> np.uint64(2)) & imask)
+            outp[nout + 1] = np.int64((v >> np.uint64(22)) & _M20)
+            outp[nout + 2] = np.int64(v >> np.uint64(42))
+            nout += np.int64(c)
+            k += 1
+            continue
+        # count 0: its ids are in the small-chunk table
         row = (h >> np.uint64(32)) & bmask
         last = row + np.uint64(_WAYS)
         while row < last and (sk[np.uint64(2) * row] != k0 or sk[np.uint64(2) * row + np.uint64(1)] != k1):
@@ -658,26 +709,27 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
     """Encode chunks ``data[offs[k]:offs[k+1]]`` into ``out`` (big enough: len(data) ids).
 
     ``vtab``, ``vtab2``: the seeds of the word tables of 1-7 and 8-15 bytes (``build_vocab_table``,
-    ``build_vocab_table2``; a power of two rows, at least one; the state's tables have as many);
+    ``build_vocab_table2``; a power of two rows, at least one, at most half of them used: read only);
     ``imask``: the mask of a word-table value's first id (``_M20``, or all ones where ids are wider).
 
     ``marks``: increasing chunk indices (in ``[0, offs.size - 1]``) where the documents of a batch start;
     ``pos[j]`` receives the number of ids written before chunk ``marks[j]`` (empty arrays for one text).
 
     ``state`` = (ctab, c_start, c_len, c_hash, c_bytes, c_ids_start, c_ids_len, c_ids, sizes, skeys,
-    sids, seen, wtab, wtab2) is the cache; ``wtab``, ``wtab2``: the word tables (chunks of 1-7 and 8-15
-    bytes, see above), each back to its seed when half full; ``skeys``/``sids``: the small-chunk table (rows of two key words, both 0 =
+    sids, seen, mtab, mtab2) is the cache; ``mtab``, ``mtab2``: the merged tables (chunks of 1-7 and 8-15
+    bytes the thread merged, see above; a power of two rows, at least one), each emptied when half full;
+    ``skeys``/``sids``: the small-chunk table (rows of two key words, both 0 =
     empty; ids: count, then up to 7; buckets of ``_WAYS`` rows, a power of two rows, at least
     ``_WAYS``; a miss puts its chunk first in its bucket and the bucket's last row leaves; a count of
     ``_IN_CTAB``: the chunk's ids are in the byte-keyed cache); ``seen``: hashes
     of chunks seen once (the admission filter); ``sizes`` = [entries, bytes used, ids used, pinned entries, pinned bytes, pinned ids,
-    word-table rows used, rows of its seed, the same two of the wide word table].
+    rows used in ``mtab``, rows used in ``mtab2``].
     When the cache would exceed ``limit`` entries it is reset to its pinned part.
     Returns (number of ids written, state).
     """
-    ctab, c_start, c_len, c_hash, c_bytes, c_ids_start, c_ids_len, c_ids, sizes, skeys, sids, seen, wtab, wtab2 = state
-    if wtab.size != vtab.size or wtab2.size != vtab2.size or sizes.size < 10:
-        raise ValueError("encode_chunks: the state's word tables are not copies of the seeds' shapes")
+    ctab, c_start, c_len, c_hash, c_bytes, c_ids_start, c_ids_len, c_ids, sizes, skeys, sids, seen, mtab, mtab2 = state
+    if not (_rows_ok(vtab, 2) and _rows_ok(vtab2, 4) and _rows_ok(mtab, 2) and _rows_ok(mtab2, 4)) or sizes.size < 8:
+        raise ValueError("encode_chunks: a word table does not hold a power of two rows")
     cp3, flat, starts, lens, tail_ptr, tail_tok, tail_mask, head_ptr, head_tok, head_mask, unreached = chars
     nout = 0
     work = np.empty(_SHORT + 1, np.int64)
@@ -687,9 +739,11 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
     skflat = skeys.reshape(-1)
     siflat = sids.reshape(-1)
     vmask = np.uint64(vtab.size // 2 - 1)
-    wlimit = vtab.size // 4  # rows: a word table goes back to its seed when half full
-    wlimit2 = vtab2.size // 8
     vmask2 = np.uint64(vtab2.size // 4 - 1)
+    mmask = np.uint64(mtab.size // 2 - 1)
+    mmask2 = np.uint64(mtab2.size // 4 - 1)
+    mlimit = mtab.size // 4  # rows: a merged table is emptied when half full
+    mlimit2 = mtab2.size // 8
     dsize = data.size
     nch = offs.size - 1
     # _hot takes the chunks that start 16 bytes or more before the end of the last chunk (their key
@@ -701,8 +755,10 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
     dp = raw(data)
     op = raw(offs)
     outp = raw(out)
-    wtp = raw(wtab)
-    wt2p = raw(wtab2)
+    vtp = raw(vtab)
+    vt2p = raw(vtab2)
+    mtp = raw(mtab)
+    mt2p = raw(mtab2)
     skp = raw(skflat)
     sip = raw(siflat)
     mi = 0
@@ -718,8 +774,8 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
         nxt = seg
         seg = end
         while True:
-            k, nout = _hot(dp, op, nxt, min(end, ahead_end), ahead_end, outp, nout, wtp, vmask, imask, wt2p, vmask2,
-                           skp, sip, bmask)
+            k, nout = _hot(dp, op, nxt, min(end, ahead_end), ahead_end, outp, nout, vtp, vmask, imask, vt2p, vmask2,
+                           mtp, mmask, mt2p, mmask2, skp, sip, bmask)
             if k >= end:
                 break
             nxt = k + 1
@@ -740,13 +796,15 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
                     key = np.uint64(n) << np.uint64(56)
                     for t in range(n):
                         key |= np.uint64(data[a + t]) << np.uint64(8 * t)
-                vi = _vslot(key, vmask)
-                vk = wtab[ix(2 * vi)]
-                while vk != key and vk != 0:
-                    vi = (vi + 1) & np.int64(vmask)
-                    vk = wtab[ix(2 * vi)]
+                vi = _row1(vtab, key, vmask)
+                if vtab[ix(2 * vi)] == key:  # a seed's: one id (only past ``ahead_end``: _hot took the others)
+                    out[ix(nout)] = np.int64((vtab[ix(2 * vi + 1)] >> np.uint64(2)) & imask)
+                    nout += 1
+                    continue
+                vi = _row1(mtab, key, mmask)
+                vk = mtab[ix(2 * vi)]
                 if vk == key:
-                    v = wtab[ix(2 * vi + 1)]
+                    v = mtab[ix(2 * vi + 1)]
                     c = np.int64(v & np.uint64(3))
                     if c != 0:  # (only past ``ahead_end``: _hot took the others)
                         out[ix(nout)] = np.int64((v >> np.uint64(2)) & imask)
@@ -755,7 +813,7 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
                         nout += c
                         continue
                 bucket = np.int64(((key * _FIB) >> np.uint64(32)) & bmask)
-                # only a chunk the word table sends there can be in the small-chunk table
+                # only a chunk the merged table sends there can be in the small-chunk table
                 row = _small_find(skeys, bucket, key, np.uint64(0)) if vk == key and not probed else np.int64(-1)
                 if row >= 0:
                     m = sids[ix(row), 0]
@@ -772,16 +830,14 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
                 for t in range(m):
                     out[ix(nout + t)] = work[ix(t)]
                 v = _word_value(work, m, imask)
-                if vk != key:  # into the word table (``vi``: the empty row its probe ended at)
-                    if sizes[6] + 1 > wlimit:  # half full: back to the seed, and find the row again
-                        wtab[:] = vtab
-                        sizes[6] = sizes[7]
-                        vi = _vslot(key, vmask)
-                        while wtab[ix(2 * vi)] != 0:
-                            vi = (vi + 1) & np.int64(vmask)
-                    if sizes[6] + 1 <= wlimit:
-                        wtab[ix(2 * vi)] = key
-                        wtab[ix(2 * vi + 1)] = v
+                if vk != key:  # into the merged table (``vi``: the empty row its probe ended at)
+                    if sizes[6] + 1 > mlimit:  # half full: emptied (the chunk's row is then its own slot)
+                        mtab[:] = 0
+                        sizes[6] = 0
+                        vi = _vslot(key, mmask)
+                    if sizes[6] + 1 <= mlimit:
+                        mtab[ix(2 * vi)] = key
+                        mtab[ix(2 * vi + 1)] = v
                         sizes[6] += 1
                 if v == 0:
                     _to_small(skeys, sids, bucket, key, np.uint64(0), out, nout, m)
@@ -790,19 +846,20 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
             wide = n <= 15 and a + 16 <= dsize
             k0 = np.uint64(0)
             k1 = np.uint64(0)
-            found = False  # in the wide word table (at row ``vi2``; else ``vi2`` is the empty row its probe ended at)
+            found = False  # in the wide merged table (at row ``vi2``; else ``vi2`` is the empty row its probe ended at)
             vi2 = np.int64(0)
-            if wide:  # the wide word table: one probe, no hashing of bytes
+            if wide:  # the wide word tables: one probe each, no hashing of bytes
                 k0 = load_u64(data, a)
                 k1 = _packed(load_u64(data, a + 8), n - 8, n)
-                vi2 = _vslot2(k0, k1, vmask2)
-                while wtab2[ix(4 * vi2 + 1)] != 0:
-                    if wtab2[ix(4 * vi2 + 1)] == k1 and wtab2[ix(4 * vi2)] == k0:
-                        found = True
-                        break
-                    vi2 = (vi2 + 1) & np.int64(vmask2)
+                vi2 = _row2(vtab2, k0, k1, vmask2)
+                if vtab2[ix(4 * vi2 + 1)] != 0:  # a seed's: one id (only past ``ahead_end``)
+                    out[ix(nout)] = np.int64((vtab2[ix(4 * vi2 + 2)] >> np.uint64(2)) & imask)
+                    nout += 1
+                    continue
+                vi2 = _row2(mtab2, k0, k1, mmask2)
+                found = mtab2[ix(4 * vi2 + 1)] != 0
                 if found:
-                    v = wtab2[ix(4 * vi2 + 2)]
+                    v = mtab2[ix(4 * vi2 + 2)]
                     c = np.int64(v & np.uint64(3))
                     if c != 0:  # (only past ``ahead_end``: _hot took the others)
                         out[ix(nout)] = np.int64((v >> np.uint64(2)) & imask)
@@ -837,7 +894,7 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
             probe = True
             if wide and not skip:
                 mslot = np.int64((_hash2(k0, k1) >> np.uint64(32)) & bmask)
-                # only a chunk the wide word table sends there can be in the small-chunk table
+                # only a chunk the wide merged table sends there can be in the small-chunk table
                 row = _small_find(skeys, mslot, k0, k1) if found else np.int64(-1)
                 probe = False
                 if row >= 0:
@@ -890,18 +947,16 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
                     out[nout + t] = big[t]
             if mslot >= 0:
                 v = _word_value(out[nout:], m, imask)
-                if not found:  # into the wide word table
-                    if sizes[8] + 1 > wlimit2:  # half full: back to the seed, and find the row again
-                        wtab2[:] = vtab2
-                        sizes[8] = sizes[9]
-                        vi2 = _vslot2(k0, k1, vmask2)
-                        while wtab2[ix(4 * vi2 + 1)] != 0:
-                            vi2 = (vi2 + 1) & np.int64(vmask2)
-                    if sizes[8] + 1 <= wlimit2:
-                        wtab2[ix(4 * vi2)] = k0
-                        wtab2[ix(4 * vi2 + 1)] = k1
-                        wtab2[ix(4 * vi2 + 2)] = v
-                        sizes[8] += 1
+                if not found:  # into the wide merged table
+                    if sizes[7] + 1 > mlimit2:  # half full: emptied (the chunk's row is then its own slot)
+                        mtab2[:] = 0
+                        sizes[7] = 0
+                        vi2 = _vslot2(k0, k1, mmask2)
+                    if sizes[7] + 1 <= mlimit2:
+                        mtab2[ix(4 * vi2)] = k0
+                        mtab2[ix(4 * vi2 + 1)] = k1
+                        mtab2[ix(4 * vi2 + 2)] = v
+                        sizes[7] += 1
                 if v != 0:
                     nout += m
                     continue
@@ -953,8 +1008,8 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
     while mi < marks.size:
         pos[mi] = nout
         mi += 1
-    return nout, (ctab, c_start, c_len, c_hash, c_bytes, c_ids_start, c_ids_len, c_ids, sizes, skeys, sids, seen, wtab,
-                  wtab2)
+    return nout, (ctab, c_start, c_len, c_hash, c_bytes, c_ids_start, c_ids_len, c_ids, sizes, skeys, sids, seen, mtab,
+                  mtab2)
 
 
 @njit(cache=True, nogil=True, inline="always")

@@ -17,9 +17,12 @@ _CACHE_LIMIT = 1 << 18  # cached chunks per thread before the cache is reset to 
 _NONE = np.zeros(0, np.int64)  # no document marks (one text per kernel call)
 _PART_CHUNKS = 1 << 15  # encode_many cuts its kernel work across threads only above this many chunks a thread
 _PREMERGE_MIN = 1000  # 3-byte characters whose own BPE is one or two tokens, below which none are merged ahead
-_NO_VOCAB = np.zeros(2, np.uint64)  # an empty word-table seed of one row (see _encode_kernels.build_vocab_table):
-# a word table of its shape takes no chunk (it goes back to the seed at half of one row)
+_NO_VOCAB = np.zeros(2, np.uint64)  # an empty word-table seed of one row (see _encode_kernels.build_vocab_table)
 _NO_VOCAB2 = np.zeros(4, np.uint64)  # and of the wide one (build_vocab_table2)
+# rows of a thread's merged tables (chunks of 1-7 and 8-15 bytes it merged, emptied when half full): 2 MB
+# each, beside the shared seeds (o200k: 16 + 8 MB, one copy for every thread)
+_MERGED_ROWS = 1 << 17
+_MERGED_ROWS2 = 1 << 16
 _M20 = np.uint64((1 << 20) - 1)
 # A process on a machine whose encoding kernels are not compiled yet encodes up to this many
 # characters with the pure-Python encoder (same ids, ~1 MB/s) before it compiles them (~25-45 s).
@@ -92,12 +95,10 @@ class CompiledEncoder:
         self.preset = has_kernel(pattern)  # a hand-written kernel (presets, Llama 3 / Qwen family)
         self.compiled_split = has_compiled(pattern)  # that, or the general DFA/VM (offsets checked)
         self.split_patterns = tuple(split_patterns)
-        self.vtab, self.vtab2 = self._vocab_tables(probe, pin_vocab)
+        # the seeds, shared read-only by every thread, on cache lines (and, numpy's allocation, huge pages)
+        self.vtab, self.vtab2 = (_line_aligned_copy(t) for t in self._vocab_tables(probe, pin_vocab))
         self._check_vocab_tables(len(vocab))
-        # every thread's state is a copy of the template (``_state``): its word tables can be the seeds
-        self._template = self._pinned_state(pinned, _NO_VOCAB, _NO_VOCAB2)[:12] + (self.vtab, self.vtab2)
-        self._template[8][6:8] = np.count_nonzero(self.vtab[0::2])
-        self._template[8][8:10] = np.count_nonzero(self.vtab2[1::4])
+        self._template = self._pinned_state(pinned)  # every thread's state is a copy of it (``_state``)
         self._local = threading.local()
 
     def _char_tables(self, vocab, lefts, rights, prio):
@@ -145,8 +146,8 @@ class CompiledEncoder:
         pos = np.empty(len(toks), np.int64)
         out = np.empty(buf.size, np.int64)
         n, _ = self._K.encode_chunks(buf, offs, marks, pos, self.byte_ids, self.byte_pairs, self.pairs, self.filt,
-                                     chars, _NO_VOCAB, _NO_VOCAB2, self.imask,
-                                     self._pinned_state([], _NO_VOCAB, _NO_VOCAB2), _CACHE_LIMIT, out)
+                                     chars, _NO_VOCAB, _NO_VOCAB2, self.imask, self._pinned_state([]), _CACHE_LIMIT,
+                                     out)
         return {"toks": toks, "lens": lens, "buf": buf, "ids": ids, "counts": np.diff(np.append(pos, n)),
                 "first": out[pos]}
 
@@ -210,9 +211,9 @@ class CompiledEncoder:
                 if len(b) > 7 and any(0xE4 <= x <= 0xE9 for x in b[:4])]
         return np.sort(np.array(keys, np.uint64))
 
-    def _pinned_state(self, tokens, seed, seed2):
-        """A fresh cache holding the pinned ``tokens`` ((bytes, id) pairs) and word tables that are copies
-        of ``seed`` and ``seed2`` (``encode_chunks``' ``state``)."""
+    def _pinned_state(self, tokens, rows: int = _MERGED_ROWS, rows2: int = _MERGED_ROWS2):
+        """A fresh cache holding the pinned ``tokens`` ((bytes, id) pairs) and empty merged tables of ``rows``
+        and ``rows2`` rows (``encode_chunks``' ``state``)."""
         K = self._K
         n = len(tokens)
         lens = np.fromiter((len(b) for b, _ in tokens), np.int64, n)
@@ -237,18 +238,17 @@ class CompiledEncoder:
             c_ids_start[:n] = np.arange(n)
             c_ids_len[:n] = 1
             K.pin_tokens(c_bytes, c_start[:n], c_len[:n], ctab, c_hash)
-        seeded, seeded2 = int(np.count_nonzero(seed[0::2])), int(np.count_nonzero(seed2[1::4]))
-        sizes = np.array([n, data.size, n, n, data.size, n, seeded, seeded, seeded2, seeded2], np.int64)
+        sizes = np.array([n, data.size, n, n, data.size, n, 0, 0], np.int64)
         # small-chunk table, buckets of 4 rows: the two words of a chunk of up to 15 bytes (the bytes, the
         # length in the top byte of the last; up to 7 bytes: one word and 0), all zero = empty; a bucket's
         # keys are one cache line
         skeys = _line_aligned_zeros((1 << 16, 2), np.uint64)
         sids = _line_aligned_zeros((1 << 16, 8), np.int32)  # its ids: count, then up to 7 ids
         seen = np.zeros(1 << 16, np.uint64)  # admission filter: hashes of chunks seen once
-        wtab = _line_aligned_copy(seed)  # the word tables: chunks of 1-7 and 8-15 bytes, the seed's and those merged
-        wtab2 = _line_aligned_copy(seed2)
-        return (ctab, c_start, c_len, c_hash, c_bytes, c_ids_start, c_ids_len, c_ids, sizes, skeys, sids, seen, wtab,
-                wtab2)
+        mtab = _line_aligned_zeros((2 * rows,), np.uint64)  # the merged tables: chunks of 1-7 and 8-15 bytes
+        mtab2 = _line_aligned_zeros((4 * rows2,), np.uint64)
+        return (ctab, c_start, c_len, c_hash, c_bytes, c_ids_start, c_ids_len, c_ids, sizes, skeys, sids, seen, mtab,
+                mtab2)
 
     def _state(self):
         st = getattr(self._local, "state", None)
