@@ -95,7 +95,7 @@ class CompiledEncoder:
         self.preset = has_kernel(pattern)  # a hand-written kernel (presets, Llama 3 / Qwen family)
         self.compiled_split = has_compiled(pattern)  # that, or the general DFA/VM (offsets checked)
         self.split_patterns = tuple(split_patterns)
-        # the seeds, shared read-only by every thread, on cache lines (and, numpy's allocation, huge pages)
+        # the seeds, shared read-only by every thread, on 64-byte boundaries (a wide row is half a cache line)
         self.vtab, self.vtab2 = (_line_aligned_copy(t) for t in self._vocab_tables(probe, pin_vocab))
         self._check_vocab_tables(len(vocab))
         self._template = self._pinned_state(pinned)  # every thread's state is a copy of it (``_state``)
