@@ -98,7 +98,8 @@ class CompiledEncoder:
         # the seeds, shared read-only by every thread, on 64-byte boundaries (a wide row is half a cache line)
         self.vtab, self.vtab2 = (_line_aligned_copy(t) for t in self._vocab_tables(probe, pin_vocab))
         self._check_vocab_tables(len(vocab))
-        self._template = self._pinned_state(pinned)  # every thread's state is a copy of it (``_state``)
+        # the pinned cache every thread's state starts from (``_state``: a copy, and empty tables)
+        self._template = self._pinned_state(pinned)[:9]
         self._local = threading.local()
 
     def _char_tables(self, vocab, lefts, rights, prio):
@@ -239,21 +240,26 @@ class CompiledEncoder:
             c_ids_len[:n] = 1
             K.pin_tokens(c_bytes, c_start[:n], c_len[:n], ctab, c_hash)
         sizes = np.array([n, data.size, n, n, data.size, n, 0, 0], np.int64)
-        # small-chunk table, buckets of 4 rows: the two words of a chunk of up to 15 bytes (the bytes, the
-        # length in the top byte of the last; up to 7 bytes: one word and 0), all zero = empty; a bucket's
-        # keys are one cache line
-        skeys = _line_aligned_zeros((1 << 16, 2), np.uint64)
-        sids = _line_aligned_zeros((1 << 16, 8), np.int32)  # its ids: count, then up to 7 ids
-        seen = np.zeros(1 << 16, np.uint64)  # admission filter: hashes of chunks seen once
-        mtab = _line_aligned_zeros((2 * rows,), np.uint64)  # the merged tables: chunks of 1-7 and 8-15 bytes
-        mtab2 = _line_aligned_zeros((4 * rows2,), np.uint64)
-        return (ctab, c_start, c_len, c_hash, c_bytes, c_ids_start, c_ids_len, c_ids, sizes, skeys, sids, seen, mtab,
-                mtab2)
+        return (ctab, c_start, c_len, c_hash, c_bytes, c_ids_start, c_ids_len, c_ids, sizes) + self._empty_tables(
+            rows, rows2)
+
+    @staticmethod
+    def _empty_tables(rows: int = _MERGED_ROWS, rows2: int = _MERGED_ROWS2) -> tuple:
+        """The rest of a fresh ``state``, all empty: the small-chunk table, in buckets of 4 rows (the two
+        words of a chunk of up to 15 bytes: the bytes, the length in the top byte of the last; up to 7
+        bytes: one word and 0; all zero = empty; a bucket's keys are one cache line) and its ids (count,
+        then up to 7 ids), the admission filter (hashes of chunks seen once), the merged tables of chunks
+        of 1-7 and 8-15 bytes (``rows`` and ``rows2`` rows)."""
+        return (_line_aligned_zeros((1 << 16, 2), np.uint64), _line_aligned_zeros((1 << 16, 8), np.int32),
+                _line_aligned_zeros((1 << 16,), np.uint64), _line_aligned_zeros((2 * rows,), np.uint64),
+                _line_aligned_zeros((4 * rows2,), np.uint64))
 
     def _state(self):
+        """This thread's state: a copy of the template's pinned cache and fresh empty tables (zeroed
+        pages, not 7 MB of zeros copied)."""
         st = getattr(self._local, "state", None)
         if st is None:
-            st = tuple(_line_aligned_copy(a) for a in self._template)
+            st = tuple(_line_aligned_copy(a) for a in self._template) + self._empty_tables()
         return st
 
     def offsets(self, data: bytes, text: str) -> np.ndarray:
