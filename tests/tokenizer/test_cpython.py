@@ -66,6 +66,42 @@ def test_lists_equal_tolist_and_reference_counts_balance():
     assert lists.split(ids, np.array([0], np.int64)) == []
 
 
+def test_items_stored_directly_or_through_the_c_api_give_the_same_lists_and_references():
+    """Each way ``_build`` can store an item (``PyList_SetItem``; a store into the list's item array with
+    ``Py_IncRef``; with the increment inline, where CPython's ``Py_INCREF`` is one) gives the lists
+    ``tolist`` gives, one reference per place an int is listed, all dropped with the lists. On a standard
+    CPython build the item array is found (the fast path is the one in use), and the increment is inline
+    exactly before 3.12."""
+    import ctypes
+    import sysconfig
+
+    from tokenmill.tokenizer import _cpython as C
+
+    standard = sys.implementation.name == "cpython" and not sysconfig.get_config_var("Py_GIL_DISABLED") \
+        and not hasattr(sys, "gettotalrefcount")
+    assert (C._ITEMS_AT == 3 * ctypes.sizeof(ctypes.c_ssize_t)) == standard
+    assert C._INLINE == (standard and sys.version_info < (3, 12))
+    lists = IntLists(2000)
+    rng = np.random.default_rng(1)
+    ids = rng.integers(0, 2000, 20000).astype(np.int64)
+    ids[5:50] = 1500
+    bounds = np.array([0, 0, 7, 7, 12000, 19999, 20000], np.int64)
+    want = [ids[a:b].tolist() for a, b in zip(bounds[:-1], bounds[1:])]
+    ways = [(-1, False)] + ([(C._ITEMS_AT, False), (C._ITEMS_AT, True) if C._INLINE else (C._ITEMS_AT, False)]
+                            if C._ITEMS_AT > 0 else [])
+    for items_at, inline in ways:
+        before = sys.getrefcount(lists.ints[1500])
+        addr = C._build(lists.addrs, ids, bounds, items_at, inline)
+        got = ctypes.cast(addr, ctypes.py_object).value
+        C._decref(addr)
+        after = sys.getrefcount(lists.ints[1500])
+        same = got == want
+        del got
+        gc.collect()
+        final = sys.getrefcount(lists.ints[1500])
+        assert same and (after - before, final - before) == (int(np.count_nonzero(ids == 1500)), 0), (items_at, inline)
+
+
 def test_an_id_outside_the_table_raises_before_any_list_is_made():
     lists = IntLists(310)
     before = [sys.getrefcount(x) for x in lists.ints[300:]]  # ints of their own (not CPython's shared ones)
