@@ -76,8 +76,11 @@ class Encoding:
             # a group of more than a thread's share of the batch (a text too large to be balanced by
             # the other groups, or the only one) cuts its kernel work across the threads too
             inner = threads if threads > 1 and sum(len(t) for t in texts[lo:hi]) * threads > total else 1
+            # a group of one plain text too: encode_many reads the str's UTF-8 through CPython (kept with
+            # the str once made), where encode() encodes it again on every call (English books, a few
+            # curly quotes making the str non-ASCII: ~0.5 ms a MB)
             got = self.compiled_encoder().encode_many([self.prefixed(pieces[i][0][0]) for i in plain], inner) \
-                if len(plain) > 1 or (plain and inner > 1) else None  # None: not in one pass (see encode_many)
+                if plain else None  # None: not in one pass (see encode_many)
             if got is not None:
                 ids, bounds = got
                 lists = None if as_arrays else self.int_lists().split(ids, bounds)  # all in one pass
