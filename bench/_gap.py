@@ -1,0 +1,199 @@
+"""Where tokenmill's one-thread gap to gigatoken is: new text against text seen before, and what a first
+sighting and a long chunk cost.
+
+    .venv/bin/python bench/_gap.py [--tokenizer gpt2] [--corpus en] [--rounds 7]
+
+A developer's tool, not a published benchmark (nothing goes to docs/benchmarks.md; its numbers are
+quoted there with the commit they were taken at). One process, the frontier protocol's sample (the
+same documents and warm-up text as ``bench/tokenizer_speed.py --phases frontier --max-mb 2``):
+
+* **fresh / again**: a fresh encoder warmed on 1 MB of other text, then the sample (what the
+  frontier table times), then the same sample again (text seen before), for tokenmill
+  (``encode_batch(as_arrays=True)``, one thread) and gigatoken (``encode`` per document): fresh minus
+  again is what first sightings cost each;
+* **seen text, split apart**: the compiled split, the kernel, and the rest of ``encode_batch``;
+* **first sightings, apart**: the sample's chunks of 1-15 bytes that are neither vocabulary tokens nor
+  in the warm-up text, once each: the kernel over them on a fresh cache against the merges alone
+  (``_bpe_short`` on each, nothing else);
+* **long chunks**: the kernel on seen text over all the chunks against the same chunks without those
+  over 15 bytes (their bytes dropped): what each costs.
+
+Medians over ``--rounds``; runs an hour apart on this shared machine move by 10-20%, ratios in one
+run much less.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+
+
+def _median_ms(xs) -> float:
+    return statistics.median(xs) * 1e3
+
+
+def _tools(name: str):
+    import gigatoken
+    from tokenizer_speed import GPT2_RANKS
+
+    from tokenmill import Tokenizer
+
+    if name == "gpt2":
+        return (Tokenizer.from_tiktoken(GPT2_RANKS, pattern="gpt2", special_tokens={}),
+                lambda: gigatoken.Tokenizer.from_tiktoken(str(GPT2_RANKS), "gpt2", {}))
+    path = ROOT / ".cache" / "openai" / f"{name}_base.tiktoken"
+    return (Tokenizer.from_tiktoken(path, pattern=name, special_tokens={}),
+            lambda: gigatoken.Tokenizer.from_tiktoken(str(path)))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 epilog="example: .venv/bin/python bench/_gap.py --tokenizer cl100k --corpus code")
+    ap.add_argument("--tokenizer", default="gpt2", choices=["gpt2", "cl100k", "o200k"])
+    ap.add_argument("--corpus", default="en", help="a folder of ../shared/corpora (en, zh, code)")
+    ap.add_argument("--rounds", type=int, default=7)
+    a = ap.parse_args()
+    from tokenizer_speed import load_docs, warmup_docs
+
+    from tokenmill.tokenizer._cpython import utf8_joined
+    from tokenmill.tokenizer.bpe import _encode_kernels as EK
+    from tokenmill.tokenizer.bpe.encoder import _CACHE_LIMIT
+    from tokenmill.tokenizer.pretokenize.splitter import compiled_offsets
+
+    folder = str(ROOT.parent / "shared" / "corpora" / a.corpus)
+    docs, warm = load_docs(folder, 2), warmup_docs(folder, 2, 1.0)
+    tok, giga = _tools(a.tokenizer)
+    nbytes = sum(len(d.encode("utf-8")) for d in docs)
+    R: dict = {k: [] for k in ("tm fresh", "tm again", "gg fresh", "gg again")}
+    for _ in range(a.rounds):
+        tok._encoder = None
+        tok._compiled()
+        tok.encode_batch(warm, num_threads=1, as_arrays=True)
+        for key in ("tm fresh", "tm again"):
+            t = time.perf_counter()
+            tok.encode_batch(docs, num_threads=1, as_arrays=True)
+            R[key].append(time.perf_counter() - t)
+        g = giga()
+        g.encode("warm up")
+        for x in warm:
+            g.encode(x)
+        for key in ("gg fresh", "gg again"):
+            t = time.perf_counter()
+            for x in docs:
+                g.encode(x)
+            R[key].append(time.perf_counter() - t)
+    print(f"{a.tokenizer} {a.corpus}: {len(docs)} documents, {nbytes / 1e6:.1f} MB, {a.rounds} rounds")
+    for who in ("tm", "gg"):
+        f, s = _median_ms(R[f"{who} fresh"]), _median_ms(R[f"{who} again"])
+        print(f"  {'tokenmill' if who == 'tm' else 'gigatoken'}: fresh {f:.2f} ms, again {s:.2f} ms, "
+              f"first sightings (fresh - again) {f - s:.2f} ms")
+
+    # seen text, split apart
+    enc = tok._compiled()
+    data, dd = utf8_joined(docs)
+    offs = compiled_offsets(data, enc.pattern, doc_offsets=dd)
+    marks = np.searchsorted(offs, dd[:-1]).astype(np.int64)
+    pos = np.empty(len(docs), np.int64)
+    S: dict = {k: [] for k in ("whole", "split", "kernel")}
+    for _ in range(3 * a.rounds):
+        t = time.perf_counter()
+        tok.encode_batch(docs, num_threads=1, as_arrays=True)
+        S["whole"].append(time.perf_counter() - t)
+        t = time.perf_counter()
+        compiled_offsets(data, enc.pattern, doc_offsets=dd)
+        S["split"].append(time.perf_counter() - t)
+        t = time.perf_counter()
+        enc._run(data, offs, marks, pos)
+        S["kernel"].append(time.perf_counter() - t)
+    w, sp, k = (_median_ms(S[x]) for x in ("whole", "split", "kernel"))
+    print(f"  seen text: encode_batch {w:.2f} ms = split {sp:.2f} + kernel {k:.2f} + the rest {w - sp - k:.2f} "
+          f"({offs.size - 1:,d} chunks, kernel {k / (offs.size - 1) * 1e6:.1f} ns a chunk)")
+
+    # first sightings, apart
+    def chunks(texts):
+        d, o = utf8_joined(texts)
+        b = bytes(d)
+        c = compiled_offsets(d, enc.pattern, doc_offsets=o)
+        return [b[c[i]:c[i + 1]] for i in range(c.size - 1)]
+
+    vocab = {tok.token_bytes(i) for i in range(tok.vocab_size)}
+    seen, firsts = set(chunks(warm)), []
+    for c in chunks(docs):
+        if c not in seen and c not in vocab and len(c) <= 15:
+            firsts.append(c)
+        seen.add(c)
+    fdata = np.frombuffer(b"".join(firsts) + b" " * 16, np.uint8)
+    foffs = np.cumsum([0] + [len(c) for c in firsts]).astype(np.int64)
+    none = np.zeros(0, np.int64)
+    F: dict = {"kernel": [], "merges": []}
+    out = np.empty(fdata.size, np.int64)
+    merges = 0
+    for _ in range(2 * a.rounds):
+        state = enc._pinned_state([])
+        t = time.perf_counter()
+        n, _ = EK.encode_chunks(fdata, foffs, none, none, enc.byte_ids, enc.byte_pairs, enc.pairs, enc.filt, enc.chars,
+                                enc.vtab, enc.vtab2, enc.imask, state, _CACHE_LIMIT, out)
+        F["kernel"].append(time.perf_counter() - t)
+        t = time.perf_counter()
+        merges = _merges_only(EK, fdata, foffs, enc.byte_ids, enc.pairs, enc.filt, enc.byte_pairs)
+        F["merges"].append(time.perf_counter() - t)
+    fk, fm = _median_ms(F["kernel"]), _median_ms(F["merges"])
+    print(f"  first sightings apart ({len(firsts):,d} chunks of 1-15 bytes, {merges:,d} merges): kernel on a fresh "
+          f"cache {fk:.2f} ms ({fk / max(len(firsts), 1) * 1e6:.0f} ns each), merges alone {fm:.2f} ms "
+          f"({fm / max(merges, 1) * 1e6:.1f} ns a merge)")
+
+    # long chunks
+    lens = np.diff(offs)
+    keep = lens <= 15
+    parts = [bytes(data[offs[i]:offs[i + 1]]) for i in np.flatnonzero(keep)]
+    sdata = np.frombuffer(b"".join(parts), np.uint8)
+    soffs = np.cumsum([0] + [len(p) for p in parts]).astype(np.int64)
+    L: dict = {"all": [], "short": []}
+    for _ in range(3 * a.rounds):
+        t = time.perf_counter()
+        enc._run(data, offs, none, np.empty(0, np.int64))
+        L["all"].append(time.perf_counter() - t)
+        t = time.perf_counter()
+        enc._run(sdata, soffs, none, np.empty(0, np.int64))
+        L["short"].append(time.perf_counter() - t)
+    la, ls = _median_ms(L["all"]), _median_ms(L["short"])
+    nl = int((~keep).sum())
+    print(f"  long chunks: the kernel on seen text {la:.2f} ms, without the {nl:,d} chunks over 15 bytes {ls:.2f} ms "
+          f"({(la - ls) / max(nl, 1) * 1e6:.0f} ns each, {(la - ls) / la:.0%} of it)")
+
+
+def _merges_only(EK, data, offs, byte_ids, table, filt, byte_pairs) -> int:
+    """``_bpe_short`` over each chunk, nothing else: the number of merges (compiled on first use)."""
+    global _MERGES
+    if _MERGES is None:
+        from tokenmill._jit import njit
+
+        @njit(nogil=True)
+        def run(data, offs, byte_ids, table, filt, byte_pairs):
+            work = np.empty(64, np.int64)
+            ranks = np.empty(64, np.int64)
+            merges = 0
+            for k in range(offs.size - 1):
+                a = offs[k]
+                n = offs[k + 1] - a
+                for t in range(n):
+                    work[t] = byte_ids[data[a + t]]
+                merges += n - EK._bpe_short(work, n, table, filt, ranks, byte_pairs, data, a)
+            return merges
+
+        _MERGES = run
+    return _MERGES(data, offs, byte_ids, table, filt, byte_pairs)
+
+
+_MERGES = None
+
+if __name__ == "__main__":
+    main()
