@@ -18,7 +18,7 @@ that holds the GIL (no ``nogil``: it calls the C API). GPT-2 English, 730K ids: 
 ms (ints in cache or not); o200k, 620K ids, ints out of cache: 7.3 -> 5.1 ms. The lists equal
 ``ids.tolist()`` (the same ints, by value); only the objects are shared.
 
-Each item costs two calls into the C API where that is needed only: ``PyList_SetItem`` checks the
+Two calls into the C API per item are saved where that is safe: ``PyList_SetItem`` checks the
 list's type and the index and drops an old item a new list does not have, so where the list's item
 array is where CPython's own ``PyList_SET_ITEM`` finds it (``ob_item``, after the variable-size
 object header: checked once on a real list, :data:`_ITEMS_AT`) the pointer is stored there directly;
