@@ -99,7 +99,7 @@ class CompiledEncoder:
         self.vtab, self.vtab2 = (_line_aligned_copy(t) for t in self._vocab_tables(probe, pin_vocab))
         self._check_vocab_tables(len(vocab))
         # the pinned cache every thread's state starts from (``_state``: a copy, and empty tables)
-        self._template = self._pinned_state(pinned)[:9]
+        self._template = self._pinned_cache(pinned)
         self._local = threading.local()
 
     def _char_tables(self, vocab, lefts, rights, prio):
@@ -215,6 +215,10 @@ class CompiledEncoder:
     def _pinned_state(self, tokens, rows: int = _MERGED_ROWS, rows2: int = _MERGED_ROWS2):
         """A fresh cache holding the pinned ``tokens`` ((bytes, id) pairs) and empty merged tables of ``rows``
         and ``rows2`` rows (``encode_chunks``' ``state``)."""
+        return self._pinned_cache(tokens) + self._empty_tables(rows, rows2)
+
+    def _pinned_cache(self, tokens) -> tuple:
+        """The byte-keyed cache holding the pinned ``tokens`` and its ``sizes``: the first 9 entries of a state."""
         K = self._K
         n = len(tokens)
         lens = np.fromiter((len(b) for b, _ in tokens), np.int64, n)
@@ -240,8 +244,7 @@ class CompiledEncoder:
             c_ids_len[:n] = 1
             K.pin_tokens(c_bytes, c_start[:n], c_len[:n], ctab, c_hash)
         sizes = np.array([n, data.size, n, n, data.size, n, 0, 0], np.int64)
-        return (ctab, c_start, c_len, c_hash, c_bytes, c_ids_start, c_ids_len, c_ids, sizes) + self._empty_tables(
-            rows, rows2)
+        return ctab, c_start, c_len, c_hash, c_bytes, c_ids_start, c_ids_len, c_ids, sizes
 
     @staticmethod
     def _empty_tables(rows: int = _MERGED_ROWS, rows2: int = _MERGED_ROWS2) -> tuple:
