@@ -37,6 +37,15 @@ def fnv1a_py(data: bytes) -> int:
     return mix64_py(h)
 
 
+def words_hash_py(data: bytes) -> int:
+    """8 bytes at a time (little-endian words, the last one zero-extended), the length seeding the state,
+    then murmur3's finalizer: the twin of ``words_hash``."""
+    h = (len(data) * 0x9E3779B97F4A7C15) & M64
+    for i in range(0, max(len(data), 1), 8):
+        h = ((h ^ int.from_bytes(data[i : i + 8], "little")) * 0x9E3779B97F4A7C15) & M64
+    return mix64_py(h)
+
+
 def probe_table_py(keys_hashes: list[int], size: int) -> list[int]:
     """Linear probing, entries inserted in order: the twin of ``reindex``."""
     table = [-1] * size
@@ -62,6 +71,29 @@ def test_fnv1a_equals_twin_on_any_range(data, d):
     b = d.draw(st.integers(a, len(data)))
     buf = np.frombuffer(data, np.uint8) if data else np.zeros(0, np.uint8)
     assert int(H.fnv1a(buf, a, b)) == fnv1a_py(data[a:b])
+
+
+@given(st.binary(max_size=64), st.data())
+@settings(deadline=None)
+def test_words_hash_equals_twin_on_any_range(data, d):
+    """Read in words, the last one ending at the range's end: no byte outside the range counts (the same
+    bytes anywhere hash the same)."""
+    a = d.draw(st.integers(0, len(data)))
+    b = d.draw(st.integers(a, len(data)))
+    buf = np.frombuffer(data, np.uint8) if data else np.zeros(0, np.uint8)
+    assert int(H.words_hash(buf, a, b)) == words_hash_py(data[a:b])
+
+
+@given(st.binary(min_size=1, max_size=40), st.data())
+@settings(deadline=None)
+def test_same_bytes_compares_the_ranges_exactly(data, d):
+    n = d.draw(st.integers(0, len(data)))
+    i, j = d.draw(st.integers(0, len(data) - n)), d.draw(st.integers(0, len(data) - n))
+    other = bytearray(data)
+    if n and d.draw(st.booleans()):
+        other[j + d.draw(st.integers(0, n - 1))] ^= 1 << d.draw(st.integers(0, 7))
+    x, y = np.frombuffer(data, np.uint8), np.frombuffer(bytes(other), np.uint8)
+    assert bool(EK._same_bytes(x, i, y, j, n)) == (data[i : i + n] == bytes(other[j : j + n]))
 
 
 @given(st.lists(st.integers(0, M64), max_size=40), st.integers(6, 8))
@@ -148,7 +180,7 @@ def test_pin_tokens_hashes_and_table(tokens):
     ctab = np.zeros(128, np.int64)
     c_hash = np.zeros(len(tokens), np.uint64)
     EK.pin_tokens(c_bytes, c_start, lens, ctab, c_hash)
-    want = [fnv1a_py(t) for t in tokens]
+    want = [words_hash_py(t) for t in tokens]
     assert c_hash.tolist() == want
     # slots hold tag << 32 | entry, the tag being bits 32-62 of the entry's hash
     tagged = [-1 if e == -1 else (((want[e] >> 32) & 0x7FFFFFFF) << 32) | e for e in probe_table_py(want, 128)]

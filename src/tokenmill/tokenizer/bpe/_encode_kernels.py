@@ -19,7 +19,7 @@ import numpy as np
 
 from ..._jit import njit
 from .._wide import ix, load_u64, prefetch, raw
-from ._hashing import fnv1a, reindex_tagged
+from ._hashing import reindex_tagged, words_hash
 
 _CACHE_MAX_BYTES = 256  # longer chunks are encoded every time, never cached
 _SMALL = 7  # chunks up to this many bytes have a one-word key (vtab, small-chunk table); up to 15 bytes, two
@@ -573,6 +573,23 @@ def _word_value(ids, m, imask):
 
 
 # ------------------------------------------------------------------------------ the chunk cache
+@njit(cache=True, nogil=True, inline="always")
+def _same_bytes(x, i, y, j, n):
+    """Whether ``x[i:i+n]`` and ``y[j:j+n]`` (contiguous uint8 arrays, both in bounds) hold the same bytes:
+    8 at a time, the last word the 8 bytes ending at ``n`` (it may overlap the one before)."""
+    if n < 8:
+        for t in range(n):
+            if x[i + t] != y[j + t]:
+                return False
+        return True
+    t = 0
+    while t + 8 < n:
+        if load_u64(x, i + t) != load_u64(y, j + t):
+            return False
+        t += 8
+    return load_u64(x, i + n - 8) == load_u64(y, j + n - 8)
+
+
 @njit(cache=True, nogil=True)
 def _find(ctab, c_start, c_len, c_bytes, data, a, b, h):
     """Table slot holding chunk data[a:b], or the empty slot where it would go. Slots hold
@@ -589,14 +606,8 @@ def _find(ctab, c_start, c_len, c_bytes, data, a, b, h):
         if v >> 32 == tag:
             e = v & _ID
             s = c_start[e]
-            if c_len[e] == n:
-                same = True
-                for t in range(n):
-                    if c_bytes[s + t] != data[a + t]:
-                        same = False
-                        break
-                if same:
-                    return i
+            if c_len[e] == n and _same_bytes(c_bytes, s, data, a, n):
+                return i
         i = (i + 1) & mask
 
 
@@ -916,7 +927,7 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
             e = -1
             h = np.uint64(0)
             if not skip and probe:
-                h = fnv1a(data, a, b)
+                h = words_hash(data, a, b)
                 slot = _find(ctab, c_start, c_len, c_bytes, data, a, b, h)
                 e = ctab[slot]
             if e != -1:
@@ -975,7 +986,7 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
                 if not probe:  # (probe: its row says so already, the byte-keyed cache was reset since)
                     _to_small(skeys, sids, mslot, k0, k1, out, nout, 0)
                     sids[mslot, 0] = _IN_CTAB
-                    h = fnv1a(data, a, b)
+                    h = words_hash(data, a, b)
             elif n > _CACHE_MAX_BYTES or skip:
                 nout += m  # long chunks are rare and would bloat the cache
                 continue
@@ -1094,7 +1105,7 @@ def _grow1(a, cap):
 def pin_tokens(c_bytes, c_start, c_len, ctab, c_hash):
     """Fill hashes and the table for the pinned tokens laid out in ``c_bytes``."""
     for e in range(c_start.size):
-        c_hash[e] = fnv1a(c_bytes, c_start[e], c_start[e] + c_len[e])
+        c_hash[e] = words_hash(c_bytes, c_start[e], c_start[e] + c_len[e])
     reindex_tagged(ctab, c_hash, c_start.size)
 
 
