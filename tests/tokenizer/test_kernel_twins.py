@@ -680,6 +680,30 @@ def test_ascii_letters_marks_exactly_the_letters_and_spaces_for_every_byte_at_ev
 
 
 @functools.cache
+def _punct3_starts():
+    from numba import njit
+
+    from tokenmill.tokenizer._wide import punct3_starts64
+
+    return njit(lambda buf, i: punct3_starts64(buf, i))
+
+
+@given(st.lists(st.sampled_from([b"a", b" ", b"\xe2", b"\x80", b"\x90", b"\xa7", b"\xa8", b"\x8f", "\u2014".encode(),
+                                 "\u201c".encode(), "\u2010".encode(), "\u2027".encode(), "\u2028".encode(),
+                                 "\u2030".encode(), "\u20ac".encode()]), min_size=30, max_size=80).map(b"".join),
+       st.data())
+@settings(deadline=None)
+def test_punct3_starts_marks_the_whole_characters_u2010_to_u2027(data, d):
+    """Bit j: bytes j, j+1, j+2 of the 64 are E2 80 90-A7 (a character cut by the window's end is not marked)."""
+    if len(data) < 64:
+        data += b"x" * (64 - len(data))
+    i = d.draw(st.integers(0, len(data) - 64))
+    w = data[i : i + 64]
+    want = sum(1 << j for j in range(62) if w[j] == 0xE2 and w[j + 1] == 0x80 and 0x90 <= w[j + 2] <= 0xA7)
+    assert int(_punct3_starts()(np.frombuffer(data, np.uint8), i)) == want
+
+
+@functools.cache
 def _letters_from():
     from numba import njit
 
@@ -799,7 +823,11 @@ _ASCII_PIECES = ["'s", "'S", "'t", "'d", "'M", "'ll", "'LL", "'lx", "'ve", "'Re"
                  "\n  ", " \n \n ", "\n \n", "\t\n\t", "   ", "\t", "\x0b", "\x0c", "\x1c", "\x00", "1", "12",
                  "123", "1234", "12345678", " 1", "a1", "x.1", "\u2019", "\u201c", "\u00e9", "\u4e2d", "\u00a0",
                  "\u3000", "\x85", "\U0001f44d", "/", "//", "./", ".\n/", "\n//\n//", "a/\n/b", " \"//\":\n", "http://x",
-                 "HTTPServer", "camelCase", "aB", "ABc", "IT'S", "o'clock", "aB's", "x'", "Word"]
+                 "HTTPServer", "camelCase", "aB", "ABc", "IT'S", "o'clock", "aB's", "x'", "Word",
+                 # characters U+2010-U+2027 (taken in the windows) and their neighbours (not)
+                 "\u2014", "\u2018", "\u201d", "\u2010", "\u2027", "\u2026", "\u201cWord", "\u201c(a",
+                 "x\u2019s", ".\u201d\n", " \u2014 ", "\u2019\u2019", "\u2028", "\u2029", "\u202f", "\u2000",
+                 "\u200a", "\u200b", "\u2030", "\u203f", "\u2040", "\u2070", "\u2031A", "\u201c1"]
 
 
 @pytest.mark.parametrize("name", ["gpt2", "gpt4", "o200k", "llama3", "qwen2", "qwen3.5"])

@@ -163,6 +163,39 @@ def byte_classes64(typingctx, arr, idx):
     return sig, codegen
 
 
+@intrinsic
+def punct3_starts64(typingctx, arr, idx):
+    """The first bytes of the characters U+2010-U+2027 (UTF-8 ``E2 80 90``-``E2 80 A7``: dashes, curly quotes)
+    that lie whole in ``arr[idx:idx + 64]`` (a 1-D uint8 array; the caller checks bounds), as a 64-bit mask,
+    bit ``j`` for byte ``idx + j``: one 64-byte vector load and three vector compares, their masks shifted
+    onto each character's first byte (``byte_classes64``' way)."""
+    if not (isinstance(arr, types.Array) and arr.dtype == types.uint8 and arr.ndim == 1 and arr.layout == "C"
+            and isinstance(idx, types.Integer)):
+        return None
+    sig = types.uint64(arr, idx)
+
+    def codegen(context, builder, sig, args):
+        ary = context.make_array(sig.args[0])(context, builder, args[0])
+        i = context.cast(builder, args[1], sig.args[1], types.intp)
+        vt = ir.VectorType(ir.IntType(8), 64)
+        v = builder.load(builder.bitcast(builder.gep(ary.data, [i]), vt.as_pointer()), align=1)
+        i64 = ir.IntType(64)
+
+        def splat(c):
+            return ir.Constant(vt, [ir.Constant(ir.IntType(8), c)] * 64)
+
+        def mask(bits):
+            return builder.bitcast(bits, i64)
+
+        lead = mask(builder.icmp_unsigned("==", v, splat(0xE2)))
+        second = mask(builder.icmp_unsigned("==", v, splat(0x80)))
+        third = mask(builder.icmp_unsigned("<=", builder.sub(v, splat(0x90)), splat(0xA7 - 0x90)))
+        return builder.and_(lead, builder.and_(builder.lshr(second, ir.Constant(i64, 1)),
+                                               builder.lshr(third, ir.Constant(i64, 2))))
+
+    return sig, codegen
+
+
 _HIGH = np.uint64(0x8080808080808080)
 _LOW7 = np.uint64(0x7F7F7F7F7F7F7F7F)
 

@@ -27,7 +27,9 @@ Chunks are matched from each chunk start on their own (the patterns look nothing
 the window starts at a chunk start and needs nothing from before it. What its bytes cannot settle is
 left to the next window or to the machine: whitespace at the window's end (the run may go on), an
 apostrophe in its last three bytes (a contraction may follow), and everything from its first byte of
-0x80 or more. The window reports the last chunk start it settled; the caller goes on from there.
+0x80 or more (``*_window_punct``, which the splitters call where a window stopped at a byte E2, take the
+characters U+2010-U+2027 in: dashes and curly quotes, other characters of three bytes each). The window
+reports the last chunk start it settled; the caller goes on from there.
 o200k's word rules (case, contraction suffixes, ``[\r\n/]*``) and GPT-2's are variants below. Exact:
 tested equal to the machine alone (the ``*_machine`` kernels) and to ``regex`` on generated text and
 the corpora.
@@ -38,7 +40,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..._jit import njit
-from .._wide import byte_classes64, clz64, ctz64, ix
+from .._wide import byte_classes64, clz64, ctz64, ix, punct3_starts64
 
 _1 = np.uint64(1)
 _ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
@@ -82,19 +84,41 @@ def _contractions(data, p, As, wl, fold):
 @njit(cache=True, nogil=True, inline="always")
 def _classes(data, p, e, cased):
     """The class masks of the window ``data[p:p+64]`` (bit ``j``: byte ``p + j``), which stops at the first
-    byte >= 0x80 and at ``e``: ``(LW, U, N, SP, W, NL, A, SL, V, wl)``, letters in ``LW`` (``cased``, a
+    byte >= 0x80 and at ``e``: ``(LW, U, N, SP, W, NL, A, SL, V, wl, M3)``, letters in ``LW`` (``cased``, a
     constant: lower case there, upper case in ``U``, and '/' in ``SL``; else ``U`` and ``SL`` are 0),
     digits, ' ', the other whitespace but CR/LF (tab, VT, FF), CR/LF, the apostrophe, the window's
-    bytes (``V``) and their count. The caller checks ``p + 64 <= data.size``."""
+    bytes (``V``) and their count, and ``M3`` 0 (see ``_classes_punct``). The caller checks ``p + 64 <=
+    data.size``."""
     LO, UP, N, SP, W, NL, A, SL, HI = byte_classes64(data, p)
-    wl = np.int64(ctz64(HI))  # the window ends at the first byte of a non-ASCII character (64: none)
+    return _masks(LO, UP, N, SP, W, NL, A, SL, HI, np.uint64(0), p, e, cased)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _classes_punct(data, p, e, cased):
+    """``_classes`` of a window that stops at the first byte >= 0x80 that does not begin a character
+    U+2010-U+2027 (dashes, curly quotes, the ellipsis: ``E2 80 90``-``E2 80 A7``) lying whole in the window
+    and the document, ``M3`` the first bytes of those characters. All three bytes of one are in no class:
+    other characters, as every pattern here has them, but one character (see ``_prefix_ends``)."""
+    LO, UP, N, SP, W, NL, A, SL, HI = byte_classes64(data, p)
+    M3 = punct3_starts64(data, p)
+    lim = min(np.int64(64), e - p)
+    if lim < 64:
+        M3 &= (_1 << np.uint64(max(lim - 2, 0))) - _1
+    HI &= ~(M3 | (M3 << _1) | (M3 << np.uint64(2)))
+    return _masks(LO, UP, N, SP, W, NL, A, SL, HI, M3, p, e, cased)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _masks(LO, UP, N, SP, W, NL, A, SL, HI, M3, p, e, cased):
+    """``_classes``' masks cut at the window's end: the first byte in ``HI`` or ``e``."""
+    wl = np.int64(ctz64(HI))  # the window ends at the first byte of a non-ASCII character it does not take (64: none)
     if cased:
         LW, U = LO, UP
     else:
         LW, U, SL = LO | UP, np.uint64(0), np.uint64(0)
     wl = min(wl, e - p)
     V = _ALL if wl >= 64 else (_1 << np.uint64(wl)) - _1
-    return LW & V, U & V, N & V, SP & V, W & V, NL & V, A & V, SL & V, V, wl
+    return LW & V, U & V, N & V, SP & V, W & V, NL & V, A & V, SL & V, V, wl, M3 & V
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -140,6 +164,14 @@ def _whitespace_starts(NW, NL, E, V):
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _prefix_ends(Ost, M3):
+    """The last bytes of the other characters that start a chunk (``Ost``, their first bytes): one byte
+    each, but a U+2010-U+2027 character's (its first byte in ``M3``) two bytes on. A letter right after
+    one of them goes on its chunk (the prefix ``[^\\r\\n\\p{L}\\p{N}]?`` of a word: "“Hello" is one chunk)."""
+    return (Ost & ~M3) | ((Ost & M3) << np.uint64(2))
+
+
+@njit(cache=True, nogil=True, inline="always")
 def cl100k_window(data, p, e, out, k, dmax, o200k):
     """The chunk starts after ``p`` (a chunk start) that the ASCII bytes ``data[p:p+64]`` settle, under
     cl100k's rules with chunks of up to ``dmax`` digits (``o200k``, a constant: under o200k's),
@@ -147,7 +179,13 @@ def cl100k_window(data, p, e, out, k, dmax, o200k):
     ``wl`` the bytes the window read (it stops at the first byte >= 0x80 and at ``e``, the end of the
     document). The caller checks ``p + 64 <= data.size`` (one 64-byte load) and that ``out`` has
     room (one entry per byte)."""
-    LW, U, N, SP, W, NL, A, SL, V, wl = _classes(data, p, e, o200k)
+    return _cl100k_rules(data, p, out, k, dmax, o200k, _classes(data, p, e, o200k))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _cl100k_rules(data, p, out, k, dmax, o200k, classes):
+    """``cl100k_window`` on the window's ``classes`` (``_classes`` or ``_classes_punct``)."""
+    LW, U, N, SP, W, NL, A, SL, V, wl, M3 = classes
     L = LW | U
     NW = SP | W
     OT = V & ~(L | N | NW | NL)
@@ -181,16 +219,16 @@ def cl100k_window(data, p, e, out, k, dmax, o200k):
                 inside |= ((_1 << np.uint64(ln)) - _1) << np.uint64(j)
         Ost = OT & ~(OT << _1) & ~(SP << _1) & ~inside
         # a letter starts a chunk unless it goes on a word (a lower-case letter, or an upper-case one
-        # after an upper-case one) or follows a one-character prefix; an upper-case letter after a
-        # lower-case one starts the next word
-        starts = ((L & ~(L << _1) & ~((NW | Ost) << _1)) | (U & (LW << _1)) | (F & L)) & ~inside
+        # after an upper-case one) or follows a one-character prefix (its last byte: ``_prefix_ends``);
+        # an upper-case letter after a lower-case one starts the next word
+        starts = ((L & ~(L << _1) & ~((NW | _prefix_ends(Ost, M3)) << _1)) | (U & (LW << _1)) | (F & L)) & ~inside
     else:
         absorbed = NL & ~(NL + (NL & (OT << _1)))
         # other characters: a start unless after an other character or ' '
         Ost = OT & ~(OT << _1) & ~(SP << _1)
         # contractions: at an apostrophe that starts a chunk, the character after one starts the next
         F, _, u = _contractions(data, p, A & Ost, wl, True)
-        starts = (L & ~(L << _1) & ~((NW | Ost) << _1)) | (F & L)
+        starts = (L & ~(L << _1) & ~((NW | _prefix_ends(Ost, M3)) << _1)) | (F & L)
     # digits: a start after a non-digit and every dmax digits
     if dmax == 1:
         Nst = N
@@ -218,10 +256,29 @@ def gpt2_window(data, p, e, out, k):
     other character starts a chunk after a character of another kind that is not ' '; whitespace after
     non-whitespace, and the last of a run of two or more that non-whitespace follows; a contraction at
     an apostrophe that starts a chunk is one, the character after it starts the next)."""
-    L, _, N, SP, W, NL, A, _, V, wl = _classes(data, p, e, False)
+    return _gpt2_rules(data, p, out, k, _classes(data, p, e, False))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _gpt2_rules(data, p, out, k, classes):
+    """``gpt2_window`` on the window's ``classes`` (``_classes`` or ``_classes_punct``)."""
+    L, _, N, SP, W, NL, A, _, V, wl, _ = classes
     WS = SP | W | NL
     OT = V & ~(L | N | WS)
     starts = ((L & ~(L << _1)) | (N & ~(N << _1)) | (OT & ~(OT << _1))) & ~(SP << _1)
     F, inside, u = _contractions(data, p, A & starts, wl, False)
     starts = (starts & ~inside) | F | (WS & ~(WS << _1)) | (WS & (WS << _1) & ((V & ~WS) >> _1))
     return _commit(p, out, k, starts, u, WS, V, wl)
+
+
+@njit(cache=True, nogil=True)
+def cl100k_window_punct(data, p, e, out, k, dmax, o200k):
+    """``cl100k_window`` taking the characters U+2010-U+2027 in, a function of its own (called, not
+    inlined: a second copy of the window in the splitter's loop made its plain windows ~25% slower)."""
+    return _cl100k_rules(data, p, out, k, dmax, o200k, _classes_punct(data, p, e, o200k))
+
+
+@njit(cache=True, nogil=True)
+def gpt2_window_punct(data, p, e, out, k):
+    """``gpt2_window`` taking the characters U+2010-U+2027 in (as ``cl100k_window_punct``)."""
+    return _gpt2_rules(data, p, out, k, _classes_punct(data, p, e, False))

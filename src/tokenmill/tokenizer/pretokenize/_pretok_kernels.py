@@ -31,7 +31,7 @@ import numpy as np
 
 from ..._jit import njit
 from .._wide import letters_from, load_u64
-from ._ascii_window import cl100k_window, gpt2_window
+from ._ascii_window import cl100k_window, cl100k_window_punct, gpt2_window, gpt2_window_punct
 
 # Bits of the class table (see pretokenize.build_class_table). L, N and S are disjoint, so
 # ``tab[c] & KIND`` is L_, N_, S_ or 0 (0 = "other": [^\s\p{L}\p{N}]).
@@ -852,6 +852,13 @@ def scan_documents(data, tab, docs, table, o200k, fast):
                     if wl == 64 and p > p0:
                         fails = 0
                         continue
+                if _at_punct3(data, p0, wl, p, e, dsize):
+                    p1 = p
+                    p, k, wl = cl100k_window_punct(data, p, e, out, k, fast, o200k)
+                    if wl == 64 and p > p1:
+                        fails = 0
+                        continue
+                    p0 = p1
                 limit, fails = _handback(p0, wl, fails)
             k, bad, p = _scan(data, tab, acc, table, skip, p, e, out, k, bad, fast > 0, limit)
         if e > docs[d]:
@@ -904,12 +911,32 @@ def _gpt2_documents(data, tab, docs, fast):
                     if wl == 64 and p > p0:
                         fails = 0
                         continue
+                if _at_punct3(data, p0, wl, p, e, dsize):
+                    p1 = p
+                    p, k, wl = gpt2_window_punct(data, p, e, out, k)
+                    if wl == 64 and p > p1:
+                        fails = 0
+                        continue
+                    p0 = p1
                 limit, fails = _handback(p0, wl, fails)
             k, bad, p = _scan_gpt2(data, tab, p, e, out, k, bad, fast, limit)
         if e > docs[d]:
             out[k] = e
             k += 1
     return out[:k].copy(), bad
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _at_punct3(data, p0, wl, p, e, dsize):
+    """Whether the window from ``p0``, which read ``wl`` bytes (0: not tried, ``p`` opens with a non-ASCII
+    byte) and settled the chunks up to ``p``, stopped at a byte ``E2`` inside the document (a character
+    U+2000-U+2FFF: dashes, curly quotes), with 64 bytes left from ``p``: then a window that takes the
+    characters U+2010-U+2027 in (``*_window_punct``) goes on from ``p`` before the machine does. English
+    prose has one every few hundred bytes, each of which stopped the windows: the machine then took the
+    text up to a chunk start past it (~140 ns a character, a fifth of the split of an English sample).
+    Called only where a window stopped short, and a function of its own: a second window inlined in
+    this loop made its plain windows ~25% slower."""
+    return p0 + wl < e and data[p0 + wl] == 0xE2 and p + 64 <= dsize
 
 
 @njit(cache=True, nogil=True, inline="always")
