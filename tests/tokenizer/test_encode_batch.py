@@ -104,7 +104,8 @@ def test_grouped_path_is_taken(toks, monkeypatch):
     calls = []
     enc = tok._compiled()
     real = enc.encode_many
-    monkeypatch.setattr(enc, "encode_many", lambda texts, threads=1: calls.append(len(texts)) or real(texts, threads))
+    monkeypatch.setattr(enc, "encode_many", lambda texts, threads=1, forbid=None: calls.append(len(texts)) or
+                        real(texts, threads, forbid))
     texts = ["hello world"] * 50 + ["滑动窗口"] * 50
     assert tok.encode_batch(texts, num_threads=1) == [tok.encode(t) for t in texts]
     assert calls == [100]
@@ -220,3 +221,27 @@ def test_a_forked_child_gets_its_own_threads(toks):
     p.join(60)
     assert p.exitcode == 0 and got == want
 
+
+
+def test_batch_refuses_a_disallowed_special_token_as_encode_does(toks):
+    """The batch looks for disallowed special tokens in one compiled pass over its UTF-8; a text that
+    spells one raises the error ``encode`` raises for it, one spelled across two texts is plain text in
+    each, and allowing it (or disallowing nothing) encodes as before."""
+    from tokenmill.errors import SpecialTokenError
+
+    tok = toks["gpt4"]
+    special = next(iter(tok.special_tokens))
+    texts = ["plain text " * 20, "more: " + special + " here", "tail"]
+    with pytest.raises(SpecialTokenError) as batch:
+        tok.encode_batch(texts, num_threads=1)
+    with pytest.raises(SpecialTokenError) as one:
+        tok.encode(texts[1])
+    assert str(batch.value) == str(one.value)
+    cut = len(special) // 2
+    split = ["a" * 70 + special[:cut], special[cut:] + " b", "", "c"]
+    for threads in (1, 2):
+        assert tok.encode_batch(split, num_threads=threads) == [tok.encode(t) for t in split]
+        assert tok.encode_batch(texts, num_threads=threads, allowed_special="all") == [
+            tok.encode(t, allowed_special="all") for t in texts]
+        assert tok.encode_batch(texts, num_threads=threads, disallowed_special=()) == [
+            tok.encode(t, disallowed_special=()) for t in texts]

@@ -703,6 +703,28 @@ def test_punct3_starts_marks_the_whole_characters_u2010_to_u2027(data, d):
     assert int(_punct3_starts()(np.frombuffer(data, np.uint8), i)) == want
 
 
+@given(st.lists(st.sampled_from(["a", "<", "|", "<|", "<|end|>", "<|e", "nd|>", "\u00e9", "<|x|>", " "]), max_size=60)
+       .map("".join), st.data())
+@settings(deadline=None)
+def test_first_special_is_the_first_needle_inside_one_document(text, d):
+    """``_special_scan.find_special`` against ``bytes.find`` per document: the first occurrence in the data
+    of any needle that lies inside one document (one cut across a document boundary is not one)."""
+    from tokenmill.tokenizer._special_scan import check_needles, find_special
+
+    data = text.encode("utf-8") * d.draw(st.integers(1, 3))  # past 64 bytes: the vector path
+    cuts = sorted(d.draw(st.lists(st.integers(0, len(data)), max_size=4)))
+    docs = np.array([0, *cuts, len(data)], np.int64)
+    needles = d.draw(st.lists(st.sampled_from([b"<|end|>", b"<|x|>", b"|", "\u00e9".encode()]), min_size=1,
+                              max_size=3, unique=True))
+    want = []
+    for a, b in zip(docs[:-1].tolist(), docs[1:].tolist()):
+        hits = [data.find(x, a, b) for x in needles]
+        hits = [h for h in hits if h >= 0]
+        if hits:
+            want.append(min(hits))
+    assert find_special(data, docs, check_needles(needles)) == (min(want) if want else -1)
+
+
 @functools.cache
 def _letters_from():
     from numba import njit

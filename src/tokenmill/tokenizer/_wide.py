@@ -196,6 +196,30 @@ def punct3_starts64(typingctx, arr, idx):
     return sig, codegen
 
 
+@intrinsic
+def eq_mask64(typingctx, arr, idx, value):
+    """The bytes of ``arr[idx:idx + 64]`` (a 1-D uint8 array; the caller checks bounds) equal to ``value``
+    (0-255) as a 64-bit mask, bit ``j`` for byte ``idx + j``: one vector load and one vector compare
+    (``byte_classes64``' way)."""
+    if not (isinstance(arr, types.Array) and arr.dtype == types.uint8 and arr.ndim == 1 and arr.layout == "C"
+            and isinstance(idx, types.Integer) and isinstance(value, types.Integer)):
+        return None
+    sig = types.uint64(arr, idx, value)
+
+    def codegen(context, builder, sig, args):
+        ary = context.make_array(sig.args[0])(context, builder, args[0])
+        i = context.cast(builder, args[1], sig.args[1], types.intp)
+        vt = ir.VectorType(ir.IntType(8), 64)
+        v = builder.load(builder.bitcast(builder.gep(ary.data, [i]), vt.as_pointer()), align=1)
+        b = builder.trunc(context.cast(builder, args[2], sig.args[2], types.int64), ir.IntType(8))
+        splat = builder.insert_element(ir.Constant(vt, None), b, ir.Constant(ir.IntType(32), 0))
+        splat = builder.shuffle_vector(splat, ir.Constant(vt, None), ir.Constant(ir.VectorType(ir.IntType(32), 64),
+                                                                                   [0] * 64))
+        return builder.bitcast(builder.icmp_unsigned("==", v, splat), ir.IntType(64))
+
+    return sig, codegen
+
+
 _HIGH = np.uint64(0x8080808080808080)
 _LOW7 = np.uint64(0x7F7F7F7F7F7F7F7F)
 

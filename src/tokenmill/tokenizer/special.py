@@ -98,10 +98,11 @@ class SpecialTokens:
             self._re = regex.compile("|".join(regex.escape(s) for s in sorted(special)))
             self._prefixes = tuple({s[:2] for s in special})
 
-    def allowed(self, text: str, allowed_special, disallowed_special) -> set[str]:
-        """The allowed special tokens; raises if ``text`` spells a disallowed one."""
+    def allowed(self, text: str, allowed_special, disallowed_special, rule=None) -> set[str]:
+        """The allowed special tokens; raises if ``text`` spells a disallowed one. ``rule``: ``requested(...)``
+        of these arguments, worked out once for a batch of texts."""
         names = self.ids
-        allowed, check = requested(names, allowed_special, disallowed_special)
+        allowed, check = requested(names, allowed_special, disallowed_special) if rule is None else rule
         if not check or (self._re is not None and len(check) == len(names)
                          and not holds_any(text, self._prefixes)):
             return allowed

@@ -357,14 +357,16 @@ class CompiledEncoder:
         pos = np.concatenate([p + b for (_, p), b in zip(got, base[:-1].tolist())])
         return np.concatenate([ids for ids, _ in got]), np.append(pos, base[-1])
 
-    def encode_many(self, texts: list[str], threads: int = 1) -> tuple[np.ndarray, np.ndarray] | None:
+    def encode_many(self, texts: list[str], threads: int = 1, forbid=None) -> tuple[np.ndarray, np.ndarray] | None:
         """Ids of several non-empty texts in one pass (one split call, one kernel call: a small
         document no longer pays the kernels' per-call cost, most of it spent holding the GIL):
         ``(ids, bounds)``, text ``i``'s ids being ``ids[bounds[i]:bounds[i + 1]]``. Exactly
         ``[encode(t) for t in texts]``. None where that cannot be done in one pass (HF ``Sequence`` of
         Splits, a splitter that is not compiled, a text UTF-8 cannot encode): encode each then.
         ``threads`` > 1: the kernel's work (not the split) is cut into that many ranges of chunks run
-        on the pool's threads, for a batch whose texts are too few or too large to keep them busy."""
+        on the pool's threads, for a batch whose texts are too few or too large to keep them busy.
+        ``forbid``: special tokens (``_special_scan.check_needles``) none of the texts may spell: None if
+        one does (the caller then goes text by text and raises)."""
         if self.split_patterns or (self.pattern is not None and not self.compiled_split):
             return None
         from .._cpython import utf8_joined
@@ -375,6 +377,11 @@ class CompiledEncoder:
         data, docs = joined
         if not docs.size or np.any(docs[1:] == docs[:-1]):
             raise ValueError("encode_many takes non-empty texts")
+        if forbid is not None:
+            from .._special_scan import find_special
+
+            if find_special(data, docs, forbid) >= 0:
+                return None
         if self.pattern is None:
             offs = docs
         else:
