@@ -236,6 +236,8 @@ JOBS: dict[str, str] = {
         "t = Tokenizer.from_ranks({**{bytes([i]): i for i in range(256)}, b'he': 256, b'll': 257}, pattern='gpt2')\n"
         "t.encode('hello world 世界'); t.encode_batch(['hello', 'x y'], num_threads=1, as_arrays=True)\n"
         "t.encode_batch(['hello', 'x y'], num_threads=1)  # lists out (_cpython)\n"
+        "Tokenizer.from_ranks({bytes([i]): i for i in range(256)}, pattern='gpt2', special_tokens={'<|e|>': 256})"
+        ".encode_batch(['a <|', 'b'], num_threads=1)  # a batch's special-token scan (_special_scan)\n"
         "r = {bytes([i]): i for i in range(256)}  # 1,280 CJK characters one token each: merged ahead\n"
         "for c in map(chr, range(0x4E00, 0x5300)): r.setdefault(c.encode()[:2], len(r)); r[c.encode()] = len(r)\n"
         "Tokenizer.from_ranks(r, pattern='llama3').encode('中文 hello 丁七')",
