@@ -113,6 +113,26 @@ def test_variants_equal_hf(pairs, parts):
         assert ours.encode_python(text, allowed_special="all") == want, kind
 
 
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(docs=st.lists(st.lists(st.sampled_from(PIECES), max_size=12).map("".join), min_size=1, max_size=6))
+def test_batch_equals_each_text_with_added_tokens(pairs, docs):
+    """encode_batch finds added and disallowed special tokens in one pass over the batch (a text spelling
+    none is plain); the ids, and the error for a text spelling a disallowed special token, are those of
+    encoding each text."""
+    from tokenmill.errors import SpecialTokenError
+
+    for kind, (ours, _) in pairs.items():
+        for kw in ({}, {"disallowed_special": ()}, {"allowed_special": "all"}):
+            try:
+                want = [ours.encode(t, **kw) for t in docs]
+            except SpecialTokenError as e:
+                with pytest.raises(SpecialTokenError) as got:
+                    ours.encode_batch(docs, num_threads=1, **kw)
+                assert str(got.value) == str(e), kind
+                continue
+            assert ours.encode_batch(docs, num_threads=1, **kw) == want, (kind, kw)
+
+
 def test_sequence_of_splits_runs_compiled(pairs):
     ours, _ = pairs["deepseek"]
     enc = ours._compiled()

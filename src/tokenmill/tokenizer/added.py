@@ -61,6 +61,14 @@ class AddedTokenMatcher:
         # a text holding none of these two-character prefixes holds no raw added token: skip the scan
         self._raw_prefixes = tuple({c[:2] for c in self._raw})
 
+    def plain_unless_spelled(self) -> list[str] | None:
+        """The strings whose absence from a text makes ``pieces`` return the text as it is, one plain piece
+        (its raw added tokens), or None where that does not hold (a normalizer, or added tokens matched
+        after normalizing: the text would be normalized first)."""
+        if self._normalizer is not None or self._norm:
+            return None
+        return list(self._raw)
+
     def _normalize(self, s: str) -> str:
         return unicodedata.normalize("NFC", s) if self._normalizer == "NFC" else s
 
