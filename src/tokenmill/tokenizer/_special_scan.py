@@ -60,7 +60,7 @@ def first_special(data, docs, firsts, flat, starts, lens):
                 d += 1
             end = docs[d + 1]
             for k in range(lens.size):
-                if j + lens[k] <= end and data[j] == flat[starts[k]] and _match_at(data, j, flat, starts, lens, k):
+                if j + lens[k] <= end and _match_at(data, j, flat, starts, lens, k):
                     return j
         i += width
     return -1

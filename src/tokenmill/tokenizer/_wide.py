@@ -124,6 +124,30 @@ ctz64 = _bit_count_intrinsic("ctz64", "llvm.cttz.i64", "The number of trailing z
 clz64 = _bit_count_intrinsic("clz64", "llvm.ctlz.i64", "The number of leading zero bits of a uint64 (64 for 0): one ``lzcnt``/``bsr``.")
 
 
+_V64 = ir.VectorType(ir.IntType(8), 64)
+
+
+def _load64(context, builder, sig, args):
+    """The 64 bytes at ``args[0][args[1]:]`` as one ``<64 x i8>`` vector (one unaligned load)."""
+    ary = context.make_array(sig.args[0])(context, builder, args[0])
+    i = context.cast(builder, args[1], sig.args[1], types.intp)
+    return builder.load(builder.bitcast(builder.gep(ary.data, [i]), _V64.as_pointer()), align=1)
+
+
+def _splat64(c: int):
+    return ir.Constant(_V64, [ir.Constant(ir.IntType(8), c)] * 64)
+
+
+def _within64(builder, v, lo: int, hi: int):
+    """lo <= byte <= hi per byte of ``v``, unsigned: (byte - lo) <= hi - lo."""
+    return builder.icmp_unsigned("<=", builder.sub(v, _splat64(lo)), _splat64(hi - lo))
+
+
+def _mask64(builder, bits):
+    """A ``<64 x i1>`` as a uint64, bit ``j`` for byte ``j``."""
+    return builder.bitcast(bits, ir.IntType(64))
+
+
 @intrinsic
 def byte_classes64(typingctx, arr, idx):
     """The bytes ``arr[idx:idx + 64]`` of a 1-D uint8 array (the caller checks bounds) as nine 64-bit masks,
@@ -132,33 +156,23 @@ def byte_classes64(typingctx, arr, idx):
     (LLVM: ``bitcast <64 x i1> to i64``, which x86 lowers to ``pcmpeqb``/``pcmpgtb`` + ``pmovmskb``, or a
     mask register with AVX-512): a few dozen instructions for what eight 8-byte words and carry-free byte
     arithmetic did in ~500 (the splitters' ASCII windows)."""
-    if not (isinstance(arr, types.Array) and arr.dtype == types.uint8 and arr.ndim == 1 and arr.layout == "C"
-            and isinstance(idx, types.Integer)):
+    if not (_is_vector(arr, types.uint8) and isinstance(idx, types.Integer)):
         return None
     sig = types.UniTuple(types.uint64, 9)(arr, idx)
 
     def codegen(context, builder, sig, args):
-        ary = context.make_array(sig.args[0])(context, builder, args[0])
-        i = context.cast(builder, args[1], sig.args[1], types.intp)
-        vt = ir.VectorType(ir.IntType(8), 64)
-        v = builder.load(builder.bitcast(builder.gep(ary.data, [i]), vt.as_pointer()), align=1)
-
-        def splat(c):
-            return ir.Constant(vt, [ir.Constant(ir.IntType(8), c)] * 64)
+        v = _load64(context, builder, sig, args)
 
         def eq(c):
-            return builder.icmp_unsigned("==", v, splat(c))
+            return builder.icmp_unsigned("==", v, _splat64(c))
 
-        def within(lo, hi):  # lo <= byte <= hi, unsigned: (byte - lo) <= hi - lo
-            return builder.icmp_unsigned("<=", builder.sub(v, splat(lo)), splat(hi - lo))
-
-        def mask(bits):
-            return builder.bitcast(bits, ir.IntType(64))
+        def within(lo, hi):
+            return _within64(builder, v, lo, hi)
 
         masks = [within(0x61, 0x7A), within(0x41, 0x5A), within(0x30, 0x39), eq(0x20),
                  builder.or_(eq(0x09), within(0x0B, 0x0C)), builder.or_(eq(0x0A), eq(0x0D)), eq(0x27), eq(0x2F),
-                 builder.icmp_signed("<", v, splat(0))]
-        return context.make_tuple(builder, sig.return_type, [mask(m) for m in masks])
+                 builder.icmp_signed("<", v, _splat64(0))]
+        return context.make_tuple(builder, sig.return_type, [_mask64(builder, m) for m in masks])
 
     return sig, codegen
 
@@ -169,27 +183,16 @@ def punct3_starts64(typingctx, arr, idx):
     that lie whole in ``arr[idx:idx + 64]`` (a 1-D uint8 array; the caller checks bounds), as a 64-bit mask,
     bit ``j`` for byte ``idx + j``: one 64-byte vector load and three vector compares, their masks shifted
     onto each character's first byte (``byte_classes64``' way)."""
-    if not (isinstance(arr, types.Array) and arr.dtype == types.uint8 and arr.ndim == 1 and arr.layout == "C"
-            and isinstance(idx, types.Integer)):
+    if not (_is_vector(arr, types.uint8) and isinstance(idx, types.Integer)):
         return None
     sig = types.uint64(arr, idx)
 
     def codegen(context, builder, sig, args):
-        ary = context.make_array(sig.args[0])(context, builder, args[0])
-        i = context.cast(builder, args[1], sig.args[1], types.intp)
-        vt = ir.VectorType(ir.IntType(8), 64)
-        v = builder.load(builder.bitcast(builder.gep(ary.data, [i]), vt.as_pointer()), align=1)
+        v = _load64(context, builder, sig, args)
         i64 = ir.IntType(64)
-
-        def splat(c):
-            return ir.Constant(vt, [ir.Constant(ir.IntType(8), c)] * 64)
-
-        def mask(bits):
-            return builder.bitcast(bits, i64)
-
-        lead = mask(builder.icmp_unsigned("==", v, splat(0xE2)))
-        second = mask(builder.icmp_unsigned("==", v, splat(0x80)))
-        third = mask(builder.icmp_unsigned("<=", builder.sub(v, splat(0x90)), splat(0xA7 - 0x90)))
+        lead = _mask64(builder, builder.icmp_unsigned("==", v, _splat64(0xE2)))
+        second = _mask64(builder, builder.icmp_unsigned("==", v, _splat64(0x80)))
+        third = _mask64(builder, _within64(builder, v, 0x90, 0xA7))
         return builder.and_(lead, builder.and_(builder.lshr(second, ir.Constant(i64, 1)),
                                                builder.lshr(third, ir.Constant(i64, 2))))
 
@@ -201,21 +204,17 @@ def eq_mask64(typingctx, arr, idx, value):
     """The bytes of ``arr[idx:idx + 64]`` (a 1-D uint8 array; the caller checks bounds) equal to ``value``
     (0-255) as a 64-bit mask, bit ``j`` for byte ``idx + j``: one vector load and one vector compare
     (``byte_classes64``' way)."""
-    if not (isinstance(arr, types.Array) and arr.dtype == types.uint8 and arr.ndim == 1 and arr.layout == "C"
-            and isinstance(idx, types.Integer) and isinstance(value, types.Integer)):
+    if not (_is_vector(arr, types.uint8) and isinstance(idx, types.Integer) and isinstance(value, types.Integer)):
         return None
     sig = types.uint64(arr, idx, value)
 
     def codegen(context, builder, sig, args):
-        ary = context.make_array(sig.args[0])(context, builder, args[0])
-        i = context.cast(builder, args[1], sig.args[1], types.intp)
-        vt = ir.VectorType(ir.IntType(8), 64)
-        v = builder.load(builder.bitcast(builder.gep(ary.data, [i]), vt.as_pointer()), align=1)
+        v = _load64(context, builder, sig, args)
         b = builder.trunc(context.cast(builder, args[2], sig.args[2], types.int64), ir.IntType(8))
-        splat = builder.insert_element(ir.Constant(vt, None), b, ir.Constant(ir.IntType(32), 0))
-        splat = builder.shuffle_vector(splat, ir.Constant(vt, None), ir.Constant(ir.VectorType(ir.IntType(32), 64),
-                                                                                   [0] * 64))
-        return builder.bitcast(builder.icmp_unsigned("==", v, splat), ir.IntType(64))
+        splat = builder.insert_element(ir.Constant(_V64, None), b, ir.Constant(ir.IntType(32), 0))
+        splat = builder.shuffle_vector(splat, ir.Constant(_V64, None),
+                                       ir.Constant(ir.VectorType(ir.IntType(32), 64), [0] * 64))
+        return _mask64(builder, builder.icmp_unsigned("==", v, splat))
 
     return sig, codegen
 

@@ -92,30 +92,26 @@ class Encoding:
         def group(lo: int, hi: int) -> list:
             """texts[lo:hi]: the plain ones in one kernel call, the others (special or added tokens) one by one."""
             chunk = texts[lo:hi]
-            pieces = None
-            if fast:
-                plain = [i for i, t in enumerate(chunk) if checked_str(t)]
-                plain_texts = [self.prefixed(chunk[i]) for i in plain]
-                res: list = [None if t else convert(np.zeros(0, np.int64)) for t in chunk]
+            if fast:  # each text one plain piece, unless encode_many's scan finds a token in the group
+                pieces = [[(t, None)] if checked_str(t) else [] for t in chunk]
             else:
                 pieces = [self.pieces(checked_str(t), allowed_special, disallowed_special, rule) for t in chunk]
-                plain = [i for i, p in enumerate(pieces) if len(p) == 1 and p[0][1] is None]
-                plain_texts = [self.prefixed(pieces[i][0][0]) for i in plain]
-                res = [convert(np.zeros(0, np.int64)) if not p else None for p in pieces]
+            plain = [i for i, p in enumerate(pieces) if len(p) == 1 and p[0][1] is None]
+            res: list = [convert(np.zeros(0, np.int64)) if not p else None for p in pieces]
             # a group of more than a thread's share of the batch (a text too large to be balanced by
             # the other groups, or the only one) cuts its kernel work across the threads too
             inner = threads if threads > 1 and sum(len(t) for t in chunk) * threads > total else 1
             # a group of one plain text too: encode_many reads the str's UTF-8 through CPython (kept with
             # the str once made), where encode() encodes it again on every call (English books, a few
             # curly quotes making the str non-ASCII: ~0.5 ms a MB)
-            got = self.compiled_encoder().encode_many(plain_texts, inner, forbid=needles) \
-                if plain else None  # None: not in one pass (see encode_many)
+            got = self.compiled_encoder().encode_many([self.prefixed(pieces[i][0][0]) for i in plain], inner,
+                                                      forbid=needles) if plain else None  # None: not in one pass
             if got is not None:
                 ids, bounds = got
                 lists = None if as_arrays else self.int_lists().split(ids, bounds)  # all in one pass
                 for j, i in enumerate(plain):
                     res[i] = convert(ids[bounds[j] : bounds[j + 1]]) if as_arrays else lists[j]
-            elif pieces is None and plain:  # one by one, special tokens checked per text
+            elif fast and plain:  # one by one, each text's tokens found as encode finds them (and refused)
                 pieces = [self.pieces(t, allowed_special, disallowed_special, rule) for t in chunk]
             for i, r in enumerate(res):
                 if r is None:
