@@ -245,3 +245,21 @@ def test_batch_refuses_a_disallowed_special_token_as_encode_does(toks):
             tok.encode(t, allowed_special="all") for t in texts]
         assert tok.encode_batch(texts, num_threads=threads, disallowed_special=()) == [
             tok.encode(t, disallowed_special=()) for t in texts]
+
+
+def test_arrays_hold_their_ids_only_and_stay_apart(toks):
+    """Arrays out are views of one buffer of exactly the group's ids (the kernel's buffer, a slot per input
+    byte, is shrunk in place, not kept): writing into one text's array changes no other, and ``encode``'s
+    array is its ids' size."""
+    tok = toks["gpt4"]
+    texts = ["hello world, 滑动窗口 123 don't " * 30, "the cat sat on the mat", "123 don't\n\n"]
+    got = tok.encode_batch(texts, num_threads=1, as_arrays=True)
+    want = [tok.encode(t, disallowed_special=()) for t in texts]
+    assert [g.tolist() for g in got] == want
+    base = got[0].base
+    assert base is not None and all(g.base is base for g in got)
+    assert base.size == sum(len(w) for w in want) < sum(len(t.encode()) for t in texts)
+    got[1][:] = -1
+    assert got[0].tolist() == want[0] and got[2].tolist() == want[2]
+    one = tok._encode(texts[0])
+    assert one.size == len(want[0]) and (one.base is None or one.base.size == one.size)

@@ -225,7 +225,10 @@ class Tokenizer:
         """Encode many texts on ``num_threads`` threads (default: all cores); the compiled kernels
         release the GIL. Same result as ``[encode(t) for t in texts]``, in order, whatever the
         thread count. ``as_arrays=True`` returns int64 numpy arrays, which skips building Python
-        lists (the part of encoding that holds the GIL).
+        lists (the part of encoding that holds the GIL). The arrays of texts encoded in one kernel call
+        (up to ~1 MB of text) are views of one buffer of their ids, as ``np.split`` gives: no copy per
+        text, and the buffer is freed when the last of them is; ``.copy()`` the few to keep from a large
+        batch.
         """
         return self._encoding.encode_batch(texts, num_threads, as_arrays, allowed_special, disallowed_special)
 

@@ -55,6 +55,15 @@ def _line_aligned_copy(a: np.ndarray) -> np.ndarray:
     return out
 
 
+def _shrunk(out: np.ndarray, n: int) -> np.ndarray:
+    """``out[:n]`` as an array of its own size, ``out`` being an array nothing else references (the kernel's
+    buffer, made by the caller: numba keeps no reference to its arguments). That buffer has a slot per
+    input byte (~4x the ids it returns); shrinking it in place (``realloc`` keeps the address of a block
+    it shrinks) costs nothing where a copy of the ids cost ~0.2 ms a MB of text."""
+    out.resize(n, refcheck=False)
+    return out
+
+
 class CompiledEncoder:
     def __init__(self, vocab: list, pair_table: dict, byte_ids: list[int], pattern: str | None,
                  pin_vocab: bool, merge_ids=None, split_patterns: tuple = ()):
@@ -305,7 +314,7 @@ class CompiledEncoder:
         if not data:
             return np.zeros(0, np.int64)
         n, out = self._run(data, self._checked(self.offsets(data, text), len(data)), _NONE, _NONE)
-        return out[:n]
+        return out
 
     def _checked(self, offs: np.ndarray, n: int) -> np.ndarray:
         """The kernel writes one id slot per byte of each chunk: chunks that overlap or run past the text
@@ -325,13 +334,14 @@ class CompiledEncoder:
         return offs
 
     def _run(self, data: bytes, offs, marks, pos) -> tuple[int, np.ndarray]:
-        """The BPE kernel over the chunks ``offs`` of ``data`` on this thread's cache: (ids written, buffer)."""
+        """The BPE kernel over the chunks ``offs`` of ``data`` on this thread's cache: (ids written, the
+        ids: an array of their size)."""
         out = np.empty(len(data) if offs.size < 2 else int(offs[-1] - offs[0]), np.int64)
         n, state = self._K.encode_chunks(np.frombuffer(data, np.uint8), offs, marks, pos, self.byte_ids,
                                          self.byte_pairs, self.pairs, self.filt, self.chars, self.vtab,
                                          self.vtab2, self.imask, self._state(), _CACHE_LIMIT, out)
         self._local.state = state
-        return n, out
+        return n, _shrunk(out, n)
 
     def _run_parts(self, data: bytes, offs, marks, threads: int) -> tuple[np.ndarray, np.ndarray]:
         """``_run`` over the chunks ``offs`` cut into ``threads`` ranges of about equal bytes, one kernel call
@@ -349,8 +359,8 @@ class CompiledEncoder:
             lo, hi = ranges[k]
             m = marks[(marks >= lo) & (marks < hi)]
             pos = np.empty(m.size, np.int64)
-            n, out = self._run(data, offs[lo : hi + 1], m - lo, pos)
-            return out[:n], pos
+            _, out = self._run(data, offs[lo : hi + 1], m - lo, pos)
+            return out, pos
 
         got = in_parts([int(offs[hi] - offs[lo]) for lo, hi in ranges], threads, part)
         base = np.cumsum([0] + [ids.size for ids, _ in got])
@@ -399,4 +409,4 @@ class CompiledEncoder:
             return self._run_parts(data, offs, marks, threads)
         pos = np.empty(len(texts), np.int64)
         n, out = self._run(data, offs, marks, pos)
-        return out[:n], np.append(pos, n)
+        return out, np.append(pos, n)
