@@ -117,6 +117,23 @@ def test_doc_offsets_split_each_document_alone(docs):
         assert set(bounds.tolist()) <= set(got.tolist())
 
 
+def test_compact_offsets_own_their_memory():
+    """``split_offsets`` gives an array of the offsets' own size (the kernel's buffer holds a slot per
+    input byte); ``compact=False`` (the encoder's) the same offsets, possibly a view of that buffer; the
+    family splitters (Llama 3, Qwen) through ``compiled_offsets`` alike."""
+    from tokenmill.tokenizer.pretokenize.splitter import compiled_offsets
+
+    data = ("Hello world's  end, 123 and more words here. " * 40).encode()
+    for name in PRESETS:
+        got = split_offsets(data, name)
+        assert got.flags.owndata and got.size > 100
+        assert split_offsets(data, name, compact=False).tolist() == got.tolist()
+    for pattern in ("llama3", "qwen3.5"):
+        got = compiled_offsets(data, pattern)
+        assert got.flags.owndata and got.size > 100
+        assert compiled_offsets(data, pattern, compact=False).tolist() == got.tolist()
+
+
 def test_doc_offsets_errors():
     with pytest.raises(ConfigError, match="doc_offsets"):
         split_offsets(b"abc", "gpt2", doc_offsets=[0, 2])

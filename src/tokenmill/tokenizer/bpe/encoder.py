@@ -281,7 +281,7 @@ class CompiledEncoder:
         if self.compiled_split and not self.split_patterns:
             from ..pretokenize.splitter import compiled_offsets
 
-            offs = compiled_offsets(data, self.pattern)
+            offs = compiled_offsets(data, self.pattern, compact=False)
             if offs is not None:
                 return offs
         if self.split_patterns and all(has_compiled(p) for p in (self.pattern, *self.split_patterns)):
@@ -397,7 +397,7 @@ class CompiledEncoder:
         else:
             from ..pretokenize.splitter import compiled_offsets
 
-            offs = compiled_offsets(data, self.pattern, doc_offsets=docs)
+            offs = compiled_offsets(data, self.pattern, doc_offsets=docs, compact=False)
             if offs is None:
                 return None
             offs = self._checked(offs, len(data))

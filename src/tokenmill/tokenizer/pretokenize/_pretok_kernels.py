@@ -864,7 +864,7 @@ def scan_documents(data, tab, docs, table, o200k, fast):
         if e > docs[d]:
             out[k] = e
             k += 1
-    return out[:k].copy(), bad
+    return out[:k], bad  # a view: the callers copy what they keep (presets.split_offsets)
 
 
 @njit(cache=True, nogil=True)
@@ -923,7 +923,7 @@ def _gpt2_documents(data, tab, docs, fast):
         if e > docs[d]:
             out[k] = e
             k += 1
-    return out[:k].copy(), bad
+    return out[:k], bad  # a view (see scan_documents)
 
 
 @njit(cache=True, nogil=True, inline="always")

@@ -99,16 +99,17 @@ def general(pattern: str):
 
 
 def compiled_offsets(data: bytes, pattern: str, *, allow_general: bool | None = None,
-                     doc_offsets: np.ndarray | None = None) -> np.ndarray | None:
+                     doc_offsets: np.ndarray | None = None, compact: bool = True) -> np.ndarray | None:
     """Chunk boundaries ``[0, e1, ..., len(data)]`` of UTF-8 ``data`` (matches and the gaps between
     them, as ``patterns.split_with_gaps``), or None (no compiled matcher). ``allow_general``: use the
     general VM for other patterns (default: ``$TOKENMILL_GENERAL_SPLITTER``). ``doc_offsets``: split
     each ``data[doc_offsets[d]:doc_offsets[d + 1]]`` on its own (as ``pretokenize.split_offsets``); the
-    result holds every document boundary."""
+    result holds every document boundary. ``compact=False``: possibly a view of a larger buffer (as
+    ``split_offsets``), for a caller that drops it soon."""
     from .presets import PRESET_IDS, as_readonly_bytes, raise_not_utf8, split_offsets
 
     if pattern in PRESET_IDS:
-        return split_offsets(data, pattern, doc_offsets=doc_offsets)
+        return split_offsets(data, pattern, doc_offsets=doc_offsets, compact=compact)
     params = family_params(pattern)
     if params is None:
         if not (use_general() if allow_general is None else allow_general):
@@ -125,7 +126,7 @@ def compiled_offsets(data: bytes, pattern: str, *, allow_general: bool | None = 
     offsets, bad = K.split_family(buf, family_table(marks), _docs(doc_offsets, len(buf)), K.family_machine(k), k)
     if bad >= 0:
         raise_not_utf8(buf, bad)
-    return offsets
+    return offsets.copy() if compact else offsets
 
 
 # The arrays of "no DFA" (same dtypes as a real one, so the kernel compiles once): never read.
