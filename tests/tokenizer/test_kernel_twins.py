@@ -591,8 +591,9 @@ def test_merged_table_holds_what_it_merged_and_is_emptied_when_half_full(width, 
     merged = set()
     for _ in range(2):
         out = np.empty(data.size, np.int64)
-        n, state = EK.encode_chunks(data, offs, none, none, enc.byte_ids, enc.byte_pairs, enc.pairs, enc.filt,
+        n, new = EK.encode_chunks(data, offs, none, none, enc.byte_ids, enc.byte_pairs, enc.pairs, enc.filt,
                                     enc.chars, enc.vtab, enc.vtab2, imask, state, _CACHE_LIMIT, out)
+        state = state if new is None else new  # a new state only where the cache outgrew its arrays
         assert out[:n].tolist() == want
         assert np.array_equal(enc.vtab, seeds[0]) and np.array_equal(enc.vtab2, seeds[1])  # read only
         got = _word_entries(state[at], width)
@@ -627,8 +628,9 @@ def test_tiny_merged_tables_still_end_every_probe(rows):
     state = enc._pinned_state([], rows, rows)
     for _ in range(2):
         out = np.empty(data.size, np.int64)
-        n, state = EK.encode_chunks(data, offs, none, none, enc.byte_ids, enc.byte_pairs, enc.pairs, enc.filt,
+        n, new = EK.encode_chunks(data, offs, none, none, enc.byte_ids, enc.byte_pairs, enc.pairs, enc.filt,
                                     enc.chars, enc.vtab, enc.vtab2, enc.imask, state, _CACHE_LIMIT, out)
+        state = state if new is None else new  # a new state only where the cache outgrew its arrays
         assert out[:n].tolist() == want
         assert int(state[8][6]) <= rows // 2 and int(state[8][7]) <= rows // 2
 
@@ -938,3 +940,23 @@ def test_family_scan_equals_matcher_and_regex(name, text, d):
     got, bad = FK.split_family(buf, tab, docs, FK.family_machine(dmax), dmax)
     want, bad2 = FK.split_family_matcher(buf, tab, docs, dmax)
     assert got.tolist() == want.tolist() and bad == bad2
+
+
+def test_a_cache_that_outgrows_its_arrays_is_kept():
+    """The kernel updates the thread's cache in place and hands a state back only where the byte-keyed cache
+    outgrew its arrays: the encoder keeps that new state (the chunks it admitted are found there on the
+    next call, and the ids stay those of the pure-Python encoder)."""
+    tok = _TOK[0] if _TOK else _TOK.append(_trained()) or _TOK[0]
+    tok._encoder = None
+    enc = tok._compiled()
+    # 3,000 distinct chunks over 15 bytes (the byte-keyed cache's), each admitted on its second sighting
+    words = [" " + "x" * (16 + i % 7) + "".join(chr(97 + (i // 26 ** t) % 26) for t in range(3)) for i in range(3000)]
+    text = "".join(words)
+    want = tok.encode_python(text, disallowed_special=())
+    first = enc._state()
+    cap = first[1].size
+    for _ in range(3):
+        assert enc.encode(text).tolist() == want
+    kept = enc._state()
+    assert kept[1].size > cap and kept[8][0] > cap  # grown, and the grown arrays are the thread's state
+    assert enc.encode(text).tolist() == want

@@ -294,13 +294,21 @@ class IntLists:
             if n else np.zeros(0, np.int64)
 
     def split(self, ids: np.ndarray, bounds) -> list[list[int]]:
-        """``[ids[bounds[j]:bounds[j + 1]].tolist() for j ...]`` in one pass."""
+        """``[ids[bounds[j]:bounds[j + 1]].tolist() for j ...]`` in one pass (``tolist`` itself up to 3,072 ids in
+        all: see ``one``); an id outside the vocabulary raises."""
         ids = np.ascontiguousarray(ids, np.int64)
         bounds = np.ascontiguousarray(bounds, np.int64)
         if bounds.ndim != 1 or bounds.size < 1 or (bounds.size > 1 and (
                 bounds[0] < 0 or bounds[-1] > ids.size or np.any(np.diff(bounds) < 0))):
             raise ValueError(f"bounds must be non-decreasing offsets within [0, {ids.size}]")
-        addr = _build(self.addrs, ids, bounds, _ITEMS_AT, _INLINE)
+        if bounds.size > 1 and bounds[-1] - bounds[0] <= 3072:
+            part = ids[bounds[0] : bounds[-1]]
+            if part.size == 0 or (part.min() >= 0 and part.max() < self.addrs.size):
+                b = bounds.tolist()
+                return [ids[x:y].tolist() for x, y in zip(b, b[1:])]
+            addr = 0
+        else:
+            addr = _build(self.addrs, ids, bounds, _ITEMS_AT, _INLINE)
         if addr == 0:
             bad = ids[bounds[0] : bounds[-1]]
             bad = bad[(bad < 0) | (bad >= self.addrs.size)]
@@ -312,7 +320,9 @@ class IntLists:
         return out
 
     def one(self, ids: np.ndarray) -> list[int]:
-        """``ids.tolist()`` (that itself for a few ids: new small ints cost less than this module's call)."""
-        if ids.size <= 256:
+        """``ids.tolist()`` (that itself up to 3,072 ids: this module's call costs ~35 us before its first id,
+        ``tolist`` ~25 ns an id; GPT-2 ids, one process: 1,024 ids 23 against 73 us, 2,048 98 against 139,
+        4,096 185 against 124)."""
+        if ids.size <= 3072:
             return np.asarray(ids, np.int64).tolist()
         return self.split(ids, np.array([0, ids.size], np.int64))[0]

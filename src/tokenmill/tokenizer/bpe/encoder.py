@@ -11,7 +11,7 @@ import threading
 import numpy as np
 
 from ..pretokenize.patterns import split_with_gaps
-from ..pretokenize.splitter import has_compiled
+from ..pretokenize.splitter import compiled_offsets, has_compiled
 
 _CACHE_LIMIT = 1 << 18  # cached chunks per thread before the cache is reset to its pinned part
 _NONE = np.zeros(0, np.int64)  # no document marks (one text per kernel call)
@@ -271,7 +271,7 @@ class CompiledEncoder:
         pages, not 7 MB of zeros copied)."""
         st = getattr(self._local, "state", None)
         if st is None:
-            st = tuple(_line_aligned_copy(a) for a in self._template) + self._empty_tables()
+            st = self._local.state = tuple(_line_aligned_copy(a) for a in self._template) + self._empty_tables()
         return st
 
     def offsets(self, data: bytes, text: str) -> np.ndarray:
@@ -279,16 +279,12 @@ class CompiledEncoder:
         if self.pattern is None:
             return np.array([0, len(data)] if data else [0], np.int64)
         if self.compiled_split and not self.split_patterns:
-            from ..pretokenize.splitter import compiled_offsets
-
             offs = compiled_offsets(data, self.pattern, compact=False)
             if offs is not None:
                 return offs
         if self.split_patterns and all(has_compiled(p) for p in (self.pattern, *self.split_patterns)):
             # HF's Sequence of Splits, compiled: each pattern splits every chunk of the one before
             # (the chunks are passed to the kernels as documents)
-            from ..pretokenize.splitter import compiled_offsets
-
             offs = compiled_offsets(data, self.pattern)
             for p in self.split_patterns:
                 offs = compiled_offsets(data, p, doc_offsets=offs)
@@ -340,7 +336,8 @@ class CompiledEncoder:
         n, state = self._K.encode_chunks(np.frombuffer(data, np.uint8), offs, marks, pos, self.byte_ids,
                                          self.byte_pairs, self.pairs, self.filt, self.chars, self.vtab,
                                          self.vtab2, self.imask, self._state(), _CACHE_LIMIT, out)
-        self._local.state = state
+        if state is not None:  # the cache outgrew its arrays (else they were updated in place)
+            self._local.state = state
         return n, _shrunk(out, n)
 
     def _run_parts(self, data: bytes, offs, marks, threads: int) -> tuple[np.ndarray, np.ndarray]:
@@ -395,8 +392,6 @@ class CompiledEncoder:
         if self.pattern is None:
             offs = docs
         else:
-            from ..pretokenize.splitter import compiled_offsets
-
             offs = compiled_offsets(data, self.pattern, doc_offsets=docs, compact=False)
             if offs is None:
                 return None

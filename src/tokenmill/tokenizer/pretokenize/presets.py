@@ -102,10 +102,15 @@ def split_text(text: str, pattern: str | None) -> list[str]:
     return [text[a:b] for a, b in itertools.pairwise(bounds)]
 
 
-def _split(buf: np.ndarray, pid: int, docs: np.ndarray) -> tuple[np.ndarray, int]:
-    from . import _pretok_kernels as K
+_KERNELS: list = []  # the compiled split kernels, by preset id (numba loads on the first split, not at import)
 
-    return getattr(K, _KERNEL_NAMES[pid])(buf, class_table(), docs)
+
+def _split(buf: np.ndarray, pid: int, docs: np.ndarray) -> tuple[np.ndarray, int]:
+    if not _KERNELS:
+        from . import _pretok_kernels as K
+
+        _KERNELS.extend(getattr(K, name) for name in _KERNEL_NAMES)
+    return _KERNELS[pid](buf, class_table(), docs)
 
 
 def preset_kernel(preset: str):
@@ -141,6 +146,8 @@ def as_readonly_bytes(data) -> np.ndarray:
 
     The kernels always see this one array type, so numba compiles (and caches) them only once.
     """
+    if type(data) is bytes:  # the common case (an encoder's UTF-8): already read-only and contiguous
+        return np.frombuffer(data, dtype=np.uint8)
     if isinstance(data, str):
         raise ConfigError("data is a str; pass its UTF-8 bytes (text.encode()) or use split_text(text, preset)")
     buf = np.frombuffer(data, dtype=np.uint8) if not isinstance(data, np.ndarray) else data

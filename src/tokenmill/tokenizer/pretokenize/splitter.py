@@ -28,6 +28,7 @@ import numpy as np
 
 from ..._io import write_cache
 from .patterns import preset_name, resolve_pattern
+from .presets import PRESET_IDS, as_readonly_bytes, raise_not_utf8, split_offsets
 
 LLAMA3 = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 QWEN2 = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
@@ -65,8 +66,6 @@ def family_params(pattern: str | None) -> tuple[int, bool] | None:
 
 def has_kernel(pattern: str | None) -> bool:
     """A hand-written kernel runs ``pattern`` (the presets and the model family)."""
-    from .presets import PRESET_IDS
-
     return pattern is not None and (pattern in PRESET_IDS or family_params(pattern) is not None)
 
 
@@ -106,8 +105,6 @@ def compiled_offsets(data: bytes, pattern: str, *, allow_general: bool | None = 
     each ``data[doc_offsets[d]:doc_offsets[d + 1]]`` on its own (as ``pretokenize.split_offsets``); the
     result holds every document boundary. ``compact=False``: possibly a view of a larger buffer (as
     ``split_offsets``), for a caller that drops it soon."""
-    from .presets import PRESET_IDS, as_readonly_bytes, raise_not_utf8, split_offsets
-
     if pattern in PRESET_IDS:
         return split_offsets(data, pattern, doc_offsets=doc_offsets, compact=compact)
     params = family_params(pattern)
