@@ -142,7 +142,8 @@ def main() -> None:
     none = np.zeros(0, np.int64)
     every = np.arange(offs.size - 1, dtype=np.int64)  # every chunk marked: where each one's ids start
     starts = np.empty(offs.size - 1, np.int64)
-    n, out = enc._run(padded, offs, every, starts)
+    out = enc._run(padded, offs, every, starts)
+    n = out.size
     ids = out[:n].copy()
     starts_all = np.append(starts, n)
     fill, lean = kernels()

@@ -21,6 +21,7 @@ tiktoken's ids).
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import random
 import statistics
@@ -34,17 +35,21 @@ sys.path.insert(0, str(ROOT / "bench"))
 CORPORA = ROOT.parent / "shared" / "corpora"
 
 
-def pieces(size: int, count: int) -> list[str]:
-    """``count`` texts of about ``size`` UTF-8 bytes, a third each from en, zh and code, deterministic."""
+@functools.cache
+def _documents(corpus: str) -> list[bytes]:
     from tokenizer_speed import load_docs
 
+    return [d.encode() for d in load_docs(str(CORPORA / corpus), 4)]
+
+
+def pieces(size: int, count: int) -> list[str]:
+    """``count`` texts of about ``size`` UTF-8 bytes, a third each from en, zh and code, deterministic."""
     out = []
     rng = random.Random(size)
     for corpus in ("en", "zh", "code"):
-        docs = [d for d in load_docs(str(CORPORA / corpus), 4) if len(d.encode()) > 4 * size]
+        docs = [b for b in _documents(corpus) if len(b) > 4 * size]
         for _ in range(count // 3):
-            d = rng.choice(docs)
-            b = d.encode()
+            b = rng.choice(docs)
             start = rng.randrange(0, len(b) - 2 * size)
             text = b[start : start + size].decode("utf-8", "ignore")  # a cut character dropped at each end
             out.append(text)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._jit import njit
+from .._validate import check_offsets
 from ._wide import ctz64, eq_mask64
 
 
@@ -82,9 +83,7 @@ def find_special(data, docs: np.ndarray, needles: tuple) -> int:
     """``first_special`` over ``data`` (bytes-like) cut at ``docs`` (validated here: int64, from 0 to the
     data's size, non-decreasing), with ``needles`` from ``check_needles``."""
     buf = np.frombuffer(data, np.uint8)
-    docs = np.ascontiguousarray(docs, np.int64)
-    if docs.ndim != 1 or docs.size < 1 or docs[0] != 0 or docs[-1] != buf.size or np.any(np.diff(docs) < 0):
-        raise ValueError(f"document offsets must run from 0 to {buf.size}, non-decreasing")
+    docs = check_offsets(docs, "document offsets", n=buf.size, error=ValueError)
     if docs.size < 2:
         return -1
     firsts, flat, starts, lens = needles

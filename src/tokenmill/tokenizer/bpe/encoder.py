@@ -309,8 +309,7 @@ class CompiledEncoder:
                              "encode; clean the text first (e.g. text.encode('utf-8', 'replace').decode())") from None
         if not data:
             return np.zeros(0, np.int64)
-        n, out = self._run(data, self._checked(self.offsets(data, text), len(data)), _NONE, _NONE)
-        return out
+        return self._run(data, self._checked(self.offsets(data, text), len(data)), _NONE, _NONE)
 
     def _checked(self, offs: np.ndarray, n: int) -> np.ndarray:
         """The kernel writes one id slot per byte of each chunk: chunks that overlap or run past the text
@@ -329,16 +328,16 @@ class CompiledEncoder:
             offs = np.unique(offs)
         return offs
 
-    def _run(self, data: bytes, offs, marks, pos) -> tuple[int, np.ndarray]:
-        """The BPE kernel over the chunks ``offs`` of ``data`` on this thread's cache: (ids written, the
-        ids: an array of their size)."""
+    def _run(self, data: bytes, offs, marks, pos) -> np.ndarray:
+        """The BPE kernel over the chunks ``offs`` of ``data`` on this thread's cache: the ids, an array of
+        their size."""
         out = np.empty(len(data) if offs.size < 2 else int(offs[-1] - offs[0]), np.int64)
         n, state = self._K.encode_chunks(np.frombuffer(data, np.uint8), offs, marks, pos, self.byte_ids,
                                          self.byte_pairs, self.pairs, self.filt, self.chars, self.vtab,
                                          self.vtab2, self.imask, self._state(), _CACHE_LIMIT, out)
         if state is not None:  # the cache outgrew its arrays (else they were updated in place)
             self._local.state = state
-        return n, _shrunk(out, n)
+        return _shrunk(out, n)
 
     def _run_parts(self, data: bytes, offs, marks, threads: int) -> tuple[np.ndarray, np.ndarray]:
         """``_run`` over the chunks ``offs`` cut into ``threads`` ranges of about equal bytes, one kernel call
@@ -356,8 +355,7 @@ class CompiledEncoder:
             lo, hi = ranges[k]
             m = marks[(marks >= lo) & (marks < hi)]
             pos = np.empty(m.size, np.int64)
-            _, out = self._run(data, offs[lo : hi + 1], m - lo, pos)
-            return out, pos
+            return self._run(data, offs[lo : hi + 1], m - lo, pos), pos
 
         got = in_parts([int(offs[hi] - offs[lo]) for lo, hi in ranges], threads, part)
         base = np.cumsum([0] + [ids.size for ids, _ in got])
@@ -403,5 +401,5 @@ class CompiledEncoder:
         if threads > 1 and offs.size > _PART_CHUNKS * threads:
             return self._run_parts(data, offs, marks, threads)
         pos = np.empty(len(texts), np.int64)
-        n, out = self._run(data, offs, marks, pos)
-        return out, np.append(pos, n)
+        out = self._run(data, offs, marks, pos)
+        return out, np.append(pos, out.size)
