@@ -263,3 +263,29 @@ def test_arrays_hold_their_ids_only_and_stay_apart(toks):
     assert got[0].tolist() == want[0] and got[2].tolist() == want[2]
     one = tok._encode(texts[0])
     assert one.size == len(want[0]) and (one.base is None or one.base.size == one.size)
+
+
+def test_one_split_buffer_a_thread_whatever_the_texts(toks, monkeypatch):
+    """Each thread splits into one buffer it keeps (no new block of 8 bytes per byte of text, and its page
+    faults, on every call): longer, shorter and other texts after it give the ids a fresh tokenizer
+    gives, the buffer grows only for a longer text, and one past the cap is split into a buffer of its
+    own (not kept)."""
+    from tokenmill.tokenizer.bpe import encoder as E
+
+    tok = toks["gpt4"]
+    fresh = train_bpe(["hello world, 滑动窗口 123 don't", "the cat sat on the mat"] * 20, 300, pattern="gpt4",
+                      special_tokens=["<|end|>", "<|x|>"])  # the same tokenizer, an encoder of its own
+    texts = ["hello world, 滑动窗口 123 don't " * 200, "the cat sat", "x" * 3000 + " 123 don't\n\n" * 100]
+    enc = tok._compiled()
+    seen = []
+    for batch in (texts, texts[1:], texts[:1], texts[::-1]):
+        got = tok.encode_batch(batch, num_threads=1, as_arrays=True)
+        assert [g.tolist() for g in got] == [fresh.encode(t, disallowed_special=()) for t in batch]
+        seen.append(enc._local.split_buf)
+    assert all(b is seen[0] for b in seen) and seen[0].size >= sum(len(t.encode()) for t in texts) + 2
+    for t in texts:
+        assert tok.encode(t, disallowed_special=()) == fresh.encode(t, disallowed_special=())
+    assert enc._local.split_buf is seen[0]
+    monkeypatch.setattr(E, "_SCRATCH_SLOTS", 64)
+    assert tok.encode_batch(texts, num_threads=1) == [fresh.encode(t, disallowed_special=()) for t in texts]
+    assert enc._local.split_buf is seen[0]

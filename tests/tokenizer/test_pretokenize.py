@@ -134,6 +134,28 @@ def test_compact_offsets_own_their_memory():
         assert compiled_offsets(data, pattern, compact=False).tolist() == got.tolist()
 
 
+def test_offsets_into_a_buffer_of_the_callers():
+    """``out_buf`` (the encoder's buffer, reused from split to split): the same offsets, written into it
+    whatever it held; a buffer too small, of another dtype or read-only is refused with what it needs."""
+    from tokenmill.tokenizer.pretokenize.splitter import compiled_offsets
+
+    data = ("Hello world's  end, 123 and more words here. " * 40).encode()
+    buf = np.full(len(data) + 9, -3, np.int64)
+    for name in (*PRESETS, "llama3", "qwen3.5"):
+        want = compiled_offsets(data, name)
+        got = compiled_offsets(data, name, compact=False, out_buf=buf)
+        assert got.tolist() == want.tolist() and np.shares_memory(got, buf)
+        got = compiled_offsets(data[:50], name, compact=False, out_buf=buf)  # a shorter text after a longer one
+        assert got.tolist() == compiled_offsets(data[:50], name).tolist()
+    for bad in (np.empty(len(data) + 1, np.int64), np.empty(len(data) + 2, np.int32), buf[::2]):
+        with pytest.raises(ValueError, match=f"at least {len(data) + 2:,d} slots"):
+            split_offsets(data, "gpt2", compact=False, out_buf=bad)
+    ro = np.empty(len(data) + 2, np.int64)
+    ro.flags.writeable = False
+    with pytest.raises(ValueError, match="writable"):
+        compiled_offsets(data, "llama3", compact=False, out_buf=ro)
+
+
 def test_doc_offsets_errors():
     with pytest.raises(ConfigError, match="doc_offsets"):
         split_offsets(b"abc", "gpt2", doc_offsets=[0, 2])

@@ -15,6 +15,7 @@ from ..pretokenize.splitter import compiled_offsets, has_compiled
 
 _CACHE_LIMIT = 1 << 18  # cached chunks per thread before the cache is reset to its pinned part
 _NONE = np.zeros(0, np.int64)  # no document marks (one text per kernel call)
+_SCRATCH_SLOTS = 1 << 22  # the largest split buffer a thread keeps (32 MB: a group of 1M characters, 4 MB)
 _PART_CHUNKS = 1 << 15  # encode_many cuts its kernel work across threads only above this many chunks a thread
 _PREMERGE_MIN = 1000  # 3-byte characters whose own BPE is one or two tokens, below which none are merged ahead
 _NO_VOCAB = np.zeros(2, np.uint64)  # an empty word-table seed of one row (see _encode_kernels.build_vocab_table)
@@ -274,12 +275,26 @@ class CompiledEncoder:
             st = self._local.state = tuple(_line_aligned_copy(a) for a in self._template) + self._empty_tables()
         return st
 
+    def _split_buffer(self, n: int) -> np.ndarray | None:
+        """This thread's buffer for the chunk offsets of ``n`` bytes of text (``n + 2`` slots; None: too
+        large to keep, the split makes its own). Kept from one call to the next: a new one was a fresh
+        block of 8 bytes per byte of text on every call, and its page faults cost a fifth of a pass over
+        text seen before (cl100k, 2.7 MB of English: 18.4 -> 14.6 ms with no fault at all). An encoder
+        so holds up to 32 MB a thread (8 bytes per byte of the largest text or group it split)."""
+        if n + 2 > _SCRATCH_SLOTS:
+            return None
+        buf = getattr(self._local, "split_buf", None)
+        if buf is None or buf.size < n + 2:
+            buf = self._local.split_buf = np.empty(max(n + 2, 1 << 12), np.int64)
+        return buf
+
     def offsets(self, data: bytes, text: str) -> np.ndarray:
-        """Chunk boundaries in ``data`` (the UTF-8 of ``text``)."""
+        """Chunk boundaries in ``data`` (the UTF-8 of ``text``): possibly a view of this thread's split
+        buffer, valid until its next split."""
         if self.pattern is None:
             return np.array([0, len(data)] if data else [0], np.int64)
         if self.compiled_split and not self.split_patterns:
-            offs = compiled_offsets(data, self.pattern, compact=False)
+            offs = compiled_offsets(data, self.pattern, compact=False, out_buf=self._split_buffer(len(data)))
             if offs is not None:
                 return offs
         if self.split_patterns and all(has_compiled(p) for p in (self.pattern, *self.split_patterns)):
@@ -390,7 +405,8 @@ class CompiledEncoder:
         if self.pattern is None:
             offs = docs
         else:
-            offs = compiled_offsets(data, self.pattern, doc_offsets=docs, compact=False)
+            offs = compiled_offsets(data, self.pattern, doc_offsets=docs, compact=False,
+                                    out_buf=self._split_buffer(len(data)))
             if offs is None:
                 return None
             offs = self._checked(offs, len(data))

@@ -32,6 +32,8 @@ from __future__ import annotations
 
 import functools
 
+import numpy as np
+
 from ..._jit import njit
 from ._pretok_kernels import (
     APOS,
@@ -97,38 +99,39 @@ def family_machine(dmax: int):
 
 _FAMILY3 = family_machine(3)
 _FAMILY1 = family_machine(1)
+_NO_BUF = np.empty(0, np.int64)  # "make a new offsets array" (see _pretok_kernels.offsets_buffer)
 
 
-def split_family(data, tab, docs, table, fast):
+def split_family(data, tab, docs, table, fast, buf=None):
     """(offsets, bad) as ``_pretok_kernels.split_gpt4``, for the family pattern whose state table
     ``table`` is (``family_machine(K)``; LET is whatever the table's L bit holds): one pass over the
     characters (``_pretok_kernels._scan``), the twin of ``split_family_matcher`` (tested equal).
     ``fast``: K, to run stretches of ASCII 64 bytes at a time (``_ascii_window``; K of 1 and 3, the
     family's), or 0 (the machine alone, its twin in the tests). One compiled kernel per case, each with
     its K a constant: as a run-time value the machine's hand-back test stays in its loop (~15% slower
-    on Chinese)."""
+    on Chinese). ``buf``: as ``_pretok_kernels.split_gpt2``'s (None: a new array)."""
     fast = int(fast)
     if fast in (1, 3) and table is family_machine(fast):  # the kernels hold these tables as constants
-        return (split_family_k3 if fast == 3 else split_family_k1)(data, tab, docs)
+        return (split_family_k3 if fast == 3 else split_family_k1)(data, tab, docs, _NO_BUF if buf is None else buf)
     return split_family_machine(data, tab, docs, table)
 
 
 @njit(cache=True, nogil=True)
-def split_family_k3(data, tab, docs):
+def split_family_k3(data, tab, docs, buf):
     """``split_family`` with K = 3 (Llama 3): ``family_machine(3)``, a constant (as ``split_gpt4``'s)."""
-    return scan_documents(data, tab, docs, _FAMILY3, False, 3)
+    return scan_documents(data, tab, docs, _FAMILY3, False, 3, buf)
 
 
 @njit(cache=True, nogil=True)
-def split_family_k1(data, tab, docs):
+def split_family_k1(data, tab, docs, buf):
     """``split_family`` with K = 1 (Qwen): ``family_machine(1)``, a constant."""
-    return scan_documents(data, tab, docs, _FAMILY1, False, 1)
+    return scan_documents(data, tab, docs, _FAMILY1, False, 1, buf)
 
 
 @njit(cache=True, nogil=True)
 def split_family_machine(data, tab, docs, table):
     """``split_family`` through the machine alone (any K: the one its table was built for)."""
-    return scan_documents(data, tab, docs, table, False, 0)
+    return scan_documents(data, tab, docs, table, False, 0, np.empty(0, np.int64))
 
 
 @njit(cache=True, nogil=True)

@@ -824,16 +824,16 @@ def skip_rows(table, acc):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def scan_documents(data, tab, docs, table, o200k, fast):
+def scan_documents(data, tab, docs, table, o200k, fast, buf):
     """(offsets, bad) as ``split_gpt2``, through ``_scan`` with the state table ``table`` (``o200k``:
     its classes are o200k's, see ``scan_classes``). ``fast`` > 0 (a cl100k-family table or o200k's, chunks
     of up to ``fast`` digits): stretches of ASCII go through ``_ascii_window.cl100k_window`` instead, 64
     bytes at a time, the machine taking over at each stretch's end and handing back at the first chunk
     start past it (cl100k: en 1.8x, code 1.9-2.0x on the splitter; zh 0.9-1.0x, other scripts
-    1.0-1.16x)."""
+    1.0-1.16x). ``buf``: where to write the offsets (see ``offsets_buffer``)."""
     acc = scan_classes(tab, o200k)
     skip = skip_rows(table, acc)
-    out = np.empty(data.shape[0] + 2, np.int64)
+    out = offsets_buffer(data, buf)
     out[0] = 0
     k = 1
     bad = np.int64(-1)
@@ -867,8 +867,20 @@ def scan_documents(data, tab, docs, table, o200k, fast):
     return out[:k], bad  # a view: the callers copy what they keep (presets.split_offsets)
 
 
+@njit(cache=True, nogil=True, inline="always")
+def offsets_buffer(data, buf):
+    """The split kernels' output: ``buf`` (int64, C-contiguous) where it has a slot per byte of ``data`` and
+    two more, else a new array. A caller that splits again and again (the encoder) passes one buffer
+    each time: a new one of 8 bytes per input byte came back from the OS on every call (``malloc``
+    hands blocks that large back when they are freed), and faulting its pages in cost more than the
+    split of English itself (2.7 MB: ~1,100 page faults, ~1.5 ms of ~4)."""
+    if buf.shape[0] >= data.shape[0] + 2:
+        return buf
+    return np.empty(data.shape[0] + 2, np.int64)
+
+
 @njit(cache=True, nogil=True)
-def split_gpt2(data, tab, docs):
+def split_gpt2(data, tab, docs, buf):
     """(offsets, bad): chunk boundaries of the documents in ``data`` under the gpt2 pattern.
 
     ``data``: uint8 UTF-8, shape (n,); ``docs``: int64 document boundaries, non-decreasing, from 0
@@ -877,22 +889,23 @@ def split_gpt2(data, tab, docs):
     offset of the first ill-formed UTF-8 byte, or -1 (offsets are then meaningless but in bounds).
     Temporary memory: 8 bytes per input byte (``_scan_gpt2``; ``_scan`` for split_gpt4 and
     split_o200k alike). The matchers' twins (``split_*_matcher``) take 2 bytes per input byte (the
-    class array) and 8 bytes per chunk.
+    class array) and 8 bytes per chunk. ``buf``: int64, where the offsets go if it has ``n + 2`` slots
+    (the result is then a view of it), else an empty array (a new one is made).
     """
-    return _gpt2_documents(data, tab, docs, True)
+    return _gpt2_documents(data, tab, docs, True, buf)
 
 
 @njit(cache=True, nogil=True)
 def split_gpt2_machine(data, tab, docs):
     """``split_gpt2`` with every character through ``_scan_gpt2`` (its twin in the tests)."""
-    return _gpt2_documents(data, tab, docs, False)
+    return _gpt2_documents(data, tab, docs, False, np.empty(0, np.int64))
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _gpt2_documents(data, tab, docs, fast):
+def _gpt2_documents(data, tab, docs, fast, buf):
     """``split_gpt2``: ``_scan_gpt2``, and with ``fast`` stretches of ASCII through
     ``_ascii_window.gpt2_window`` (as ``scan_documents``)."""
-    out = np.empty(data.shape[0] + 2, np.int64)
+    out = offsets_buffer(data, buf)
     out[0] = 0
     k = 1
     bad = np.int64(-1)
@@ -969,16 +982,16 @@ def split_gpt2_matcher(data, tab, docs):
 
 
 @njit(cache=True, nogil=True)
-def split_gpt4(data, tab, docs):
+def split_gpt4(data, tab, docs, buf):
     """(offsets, bad) as ``split_gpt2``, under the gpt4 (cl100k) pattern (``_scan`` with ``cl100k_machine``,
-    ASCII through ``_ascii_window``)."""
-    return scan_documents(data, tab, docs, _GPT4_TABLE, False, 3)
+    ASCII through ``_ascii_window``; ``buf`` as ``split_gpt2``'s)."""
+    return scan_documents(data, tab, docs, _GPT4_TABLE, False, 3, buf)
 
 
 @njit(cache=True, nogil=True)
 def split_gpt4_machine(data, tab, docs):
     """``split_gpt4`` with every character through the machine (its twin in the tests)."""
-    return scan_documents(data, tab, docs, _GPT4_TABLE, False, 0)
+    return scan_documents(data, tab, docs, _GPT4_TABLE, False, 0, np.empty(0, np.int64))
 
 
 @njit(cache=True, nogil=True)
@@ -996,16 +1009,16 @@ def split_gpt4_matcher(data, tab, docs):
 
 
 @njit(cache=True, nogil=True)
-def split_o200k(data, tab, docs):
+def split_o200k(data, tab, docs, buf):
     """(offsets, bad) as ``split_gpt2``, under the o200k pattern (``_scan`` with ``o200k_machine``, ASCII
-    through ``_ascii_window``)."""
-    return scan_documents(data, tab, docs, _O200K_TABLE, True, 3)
+    through ``_ascii_window``; ``buf`` as ``split_gpt2``'s)."""
+    return scan_documents(data, tab, docs, _O200K_TABLE, True, 3, buf)
 
 
 @njit(cache=True, nogil=True)
 def split_o200k_machine(data, tab, docs):
     """``split_o200k`` with every character through the machine (its twin in the tests)."""
-    return scan_documents(data, tab, docs, _O200K_TABLE, True, 0)
+    return scan_documents(data, tab, docs, _O200K_TABLE, True, 0, np.empty(0, np.int64))
 
 
 @njit(cache=True, nogil=True)

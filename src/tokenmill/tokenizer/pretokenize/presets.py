@@ -40,7 +40,8 @@ _N_CODE_POINTS = 0x110000
 __all__ = ["split_offsets", "split_text", "class_table", "build_class_table"]
 
 
-def split_offsets(data: bytes, preset: str, *, doc_offsets: np.ndarray | None = None, compact: bool = True) -> np.ndarray:
+def split_offsets(data: bytes, preset: str, *, doc_offsets: np.ndarray | None = None, compact: bool = True,
+                  out_buf: np.ndarray | None = None) -> np.ndarray:
     """Byte offsets of the chunk boundaries of UTF-8 ``data`` under a preset split pattern.
 
     Returns int64 ``[0, e1, e2, ..., len(data)]``, strictly increasing (``[0]`` for empty input):
@@ -56,7 +57,10 @@ def split_offsets(data: bytes, preset: str, *, doc_offsets: np.ndarray | None = 
 
     ``compact=False`` (the encoder, which drops the offsets once its kernel has read them): the result may
     be a view of the kernel's buffer of one slot per input byte (~4x the offsets), where the default
-    copies the offsets into an array of their own size (~0.2 ms a MB of text).
+    copies the offsets into an array of their own size (~0.2 ms a MB of text). ``out_buf`` (with
+    ``compact=False``): an int64 array of ``len(data) + 2`` slots or more for the kernel to write into,
+    so that a caller splitting again and again reuses one buffer (``offsets_buffer``; the result is
+    then a view of it, valid until the next split into it).
 
     >>> split_offsets("Hello world's  end".encode(), "gpt2").tolist()
     [0, 5, 11, 13, 14, 18]
@@ -66,7 +70,7 @@ def split_offsets(data: bytes, preset: str, *, doc_offsets: np.ndarray | None = 
     pid = _preset_id(preset)
     buf = as_readonly_bytes(data)
     docs = single_document(len(buf)) if doc_offsets is None else check_doc_offsets(doc_offsets, len(buf))
-    offsets, bad = _split(buf, pid, docs)
+    offsets, bad = _split(buf, pid, docs, scratch(out_buf, len(buf)))
     if bad >= 0:
         raise_not_utf8(buf, bad)
     return offsets.copy() if compact else offsets
@@ -105,12 +109,28 @@ def split_text(text: str, pattern: str | None) -> list[str]:
 _KERNELS: list = []  # the compiled split kernels, by preset id (numba loads on the first split, not at import)
 
 
-def _split(buf: np.ndarray, pid: int, docs: np.ndarray) -> tuple[np.ndarray, int]:
+_NO_BUF = np.empty(0, np.int64)  # a split kernel's "make a new offsets array"
+
+
+def scratch(out_buf: np.ndarray | None, n: int) -> np.ndarray:
+    """``out_buf`` checked for a split kernel of ``n`` bytes to write its offsets into (int64, C-contiguous,
+    writable, ``n + 2`` slots or more: the kernels write one slot per byte and two more), or the
+    kernels' "make a new array" where it is None."""
+    if out_buf is None:
+        return _NO_BUF
+    if (not isinstance(out_buf, np.ndarray) or out_buf.dtype != np.int64 or out_buf.ndim != 1
+            or not out_buf.flags.c_contiguous or not out_buf.flags.writeable or out_buf.shape[0] < n + 2):
+        raise ValueError(f"out_buf must be a writable C-contiguous int64 array of at least {n + 2:,d} slots "
+                         "(one per byte of the text and two more)")
+    return out_buf
+
+
+def _split(buf: np.ndarray, pid: int, docs: np.ndarray, out_buf: np.ndarray = _NO_BUF) -> tuple[np.ndarray, int]:
     if not _KERNELS:
         from . import _pretok_kernels as K
 
         _KERNELS.extend(getattr(K, name) for name in _KERNEL_NAMES)
-    return _KERNELS[pid](buf, class_table(), docs)
+    return _KERNELS[pid](buf, class_table(), docs, out_buf)
 
 
 def preset_kernel(preset: str):

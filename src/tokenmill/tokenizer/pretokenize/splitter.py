@@ -28,7 +28,7 @@ import numpy as np
 
 from ..._io import write_cache
 from .patterns import preset_name, resolve_pattern
-from .presets import PRESET_IDS, as_readonly_bytes, raise_not_utf8, split_offsets
+from .presets import PRESET_IDS, as_readonly_bytes, raise_not_utf8, scratch, split_offsets
 
 LLAMA3 = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 QWEN2 = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
@@ -98,15 +98,17 @@ def general(pattern: str):
 
 
 def compiled_offsets(data: bytes, pattern: str, *, allow_general: bool | None = None,
-                     doc_offsets: np.ndarray | None = None, compact: bool = True) -> np.ndarray | None:
+                     doc_offsets: np.ndarray | None = None, compact: bool = True,
+                     out_buf: np.ndarray | None = None) -> np.ndarray | None:
     """Chunk boundaries ``[0, e1, ..., len(data)]`` of UTF-8 ``data`` (matches and the gaps between
     them, as ``patterns.split_with_gaps``), or None (no compiled matcher). ``allow_general``: use the
     general VM for other patterns (default: ``$TOKENMILL_GENERAL_SPLITTER``). ``doc_offsets``: split
     each ``data[doc_offsets[d]:doc_offsets[d + 1]]`` on its own (as ``pretokenize.split_offsets``); the
     result holds every document boundary. ``compact=False``: possibly a view of a larger buffer (as
-    ``split_offsets``), for a caller that drops it soon."""
+    ``split_offsets``), for a caller that drops it soon; ``out_buf``: the buffer to write the offsets into
+    (``split_offsets``; the presets and the family patterns, the general VM makes its own)."""
     if pattern in PRESET_IDS:
-        return split_offsets(data, pattern, doc_offsets=doc_offsets, compact=compact)
+        return split_offsets(data, pattern, doc_offsets=doc_offsets, compact=compact, out_buf=out_buf)
     params = family_params(pattern)
     if params is None:
         if not (use_general() if allow_general is None else allow_general):
@@ -120,7 +122,8 @@ def compiled_offsets(data: bytes, pattern: str, *, allow_general: bool | None = 
     buf = as_readonly_bytes(data)
     from . import _family_kernels as K
 
-    offsets, bad = K.split_family(buf, family_table(marks), _docs(doc_offsets, len(buf)), K.family_machine(k), k)
+    offsets, bad = K.split_family(buf, family_table(marks), _docs(doc_offsets, len(buf)), K.family_machine(k), k,
+                                  scratch(out_buf, len(buf)))
     if bad >= 0:
         raise_not_utf8(buf, bad)
     return offsets.copy() if compact else offsets
