@@ -284,8 +284,8 @@ class CompiledEncoder:
         if n + 2 > _SCRATCH_SLOTS:
             return None
         buf = getattr(self._local, "split_buf", None)
-        if buf is None or buf.size < n + 2:
-            buf = self._local.split_buf = np.empty(max(n + 2, 1 << 12), np.int64)
+        if buf is None or buf.size < n + 2:  # a power of two: a group a little longer than the last fits
+            buf = self._local.split_buf = np.empty(min(_SCRATCH_SLOTS, 1 << max(12, (n + 1).bit_length())), np.int64)
         return buf
 
     def offsets(self, data: bytes, text: str) -> np.ndarray:
