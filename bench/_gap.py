@@ -15,6 +15,9 @@ same documents and warm-up text as ``bench/tokenizer_speed.py --phases frontier 
 * **first sightings, apart**: the sample's chunks of 1-15 bytes that are neither vocabulary tokens nor
   in the warm-up text, once each: the kernel over them on a fresh cache against the merges alone
   (``_bpe_short`` on each, nothing else);
+* **a merge by working set**: ``_bpe_short`` over the first 1, 64, 2,000 and all of those chunks,
+  repeated: a merge whose pair-table rows sit in L1 against one whose rows are out of cache (the loop's
+  own work against its memory);
 * **long chunks**: the kernel on seen text over all the chunks against the same chunks without those
   over 15 bytes (their bytes dropped): what each costs.
 
@@ -149,6 +152,21 @@ def main() -> None:
     print(f"  first sightings apart ({len(firsts):,d} chunks of 1-15 bytes, {merges:,d} merges): kernel on a fresh "
           f"cache {fk:.2f} ms ({fk / max(len(firsts), 1) * 1e6:.0f} ns each), merges alone {fm:.2f} ms "
           f"({fm / max(merges, 1) * 1e6:.1f} ns a merge)")
+
+    # the merges by working set: the same loop over the first 1, 64, 2,000 and all of those chunks, repeated
+    # to ~200k chunks: what a merge costs with its pair-table rows in L1 (one chunk) against out of cache
+    sizes = []
+    for m in (1, 64, 2000, len(firsts)):
+        sub = firsts[:m] * max(1, 200_000 // max(m, 1))
+        sd = np.frombuffer(b"".join(sub) + b" " * 16, np.uint8)
+        so = np.cumsum([0] + [len(c) for c in sub]).astype(np.int64)
+        ts, nm = [], 0
+        for _ in range(a.rounds):
+            t = time.perf_counter()
+            nm = _merges_only(EK, sd, so, enc.byte_ids, enc.pairs, enc.filt, enc.byte_pairs)
+            ts.append(time.perf_counter() - t)
+        sizes.append(f"{m:,d}: {_median_ms(ts) / max(nm, 1) * 1e6:.1f}")
+    print(f"  a merge by distinct chunks merged over and over, ns: {', '.join(sizes)}")
 
     # long chunks
     lens = np.diff(offs)
