@@ -54,6 +54,7 @@ from ._pretok_kernels import (
     skip_bytes,
     space_end,
 )
+from .presets import scratch
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -99,7 +100,6 @@ def family_machine(dmax: int):
 
 _FAMILY3 = family_machine(3)
 _FAMILY1 = family_machine(1)
-_NO_BUF = np.empty(0, np.int64)  # "make a new offsets array" (see _pretok_kernels.offsets_buffer)
 
 
 def split_family(data, tab, docs, table, fast, buf=None):
@@ -109,10 +109,10 @@ def split_family(data, tab, docs, table, fast, buf=None):
     ``fast``: K, to run stretches of ASCII 64 bytes at a time (``_ascii_window``; K of 1 and 3, the
     family's), or 0 (the machine alone, its twin in the tests). One compiled kernel per case, each with
     its K a constant: as a run-time value the machine's hand-back test stays in its loop (~15% slower
-    on Chinese). ``buf``: as ``_pretok_kernels.split_gpt2``'s (None: a new array)."""
+    on Chinese). ``buf``: the ``out_buf`` of ``presets.split_offsets`` (None: a new array), checked here."""
     fast = int(fast)
     if fast in (1, 3) and table is family_machine(fast):  # the kernels hold these tables as constants
-        return (split_family_k3 if fast == 3 else split_family_k1)(data, tab, docs, _NO_BUF if buf is None else buf)
+        return (split_family_k3 if fast == 3 else split_family_k1)(data, tab, docs, scratch(buf, data.shape[0]))
     return split_family_machine(data, tab, docs, table)
 
 

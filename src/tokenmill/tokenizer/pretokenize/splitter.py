@@ -28,7 +28,7 @@ import numpy as np
 
 from ..._io import write_cache
 from .patterns import preset_name, resolve_pattern
-from .presets import PRESET_IDS, as_readonly_bytes, raise_not_utf8, scratch, split_offsets
+from .presets import PRESET_IDS, as_readonly_bytes, raise_not_utf8, split_offsets
 
 LLAMA3 = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 QWEN2 = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
@@ -123,7 +123,7 @@ def compiled_offsets(data: bytes, pattern: str, *, allow_general: bool | None = 
     from . import _family_kernels as K
 
     offsets, bad = K.split_family(buf, family_table(marks), _docs(doc_offsets, len(buf)), K.family_machine(k), k,
-                                  scratch(out_buf, len(buf)))
+                                  out_buf)
     if bad >= 0:
         raise_not_utf8(buf, bad)
     return offsets.copy() if compact else offsets
