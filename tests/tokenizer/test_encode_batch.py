@@ -289,3 +289,49 @@ def test_one_split_buffer_a_thread_whatever_the_texts(toks, monkeypatch):
     monkeypatch.setattr(E, "_SCRATCH_SLOTS", 64)
     assert tok.encode_batch(texts, num_threads=1) == [fresh.encode(t, disallowed_special=()) for t in texts]
     assert enc._local.split_buf is seen[0]
+
+
+def _thp_eligible(address: int) -> bool | None:
+    """Whether the mapping holding ``address`` may get transparent huge pages (/proc/self/smaps), or None
+    where the kernel does not say."""
+    lo = None
+    for line in open("/proc/self/smaps"):
+        head = line.split(" ", 1)[0]
+        if "-" in head and ":" not in head:
+            a, b = (int(x, 16) for x in head.split("-"))
+            lo = a <= address < b
+        elif lo and line.startswith("THPeligible:"):
+            return line.split()[1] == "1"
+    return None
+
+
+def test_the_kernels_big_tables_start_on_huge_pages(gpt2_ranks_path, monkeypatch):
+    """The tables the kernel reads at random rows (the vocabulary seeds, the pair table, a thread's merged
+    tables: 2 MB or more each for GPT-2) start on a 2 MB boundary in memory advised for huge pages; where
+    that advice does not exist they are ordinary arrays, and the ids are the same either way."""
+    import mmap
+    import sys
+    from pathlib import Path
+
+    from tokenmill import Tokenizer
+    from tokenmill.tokenizer.bpe import encoder as E
+
+    text = "The kernels' tables, on huge pages: 123 don't stop\n\n" * 50
+    tok = Tokenizer.from_tiktoken(gpt2_ranks_path, pattern="gpt2")
+    ids = tok.encode(text)
+    enc = tok._compiled()
+    big = [enc.vtab, enc.vtab2, enc.pairs, *enc._local.state[12:]]  # the seeds, the pairs, the merged tables
+    assert all(t.nbytes >= E._HUGE_PAGE for t in big)
+    thp = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+    if sys.platform == "linux" and hasattr(mmap, "MADV_HUGEPAGE"):
+        assert all(t.ctypes.data % E._HUGE_PAGE == 0 for t in big)
+        if thp.is_file() and "[never]" not in thp.read_text():
+            assert all(_thp_eligible(t.ctypes.data) in (True, None) for t in big)
+    small = E._line_aligned_zeros((100, 3), np.uint64)
+    assert small.ctypes.data % 64 == 0 and small.shape == (100, 3) and not small.any()
+    monkeypatch.delattr(mmap, "MADV_HUGEPAGE", raising=False)  # a platform without the advice
+    assert E._huge_zeros(E._HUGE_PAGE) is None
+    plain = Tokenizer.from_tiktoken(gpt2_ranks_path, pattern="gpt2")
+    assert plain.encode(text) == ids
+    pe = plain._compiled()
+    assert pe.vtab.ctypes.data % 64 == 0 and np.array_equal(pe.vtab, enc.vtab) and np.array_equal(pe.pairs, enc.pairs)

@@ -6,6 +6,8 @@ exactly (tested); the kernels release the GIL, so ``encode_batch`` scales over t
 
 from __future__ import annotations
 
+import mmap
+import sys
 import threading
 
 import numpy as np
@@ -28,6 +30,9 @@ _M20 = np.uint64((1 << 20) - 1)
 # A process on a machine whose encoding kernels are not compiled yet encodes up to this many
 # characters with the pure-Python encoder (same ids, ~1 MB/s) before it compiles them (~25-45 s).
 FIRST_RUN_PYTHON_CHARS = 1 << 21
+# tables of this many bytes or more start on a huge-page boundary, asked for huge pages before any of
+# their pages is touched (``_line_aligned_zeros``)
+_HUGE_PAGE = 1 << 21
 _SMALL = 7  # longest chunk, in bytes, of the first vocabulary table (_encode_kernels._SMALL)
 _VOCAB2 = 15  # and of the second
 
@@ -43,11 +48,38 @@ def python_first(size: int) -> bool:
 
 
 def _line_aligned_zeros(shape, dtype) -> np.ndarray:
-    """A C-contiguous array of zeros starting on a 64-byte boundary (a cache line)."""
+    """A C-contiguous array of zeros starting on a 64-byte boundary (a cache line); one of 2 MB or more
+    starts on a huge-page boundary in memory asked for transparent huge pages (``_huge_zeros``)."""
     nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
-    raw = np.zeros(nbytes + 64, np.uint8)
+    raw = _huge_zeros(nbytes) if nbytes >= _HUGE_PAGE else None
+    if raw is None:
+        raw = np.zeros(nbytes + 64, np.uint8)
     skip = -raw.ctypes.data % 64
     return raw[skip : skip + nbytes].view(dtype).reshape(shape)
+
+
+def _huge_zeros(nbytes: int) -> np.ndarray | None:
+    """``nbytes`` zero bytes (and a huge page's worth more) of their own anonymous private mapping, starting
+    on a 2 MB boundary and advised ``MADV_HUGEPAGE`` before any page is touched; None where the platform
+    has no such advice (not Linux), and the caller allocates as usual.
+
+    The kernel reads the vocabulary seeds, the pair table and its thread's merged and small-chunk tables at
+    random rows (8 MB, 8 MB and 7 MB for cl100k): on 4 KB pages a probe's row is as often a miss of the
+    TLB as of the cache. numpy asks for huge pages only for blocks of 4 MB or more, and after ``calloc``
+    (whose block need not start on a huge page); with Linux's default ``madvise`` mode these tables got
+    none. On huge pages the kernel ran 5-7% faster over text it had seen (cl100k, GPT-2, o200k, English),
+    as gigatoken's authors found for their table (+7% warm, +15% cold on Zen 5). The memory is released
+    when the last array using it goes."""
+    if sys.platform != "linux" or not hasattr(mmap, "MADV_HUGEPAGE"):
+        return None
+    try:
+        m = mmap.mmap(-1, nbytes + _HUGE_PAGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        m.madvise(mmap.MADV_HUGEPAGE)
+    except (OSError, ValueError):
+        return None
+    raw = np.frombuffer(m, np.uint8)
+    skip = -raw.ctypes.data % _HUGE_PAGE
+    return raw[skip : skip + nbytes]
 
 
 def _line_aligned_copy(a: np.ndarray) -> np.ndarray:
@@ -86,8 +118,9 @@ class CompiledEncoder:
             raise ValueError("merge priorities must lie in [0, 2**30) and ids below 2**31 (packed in one int64)")
         if not self.res.size and merged.size and merged.max() >= len(vocab):
             raise ValueError("a merge priority that is its merged id lies outside the vocabulary")
-        self.pairs = K.build_pair_table(lefts, rights, merged, self.res)
-        self.filt = K.build_pair_filter(self.pairs)
+        # (on huge pages: a first sighting's merges read it at random rows)
+        self.pairs = _line_aligned_copy(K.build_pair_table(lefts, rights, merged, self.res))
+        self.filt = _line_aligned_copy(K.build_pair_filter(self.pairs))
         self.byte_ids = np.asarray(byte_ids, dtype=np.int64)
         self.byte_pairs = K.build_byte_pairs(self.byte_ids, self.pairs, self.filt)
         chars = self._char_tables(vocab, lefts, rights, merged)
