@@ -284,12 +284,14 @@ def test_chunks_sharing_a_small_table_bucket_keep_their_ids():
             word = " " + "".join(rng.choice("qzxjvkwy") for _ in range(rng.choice((4, 5, 6))))
         group = short if len(word) <= 7 else wide if len(word) <= 15 else None
         fewest = 3 if group is short else 1
-        if group is not None and len(group) < ways and word not in group and (
-                fewest < len(reference.encode_naive(word.encode(), ranks)) <= 7):  # at most the 7 ids a row holds
+        got = len(reference.encode_naive(word.encode(), ranks))
+        # at most the 7 ids a row holds, and a merge among them (a chunk BPE leaves as its bytes is written
+        # from its key instead: test_chunks_bpe_leaves_as_bytes)
+        if group is not None and len(group) < ways and word not in group and fewest < got <= 7 and got < len(word):
             group.append(word)
     # and a chunk of 8-15 bytes of more ids than a row holds: its row only points to the byte-keyed cache
-    many = " ~!@#$%^&*()_+"
-    assert len(reference.encode_naive(many.encode(), ranks)) > 7
+    many = " *!@#$%^&~()_+"  # (" *" merges)
+    assert len(many) > len(reference.encode_naive(many.encode(), ranks)) > 7
     words = short + wide + [many]
     order = [words[i % len(words)] for i in (0, 4, 8, 1, 5, 2, 6, 8, 3, 7, 7, 0, 0, 5, 1, 8, 6, 2, 3, 4)]
     text = "".join(order) + "\n" * 16  # 16 bytes after the last word: it is keyed by two wide loads too
@@ -399,11 +401,11 @@ def test_hot_loop_stops_exactly_at_the_chunks_the_tables_do_not_hold():
     from tokenmill.tokenizer.pretokenize.patterns import resolve_pattern, split_with_gaps
 
     @njit
-    def hot(data, offs, k, end, out, nout, vt, imask, vt2, mt, mt2, sk, si):
+    def hot(data, offs, k, end, out, nout, vt, imask, vt2, mt, mt2, sk, si, byte_ids):
         return EK._hot(raw(data), raw(offs), k, end, end, raw(out), nout, raw(vt), np.uint64(vt.size // 2 - 1),
                        imask, raw(vt2), np.uint64(vt2.size // 4 - 1), raw(mt), np.uint64(mt.size // 2 - 1), raw(mt2),
                        np.uint64(mt2.size // 4 - 1), raw(sk.reshape(-1)), raw(si.reshape(-1)),
-                       np.uint64(sk.shape[0] - 1) & ~np.uint64(EK._WAYS - 1))
+                       np.uint64(sk.shape[0] - 1) & ~np.uint64(EK._WAYS - 1), raw(byte_ids))
 
     tok = _TOK[0] if _TOK else _TOK.append(_trained()) or _TOK[0]
     enc = tok._compiled()
@@ -418,7 +420,7 @@ def test_hot_loop_stops_exactly_at_the_chunks_the_tables_do_not_hold():
     out = np.zeros(data.size, np.int64)
     k, nout, stops = 0, 0, []
     while True:
-        k, nout = hot(data, offs, k, end, out, nout, enc.vtab, enc.imask, enc.vtab2, mt, mt2, sk, si)
+        k, nout = hot(data, offs, k, end, out, nout, enc.vtab, enc.imask, enc.vtab2, mt, mt2, sk, si, enc.byte_ids)
         if k >= end:
             break
         ids = tok.encode_ordinary_python(chunks[k])
@@ -970,3 +972,54 @@ def test_a_cache_that_outgrows_its_arrays_is_kept():
     kept = enc._state()
     assert kept[1].size > cap and kept[8][0] > cap  # grown, and the grown arrays are the thread's state
     assert enc.encode(text).tolist() == want
+
+
+def test_chunks_bpe_leaves_as_bytes(tmp_path):
+    """Chunks of 4-15 bytes in which no two adjacent bytes merge (GPT-2's indentation: a newline and spaces)
+    are written as their bytes' ids from the merged tables' mark (``_BYTEWISE``: no row of the small-chunk
+    table, no look at the byte-keyed cache). Seen once, again, and in the text's last 16 bytes (past the
+    hot loop), the ids are BPE's; where a pinned token (HF ``ignore_merges``) is such a run, the run is
+    that token, as HF tokenizers says."""
+    import json
+
+    tokenizers = pytest.importorskip("tokenizers")
+    from tokenmill import Tokenizer
+    from tokenmill.tokenizer.formats.export import bytes_to_unicode, to_huggingface_dict
+    from tokenmill.tokenizer.pretokenize.patterns import resolve_pattern, split_with_gaps
+
+    tok = _TOK[0] if _TOK else _TOK.append(_trained()) or _TOK[0]
+    ranks = {(int(a), int(b)): 256 + k for k, (a, b) in enumerate(tok.merges)}
+    runs = ["\n" * 4, "\n" * 7, "\n" * 9, "\n" * 15, "\n" * 20, " ~!@#$%^", " ~!@#$%^&~!@#$"]
+    for r in runs:  # each one chunk that BPE leaves as its bytes
+        assert split_with_gaps(resolve_pattern(tok.pattern), r + "x") == [r, "x"]
+        assert len(reference.encode_naive(r.encode(), ranks)) == len(r)
+    text = "".join(r + "x" for r in runs * 3) + "".join(runs)
+    want = [i for c in split_with_gaps(resolve_pattern(tok.pattern), text)
+            for i in reference.encode_naive(c.encode("utf-8"), ranks)]
+    enc = tok._compiled()
+    enc._local.state = None
+    entries = []
+    for _ in range(3):
+        assert enc.encode(text).tolist() == want
+        entries.append(int(enc._local.state[8][0]))
+    st = enc._local.state
+    assert entries[1] == entries[2]  # (the runs in the last 16 bytes and the 20 newlines on their second sighting)
+    keys = {_small_key(r) for r in runs if 4 <= len(r) <= 15}
+    mt, mt2 = st[12].reshape(-1, 2), st[13].reshape(-1, 4)
+    marked = {(int(k), 0) for k, v in mt if int(v) == int(EK._BYTEWISE)}
+    marked |= {(int(a), int(b)) for a, b, v, _ in mt2 if int(v) == int(EK._BYTEWISE)}
+    assert keys <= marked
+    assert not keys & {(int(a), int(b)) for a, b in st[9]}  # no small-table row
+    enc._local.state = None
+
+    # a pinned token that is such a run: the whole-chunk rule gives it
+    body = to_huggingface_dict(tok)
+    run = "\n" * 20
+    for r in (run, "\n" * 9):
+        body["model"]["vocab"]["".join(bytes_to_unicode()[x] for x in r.encode())] = len(body["model"]["vocab"])
+    body["model"]["ignore_merges"] = True
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(body, ensure_ascii=False))
+    ours, hf = Tokenizer.from_huggingface(path), tokenizers.Tokenizer.from_file(str(path))
+    for t in (text, run + "x", "x" + run, "\n" * 21 + "x" + run, "\n" * 9 + "x" + "\n" * 9 + "xy" * 9):
+        assert ours.encode(t) == hf.encode(t, add_special_tokens=False).ids

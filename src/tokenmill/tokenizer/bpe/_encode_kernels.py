@@ -33,6 +33,9 @@ _AHEAD = 24
 _WAYS = 4  # rows per bucket of the small-chunk table (64 bytes of keys: one cache line)
 _M20 = np.uint64((1 << 20) - 1)  # an id of a word-table entry of two or three ids: 20 bits each
 _IN_CTAB = 8  # a small-table row's id count meaning "more ids than a row holds: in the byte-keyed cache"
+# a merged-table value (count 0, bit 2 set, which ``_word_value`` never makes): BPE merged nothing in the
+# chunk, each byte is its own byte's id (GPT-2's indentation: "\n" and spaces, 4-15 ids a chunk)
+_BYTEWISE = np.uint64(4)
 
 
 _FIB = np.uint64(0x9E3779B97F4A7C15)
@@ -449,7 +452,8 @@ def _premerge(data, a, b, byte_ids, cp3, flat, starts, lens, tail_ptr, tail_tok,
 # pairs side by side, key = the bytes and the length packed (``_packed``, never 0), value = the count of
 # ids in the low 2 bits and the ids above them (``_word_value``: one id in bits 2 and up; two or three
 # ids 20 bits each), or a count of 0: the chunk's ids are in the small-chunk table (more than three, or
-# ids of more than 20 bits). Two tables per chunk size (1-7 bytes; 8-15 bytes, keyed by two words):
+# ids of more than 20 bits), or, with bit 2 set (``_BYTEWISE``), they are its bytes' own ids (BPE merged
+# nothing: written from the key's bytes, no small-table row). Two tables per chunk size (1-7 bytes; 8-15 bytes, keyed by two words):
 #
 # * the seed (``vtab``, ``vtab2``), built once per tokenizer and shared read-only by every thread: every
 #   chunk among the vocabulary's tokens whose encoding (computed by this very kernel) is one id, so a
@@ -622,7 +626,7 @@ def _han_key(data, a, n):
 
 @njit(cache=True, nogil=True)
 def _hot(dp, op, k, end, ahead_end, outp, nout, vt, vmask, imask, vt2, vmask2, mt, mmask, mt2, mmask2, sk, si,
-         bmask):
+         bmask, bp):
     """The chunks ``k, k + 1, ...`` of ``[k, end)`` that the word tables (the seeds ``vt`` and ``vt2``, then the
     thread's merged tables ``mt`` and ``mt2``: 1-7 and 8-15 bytes) or the small-chunk table hold, their ids
     written at ``outp[nout:]``: returns the first chunk that none holds (or ``end``) and the ids written so
@@ -705,6 +709,16 @@ def _hot(dp, op, k, end, ahead_end, outp, nout, vt, vmask, imask, vt2, vmask2, m
             nout += np.int64(c)
             k += 1
             continue
+        if v == _BYTEWISE:  # each byte its own id (``bp``: the byte ids), stored unconditionally as above
+            for t in range(7):
+                outp[nout + t] = bp[(k0 >> np.uint64(8 * t)) & np.uint64(0xFF)]
+            if n > _SMALL:
+                outp[nout + 7] = bp[k0 >> np.uint64(56)]
+                for t in range(7):
+                    outp[nout + 8 + t] = bp[(k1 >> np.uint64(8 * t)) & np.uint64(0xFF)]
+            nout += n
+            k += 1
+            continue
         # count 0: its ids are in the small-chunk table
         row = (h >> np.uint64(32)) & bmask
         last = row + np.uint64(_WAYS)
@@ -783,6 +797,7 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
     mt2p = raw(mtab2)
     skp = raw(skflat)
     sip = raw(siflat)
+    bip = raw(byte_ids)
     mi = 0
     seg = 0
     while True:
@@ -797,7 +812,7 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
         seg = end
         while True:
             k, nout = _hot(dp, op, nxt, min(end, ahead_end), ahead_end, outp, nout, vtp, vmask, imask, vt2p, vmask2,
-                           mtp, mmask, mt2p, mmask2, skp, sip, bmask)
+                           mtp, mmask, mt2p, mmask2, skp, sip, bmask, bip)
             if k >= end:
                 break
             nxt = k + 1
@@ -834,6 +849,11 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
                             out[ix(nout + t)] = np.int64((v >> np.uint64(2 + 20 * t)) & _M20)
                         nout += c
                         continue
+                    if v == _BYTEWISE:  # (likewise)
+                        for t in range(n):
+                            out[ix(nout + t)] = byte_ids[data[ix(a + t)]]
+                        nout += n
+                        continue
                 bucket = np.int64(((key * _FIB) >> np.uint64(32)) & bmask)
                 # only a chunk the merged table sends there can be in the small-chunk table
                 row = _small_find(skeys, bucket, key, np.uint64(0)) if vk == key and not probed else np.int64(-1)
@@ -852,6 +872,8 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
                 for t in range(m):
                     out[ix(nout + t)] = work[ix(t)]
                 v = _word_value(work, m, imask)
+                if v == 0 and m == n:  # no merge: the ids are the bytes' (``_hot`` writes them from the key)
+                    v = _BYTEWISE
                 if vk != key:  # into the merged table (``vi``: the empty row its probe ended at)
                     if sizes[6] + 1 > mlimit:  # half full: emptied (the chunk's row is then its own slot)
                         mtab[:] = 0
@@ -888,6 +910,11 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
                         for t in range(1, c):
                             out[ix(nout + t)] = np.int64((v >> np.uint64(2 + 20 * t)) & _M20)
                         nout += c
+                        continue
+                    if v == _BYTEWISE:  # (likewise)
+                        for t in range(n):
+                            out[ix(nout + t)] = byte_ids[data[ix(a + t)]]
+                        nout += n
                         continue
             # A run of Han characters (a U+4000-U+9FFF character starts in the chunk's first 4 bytes)
             # where characters are merged ahead: long, mostly unique (hits 9% of lookups under Llama 3)
@@ -969,6 +996,8 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
                     out[nout + t] = big[t]
             if mslot >= 0:
                 v = _word_value(out[nout:], m, imask)
+                if v == 0 and m == n:  # no merge (and nothing merged ahead): the bytes' ids
+                    v = _BYTEWISE
                 if not found:  # into the wide merged table
                     if sizes[7] + 1 > mlimit2:  # half full: emptied (the chunk's row is then its own slot)
                         mtab2[:] = 0
