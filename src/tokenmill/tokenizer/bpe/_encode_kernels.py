@@ -453,7 +453,8 @@ def _premerge(data, a, b, byte_ids, cp3, flat, starts, lens, tail_ptr, tail_tok,
 # ids in the low 2 bits and the ids above them (``_word_value``: one id in bits 2 and up; two or three
 # ids 20 bits each), or a count of 0: the chunk's ids are in the small-chunk table (more than three, or
 # ids of more than 20 bits), or, with bit 2 set (``_BYTEWISE``), they are its bytes' own ids (BPE merged
-# nothing: written from the key's bytes, no small-table row). Two tables per chunk size (1-7 bytes; 8-15 bytes, keyed by two words):
+# nothing: written from the key's bytes, no small-table row). Two tables per chunk size (1-7 bytes; 8-15
+# bytes, keyed by two words):
 #
 # * the seed (``vtab``, ``vtab2``), built once per tokenizer and shared read-only by every thread: every
 #   chunk among the vocabulary's tokens whose encoding (computed by this very kernel) is one id, so a

@@ -64,10 +64,11 @@ def _huge_zeros(nbytes: int) -> np.ndarray | None:
     has no such advice (not Linux), and the caller allocates as usual.
 
     The kernel reads the vocabulary seeds, the pair table and its thread's merged and small-chunk tables at
-    random rows (8 MB, 8 MB and 7 MB for cl100k): on 4 KB pages a probe's row is as often a miss of the
-    TLB as of the cache. numpy asks for huge pages only for blocks of 4 MB or more, and after ``calloc``
-    (whose block need not start on a huge page); with Linux's default ``madvise`` mode these tables got
-    none. On huge pages the kernel ran 5-7% faster over text it had seen (cl100k, GPT-2, o200k, English),
+    random rows (12 MB, 8 MB and 6 MB for cl100k), prefetching the rows it will need; on 4 KB pages most
+    of those rows are also misses of the TLB, and AMD's Zen cores drop a prefetch that misses the TLB.
+    numpy asks for huge pages only for blocks of 4 MB or more, and after ``calloc`` (whose block need not
+    start on a huge page): with Linux's default THP mode ``madvise`` these tables got none. On huge pages,
+    one thread encoded 1.00-1.07x faster (GPT-2, cl100k, o200k; English and code; on a Zen 1 machine),
     as gigatoken's authors found for their table (+7% warm, +15% cold on Zen 5). The memory is released
     when the last array using it goes."""
     if sys.platform != "linux" or not hasattr(mmap, "MADV_HUGEPAGE"):
