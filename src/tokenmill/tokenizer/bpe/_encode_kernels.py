@@ -562,15 +562,25 @@ def build_vocab_table(keys, ids):
     return vt
 
 
+@njit(cache=True, nogil=True)
+def _byte_ids_out(out, nout, byte_ids, data, a, n):
+    """Write the ids of the bytes ``data[a:a+n]`` (a ``_BYTEWISE`` chunk's) at ``out[nout:]``; returns the new
+    ``nout``. The outer loop's copy, for chunks past ``_hot``'s reach."""
+    for t in range(n):
+        out[ix(nout + t)] = byte_ids[data[ix(a + t)]]
+    return nout + n
+
+
 @njit(cache=True, nogil=True, inline="always")
-def _word_value(ids, m, imask):
-    """The word-table value of the ``m`` ids ``ids[:m]``: one id in bits 2 and up; two or three ids of at
-    most 20 bits (``imask`` is their mask: all ones when the vocabulary's ids are wider) 20 bits each;
-    else 0 (their place is the small-chunk table)."""
+def _word_value(ids, m, n, imask):
+    """The word-table value of the ``m`` ids ``ids[:m]`` of a chunk of ``n`` bytes: one id in bits 2 and up;
+    two or three ids of at most 20 bits (``imask`` is their mask: all ones when the vocabulary's ids are
+    wider) 20 bits each; else ``_BYTEWISE`` where BPE merged nothing (``m == n``: the ids are the bytes'),
+    or 0 (their place is the small-chunk table)."""
     if m == 1:
         return np.uint64(1) | (np.uint64(ids[0]) << np.uint64(2))
     if m > 3 or imask != _M20:
-        return np.uint64(0)
+        return _BYTEWISE if m == n else np.uint64(0)
     v = np.uint64(m)
     for t in range(m):
         v |= np.uint64(ids[t]) << np.uint64(2 + 20 * t)
@@ -851,9 +861,7 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
                         nout += c
                         continue
                     if v == _BYTEWISE:  # (likewise)
-                        for t in range(n):
-                            out[ix(nout + t)] = byte_ids[data[ix(a + t)]]
-                        nout += n
+                        nout = _byte_ids_out(out, nout, byte_ids, data, a, n)
                         continue
                 bucket = np.int64(((key * _FIB) >> np.uint64(32)) & bmask)
                 # only a chunk the merged table sends there can be in the small-chunk table
@@ -872,9 +880,7 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
                 m = _bpe_short(work, n, table, filt, ranks, byte_pairs, data, a)
                 for t in range(m):
                     out[ix(nout + t)] = work[ix(t)]
-                v = _word_value(work, m, imask)
-                if v == 0 and m == n:  # no merge: the ids are the bytes' (``_hot`` writes them from the key)
-                    v = _BYTEWISE
+                v = _word_value(work, m, n, imask)
                 if vk != key:  # into the merged table (``vi``: the empty row its probe ended at)
                     if sizes[6] + 1 > mlimit:  # half full: emptied (the chunk's row is then its own slot)
                         mtab[:] = 0
@@ -913,9 +919,7 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
                         nout += c
                         continue
                     if v == _BYTEWISE:  # (likewise)
-                        for t in range(n):
-                            out[ix(nout + t)] = byte_ids[data[ix(a + t)]]
-                        nout += n
+                        nout = _byte_ids_out(out, nout, byte_ids, data, a, n)
                         continue
             # A run of Han characters (a U+4000-U+9FFF character starts in the chunk's first 4 bytes)
             # where characters are merged ahead: long, mostly unique (hits 9% of lookups under Llama 3)
@@ -996,9 +1000,7 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
                 for t in range(m):
                     out[nout + t] = big[t]
             if mslot >= 0:
-                v = _word_value(out[nout:], m, imask)
-                if v == 0 and m == n:  # no merge (and nothing merged ahead): the bytes' ids
-                    v = _BYTEWISE
+                v = _word_value(out[nout:], m, n, imask)
                 if not found:  # into the wide merged table
                     if sizes[7] + 1 > mlimit2:  # half full: emptied (the chunk's row is then its own slot)
                         mtab2[:] = 0
