@@ -3,6 +3,7 @@
 import json
 import warnings
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -68,6 +69,41 @@ def test_save_load_round_trip(tok, tmp_path):
     assert again.encode(TEXTS[1]) == tok.encode(TEXTS[1])
     assert again.trace.counts.tolist() == tok.trace.counts.tolist()
     assert not list(tmp_path.glob(".*tmp"))  # atomic write left nothing behind
+
+
+def test_content_hash_is_the_files_hash(tok, tmp_path, gpt2_pair):
+    """``content_hash`` writes the body's large lists with numpy: the same sha256 of the same canonical
+    JSON as ``to_dict()`` makes, for every body: ranks (with ids no token holds), merges with and
+    without training counts, and version 2 (an HF import: tokens, merges, merge ids, added tokens)."""
+    from tokenmill.tokenizer.formats import tokenmill as fmt
+
+    tok.save_huggingface(tmp_path / "tokenizer.json")
+    imported = Tokenizer.from_huggingface(tmp_path / "tokenizer.json")
+    plain = Tokenizer.from_merges(tok.merges[:50])
+    ranks = Tokenizer.from_ranks({bytes([b]): b for b in range(256)} | {b"ab": 300, b"abc": 301},
+                                 special_tokens={"<|x|>": 302})
+    for t in (tok, plain, imported, ranks, gpt2_pair[1]):
+        body = t.to_dict()
+        assert fmt.content_hash(t._spec, t._merge_counts) == body["hash"] == t.content_hash
+    assert {plain.to_dict()["version"], imported.to_dict()["version"]} == {1, 2}
+    assert imported.to_dict()["model"]["merge_ids"] and imported.to_dict()["added_tokens"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.none() | st.binary(max_size=9), max_size=40),
+       st.lists(st.integers(0, 2**63 - 1) | st.sampled_from([0, 9, 10, 99, 100, 2**32 - 1, 2**32, 10**18]),
+                max_size=40))
+def test_large_lists_written_as_json_writes_them(vocab, ints):
+    from tokenmill.tokenizer.formats import tokenmill as fmt
+
+    compact = {"separators": (",", ":")}
+    assert fmt._b64_json(vocab) == json.dumps(fmt._b64(vocab), **compact)
+    arr = np.array(ints, np.int64)
+    assert fmt._ints_json(arr, pairs=False) == json.dumps(ints, **compact)
+    pairs = arr[: arr.size // 2 * 2].reshape(-1, 2)
+    assert fmt._ints_json(pairs, pairs=True) == json.dumps(pairs.tolist(), **compact)
+    if ints:
+        assert fmt._ints_json(-arr - 1, pairs=False) is None  # negative: the caller's plain way
 
 
 def test_corrupted_files_fail_clearly(tok, tmp_path):

@@ -32,6 +32,7 @@ store passes its schema (``Manifest``, ``ShardRecord``, ``Journal`` below) befor
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -384,12 +385,20 @@ def build(out_dir, sources, tokenizer, *, workers: int | None = None, engine: st
         dtype="uint16" if vocab <= 1 << 16 else "uint32", vocab_size=vocab,
         eos_id=_special_id(tokenizer, EOS_NAMES, eos_id, "eos", bool(append_eos)),
         bos_id=_special_id(tokenizer, BOS_NAMES, bos_id, "bos", bool(prepend_bos)), special_text=special_text)
-    args = {"sources": [s.spec() for s in srcs], "tokenizer_hash": engines.tokenizer_key(tokenizer),
+    args = {"sources": [s.spec() for s in srcs], "tokenizer_hash": None,
             "vocab_size": vocab, "dtype": opts.dtype, "eos_id": opts.eos_id, "bos_id": opts.bos_id,
             "shard_bytes": int(shard_bytes), "special_text": special_text}
-    fingerprint = canonical_hash(args)
     out = Path(out_dir)
-    mode, work = _prepare(out, args, fingerprint, bool(overwrite))
+    state, ours = _classify(out)
+    if state in ("missing", "empty"):
+        # a new build: nothing on disk to compare the fingerprint with, so the tokenizer's content hash
+        # (to_dict of a 50k vocabulary: ~25 ms, once per tokenizer object) is taken when the first shard is
+        # written, while the worker encodes the next one (see _Builder.begin), not before any encoding
+        _clear(ours)  # our dead temporaries
+        mode, work = "new", out
+    else:
+        args["tokenizer_hash"] = engines.tokenizer_key(tokenizer)
+        mode, work = _prepare(out, args, canonical_hash(args), bool(overwrite))
     builder = _Builder(work, srcs, tokenizer, opts, int(shard_bytes), bool(progress))
     if mode == "done":
         store = TokenStore.open(out)
@@ -406,15 +415,32 @@ def build(out_dir, sources, tokenizer, *, workers: int | None = None, engine: st
         mode, work = "replace", staging_dir(out)
         builder = _Builder(work, srcs, tokenizer, opts, int(shard_bytes), bool(progress))
     if mode == "replace":
-        mode = _prepare_staging(work, fingerprint)
-    work.mkdir(parents=True, exist_ok=True)
+        mode = _prepare_staging(work, canonical_hash(args))
+
+    work.mkdir(parents=True, exist_ok=True)  # (a path that cannot be made fails here, before any encoding)
     remove_stale_temporaries(work)
-    if mode == "new":
-        _write_json(work / BUILD_STATE, {"format": FORMAT_NAME + ".build", "build": args,
-                                         "build_fingerprint": fingerprint})
-    builder.specs = args["sources"]
-    builder.run(engine, workers, ray_address)
-    _finish(work, srcs, args, fingerprint, opts, builder.records)
+
+    def begin() -> str:
+        """The build's fingerprint, and the journal of a new build (written before its first shard file)."""
+        if args["tokenizer_hash"] is None:
+            args["tokenizer_hash"] = engines.tokenizer_key(tokenizer)
+        fingerprint = canonical_hash(args)
+        if mode == "new":
+            _write_json(work / BUILD_STATE, {"format": FORMAT_NAME + ".build", "build": args,
+                                             "build_fingerprint": fingerprint})
+        return fingerprint
+
+    if args["tokenizer_hash"] is not None:  # an existing folder: resumed or replaced from the start
+        builder.fingerprint = begin()
+    builder.begin, builder.specs = begin, args["sources"]
+    try:
+        builder.run(engine, workers, ray_address)
+    except Exception:
+        if builder.fingerprint is None:  # failed before its first shard: the journal still marks the folder
+            with contextlib.suppress(Exception):  # as an interrupted build (what open() then reports)
+                builder.started()
+        raise
+    _finish(work, srcs, args, builder.started(), opts, builder.records)
     if work != out:  # a replacement: verify every byte of the new store, then swap it in
         TokenStore.open(work).verify(progress=bool(progress))
         try:
@@ -473,6 +499,14 @@ class _Builder:
         self.pending_meta: dict[int, tuple] = {}
         self.records: list[dict] = []
         self.rebuilt: list[int] = []
+        self.begin: Callable[[], str] | None = None  # the build's fingerprint (and journal): see build()
+        self.fingerprint: str | None = None
+
+    def started(self) -> str:
+        """The build's fingerprint, the journal of a new build written first (once, before any shard file)."""
+        if self.fingerprint is None:
+            self.fingerprint = self.begin()
+        return self.fingerprint
 
     # documents in source order, cut into shards; each shard's input hashed as it is read
     def _cut(self) -> Iterator[tuple[int, list[str], np.ndarray, int, str]]:
@@ -603,6 +637,7 @@ class _Builder:
         if isinstance(res, engines.JobError):
             f, row = meta[res.index]
             raise InputError(f"{self.files[f]}: document at row {int(row):,d} (shard {k}): {res.message}")
+        self.started()
         ids, lengths = res
         offsets = np.zeros(lengths.size + 1, np.int64)
         np.cumsum(lengths, out=offsets[1:])

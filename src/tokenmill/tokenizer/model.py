@@ -190,7 +190,7 @@ class Tokenizer:
         """A hash of everything that decides the ids (the saved file's ``hash``)."""
         h = self.__dict__.get("_content_hash")
         if h is None:
-            h = self._content_hash = self.to_dict()["hash"]
+            h = self._content_hash = tokenmill_format.content_hash(self._spec, self._merge_counts)
         return h
 
     def vocab_items(self):
