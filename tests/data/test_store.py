@@ -71,6 +71,28 @@ def test_same_bytes_for_any_worker_count_and_engine(tmp_path, tok):
     assert len(paths) == 8
 
 
+def test_documents_utf8_read_in_place_hashes_as_before(tmp_path, tok):
+    """A long non-ASCII document's UTF-8 is the copy CPython keeps with the str, made by the calling thread
+    and read in place (the encoding thread then finds it made): the same bytes as ``str.encode``, so the
+    same input hash (a store built before resumes); short, ASCII and lone-surrogate texts are encoded."""
+    from tokenmill.data import store as S
+
+    shared = S._utf8_getter()
+    docs = ["é" + "x" * 5000, "plain ascii " * 200, "滑动窗口" * 400, "short é", "a\ud800b" * 600, ""]
+    before = [sys.getsizeof(t) for t in docs]
+    got = [S._document_bytes(t, shared) for t in docs]
+    assert [bytes(g) for g in got] == [t.encode("utf-8", "surrogatepass") for t in docs]
+    assert S.input_digest(got) == S.input_digest([t.encode("utf-8", "surrogatepass") for t in docs])
+    assert [type(g) is bytes for g in got] == [False, True, False, True, True, True]
+    grew = [sys.getsizeof(t) > b for t, b in zip(docs, before)]  # the UTF-8 now kept with the str
+    assert grew == [True, False, True, False, False, False]
+    # a build on threads and one on processes (which never read this process's strs) store the same bytes
+    a = build(tmp_path / "t", texts(docs[:3] * 4), tok, workers=2, shard_bytes=5000)
+    b = build(tmp_path / "p", texts(docs[:3] * 4), tok, workers=2, shard_bytes=5000, engine="process")
+    assert [r["input_sha256"] for r in a.manifest["shards"]] == [r["input_sha256"] for r in b.manifest["shards"]]
+    assert all(np.array_equal(a.get(i), b.get(i)) for i in range(len(a)))
+
+
 def test_rerun_same_arguments_reuses_different_arguments_refuse(tmp_path, tok):
     make_corpus(tmp_path / "in")
     a = build(tmp_path / "s", tmp_path / "in", tok, shard_bytes=400)
