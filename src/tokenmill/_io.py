@@ -157,9 +157,22 @@ def atomic_path(path: str | os.PathLike, *, inputs: Iterable = ()) -> Iterator[P
         raise
 
 
+def json_text(obj: Any) -> str:
+    """``json.dumps(obj, ensure_ascii=False, indent=1)``, the same text made faster: compact JSON by
+    json's C encoder (with ``indent`` json takes its pure-Python one), indented by msgspec (a store's
+    manifest of 16 shards: 2.2 -> 0.6 ms). NaN and infinities, which are not JSON, go json's own way."""
+    import msgspec
+
+    compact = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+    try:
+        return msgspec.json.format(compact, indent=1)
+    except msgspec.DecodeError:
+        return json.dumps(obj, ensure_ascii=False, indent=1)
+
+
 def write_json_atomic(path: str | os.PathLike, obj: Any, *, inputs: Iterable = ()) -> None:
     with atomic_path(path, inputs=inputs) as tmp:
-        tmp.write_text(json.dumps(obj, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+        tmp.write_text(json_text(obj) + "\n", encoding="utf-8")
 
 
 def write_bytes_atomic(path: str | os.PathLike, data, *, inputs: Iterable = ()) -> None:

@@ -12,6 +12,8 @@ import sys
 import textwrap
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tokenmill import ConfigError, FormatError
 from tokenmill._io import TMP_SUFFIX, atomic_path, protect_inputs, remove_stale_temporaries, write_json_atomic
@@ -127,3 +129,21 @@ def test_read_json_bounds_size_devices_and_nesting(tmp_path, monkeypatch):
         read_json(huge, what="tokenizer")
     with pytest.raises(FormatError, match="directory"):
         read_json(tmp_path, what="tokenizer")
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(st.characters(codec="utf-8")),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4),
+    max_leaves=20)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_JSON)
+def test_json_files_are_written_as_json_writes_them(obj):
+    """Every JSON file tokenmill writes (manifests, records, tokenizer files) is ``json.dumps(obj,
+    ensure_ascii=False, indent=1)`` to the byte, made by json's C encoder and msgspec's indenting."""
+    from tokenmill._io import json_text
+
+    assert json_text(obj) == json.dumps(obj, ensure_ascii=False, indent=1)
+    assert json_text([obj, float("nan")]) == json.dumps([obj, float("nan")], ensure_ascii=False, indent=1)
