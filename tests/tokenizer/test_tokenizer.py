@@ -97,11 +97,16 @@ def test_large_lists_written_as_json_writes_them(vocab, ints):
     from tokenmill.tokenizer.formats import tokenmill as fmt
 
     compact = {"separators": (",", ":")}
-    assert fmt._b64_json(vocab) == json.dumps(fmt._b64(vocab), **compact)
     arr = np.array(ints, np.int64)
-    assert fmt._ints_json(arr, pairs=False) == json.dumps(ints, **compact)
     pairs = arr[: arr.size // 2 * 2].reshape(-1, 2)
-    assert fmt._ints_json(pairs, pairs=True) == json.dumps(pairs.tolist(), **compact)
+    default = fmt._PIECE
+    try:
+        for fmt._PIECE in (default, 1, 3):  # whole, and rendered in pieces joined
+            assert fmt._b64_json(vocab) == json.dumps(fmt._b64(vocab), **compact)
+            assert fmt._ints_json(arr, pairs=False) == json.dumps(ints, **compact)
+            assert fmt._ints_json(pairs, pairs=True) == json.dumps(pairs.tolist(), **compact)
+    finally:
+        fmt._PIECE = default
     if ints:
         assert fmt._ints_json(-arr - 1, pairs=False) is None  # negative: the caller's plain way
 

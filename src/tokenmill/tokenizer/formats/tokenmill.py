@@ -108,16 +108,34 @@ def content_hash(spec, merge_counts=None) -> str:
 
 
 _B64_PAD = ord("=")
+_PIECE = 8192  # tokens or values rendered at a time (see _in_pieces)
+
+
+def _in_pieces(n: int, render, step: int | None = None) -> list[str]:
+    """``render(lo, hi)`` over ``[0, n)`` in pieces, handing the interpreter lock to a waiting thread
+    between them (``time.sleep(0)``): each piece holds it for well under a millisecond, so a store
+    build's encoding thread, which needs it between kernel calls, is not kept waiting for the whole
+    list (20 ms of its first shards' time, GPT-2's 50k tokens, when this ran in one go)."""
+    import time
+
+    out, step = [], step or _PIECE
+    for lo in range(0, n, step):
+        out.append(render(lo, min(n, lo + step)))
+        time.sleep(0)
+    return out
 
 
 def _b64_json(vocab) -> str:
-    """``json.dumps(_b64(vocab), separators=(",", ":"))``: each token's base64 in one pass of
-    ``b2a_base64`` over the tokens laid out on 3-byte boundaries (the zero bytes that pad a token give
-    the "A"s that become its "="), then quotes, commas and nulls put in place by numpy."""
-    n = len(vocab)
-    if n == 0:
-        return "[]"
+    """``json.dumps(_b64(vocab), separators=(",", ":"))``: see :func:`_b64_items`."""
     vocab = list(vocab)
+    return "[" + ",".join(_in_pieces(len(vocab), lambda lo, hi: _b64_items(vocab[lo:hi]))) + "]"
+
+
+def _b64_items(vocab: list) -> str:
+    """The items of a non-empty ``json.dumps(_b64(vocab))``, comma-separated: each token's base64 in one
+    pass of ``b2a_base64`` over the tokens laid out on 3-byte boundaries (the zero bytes that pad a token
+    give the "A"s that become its "="), then quotes, commas and nulls put in place by numpy."""
+    n = len(vocab)
     present = np.ones(n, bool)
     at = -1
     for _ in range(vocab.count(None)):  # ids no token holds (rank files' gaps, special ids): C-speed scans
@@ -145,18 +163,26 @@ def _b64_json(vocab) -> str:
     owner = np.repeat(np.arange(n), width)
     out[np.arange(chars.size) + (start + 1 - cstart)[owner]] = chars
     out[start[~present][:, None] + np.arange(4)] = np.frombuffer(b"null", np.uint8)
-    return "[" + out.tobytes().decode("ascii") + "]"
+    return out.tobytes().decode("ascii")
 
 
 def _ints_json(values, *, pairs: bool) -> str | None:
     """``json.dumps(values.tolist(), separators=(",", ":"))`` of a 1-D array, or of an (n, 2) one
-    (``pairs``): the decimal digits of every value at once. None for a negative value (no such id or
-    count is written; the caller then takes the plain way)."""
+    (``pairs``): see :func:`_ints_items`. None for a negative value (no such id or count is written;
+    the caller then takes the plain way)."""
     v = np.ascontiguousarray(values, np.int64).reshape(-1)
     if v.size == 0:
         return "[]"
     if int(v.min()) < 0:
         return None
+    step = 2 * _PIECE  # (even: a piece holds whole pairs)
+    text = ("],[" if pairs else ",").join(_in_pieces(v.size, lambda lo, hi: _ints_items(v[lo:hi], pairs), step))
+    return f"[[{text}]]" if pairs else f"[{text}]"
+
+
+def _ints_items(v: np.ndarray, pairs: bool) -> str:
+    """The decimal digits of every value of non-empty, non-negative ``v`` at once, comma-separated
+    (``pairs``: "a,b],[c,d", the inside of a list of pairs)."""
     top = int(v.max())
     width, gap = len(str(top)), 3 if pairs else 1
     # right-aligned digits and the separator after them ("," or "],[" after a pair's second value), row by
@@ -178,8 +204,7 @@ def _ints_json(values, *, pairs: bool) -> str | None:
     col = np.arange(width + gap)  # which bytes of a row are text, for each (digits, separator length)
     shapes = (col >= width - np.arange(width + 1)[:, None, None]) & (col < width + np.arange(4)[None, :, None])
     keep = shapes.reshape(-1, width + gap)[digits.astype(np.intp) * 4 + sep]
-    text = rows[keep].tobytes().decode("ascii")
-    return f"[[{text}]]" if pairs else f"[{text}]"
+    return rows[keep].tobytes().decode("ascii")
 
 
 def save(body: dict, path: str | os.PathLike) -> None:
