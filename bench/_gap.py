@@ -19,7 +19,11 @@ same documents and warm-up text as ``bench/tokenizer_speed.py --phases frontier 
   repeated: a merge whose pair-table rows sit in L1 against one whose rows are out of cache (the loop's
   own work against its memory);
 * **long chunks**: the kernel on seen text over all the chunks against the same chunks without those
-  over 15 bytes (their bytes dropped): what each costs.
+  over 15 bytes (their bytes dropped): what each costs;
+* **the seen-text floor**: the kernel on text seen before, ns a chunk, over the sample's chunks in
+  their order, the same chunks shuffled, one word (" the") repeated, the 64 most frequent chunks in
+  turn, and every distinct chunk of 1-7 bytes in turn (as many chunks each): the loop's own work
+  (one word, its rows in L1) against its rows out of cache.
 
 Medians over ``--rounds``; runs an hour apart on this shared machine move by 10-20%, ratios in one
 run much less.
@@ -186,6 +190,41 @@ def main() -> None:
     nl = int((~keep).sum())
     print(f"  long chunks: the kernel on seen text {la:.2f} ms, without the {nl:,d} chunks over 15 bytes {ls:.2f} ms "
           f"({(la - ls) / max(nl, 1) * 1e6:.0f} ns each, {(la - ls) / la:.0%} of it)")
+    _floor(enc, data, offs, a.rounds)
+
+
+def _floor(enc, data, offs, rounds: int) -> None:
+    """The kernel on seen text, ns a chunk, over the sample's chunks against the same number of chunks
+    arranged so that their table rows are always in cache (one word, 64 words) or never (every
+    distinct short chunk in turn), and shuffled (no order to learn)."""
+    b = bytes(data)
+    chunks = [b[offs[i]:offs[i + 1]] for i in range(offs.size - 1)]
+    counts: dict = {}
+    for c in chunks:
+        counts[c] = counts.get(c, 0) + 1
+    order = sorted(counts, key=lambda c: (-counts[c], c))
+    short = [c for c in order if len(c) <= 7]
+    n = len(chunks)
+    perm = np.random.default_rng(0).permutation(n)
+
+    def made(cs):
+        return (np.frombuffer(b"".join(cs) + b" " * 16, np.uint8),
+                np.cumsum([0] + [len(c) for c in cs]).astype(np.int64))
+
+    variants = {"in order": (data, offs), "shuffled": made([chunks[i] for i in perm]),
+                "one word": made([b" the"] * n), "64 words in turn": made([order[i % 64] for i in range(n)]),
+                f"all {len(short):,d} short chunks in turn": made([short[i % len(short)] for i in range(n)])}
+    none = np.zeros(0, np.int64)
+    parts = []
+    for name, (d, o) in variants.items():
+        enc._run(d, o, none, np.empty(0, np.int64))  # every chunk seen (and merged) before timing
+        ts = []
+        for _ in range(3 * rounds):
+            t = time.perf_counter()
+            enc._run(d, o, none, np.empty(0, np.int64))
+            ts.append(time.perf_counter() - t)
+        parts.append(f"{name} {_median_ms(ts) / (o.size - 1) * 1e6:.1f}")
+    print(f"  the seen-text floor, kernel ns a chunk ({n:,d} chunks each): {', '.join(parts)}")
 
 
 def _merges_only(EK, data, offs, byte_ids, table, filt, byte_pairs) -> int:
