@@ -35,6 +35,7 @@ import argparse
 import statistics
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -137,8 +138,7 @@ def main() -> None:
         if c not in seen and c not in vocab and len(c) <= 15:
             firsts.append(c)
         seen.add(c)
-    fdata = np.frombuffer(b"".join(firsts) + b" " * 16, np.uint8)
-    foffs = np.cumsum([0] + [len(c) for c in firsts]).astype(np.int64)
+    fdata, foffs = _laid_out(firsts)
     none = np.zeros(0, np.int64)
     F: dict = {"kernel": [], "merges": []}
     out = np.empty(fdata.size, np.int64)
@@ -162,8 +162,7 @@ def main() -> None:
     sizes = []
     for m in (1, 64, 2000, len(firsts)):
         sub = firsts[:m] * max(1, 200_000 // max(m, 1))
-        sd = np.frombuffer(b"".join(sub) + b" " * 16, np.uint8)
-        so = np.cumsum([0] + [len(c) for c in sub]).astype(np.int64)
+        sd, so = _laid_out(sub)
         ts, nm = [], 0
         for _ in range(a.rounds):
             t = time.perf_counter()
@@ -176,8 +175,7 @@ def main() -> None:
     lens = np.diff(offs)
     keep = lens <= 15
     parts = [bytes(data[offs[i]:offs[i + 1]]) for i in np.flatnonzero(keep)]
-    sdata = np.frombuffer(b"".join(parts), np.uint8)
-    soffs = np.cumsum([0] + [len(p) for p in parts]).astype(np.int64)
+    sdata, soffs = _laid_out(parts, pad=0)
     L: dict = {"all": [], "short": []}
     for _ in range(3 * a.rounds):
         t = time.perf_counter()
@@ -193,27 +191,27 @@ def main() -> None:
     _floor(enc, data, offs, a.rounds)
 
 
+def _laid_out(chunks: list[bytes], pad: int = 16):
+    """``(data, offsets)`` of ``chunks`` joined (``pad`` spaces after them), as the kernel takes chunks."""
+    return (np.frombuffer(b"".join(chunks) + b" " * pad, np.uint8),
+            np.cumsum([0] + [len(c) for c in chunks]).astype(np.int64))
+
+
 def _floor(enc, data, offs, rounds: int) -> None:
     """The kernel on seen text, ns a chunk, over the sample's chunks against the same number of chunks
     arranged so that their table rows are always in cache (one word, 64 words) or never (every
     distinct short chunk in turn), and shuffled (no order to learn)."""
     b = bytes(data)
     chunks = [b[offs[i]:offs[i + 1]] for i in range(offs.size - 1)]
-    counts: dict = {}
-    for c in chunks:
-        counts[c] = counts.get(c, 0) + 1
+    counts = Counter(chunks)
     order = sorted(counts, key=lambda c: (-counts[c], c))
     short = [c for c in order if len(c) <= 7]
     n = len(chunks)
     perm = np.random.default_rng(0).permutation(n)
 
-    def made(cs):
-        return (np.frombuffer(b"".join(cs) + b" " * 16, np.uint8),
-                np.cumsum([0] + [len(c) for c in cs]).astype(np.int64))
-
-    variants = {"in order": (data, offs), "shuffled": made([chunks[i] for i in perm]),
-                "one word": made([b" the"] * n), "64 words in turn": made([order[i % 64] for i in range(n)]),
-                f"all {len(short):,d} short chunks in turn": made([short[i % len(short)] for i in range(n)])}
+    variants = {"in order": (data, offs), "shuffled": _laid_out([chunks[i] for i in perm]),
+                "one word": _laid_out([b" the"] * n), "64 words in turn": _laid_out([order[i % 64] for i in range(n)]),
+                f"all {len(short):,d} short chunks in turn": _laid_out([short[i % len(short)] for i in range(n)])}
     none = np.zeros(0, np.int64)
     parts = []
     for name, (d, o) in variants.items():
