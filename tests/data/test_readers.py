@@ -7,6 +7,8 @@ import json
 import os
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tokenmill.data import files, hf_dataset, texts
 from tokenmill.data.readers import as_sources
@@ -60,6 +62,57 @@ def test_jsonl_errors_name_file_line_and_fields(tmp_path):
     p.write_text('{"text": null}\n')
     with pytest.raises(InputError, match="field 'text' is null"):
         docs(files(p))
+
+
+_json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text()
+                            | st.sampled_from(["\ud800", "a\udc80b", "\U0001f600\x00\"\\/", "\u2028", " padded \n", "é"]),
+                            lambda v: st.lists(v, max_size=3) | st.dictionaries(st.text(max_size=4), v, max_size=3),
+                            max_leaves=6)
+
+
+_texts = st.text() | st.sampled_from(["\ud800", "a\udc80b", "\U0001f600\x00\"\\/", "\u2028", " padded \n", "é"])
+_good = st.fixed_dictionaries({"text": _texts}, optional={"id": _json_values, "meta": _json_values, "Text": _json_values})
+_bad = (_json_values.filter(lambda v: not isinstance(v, dict)) | st.dictionaries(st.sampled_from(["id", "body"]), _json_values)
+        | st.fixed_dictionaries({"text": _json_values.filter(lambda v: not isinstance(v, str))}))
+
+
+@settings(deadline=None, max_examples=150)
+@given(recs=st.lists(_good, min_size=1, max_size=8), bad=st.none() | _bad, at=st.integers(0, 8),
+       ascii_only=st.booleans(), blank=st.integers(0, 8), sep=st.sampled_from([b"\n", b"\r\n"]))
+def test_jsonl_records_read_as_json_loads_reads_them(tmp_path_factory, recs, bad, at, ascii_only, blank, sep):
+    """Every JSONL line gives the text (or the error) ``json.loads`` gives: the fast decoder's lines (valid
+    UTF-8 objects whose field is a string) and the others (NaN, lone surrogates, a field missing or not a
+    string, not an object), rows counted over blank lines."""
+    if bad is not None:
+        recs.insert(min(at, len(recs)), bad)
+    lines = [json.dumps(r, ensure_ascii=ascii_only).encode("utf-8", "surrogatepass") for r in recs]
+    lines.insert(min(blank, len(lines)), b"  ")
+    p = tmp_path_factory.mktemp("j") / "r.jsonl"
+    p.write_bytes(sep.join(lines) + sep)
+    want, error = [], None
+    for row, raw in enumerate(lines):
+        if not raw.strip():
+            continue
+        try:
+            rec = json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError:  # a lone surrogate json.dumps wrote raw (ensure_ascii=False)
+            error = "invalid UTF-8"
+            break
+        if not isinstance(rec, dict):
+            error = "not an object"
+            break
+        if "text" not in rec:
+            error = "no field 'text'"
+            break
+        if not isinstance(rec["text"], str):
+            error = "not a string"
+            break
+        want.append((rec["text"], row))
+    if error is None:
+        assert [(t, r) for t, _, r in docs(files(p))] == want
+    else:
+        with pytest.raises(InputError, match=error):
+            docs(files(p))
 
 
 def test_invalid_utf8_names_file_and_byte_offset(tmp_path):

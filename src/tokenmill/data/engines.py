@@ -88,32 +88,81 @@ def encode_job(tokenizer, opts: EncodeOptions, texts: list[str]):
     return assemble_ids(arrays, opts)
 
 
+_PER_DOCUMENT_FROM = 1024  # ids a document on average: from there a job is copied document by document
+
+
 def assemble_ids(arrays: list[np.ndarray], opts: EncodeOptions):
     """Concatenate per-document ids with BOS/EOS into the store's dtype, checking every id < vocab_size.
 
-    Each document is range-checked, then cast while it is copied (no int64 intermediate of the job).
+    ``(ids, lengths)``, or a :class:`JobError` naming the first document holding an id outside
+    ``0 .. vocab_size - 1`` (or ids that are not a 1-D array of integers). Documents of
+    ``_PER_DOCUMENT_FROM`` ids or more on average are range-checked and cast while copied, one by one (three
+    vectorized numpy passes each); shorter ones are joined once and checked, cast and copied between their
+    BOS/EOS by one compiled pass (``_assemble_kernels.interleave``): the numpy calls cost ~4 us a document,
+    1.5x the encode itself for 10,000 documents of ~100 bytes, against ~0.4 us a document in one pass.
     """
     n = len(arrays)
     bos, eos = opts.bos_id, opts.eos_id
     extra = (bos is not None) + (eos is not None)
-    lengths = np.fromiter((a.shape[0] + extra for a in arrays), np.int64, n)
+    try:
+        raw = np.fromiter(map(len, arrays), np.int64, n)
+    except TypeError:  # a document without a length (a bare number)
+        bad = next((i for i, a in enumerate(arrays) if np.ndim(a) != 1), 0)
+        return JobError(bad, f"the tokenizer returned {type(arrays[bad]).__name__}, not a 1-D array of ids")
+    lengths = raw + extra
     out = np.empty(int(lengths.sum()), opts.dtype)
+    if n == 0:
+        return out, lengths
+    if int(raw.sum()) >= _PER_DOCUMENT_FROM * n:
+        return _assemble_each(arrays, raw, opts, out, lengths)
+    try:
+        flat = np.concatenate(arrays)
+    except (TypeError, ValueError):  # documents of several dimensions, or not arrays of numbers
+        flat = None
+    # the kernel's boundary: a 1-D array of integers (any width, never floats) of the sizes it uses;
+    # anything else (an empty float array among them too) goes document by document, which names the culprit
+    if flat is None or flat.ndim != 1 or flat.dtype.kind not in "iu" or flat.size != int(raw.sum()):
+        return _assemble_each(arrays, raw, opts, out, lengths)
+    from ._assemble_kernels import interleave
+
+    d = interleave(flat.astype(np.int64, copy=False), raw, -1 if bos is None else int(bos),
+                   -1 if eos is None else int(eos), int(opts.vocab_size), out)
+    return (out, lengths) if d < 0 else _outside(arrays, int(d), opts)
+
+
+def _assemble_each(arrays, raw, opts: EncodeOptions, out, lengths):
+    """``assemble_ids`` document by document (long documents): ``(out, lengths)``, or a :class:`JobError`."""
+    bos, eos = opts.bos_id, opts.eos_id
     pos = 0
     for i, a in enumerate(arrays):
         if bos is not None:
             out[pos] = bos
             pos += 1
-        if a.shape[0]:
+        if raw[i]:
+            a = np.asarray(a)
+            if a.ndim != 1 or a.dtype.kind not in "iu":
+                return _not_ids(arrays, i)
             lo, hi = int(a.min()), int(a.max())
             if lo < 0 or hi >= opts.vocab_size:
-                return JobError(i, f"the tokenizer returned id {lo if lo < 0 else hi:,d}, outside 0 .. "
-                                   f"vocab_size-1 ({opts.vocab_size - 1:,d})")
+                return _outside(arrays, i, opts)
             out[pos:pos + a.shape[0]] = a
             pos += a.shape[0]
         if eos is not None:
             out[pos] = eos
             pos += 1
     return out, lengths
+
+
+def _not_ids(arrays, i: int) -> JobError:
+    a = np.asarray(arrays[i])
+    return JobError(i, f"the tokenizer returned ids of type {a.dtype} and shape {a.shape}, not a 1-D array of integers")
+
+
+def _outside(arrays, i: int, opts: EncodeOptions) -> JobError:
+    a = np.asarray(arrays[i])
+    lo, hi = int(a.min()), int(a.max())
+    return JobError(i, f"the tokenizer returned id {lo if lo < 0 else hi:,d}, outside 0 .. "
+                       f"vocab_size-1 ({opts.vocab_size - 1:,d})")
 
 
 # ---- local process pool: the tokenizer is set once per process ----------------------------------
@@ -140,6 +189,16 @@ def _die_with_parent(parent: int) -> None:
             pass
     if os.getppid() != parent:  # the parent died before the signal was armed
         os._exit(1)
+
+
+def _warm_up(tokenizer) -> None:
+    """Encode two words on this pool thread, so that its first job does not make the thread's encoder state
+    (~2 ms of a store's start, where the encoding thread waits for the first shard anyway). A warm-up that
+    fails is ignored: the jobs meet the same failure and report it with the document's file and row."""
+    try:
+        tokenizer.encode_batch(["warm", " up"], as_arrays=True, num_threads=1)
+    except Exception:  # noqa: BLE001  (see above)
+        pass
 
 
 def _runnable_first(jobs: Iterable, want: int) -> tuple[int, Iterator]:
@@ -204,6 +263,8 @@ def run_jobs(jobs: Iterable, tokenizer, opts: EncodeOptions, *, engine: str, wor
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(workers) as ex:
+            for _ in range(workers):  # each thread's encoder state made while this thread reads the first shard
+                ex.submit(_warm_up, tokenizer)
             submit = lambda texts: ex.submit(encode_job, tokenizer, opts, texts)
             yield from _ordered(jobs, submit, lambda f: f.result(), workers)
         return

@@ -23,6 +23,7 @@ Only regular files are read: a FIFO or device could not be read again by a resum
 
 from __future__ import annotations
 
+import functools
 import glob as _glob
 import io
 import json
@@ -372,17 +373,32 @@ class FileSource(Source):
 
     # -- JSONL: one record per line, the text in ``field``
     def _jsonl(self, p: Path) -> Iterator[tuple[str, int]]:
+        fast, refused = _field_decoder(self.field)
         line_no = 0
         for offset, block in _blocks(p, b"\n"):
             lines = block.split(b"\n")
             if block.endswith(b"\n"):
                 lines.pop()
+            try:  # msgspec checks the UTF-8 of what it decodes, not of the fields it skips: the block's, here
+                block.decode("utf-8")
+                utf8 = True
+            except UnicodeDecodeError:  # its lines take json's path, which names the byte (or replaces it)
+                utf8 = False
             pos = offset
             for raw in lines:
                 line_no += 1
                 start, pos = pos, pos + len(raw) + 1
                 if not raw.strip():
                     continue  # blank lines carry no record
+                text = None
+                if utf8:
+                    try:  # an object, its field a string: the text, as json.loads would give it
+                        text = fast.decode(raw).v
+                    except refused:  # anything else (NaN, lone surrogates, errors): json's path below
+                        pass
+                if text is not None:
+                    yield text, line_no - 1
+                    continue
                 line = _decode(raw, where=f"{p}:{line_no}", base=start, errors=self.errors)
                 try:
                     rec = json.loads(line)
@@ -409,6 +425,20 @@ class FileSource(Source):
             for v in col.to_pylist():
                 yield _as_text(v, f"{p}: row {row:,d}", self.field, self.errors), row
                 row += 1
+
+
+@functools.lru_cache(maxsize=16)
+def _field_decoder(name: str):
+    """A msgspec decoder of a JSONL record that keeps only the string field ``name`` (as ``.v``): ~0.7 us a
+    line against ~7 for ``json.loads`` (57,007 records of ~70 bytes: the reader 520-680 -> 157-176 ms; it
+    had been most of a one-worker store build's time). On a line of valid UTF-8 (the caller checks: msgspec
+    does not look inside the fields it skips), where it decodes the line, ``json.loads`` gives the same text
+    (tested); every line it refuses (invalid UTF-8 or JSON, NaN or Infinity anywhere, a lone surrogate escaped, not
+    an object, a field missing or not a string) takes ``json.loads``' path, which accepts it or names the
+    problem as before. With the error class those refusals raise (msgspec is imported on first use)."""
+    import msgspec
+
+    return msgspec.json.Decoder(msgspec.defstruct("Record", [("v", str)], rename={"v": name})), msgspec.MsgspecError
 
 
 def _field_of(rec: Any, name: str, where: str) -> str:
