@@ -64,7 +64,10 @@ class Encoding:
         texts = list(texts)
         threads = max(1, os.cpu_count() or 1) if num_threads is None else check_int(num_threads, "num_threads",
                                                                                        min=1, max=1024)
-        total = sum(len(t) for t in texts if isinstance(t, str))
+        # every text a str (the common case, told by C loops: ~1 us a text less than a Python one for
+        # short texts, where such per-text work is most of a batch)
+        strs = set(map(type, texts)) == {str}
+        total = sum(map(len, texts)) if strs else sum(len(t) for t in texts if isinstance(t, str))
         if self.python_first(total):
             lists = [self.encode_python(t, allowed_special, disallowed_special) for t in texts]
             return [np.array(ids, np.int64) for ids in lists] if as_arrays else lists
@@ -98,33 +101,44 @@ class Encoding:
 
             needles = check_needles([s.encode("utf-8") for s in sorted(spelled)])
 
+        def split(got, n: int) -> list:
+            """The ``n`` texts' results from encode_many's ``(ids, bounds)``: arrays, views of the group's ids
+            (one buffer, no copy per text), or lists, all made in one pass."""
+            ids, bounds = got
+            if as_arrays:
+                b = bounds.tolist()
+                return [ids[b[j] : b[j + 1]] for j in range(n)]
+            return self.int_lists().split(ids, bounds)
+
         def group(lo: int, hi: int) -> list:
             """texts[lo:hi]: the plain ones in one kernel call, the others (special or added tokens) one by one."""
             chunk = texts[lo:hi]
-            if fast:  # each text one plain piece, unless encode_many's scan finds a token in the group
-                pieces = [[(t, None)] if checked_str(t) else [] for t in chunk]
-            else:
-                pieces = [self.pieces(checked_str(t), allowed_special, disallowed_special, rule) for t in chunk]
-            plain = [i for i, p in enumerate(pieces) if len(p) == 1 and p[0][1] is None]
-            res: list = [convert(np.zeros(0, np.int64)) if not p else None for p in pieces]
             # a group of more than a thread's share of the batch (a text too large to be balanced by
             # the other groups, or the only one) cuts its kernel work across the threads too
             inner = threads if threads > 1 and sum(len(t) for t in chunk) * threads > total else 1
             # a group of one plain text too: encode_many reads the str's UTF-8 through CPython (kept with
             # the str once made), where encode() encodes it again on every call (English books, a few
             # curly quotes making the str non-ASCII: ~0.5 ms a MB)
-            got = self.compiled_encoder().encode_many([self.prefixed(pieces[i][0][0]) for i in plain], inner,
-                                                      forbid=needles) if plain else None  # None: not in one pass
+            tried = False
+            if fast and strs and all(chunk):  # every text one plain piece (unless the scan finds a token)
+                tried = True
+                got = self.compiled_encoder().encode_many(
+                    [self.prefixed(t) for t in chunk] if self.spec.add_prefix_space else chunk, inner, forbid=needles)
+                if got is not None:
+                    return split(got, len(chunk))
+            if fast:  # each text one plain piece, unless encode_many's scan finds a token in the group
+                pieces = [[(t, None)] if checked_str(t) else [] for t in chunk]
+            else:
+                pieces = [self.pieces(checked_str(t), allowed_special, disallowed_special, rule) for t in chunk]
+            plain = [i for i, p in enumerate(pieces) if len(p) == 1 and p[0][1] is None]
+            res: list = [convert(np.zeros(0, np.int64)) if not p else None for p in pieces]
+            got = None  # None: not in one pass
+            if plain and not tried:
+                got = self.compiled_encoder().encode_many([self.prefixed(pieces[i][0][0]) for i in plain], inner,
+                                                          forbid=needles)
             if got is not None:
-                ids, bounds = got
-                # arrays: views of the group's ids (one buffer, no copy per text); lists: all in one pass
-                if as_arrays:
-                    b = bounds.tolist()
-                    parts = [ids[b[j] : b[j + 1]] for j in range(len(plain))]
-                else:
-                    parts = self.int_lists().split(ids, bounds)
-                for j, i in enumerate(plain):
-                    res[i] = parts[j]
+                for j, r in zip(plain, split(got, len(plain))):
+                    res[j] = r
             elif fast and plain:  # one by one, each text's tokens found as encode finds them (and refused)
                 pieces = [self.pieces(t, allowed_special, disallowed_special, rule) for t in chunk]
             for i, r in enumerate(res):
