@@ -430,7 +430,7 @@ class FileSource(Source):
 @functools.lru_cache(maxsize=16)
 def _field_decoder(name: str):
     """A msgspec decoder of a JSONL record that keeps only the string field ``name`` (as ``.v``): ~0.7 us a
-    line against ~7 for ``json.loads`` (57,007 records of ~70 bytes: the reader 520-680 -> 157-176 ms; it
+    line against ~7 for ``json.loads`` (57,007 records of ~70 bytes: the reader 520-680 -> 120-176 ms; it
     had been most of a one-worker store build's time). On a line of valid UTF-8 (the caller checks: msgspec
     does not look inside the fields it skips), where it decodes the line, ``json.loads`` gives the same text
     (tested); every line it refuses (invalid UTF-8 or JSON, NaN or Infinity anywhere, a lone surrogate escaped, not
