@@ -67,15 +67,15 @@ def _child(args) -> dict:
     # so neither the store nor the bare encode times loading them
     tok.encode_batch(["warm up the kernels"], as_arrays=True, num_threads=1)
     tok.encode_batch(["warm up", "the batch kernels"], as_arrays=True, num_threads=1)
-    if args.op == "store":  # and the store's own (short documents' ids are assembled by a compiled pass)
-        import numpy as np
-
-        from tokenmill.data.engines import EncodeOptions, assemble_ids
-
-        assemble_ids([np.zeros(1, np.int64)] * 2, EncodeOptions("uint16", 2, None, None))
     nbytes = sum(os.path.getsize(f) for f in files)
     if args.op == "store":
+        import numpy as np
+
         from tokenmill import TokenStore
+        from tokenmill.data.engines import EncodeOptions, assemble_ids
+
+        # and the store's own kernel (short documents' ids are assembled by a compiled pass)
+        assemble_ids([np.zeros(1, np.int64)] * 2, EncodeOptions("uint16", 2, None, None))
 
         out = Path(tempfile.mkdtemp(dir=args.tmp)) / "s"
         c, t = cpu_seconds(), time.perf_counter()

@@ -110,10 +110,11 @@ def assemble_ids(arrays: list[np.ndarray], opts: EncodeOptions):
         bad = next((i for i, a in enumerate(arrays) if np.ndim(a) != 1), 0)
         return JobError(bad, f"the tokenizer returned {type(arrays[bad]).__name__}, not a 1-D array of ids")
     lengths = raw + extra
-    out = np.empty(int(lengths.sum()), opts.dtype)
+    ids = int(raw.sum())
+    out = np.empty(ids + extra * n, opts.dtype)
     if n == 0:
         return out, lengths
-    if int(raw.sum()) >= _PER_DOCUMENT_FROM * n:
+    if ids >= _PER_DOCUMENT_FROM * n:
         return _assemble_each(arrays, raw, opts, out, lengths)
     try:
         flat = np.concatenate(arrays)
@@ -121,7 +122,7 @@ def assemble_ids(arrays: list[np.ndarray], opts: EncodeOptions):
         flat = None
     # the kernel's boundary: a 1-D array of integers (any width, never floats) of the sizes it uses;
     # anything else (an empty float array among them too) goes document by document, which names the culprit
-    if flat is None or flat.ndim != 1 or flat.dtype.kind not in "iu" or flat.size != int(raw.sum()):
+    if flat is None or flat.ndim != 1 or flat.dtype.kind not in "iu" or flat.size != ids:
         return _assemble_each(arrays, raw, opts, out, lengths)
     from ._assemble_kernels import interleave
 

@@ -14,7 +14,7 @@ from ..errors import ConfigError
 from .bpe import encoder as compiled
 from .bpe import tables
 from .bpe.reference import PythonEncoder
-from .groups import in_groups
+from .groups import in_groups, text_sizes
 from .special import SpecialTokens, requested
 
 # a batch of one text up to this many characters takes ``encode``'s path (a larger one the batch's: its
@@ -64,10 +64,8 @@ class Encoding:
         texts = list(texts)
         threads = max(1, os.cpu_count() or 1) if num_threads is None else check_int(num_threads, "num_threads",
                                                                                        min=1, max=1024)
-        # every text a str (the common case, told by C loops: ~1 us a text less than a Python one for
-        # short texts, where such per-text work is most of a batch)
-        strs = set(map(type, texts)) == {str}
-        total = sum(map(len, texts)) if strs else sum(len(t) for t in texts if isinstance(t, str))
+        sizes, strs = text_sizes(texts)
+        total = sum(sizes)
         if self.python_first(total):
             lists = [self.encode_python(t, allowed_special, disallowed_special) for t in texts]
             return [np.array(ids, np.int64) for ids in lists] if as_arrays else lists
@@ -119,9 +117,8 @@ class Encoding:
             # a group of one plain text too: encode_many reads the str's UTF-8 through CPython (kept with
             # the str once made), where encode() encodes it again on every call (English books, a few
             # curly quotes making the str non-ASCII: ~0.5 ms a MB)
-            tried = False
-            if fast and strs and all(chunk):  # every text one plain piece (unless the scan finds a token)
-                tried = True
+            every = fast and strs and all(chunk)  # every text one plain piece (unless the scan finds a token)
+            if every:
                 got = self.compiled_encoder().encode_many(
                     [self.prefixed(t) for t in chunk] if self.spec.add_prefix_space else chunk, inner, forbid=needles)
                 if got is not None:
@@ -132,8 +129,8 @@ class Encoding:
                 pieces = [self.pieces(checked_str(t), allowed_special, disallowed_special, rule) for t in chunk]
             plain = [i for i, p in enumerate(pieces) if len(p) == 1 and p[0][1] is None]
             res: list = [convert(np.zeros(0, np.int64)) if not p else None for p in pieces]
-            got = None  # None: not in one pass
-            if plain and not tried:
+            got = None  # None: not in one pass (tried above already where ``every``)
+            if plain and not every:
                 got = self.compiled_encoder().encode_many([self.prefixed(pieces[i][0][0]) for i in plain], inner,
                                                           forbid=needles)
             if got is not None:
@@ -146,7 +143,7 @@ class Encoding:
                     res[i] = convert(self.encode_pieces(pieces[i]))
             return res
 
-        return in_groups(texts, threads, group)
+        return in_groups(texts, threads, group, sizes)
 
     def encode_array(self, text, allowed_special=(), disallowed_special="all") -> np.ndarray:
         """``encode`` as an int64 array (possibly a view of a larger buffer)."""
