@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from tokenmill import TokenStore
 from tokenmill.data import engines, texts
-from tokenmill.data.engines import EncodeOptions, JobError, assemble_ids
+from tokenmill.data.engines import EncodeOptions, JobError, assemble_flat, assemble_ids
 from tokenmill.errors import InputError
 
 PATHS = {"one by one": 0, "one pass": 1 << 40}  # _PER_DOCUMENT_FROM: every job takes that path
@@ -46,15 +46,39 @@ def test_ids_and_lengths_are_the_documents_joined_with_bos_and_eos(path, docs, b
 
 
 @pytest.mark.parametrize("path", PATHS)
+@settings(deadline=None, max_examples=40)
+@given(docs=docs_st, bos=st.booleans(), eos=st.booleans(), kind=st.sampled_from(["int64", "uint32"]))
+def test_flat_ids_and_bounds_assemble_as_the_documents_do(path, docs, bos, eos, kind):
+    """``assemble_flat`` (a job's ids in one array and its documents' bounds, ``Tokenizer.encode_flat``'s
+    output) gives the bytes ``assemble_ids`` gives for the documents as arrays."""
+    opts = EncodeOptions("uint32", 70_000, eos_id=69_999 if eos else None, bos_id=69_998 if bos else None)
+    flat = np.array([i for d in docs for i in d], kind)
+    bounds = np.cumsum([0] + [len(d) for d in docs]).astype(np.int64)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(engines, "_PER_DOCUMENT_FROM", PATHS[path])
+        ids, lengths = assemble_flat(flat, bounds, opts)
+    want_ids, want_lengths = reference(docs, opts)
+    assert ids.dtype == np.uint32 and np.array_equal(ids, want_ids) and np.array_equal(lengths, want_lengths)
+
+
+@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("bad, shown", [(-1, "-1"), (50_257, "50,257"), (2**64 - 1, "18,446,744,073,709,551,615")])
 def test_an_id_outside_the_vocabulary_names_the_first_document_holding_one(path, bad, shown, monkeypatch):
     monkeypatch.setattr(engines, "_PER_DOCUMENT_FROM", PATHS[path])
     opts = EncodeOptions("uint16", 50_257, eos_id=50_256, bos_id=None)
     dtype = np.uint64 if bad > 2**63 else np.int64
     docs = [np.array([1, 2, 3], dtype), np.array([], dtype), np.array([4, bad, 5], dtype), np.array([bad], dtype)]
-    got = assemble_ids(docs, opts)
-    assert isinstance(got, JobError) and got.index == 2
-    assert f"returned id {shown}, outside 0 .. vocab_size-1 (50,256)" in got.message
+    for got in (assemble_ids(docs, opts), assemble_flat(np.concatenate(docs), np.array([0, 3, 3, 6, 7]), opts)):
+        assert isinstance(got, JobError) and got.index == 2
+        assert f"returned id {shown}, outside 0 .. vocab_size-1 (50,256)" in got.message
+
+
+@pytest.mark.parametrize("bounds", [[0, 2, 1, 3], [1, 3], [0, 2], [0, 4], [[0, 3]]])
+def test_flat_bounds_that_do_not_cut_the_ids_are_refused(bounds):
+    got = assemble_flat(np.array([1, 2, 3]), np.array(bounds), EncodeOptions("uint16", 10, eos_id=None, bos_id=None))
+    assert isinstance(got, JobError) and "do not cut them into documents" in got.message
+    got = assemble_flat(np.array([1.0, 2.0]), np.array([0, 2]), EncodeOptions("uint16", 10, eos_id=None, bos_id=None))
+    assert isinstance(got, JobError)
 
 
 @pytest.mark.parametrize("path", PATHS)

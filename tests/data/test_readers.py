@@ -17,7 +17,14 @@ from tokenmill.errors import ConfigError, InputError
 
 
 def docs(src):
-    return list(src.documents())
+    """The source's documents, checked to be what its batches hold, in the same order (where it can be read
+    twice: not a generator)."""
+    got = list(src.documents())
+    if getattr(src, "items", None) is not None and iter(src.items) is src.items:
+        return got
+    batched = [(t, f, r) for texts, f, rows in src.batches() for t, r in zip(texts, rows, strict=True)]
+    assert batched == got
+    return got
 
 
 @pytest.mark.parametrize("mode", ["file", "lines", "sep"])
@@ -78,15 +85,20 @@ _bad = (_json_values.filter(lambda v: not isinstance(v, dict)) | st.dictionaries
 
 @settings(deadline=None, max_examples=150)
 @given(recs=st.lists(_good, min_size=1, max_size=8), bad=st.none() | _bad, at=st.integers(0, 8),
-       ascii_only=st.booleans(), blank=st.integers(0, 8), sep=st.sampled_from([b"\n", b"\r\n"]))
-def test_jsonl_records_read_as_json_loads_reads_them(tmp_path_factory, recs, bad, at, ascii_only, blank, sep):
+       ascii_only=st.booleans(), blank=st.none() | st.integers(0, 8), sep=st.sampled_from([b"\n", b"\r\n"]),
+       batch=st.sampled_from([1, 2, 3, 4096]))
+def test_jsonl_records_read_as_json_loads_reads_them(tmp_path_factory, recs, bad, at, ascii_only, blank, sep, batch):
     """Every JSONL line gives the text (or the error) ``json.loads`` gives: the fast decoder's lines (valid
     UTF-8 objects whose field is a string) and the others (NaN, lone surrogates, a field missing or not a
-    string, not an object), rows counted over blank lines."""
+    string, not an object), rows counted over blank lines; a batch of lines at once (``batch`` lines at most)
+    where every line is the first kind, else one by one."""
+    from tokenmill.data import readers as R
+
     if bad is not None:
         recs.insert(min(at, len(recs)), bad)
     lines = [json.dumps(r, ensure_ascii=ascii_only).encode("utf-8", "surrogatepass") for r in recs]
-    lines.insert(min(blank, len(lines)), b"  ")
+    if blank is not None:
+        lines.insert(min(blank, len(lines)), b"  ")
     p = tmp_path_factory.mktemp("j") / "r.jsonl"
     p.write_bytes(sep.join(lines) + sep)
     want, error = [], None
@@ -108,11 +120,13 @@ def test_jsonl_records_read_as_json_loads_reads_them(tmp_path_factory, recs, bad
             error = "not a string"
             break
         want.append((rec["text"], row))
-    if error is None:
-        assert [(t, r) for t, _, r in docs(files(p))] == want
-    else:
-        with pytest.raises(InputError, match=error):
-            docs(files(p))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(R, "_BATCH_DOCS", batch)
+        if error is None:
+            assert [(t, r) for t, _, r in docs(files(p))] == want
+        else:
+            with pytest.raises(InputError, match=error):
+                docs(files(p))
 
 
 def test_invalid_utf8_names_file_and_byte_offset(tmp_path):
@@ -127,6 +141,30 @@ def test_invalid_utf8_names_file_and_byte_offset(tmp_path):
     j.write_bytes(b'{"text": "a"}\n{"text": "\xc3"}\n')
     with pytest.raises(InputError, match=r"x.jsonl:2: invalid UTF-8 at byte offset 24"):
         docs(files(j))
+
+
+@pytest.mark.parametrize("batch", [1, 3, 4096])
+@pytest.mark.parametrize("first_block", [8, 1 << 18])
+def test_jsonl_errors_name_line_and_byte_offset_in_any_batch(tmp_path, monkeypatch, batch, first_block):
+    """Lines read in batches and blocks of any size: an error names the line and the byte offset where the
+    file holds it, and the records before it are read as they are."""
+    from tokenmill.data import readers as R
+
+    monkeypatch.setattr(R, "_BATCH_DOCS", batch)
+    monkeypatch.setattr(R, "_FIRST_BLOCK", first_block)
+    lines = [json.dumps({"text": f"record {i} é"}, ensure_ascii=False).encode() for i in range(10)]
+    good = b"\n".join(lines) + b"\n"
+    j = tmp_path / "x.jsonl"
+    j.write_bytes(good + b'{"text": "a\xff"}\n' + good)
+    with pytest.raises(InputError, match=rf"x.jsonl:11: invalid UTF-8 at byte offset {len(good) + 11}"):
+        docs(files(j))
+    j.write_bytes(good + b'{"text": 7}\n')
+    with pytest.raises(InputError, match=r"x.jsonl:11: field 'text' is int"):
+        docs(files(j))
+    j.write_bytes(good + b"\n \n" + good)
+    got = docs(files(j))
+    assert [r for _, _, r in got] == list(range(10)) + list(range(12, 22))
+    assert [t for t, _, _ in got] == [f"record {i % 10} é" for i in range(20)]
 
 
 def test_parquet_column_streamed_by_row_group(tmp_path):

@@ -71,26 +71,61 @@ def test_same_bytes_for_any_worker_count_and_engine(tmp_path, tok):
     assert len(paths) == 8
 
 
-def test_documents_utf8_read_in_place_hashes_as_before(tmp_path, tok):
-    """A long non-ASCII document's UTF-8 is the copy CPython keeps with the str, made by the calling thread
-    and read in place (the encoding thread then finds it made): the same bytes as ``str.encode``, so the
-    same input hash (a store built before resumes); short, ASCII and lone-surrogate texts are encoded."""
+def test_documents_utf8_read_in_batches_hashes_as_before(tmp_path, tok):
+    """A batch's UTF-8 is read in one pass (CPython's own copy of each str, made and kept with a non-ASCII
+    one, which the encoding thread then finds made): the same bytes as ``str.encode``, so the same input
+    hash as ``input_digest`` defines (a store built before resumes); a batch with a lone surrogate is
+    encoded document by document, as 'surrogatepass' writes it."""
     from tokenmill.data import store as S
 
-    shared = S._utf8_getter()
-    docs = ["é" + "x" * 5000, "plain ascii " * 200, "滑动窗口" * 400, "short é", "a\ud800b" * 600, ""]
+    docs = ["é" + "x" * 5000, "plain ascii " * 200, "滑动窗口" * 400, "short é", "", "x"]
     before = [sys.getsizeof(t) for t in docs]
-    got = [S._document_bytes(t, shared) for t in docs]
-    assert [bytes(g) for g in got] == [t.encode("utf-8", "surrogatepass") for t in docs]
-    assert S.input_digest(got) == S.input_digest([t.encode("utf-8", "surrogatepass") for t in docs])
-    assert [type(g) is bytes for g in got] == [False, True, False, True, True, True]
-    grew = [sys.getsizeof(t) > b for t, b in zip(docs, before)]  # the UTF-8 now kept with the str
-    assert grew == [True, False, True, False, False, False]
+    for batch in (docs, docs + ["a\ud800b" * 600]):
+        sizes, data, offs = S._batch_bytes(batch, None, 0, range(len(batch)))
+        want = [t.encode("utf-8", "surrogatepass") for t in batch]
+        assert sizes.tolist() == [len(w) for w in want] and offs.tolist() == np.cumsum([0] + sizes.tolist()).tolist()
+        assert [bytes(data[offs[i]:offs[i + 1]]) for i in range(len(batch))] == want
+        shard = S._ShardInput()
+        shard.add(batch[:2], 0, np.arange(2), sizes[:2], data[:offs[2]], int(offs[2]))
+        shard.add(batch[2:], 0, np.arange(2, len(batch)), sizes[2:], data[offs[2]:], int(offs[-1] - offs[2]))
+        got, meta, size, digest = shard.done()
+        assert got == batch and size == len(b"".join(want)) and digest == S.input_digest(want)
+        assert meta.tolist() == [[0, i] for i in range(len(batch))]
+    grew = [sys.getsizeof(t) > b for t, b in zip(docs, before)]  # the UTF-8 now kept with a non-ASCII str
+    assert grew == [True, False, True, True, False, False]
     # a build on threads and one on processes (which never read this process's strs) store the same bytes
     a = build(tmp_path / "t", texts(docs[:3] * 4), tok, workers=2, shard_bytes=5000)
     b = build(tmp_path / "p", texts(docs[:3] * 4), tok, workers=2, shard_bytes=5000, engine="process")
     assert [r["input_sha256"] for r in a.manifest["shards"]] == [r["input_sha256"] for r in b.manifest["shards"]]
     assert all(np.array_equal(a.get(i), b.get(i)) for i in range(len(a)))
+
+
+def test_shards_cut_where_one_document_at_a_time_cut_them(tmp_path, tok):
+    """The batch cut (a binary search over a batch's running sizes) ends each shard with the document that
+    brings it to ``shard_bytes``, as a walk over the documents one by one does: the same shards, documents,
+    sizes and input hashes, batches crossing shards either way, empty documents included."""
+    from tokenmill.data import readers as R
+    from tokenmill.data import store as S
+
+    rng = np.random.default_rng(5)
+    docs = ["".join(rng.choice(list("ab é滑\n"), size=int(n))) for n in rng.integers(0, 300, 700)]
+    for shard_bytes, batch in ((1, 7), (500, 7), (1500, 64), (10**6, 4096)):
+        src = R.texts(docs)
+        src.batches = lambda b=batch: R._grouped(((t, 0, i) for i, t in enumerate(docs)), b)
+        got = list(S._Builder(tmp_path, [src], tok, None, shard_bytes, False)._cut())
+        want, cur, size = [], [], 0
+        for i, t in enumerate(docs):  # the definition: one document at a time
+            cur.append(i)
+            size += len(t.encode())
+            if size >= shard_bytes:
+                want.append((cur, size))
+                cur, size = [], 0
+        if cur:
+            want.append((cur, size))
+        assert [k for k, *_ in got] == list(range(len(want)))
+        for (_, texts_, meta, size, digest), (idx, wsize) in zip(got, want):
+            assert texts_ == [docs[i] for i in idx] and meta[:, 1].tolist() == idx and size == wsize
+            assert digest == S.input_digest([docs[i].encode() for i in idx])
 
 
 def test_rerun_same_arguments_reuses_different_arguments_refuse(tmp_path, tok):

@@ -56,6 +56,37 @@ def test_encode_batch_equals_encode(toks, texts, threads, as_arrays, allowed):
             assert got == want, (name, group_bytes)
 
 
+@given(st.lists(st.lists(st.sampled_from(PIECES), max_size=8).map("".join), max_size=12),
+       st.sampled_from([1, 2]), st.sampled_from([(), "all"]))
+@settings(max_examples=40, deadline=None)
+def test_encode_flat_is_encode_batch_in_one_array(toks, texts, threads, allowed):
+    """``encode_flat``: every text's ids back to back and the bounds cutting them, exactly ``encode_batch``'s,
+    whatever the grouping (texts with special and added tokens and empty ones included)."""
+    for name, tok in toks.items():
+        kw = {"allowed_special": allowed, "disallowed_special": ()}
+        want = [tok.encode(t, **kw) for t in texts]
+        for group_bytes in (1 << 20, 8):
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setattr(groups_mod, "GROUP_BYTES", group_bytes)
+                ids, bounds = tok.encode_flat(texts, num_threads=threads, **kw)
+            assert ids.dtype == np.int64 and bounds.dtype == np.int64 and bounds.shape == (len(texts) + 1,), name
+            assert [ids[a:b].tolist() for a, b in zip(bounds[:-1], bounds[1:])] == want, (name, group_bytes)
+    with pytest.raises(SpecialTokenError):
+        toks["gpt4"].encode_flat(["fine", "not <|end|> fine"])
+
+
+@given(st.lists(st.integers(0, 50), max_size=60), st.integers(1, 80), st.integers(1, 9))
+def test_groups_hold_what_fits_and_cover_every_text_in_order(sizes, per, most):
+    """``group_bounds``: consecutive groups from 0 to the end, each of at most ``most`` texts, each as many as fit
+    in ``per`` characters (one text alone where it is longer): the next text would not have fit."""
+    b = groups_mod.group_bounds(np.array(sizes, np.int64), per, most)
+    assert b[0] == 0 and b[-1] == len(sizes) and all(x < y for x, y in zip(b, b[1:]))
+    for lo, hi in zip(b, b[1:]):
+        assert hi - lo <= most
+        assert sum(sizes[lo:hi]) <= per or hi - lo == 1
+        assert hi == len(sizes) or hi - lo == most or sum(sizes[lo:hi + 1]) > per
+
+
 @pytest.mark.parametrize("threads", [2, 3])
 def test_a_large_text_is_cut_across_threads_with_the_same_ids(toks, threads):
     """A text too large for the other groups to balance (here: the only one, or most of the batch) has its

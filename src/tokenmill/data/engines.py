@@ -76,7 +76,11 @@ def tokenizer_from_payload(payload):
 def encode_job(tokenizer, opts: EncodeOptions, texts: list[str]):
     """``(ids, lengths)`` of one job, or a :class:`JobError` naming the document that failed."""
     kw = {"disallowed_special": ()} if opts.special_text == "plain" else {}
+    from ..tokenizer.model import Tokenizer
+
     try:
+        if isinstance(tokenizer, Tokenizer):  # all ids in one array: no array per document to make and join
+            return assemble_flat(*tokenizer.encode_flat(texts, num_threads=1, **kw), opts)
         arrays = tokenizer.encode_batch(texts, as_arrays=True, num_threads=1, **kw)
     except Exception:  # find the document, so the caller can name its file and row
         for i, t in enumerate(texts):
@@ -128,7 +132,32 @@ def assemble_ids(arrays: list[np.ndarray], opts: EncodeOptions):
 
     d = interleave(flat.astype(np.int64, copy=False), raw, -1 if bos is None else int(bos),
                    -1 if eos is None else int(eos), int(opts.vocab_size), out)
-    return (out, lengths) if d < 0 else _outside(arrays, int(d), opts)
+    return (out, lengths) if d < 0 else _outside(arrays[int(d)], int(d), opts)
+
+
+def assemble_flat(ids: np.ndarray, bounds: np.ndarray, opts: EncodeOptions):
+    """``assemble_ids`` of the documents ``ids[bounds[i]:bounds[i + 1]]`` (``Tokenizer.encode_flat``'s
+    output): the same ``(ids, lengths)`` or :class:`JobError`, without an array per document where they
+    are short (one compiled pass over ``ids``)."""
+    n = bounds.size - 1
+    raw = np.diff(bounds)
+    if (ids.ndim != 1 or ids.dtype.kind not in "iu" or bounds.ndim != 1 or n < 0 or bounds[0] != 0
+            or bounds[-1] != ids.size or (raw < 0).any()):
+        return JobError(0, f"the tokenizer's encode_flat returned ids of shape {ids.shape} ({ids.dtype}) and "
+                           f"bounds of shape {bounds.shape} that do not cut them into documents")
+    if ids.size >= _PER_DOCUMENT_FROM * n:
+        b = bounds.tolist()
+        return assemble_ids([ids[b[i] : b[i + 1]] for i in range(n)], opts)
+    bos, eos = opts.bos_id, opts.eos_id
+    extra = (bos is not None) + (eos is not None)
+    out = np.empty(ids.size + extra * n, opts.dtype)
+    from ._assemble_kernels import interleave
+
+    d = interleave(ids.astype(np.int64, copy=False), raw.astype(np.int64, copy=False), -1 if bos is None else int(bos),
+                   -1 if eos is None else int(eos), int(opts.vocab_size), out)
+    if d < 0:
+        return out, raw + extra
+    return _outside(ids[bounds[d] : bounds[d + 1]], int(d), opts)
 
 
 def _assemble_each(arrays, raw, opts: EncodeOptions, out, lengths):
@@ -145,7 +174,7 @@ def _assemble_each(arrays, raw, opts: EncodeOptions, out, lengths):
                 return _not_ids(arrays, i)
             lo, hi = int(a.min()), int(a.max())
             if lo < 0 or hi >= opts.vocab_size:
-                return _outside(arrays, i, opts)
+                return _outside(arrays[i], i, opts)
             out[pos:pos + a.shape[0]] = a
             pos += a.shape[0]
         if eos is not None:
@@ -159,8 +188,9 @@ def _not_ids(arrays, i: int) -> JobError:
     return JobError(i, f"the tokenizer returned ids of type {a.dtype} and shape {a.shape}, not a 1-D array of integers")
 
 
-def _outside(arrays, i: int, opts: EncodeOptions) -> JobError:
-    a = np.asarray(arrays[i])
+def _outside(ids, i: int, opts: EncodeOptions) -> JobError:
+    """The error of document ``i``, whose ``ids`` hold one outside the vocabulary."""
+    a = np.asarray(ids)
     lo, hi = int(a.min()), int(a.max())
     return JobError(i, f"the tokenizer returned id {lo if lo < 0 else hi:,d}, outside 0 .. "
                        f"vocab_size-1 ({opts.vocab_size - 1:,d})")

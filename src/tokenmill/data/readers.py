@@ -27,6 +27,7 @@ import functools
 import glob as _glob
 import io
 import json
+import operator
 import os
 import stat
 from dataclasses import dataclass
@@ -40,12 +41,16 @@ Errors = Literal["strict", "replace"]
 Format = Literal["auto", "text", "jsonl", "parquet"]
 FORMATS = ("auto", "text", "jsonl", "parquet")
 _BLOCK = 1 << 22  # bytes read per block when streaming lines or separators
+_FIRST_BLOCK = 1 << 18  # a file's first block (then twice each, up to _BLOCK): its first documents come sooner
 _TEXT_EXT = (".txt", ".text", ".md")
 _JSONL_EXT = (".jsonl", ".ndjson")
 _PARQUET_EXT = (".parquet",)
 _COMPRESSED = (".gz", ".zst")
 
 Document = tuple  # (text: str, file: int, row: int)
+Batch = tuple  # (texts: list[str], file: int, rows: list[int] | range)
+_BATCH_DOCS = 4096  # documents a batch of Source.batches' default, at most
+_BATCH_CHARS = 1 << 22  # and characters, at most (unless one document holds more)
 
 
 def _decode(data: bytes, *, where: str, base: int, errors: Errors) -> str:
@@ -73,9 +78,36 @@ class Source:
     def documents(self) -> Iterator[Document]:
         raise NotImplementedError
 
+    def batches(self) -> Iterator[Batch]:
+        """The same documents as :meth:`documents`, in the same order, as ``(texts, file, rows)``: consecutive
+        documents of one file (``rows``: a list or range of their rows), so a reader of many short
+        documents pays its per-document work in C. This default groups :meth:`documents`' (see
+        :func:`_grouped`); a source that reads in blocks yields its blocks."""
+        return _grouped(self.documents())
+
     def describe(self) -> str:
         names = self.files()
         return names[0] if len(names) == 1 else f"{self.kind} source of {len(names):,d} files ({names[0]}, ...)"
+
+
+def _grouped(documents: Iterable[Document], most: int = 0) -> Iterator[Batch]:
+    """``documents`` as batches (``Source.batches``): consecutive documents of one file, up to ``most``
+    (default ``_BATCH_DOCS``) documents or ``_BATCH_CHARS`` characters a batch (one longer document is a
+    batch of its own)."""
+    most = most or _BATCH_DOCS
+    texts: list[str] = []
+    rows: list[int] = []
+    at, chars = None, 0
+    for text, f, row in documents:
+        if texts and (f != at or len(texts) >= most or chars >= _BATCH_CHARS):
+            yield texts, at, rows
+            texts, rows, chars = [], [], 0
+        at = f
+        texts.append(text)
+        rows.append(row)
+        chars += len(text)
+    if texts:
+        yield texts, at, rows
 
 
 # ---- files ---------------------------------------------------------------------------------------
@@ -186,9 +218,9 @@ def _too_large(path, what: str, start: int, limit: int) -> InputError:
                       "(bytes), or split the input")
 
 
-def _read_chunk(f, path) -> bytes:
+def _read_chunk(f, path, size: int = 0) -> bytes:
     try:
-        return f.read(_BLOCK)
+        return f.read(size or _BLOCK)
     except (OSError, EOFError, ValueError) as e:
         raise InputError(f"{path}: cannot read (corrupt or truncated compressed data?): {e}") from e
 
@@ -218,8 +250,10 @@ def _blocks(path: Path, sep: bytes, *, what: str = "line", opener=None) -> Itera
     with (opener or open_binary)(path) as f:
         parts: list[bytes] = []  # the unfinished record: it starts at ``offset``
         held, offset = 0, 0
+        size = min(_FIRST_BLOCK, _BLOCK)
         while True:
-            chunk = _read_chunk(f, path)
+            chunk = _read_chunk(f, path, size)
+            size = min(2 * size, _BLOCK)  # (a store build encodes a file's first shard while the rest is read)
             if not chunk:
                 break
             head = _tail(parts, k - 1) if parts and k > 1 else b""
@@ -363,18 +397,36 @@ class FileSource(Source):
     def documents(self) -> Iterator[Document]:
         for i, p in enumerate(self.paths):
             kind = self.kind_of(p)
-            reader = {"text": self._text, "jsonl": self._jsonl, "parquet": self._parquet}[kind]
+            if kind == "jsonl":
+                for texts, rows in self._jsonl_blocks(p):
+                    for text, row in zip(texts, rows):
+                        yield text, i, row
+                continue
+            reader = {"text": self._text, "parquet": self._parquet}[kind]
             for text, row in reader(p):
                 yield text, i, row
+
+    def batches(self) -> Iterator[Batch]:
+        for i, p in enumerate(self.paths):
+            if self.kind_of(p) == "jsonl":  # a block of records at a time
+                for texts, rows in self._jsonl_blocks(p):
+                    if texts:
+                        yield texts, i, rows
+            else:
+                reader = self._text if self.kind_of(p) == "text" else self._parquet
+                yield from _grouped((text, i, row) for text, row in reader(p))
 
     # -- text: per file, per line, per separator
     def _text(self, p: Path) -> Iterator[tuple[str, int]]:
         return text_documents(p, split_lines=self.split_lines, separator=self.separator, errors=self.errors)
 
     # -- JSONL: one record per line, the text in ``field``
-    def _jsonl(self, p: Path) -> Iterator[tuple[str, int]]:
+    def _jsonl_blocks(self, p: Path) -> Iterator[tuple[list[str], list[int] | range]]:
+        """``(texts, rows)`` of each block of the file's lines (rows: 0-based line numbers; blank lines carry no
+        record)."""
         fast, refused = _field_decoder(self.field)
-        line_no = 0
+        text_of = operator.attrgetter("v")
+        line_no = 0  # lines before the block
         for offset, block in _blocks(p, b"\n"):
             lines = block.split(b"\n")
             if block.endswith(b"\n"):
@@ -384,28 +436,50 @@ class FileSource(Source):
                 utf8 = True
             except UnicodeDecodeError:  # its lines take json's path, which names the byte (or replaces it)
                 utf8 = False
-            pos = offset
-            for raw in lines:
-                line_no += 1
-                start, pos = pos, pos + len(raw) + 1
-                if not raw.strip():
-                    continue  # blank lines carry no record
-                text = None
+            for lo in range(0, len(lines), _BATCH_DOCS):  # (a batch a few hundred KB: its shard starts sooner)
+                part = lines[lo : lo + _BATCH_DOCS]
+                texts = None
                 if utf8:
-                    try:  # an object, its field a string: the text, as json.loads would give it
-                        text = fast.decode(raw).v
-                    except refused:  # anything else (NaN, lone surrogates, errors): json's path below
+                    try:  # every line an object whose field is a string: their texts, as json.loads gives them
+                        texts = list(map(text_of, map(fast.decode, part)))
+                    except refused:  # a line it refuses (blank, NaN, a lone surrogate, an error...): one by one
                         pass
-                if text is not None:
-                    yield text, line_no - 1
-                    continue
+                if texts is not None:
+                    yield texts, range(line_no, line_no + len(part))
+                else:
+                    yield self._jsonl_lines(p, part, offset, line_no, utf8, fast, refused)
+                offset += sum(map(len, part)) + len(part)
+                line_no += len(part)
+
+    def _jsonl_lines(self, p: Path, lines: list[bytes], offset: int, line_no: int, utf8: bool, fast,
+                     refused) -> tuple[list[str], list[int]]:
+        """``(texts, rows)`` of a block's ``lines`` one by one: msgspec where it takes the line, else
+        ``json.loads``' path, which gives the same text or names the problem."""
+        texts: list[str] = []
+        rows: list[int] = []
+        pos = offset
+        for raw in lines:
+            line_no += 1
+            start, pos = pos, pos + len(raw) + 1
+            if not raw.strip():
+                continue  # blank lines carry no record
+            text = None
+            if utf8:
+                try:  # an object, its field a string: the text, as json.loads would give it
+                    text = fast.decode(raw).v
+                except refused:  # anything else (NaN, lone surrogates, errors): json's path below
+                    pass
+            if text is None:
                 line = _decode(raw, where=f"{p}:{line_no}", base=start, errors=self.errors)
                 try:
                     rec = json.loads(line)
                 except json.JSONDecodeError as e:
                     raise InputError(f"{p}:{line_no}: not valid JSON ({e.msg} at column {e.colno}); "
                                      "every line of a JSONL file must be one JSON object") from None
-                yield _field_of(rec, self.field, f"{p}:{line_no}"), line_no - 1
+                text = _field_of(rec, self.field, f"{p}:{line_no}")
+            texts.append(text)
+            rows.append(line_no - 1)
+        return texts, rows
 
     # -- Parquet: one column, streamed by row group
     def _parquet(self, p: Path) -> Iterator[tuple[str, int]]:

@@ -22,6 +22,16 @@ from .special import SpecialTokens, requested
 _ONE_TEXT_CHARS = 1 << 16
 
 
+def texts_utf8(texts: list[str]) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(read-only uint8 buffer, int64 offsets)``: the UTF-8 of the strs ``texts`` back to back (text ``i`` is
+    ``buffer[offsets[i]:offsets[i + 1]]``), read in one pass as the encoder reads them (CPython's own copy of
+    each str, made and kept with a non-ASCII one); None when one holds a lone surrogate (no UTF-8). For a
+    caller that hashes or stores the bytes the encoder reads (the token store's input hash)."""
+    from ._cpython import utf8_joined
+
+    return utf8_joined(texts)
+
+
 def checked_str(text) -> str:
     if not isinstance(text, str):
         raise ConfigError(f"text is a {type(text).__name__}; encode takes a str (decode bytes first: "
@@ -62,22 +72,61 @@ class Encoding:
 
     def encode_batch(self, texts, num_threads, as_arrays: bool, allowed_special, disallowed_special) -> list:
         texts = list(texts)
-        threads = max(1, os.cpu_count() or 1) if num_threads is None else check_int(num_threads, "num_threads",
-                                                                                       min=1, max=1024)
+        threads = self._threads(num_threads)
         sizes, strs = text_sizes(texts)
-        total = sum(sizes)
+        total = int(sizes.sum())
         if self.python_first(total):
             lists = [self.encode_python(t, allowed_special, disallowed_special) for t in texts]
             return [np.array(ids, np.int64) for ids in lists] if as_arrays else lists
-
-        def convert(ids):  # (an array from the compiled encoder is of its ids' size: no copy)
-            return ids if as_arrays else self.as_list(ids)
-
         if len(texts) == 1 and total <= _ONE_TEXT_CHARS:
             # one short text (a loader encoding as it goes): ``encode``'s path, without the batch's groups,
             # joined UTF-8 and document marks (~120 us a call where the text's own encode took ~40)
-            return [convert(self.encode_array(texts[0], allowed_special, disallowed_special))]
+            ids = self.encode_array(texts[0], allowed_special, disallowed_special)
+            return [ids if as_arrays else self.as_list(ids)]
+        flat = self._group_encoder(texts, threads, total, strs, allowed_special, disallowed_special)
 
+        def group(lo: int, hi: int) -> list:
+            """The results of texts[lo:hi]: arrays, views of the group's ids (one buffer, no copy per text),
+            or lists, all made in one pass."""
+            ids, bounds = flat(lo, hi)
+            if as_arrays:
+                b = bounds.tolist()
+                return [ids[b[j] : b[j + 1]] for j in range(hi - lo)]
+            return self.int_lists().split(ids, bounds)
+
+        return in_groups(texts, threads, group, sizes)
+
+    def encode_flat(self, texts, num_threads, allowed_special, disallowed_special) -> tuple[np.ndarray, np.ndarray]:
+        """``(ids, bounds)``: the ids of all ``texts`` back to back (int64) and where each text's start
+        (``len(texts) + 1`` int64), text ``i``'s ids being ``ids[bounds[i]:bounds[i + 1]]``; the ids
+        ``encode_batch`` gives, without an array or list per text (a batch of short texts spent half its
+        time making and joining those)."""
+        texts = list(texts)
+        threads = self._threads(num_threads)
+        sizes, strs = text_sizes(texts)
+        total = int(sizes.sum())
+        if self.python_first(total) or not texts:
+            arrays = [np.array(self.encode_python(t, allowed_special, disallowed_special), np.int64) for t in texts]
+            return _joined(arrays)
+        flat = self._group_encoder(texts, threads, total, strs, allowed_special, disallowed_special)
+        # (no cap on a group's texts but its characters: no array or list per text to keep small, and each
+        # kernel call takes the interpreter lock back twice, which a store build's reading thread holds)
+        got = in_groups(texts, threads, lambda lo, hi: [flat(lo, hi)], sizes, most=len(texts))
+        if len(got) == 1:
+            return got[0]
+        ids = np.concatenate([g[0] for g in got])
+        starts = np.cumsum([0] + [g[0].size for g in got[:-1]])
+        bounds = np.concatenate([g[1][:-1] + s for g, s in zip(got, starts.tolist())] + [np.array([ids.size])])
+        return ids, bounds.astype(np.int64, copy=False)
+
+    @staticmethod
+    def _threads(num_threads) -> int:
+        return max(1, os.cpu_count() or 1) if num_threads is None else check_int(num_threads, "num_threads",
+                                                                                   min=1, max=1024)
+
+    def _group_encoder(self, texts: list, threads: int, total: int, strs: bool, allowed_special, disallowed_special):
+        """``flat(lo, hi)``: the ``(ids, bounds)`` of ``texts[lo:hi]`` (as :meth:`encode_flat`): the plain ones in
+        one kernel call, the others (special or added tokens) one by one."""
         # the special tokens allowed and those to check for, worked out once (~1.5 us a text: 185 files of
         # code, 0.3 ms of a 9 ms pass)
         rule = requested(self.specials.ids, allowed_special, disallowed_special)
@@ -99,17 +148,7 @@ class Encoding:
 
             needles = check_needles([s.encode("utf-8") for s in sorted(spelled)])
 
-        def split(got, n: int) -> list:
-            """The ``n`` texts' results from encode_many's ``(ids, bounds)``: arrays, views of the group's ids
-            (one buffer, no copy per text), or lists, all made in one pass."""
-            ids, bounds = got
-            if as_arrays:
-                b = bounds.tolist()
-                return [ids[b[j] : b[j + 1]] for j in range(n)]
-            return self.int_lists().split(ids, bounds)
-
-        def group(lo: int, hi: int) -> list:
-            """texts[lo:hi]: the plain ones in one kernel call, the others (special or added tokens) one by one."""
+        def flat(lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
             chunk = texts[lo:hi]
             # a group of more than a thread's share of the batch (a text too large to be balanced by
             # the other groups, or the only one) cuts its kernel work across the threads too
@@ -122,28 +161,30 @@ class Encoding:
                 got = self.compiled_encoder().encode_many(
                     [self.prefixed(t) for t in chunk] if self.spec.add_prefix_space else chunk, inner, forbid=needles)
                 if got is not None:
-                    return split(got, len(chunk))
+                    return got
             if fast:  # each text one plain piece, unless encode_many's scan finds a token in the group
                 pieces = [[(t, None)] if checked_str(t) else [] for t in chunk]
             else:
                 pieces = [self.pieces(checked_str(t), allowed_special, disallowed_special, rule) for t in chunk]
             plain = [i for i, p in enumerate(pieces) if len(p) == 1 and p[0][1] is None]
-            res: list = [convert(np.zeros(0, np.int64)) if not p else None for p in pieces]
+            res: list = [np.zeros(0, np.int64) if not p else None for p in pieces]
             got = None  # None: not in one pass (tried above already where ``every``)
             if plain and not every:
                 got = self.compiled_encoder().encode_many([self.prefixed(pieces[i][0][0]) for i in plain], inner,
                                                           forbid=needles)
             if got is not None:
-                for j, r in zip(plain, split(got, len(plain))):
-                    res[j] = r
+                ids, bounds = got
+                b = bounds.tolist()
+                for j, i in enumerate(plain):
+                    res[i] = ids[b[j] : b[j + 1]]
             elif fast and plain:  # one by one, each text's tokens found as encode finds them (and refused)
                 pieces = [self.pieces(t, allowed_special, disallowed_special, rule) for t in chunk]
             for i, r in enumerate(res):
                 if r is None:
-                    res[i] = convert(self.encode_pieces(pieces[i]))
-            return res
+                    res[i] = self.encode_pieces(pieces[i])
+            return _joined(res)
 
-        return in_groups(texts, threads, group, sizes)
+        return flat
 
     def encode_array(self, text, allowed_special=(), disallowed_special="all") -> np.ndarray:
         """``encode`` as an int64 array (possibly a view of a larger buffer)."""
@@ -201,3 +242,11 @@ class Encoding:
         """``ids.tolist()``, from one Python int per id made once (``_cpython``: ~2x faster than
         ``tolist``'s new int per token, equal lists)."""
         return self.int_lists().one(ids)
+
+
+def _joined(arrays: list) -> tuple[np.ndarray, np.ndarray]:
+    """``(ids, bounds)`` of per-text int64 arrays (see ``Encoding.encode_flat``)."""
+    bounds = np.zeros(len(arrays) + 1, np.int64)
+    np.cumsum(np.fromiter(map(len, arrays), np.int64, len(arrays)), out=bounds[1:])
+    ids = np.concatenate(arrays) if arrays else np.zeros(0, np.int64)
+    return ids.astype(np.int64, copy=False), bounds

@@ -232,6 +232,20 @@ class Tokenizer:
         """
         return self._encoding.encode_batch(texts, num_threads, as_arrays, allowed_special, disallowed_special)
 
+    def encode_flat(self, texts: Iterable[str], *, num_threads: int | None = None, allowed_special: Specials = (),
+                    disallowed_special: Specials = "all") -> tuple[np.ndarray, np.ndarray]:
+        """``encode_batch``'s ids in one flat int64 array, with ``bounds`` (int64, ``len(texts) + 1``): text
+        ``i``'s ids are ``ids[bounds[i]:bounds[i + 1]]``. No array or list per text: for many short texts
+        (SFT records, lines) that are written or packed together, about half the time of
+        ``encode_batch(as_arrays=True)`` plus ``np.concatenate``.
+
+        >>> tok = Tokenizer.from_merges([(104, 105)], pattern="gpt4")
+        >>> ids, bounds = tok.encode_flat(["hi", "", "yo!"], num_threads=1)
+        >>> ids.tolist(), bounds.tolist()
+        ([256, 121, 111, 33], [0, 1, 1, 4])
+        """
+        return self._encoding.encode_flat(texts, num_threads, allowed_special, disallowed_special)
+
     def encode_python(self, text: str, *, allowed_special: Specials = (), disallowed_special: Specials = "all") -> list[int]:
         """``encode`` in pure Python (``regex`` splitting, BPE in Python): the same ids, no compiled
         kernel. Slower per byte, but it starts at once: ``tokenmill encode`` uses it for a small text
