@@ -79,7 +79,9 @@ def encode_job(tokenizer, opts: EncodeOptions, texts: list[str]):
     from ..tokenizer.model import Tokenizer
 
     try:
-        if isinstance(tokenizer, Tokenizer):  # all ids in one array: no array per document to make and join
+        # short documents: all ids in one array, no array per document to make and join (long ones are copied
+        # one by one from their arrays: the one array would be a copy more)
+        if isinstance(tokenizer, Tokenizer) and sum(map(len, texts)) < _FLAT_BELOW * len(texts):
             return assemble_flat(*tokenizer.encode_flat(texts, num_threads=1, **kw), opts)
         arrays = tokenizer.encode_batch(texts, as_arrays=True, num_threads=1, **kw)
     except Exception:  # find the document, so the caller can name its file and row
@@ -93,6 +95,7 @@ def encode_job(tokenizer, opts: EncodeOptions, texts: list[str]):
 
 
 _PER_DOCUMENT_FROM = 1024  # ids a document on average: from there a job is copied document by document
+_FLAT_BELOW = 4 * _PER_DOCUMENT_FROM  # characters a document on average: below, a job is encoded flat
 
 
 def assemble_ids(arrays: list[np.ndarray], opts: EncodeOptions):
