@@ -392,7 +392,8 @@ def test_raw_pointer_reads_and_writes_the_array(data, words, d):
 
 def test_hot_loop_stops_exactly_at_the_chunks_the_tables_do_not_hold():
     """``_hot`` (the loop for chunks seen before) writes the ids of the chunks the word tables (the seeds and
-    the thread's merged tables, 1-7 and 8-15 bytes) or the small-chunk table hold, and stops at the first one they do not:
+    the thread's merged tables, 1-7 and 8-15 bytes), the small-chunk table or the long table (16-31 bytes)
+    hold, and stops at the first one they do not:
     what it wrote plus, for each chunk it stopped at, that chunk's own ids, is the whole encoding; it
     stops at no chunk of one token."""
     from numba import njit
@@ -401,26 +402,33 @@ def test_hot_loop_stops_exactly_at_the_chunks_the_tables_do_not_hold():
     from tokenmill.tokenizer.pretokenize.patterns import resolve_pattern, split_with_gaps
 
     @njit
-    def hot(data, offs, k, end, out, nout, vt, imask, vt2, mt, mt2, sk, si, byte_ids):
+    def hot(data, offs, k, end, out, nout, vt, imask, vt2, mt, mt2, sk, si, byte_ids, lt):
         return EK._hot(raw(data), raw(offs), k, end, end, raw(out), nout, raw(vt), np.uint64(vt.size // 2 - 1),
                        imask, raw(vt2), np.uint64(vt2.size // 4 - 1), raw(mt), np.uint64(mt.size // 2 - 1), raw(mt2),
                        np.uint64(mt2.size // 4 - 1), raw(sk.reshape(-1)), raw(si.reshape(-1)),
-                       np.uint64(sk.shape[0] - 1) & ~np.uint64(EK._WAYS - 1), raw(byte_ids))
+                       np.uint64(sk.shape[0] - 1) & ~np.uint64(EK._WAYS - 1), raw(byte_ids), raw(lt),
+                       np.uint64(lt.size // 8 - 1), offs[offs.size - 1] - 32)
 
     tok = _TOK[0] if _TOK else _TOK.append(_trained()) or _TOK[0]
     enc = tok._compiled()
-    text = " ".join(_WIDE * 3) + " the quick brown fox " + "x" * 40 + " tail end of the text here"
+    # a chunk of 20 bytes, one of 40 (too long for the long table), then enough text for the long
+    # table's 32-byte reads
+    text = (" ".join(_WIDE * 3) + " the quick brown fox " + "y" * 20 + " and " + "x" * 40
+            + " tail end of the text here, and some more words to read")
     chunks = split_with_gaps(resolve_pattern(tok.pattern), text)
     data = np.frombuffer(text.encode(), np.uint8)
     offs = np.cumsum([0] + [len(c.encode()) for c in chunks]).astype(np.int64)
     enc._local.state = None
-    enc.encode(text)  # the chunks of several ids are in the merged tables or the small-chunk table now
-    sk, si, mt, mt2 = enc._state()[9], enc._state()[10], enc._state()[12], enc._state()[13]
+    # the chunks of several ids are in the merged tables or the small-chunk table now; the one of 20 bytes,
+    # found in the byte-keyed cache on its third sighting, in the long table
+    for _ in range(3):
+        enc.encode(text)
+    sk, si, mt, mt2, lt = (enc._state()[i] for i in (9, 10, 12, 13, 14))
     end = int(np.searchsorted(offs, data.size - 16, side="right"))  # chunks starting 16+ bytes before the end
     out = np.zeros(data.size, np.int64)
     k, nout, stops = 0, 0, []
     while True:
-        k, nout = hot(data, offs, k, end, out, nout, enc.vtab, enc.imask, enc.vtab2, mt, mt2, sk, si, enc.byte_ids)
+        k, nout = hot(data, offs, k, end, out, nout, enc.vtab, enc.imask, enc.vtab2, mt, mt2, sk, si, enc.byte_ids, lt)
         if k >= end:
             break
         ids = tok.encode_ordinary_python(chunks[k])
@@ -430,8 +438,40 @@ def test_hot_loop_stops_exactly_at_the_chunks_the_tables_do_not_hold():
         nout += len(ids)
         k += 1
     assert out[:nout].tolist() == tok.encode_ordinary_python("".join(chunks[:end]))
-    assert any(len(chunks[s].encode()) > 15 for s in stops)  # the run of x: too long for the tables
+    assert [chunks[s] for s in stops if len(chunks[s].encode()) > 15] == [" " + "x" * 40]  # too long for the tables
+    assert " " + "y" * 20 in chunks[:end] and len(tok.encode_ordinary_python(" " + "y" * 20)) > 1  # (long table)
     enc._local.state = None
+
+
+_LONG_PIECES = [" " * 16, " " * 23, " " * 31, "\n" + " " * 20, "a" * 17, "x" * 31, " " + "ab" * 11, "_" * 24,
+                "滑动窗口滑动", " 滑动窗口滑动窗口", "\U0001f600" * 5, " superlongidentifiername", " internationalization",
+                "0123456789" * 2, "!" * 18, " 🙂" * 4, "x" * 32, "é" * 9, " " * 40, "return"]
+
+
+@pytest.mark.parametrize("rows", [8, 1 << 13])  # 8: the long table emptied every 4 chunks
+@settings(deadline=None, max_examples=15)
+@given(st.lists(st.sampled_from(_LONG_PIECES), min_size=1, max_size=30).map(" ".join))
+def test_chunks_of_16_to_31_bytes_seen_again_give_their_ids(gpt2_ranks_path, rows, text):
+    """The long table (chunks of 16-31 bytes, found in the byte-keyed cache and so kept for ``_hot``): text
+    whose long chunks (indentation, identifiers, runs of one byte, 3- and 4-byte characters, each byte its
+    own id, more ids than a row holds) are seen over and over encodes to the reference's ids every time,
+    with the table emptied as it fills, near the end of the text too."""
+    from tokenmill import Tokenizer
+    from tokenmill.tokenizer.bpe import encoder as E
+
+    toks = (Tokenizer.from_tiktoken(gpt2_ranks_path, pattern="gpt2"), _TOK[0] if _TOK else _TOK.append(_trained()) or _TOK[0])
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(E, "_LONG_ROWS", rows)
+        for tok in toks:
+            enc = tok._compiled()
+            enc._local.state = None
+            assert enc._state()[14].size == 8 * rows
+            want = tok.encode_ordinary_python(text)
+            for _ in range(4):  # first sighting, admitted, found (into the long table), found there
+                assert enc.encode(text).tolist() == want
+            assert enc.encode_many([text, text + " tail", text])[0].tolist() == want + tok.encode_ordinary_python(
+                text + " tail") + want
+            enc._local.state = None
 
 
 def test_empty_chunks_of_a_custom_splitter_are_dropped_before_the_kernel(monkeypatch):

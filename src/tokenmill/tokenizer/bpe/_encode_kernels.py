@@ -40,6 +40,13 @@ _BYTEWISE = np.uint64(4)
 
 _FIB = np.uint64(0x9E3779B97F4A7C15)
 _FIB2 = np.uint64(0xC2B2AE3D27D4EB4F)
+_FIB3 = np.uint64(0x165667B19E3779F9)
+_FIB4 = np.uint64(0x27D4EB2F165667C5)
+# chunks of 16 to _LONG bytes have a four-word key (the long table: code's indentation and identifiers,
+# 97% of its chunks over 15 bytes); a row holds up to _LONG_IDS ids, or _LBYTEWISE (each byte its own id)
+_LONG = 31
+_LONG_IDS = 7
+_LBYTEWISE = np.uint64(255)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -500,6 +507,61 @@ def _rows_ok(tab, width):
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _long_keys(dp, a, n):
+    """The four key words of a chunk of 16 to 31 bytes at ``dp[a:a + n]`` (32 bytes readable from ``a``): its
+    bytes, zero past ``n``, and ``n`` in the top byte of the last word (never 0)."""
+    k0 = load_u64(dp, a)
+    k1 = load_u64(dp, a + 8)
+    if n >= 24:
+        return k0, k1, load_u64(dp, a + 16), _packed(load_u64(dp, a + 24), n - 24, n)
+    return k0, k1, _packed(load_u64(dp, a + 16), n - 16, 0), np.uint64(n) << np.uint64(56)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _hash4(k0, k1, k2, k3):
+    """The hash of a four-word key (chunks of 16-31 bytes): its high half picks the long table's row."""
+    return (k0 * _FIB) ^ (k1 * _FIB2) ^ (k2 * _FIB3) ^ (k3 * _FIB4)
+
+
+@njit(cache=True, nogil=True)
+def _to_long(lt, data, a, n, ids, at, m, sizes):
+    """Put the chunk ``data[a:a + n]`` (16-31 bytes, 32 readable from ``a``) and its ``m`` ids ``ids[at:at + m]``
+    in the long table ``lt`` (rows of 8 words: the four key words, the count and up to 7 ids of 32 bits;
+    a power of two rows, at least one), emptied when half full (``sizes[8]``: its rows used). A chunk of
+    more ids (unless each byte is its own: count ``_LBYTEWISE``) or of an id over 32 bits stays out."""
+    if m > _LONG_IDS and m != n:
+        return
+    for t in range(m):
+        if ids[at + t] < 0 or ids[at + t] >= np.int64(1) << 32:
+            return
+    rows = lt.size // 8
+    lmask = np.uint64(rows - 1)
+    if sizes[8] + 1 > rows // 2:
+        lt[:] = 0
+        sizes[8] = 0
+    k0, k1, k2, k3 = _long_keys(data, a, n)
+    li = np.int64((_hash4(k0, k1, k2, k3) >> np.uint64(32)) & lmask)
+    while lt[8 * li + 3] != 0:
+        if lt[8 * li + 3] == k3 and lt[8 * li] == k0 and lt[8 * li + 1] == k1 and lt[8 * li + 2] == k2:
+            return
+        li = (li + 1) & np.int64(lmask)
+    lt[8 * li] = k0
+    lt[8 * li + 1] = k1
+    lt[8 * li + 2] = k2
+    lt[8 * li + 3] = k3
+    if m > _LONG_IDS:
+        lt[8 * li + 4] = _LBYTEWISE
+    else:
+        slots = np.zeros(8, np.uint64)
+        slots[0] = np.uint64(m)
+        for t in range(m):
+            slots[1 + t] = np.uint64(ids[at + t])
+        for w in range(4):
+            lt[8 * li + 4 + w] = slots[2 * w] | (slots[2 * w + 1] << np.uint64(32))
+    sizes[8] += 1
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _row1(tab, key, mask):
     """The row of a word table of ``[key, value]`` rows holding ``key``, or the empty row its probe ended at."""
     i = _vslot(key, mask)
@@ -637,7 +699,7 @@ def _han_key(data, a, n):
 
 @njit(cache=True, nogil=True)
 def _hot(dp, op, k, end, ahead_end, outp, nout, vt, vmask, imask, vt2, vmask2, mt, mmask, mt2, mmask2, sk, si,
-         bmask, bp):
+         bmask, bp, lt, lmask, lend):
     """The chunks ``k, k + 1, ...`` of ``[k, end)`` that the word tables (the seeds ``vt`` and ``vt2``, then the
     thread's merged tables ``mt`` and ``mt2``: 1-7 and 8-15 bytes) or the small-chunk table hold, their ids
     written at ``outp[nout:]``: returns the first chunk that none holds (or ``end``) and the ids written so
@@ -650,7 +712,8 @@ def _hot(dp, op, k, end, ahead_end, outp, nout, vt, vmask, imask, vt2, vmask2, m
     caller cuts ``ahead_end`` there), so its key words are loaded without a test, and the three ids a
     word-table hit stores unconditionally (the count then says how many were real) land inside the
     output; ``end <= ahead_end``. The rows of the chunk ``_AHEAD`` on are prefetched (the seeds are
-    larger than the L2 cache and a probe's miss is most of a chunk's time)."""
+    larger than the L2 cache and a probe's miss is most of a chunk's time). A chunk of 16 to 31 bytes that
+    starts at ``lend`` or before (32 bytes readable) is looked up in the long table ``lt`` (``_to_long``)."""
     while k < end:
         j = k + _AHEAD
         if j < ahead_end:
@@ -664,6 +727,9 @@ def _hot(dp, op, k, end, ahead_end, outp, nout, vt, vmask, imask, vt2, vmask2, m
                 h2 = _hash2(load_u64(dp, a2), _packed(load_u64(dp, a2 + 8), n2 - 8, n2)) >> np.uint64(32)
                 prefetch(vt2, np.uint64(4) * (h2 & vmask2))
                 prefetch(mt2, np.uint64(4) * (h2 & mmask2))
+            elif n2 <= _LONG and a2 <= lend:
+                q0, q1, q2, q3 = _long_keys(dp, a2, n2)
+                prefetch(lt, np.uint64(8) * ((_hash4(q0, q1, q2, q3) >> np.uint64(32)) & lmask))
         a = op[k]
         n = op[k + 1] - a
         if n <= _SMALL:
@@ -710,6 +776,32 @@ def _hot(dp, op, k, end, ahead_end, outp, nout, vt, vmask, imask, vt2, vmask2, m
                 vi = (vi + np.uint64(1)) & mmask2
                 vk = mt2[np.uint64(4) * vi + np.uint64(1)]
             v = mt2[np.uint64(4) * vi + np.uint64(2)]
+        elif n <= _LONG and a <= lend:
+            q0, q1, q2, q3 = _long_keys(dp, a, n)
+            li = (_hash4(q0, q1, q2, q3) >> np.uint64(32)) & lmask
+            vk = lt[np.uint64(8) * li + np.uint64(3)]
+            while vk != q3 or lt[np.uint64(8) * li] != q0 or lt[np.uint64(8) * li + np.uint64(1)] != q1 or \
+                    lt[np.uint64(8) * li + np.uint64(2)] != q2:
+                if vk == 0:
+                    return k, nout
+                li = (li + np.uint64(1)) & lmask
+                vk = lt[np.uint64(8) * li + np.uint64(3)]
+            w = lt[np.uint64(8) * li + np.uint64(4)]
+            if w == _LBYTEWISE:
+                for t in range(n):
+                    outp[nout + t] = bp[dp[a + t]]
+                nout += n
+                k += 1
+                continue
+            # up to 7 ids, stored unconditionally (the chunk has 16 slots or more in the output)
+            outp[nout] = np.int64(w >> np.uint64(32))
+            for t in range(3):
+                w = lt[np.uint64(8) * li + np.uint64(5 + t)]
+                outp[nout + 1 + 2 * t] = np.int64(w & np.uint64(0xFFFFFFFF))
+                outp[nout + 2 + 2 * t] = np.int64(w >> np.uint64(32))
+            nout += np.int64(lt[np.uint64(8) * li + np.uint64(4)] & np.uint64(0xFF))
+            k += 1
+            continue
         else:
             return k, nout
         c = v & np.uint64(3)
@@ -760,21 +852,24 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
     ``pos[j]`` receives the number of ids written before chunk ``marks[j]`` (empty arrays for one text).
 
     ``state`` = (ctab, c_start, c_len, c_hash, c_bytes, c_ids_start, c_ids_len, c_ids, sizes, skeys,
-    sids, seen, mtab, mtab2) is the cache; ``mtab``, ``mtab2``: the merged tables (chunks of 1-7 and 8-15
+    sids, seen, mtab, mtab2, ltab) is the cache; ``mtab``, ``mtab2``: the merged tables (chunks of 1-7 and 8-15
     bytes the thread merged, see above; a power of two rows, at least one), each emptied when half full;
+    ``ltab``: the long table (chunks of 16-31 bytes put in or found in the byte-keyed cache, ``_to_long``:
+    found again by ``_hot`` without leaving it, one row of one cache line; a power of two rows);
     ``skeys``/``sids``: the small-chunk table (rows of two key words, both 0 =
     empty; ids: count, then up to 7; buckets of ``_WAYS`` rows, a power of two rows, at least
     ``_WAYS``; a miss puts its chunk first in its bucket and the bucket's last row leaves; a count of
     ``_IN_CTAB``: the chunk's ids are in the byte-keyed cache); ``seen``: hashes
     of chunks seen once (the admission filter); ``sizes`` = [entries, bytes used, ids used, pinned entries, pinned bytes, pinned ids,
-    rows used in ``mtab``, rows used in ``mtab2``].
+    rows used in ``mtab``, rows used in ``mtab2``, rows used in ``ltab``].
     When the cache would exceed ``limit`` entries it is reset to its pinned part.
     Returns (number of ids written, the new state or None): the state's arrays are updated in place, and
     only where the byte-keyed cache outgrew its arrays (new ones, returned) is a state handed back;
-    returning all 14 arrays on every call cost ~8 us of a call's ~18 (a short text's encode).
+    returning all 15 arrays on every call cost ~8 us of a call's ~18 (a short text's encode).
     """
-    ctab, c_start, c_len, c_hash, c_bytes, c_ids_start, c_ids_len, c_ids, sizes, skeys, sids, seen, mtab, mtab2 = state
-    if not (_rows_ok(vtab, 2) and _rows_ok(vtab2, 4) and _rows_ok(mtab, 2) and _rows_ok(mtab2, 4)) or sizes.size < 8:
+    ctab, c_start, c_len, c_hash, c_bytes, c_ids_start, c_ids_len, c_ids, sizes, skeys, sids, seen, mtab, mtab2, ltab = state
+    if not (_rows_ok(vtab, 2) and _rows_ok(vtab2, 4) and _rows_ok(mtab, 2) and _rows_ok(mtab2, 4)
+            and _rows_ok(ltab, 8)) or sizes.size < 9:
         raise ValueError("encode_chunks: a word table does not hold a power of two rows")
     cp3, flat, starts, lens, tail_ptr, tail_tok, tail_mask, head_ptr, head_tok, head_mask, unreached = chars
     nout = 0
@@ -806,6 +901,10 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
     vt2p = raw(vtab2)
     mtp = raw(mtab)
     mt2p = raw(mtab2)
+    ltp = raw(ltab)
+    lmask = np.uint64(ltab.size // 8 - 1)
+    # the long table's keys read 32 bytes from a chunk's start: chunks starting after ``lend`` do not use it
+    lend = offs[ix(nch)] - 32
     skp = raw(skflat)
     sip = raw(siflat)
     bip = raw(byte_ids)
@@ -823,7 +922,7 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
         seg = end
         while True:
             k, nout = _hot(dp, op, nxt, min(end, ahead_end), ahead_end, outp, nout, vtp, vmask, imask, vt2p, vmask2,
-                           mtp, mmask, mt2p, mmask2, skp, sip, bmask, bip)
+                           mtp, mmask, mt2p, mmask2, skp, sip, bmask, bip, ltp, lmask, lend)
             if k >= end:
                 break
             nxt = k + 1
@@ -971,6 +1070,8 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
                 m = c_ids_len[e]
                 for t in range(m):
                     out[nout + t] = c_ids[s + t]
+                if n > 15 and n <= _LONG and a <= lend:  # found again (admitted, or pinned): into _hot's long table
+                    _to_long(ltab, data, a, n, out, nout, m, sizes)
                 nout += m
                 continue
             # miss: run BPE (3-byte characters merged ahead where that is exact; a wide chunk without a
@@ -1059,13 +1160,15 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
             sizes[0] += 1
             sizes[1] += n
             sizes[2] += m
+            if n > 15 and n <= _LONG and a <= lend:  # and into _hot's long table
+                _to_long(ltab, data, a, n, out, nout, m, sizes)
             nout += m
     while mi < marks.size:
         pos[mi] = nout
         mi += 1
     if grown:
         return nout, (ctab, c_start, c_len, c_hash, c_bytes, c_ids_start, c_ids_len, c_ids, sizes, skeys, sids, seen,
-                      mtab, mtab2)
+                      mtab, mtab2, ltab)
     return nout, None
 
 

@@ -25,6 +25,7 @@ _NO_VOCAB2 = np.zeros(4, np.uint64)  # and of the wide one (build_vocab_table2)
 # rows of a thread's merged tables (chunks of 1-7 and 8-15 bytes it merged, emptied when half full): 2 MB
 # each, beside the shared seeds (o200k: 16 + 8 MB, one copy for every thread)
 _MERGED_ROWS = 1 << 17
+_LONG_ROWS = 1 << 13  # the long table's rows (64 bytes each: 512 KB a thread)
 _MERGED_ROWS2 = 1 << 16
 _M20 = np.uint64((1 << 20) - 1)
 # A process on a machine whose encoding kernels are not compiled yet encodes up to this many
@@ -287,7 +288,7 @@ class CompiledEncoder:
             c_ids_start[:n] = np.arange(n)
             c_ids_len[:n] = 1
             K.pin_tokens(c_bytes, c_start[:n], c_len[:n], ctab, c_hash)
-        sizes = np.array([n, data.size, n, n, data.size, n, 0, 0], np.int64)
+        sizes = np.array([n, data.size, n, n, data.size, n, 0, 0, 0], np.int64)
         return ctab, c_start, c_len, c_hash, c_bytes, c_ids_start, c_ids_len, c_ids, sizes
 
     @staticmethod
@@ -296,10 +297,10 @@ class CompiledEncoder:
         words of a chunk of up to 15 bytes: the bytes, the length in the top byte of the last; up to 7
         bytes: one word and 0; all zero = empty; a bucket's keys are one cache line) and its ids (count,
         then up to 7 ids), the admission filter (hashes of chunks seen once), the merged tables of chunks
-        of 1-7 and 8-15 bytes (``rows`` and ``rows2`` rows)."""
+        of 1-7 and 8-15 bytes (``rows`` and ``rows2`` rows) and the long table of chunks of 16-31 bytes."""
         return (_line_aligned_zeros((1 << 16, 2), np.uint64), _line_aligned_zeros((1 << 16, 8), np.int32),
                 _line_aligned_zeros((1 << 16,), np.uint64), _line_aligned_zeros((2 * rows,), np.uint64),
-                _line_aligned_zeros((4 * rows2,), np.uint64))
+                _line_aligned_zeros((4 * rows2,), np.uint64), _line_aligned_zeros((8 * _LONG_ROWS,), np.uint64))
 
     def _state(self):
         """This thread's state: a copy of the template's pinned cache and fresh empty tables (zeroed
