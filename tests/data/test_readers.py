@@ -187,6 +187,18 @@ def test_hf_dataset_and_iterables(tmp_path):
     assert [t for t, _, _ in docs(as_sources(it, field="body")[0])] == ["a", "b", "c"]
     with pytest.raises(InputError, match=r"no column 'text'; the columns are: body, k"):
         docs(hf_dataset(ds))
+    # the dataset's own batches: rows counted across them; a batch holding a non-str goes row by row
+    ds = datasets.Dataset.from_dict({"text": [f"doc {i}" for i in range(7)]})
+    got = docs(hf_dataset(ds, batch_size=3))
+    assert [(t, r) for t, _, r in got] == [(f"doc {i}", i) for i in range(7)]
+    assert [len(b) for b, _, _ in hf_dataset(ds, batch_size=3).batches()] == [3, 3, 1]
+    ds = datasets.Dataset.from_dict({"text": ["a", "b", None, "d"]})
+    with pytest.raises(InputError, match=r"row 2: field 'text' is null"):
+        docs(hf_dataset(ds, batch_size=2))
+    with pytest.raises(InputError, match=r"row 2: field 'text' is null"):
+        list(hf_dataset(ds, batch_size=2).batches())
+    ds = datasets.Dataset.from_dict({"text": [b"bytes \xc3\xa9", b"x"]})
+    assert [t for t, _, _ in docs(hf_dataset(ds, batch_size=1))] == ["bytes é", "x"]
     gen = (s for s in ["x", "y"])
     assert [t for t, _, _ in docs(as_sources(gen)[0])] == ["x", "y"]
     with pytest.raises(InputError, match="item 1 is a int"):

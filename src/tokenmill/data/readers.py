@@ -575,6 +575,13 @@ class HFSource(Source):
         return {"kind": "hf_dataset", "field": self.field, "fingerprint": fp, "len": n}
 
     def documents(self) -> Iterator[Document]:
+        for texts, _, rows in self.batches():
+            for text, row in zip(texts, rows):
+                yield text, 0, row
+
+    def batches(self) -> Iterator[Batch]:
+        """The dataset's own batches: a column of strs as it comes, no work per row (any other value is
+        checked and decoded row by row, or refused naming its row)."""
         names = getattr(self.dataset, "column_names", None)
         if names is not None and self.field not in names:
             raise InputError(f"dataset {self.files()[0]}: no column {self.field!r}; the columns are: "
@@ -584,9 +591,12 @@ class HFSource(Source):
             if self.field not in batch:
                 raise InputError(f"dataset {self.files()[0]}: no column {self.field!r}; the columns are: "
                                  f"{', '.join(batch)}; pass field=...")
-            for v in batch[self.field]:
-                yield _as_text(v, f"dataset {self.files()[0]}: row {row:,d}", self.field, "strict"), 0, row
-                row += 1
+            col = batch[self.field]
+            texts = col if type(col) is list and not set(map(type, col)) - {str} else [
+                _as_text(v, f"dataset {self.files()[0]}: row {row + i:,d}", self.field, "strict") for i, v in enumerate(col)]
+            if texts:
+                yield texts, 0, range(row, row + len(texts))
+            row += len(texts)
 
 
 # ---- constructors --------------------------------------------------------------------------------
