@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tokenmill.data import files, hf_dataset, texts
+from tokenmill.data import readers as R
 from tokenmill.data.readers import as_sources
 from tokenmill.data.text import iter_documents
 from tokenmill.errors import ConfigError, InputError
@@ -203,6 +204,15 @@ def test_hf_dataset_and_iterables(tmp_path):
     assert [t for t, _, _ in docs(as_sources(gen)[0])] == ["x", "y"]
     with pytest.raises(InputError, match="item 1 is a int"):
         docs(texts(["x", 3]))
+    with pytest.MonkeyPatch.context() as mp:  # a list in slices: rows across them, a bad item named by its place
+        mp.setattr(R, "_BATCH_DOCS", 2)
+        class Sub(str):
+            pass
+        items = ["a", Sub("b"), "c", "d", "e"]
+        assert [(t, r) for t, _, r in docs(texts(items))] == [(t, i) for i, t in enumerate(items)]
+        assert [list(b) for b, _, _ in texts(items).batches()] == [["a", "b"], ["c", "d"], ["e"]]
+        with pytest.raises(InputError, match="item 3 is a bytes"):
+            list(texts(["a", "b", "c", b"d"]).batches())
 
 
 def test_paths_globs_folders_and_bad_inputs(tmp_path):
