@@ -28,13 +28,15 @@ def docs(src):
     return got
 
 
+@pytest.mark.parametrize("batch", [2, 4096])
 @pytest.mark.parametrize("mode", ["file", "lines", "sep"])
-def test_text_files_read_as_train_reads_them(tmp_path, mode, monkeypatch):
+def test_text_files_read_as_train_reads_them(tmp_path, mode, batch, monkeypatch):
     import tokenmill.data.readers as R
 
     monkeypatch.setattr(R, "_BLOCK", 7)  # tiny blocks: every line and separator crosses a block edge
+    monkeypatch.setattr(R, "_BATCH_DOCS", batch)  # and batches of two lines (the lines' batches, as documents)
     a = tmp_path / "a.txt"
-    a.write_bytes("one\r\ntwo  \n\n  \nthree\u2028four||five||||six||".encode())
+    a.write_bytes("one\r\ntwo  \n\n  \nthree\u2028four||five||||six||\n\n\nseven eight\nnine\x0cten\n".encode())
     b = tmp_path / "b.txt"
     b.write_bytes(b"")
     opts = {"file": {}, "lines": {"split_lines": True}, "sep": {"separator": "||"}}[mode]
@@ -43,7 +45,8 @@ def test_text_files_read_as_train_reads_them(tmp_path, mode, monkeypatch):
     assert [t for t, _, _ in got] == want
     assert all(f in (0, 1) for _, f, _ in got)
     if mode == "lines":  # rows: the line index (str.splitlines), blank lines counted but skipped
-        assert [(t, r) for t, _, r in got] == [("one", 0), ("two  ", 1), ("three", 4), ("four||five||||six||", 5)]
+        assert [(t, r) for t, _, r in got] == [("one", 0), ("two  ", 1), ("three", 4), ("four||five||||six||", 5),
+                                               ("seven eight", 8), ("nine", 9), ("ten", 10)]
 
 
 def test_jsonl_field_rows_and_compression(tmp_path):

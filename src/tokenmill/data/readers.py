@@ -354,6 +354,23 @@ def text_documents(path: Path, *, split_lines: bool = False, separator: str | No
         yield _decode(read_all(path, opener=opener), where=str(path), base=0, errors=errors), 0
 
 
+def _line_batches(path: Path, errors: Errors) -> Iterator[tuple[list[str], list[int] | range]]:
+    """``text_documents(path, split_lines=True)`` as ``(texts, rows)`` batches of up to ``_BATCH_DOCS`` lines of
+    a block: the same lines and rows (blank lines skipped but counted), told blank or not by C loops."""
+    row = 0
+    for offset, block in _blocks(path, b"\n", what="line"):
+        lines = _decode(block, where=str(path), base=offset, errors=errors).splitlines()
+        for lo in range(0, len(lines), _BATCH_DOCS):
+            part = lines[lo : lo + _BATCH_DOCS]
+            if all(map(str.strip, part)):  # no blank line (the common case)
+                yield part, range(row, row + len(part))
+            else:
+                keep = [j for j, line in enumerate(part) if line.strip()]
+                if keep:
+                    yield [part[j] for j in keep], [row + j for j in keep]
+            row += len(part)
+
+
 @dataclass
 class FileSource(Source):
     """Documents from files (see the module docstring). ``format="auto"`` picks by extension:
@@ -412,6 +429,9 @@ class FileSource(Source):
                 for texts, rows in self._jsonl_blocks(p):
                     if texts:
                         yield texts, i, rows
+            elif self.kind_of(p) == "text" and self.split_lines:  # a block of lines at a time
+                for texts, rows in _line_batches(p, self.errors):
+                    yield texts, i, rows
             else:
                 reader = self._text if self.kind_of(p) == "text" else self._parquet
                 yield from _grouped((text, i, row) for text, row in reader(p))
