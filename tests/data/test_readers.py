@@ -181,6 +181,14 @@ def test_parquet_column_streamed_by_row_group(tmp_path):
     assert [(t, r) for t, _, r in got] == [(f"row {i}", i) for i in range(25)]
     with pytest.raises(InputError, match=r"no column 'text'; the columns are: content, n"):
         docs(files(tmp_path / "t.parquet"))
+    # a row group at a time: a null names its row; bytes are decoded (errors="replace" as asked)
+    pq.write_table(pa.table({"text": ["a", "b", "c", None, "e"]}), tmp_path / "n.parquet", row_group_size=2)
+    with pytest.raises(InputError, match=r"n.parquet: row 3: field 'text' is null"):
+        docs(files(tmp_path / "n.parquet"))
+    pq.write_table(pa.table({"text": [b"ok", b"bad \xff", b"z"]}), tmp_path / "b.parquet", row_group_size=2)
+    assert [(t, r) for t, _, r in docs(files(tmp_path / "b.parquet", errors="replace"))] == [
+        ("ok", 0), ("bad \ufffd", 1), ("z", 2)]
+    assert [len(b) for b, _, _ in files(tmp_path / "t.parquet", field="content").batches()] == [4] * 6 + [1]
 
 
 def test_hf_dataset_and_iterables(tmp_path):

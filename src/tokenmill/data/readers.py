@@ -432,6 +432,10 @@ class FileSource(Source):
             elif self.kind_of(p) == "text" and self.split_lines:  # a block of lines at a time
                 for texts, rows in _line_batches(p, self.errors):
                     yield texts, i, rows
+            elif self.kind_of(p) == "parquet":  # a row group at a time
+                for texts, rows in self._parquet_groups(p, self._parquet_file(p)):
+                    if texts:
+                        yield texts, i, rows
             else:
                 reader = self._text if self.kind_of(p) == "text" else self._parquet
                 yield from _grouped((text, i, row) for text, row in reader(p))
@@ -503,6 +507,11 @@ class FileSource(Source):
 
     # -- Parquet: one column, streamed by row group
     def _parquet(self, p: Path) -> Iterator[tuple[str, int]]:
+        for texts, rows in self._parquet_groups(p, self._parquet_file(p)):
+            yield from zip(texts, rows)
+
+    def _parquet_file(self, p: Path):
+        """The Parquet file ``p`` opened, its column ``field`` checked to exist."""
         pq = require("pyarrow.parquet", "parquet")
         check_regular(p)
         try:
@@ -513,12 +522,18 @@ class FileSource(Source):
         if self.field not in names:
             raise InputError(f"{p}: no column {self.field!r}; the columns are: {', '.join(names)}; "
                              "pass field=... (CLI: --field)")
+        return pf
+
+    def _parquet_groups(self, p: Path, pf) -> Iterator[tuple[list[str], range]]:
+        """``(texts, rows)`` of each row group of the open Parquet file ``pf``: a column of strs as it comes,
+        any other value checked and decoded row by row (or refused, naming its row)."""
         row = 0
         for g in range(pf.num_row_groups):
-            col = pf.read_row_group(g, columns=[self.field]).column(0)
-            for v in col.to_pylist():
-                yield _as_text(v, f"{p}: row {row:,d}", self.field, self.errors), row
-                row += 1
+            col = pf.read_row_group(g, columns=[self.field]).column(0).to_pylist()
+            if set(map(type, col)) - {str}:
+                col = [_as_text(v, f"{p}: row {row + i:,d}", self.field, self.errors) for i, v in enumerate(col)]
+            yield col, range(row, row + len(col))
+            row += len(col)
 
 
 @functools.lru_cache(maxsize=16)
