@@ -86,8 +86,8 @@ def test_documents_utf8_read_in_batches_hashes_as_before(tmp_path, tok):
         assert sizes.tolist() == [len(w) for w in want] and offs.tolist() == np.cumsum([0] + sizes.tolist()).tolist()
         assert [bytes(data[offs[i]:offs[i + 1]]) for i in range(len(batch))] == want
         shard = S._ShardInput()
-        shard.add(batch[:2], 0, np.arange(2), sizes[:2], data[:offs[2]], int(offs[2]))
-        shard.add(batch[2:], 0, np.arange(2, len(batch)), sizes[2:], data[offs[2]:], int(offs[-1] - offs[2]))
+        shard.add(batch[:2], 0, np.arange(2), sizes[:2], data[:offs[2]])
+        shard.add(batch[2:], 0, np.arange(2, len(batch)), sizes[2:], data[offs[2]:])
         got, meta, size, digest = shard.done()
         assert got == batch and size == len(b"".join(want)) and digest == S.input_digest(want)
         assert meta.tolist() == [[0, i] for i in range(len(batch))]

@@ -131,11 +131,7 @@ def assemble_ids(arrays: list[np.ndarray], opts: EncodeOptions):
     # anything else (an empty float array among them too) goes document by document, which names the culprit
     if flat is None or flat.ndim != 1 or flat.dtype.kind not in "iu" or flat.size != ids:
         return _assemble_each(arrays, raw, opts, out, lengths)
-    from ._assemble_kernels import interleave
-
-    d = interleave(flat.astype(np.int64, copy=False), raw, -1 if bos is None else int(bos),
-                   -1 if eos is None else int(eos), int(opts.vocab_size), out)
-    return (out, lengths) if d < 0 else _outside(arrays[int(d)], int(d), opts)
+    return _one_pass(flat, raw, opts, out, lambda d: arrays[d])
 
 
 def assemble_flat(ids: np.ndarray, bounds: np.ndarray, opts: EncodeOptions):
@@ -151,16 +147,22 @@ def assemble_flat(ids: np.ndarray, bounds: np.ndarray, opts: EncodeOptions):
     if ids.size >= _PER_DOCUMENT_FROM * n:
         b = bounds.tolist()
         return assemble_ids([ids[b[i] : b[i + 1]] for i in range(n)], opts)
-    bos, eos = opts.bos_id, opts.eos_id
-    extra = (bos is not None) + (eos is not None)
-    out = np.empty(ids.size + extra * n, opts.dtype)
+    extra = (opts.bos_id is not None) + (opts.eos_id is not None)
+    return _one_pass(ids, raw, opts, np.empty(ids.size + extra * n, opts.dtype), lambda d: ids[bounds[d] : bounds[d + 1]])
+
+
+def _one_pass(flat: np.ndarray, raw: np.ndarray, opts: EncodeOptions, out: np.ndarray, document):
+    """``(out, lengths)`` of documents of ``raw[d]`` ids each, back to back in ``flat`` (1-D integers, ``raw``'s
+    sum of them; ``out``: their size plus BOS/EOS), checked, cast and placed by one compiled pass; or the
+    :class:`JobError` of the first document (``document(d)``: its ids) holding an id outside the vocabulary."""
     from ._assemble_kernels import interleave
 
-    d = interleave(ids.astype(np.int64, copy=False), raw.astype(np.int64, copy=False), -1 if bos is None else int(bos),
+    bos, eos = opts.bos_id, opts.eos_id
+    d = interleave(flat.astype(np.int64, copy=False), raw.astype(np.int64, copy=False), -1 if bos is None else int(bos),
                    -1 if eos is None else int(eos), int(opts.vocab_size), out)
     if d < 0:
-        return out, raw + extra
-    return _outside(ids[bounds[d] : bounds[d + 1]], int(d), opts)
+        return out, raw + (bos is not None) + (eos is not None)
+    return _outside(document(int(d)), int(d), opts)
 
 
 def _assemble_each(arrays, raw, opts: EncodeOptions, out, lengths):

@@ -329,12 +329,8 @@ def text_documents(path: Path, *, split_lines: bool = False, separator: str | No
     returns a binary reader (default: :func:`open_binary`, which refuses anything but a regular file
     and decompresses ``.gz`` and ``.zst``). Shared by :class:`FileSource` and ``tokenmill train``."""
     if split_lines:
-        row = 0
-        for offset, block in _blocks(path, b"\n", what="line", opener=opener):
-            for line in _decode(block, where=str(path), base=offset, errors=errors).splitlines():
-                if line.strip():
-                    yield line, row
-                row += 1
+        for texts, rows in _line_batches(path, errors, opener):
+            yield from zip(texts, rows)
     elif separator is not None:
         sep = separator.encode("utf-8")  # UTF-8 is self-synchronizing: bytes split == str split
         row, ended = 0, True  # str.split: "" -> [""], "a|" -> ["a", ""]
@@ -354,11 +350,11 @@ def text_documents(path: Path, *, split_lines: bool = False, separator: str | No
         yield _decode(read_all(path, opener=opener), where=str(path), base=0, errors=errors), 0
 
 
-def _line_batches(path: Path, errors: Errors) -> Iterator[tuple[list[str], list[int] | range]]:
-    """``text_documents(path, split_lines=True)`` as ``(texts, rows)`` batches of up to ``_BATCH_DOCS`` lines of
-    a block: the same lines and rows (blank lines skipped but counted), told blank or not by C loops."""
+def _line_batches(path: Path, errors: Errors, opener=None) -> Iterator[tuple[list[str], list[int] | range]]:
+    """The lines of a text file (``str.splitlines``, blank lines skipped but counted) as ``(texts, rows)``
+    batches of up to ``_BATCH_DOCS`` lines of a block, told blank or not by C loops."""
     row = 0
-    for offset, block in _blocks(path, b"\n", what="line"):
+    for offset, block in _blocks(path, b"\n", what="line", opener=opener):
         lines = _decode(block, where=str(path), base=offset, errors=errors).splitlines()
         for lo in range(0, len(lines), _BATCH_DOCS):
             part = lines[lo : lo + _BATCH_DOCS]
@@ -412,33 +408,25 @@ class FileSource(Source):
                 "sizes": [st.st_size for st in stats], "mtimes_ns": [st.st_mtime_ns for st in stats]}
 
     def documents(self) -> Iterator[Document]:
-        for i, p in enumerate(self.paths):
-            kind = self.kind_of(p)
-            if kind == "jsonl":
-                for texts, rows in self._jsonl_blocks(p):
-                    for text, row in zip(texts, rows):
-                        yield text, i, row
-                continue
-            reader = {"text": self._text, "parquet": self._parquet}[kind]
-            for text, row in reader(p):
+        for texts, i, rows in self.batches():
+            for text, row in zip(texts, rows):
                 yield text, i, row
 
     def batches(self) -> Iterator[Batch]:
         for i, p in enumerate(self.paths):
-            if self.kind_of(p) == "jsonl":  # a block of records at a time
-                for texts, rows in self._jsonl_blocks(p):
-                    if texts:
-                        yield texts, i, rows
-            elif self.kind_of(p) == "text" and self.split_lines:  # a block of lines at a time
-                for texts, rows in _line_batches(p, self.errors):
+            kind = self.kind_of(p)
+            if kind == "jsonl":  # a block of records at a time
+                groups = self._jsonl_blocks(p)
+            elif kind == "parquet":  # a row group at a time
+                groups = self._parquet_groups(p, self._parquet_file(p))
+            elif self.split_lines:  # a block of lines at a time
+                groups = _line_batches(p, self.errors)
+            else:  # one document per file or per separator
+                yield from _grouped((text, i, row) for text, row in self._text(p))
+                continue
+            for texts, rows in groups:
+                if texts:
                     yield texts, i, rows
-            elif self.kind_of(p) == "parquet":  # a row group at a time
-                for texts, rows in self._parquet_groups(p, self._parquet_file(p)):
-                    if texts:
-                        yield texts, i, rows
-            else:
-                reader = self._text if self.kind_of(p) == "text" else self._parquet
-                yield from _grouped((text, i, row) for text, row in reader(p))
 
     # -- text: per file, per line, per separator
     def _text(self, p: Path) -> Iterator[tuple[str, int]]:
@@ -506,10 +494,6 @@ class FileSource(Source):
         return texts, rows
 
     # -- Parquet: one column, streamed by row group
-    def _parquet(self, p: Path) -> Iterator[tuple[str, int]]:
-        for texts, rows in self._parquet_groups(p, self._parquet_file(p)):
-            yield from zip(texts, rows)
-
     def _parquet_file(self, p: Path):
         """The Parquet file ``p`` opened, its column ``field`` checked to exist."""
         pq = require("pyarrow.parquet", "parquet")

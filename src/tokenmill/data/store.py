@@ -499,13 +499,13 @@ class _ShardInput:
         self.data: list = []
         self.size = 0
 
-    def add(self, texts: list[str], file: int, rows: np.ndarray, sizes: np.ndarray, data, size: int) -> None:
+    def add(self, texts: list[str], file: int, rows: np.ndarray, sizes: np.ndarray, data) -> None:
         self.texts.extend(texts)
         self.files.append(np.full(len(texts), file, np.int64))
         self.rows.append(rows)
         self.sizes.append(sizes)
         self.data.append(data)
-        self.size += size
+        self.size += int(sizes.sum())
 
     def done(self) -> tuple[list[str], np.ndarray, int, str]:
         """``(texts, meta, input bytes, input hash)``: the hash as :func:`input_digest` takes it, in pieces."""
@@ -578,15 +578,13 @@ class _Builder:
                 n = len(texts)
                 count += n
                 sizes, data, offs = _batch_bytes(texts, src, f, rows)
-                cum = np.cumsum(sizes)
                 rows = np.asarray(rows, np.int64)
                 lo = 0
                 while lo < n:  # a shard ends with the document that brings it to shard_bytes
-                    before = int(cum[lo - 1]) if lo else 0
-                    hi = int(np.searchsorted(cum, before + self.shard_bytes - shard.size, side="left"))
+                    # (offs[1:]: the batch's running sizes)
+                    hi = int(np.searchsorted(offs[1:], offs[lo] + self.shard_bytes - shard.size, side="left"))
                     end = min(hi + 1, n)
-                    shard.add(texts[lo:end], base + f, rows[lo:end], sizes[lo:end], data[offs[lo] : offs[end]],
-                              int(cum[end - 1]) - before)
+                    shard.add(texts[lo:end], base + f, rows[lo:end], sizes[lo:end], data[offs[lo] : offs[end]])
                     if hi < n:
                         yield (k, *shard.done())
                         k, shard = k + 1, _ShardInput()
