@@ -135,8 +135,8 @@ def test_grouped_path_is_taken(toks, monkeypatch):
     calls = []
     enc = tok._compiled()
     real = enc.encode_many
-    monkeypatch.setattr(enc, "encode_many", lambda texts, threads=1, forbid=None: calls.append(len(texts)) or
-                        real(texts, threads, forbid))
+    monkeypatch.setattr(enc, "encode_many", lambda texts, threads=1, forbid=None, view=False:
+                        calls.append(len(texts)) or real(texts, threads, forbid, view))
     texts = ["hello world"] * 50 + ["滑动窗口"] * 50
     assert tok.encode_batch(texts, num_threads=1) == [tok.encode(t) for t in texts]
     assert calls == [100]
@@ -296,30 +296,51 @@ def test_arrays_hold_their_ids_only_and_stay_apart(toks):
     assert one.size == len(want[0]) and (one.base is None or one.base.size == one.size)
 
 
-def test_one_split_buffer_a_thread_whatever_the_texts(toks, monkeypatch):
-    """Each thread splits into one buffer it keeps (no new block of 8 bytes per byte of text, and its page
-    faults, on every call): longer, shorter and other texts after it give the ids a fresh tokenizer
-    gives, the buffer grows only for a longer text, and one past the cap is split into a buffer of its
-    own (not kept)."""
-    from tokenmill.tokenizer.bpe import encoder as E
+def test_one_split_and_id_buffer_a_thread_whatever_the_texts(toks, monkeypatch):
+    """Each thread splits and encodes into buffers it keeps, shared by its encoders (no new blocks of 8 bytes
+    per byte of text, and their page faults, on every call): longer, shorter and other texts after it,
+    and another tokenizer's batches between, give the ids a fresh tokenizer gives, earlier results (arrays,
+    lists, ``encode_flat``, ``encode``) stay what they were, the buffers grow only for a longer text, and
+    one past the cap is made for its call alone (not kept)."""
+    from tokenmill.tokenizer import _scratch
 
-    tok = toks["gpt4"]
+    tok, other = toks["gpt4"], toks["hf"]
     fresh = train_bpe(["hello world, 滑动窗口 123 don't", "the cat sat on the mat"] * 20, 300, pattern="gpt4",
                       special_tokens=["<|end|>", "<|x|>"])  # the same tokenizer, an encoder of its own
     texts = ["hello world, 滑动窗口 123 don't " * 200, "the cat sat", "x" * 3000 + " 123 don't\n\n" * 100]
-    enc = tok._compiled()
-    seen = []
+    want = {t: fresh.encode(t, disallowed_special=()) for t in texts}
+    kept, seen = [], []
     for batch in (texts, texts[1:], texts[:1], texts[::-1]):
-        got = tok.encode_batch(batch, num_threads=1, as_arrays=True)
-        assert [g.tolist() for g in got] == [fresh.encode(t, disallowed_special=()) for t in batch]
-        seen.append(enc._local.split_buf)
-    assert all(b is seen[0] for b in seen) and seen[0].size >= sum(len(t.encode()) for t in texts) + 2
+        arrays = tok.encode_batch(batch, num_threads=1, as_arrays=True)
+        lists = tok.encode_batch(batch, num_threads=1)
+        flat, bounds = tok.encode_flat(batch, num_threads=1)
+        one = tok.encode_batch(batch[:1], num_threads=1, as_arrays=True)[0]
+        other.encode_batch(batch[::-1], num_threads=1)  # another encoder, the same thread's buffers
+        kept.append((batch, arrays, lists, flat, bounds, one))
+        seen.append((_scratch._LOCAL.split, _scratch._LOCAL.bpe_ids))
+    for batch, arrays, lists, flat, bounds, one in kept:
+        assert [a.tolist() for a in arrays] == lists == [want[t] for t in batch]
+        assert flat.tolist() == [i for t in batch for i in want[t]] and bounds[-1] == flat.size
+        assert one.tolist() == want[batch[0]]
+    assert all(s == seen[0] for s in seen)
+    assert seen[0][0].size >= sum(len(t.encode()) for t in texts) + 2 and seen[0][1].size >= sum(len(t.encode()) for t in texts)
     for t in texts:
-        assert tok.encode(t, disallowed_special=()) == fresh.encode(t, disallowed_special=())
-    assert enc._local.split_buf is seen[0]
-    monkeypatch.setattr(E, "_SCRATCH_SLOTS", 64)
-    assert tok.encode_batch(texts, num_threads=1) == [fresh.encode(t, disallowed_special=()) for t in texts]
-    assert enc._local.split_buf is seen[0]
+        assert tok.encode(t, disallowed_special=()) == want[t]
+    monkeypatch.setattr(_scratch, "KEEP_BYTES", 64)
+    assert tok.encode_batch(texts, num_threads=1) == [want[t] for t in texts]
+    assert (_scratch._LOCAL.split, _scratch._LOCAL.bpe_ids) == seen[0]
+
+
+def test_lists_read_the_thread_buffer_only_where_nothing_encodes_in_between(toks):
+    """Lists out read a group's ids from the thread's buffer without a copy; a group holding special tokens
+    (each encoded apart, reusing that buffer) and a batch cut across threads still give ``encode``'s
+    lists."""
+    tok = toks["gpt4"]
+    texts = ["a <|end|> b " * 50, "plain text " * 40, "<|x|>", "tail"]
+    want = [tok.encode(t, allowed_special="all") for t in texts]
+    for threads in (1, 2):
+        assert tok.encode_batch(texts, num_threads=threads, allowed_special="all") == want
+        assert tok.encode_batch(texts[1:2] * 3000, num_threads=threads) == want[1:2] * 3000
 
 
 def _thp_eligible(address: int) -> bool | None:

@@ -87,8 +87,8 @@ class Encoding:
 
         def group(lo: int, hi: int) -> list:
             """The results of texts[lo:hi]: arrays, views of the group's ids (one buffer, no copy per text),
-            or lists, all made in one pass."""
-            ids, bounds = flat(lo, hi)
+            or lists, all made in one pass (read from the encoder's own buffer: no copy)."""
+            ids, bounds = flat(lo, hi, not as_arrays)
             if as_arrays:
                 b = bounds.tolist()
                 return [ids[b[j] : b[j + 1]] for j in range(hi - lo)]
@@ -148,7 +148,8 @@ class Encoding:
 
             needles = check_needles([s.encode("utf-8") for s in sorted(spelled)])
 
-        def flat(lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+        def flat(lo: int, hi: int, view: bool = False) -> tuple[np.ndarray, np.ndarray]:
+            """``view``: the ids may be a view of the encoder's buffer, valid until this thread's next encode."""
             chunk = texts[lo:hi]
             # a group of more than a thread's share of the batch (a text too large to be balanced by
             # the other groups, or the only one) cuts its kernel work across the threads too
@@ -159,7 +160,8 @@ class Encoding:
             every = fast and strs and all(chunk)  # every text one plain piece (unless the scan finds a token)
             if every:
                 got = self.compiled_encoder().encode_many(
-                    [self.prefixed(t) for t in chunk] if self.spec.add_prefix_space else chunk, inner, forbid=needles)
+                    [self.prefixed(t) for t in chunk] if self.spec.add_prefix_space else chunk, inner, forbid=needles,
+                    view=view)
                 if got is not None:
                     return got
             if fast:  # each text one plain piece, unless encode_many's scan finds a token in the group

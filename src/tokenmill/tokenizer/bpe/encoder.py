@@ -12,12 +12,12 @@ import threading
 
 import numpy as np
 
+from .._scratch import scratch
 from ..pretokenize.patterns import split_with_gaps
 from ..pretokenize.splitter import compiled_offsets, has_compiled
 
 _CACHE_LIMIT = 1 << 18  # cached chunks per thread before the cache is reset to its pinned part
 _NONE = np.zeros(0, np.int64)  # no document marks (one text per kernel call)
-_SCRATCH_SLOTS = 1 << 22  # the largest split buffer a thread keeps (32 MB: a group of 1M characters, 4 MB)
 _PART_CHUNKS = 1 << 15  # encode_many cuts its kernel work across threads only above this many chunks a thread
 _PREMERGE_MIN = 1000  # 3-byte characters whose own BPE is one or two tokens, below which none are merged ahead
 _NO_VOCAB = np.zeros(2, np.uint64)  # an empty word-table seed of one row (see _encode_kernels.build_vocab_table)
@@ -310,27 +310,13 @@ class CompiledEncoder:
             st = self._local.state = tuple(_line_aligned_copy(a) for a in self._template) + self._empty_tables()
         return st
 
-    def _split_buffer(self, n: int) -> np.ndarray | None:
-        """This thread's buffer for the chunk offsets of ``n`` bytes of text (``n + 2`` slots; None: too
-        large to keep, the split makes its own). Kept from one call to the next: a new one was a fresh
-        block of 8 bytes per byte of text on every call, and its page faults cost a sixth of a pass over
-        text seen before (cl100k, 2.7 MB of English encoded and dropped in a loop: 18.4 -> 15.7 ms, ~900
-        faults a pass -> none). An encoder so holds up to 32 MB a thread (8 bytes per byte of the largest
-        text or group it split, rounded up to a power of two)."""
-        if n + 2 > _SCRATCH_SLOTS:
-            return None
-        buf = getattr(self._local, "split_buf", None)
-        if buf is None or buf.size < n + 2:  # a power of two: a group a little longer than the last fits
-            buf = self._local.split_buf = np.empty(min(_SCRATCH_SLOTS, 1 << max(12, (n + 1).bit_length())), np.int64)
-        return buf
-
     def offsets(self, data: bytes, text: str) -> np.ndarray:
         """Chunk boundaries in ``data`` (the UTF-8 of ``text``): possibly a view of this thread's split
         buffer, valid until its next split."""
         if self.pattern is None:
             return np.array([0, len(data)] if data else [0], np.int64)
         if self.compiled_split and not self.split_patterns:
-            offs = compiled_offsets(data, self.pattern, compact=False, out_buf=self._split_buffer(len(data)))
+            offs = compiled_offsets(data, self.pattern, compact=False, out_buf=scratch("split", len(data) + 2, np.int64))
             if offs is not None:
                 return offs
         if self.split_patterns and all(has_compiled(p) for p in (self.pattern, *self.split_patterns)):
@@ -379,16 +365,20 @@ class CompiledEncoder:
             offs = np.unique(offs)
         return offs
 
-    def _run(self, data: bytes, offs, marks, pos) -> np.ndarray:
+    def _run(self, data: bytes, offs, marks, pos, view: bool = False) -> np.ndarray:
         """The BPE kernel over the chunks ``offs`` of ``data`` on this thread's cache: the ids, an array of
-        their size."""
-        out = np.empty(len(data) if offs.size < 2 else int(offs[-1] - offs[0]), np.int64)
+        their size (``view``: a view of this thread's buffer, valid until its next call of ``_run``)."""
+        # a slot per byte at most (~0.25 of them used: English): a view is read in this thread's buffer
+        # (``_scratch``: no page faults, no copy); ids to keep in a block of their own, shrunk to its ids
+        # in place (a copy out of the thread's buffer measured 3-5% slower where the heap had room)
+        size = len(data) if offs.size < 2 else int(offs[-1] - offs[0])
+        out = scratch("bpe_ids", size, np.int64) if view else np.empty(size, np.int64)
         n, state = self._K.encode_chunks(np.frombuffer(data, np.uint8), offs, marks, pos, self.byte_ids,
                                          self.byte_pairs, self.pairs, self.filt, self.chars, self.vtab,
                                          self.vtab2, self.imask, self._state(), _CACHE_LIMIT, out)
         if state is not None:  # the cache outgrew its arrays (else they were updated in place)
             self._local.state = state
-        return _shrunk(out, n)
+        return out[:n] if view else _shrunk(out, n)
 
     def _run_parts(self, data: bytes, offs, marks, threads: int) -> tuple[np.ndarray, np.ndarray]:
         """``_run`` over the chunks ``offs`` cut into ``threads`` ranges of about equal bytes, one kernel call
@@ -413,7 +403,8 @@ class CompiledEncoder:
         pos = np.concatenate([p + b for (_, p), b in zip(got, base[:-1].tolist())])
         return np.concatenate([ids for ids, _ in got]), np.append(pos, base[-1])
 
-    def encode_many(self, texts: list[str], threads: int = 1, forbid=None) -> tuple[np.ndarray, np.ndarray] | None:
+    def encode_many(self, texts: list[str], threads: int = 1, forbid=None,
+                    view: bool = False) -> tuple[np.ndarray, np.ndarray] | None:
         """Ids of several non-empty texts in one pass (one split call, one kernel call: a small
         document no longer pays the kernels' per-call cost, most of it spent holding the GIL):
         ``(ids, bounds)``, text ``i``'s ids being ``ids[bounds[i]:bounds[i + 1]]``. Exactly
@@ -422,7 +413,8 @@ class CompiledEncoder:
         ``threads`` > 1: the kernel's work (not the split) is cut into that many ranges of chunks run
         on the pool's threads, for a batch whose texts are too few or too large to keep them busy.
         ``forbid``: special tokens (``_special_scan.check_needles``) none of the texts may spell: None if
-        one does (the caller then goes text by text and raises)."""
+        one does (the caller then goes text by text and raises). ``view``: ``ids`` may be a view of this
+        thread's buffer, valid until the thread's next encode (a caller that reads them at once: no copy)."""
         if self.split_patterns or (self.pattern is not None and not self.compiled_split):
             return None
         from .._cpython import utf8_joined
@@ -442,7 +434,7 @@ class CompiledEncoder:
             offs = docs
         else:
             offs = compiled_offsets(data, self.pattern, doc_offsets=docs, compact=False,
-                                    out_buf=self._split_buffer(len(data)))
+                                    out_buf=scratch("split", len(data) + 2, np.int64))
             if offs is None:
                 return None
             offs = self._checked(offs, len(data))
@@ -453,5 +445,5 @@ class CompiledEncoder:
         if threads > 1 and offs.size > _PART_CHUNKS * threads:
             return self._run_parts(data, offs, marks, threads)
         pos = np.empty(len(texts), np.int64)
-        out = self._run(data, offs, marks, pos)
+        out = self._run(data, offs, marks, pos, view)
         return out, np.append(pos, out.size)

@@ -19,14 +19,13 @@ import threading
 
 import numpy as np
 
+from .._scratch import scratch
 from ..sp_types import NORMAL, UNUSED, USER_DEFINED, WS
 
 FIRST_RUN_PYTHON_CHARS = 1 << 21  # a first run encodes this much in pure Python before compiling
 _HOT_SLOTS = 1 << 12  # direct-mapped slots in front of it (128 kB: the frequent words stay in cache)
 _SHORT_SLOTS = 1 << 17  # slots of the table of segments up to 15 bytes (cleared when half full)
 _CACHE_ENTRIES = 1 << 15  # longer segments cached per thread before that table is cleared
-_KEEP_BYTES = 64 << 20  # per-thread text and id buffers up to this size are kept for the next batch
-_SCRATCH = threading.local()
 
 
 
@@ -308,18 +307,6 @@ class CompiledSentencePiece:
                 np.zeros(5, np.int64), np.zeros(1 << 16, np.uint64))
         return st
 
-    @staticmethod
-    def _buffer(name: str, size: int, dtype) -> np.ndarray:
-        """``size`` elements of this thread's scratch buffer ``name``, shared by every encoder (kept
-        between calls up to ``_KEEP_BYTES``: its pages are mapped once, not faulted in again by every
-        batch)."""
-        buf = getattr(_SCRATCH, name, None)
-        if buf is None or buf.size < size:
-            buf = np.empty(max(size, 1024), dtype)
-            if buf.nbytes <= _KEEP_BYTES:
-                setattr(_SCRATCH, name, buf)
-        return buf[:size]
-
     def _normalize_call(self, src: np.ndarray, out: np.ndarray) -> int:
         norm = self.model.normalizer
         return self._K.normalize(src, self.trie, self.repl, self.plain, self.cont, self.run, self.follow, self.cmap,
@@ -359,7 +346,7 @@ class CompiledSentencePiece:
             return self._joined([self.normalized(d) for d in datas])
         docs = np.zeros(len(datas) + 1, np.int64)
         sizes = [3 * len(d) + 16 if d else 0 for d in datas]  # the kernel's bound: most rules write 3 bytes or fewer
-        buf = self._buffer("norm", sum(sizes), np.uint8)
+        buf = scratch("sp_norm", sum(sizes), np.uint8)
         pos = 0
         for i, d in enumerate(datas):
             if d:
@@ -378,7 +365,7 @@ class CompiledSentencePiece:
         scratch buffer: copy what you keep before the thread's next call to any encoder."""
         data, docs = self._joined(datas) if normalized else self._normalized_batch(datas)
         state = self._state()
-        out = self._buffer("ids", self.ids_per_byte * data.size + 1, np.int64)
+        out = scratch("sp_ids", self.ids_per_byte * data.size + 1, np.int64)
         bounds = np.empty(len(datas) + 1, np.int64)
         slow = np.zeros(len(datas), np.bool_)
         self._K.encode(data, docs, self.cp_info, self.ws_info, self.space_ws, self.ws_cp, self.ws_rule, self.abig,
