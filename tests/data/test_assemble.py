@@ -119,3 +119,22 @@ def test_a_store_build_names_the_document_of_a_bad_id(tmp_path, workers):
     assert not (tmp_path / "s" / "manifest.json").exists()
     ok = TokenStore.build(tmp_path / "ok", texts(docs[:50]), Returns(300), workers=workers, progress=False)
     assert ok.get(7).tolist() == list(b"document 7") + [299]
+
+
+def test_a_job_of_several_kernel_groups_assembles_as_its_documents_do(monkeypatch):
+    """A tokenmill tokenizer's job is encoded a kernel group at a time, each group's ids read from the
+    encoding thread's buffer and written into the store's dtype at once: the same bytes as its documents
+    encoded one by one, and a bad id names its document's index in the whole job, not in its group."""
+    from tokenmill import Tokenizer
+    from tokenmill.tokenizer import encoding
+
+    tok = Tokenizer.from_merges([(104, 105)], pattern="gpt4")
+    docs = [f"hi {i} there" for i in range(40)] + ["", "hi", "x" * 50]
+    opts = EncodeOptions("uint16", tok.vocab_size, eos_id=0, bos_id=1)
+    for group in (1 << 20, 16, 1):
+        monkeypatch.setattr(encoding, "GROUP_BYTES", group)
+        ids, lengths = engines.encode_job(tok, opts, docs)
+        want_ids, want_lengths = reference([tok.encode(d) for d in docs], opts)
+        assert np.array_equal(ids, want_ids) and np.array_equal(lengths, want_lengths)
+        got = engines.encode_job(tok, EncodeOptions("uint16", 100, eos_id=None, bos_id=None), ["AB"] * 30 + ["zz", "AB"])
+        assert isinstance(got, JobError) and got.index == 30 and "returned id 122" in got.message

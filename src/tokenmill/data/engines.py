@@ -79,10 +79,18 @@ def encode_job(tokenizer, opts: EncodeOptions, texts: list[str]):
     from ..tokenizer.model import Tokenizer
 
     try:
-        # short documents: all ids in one array, no array per document to make and join (long ones are copied
-        # one by one from their arrays: the one array would be a copy more)
-        if isinstance(tokenizer, Tokenizer) and sum(map(len, texts)) < _FLAT_BELOW * len(texts):
-            return assemble_flat(*tokenizer.encode_flat(texts, num_threads=1, **kw), opts)
+        if isinstance(tokenizer, Tokenizer):
+            # a kernel group at a time, its ids read from the encoding thread's own buffer and written into
+            # the store's dtype at once: no int64 block per job (each one fresh pages to fault in)
+            parts = []
+            for lo, _hi, ids, bounds in tokenizer._encode_flat_parts(texts, **kw):
+                got = assemble_flat(ids, bounds, opts)
+                if isinstance(got, JobError):
+                    return JobError(lo + got.index, got.message)
+                parts.append(got)
+            if len(parts) == 1:
+                return parts[0]
+            return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
         arrays = tokenizer.encode_batch(texts, as_arrays=True, num_threads=1, **kw)
     except Exception:  # find the document, so the caller can name its file and row
         for i, t in enumerate(texts):
@@ -95,7 +103,6 @@ def encode_job(tokenizer, opts: EncodeOptions, texts: list[str]):
 
 
 _PER_DOCUMENT_FROM = 1024  # ids a document on average: from there a job is copied document by document
-_FLAT_BELOW = 4 * _PER_DOCUMENT_FROM  # characters a document on average: below, a job is encoded flat
 
 
 def assemble_ids(arrays: list[np.ndarray], opts: EncodeOptions):

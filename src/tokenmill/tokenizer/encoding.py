@@ -14,7 +14,7 @@ from ..errors import ConfigError
 from .bpe import encoder as compiled
 from .bpe import tables
 from .bpe.reference import PythonEncoder
-from .groups import in_groups, text_sizes
+from .groups import GROUP_BYTES, group_bounds, in_groups, text_sizes
 from .special import SpecialTokens, requested
 
 # a batch of one text up to this many characters takes ``encode``'s path (a larger one the batch's: its
@@ -118,6 +118,21 @@ class Encoding:
         starts = np.cumsum([0] + [g[0].size for g in got[:-1]])
         bounds = np.concatenate([g[1][:-1] + s for g, s in zip(got, starts.tolist())] + [np.array([ids.size])])
         return ids, bounds.astype(np.int64, copy=False)
+
+    def encode_flat_parts(self, texts: list, allowed_special, disallowed_special):
+        """``encode_flat`` of ``texts`` on this thread, a kernel group at a time: ``(lo, hi, ids, bounds)`` of
+        ``texts[lo:hi]``, ``ids`` possibly a view of this thread's buffer, valid until the next item is
+        asked for (for a caller that writes them elsewhere at once, as the token store does: no int64 block
+        of their own, no page faults for it)."""
+        sizes, strs = text_sizes(texts)
+        total = int(sizes.sum())
+        if self.python_first(total) or not texts:
+            yield (0, len(texts), *self.encode_flat(texts, 1, allowed_special, disallowed_special))
+            return
+        flat = self._group_encoder(texts, 1, total, strs, allowed_special, disallowed_special)
+        b = group_bounds(sizes, GROUP_BYTES, len(texts))
+        for lo, hi in zip(b[:-1], b[1:]):
+            yield (lo, hi, *flat(lo, hi, True))
 
     @staticmethod
     def _threads(num_threads) -> int:

@@ -246,6 +246,13 @@ class Tokenizer:
         """
         return self._encoding.encode_flat(texts, num_threads, allowed_special, disallowed_special)
 
+    def _encode_flat_parts(self, texts: list[str], *, allowed_special: Specials = (),
+                           disallowed_special: Specials = "all"):
+        """``encode_flat`` on this thread a group of texts at a time, for a caller that writes the ids
+        elsewhere at once (the token store): ``(lo, hi, ids, bounds)`` of ``texts[lo:hi]``, ``ids`` possibly
+        a view of this thread's buffer, valid until the next item is asked for."""
+        return self._encoding.encode_flat_parts(list(texts), allowed_special, disallowed_special)
+
     def encode_python(self, text: str, *, allowed_special: Specials = (), disallowed_special: Specials = "all") -> list[int]:
         """``encode`` in pure Python (``regex`` splitting, BPE in Python): the same ids, no compiled
         kernel. Slower per byte, but it starts at once: ``tokenmill encode`` uses it for a small text
