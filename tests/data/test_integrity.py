@@ -145,6 +145,56 @@ def test_resume_with_the_same_input_reuses_shards_without_encoding(tmp_path, tok
     assert all(r["input_sha256"].startswith("sha256:") for r in rec)
 
 
+@pytest.mark.parametrize("engine,workers", [("local", 1), ("local", 2), ("process", 2)])
+def test_shards_encoded_in_parts_are_the_same_bytes_and_resume_from_whole_shards(tmp_path, tok, monkeypatch,
+                                                                                 engine, workers):
+    """A shard larger than a job is encoded in parts, the first one starting as its bytes are read: the same
+    store as whole-shard jobs; a build stopped after four shards resumes without encoding their parts again
+    (held back until their input is proven the same), encodes them again when it changed, and a failing
+    document in a later part is named by its own row."""
+    from tokenmill.data import engines as E
+    from tokenmill.data import store as S
+
+    docs = [f"document {i} the theme " * 3 for i in range(200)]
+    upper = [d.upper() for d in docs]
+    kw = {"shard_bytes": 600, "engine": engine, "workers": workers}
+    monkeypatch.setattr(S, "_PART_BYTES", 0)  # whole shards: the reference
+    ref = build(tmp_path / "ref", texts(docs), tok, **kw)
+    build(tmp_path / "ru", texts(upper), tok, **kw)
+    monkeypatch.setattr(S, "_PART_BYTES", 130)
+    jobs = []
+    real = E.encode_job
+    monkeypatch.setattr(E, "encode_job", lambda t, o, x: jobs.append(len(x)) or real(t, o, x))
+    build(tmp_path / "a", texts(docs), tok, **kw)
+    assert snapshot(tmp_path / "a") == snapshot(tmp_path / "ref")
+    if engine == "local":  # (worker processes do not report their jobs here)
+        assert len(jobs) >= 4 * ref.num_shards and sum(jobs) == len(docs)
+    write = S._Builder._write_shard
+
+    def stop_at_4(self, k, parts):
+        if k == 4:
+            raise RuntimeError("stopped")
+        return write(self, k, parts)
+
+    for again, want in ((docs, "ref"), (upper, "ru")):
+        out = tmp_path / f"stopped-{want}"
+        monkeypatch.setattr(S._Builder, "_write_shard", stop_at_4)
+        with pytest.raises(RuntimeError, match="stopped"):
+            build(out, texts(docs), tok, **kw)
+        monkeypatch.setattr(S._Builder, "_write_shard", write)
+        jobs.clear()
+        st = build(out, texts(again), tok, **kw)
+        assert snapshot(out) == snapshot(tmp_path / want)
+        if engine == "local":
+            done = sum(r["documents"] for r in ref.manifest["shards"][:4])
+            assert sum(jobs) == len(docs) - (done if again is docs else 0)
+        st.verify()
+    bad = [f"doc {i} " * 20 for i in range(30)]
+    bad[17] = "a <|endoftext|> b"
+    with pytest.raises(InputError, match=r"<iterable>: document at row 17 \(shard 0\).*special token"):
+        build(tmp_path / "bad", texts(bad), tok, shard_bytes=10_000, engine=engine, workers=workers)
+
+
 def test_finished_store_with_changed_input_is_rebuilt_beside_it(tmp_path, tok, capfd):
     docs = [f"doc {i} the" for i in range(50)]
     a = build(tmp_path / "s", texts(docs), tok, shard_bytes=100)

@@ -88,8 +88,8 @@ def test_documents_utf8_read_in_batches_hashes_as_before(tmp_path, tok):
         shard = S._ShardInput()
         shard.add(batch[:2], 0, np.arange(2), sizes[:2], data[:offs[2]])
         shard.add(batch[2:], 0, np.arange(2, len(batch)), sizes[2:], data[offs[2]:])
-        got, meta, size, digest = shard.done()
-        assert got == batch and size == len(b"".join(want)) and digest == S.input_digest(want)
+        first, got, meta, size, digest = shard.done()
+        assert first == 0 and got == batch and size == len(b"".join(want)) and digest == S.input_digest(want)
         assert meta.tolist() == [[0, i] for i in range(len(batch))]
     grew = [sys.getsizeof(t) > b for t, b in zip(docs, before)]  # the UTF-8 now kept with a non-ASCII str
     assert grew == [True, False, True, True, False, False]
@@ -123,9 +123,24 @@ def test_shards_cut_where_one_document_at_a_time_cut_them(tmp_path, tok):
         if cur:
             want.append((cur, size))
         assert [k for k, *_ in got] == list(range(len(want)))
-        for (_, texts_, meta, size, digest), (idx, wsize) in zip(got, want):
-            assert texts_ == [docs[i] for i in idx] and meta[:, 1].tolist() == idx and size == wsize
+        for (_, first, texts_, meta, size, digest), (idx, wsize) in zip(got, want):
+            assert first == 0 and texts_ == [docs[i] for i in idx] and meta[:, 1].tolist() == idx and size == wsize
             assert digest == S.input_digest([docs[i].encode() for i in idx])
+        # in parts (each part_bytes of a shard handed out as it is read): the same shards, their documents
+        # in order across the parts and the rest, each part starting at the document ``first`` says
+        for part_bytes in (1, 300, 2000):
+            cut = list(S._Builder(tmp_path, [src], tok, None, shard_bytes, False)._cut(part_bytes))
+            shards, sofar = [], []
+            for k, first, texts_, meta, size, digest in cut:
+                assert first == len(sofar) and k == len(shards) and (texts_ or meta is not None)
+                sofar += texts_
+                if meta is not None:
+                    shards.append((sofar, meta, size, digest))
+                    sofar = []
+                else:
+                    assert size == 0 and sum(len(t.encode()) for t in texts_) >= min(part_bytes, 1)
+            assert [(t, m.tolist(), z, d) for t, m, z, d in shards] == [
+                (t, m.tolist(), z, d) for _, _, t, m, z, d in got]
 
 
 def test_rerun_same_arguments_reuses_different_arguments_refuse(tmp_path, tok):

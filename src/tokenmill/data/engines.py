@@ -265,8 +265,9 @@ def _run_in_worker(texts):
 
 
 def run_jobs(jobs: Iterable, tokenizer, opts: EncodeOptions, *, engine: str, workers: int,
-             ray_address: str | None = None) -> Iterator[tuple[Any, Any]]:
-    """Yield ``(job_key, result)`` in job order for ``jobs`` of ``(job_key, texts)``.
+             ray_address: str | None = None, ahead: int = 2) -> Iterator[tuple[Any, Any]]:
+    """Yield ``(job_key, result)`` in job order for ``jobs`` of ``(job_key, texts)``, up to ``ahead`` jobs a
+    worker submitted ahead of the one whose result is next.
 
     A job whose texts are ``None`` is not run (a finished shard of a resumed build); it is yielded
     with result ``None`` in its place.
@@ -286,7 +287,7 @@ def run_jobs(jobs: Iterable, tokenizer, opts: EncodeOptions, *, engine: str, wor
                 ray.init(num_cpus=max(1, min(workers, runnable)))
             watchdog = _start_watchdog(sorted(_children(os.getpid()) - before))
         try:
-            yield from _ordered(jobs, *_ray_submitter(ray, tokenizer, opts), workers)
+            yield from _ordered(jobs, *_ray_submitter(ray, tokenizer, opts), workers * ahead)
         finally:
             if started:
                 try:
@@ -309,7 +310,7 @@ def run_jobs(jobs: Iterable, tokenizer, opts: EncodeOptions, *, engine: str, wor
             for _ in range(workers):  # each thread's encoder state made while this thread reads the first shard
                 ex.submit(_warm_up, tokenizer)
             submit = lambda texts: ex.submit(encode_job, tokenizer, opts, texts)
-            yield from _ordered(jobs, submit, lambda f: f.result(), workers)
+            yield from _ordered(jobs, submit, lambda f: f.result(), workers * ahead)
         return
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
@@ -321,13 +322,12 @@ def run_jobs(jobs: Iterable, tokenizer, opts: EncodeOptions, *, engine: str, wor
     with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker,
                              initargs=(payload, opts, os.getpid())) as ex:
         submit = lambda texts: ex.submit(_run_in_worker, texts)
-        yield from _ordered(jobs, submit, lambda f: f.result(), workers)
+        yield from _ordered(jobs, submit, lambda f: f.result(), workers * ahead)
 
 
-def _ordered(jobs, submit: Callable, result: Callable, workers: int):
-    """Submit ahead (at most ``2 * workers`` in flight) and yield results in job order."""
+def _ordered(jobs, submit: Callable, result: Callable, limit: int):
+    """Submit ahead (at most ``limit`` in flight) and yield results in job order."""
     pending: deque = deque()
-    limit = 2 * workers
     for key, texts in jobs:
         pending.append((key, None if texts is None else submit(texts)))
         while len(pending) > limit or (pending and pending[0][1] is None):

@@ -2,7 +2,8 @@
 
 ::
 
-    text sources ──► shard jobs (documents in source order, cut every ``shard_bytes`` of input)
+    text sources ──► shards (documents in source order, cut every ``shard_bytes`` of input), encoded in
+                     jobs of about a megabyte, each sent as soon as its documents are read
                  ──► encoded in parallel (any worker count, local or Ray: same bytes)
                  ──► out_dir/shard-00000.tokens    raw little-endian ids (uint16, or uint32 past 65,536)
                              shard-00000.offsets   int64 (documents + 1,): document d = tokens[o[d]:o[d+1]]
@@ -56,7 +57,8 @@ FORMAT_NAME = "tokenmill.store"
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
 BUILD_STATE = "build.json"
-DEFAULT_SHARD_BYTES = 16 << 20  # input (UTF-8) bytes per shard job
+DEFAULT_SHARD_BYTES = 16 << 20  # input (UTF-8) bytes per shard
+_PART_BYTES = 1 << 20  # input bytes per encoding job: a larger shard is encoded in parts, the first one at once
 _SHARD_RE = re.compile(r"^shard-([0-9]{5,9})\.(tokens|offsets|meta|json)$")
 _PARTS = ("tokens", "offsets", "meta")
 EOS_NAMES = ("<|endoftext|>", "</s>", "<|eos|>", "<eos>", "<|end_of_text|>", "<|im_end|>")
@@ -489,10 +491,13 @@ def input_digest(documents: list[bytes]) -> str:
 
 
 class _ShardInput:
-    """The documents of the shard being cut (``_Builder._cut``), gathered in pieces of batches."""
+    """The documents of the shard being cut (``_Builder._cut``), gathered in pieces of batches; those not
+    handed out yet as a part of the shard (``take_part``) in ``unsent``."""
 
     def __init__(self):
-        self.texts: list[str] = []
+        self.unsent: list[str] = []
+        self.unsent_size = 0
+        self.count = 0  # documents
         self.files: list[np.ndarray] = []
         self.rows: list[np.ndarray] = []
         self.sizes: list[np.ndarray] = []
@@ -500,24 +505,36 @@ class _ShardInput:
         self.size = 0
 
     def add(self, texts: list[str], file: int, rows: np.ndarray, sizes: np.ndarray, data) -> None:
-        self.texts.extend(texts)
+        self.unsent.extend(texts)
+        self.count += len(texts)
         self.files.append(np.full(len(texts), file, np.int64))
         self.rows.append(rows)
         self.sizes.append(sizes)
         self.data.append(data)
-        self.size += int(sizes.sum())
+        size = int(sizes.sum())
+        self.size += size
+        self.unsent_size += size
 
-    def done(self) -> tuple[list[str], np.ndarray, int, str]:
-        """``(texts, meta, input bytes, input hash)``: the hash as :func:`input_digest` takes it, in pieces."""
-        meta = np.empty((len(self.texts), 2), np.int64)
-        if self.texts:
+    def take_part(self) -> tuple[int, list[str]]:
+        """``(index of its first document in the shard, texts)`` of the documents added since the last part."""
+        texts = self.unsent
+        self.unsent, self.unsent_size = [], 0
+        return self.count - len(texts), texts
+
+    def done(self) -> tuple[int, list[str], np.ndarray, int, str]:
+        """``(first, texts, meta, input bytes, input hash)``: the documents not handed out as parts (the first
+        of them the shard's document ``first``), the meta and input size of all of them, and the hash as
+        :func:`input_digest` takes it, in pieces."""
+        first, texts = self.take_part()
+        meta = np.empty((self.count, 2), np.int64)
+        if self.count:
             meta[:, 0] = np.concatenate(self.files)
             meta[:, 1] = np.concatenate(self.rows)
         sizes = np.concatenate(self.sizes) if self.sizes else np.zeros(0, np.int64)
         h = hashlib.sha256(sizes.astype("<i8").tobytes())
         for piece in self.data:
             h.update(piece)
-        return self.texts, meta, self.size, "sha256:" + h.hexdigest()
+        return first, texts, meta, self.size, "sha256:" + h.hexdigest()
 
 
 def _batch_bytes(texts: list, src, f: int, rows) -> tuple[np.ndarray, Any, np.ndarray]:
@@ -565,10 +582,14 @@ class _Builder:
         return self.fingerprint
 
     # documents in source order, cut into shards; each shard's input hashed as it is read
-    def _cut(self) -> Iterator[tuple[int, list[str], np.ndarray, int, str]]:
-        """``(shard, texts, meta, input bytes, input hash)`` of every shard, in order. The hash is
+    def _cut(self, part_bytes: int = 0) -> Iterator[tuple[int, int, list[str], np.ndarray | None, int, str]]:
+        """``(shard, first, texts, meta, input bytes, input hash)`` of every shard, in order. The hash is
         :func:`input_digest` of the shard's documents: what a resumed build compares to prove a
-        finished shard was made from the same input. The sources are read in batches
+        finished shard was made from the same input. With ``part_bytes``, each time that many bytes of
+        the shard being cut are read, its documents read so far come first as a part, ``(shard, first,
+        texts, None, 0, "")`` (``first``: the index of its first document in the shard), and the shard's
+        own tuple then holds the documents after its last part: a worker starts on a shard's first
+        megabyte while the rest is read (the shard boundaries are the same). The sources are read in batches
         (``Source.batches``): a batch's UTF-8 sizes, bytes and cuts are worked out by array operations,
         not per document (57,007 JSONL records: ~2.5 us a record less on the calling thread)."""
         k, shard = 0, _ShardInput()
@@ -580,30 +601,50 @@ class _Builder:
                 sizes, data, offs = _batch_bytes(texts, src, f, rows)
                 rows = np.asarray(rows, np.int64)
                 lo = 0
-                while lo < n:  # a shard ends with the document that brings it to shard_bytes
+                while lo < n:  # a shard (or a part) ends with the document that brings it to its size
                     # (offs[1:]: the batch's running sizes)
-                    hi = int(np.searchsorted(offs[1:], offs[lo] + self.shard_bytes - shard.size, side="left"))
+                    room = self.shard_bytes - shard.size
+                    if part_bytes:
+                        room = min(room, part_bytes - shard.unsent_size)
+                    hi = int(np.searchsorted(offs[1:], offs[lo] + room, side="left"))
                     end = min(hi + 1, n)
                     shard.add(texts[lo:end], base + f, rows[lo:end], sizes[lo:end], data[offs[lo] : offs[end]])
                     if hi < n:
-                        yield (k, *shard.done())
-                        k, shard = k + 1, _ShardInput()
+                        if shard.size >= self.shard_bytes:
+                            yield (k, *shard.done())
+                            k, shard = k + 1, _ShardInput()
+                        else:
+                            yield (k, *shard.take_part(), None, 0, "")
                     lo = end
             if count == 0:
                 raise InputError(f"source {si} ({src.describe()}) holds no documents; remove it or check the "
                                  "path, field and split options")
-        if shard.texts or k == 0:
+        if shard.count or k == 0:
             yield (k, *shard.done())
 
-    def _jobs(self) -> Iterator[tuple[int, list[str] | None]]:
-        for k, texts, meta, size, digest in self._cut():
+    def _jobs(self) -> Iterator[tuple[tuple[int, int, bool], list[str] | None]]:
+        """The encoding jobs, ``((shard, first document, last of its shard), texts)``: each shard's parts
+        (``_cut``: about a megabyte each, handed out as they are read), then the rest of it. The parts of a
+        shard that an earlier run may have finished (its record is there) wait until its input is known:
+        a finished one is not encoded again (its job: ``((shard, 0, True), None)``)."""
+        held, maybe = [], None  # parts of shard ``maybe`` kept back
+        for k, first, texts, meta, size, digest in self._cut(_PART_BYTES):
+            if meta is None:
+                if maybe != k and not held and not (self.out / f"{shard_name(k)}.json").exists():
+                    yield (k, first, False), texts
+                else:
+                    maybe = k
+                    held.append(((k, first, False), texts))
+                continue
             rec = self._finished(k, meta, size, digest)
             self.records.append(rec)
             if rec is not None:
-                yield k, None
+                yield (k, 0, True), None
             else:
                 self.pending_meta[k] = (meta, size, digest)
-                yield k, texts
+                yield from held
+                yield (k, first, True), texts
+            held, maybe = [], None
 
     @staticmethod
     def _same_input(rec: dict, meta: np.ndarray, size: int, digest: str) -> str:
@@ -619,7 +660,7 @@ class _Builder:
         """How the input differs from what a finished store's ``records`` were built from ("" when it
         is the same): the input is read and hashed, never encoded."""
         n = 0
-        for k, _texts, meta, size, digest in self._cut():
+        for k, _first, _texts, meta, size, digest in self._cut():
             n += 1
             if k >= len(records):
                 return f"it now gives more than {len(records):,d} shards"
@@ -668,17 +709,25 @@ class _Builder:
         self.bar = None
         self.tokens_done = 0
         self.docs_done = 0
+        # two shards' worth of jobs a worker in flight (up to 64): while this thread hashes a whole shard or
+        # writes one, the workers have the next one's parts to encode
+        parts = -(-self.shard_bytes // _PART_BYTES) if _PART_BYTES else 1
         results = engines.run_jobs(self._jobs(), self.tok, self.opts, engine=engine, workers=workers,
-                                   ray_address=ray_address)
+                                   ray_address=ray_address, ahead=2 * min(parts, 32))
         if self.progress:
             from tqdm.auto import tqdm
 
             total = sum(sum(spec.get("sizes") or []) for spec in self.specs) or None
             self.bar = tqdm(total=total, unit="B", unit_scale=True, desc="store build", file=sys.stderr,
                             dynamic_ncols=True)
+        parts: list = []  # the results of the shard's parts so far: (its first document, result)
         try:
-            for k, res in results:
-                rec = self.records[k] if res is None else self._write_shard(k, res)
+            for (k, first, last), res in results:
+                if not last:
+                    parts.append((first, res))
+                    continue
+                rec = self.records[k] if res is None else self._write_shard(k, parts + [(first, res)])
+                parts = []
                 self.records[k] = rec
                 self.tokens_done += rec["tokens"]
                 self.docs_done += rec["documents"]
@@ -694,13 +743,18 @@ class _Builder:
             _say(f"tokenmill: {len(self.rebuilt):,d} shards of the interrupted build were made from other input "
                  "and were encoded again")
 
-    def _write_shard(self, k: int, res) -> dict:
+    def _write_shard(self, k: int, parts: list) -> dict:
+        """Write shard ``k`` from its jobs' results, ``(first document, result)`` each, in order."""
         meta, size, digest = self.pending_meta.pop(k)
-        if isinstance(res, engines.JobError):
-            f, row = meta[res.index]
-            raise InputError(f"{self.files[f]}: document at row {int(row):,d} (shard {k}): {res.message}")
+        for first, res in parts:
+            if isinstance(res, engines.JobError):
+                f, row = meta[first + res.index]
+                raise InputError(f"{self.files[f]}: document at row {int(row):,d} (shard {k}): {res.message}")
         self.started()
-        ids, lengths = res
+        ids, lengths = parts[0][1]
+        if len(parts) > 1:
+            ids = np.concatenate([r[0] for _, r in parts])
+            lengths = np.concatenate([r[1] for _, r in parts])
         offsets = np.zeros(lengths.size + 1, np.int64)
         np.cumsum(lengths, out=offsets[1:])
         name = shard_name(k)
