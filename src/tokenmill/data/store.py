@@ -587,9 +587,10 @@ class _Builder:
         :func:`input_digest` of the shard's documents: what a resumed build compares to prove a
         finished shard was made from the same input. With ``part_bytes``, each time that many bytes of
         the shard being cut are read, its documents read so far come first as a part, ``(shard, first,
-        texts, None, 0, "")`` (``first``: the index of its first document in the shard), and the shard's
-        own tuple then holds the documents after its last part: a worker starts on a shard's first
-        megabyte while the rest is read (the shard boundaries are the same). The sources are read in batches
+        texts, None, 0, "")`` (``first``: the index of its first document in the shard), the last one
+        too, and the shard's own tuple then holds no texts: a worker starts on a shard's first megabyte
+        while the rest is read, and on its last while it is hashed (the shard boundaries are the same).
+        The sources are read in batches
         (``Source.batches``): a batch's UTF-8 sizes, bytes and cuts are worked out by array operations,
         not per document (57,007 JSONL records: ~2.5 us a record less on the calling thread)."""
         k, shard = 0, _ShardInput()
@@ -611,6 +612,8 @@ class _Builder:
                     shard.add(texts[lo:end], base + f, rows[lo:end], sizes[lo:end], data[offs[lo] : offs[end]])
                     if hi < n:
                         if shard.size >= self.shard_bytes:
+                            if part_bytes:  # its last part first (encoded while the shard is hashed)
+                                yield (k, *shard.take_part(), None, 0, "")
                             yield (k, *shard.done())
                             k, shard = k + 1, _ShardInput()
                         else:
@@ -620,13 +623,15 @@ class _Builder:
                 raise InputError(f"source {si} ({src.describe()}) holds no documents; remove it or check the "
                                  "path, field and split options")
         if shard.count or k == 0:
+            if part_bytes and shard.unsent:
+                yield (k, *shard.take_part(), None, 0, "")
             yield (k, *shard.done())
 
     def _jobs(self) -> Iterator[tuple[tuple[int, int, bool], list[str] | None]]:
         """The encoding jobs, ``((shard, first document, last of its shard), texts)``: each shard's parts
-        (``_cut``: about a megabyte each, handed out as they are read), then the rest of it. The parts of a
-        shard that an earlier run may have finished (its record is there) wait until its input is known:
-        a finished one is not encoded again (its job: ``((shard, 0, True), None)``)."""
+        (``_cut``: about a megabyte each, handed out as they are read), then the rest of it (None: nothing
+        left, or a finished shard, not encoded again). The parts of a shard that an earlier run may have
+        finished (its record is there) wait until its input is known."""
         held, maybe = [], None  # parts of shard ``maybe`` kept back
         for k, first, texts, meta, size, digest in self._cut(_PART_BYTES):
             if meta is None:
@@ -643,7 +648,7 @@ class _Builder:
             else:
                 self.pending_meta[k] = (meta, size, digest)
                 yield from held
-                yield (k, first, True), texts
+                yield (k, first, True), texts or None
             held, maybe = [], None
 
     @staticmethod
@@ -726,7 +731,10 @@ class _Builder:
                 if not last:
                     parts.append((first, res))
                     continue
-                rec = self.records[k] if res is None else self._write_shard(k, parts + [(first, res)])
+                if self.records[k] is not None:  # finished by an earlier run (never encoded: no parts)
+                    rec = self.records[k]
+                else:
+                    rec = self._write_shard(k, parts + ([] if res is None else [(first, res)]))
                 parts = []
                 self.records[k] = rec
                 self.tokens_done += rec["tokens"]
@@ -751,6 +759,8 @@ class _Builder:
                 f, row = meta[first + res.index]
                 raise InputError(f"{self.files[f]}: document at row {int(row):,d} (shard {k}): {res.message}")
         self.started()
+        if not parts:  # (a shard of no documents)
+            parts = [(0, (np.zeros(0, self.opts.dtype), np.zeros(0, np.int64)))]
         ids, lengths = parts[0][1]
         if len(parts) > 1:
             ids = np.concatenate([r[0] for _, r in parts])
