@@ -23,7 +23,9 @@ same documents and warm-up text as ``bench/tokenizer_speed.py --phases frontier 
 * **the seen-text floor**: the kernel on text seen before, ns a chunk, over the sample's chunks in
   their order, the same chunks shuffled, one word (" the") repeated, the 64 most frequent chunks in
   turn, and every distinct chunk of 1-7 bytes in turn (as many chunks each): the loop's own work
-  (one word, its rows in L1) against its rows out of cache.
+  (one word, its rows in L1) against its rows out of cache;
+* **by chunk class**: each class's chunks alone (1-7 and 8-15 bytes, a vocabulary token or not; 16-31;
+  longer), seen before and fresh, against all mixed: what the branches between classes cost.
 
 Medians over ``--rounds``; runs an hour apart on this shared machine move by 10-20%, ratios in one
 run much less.
@@ -189,6 +191,7 @@ def main() -> None:
     print(f"  long chunks: the kernel on seen text {la:.2f} ms, without the {nl:,d} chunks over 15 bytes {ls:.2f} ms "
           f"({(la - ls) / max(nl, 1) * 1e6:.0f} ns each, {(la - ls) / la:.0%} of it)")
     _floor(enc, data, offs, a.rounds)
+    _classes(tok, data, offs, warm, a.rounds)
 
 
 def _laid_out(chunks: list[bytes], pad: int = 16):
@@ -223,6 +226,50 @@ def _floor(enc, data, offs, rounds: int) -> None:
             ts.append(time.perf_counter() - t)
         parts.append(f"{name} {_median_ms(ts) / (o.size - 1) * 1e6:.1f}")
     print(f"  the seen-text floor, kernel ns a chunk ({n:,d} chunks each): {', '.join(parts)}")
+
+
+def _classes(tok, data, offs, warm, rounds: int) -> None:
+    """The kernel by chunk class: each class's chunks of the sample alone (in their order), on text seen
+    before and on a fresh encoder warmed on the warm-up text, against all of them mixed. A class alone
+    runs the same code over and over; mixed, the branches between classes (length, a seed's one id or
+    the merged table's ids) are mispredicted: the sum of the classes alone against the mixed pass is what
+    that costs."""
+    b = bytes(data)
+    chunks = [b[offs[i]:offs[i + 1]] for i in range(offs.size - 1)]
+    vocab = {tok.token_bytes(i) for i in range(tok.vocab_size)}
+    classes = {"1-7 token": [], "1-7 other": [], "8-15 token": [], "8-15 other": [], "16-31": [], "32+": []}
+    for c in chunks:
+        n = len(c)
+        if n <= 15:
+            classes[f"{'1-7' if n <= 7 else '8-15'} {'token' if c in vocab else 'other'}"].append(c)
+        else:
+            classes["16-31" if n <= 31 else "32+"].append(c)
+    none = np.zeros(0, np.int64)
+
+    def timed(parts):
+        d, o = _laid_out(parts)
+        fresh, again = [], []
+        for _ in range(rounds):
+            tok._encoder = None
+            enc = tok._compiled()
+            tok.encode_batch(warm, num_threads=1, as_arrays=True)
+            for runs in (fresh, again):
+                t = time.perf_counter()
+                enc._run(d, o, none, np.empty(0, np.int64))
+                runs.append(time.perf_counter() - t)
+        return _median_ms(fresh), _median_ms(again)
+
+    rows, sums = [], [0.0, 0.0]
+    for name, parts in classes.items():
+        if parts:
+            f, g = timed(parts)
+            sums[0] += f
+            sums[1] += g
+            rows.append(f"{name} {len(parts):,d}: {g / len(parts) * 1e6:.1f} ns seen, {g:.2f} / {f:.2f} ms")
+    f, g = timed(chunks)
+    print("  by chunk class (each alone: ns a chunk on text seen before, ms seen / fresh): " + "; ".join(rows))
+    print(f"  the classes alone sum to {sums[1]:.2f} ms seen, {sums[0]:.2f} ms fresh; all mixed {g:.2f} ms seen, "
+          f"{f:.2f} ms fresh: mixing costs {g - sums[1]:.2f} ms ({(g - sums[1]) / g:.0%}) on text seen before")
 
 
 def _merges_only(EK, data, offs, byte_ids, table, filt, byte_pairs) -> int:
