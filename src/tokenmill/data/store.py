@@ -632,13 +632,12 @@ class _Builder:
         (``_cut``: about a megabyte each, handed out as they are read), then the rest of it (None: nothing
         left, or a finished shard, not encoded again). The parts of a shard that an earlier run may have
         finished (its record is there) wait until its input is known."""
-        held, maybe = [], None  # parts of shard ``maybe`` kept back
+        held: list = []  # the parts of the shard being cut, kept back
         for k, first, texts, meta, size, digest in self._cut(_PART_BYTES):
             if meta is None:
-                if maybe != k and not held and not (self.out / f"{shard_name(k)}.json").exists():
+                if not held and not (self.out / f"{shard_name(k)}.json").exists():
                     yield (k, first, False), texts
                 else:
-                    maybe = k
                     held.append(((k, first, False), texts))
                 continue
             rec = self._finished(k, meta, size, digest)
@@ -649,7 +648,7 @@ class _Builder:
                 self.pending_meta[k] = (meta, size, digest)
                 yield from held
                 yield (k, first, True), texts or None
-            held, maybe = [], None
+            held = []
 
     @staticmethod
     def _same_input(rec: dict, meta: np.ndarray, size: int, digest: str) -> str:
@@ -716,9 +715,9 @@ class _Builder:
         self.docs_done = 0
         # two shards' worth of jobs a worker in flight (up to 64): while this thread hashes a whole shard or
         # writes one, the workers have the next one's parts to encode
-        parts = -(-self.shard_bytes // _PART_BYTES) if _PART_BYTES else 1
+        per_shard = -(-self.shard_bytes // _PART_BYTES) if _PART_BYTES else 1
         results = engines.run_jobs(self._jobs(), self.tok, self.opts, engine=engine, workers=workers,
-                                   ray_address=ray_address, ahead=2 * min(parts, 32))
+                                   ray_address=ray_address, ahead=2 * min(per_shard, 32))
         if self.progress:
             from tqdm.auto import tqdm
 
@@ -759,8 +758,6 @@ class _Builder:
                 f, row = meta[first + res.index]
                 raise InputError(f"{self.files[f]}: document at row {int(row):,d} (shard {k}): {res.message}")
         self.started()
-        if not parts:  # (a shard of no documents)
-            parts = [(0, (np.zeros(0, self.opts.dtype), np.zeros(0, np.int64)))]
         ids, lengths = parts[0][1]
         if len(parts) > 1:
             ids = np.concatenate([r[0] for _, r in parts])
