@@ -1134,6 +1134,8 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
                 fslot = np.int64(h & np.uint64(fp))
                 if seen[fslot] != h:
                     seen[fslot] = h
+                    if n > 15 and n <= _LONG and a <= lend:  # into _hot's long table at once: no second merge
+                        _to_long(ltab, data, a, n, out, nout, m, sizes)
                     nout += m
                     continue
             # insert into the cache (reset to its pinned part when it holds ``limit`` entries)
