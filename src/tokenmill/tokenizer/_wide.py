@@ -124,6 +124,22 @@ ctz64 = _bit_count_intrinsic("ctz64", "llvm.cttz.i64", "The number of trailing z
 clz64 = _bit_count_intrinsic("clz64", "llvm.ctlz.i64", "The number of leading zero bits of a uint64 (64 for 0): one ``lzcnt``/``bsr``.")
 
 
+@intrinsic
+def popc64(typingctx, value):
+    """The number of set bits of a uint64: one ``popcnt`` (``llvm.ctpop.i64``)."""
+    if not isinstance(value, types.Integer):
+        return None
+    sig = types.uint64(value)
+
+    def codegen(context, builder, sig, args):
+        v = context.cast(builder, args[0], sig.args[0], types.uint64)
+        i64 = ir.IntType(64)
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(i64, [i64]), "llvm.ctpop.i64")
+        return builder.call(fn, [v])
+
+    return sig, codegen
+
+
 _V64 = ir.VectorType(ir.IntType(8), 64)
 
 

@@ -40,7 +40,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..._jit import njit
-from .._wide import byte_classes64, clz64, ctz64, ix, punct3_starts64
+from .._wide import byte_classes64, clz64, ctz64, ix, popc64, punct3_starts64
 
 _1 = np.uint64(1)
 _ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
@@ -137,6 +137,17 @@ def _commit(p, out, k, starts, u, WS, V, wl):
     if starts == 0:
         return p, k, wl
     q = p + np.int64(63 - clz64(starts))
+    if k + 72 <= out.size:
+        # eight stores a round whatever the count (a store past the last start lands beyond ``k`` and is
+        # overwritten later): the loop's exit mispredicts once every few windows, not once every window
+        kend = k + np.int64(popc64(starts))
+        while True:
+            for t in range(8):
+                out[ix(k + t)] = p + np.int64(ctz64(starts))
+                starts &= starts - _1
+            k += 8
+            if k >= kend:
+                return q, kend, wl
     while starts != 0:
         out[ix(k)] = p + np.int64(ctz64(starts))
         k += 1
