@@ -31,6 +31,11 @@ def _is_vector(arr, dtype=None) -> bool:
             and (dtype is None or arr.dtype == dtype))
 
 
+def _is_bytes(arr) -> bool:
+    """A 1-D C-contiguous uint8 array or a ``raw`` pointer to one."""
+    return _is_vector(arr, types.uint8) or arr == types.CPointer(types.uint8)
+
+
 def _data_pointer(context, builder, typ, value):
     """The address of element 0 of a 1-D C-contiguous array, or the pointer itself (``raw``)."""
     if isinstance(typ, types.CPointer):
@@ -65,8 +70,7 @@ def raw(typingctx, arr):
 def load_u64(typingctx, arr, idx):
     """``arr[idx:idx + 8]`` of a 1-D uint8 array (or a ``raw`` pointer to one) as a little-endian uint64
     (the caller checks bounds)."""
-    if not ((_is_vector(arr, types.uint8) or arr == types.CPointer(types.uint8))
-            and isinstance(idx, types.Integer)):  # contiguous only: byte i is at data + i
+    if not (_is_bytes(arr) and isinstance(idx, types.Integer)):  # contiguous only: byte i is at data + i
         return None
     sig = types.uint64(arr, idx)
 
@@ -145,9 +149,9 @@ _V64 = ir.VectorType(ir.IntType(8), 64)
 
 def _load64(context, builder, sig, args):
     """The 64 bytes at ``args[0][args[1]:]`` as one ``<64 x i8>`` vector (one unaligned load)."""
-    ary = context.make_array(sig.args[0])(context, builder, args[0])
     i = context.cast(builder, args[1], sig.args[1], types.intp)
-    return builder.load(builder.bitcast(builder.gep(ary.data, [i]), _V64.as_pointer()), align=1)
+    ptr = builder.gep(_data_pointer(context, builder, sig.args[0], args[0]), [i])
+    return builder.load(builder.bitcast(ptr, _V64.as_pointer()), align=1)
 
 
 def _splat64(c: int):
@@ -172,7 +176,7 @@ def byte_classes64(typingctx, arr, idx):
     (LLVM: ``bitcast <64 x i1> to i64``, which x86 lowers to ``pcmpeqb``/``pcmpgtb`` + ``pmovmskb``, or a
     mask register with AVX-512): a few dozen instructions for what eight 8-byte words and carry-free byte
     arithmetic did in ~500 (the splitters' ASCII windows)."""
-    if not (_is_vector(arr, types.uint8) and isinstance(idx, types.Integer)):
+    if not (_is_bytes(arr) and isinstance(idx, types.Integer)):
         return None
     sig = types.UniTuple(types.uint64, 9)(arr, idx)
 
@@ -199,7 +203,7 @@ def punct3_starts64(typingctx, arr, idx):
     that lie whole in ``arr[idx:idx + 64]`` (a 1-D uint8 array; the caller checks bounds), as a 64-bit mask,
     bit ``j`` for byte ``idx + j``: one 64-byte vector load and three vector compares, their masks shifted
     onto each character's first byte (``byte_classes64``' way)."""
-    if not (_is_vector(arr, types.uint8) and isinstance(idx, types.Integer)):
+    if not (_is_bytes(arr) and isinstance(idx, types.Integer)):
         return None
     sig = types.uint64(arr, idx)
 
@@ -220,7 +224,7 @@ def eq_mask64(typingctx, arr, idx, value):
     """The bytes of ``arr[idx:idx + 64]`` (a 1-D uint8 array; the caller checks bounds) equal to ``value``
     (0-255) as a 64-bit mask, bit ``j`` for byte ``idx + j``: one vector load and one vector compare
     (``byte_classes64``' way)."""
-    if not (_is_vector(arr, types.uint8) and isinstance(idx, types.Integer) and isinstance(value, types.Integer)):
+    if not (_is_bytes(arr) and isinstance(idx, types.Integer) and isinstance(value, types.Integer)):
         return None
     sig = types.uint64(arr, idx, value)
 

@@ -122,7 +122,7 @@ def _masks(LO, UP, N, SP, W, NL, A, SL, HI, M3, p, e, cased):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _commit(p, out, k, starts, u, WS, V, wl):
+def _commit(p, out, osize, k, starts, u, WS, V, wl):
     """Write the starts (mask ``starts``, bit 0 = ``p``, written already) that the window settles: those up
     to ``u`` (the first position whose chunk it cannot settle) and before its trailing whitespace (the
     run may go on past the window). Returns ``(q, k, wl)`` as the windows do."""
@@ -137,7 +137,7 @@ def _commit(p, out, k, starts, u, WS, V, wl):
     if starts == 0:
         return p, k, wl
     q = p + np.int64(63 - clz64(starts))
-    if k + 72 <= out.size:
+    if k + 72 <= osize:
         # eight stores a round whatever the count (a store past the last start lands beyond ``k`` and is
         # overwritten later): the loop's exit mispredicts once every few windows, not once every window
         kend = k + np.int64(popc64(starts))
@@ -183,18 +183,18 @@ def _prefix_ends(Ost, M3):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def cl100k_window(data, p, e, out, k, dmax, o200k):
+def cl100k_window(data, p, e, out, osize, k, dmax, o200k):
     """The chunk starts after ``p`` (a chunk start) that the ASCII bytes ``data[p:p+64]`` settle, under
     cl100k's rules with chunks of up to ``dmax`` digits (``o200k``, a constant: under o200k's),
     written to ``out[k:]``. Returns ``(q, k, wl)``: ``q`` the last start written (``p`` when none),
     ``wl`` the bytes the window read (it stops at the first byte >= 0x80 and at ``e``, the end of the
     document). The caller checks ``p + 64 <= data.size`` (one 64-byte load) and that ``out`` has
     room (one entry per byte)."""
-    return _cl100k_rules(data, p, out, k, dmax, o200k, _classes(data, p, e, o200k))
+    return _cl100k_rules(data, p, out, osize, k, dmax, o200k, _classes(data, p, e, o200k))
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _cl100k_rules(data, p, out, k, dmax, o200k, classes):
+def _cl100k_rules(data, p, out, osize, k, dmax, o200k, classes):
     """``cl100k_window`` on the window's ``classes`` (``_classes`` or ``_classes_punct``)."""
     LW, U, N, SP, W, NL, A, SL, V, wl, M3 = classes
     L = LW | U
@@ -258,20 +258,20 @@ def _cl100k_rules(data, p, out, k, dmax, o200k, classes):
                 Nst |= _1 << np.uint64(j)
     # whitespace: CR/LF that an other-run took aside
     starts |= Ost | Nst | F | _whitespace_starts(NW, NL, (NW | NL) & ~absorbed, V)
-    return _commit(p, out, k, starts, u, NW | NL, V, wl)
+    return _commit(p, out, osize, k, starts, u, NW | NL, V, wl)
 
 
 @njit(cache=True, nogil=True, inline="always")
-def gpt2_window(data, p, e, out, k):
+def gpt2_window(data, p, e, out, osize, k):
     """``cl100k_window`` under GPT-2's pattern (``_pretok_kernels._scan_gpt2``' rules: a letter, digit or
     other character starts a chunk after a character of another kind that is not ' '; whitespace after
     non-whitespace, and the last of a run of two or more that non-whitespace follows; a contraction at
     an apostrophe that starts a chunk is one, the character after it starts the next)."""
-    return _gpt2_rules(data, p, out, k, _classes(data, p, e, False))
+    return _gpt2_rules(data, p, out, osize, k, _classes(data, p, e, False))
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _gpt2_rules(data, p, out, k, classes):
+def _gpt2_rules(data, p, out, osize, k, classes):
     """``gpt2_window`` on the window's ``classes`` (``_classes`` or ``_classes_punct``)."""
     L, _, N, SP, W, NL, A, _, V, wl, _ = classes
     WS = SP | W | NL
@@ -279,17 +279,17 @@ def _gpt2_rules(data, p, out, k, classes):
     starts = ((L & ~(L << _1)) | (N & ~(N << _1)) | (OT & ~(OT << _1))) & ~(SP << _1)
     F, inside, u = _contractions(data, p, A & starts, wl, False)
     starts = (starts & ~inside) | F | (WS & ~(WS << _1)) | (WS & (WS << _1) & ((V & ~WS) >> _1))
-    return _commit(p, out, k, starts, u, WS, V, wl)
+    return _commit(p, out, osize, k, starts, u, WS, V, wl)
 
 
 @njit(cache=True, nogil=True)
-def cl100k_window_punct(data, p, e, out, k, dmax, o200k):
+def cl100k_window_punct(data, p, e, out, osize, k, dmax, o200k):
     """``cl100k_window`` taking the characters U+2010-U+2027 in, a function of its own (called, not
     inlined: a second copy of the window in the splitter's loop made its plain windows ~25% slower)."""
-    return _cl100k_rules(data, p, out, k, dmax, o200k, _classes_punct(data, p, e, o200k))
+    return _cl100k_rules(data, p, out, osize, k, dmax, o200k, _classes_punct(data, p, e, o200k))
 
 
 @njit(cache=True, nogil=True)
-def gpt2_window_punct(data, p, e, out, k):
+def gpt2_window_punct(data, p, e, out, osize, k):
     """``gpt2_window`` taking the characters U+2010-U+2027 in (as ``cl100k_window_punct``)."""
-    return _gpt2_rules(data, p, out, k, _classes_punct(data, p, e, False))
+    return _gpt2_rules(data, p, out, osize, k, _classes_punct(data, p, e, False))

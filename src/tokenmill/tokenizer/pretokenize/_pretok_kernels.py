@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..._jit import njit
-from .._wide import letters_from, load_u64
+from .._wide import letters_from, load_u64, raw
 from ._ascii_window import cl100k_window, cl100k_window_punct, gpt2_window, gpt2_window_punct
 
 # Bits of the class table (see pretokenize.build_class_table). L, N and S are disjoint, so
@@ -838,6 +838,11 @@ def scan_documents(data, tab, docs, table, o200k, fast, buf):
     k = 1
     bad = np.int64(-1)
     dsize = data.shape[0]
+    # the windows read and write through pointers: an array handed to them cost two atomic reference
+    # count updates a window (numba's, which its pruning pass left in this loop), half the splitter's time
+    dp = raw(data)
+    op = raw(out)
+    osize = out.shape[0]
     for d in range(docs.shape[0] - 1):
         e = docs[d + 1]
         p = docs[d]
@@ -848,13 +853,13 @@ def scan_documents(data, tab, docs, table, o200k, fast, buf):
                 p0 = p
                 wl = np.int64(0)
                 if (load_u64(data, p) & np.uint64(0x8080)) == 0:
-                    p, k, wl = cl100k_window(data, p, e, out, k, fast, o200k)
+                    p, k, wl = cl100k_window(dp, p, e, op, osize, k, fast, o200k)
                     if wl == 64 and p > p0:
                         fails = 0
                         continue
                 if _at_punct3(data, p0, wl, p, e, dsize):
                     p1 = p
-                    p, k, wl = cl100k_window_punct(data, p, e, out, k, fast, o200k)
+                    p, k, wl = cl100k_window_punct(dp, p, e, op, osize, k, fast, o200k)
                     if wl == 64 and p > p1:
                         fails = 0
                         continue
@@ -910,6 +915,11 @@ def _gpt2_documents(data, tab, docs, fast, buf):
     k = 1
     bad = np.int64(-1)
     dsize = data.shape[0]
+    # the windows read and write through pointers: an array handed to them cost two atomic reference
+    # count updates a window (numba's, which its pruning pass left in this loop), half the splitter's time
+    dp = raw(data)
+    op = raw(out)
+    osize = out.shape[0]
     for d in range(docs.shape[0] - 1):
         e = docs[d + 1]
         p = docs[d]
@@ -920,13 +930,13 @@ def _gpt2_documents(data, tab, docs, fast, buf):
                 p0 = p
                 wl = np.int64(0)
                 if (load_u64(data, p) & np.uint64(0x8080)) == 0:
-                    p, k, wl = gpt2_window(data, p, e, out, k)
+                    p, k, wl = gpt2_window(dp, p, e, op, osize, k)
                     if wl == 64 and p > p0:
                         fails = 0
                         continue
                 if _at_punct3(data, p0, wl, p, e, dsize):
                     p1 = p
-                    p, k, wl = gpt2_window_punct(data, p, e, out, k)
+                    p, k, wl = gpt2_window_punct(dp, p, e, op, osize, k)
                     if wl == 64 and p > p1:
                         fails = 0
                         continue
