@@ -288,7 +288,8 @@ def _merges_only(EK, data, offs, byte_ids, table, filt, byte_pairs) -> int:
                 n = offs[k + 1] - a
                 for t in range(n):
                     work[t] = byte_ids[data[a + t]]
-                merges += n - EK._bpe_short(work, n, table, filt, ranks, byte_pairs, data, a)
+                tf, tmask, ff, fmask = EK._flat_pairs(table, filt)
+                merges += n - EK._bpe_short(work, n, tf, tmask, ff, fmask, ranks, byte_pairs, data, a)
             return merges
 
         _MERGES = run

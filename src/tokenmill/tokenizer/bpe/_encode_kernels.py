@@ -101,34 +101,50 @@ def build_pair_filter(table):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _rank(table, filt, left, right):
-    """``prio << 32 | merged id`` of the pair, or ``_BIG`` when it is not a merge. The table's first row is
-    read before the filter says whether to look: both loads leave at once, so a merge waits for one miss
-    of the cache, not for the filter's and then the table's (on a first sighting these two reads were
-    a third of the kernel's time: the merge loop waits on them)."""
+def _rank_at(tf, tmask, ff, fmask, left, right):
+    """``prio << 32 | merged id`` of the pair, or ``_BIG`` when it is not a merge: ``tf`` the pair table's rows
+    flat (two words a row), ``tmask`` its row count less one, ``ff`` the filter, ``fmask`` its word count less
+    one (1-D arrays, or ``raw`` pointers to them: the kernel's merge calls pass pointers, as an array handed
+    to a function costs two atomic reference-count updates a call). The table's first row is read before
+    the filter says whether to look: both loads leave at once, so a merge waits for one miss of the cache,
+    not for the filter's and then the table's (on a first sighting these two reads were a third of the
+    kernel's time: the merge loop waits on them)."""
     key = (np.int64(left) << 32) | np.int64(right)
     h = _pair_hash(key)
     hi = h >> np.uint64(32)
-    mask = table.shape[0] - 1
-    i = np.int64(hi & np.uint64(mask))
-    k = table[ix(i), 0]
-    w = filt[hi & np.uint64(filt.size - 1)]
+    i = hi & tmask
+    k = tf[ix(np.uint64(2) * i)]
+    w = ff[ix(hi & fmask)]
     if ((w >> (h >> np.uint64(58))) & (w >> ((h >> np.uint64(52)) & np.uint64(63))) & np.uint64(1)) == 0:
         return _BIG
     while True:
         if k == key:
-            return table[ix(i), 1]
+            return tf[ix(np.uint64(2) * i + np.uint64(1))]
         if k == -1:
             return _BIG
-        i = (i + 1) & mask
-        k = table[ix(i), 0]
+        i = (i + np.uint64(1)) & tmask
+        k = tf[ix(np.uint64(2) * i)]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _flat_pairs(table, filt):
+    """``(tf, tmask, ff, fmask)`` of ``_rank_at`` for the pair table ``table`` (``build_pair_table``'s) and its
+    filter."""
+    return table.reshape(-1), np.uint64(table.shape[0] - 1), filt, np.uint64(filt.size - 1)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _rank(table, filt, left, right):
+    """``_rank_at`` on the pair table ``table`` (rows of two words) and its filter ``filt``, as arrays."""
+    tf, tmask, ff, fmask = _flat_pairs(table, filt)
+    return _rank_at(tf, tmask, ff, fmask, left, right)
 
 
 _ID = np.int64(0xFFFFFFFF)
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _merge_loop(ids, n, table, filt, ranks):
+def _merge_loop(ids, n, tf, tmask, ff, fmask, ranks):
     """Merge ``ids[:n]`` in place, ``ranks[:n-1]`` holding ``prio << 32 | id`` of each adjacent pair: the
     minimum is the next merge (leftmost on ties) and its low half the id it makes. Returns the length."""
     while n > 1:
@@ -146,28 +162,29 @@ def _merge_loop(ids, n, table, filt, ranks):
             ranks[ix(i)] = ranks[ix(i + 1)]
         n -= 1
         if at > 0:
-            ranks[ix(at - 1)] = _rank(table, filt, ids[ix(at - 1)], ids[ix(at)])
+            ranks[ix(at - 1)] = _rank_at(tf, tmask, ff, fmask, ids[ix(at - 1)], ids[ix(at)])
         if at < n - 1:
-            ranks[ix(at)] = _rank(table, filt, ids[ix(at)], ids[ix(at + 1)])
+            ranks[ix(at)] = _rank_at(tf, tmask, ff, fmask, ids[ix(at)], ids[ix(at + 1)])
     return n
 
 
 @njit(cache=True, nogil=True)
-def _bpe_short(ids, n, table, filt, ranks, byte_pairs, data, a):
+def _bpe_short(ids, n, tf, tmask, ff, fmask, ranks, byte_pairs, data, a):
     """Merge ``ids[:n]`` (the base ids of ``data[a:a+n]``) in place by priority, leftmost first on ties;
     returns the new length. The first pair values come from ``byte_pairs``, a dense 256 x 256 table of
-    byte pairs (512 KB, cache-resident)."""
+    byte pairs (512 KB, cache-resident). The pair table as ``_rank_at`` takes it; the arrays may be ``raw``
+    pointers (the kernel's calls: no reference counts to update a call)."""
     for i in range(n - 1):
         ranks[ix(i)] = byte_pairs[ix((np.int64(data[ix(a + i)]) << 8) | np.int64(data[ix(a + i + 1)]))]
-    return _merge_loop(ids, n, table, filt, ranks)
+    return _merge_loop(ids, n, tf, tmask, ff, fmask, ranks)
 
 
 @njit(cache=True, nogil=True)
-def _bpe_ids(ids, n, table, filt, ranks):
+def _bpe_ids(ids, n, tf, tmask, ff, fmask, ranks):
     """``_bpe_short`` from any ids (characters already merged by ``_premerge``)."""
     for i in range(n - 1):
-        ranks[i] = _rank(table, filt, ids[i], ids[i + 1])
-    return _merge_loop(ids, n, table, filt, ranks)
+        ranks[ix(i)] = _rank_at(tf, tmask, ff, fmask, ids[ix(i)], ids[ix(i + 1)])
+    return _merge_loop(ids, n, tf, tmask, ff, fmask, ranks)
 
 
 @njit(cache=True, nogil=True)
@@ -634,18 +651,18 @@ def _byte_ids_out(out, nout, byte_ids, data, a, n):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _word_value(ids, m, n, imask):
-    """The word-table value of the ``m`` ids ``ids[:m]`` of a chunk of ``n`` bytes: one id in bits 2 and up;
+def _word_value(ids, at, m, n, imask):
+    """The word-table value of the ``m`` ids ``ids[at:at + m]`` of a chunk of ``n`` bytes: one id in bits 2 and up;
     two or three ids of at most 20 bits (``imask`` is their mask: all ones when the vocabulary's ids are
     wider) 20 bits each; else ``_BYTEWISE`` where BPE merged nothing (``m == n``: the ids are the bytes'),
     or 0 (their place is the small-chunk table)."""
     if m == 1:
-        return np.uint64(1) | (np.uint64(ids[0]) << np.uint64(2))
+        return np.uint64(1) | (np.uint64(ids[ix(at)]) << np.uint64(2))
     if m > 3 or imask != _M20:
         return _BYTEWISE if m == n else np.uint64(0)
     v = np.uint64(m)
     for t in range(m):
-        v |= np.uint64(ids[t]) << np.uint64(2 + 20 * t)
+        v |= np.uint64(ids[ix(at + t)]) << np.uint64(2 + 20 * t)
     return v
 
 
@@ -874,8 +891,12 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
     cp3, flat, starts, lens, tail_ptr, tail_tok, tail_mask, head_ptr, head_tok, head_mask, unreached = chars
     nout = 0
     grown = False
-    work = np.empty(_SHORT + 1, np.int64)
-    ranks = np.empty(_SHORT + 1, np.int64)
+    # a chunk's ids and its pairs' ranks for the merges, one block: ``work`` (a view, used to the end of the
+    # loop) keeps it alive while the merge calls read it through the pointers ``wp`` and ``rp`` below (a
+    # block only a pointer refers to is freed after its last use as an array: numba does not see a
+    # pointer as a use)
+    scratch = np.empty(2 * (_SHORT + 1), np.int64)
+    work = scratch[: _SHORT + 1]
     smask = np.uint64(skeys.shape[0] - 1)
     bmask = smask & ~np.uint64(_WAYS - 1)  # a slot's bucket: its first row
     skflat = skeys.reshape(-1)
@@ -908,6 +929,14 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
     skp = raw(skflat)
     sip = raw(siflat)
     bip = raw(byte_ids)
+    # the merge functions' arrays as pointers (each array handed to a function cost two atomic
+    # reference-count updates a call: ~8% of a pass over text never seen before)
+    wp = raw(scratch)
+    rp = raw(scratch[_SHORT + 1 :])
+    bpp = raw(byte_pairs)
+    tflat, tmask, fflat, fmask = _flat_pairs(table, filt)
+    tp = raw(tflat)
+    filtp = raw(fflat)
     mi = 0
     seg = 0
     while True:
@@ -943,12 +972,12 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
                     key = np.uint64(n) << np.uint64(56)
                     for t in range(n):
                         key |= np.uint64(data[a + t]) << np.uint64(8 * t)
-                vi = _row1(vtab, key, vmask)
+                vi = _row1(vtp, key, vmask)
                 if vtab[ix(2 * vi)] == key:  # a seed's: one id (only past ``ahead_end``: _hot took the others)
                     out[ix(nout)] = np.int64((vtab[ix(2 * vi + 1)] >> np.uint64(2)) & imask)
                     nout += 1
                     continue
-                vi = _row1(mtab, key, mmask)
+                vi = _row1(mtp, key, mmask)
                 vk = mtab[ix(2 * vi)]
                 if vk == key:
                     v = mtab[ix(2 * vi + 1)]
@@ -964,7 +993,7 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
                         continue
                 bucket = np.int64(((key * _FIB) >> np.uint64(32)) & bmask)
                 # only a chunk the merged table sends there can be in the small-chunk table
-                row = _small_find(skeys, bucket, key, np.uint64(0)) if vk == key and not probed else np.int64(-1)
+                row = _small_find(skp, bucket, key, np.uint64(0)) if vk == key and not probed else np.int64(-1)
                 if row >= 0:
                     m = sids[ix(row), 0]
                     for t in range(m):
@@ -976,10 +1005,10 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
                 # token there): no need to look there.
                 for t in range(n):
                     work[ix(t)] = byte_ids[data[ix(a + t)]]
-                m = _bpe_short(work, n, table, filt, ranks, byte_pairs, data, a)
+                m = _bpe_short(wp, n, tp, tmask, filtp, fmask, rp, bpp, dp, a)
                 for t in range(m):
                     out[ix(nout + t)] = work[ix(t)]
-                v = _word_value(work, m, n, imask)
+                v = _word_value(wp, 0, m, n, imask)
                 if vk != key:  # into the merged table (``vi``: the empty row its probe ended at)
                     if sizes[6] + 1 > mlimit:  # half full: emptied (the chunk's row is then its own slot)
                         mtab[:] = 0
@@ -990,7 +1019,7 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
                         mtab[ix(2 * vi + 1)] = v
                         sizes[6] += 1
                 if v == 0:
-                    _to_small(skeys, sids, bucket, key, np.uint64(0), out, nout, m)
+                    _to_small(skp, sip, bucket, key, np.uint64(0), outp, nout, m)
                 nout += m
                 continue
             wide = n <= 15 and a + 16 <= dsize
@@ -1001,12 +1030,12 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
             if wide:  # the wide word tables: one probe each, no hashing of bytes
                 k0 = load_u64(data, a)
                 k1 = _packed(load_u64(data, a + 8), n - 8, n)
-                vi2 = _row2(vtab2, k0, k1, vmask2)
+                vi2 = _row2(vt2p, k0, k1, vmask2)
                 if vtab2[ix(4 * vi2 + 1)] != 0:  # a seed's: one id (only past ``ahead_end``)
                     out[ix(nout)] = np.int64((vtab2[ix(4 * vi2 + 2)] >> np.uint64(2)) & imask)
                     nout += 1
                     continue
-                vi2 = _row2(mtab2, k0, k1, mmask2)
+                vi2 = _row2(mt2p, k0, k1, mmask2)
                 found = mtab2[ix(4 * vi2 + 1)] != 0
                 if found:
                     v = mtab2[ix(4 * vi2 + 2)]
@@ -1048,7 +1077,7 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
             if wide and not skip:
                 mslot = np.int64((_hash2(k0, k1) >> np.uint64(32)) & bmask)
                 # only a chunk the wide merged table sends there can be in the small-chunk table
-                row = _small_find(skeys, mslot, k0, k1) if found else np.int64(-1)
+                row = _small_find(skp, mslot, k0, k1) if found else np.int64(-1)
                 probe = False
                 if row >= 0:
                     m = sids[ix(row), 0]
@@ -1085,9 +1114,9 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
                         work[t] = byte_ids[data[a + t]]
                     m0 = n
                 if m0 == n:
-                    m = _bpe_short(work, n, table, filt, ranks, byte_pairs, data, a)
+                    m = _bpe_short(wp, n, tp, tmask, filtp, fmask, rp, bpp, dp, a)
                 else:
-                    m = _bpe_ids(work, m0, table, filt, ranks)
+                    m = _bpe_ids(wp, m0, tp, tmask, filtp, fmask, rp)
                 for t in range(m):
                     out[nout + t] = work[t]
             else:
@@ -1095,13 +1124,13 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
                 m0 = _premerge(data, a, b, byte_ids, cp3, flat, starts, lens, tail_ptr, tail_tok, tail_mask, head_ptr,
                                head_tok, head_mask, big)
                 if m0 <= _SHORT:
-                    m = _bpe_ids(big, m0, table, filt, ranks)
+                    m = _bpe_ids(big, m0, tp, tmask, filtp, fmask, rp)
                 else:
                     m = _bpe_long(big, m0, table, filt)
                 for t in range(m):
                     out[nout + t] = big[t]
             if mslot >= 0:
-                v = _word_value(out[nout:], m, n, imask)
+                v = _word_value(outp, nout, m, n, imask)
                 if not found:  # into the wide merged table
                     if sizes[7] + 1 > mlimit2:  # half full: emptied (the chunk's row is then its own slot)
                         mtab2[:] = 0
@@ -1116,11 +1145,11 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
                     nout += m
                     continue
                 if m <= 7:
-                    _to_small(skeys, sids, mslot, k0, k1, out, nout, m)
+                    _to_small(skp, sip, mslot, k0, k1, outp, nout, m)
                     nout += m
                     continue
                 if not probe:  # (probe: its row says so already, the byte-keyed cache was reset since)
-                    _to_small(skeys, sids, mslot, k0, k1, out, nout, 0)
+                    _to_small(skp, sip, mslot, k0, k1, outp, nout, 0)
                     sids[mslot, 0] = _IN_CTAB
                     h = words_hash(data, a, b)
             elif n > _CACHE_MAX_BYTES or skip:
@@ -1183,29 +1212,31 @@ def _has_lead3(w):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _small_find(skeys, bucket, k0, k1):
+def _small_find(skp, bucket, k0, k1):
     """The row of the small-chunk table's bucket (rows ``bucket .. bucket + _WAYS - 1``) holding the chunk
-    keyed ``(k0, k1)``, or -1."""
+    keyed ``(k0, k1)``, or -1. ``skp``: its keys, two words a row (``raw`` of the flattened array)."""
     for j in range(_WAYS):
-        if skeys[ix(bucket + j), 0] == k0 and skeys[ix(bucket + j), 1] == k1:
+        if skp[ix(2 * (bucket + j))] == k0 and skp[ix(2 * (bucket + j) + 1)] == k1:
             return bucket + j
     return np.int64(-1)
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _to_small(skeys, sids, bucket, k0, k1, out, s, m):
+def _to_small(skp, sip, bucket, k0, k1, out, s, m):
     """Put the ``m`` ids ``out[s:s+m]`` of the chunk keyed ``(k0, k1)`` first in the small-chunk table's bucket
-    ``bucket``: its rows move one down and the last (the least recently put) leaves."""
+    ``bucket``: its rows move one down and the last (the least recently put) leaves. ``skp``, ``sip``: its
+    keys (two words a row) and ids (eight a row), ``raw`` of the flattened arrays, as ``out``."""
     for j in range(_WAYS - 1, 0, -1):
-        skeys[bucket + j, 0] = skeys[bucket + j - 1, 0]
-        skeys[bucket + j, 1] = skeys[bucket + j - 1, 1]
+        r = bucket + j
+        skp[ix(2 * r)] = skp[ix(2 * r - 2)]
+        skp[ix(2 * r + 1)] = skp[ix(2 * r - 1)]
         for t in range(8):
-            sids[bucket + j, t] = sids[bucket + j - 1, t]
-    skeys[bucket, 0] = k0
-    skeys[bucket, 1] = k1
-    sids[bucket, 0] = m
+            sip[ix(8 * r + t)] = sip[ix(8 * r - 8 + t)]
+    skp[ix(2 * bucket)] = k0
+    skp[ix(2 * bucket + 1)] = k1
+    sip[ix(8 * bucket)] = m
     for t in range(m):
-        sids[bucket, 1 + t] = out[s + t]
+        sip[ix(8 * bucket + 1 + t)] = out[ix(s + t)]
 
 
 @njit(cache=True, nogil=True)
