@@ -412,17 +412,19 @@ def _head_spelled(data, i, b, k, q, flat, starts, lens, ptr, tok):
 
 
 @njit(cache=True, nogil=True)
-def _premerge(data, a, b, byte_ids, cp3, flat, starts, lens, tail_ptr, tail_tok, tail_mask, head_ptr, head_tok,
-              head_mask, ids):
+def _premerge(data, a, b, byte_ids, merging, tables, ids):
     """Base ids of ``data[a:b]`` into ``ids``, each 3-byte character that is safe to merge ahead as its
     own BPE result. Returns the count (``b - a`` when nothing was merged ahead: then ``ids`` are the byte
-    ids). The tables come as separate arrays, not the ``chars`` tuple: unpacking a tuple of arrays per
-    character cost reference counting that made this step slower than the merges it saves. An empty
-    ``cp3`` (nothing merged ahead for this vocabulary) gives the byte ids."""
-    if cp3.size == 0:
+    ids). ``tables``: ``_char_pointers`` of the ``chars`` tables, ``raw`` pointers (no reference counts: as
+    arrays, the 13 of this call cost 26 atomic updates a chunk, and unpacking a tuple of arrays per
+    character made this step slower than the merges it saves); ``data``, ``byte_ids`` and ``ids`` arrays
+    or pointers. ``merging`` False (``cp3`` empty: nothing merged ahead for this vocabulary) gives the
+    byte ids."""
+    if not merging:
         for t in range(b - a):
-            ids[t] = byte_ids[data[a + t]]
+            ids[ix(t)] = byte_ids[data[ix(a + t)]]
         return b - a
+    cp3, flat, starts, lens, tail_ptr, tail_tok, tail_mask, head_ptr, head_tok, head_mask = tables
     m = 0
     p = a
     while p < b:
@@ -439,21 +441,21 @@ def _premerge(data, a, b, byte_ids, cp3, flat, starts, lens, tail_ptr, tail_tok,
             if safe and p > a:
                 xx = data[p - 1]
                 k1 = np.int64(x) - 0xE0
-                if (tail_mask[k1, np.int64(xx) >> 6] >> np.uint64(xx & 63)) & np.uint64(1) != 0:
+                if (tail_mask[ix(4 * k1 + (np.int64(xx) >> 6))] >> np.uint64(xx & 63)) & np.uint64(1) != 0:
                     if _tail_spelled(data, p, a, k1, 1, flat, starts, lens, tail_ptr, tail_tok):
                         safe = False
                 k2 = 16 + (k1 << 6 | (np.int64(data[p + 1]) & 0x3F))
-                if safe and (tail_mask[k2, np.int64(xx) >> 6] >> np.uint64(xx & 63)) & np.uint64(1) != 0:
+                if safe and (tail_mask[ix(4 * k2 + (np.int64(xx) >> 6))] >> np.uint64(xx & 63)) & np.uint64(1) != 0:
                     if _tail_spelled(data, p, a, k2, 2, flat, starts, lens, tail_ptr, tail_tok):
                         safe = False
             if safe and p + 3 < b:
                 y = data[p + 3]
                 h1 = np.int64(data[p + 2]) & 0x3F
-                if (head_mask[h1, np.int64(y) >> 6] >> np.uint64(y & 63)) & np.uint64(1) != 0:
+                if (head_mask[ix(4 * h1 + (np.int64(y) >> 6))] >> np.uint64(y & 63)) & np.uint64(1) != 0:
                     if _head_spelled(data, p, b, h1, 1, flat, starts, lens, head_ptr, head_tok):
                         safe = False
                 h2 = 64 + ((np.int64(data[p + 1]) & 0x3F) << 6 | h1)
-                if safe and (head_mask[h2, np.int64(y) >> 6] >> np.uint64(y & 63)) & np.uint64(1) != 0:
+                if safe and (head_mask[ix(4 * h2 + (np.int64(y) >> 6))] >> np.uint64(y & 63)) & np.uint64(1) != 0:
                     if _head_spelled(data, p, b, h2, 2, flat, starts, lens, head_ptr, head_tok):
                         safe = False
             if safe:
@@ -937,6 +939,7 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
     tflat, tmask, fflat, fmask = _flat_pairs(table, filt)
     tp = raw(tflat)
     filtp = raw(fflat)
+    cpx = _char_pointers(cp3, flat, starts, lens, tail_ptr, tail_tok, tail_mask, head_ptr, head_tok, head_mask)
     mi = 0
     seg = 0
     while True:
@@ -1107,8 +1110,7 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
             # lead byte of one, told from its two key words, skips that step's call)
             if n <= _SHORT:
                 if cp3.size > 0 and (mslot < 0 or _has_lead3(k0) or _has_lead3(k1)):
-                    m0 = _premerge(data, a, b, byte_ids, cp3, flat, starts, lens, tail_ptr, tail_tok, tail_mask, head_ptr,
-                                   head_tok, head_mask, work)
+                    m0 = _premerge(dp, a, b, bip, True, cpx, wp)
                 else:
                     for t in range(n):
                         work[t] = byte_ids[data[a + t]]
@@ -1121,8 +1123,7 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
                     out[nout + t] = work[t]
             else:
                 big = np.empty(n, np.int64)
-                m0 = _premerge(data, a, b, byte_ids, cp3, flat, starts, lens, tail_ptr, tail_tok, tail_mask, head_ptr,
-                               head_tok, head_mask, big)
+                m0 = _premerge(dp, a, b, bip, cp3.size > 0, cpx, big)
                 if m0 <= _SHORT:
                     m = _bpe_ids(big, m0, tp, tmask, filtp, fmask, rp)
                 else:
@@ -1201,6 +1202,14 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
         return nout, (ctab, c_start, c_len, c_hash, c_bytes, c_ids_start, c_ids_len, c_ids, sizes, skeys, sids, seen,
                       mtab, mtab2, ltab)
     return nout, None
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _char_pointers(cp3, flat, starts, lens, tail_ptr, tail_tok, tail_mask, head_ptr, head_tok, head_mask):
+    """``_premerge``'s tables (``char_table``'s ``cp3`` and ``partial_index``'s, the masks flat: four words a
+    key) as ``raw`` pointers, one tuple."""
+    return (raw(cp3), raw(flat), raw(starts), raw(lens), raw(tail_ptr), raw(tail_tok), raw(tail_mask.reshape(-1)),
+            raw(head_ptr), raw(head_tok), raw(head_mask.reshape(-1)))
 
 
 @njit(cache=True, nogil=True, inline="always")
