@@ -41,8 +41,9 @@ def njit(*args, refcount: bool = True, **kwargs):
     about 40 cycles per helper call per array, most of the time of a character loop. Without it the
     function may not make arrays (``np.empty``, ``np.concatenate``...) nor call a function that does
     without passing it buffers it owns; the arrays it reads and writes are its caller's, kept alive by
-    the caller. The hot loops of the encoders and splitters use it; the set-up code that builds
-    tables keeps the default."""
+    the caller. The SentencePiece kernels use it; the BPE encoder and the splitters, which make arrays,
+    hand their hot helpers ``_wide.raw`` pointers instead (no reference to count); the set-up code
+    that builds tables keeps the default."""
     from numba import njit as _njit
 
     _listen()
