@@ -730,6 +730,42 @@ def test_ascii_letters_marks_exactly_the_letters_and_spaces_for_every_byte_at_ev
     assert trailing(np.array([0, 1, 8, 1 << 63, M64], np.uint64)).tolist() == [64, 0, 3, 63, 0]
 
 
+def test_popc64_counts_the_set_bits():
+    from numba import njit
+
+    from tokenmill.tokenizer._wide import popc64
+
+    @njit
+    def counts(words):
+        return np.array([popc64(w) for w in words], np.uint64)
+
+    words = np.random.default_rng(1).integers(0, 1 << 63, 200, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
+    words = np.concatenate([words, np.array([0, 1, 1 << 63, M64], np.uint64)])
+    assert counts(words).tolist() == [bin(int(w)).count("1") for w in words]
+
+
+def test_vector_classes_read_the_same_through_a_raw_pointer():
+    """The splitters' windows read their 64 bytes through ``raw`` (no reference count a window): the masks
+    must be the array's, at every offset."""
+    from numba import njit
+
+    from tokenmill.tokenizer._wide import byte_classes64, eq_mask64, punct3_starts64, raw
+
+    @njit
+    def both(buf, i):
+        a = byte_classes64(buf, i)
+        b = byte_classes64(raw(buf), i)
+        same = True
+        for t in range(9):
+            same = same and a[t] == b[t]
+        return (same and punct3_starts64(buf, i) == punct3_starts64(raw(buf), i)
+                and eq_mask64(buf, i, 0x27) == eq_mask64(raw(buf), i, 0x27))
+
+    text = ("Don't stop\t\r\n 42 “quoted” — it's 3/4 of ÿ x' " * 8).encode()
+    buf = np.frombuffer(text, np.uint8)
+    assert all(both(buf, i) for i in range(buf.size - 64))
+
+
 @functools.cache
 def _punct3_starts():
     from numba import njit
