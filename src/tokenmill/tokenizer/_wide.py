@@ -103,8 +103,9 @@ def store_u64(typingctx, arr, idx, value):
 
 
 def _bit_count_intrinsic(name: str, llvm_name: str, doc: str):
-    """An intrinsic: one LLVM bit-count call (``llvm.cttz.i64``, ``llvm.ctlz.i64``) on a uint64, defined
-    at 0 (64)."""
+    """An intrinsic: one LLVM bit-count call (``llvm.cttz.i64``, ``llvm.ctlz.i64``: defined at 0, 64 there;
+    ``llvm.ctpop.i64``) on a uint64."""
+    flagged = llvm_name != "llvm.ctpop.i64"  # cttz/ctlz take an "undefined at 0" flag, passed false
 
     def count(typingctx, value):
         if not isinstance(value, types.Integer):
@@ -114,8 +115,9 @@ def _bit_count_intrinsic(name: str, llvm_name: str, doc: str):
         def codegen(context, builder, sig, args):
             v = context.cast(builder, args[0], sig.args[0], types.uint64)
             i64 = ir.IntType(64)
-            fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(i64, [i64, ir.IntType(1)]), llvm_name)
-            return builder.call(fn, [v, ir.Constant(ir.IntType(1), 0)])
+            fnty = ir.FunctionType(i64, [i64, ir.IntType(1)] if flagged else [i64])
+            fn = cgutils.get_or_insert_function(builder.module, fnty, llvm_name)
+            return builder.call(fn, [v, ir.Constant(ir.IntType(1), 0)] if flagged else [v])
 
         return sig, codegen
 
@@ -126,22 +128,7 @@ def _bit_count_intrinsic(name: str, llvm_name: str, doc: str):
 
 ctz64 = _bit_count_intrinsic("ctz64", "llvm.cttz.i64", "The number of trailing zero bits of a uint64 (64 for 0): one ``tzcnt``/``bsf``.")
 clz64 = _bit_count_intrinsic("clz64", "llvm.ctlz.i64", "The number of leading zero bits of a uint64 (64 for 0): one ``lzcnt``/``bsr``.")
-
-
-@intrinsic
-def popc64(typingctx, value):
-    """The number of set bits of a uint64: one ``popcnt`` (``llvm.ctpop.i64``)."""
-    if not isinstance(value, types.Integer):
-        return None
-    sig = types.uint64(value)
-
-    def codegen(context, builder, sig, args):
-        v = context.cast(builder, args[0], sig.args[0], types.uint64)
-        i64 = ir.IntType(64)
-        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(i64, [i64]), "llvm.ctpop.i64")
-        return builder.call(fn, [v])
-
-    return sig, codegen
+popc64 = _bit_count_intrinsic("popc64", "llvm.ctpop.i64", "The number of set bits of a uint64: one ``popcnt``.")
 
 
 _V64 = ir.VectorType(ir.IntType(8), 64)
