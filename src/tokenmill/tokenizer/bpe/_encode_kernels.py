@@ -220,27 +220,32 @@ def _heap_pop(h, n):
 
 @njit(cache=True, nogil=True)
 def _bpe_long(ids, n, table, filt):
-    """Heap-based merge of ``ids[:n]`` in place; entries ``prio << 32 | position``, checked on pop."""
+    """Heap-based merge of ``ids[:n]`` in place; entries ``prio << 32 | position``, checked on pop. The pair
+    table and the heap reach ``_rank_at`` and the heap functions as ``raw`` pointers (an array handed to a
+    function, or bound anew by an inlined one, costs two atomic reference-count updates: per pair here)."""
+    tf, tmask, ff, fmask = _flat_pairs(table, filt)
+    tp = raw(tf)
+    fp = raw(ff)
     nxt = np.arange(1, n + 1)
     prv = np.arange(-1, n - 1)
     nxt[n - 1] = -1
     heap = np.empty(3 * n, np.int64)
     hn = 0
     for i in range(n - 1):
-        r = _rank(table, filt, ids[i], ids[i + 1])
+        r = _rank_at(tp, tmask, fp, fmask, ids[i], ids[i + 1])
         if r != _BIG:
-            _heap_push(heap, hn, (r >> 32 << 32) | i)
+            _heap_push(raw(heap), hn, (r >> 32 << 32) | i)
             hn += 1
     while hn > 0:
         top = heap[0]
-        _heap_pop(heap, hn)
+        _heap_pop(raw(heap), hn)
         hn -= 1
         p = top >> 32
         i = top & _ID
         j = nxt[i]
         if ids[i] < 0 or j < 0:
             continue
-        v = _rank(table, filt, ids[i], ids[j])
+        v = _rank_at(tp, tmask, fp, fmask, ids[i], ids[j])
         if v >> 32 != p:
             continue  # stale: a neighbour changed since this entry was queued
         nid = v & _ID
@@ -250,19 +255,19 @@ def _bpe_long(ids, n, table, filt):
         nxt[i] = k
         if k >= 0:
             prv[k] = i
-            rk = _rank(table, filt, nid, ids[k])
+            rk = _rank_at(tp, tmask, fp, fmask, nid, ids[k])
             if rk != _BIG:
                 if hn == heap.size:
                     heap = np.concatenate((heap, np.empty(heap.size, np.int64)))
-                _heap_push(heap, hn, (rk >> 32 << 32) | i)
+                _heap_push(raw(heap), hn, (rk >> 32 << 32) | i)
                 hn += 1
         h = prv[i]
         if h >= 0:
-            rh = _rank(table, filt, ids[h], nid)
+            rh = _rank_at(tp, tmask, fp, fmask, ids[h], nid)
             if rh != _BIG:
                 if hn == heap.size:
                     heap = np.concatenate((heap, np.empty(heap.size, np.int64)))
-                _heap_push(heap, hn, (rh >> 32 << 32) | h)
+                _heap_push(raw(heap), hn, (rh >> 32 << 32) | h)
                 hn += 1
     m = 0
     for i in range(n):
@@ -299,20 +304,21 @@ def char_table(byte_ids, table, filt, first_use):
     part; such a merge could run before ``C`` is whole in the byte-level run)."""
     out = np.zeros(65536, np.int64)
     b = np.empty(3, np.int64)
+    tf, tmask, ff, fmask = _flat_pairs(table, filt)
     for cp in range(0x800, 0x10000):
         if 0xD800 <= cp < 0xE000:
             continue  # surrogates are not characters
         b[0] = byte_ids[0xE0 | (cp >> 12)]
         b[1] = byte_ids[0x80 | ((cp >> 6) & 0x3F)]
         b[2] = byte_ids[0x80 | (cp & 0x3F)]
-        r01 = _rank(table, filt, b[0], b[1])
-        r12 = _rank(table, filt, b[1], b[2])
+        r01 = _rank_at(tf, tmask, ff, fmask, b[0], b[1])
+        r12 = _rank_at(tf, tmask, ff, fmask, b[1], b[2])
         if r01 == _BIG and r12 == _BIG:
             out[cp] = 0
             continue
         first = min(r01, r12)  # the lower-priority pair merges first (two different pairs never tie)
         x, y = (r01 & _ID, b[2]) if r01 <= r12 else (b[0], r12 & _ID)
-        r = _rank(table, filt, x, y)
+        r = _rank_at(tf, tmask, ff, fmask, x, y)
         if r == _BIG:
             v = (np.int64(2) << 60) | x | (y << 20)
         else:
@@ -687,11 +693,11 @@ def _same_bytes(x, i, y, j, n):
 
 
 @njit(cache=True, nogil=True)
-def _find(ctab, c_start, c_len, c_bytes, data, a, b, h):
-    """Table slot holding chunk data[a:b], or the empty slot where it would go. Slots hold
-    ``tag << 32 | entry`` (the tag: bits 32-62 of the hash), so a probe past another key reads the
-    table only; the entry's length and bytes are compared on a tag match."""
-    mask = ctab.size - 1
+def _find(ctab, mask, c_start, c_len, c_bytes, data, a, b, h):
+    """Table slot holding chunk data[a:b], or the empty slot where it would go (``mask``: the table's size less
+    one). Slots hold ``tag << 32 | entry`` (the tag: bits 32-62 of the hash), so a probe past another key reads
+    the table only; the entry's length and bytes are compared on a tag match. The arrays may be ``raw``
+    pointers (the kernel's calls: an array handed to a function costs two atomic reference-count updates)."""
     i = np.int64(h & np.uint64(mask))
     tag = np.int64((h >> np.uint64(32)) & np.uint64(0x7FFFFFFF))
     n = b - a
@@ -1093,8 +1099,8 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
             e = -1
             h = np.uint64(0)
             if not skip and probe:
-                h = words_hash(data, a, b)
-                slot = _find(ctab, c_start, c_len, c_bytes, data, a, b, h)
+                h = words_hash(dp, a, b)
+                slot = _find(raw(ctab), ctab.size - 1, raw(c_start), raw(c_len), raw(c_bytes), dp, a, b, h)
                 e = ctab[slot]
             if e != -1:
                 e &= _ID
@@ -1152,7 +1158,7 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
                 if not probe:  # (probe: its row says so already, the byte-keyed cache was reset since)
                     _to_small(skp, sip, mslot, k0, k1, outp, nout, 0)
                     sids[mslot, 0] = _IN_CTAB
-                    h = words_hash(data, a, b)
+                    h = words_hash(dp, a, b)
             elif n > _CACHE_MAX_BYTES or skip:
                 nout += m  # long chunks are rare and would bloat the cache
                 continue
@@ -1176,7 +1182,7 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
                 grown = True
                 ctab, c_start, c_len, c_hash, c_bytes, c_ids_start, c_ids_len, c_ids = _grow_cache(
                     ctab, c_start, c_len, c_hash, c_bytes, c_ids_start, c_ids_len, c_ids, sizes, n, m)
-            slot = _find(ctab, c_start, c_len, c_bytes, data, a, b, h)
+            slot = _find(raw(ctab), ctab.size - 1, raw(c_start), raw(c_len), raw(c_bytes), dp, a, b, h)
             if ctab[slot] != -1:  # held already (a wide chunk whose small-table row was evicted)
                 nout += m
                 continue
@@ -1296,7 +1302,8 @@ def pin_tokens(c_bytes, c_start, c_len, ctab, c_hash):
 def build_byte_pairs(byte_ids, table, filt):
     """``prio << 32 | id`` of every pair of raw bytes (``_BIG`` where the two byte tokens do not merge)."""
     out = np.empty(65536, np.int64)
+    tf, tmask, ff, fmask = _flat_pairs(table, filt)
     for x in range(256):
         for y in range(256):
-            out[(x << 8) | y] = _rank(table, filt, byte_ids[x], byte_ids[y])
+            out[(x << 8) | y] = _rank_at(tf, tmask, ff, fmask, byte_ids[x], byte_ids[y])
     return out
