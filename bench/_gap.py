@@ -277,19 +277,24 @@ def _merges_only(EK, data, offs, byte_ids, table, filt, byte_pairs) -> int:
     global _MERGES
     if _MERGES is None:
         from tokenmill._jit import njit
+        from tokenmill.tokenizer._wide import raw
 
         @njit(nogil=True)
         def run(data, offs, byte_ids, table, filt, byte_pairs):
-            work = np.empty(64, np.int64)
-            ranks = np.empty(64, np.int64)
+            # the kernel's way: one block for the ids and ranks, its pointers and the pair table's made once
+            # (arrays handed to ``_bpe_short`` would time numba's reference counts, not the merges)
+            scratch = np.empty(128, np.int64)
+            work = scratch[:64]
+            wp, rp = raw(scratch), raw(scratch[64:])
+            tf, tmask, ff, fmask = EK._flat_pairs(table, filt)
+            tp, fp, bp, dp = raw(tf), raw(ff), raw(byte_pairs), raw(data)
             merges = 0
             for k in range(offs.size - 1):
                 a = offs[k]
                 n = offs[k + 1] - a
                 for t in range(n):
                     work[t] = byte_ids[data[a + t]]
-                tf, tmask, ff, fmask = EK._flat_pairs(table, filt)
-                merges += n - EK._bpe_short(work, n, tf, tmask, ff, fmask, ranks, byte_pairs, data, a)
+                merges += n - EK._bpe_short(wp, n, tp, tmask, fp, fmask, rp, bp, dp, a)
             return merges
 
         _MERGES = run
