@@ -693,11 +693,11 @@ def _same_bytes(x, i, y, j, n):
 
 
 @njit(cache=True, nogil=True)
-def _find(ctab, mask, c_start, c_len, c_bytes, data, a, b, h):
-    """Table slot holding chunk data[a:b], or the empty slot where it would go (``mask``: the table's size less
-    one). Slots hold ``tag << 32 | entry`` (the tag: bits 32-62 of the hash), so a probe past another key reads
-    the table only; the entry's length and bytes are compared on a tag match. The arrays may be ``raw``
-    pointers (the kernel's calls: an array handed to a function costs two atomic reference-count updates)."""
+def _find(ctab, c_start, c_len, c_bytes, data, a, b, h):
+    """Table slot holding chunk data[a:b], or the empty slot where it would go. Slots hold
+    ``tag << 32 | entry`` (the tag: bits 32-62 of the hash), so a probe past another key reads the
+    table only; the entry's length and bytes are compared on a tag match."""
+    mask = ctab.size - 1
     i = np.int64(h & np.uint64(mask))
     tag = np.int64((h >> np.uint64(32)) & np.uint64(0x7FFFFFFF))
     n = b - a
@@ -1099,8 +1099,8 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
             e = -1
             h = np.uint64(0)
             if not skip and probe:
-                h = words_hash(dp, a, b)
-                slot = _find(raw(ctab), ctab.size - 1, raw(c_start), raw(c_len), raw(c_bytes), dp, a, b, h)
+                h = words_hash(data, a, b)
+                slot = _find(ctab, c_start, c_len, c_bytes, data, a, b, h)
                 e = ctab[slot]
             if e != -1:
                 e &= _ID
@@ -1158,7 +1158,7 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
                 if not probe:  # (probe: its row says so already, the byte-keyed cache was reset since)
                     _to_small(skp, sip, mslot, k0, k1, outp, nout, 0)
                     sids[mslot, 0] = _IN_CTAB
-                    h = words_hash(dp, a, b)
+                    h = words_hash(data, a, b)
             elif n > _CACHE_MAX_BYTES or skip:
                 nout += m  # long chunks are rare and would bloat the cache
                 continue
@@ -1182,7 +1182,7 @@ def encode_chunks(data, offs, marks, pos, byte_ids, byte_pairs, table, filt, cha
                 grown = True
                 ctab, c_start, c_len, c_hash, c_bytes, c_ids_start, c_ids_len, c_ids = _grow_cache(
                     ctab, c_start, c_len, c_hash, c_bytes, c_ids_start, c_ids_len, c_ids, sizes, n, m)
-            slot = _find(raw(ctab), ctab.size - 1, raw(c_start), raw(c_len), raw(c_bytes), dp, a, b, h)
+            slot = _find(ctab, c_start, c_len, c_bytes, data, a, b, h)
             if ctab[slot] != -1:  # held already (a wide chunk whose small-table row was evicted)
                 nout += m
                 continue

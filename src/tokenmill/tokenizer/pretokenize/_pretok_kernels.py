@@ -838,11 +838,7 @@ def scan_documents(data, tab, docs, table, o200k, fast, buf):
     k = 1
     bad = np.int64(-1)
     dsize = data.shape[0]
-    # the windows read and write through pointers: an array handed to them cost two atomic reference
-    # count updates a window (numba's, which its pruning pass left in this loop), half the splitter's time
-    dp = raw(data)
-    op = raw(out)
-    osize = out.shape[0]
+    dp, op, osize = _window_io(data, out)
     for d in range(docs.shape[0] - 1):
         e = docs[d + 1]
         p = docs[d]
@@ -870,6 +866,15 @@ def scan_documents(data, tab, docs, table, o200k, fast, buf):
             out[k] = e
             k += 1
     return out[:k], bad  # a view: the callers copy what they keep (presets.split_offsets)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _window_io(data, out):
+    """What the ASCII windows read and write through: ``data`` and ``out`` as ``raw`` pointers, and ``out``'s
+    size. An array handed to them cost two atomic reference-count updates a window (numba's, which its
+    pruning pass left in the splitters' loops), half the splitter's time. ``out`` stays the caller's array,
+    used to the end (a block only a pointer refers to would be freed)."""
+    return raw(data), raw(out), out.shape[0]
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -915,11 +920,7 @@ def _gpt2_documents(data, tab, docs, fast, buf):
     k = 1
     bad = np.int64(-1)
     dsize = data.shape[0]
-    # the windows read and write through pointers: an array handed to them cost two atomic reference
-    # count updates a window (numba's, which its pruning pass left in this loop), half the splitter's time
-    dp = raw(data)
-    op = raw(out)
-    osize = out.shape[0]
+    dp, op, osize = _window_io(data, out)
     for d in range(docs.shape[0] - 1):
         e = docs[d + 1]
         p = docs[d]
