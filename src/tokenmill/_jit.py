@@ -232,7 +232,7 @@ def python_first(family: str, kernels, size: int, limit: int) -> bool:
 JOBS: dict[str, str] = {
     "train (split gpt4, chunk counting, merge loop)":
         "import tokenmill; tokenmill.train_bpe(['hello world, hello there 123'] * 4, 270, pattern='gpt4')",
-    "encode (split gpt2 and llama3, BPE encoder, CJK characters merged ahead, UTF-8 in and lists out)":
+    "encode (split gpt2 and llama3, BPE encoder, CJK characters merged ahead, UTF-8 in and lists out, UTF-8 check)":
         "from tokenmill.tokenizer.model import Tokenizer\n"
         "t = Tokenizer.from_ranks({**{bytes([i]): i for i in range(256)}, b'he': 256, b'll': 257}, pattern='gpt2')\n"
         "t.encode('hello world 世界'); t.encode_batch(['hello', 'x y'], num_threads=1, as_arrays=True)\n"
@@ -241,7 +241,9 @@ JOBS: dict[str, str] = {
         ".encode_batch(['a <|', 'b'], num_threads=1)  # a batch's special-token scan (_special_scan)\n"
         "r = {bytes([i]): i for i in range(256)}  # 1,280 CJK characters one token each: merged ahead\n"
         "for c in map(chr, range(0x4E00, 0x5300)): r.setdefault(c.encode()[:2], len(r)); r[c.encode()] = len(r)\n"
-        "Tokenizer.from_ranks(r, pattern='llama3').encode('中文 hello 丁七')",
+        "Tokenizer.from_ranks(r, pattern='llama3').encode('中文 hello 丁七')\n"
+        "from tokenmill.tokenizer.encoding import well_formed_utf8; well_formed_utf8('a file é'.encode())"
+        "  # the store's UTF-8 check",
     "sentencepiece (normalizer, BPE over characters)":
         "from tokenmill.tokenizer.sentencepiece import SentencePieceTokenizer as T, write_model_proto as w\n"
         "p = [('<unk>', 0, 2), ('<s>', 0, 3)] + [(c, -i, 1) for i, c in enumerate(['\u2581', 'h', 'i', 'hi', '\u2581hi'])]\n"

@@ -74,22 +74,30 @@ def test_same_bytes_for_any_worker_count_and_engine(tmp_path, tok):
 def test_documents_utf8_read_in_batches_hashes_as_before(tmp_path, tok):
     """A batch's UTF-8 is read in one pass (CPython's own copy of each str, made and kept with a non-ASCII
     one, which the encoding thread then finds made): the same bytes as ``str.encode``, so the same input
-    hash as ``input_digest`` defines (a store built before resumes); a batch with a lone surrogate is
-    encoded document by document, as 'surrogatepass' writes it."""
+    hash as ``input_digest`` defines (a store built before resumes), handed to the encoder as those bytes
+    (``Utf8Docs``); a batch with a lone surrogate is encoded document by document, as 'surrogatepass'
+    writes it, and handed to the encoder as its strs."""
     from tokenmill.data import store as S
+    from tokenmill.data.readers import Utf8Docs
 
     docs = ["é" + "x" * 5000, "plain ascii " * 200, "滑动窗口" * 400, "short é", "", "x"]
     before = [sys.getsizeof(t) for t in docs]
     for batch in (docs, docs + ["a\ud800b" * 600]):
-        sizes, data, offs = S._batch_bytes(batch, None, 0, range(len(batch)))
+        sizes, data, offs, utf8 = S._batch_bytes(batch, None, 0, range(len(batch)))
         want = [t.encode("utf-8", "surrogatepass") for t in batch]
+        assert utf8 == (batch is docs)
         assert sizes.tolist() == [len(w) for w in want] and offs.tolist() == np.cumsum([0] + sizes.tolist()).tolist()
         assert [bytes(data[offs[i]:offs[i + 1]]) for i in range(len(batch))] == want
         shard = S._ShardInput()
-        shard.add(batch[:2], 0, np.arange(2), sizes[:2], data[:offs[2]])
-        shard.add(batch[2:], 0, np.arange(2, len(batch)), sizes[2:], data[offs[2]:])
+        shard.add(batch[:2], 0, np.arange(2), sizes[:2], data[:offs[2]], utf8)
+        shard.add(batch[2:], 0, np.arange(2, len(batch)), sizes[2:], data[offs[2]:], utf8)
         first, got, meta, size, digest = shard.done()
-        assert first == 0 and got == batch and size == len(b"".join(want)) and digest == S.input_digest(want)
+        assert first == 0 and size == len(b"".join(want)) and digest == S.input_digest(want)
+        if utf8:
+            assert isinstance(got, Utf8Docs) and got.texts() == batch and bytes(got.data) == b"".join(want)
+            assert not got.data.flags.writeable
+        else:
+            assert got == batch
         assert meta.tolist() == [[0, i] for i in range(len(batch))]
     grew = [sys.getsizeof(t) > b for t, b in zip(docs, before)]  # the UTF-8 now kept with a non-ASCII str
     assert grew == [True, False, True, True, False, False]
@@ -98,6 +106,13 @@ def test_documents_utf8_read_in_batches_hashes_as_before(tmp_path, tok):
     b = build(tmp_path / "p", texts(docs[:3] * 4), tok, workers=2, shard_bytes=5000, engine="process")
     assert [r["input_sha256"] for r in a.manifest["shards"]] == [r["input_sha256"] for r in b.manifest["shards"]]
     assert all(np.array_equal(a.get(i), b.get(i)) for i in range(len(a)))
+
+
+def _strs(docs) -> list[str]:
+    """A job's documents as strs (a job of well-formed UTF-8 comes as ``Utf8Docs``)."""
+    from tokenmill.data.readers import Utf8Docs
+
+    return docs.texts() if isinstance(docs, Utf8Docs) else docs
 
 
 def test_shards_cut_where_one_document_at_a_time_cut_them(tmp_path, tok):
@@ -124,7 +139,7 @@ def test_shards_cut_where_one_document_at_a_time_cut_them(tmp_path, tok):
             want.append((cur, size))
         assert [k for k, *_ in got] == list(range(len(want)))
         for (_, first, texts_, meta, size, digest), (idx, wsize) in zip(got, want):
-            assert first == 0 and texts_ == [docs[i] for i in idx] and meta[:, 1].tolist() == idx and size == wsize
+            assert first == 0 and _strs(texts_) == [docs[i] for i in idx] and meta[:, 1].tolist() == idx and size == wsize
             assert digest == S.input_digest([docs[i].encode() for i in idx])
         # in parts (each part_bytes of a shard handed out as it is read): the same shards, their documents
         # in order across the parts and the rest, each part starting at the document ``first`` says
@@ -132,6 +147,7 @@ def test_shards_cut_where_one_document_at_a_time_cut_them(tmp_path, tok):
             cut = list(S._Builder(tmp_path, [src], tok, None, shard_bytes, False)._cut(part_bytes))
             shards, sofar = [], []
             for k, first, texts_, meta, size, digest in cut:
+                texts_ = _strs(texts_)
                 assert first == len(sofar) and k == len(shards) and (texts_ or meta is not None)
                 sofar += texts_
                 if meta is not None:
@@ -140,7 +156,49 @@ def test_shards_cut_where_one_document_at_a_time_cut_them(tmp_path, tok):
                 else:
                     assert size == 0 and sum(len(t.encode()) for t in texts_) >= min(part_bytes, 1)
             assert [(t, m.tolist(), z, d) for t, m, z, d in shards] == [
-                (t, m.tolist(), z, d) for _, _, t, m, z, d in got]
+                (_strs(t), m.tolist(), z, d) for _, _, t, m, z, d in got]
+
+
+@pytest.mark.parametrize("engine", ["local", "process"])
+def test_text_files_reach_the_encoder_as_their_bytes(tmp_path, tok, wide_tok, monkeypatch, engine):
+    """A whole text file of well-formed UTF-8 is read as its bytes (``Utf8Docs``: checked by a compiled pass,
+    never decoded to a str) and encoded from them: the same tokens, input hashes and errors as the same
+    documents given as strs, in one job or split across jobs (parts of a few bytes), empty files, a file
+    spelling a special token, a byte-order mark and CRLF included; a file that is not well-formed UTF-8 is
+    decoded as before (its error names the file and offset, or ``errors="replace"`` replaces it)."""
+    from tokenmill.data import readers as R
+
+    monkeypatch.setenv("TOKENMILL_PYTHON_FIRST", "0")  # the compiled check, whatever the suite compiled
+    d = tmp_path / "in"
+    d.mkdir()
+    bodies = {"a.txt": "plain ascii words " * 40, "b.txt": "", "c.txt": "ünïcode 其数据 🙂\r\nthe end\r\n" * 30,
+              "d.txt": "\ufeffbom first, then <|endoftext|> spelled", "e.txt": "x", "f.txt": "滑动窗口" * 500}
+    for name, body in bodies.items():
+        (d / name).write_text(body, encoding="utf-8", newline="")
+    got = [(type(docs).__name__, f) for docs, f, _ in R.files(d).utf8_batches()]
+    assert got == [("Utf8Docs", i) for i in range(6)]
+    strs = texts(list(bodies.values()), name="strs")
+    for shard_bytes in (1, 700, 10**6):
+        for special in ("plain", "error"):
+            kw = dict(tok=tok, shard_bytes=shard_bytes, special_text=special, engine=engine, workers=2)
+            if special == "error":
+                with pytest.raises(InputError, match=r"d.txt: document at row 0 .*special token '<\|endoftext\|>'"):
+                    build(tmp_path / f"x{shard_bytes}", d, **kw)
+                continue
+            a = build(tmp_path / f"f{shard_bytes}", d, **kw)
+            b = build(tmp_path / f"s{shard_bytes}", strs, **kw)
+            assert [r["input_sha256"] for r in a.manifest["shards"]] == [r["input_sha256"] for r in b.manifest["shards"]]
+            assert [a.get(i).tolist() for i in range(6)] == [b.get(i).tolist() for i in range(6)]
+            assert a.get(2).tolist()[:-1] == tok.encode(bodies["c.txt"])
+    # an adapter tokenizer (the store's protocol only) is given the documents as strs
+    names = [n for n in bodies if n != "d.txt"]
+    w = build(tmp_path / "w", [d / n for n in names], tok=wide_tok, shard_bytes=700, engine=engine)
+    assert [w.get(i).tolist()[:-1] for i in range(5)] == [[x + 70_000 for x in bodies[n].encode()] for n in names]
+    (d / "g.txt").write_bytes(b"caf\xe9 " * 3)  # Latin-1, not UTF-8
+    with pytest.raises(InputError, match=r"g.txt: invalid UTF-8 at byte offset 3"):
+        build(tmp_path / "bad", d, tok=tok, engine=engine, special_text="plain")
+    r = build(tmp_path / "rep", d, tok=tok, engine=engine, errors="replace", special_text="plain")
+    assert r.get(6).tolist()[:-1] == tok.encode("caf\ufffd " * 3)
 
 
 def test_rerun_same_arguments_reuses_different_arguments_refuse(tmp_path, tok):

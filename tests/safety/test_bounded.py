@@ -307,6 +307,30 @@ def _small_tokenizer():
     return Tokenizer.from_merges([(116, 104), (256, 101)], pattern="gpt4", special_tokens=["<|endoftext|>"])
 
 
+def test_jobs_ahead_count_only_jobs_that_run():
+    """``_ordered`` keeps ``limit`` jobs in flight; a job with no texts (a shard's closing marker, never run)
+    does not take a place: with one marker after each job (1 MiB shards), the worker still has the next
+    jobs queued when it finishes one (counting them, a store build's one worker waited ~6 ms for its third
+    job while the calling thread wrote the first shard)."""
+    from tokenmill.data.engines import _ordered
+
+    submitted = []
+
+    def jobs():
+        for k in range(6):
+            yield ("job", k), [k]
+            yield ("end", k), None
+
+    def submit(texts):
+        submitted.append(texts[0])
+        return texts[0]
+
+    seen = [(key, res, len(submitted)) for key, res in _ordered(jobs(), submit, lambda fut: fut, 2)]
+    assert [key for key, _, _ in seen] == [(w, k) for k in range(6) for w in ("job", "end")]
+    assert all(res == key[1] if key[0] == "job" else res is None for key, res, _ in seen)
+    assert [n for key, _, n in seen if key[0] == "job"] == [min(6, k + 3) for k in range(6)]
+
+
 @pytest.mark.parametrize("engine", ["process", "local"])
 def test_pools_are_no_larger_than_the_work(monkeypatch, engine):
     import concurrent.futures as cf

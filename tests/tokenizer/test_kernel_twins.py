@@ -1099,3 +1099,53 @@ def test_chunks_bpe_leaves_as_bytes(tmp_path):
     ours, hf = Tokenizer.from_huggingface(path), tokenizers.Tokenizer.from_file(str(path))
     for t in (text, run + "x", "x" + run, "\n" * 21 + "x" + run, "\n" * 9 + "x" + "\n" * 9 + "xy" * 9):
         assert ours.encode(t) == hf.encode(t, add_special_tokens=False).ids
+
+
+_UTF8_PIECES = [bytes([b]) for b in range(256)] + [
+    c.encode("utf-8", "surrogatepass") for c in ("é", "ß", "中", "€", "😀", "\U0010ffff", "\ud800", "\udfff")
+] + [b"\xe0\x80\x80", b"\xe0\xa0\x80", b"\xc0\xaf", b"\xc1\xbf", b"\xed\x9f\xbf", b"\xed\xa0\x80", b"\xf0\x8f\xbf\xbf",
+     b"\xf0\x90\x80\x80", b"\xf4\x8f\xbf\xbf", b"\xf4\x90\x80\x80", b"\xf5\x80\x80\x80", b"a" * 16, b"b" * 40]
+
+
+def _decode_start(data: bytes) -> int:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return e.start
+    return -1
+
+
+@given(st.lists(st.sampled_from(_UTF8_PIECES), max_size=40), st.integers(0, 3))
+@settings(deadline=None, max_examples=400)
+def test_utf8_check_is_python_strict_decode(pieces, cut):
+    """``_utf8_check.first_invalid`` accepts exactly what ``bytes.decode("utf-8")`` accepts and reports the
+    offset its error starts at: overlong forms, surrogates, code points past U+10FFFF, stray continuation
+    bytes and truncated sequences (``cut`` drops the last bytes), anywhere around the 16-byte ASCII steps."""
+    from tokenmill.tokenizer._utf8_check import first_invalid
+
+    data = b"".join(pieces)
+    data = data[: max(0, len(data) - cut)]
+    for pre in (b"", b"x" * 5, b"y" * 16):  # the same bytes at other offsets from the ASCII steps
+        buf = np.frombuffer(pre + data, np.uint8)
+        assert first_invalid(buf) == _decode_start(pre + data)
+        assert first_invalid(buf[: buf.size - 1]) == _decode_start(pre + data[:-1]) if data else True
+
+
+def test_well_formed_utf8_gives_the_bytes_or_none(monkeypatch):
+    """The store's readers' check: the bytes as a read-only array when well-formed, None otherwise (and
+    while the kernel is not compiled, the first megabyte is left to ``str.decode``)."""
+    from tokenmill import _jit
+    from tokenmill.tokenizer.encoding import well_formed_utf8
+
+    monkeypatch.setenv("TOKENMILL_PYTHON_FIRST", "0")
+    good = "plain ascii, é, 中文, 😀\n".encode() * 50
+    buf = well_formed_utf8(good)
+    assert bytes(buf) == good and not buf.flags.writeable
+    for bad in (good + b"\xff", b"\xed\xa0\x80" + good, good[:-2]):
+        assert well_formed_utf8(bad) is None
+    monkeypatch.delenv("TOKENMILL_PYTHON_FIRST")
+    monkeypatch.setattr(_jit, "_compiled_families", set())
+    monkeypatch.setattr(_jit, "is_cached", lambda k: False)  # as on a machine that never compiled it
+    monkeypatch.setattr(_jit, "_twin_spent", {})
+    assert well_formed_utf8(good) is None  # (decoded by the caller)
+    assert well_formed_utf8(b"x" * (1 << 20)) is not None  # past the first megabyte: compiled

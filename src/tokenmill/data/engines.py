@@ -73,17 +73,23 @@ def tokenizer_from_payload(payload):
     return body
 
 
-def encode_job(tokenizer, opts: EncodeOptions, texts: list[str]):
-    """``(ids, lengths)`` of one job, or a :class:`JobError` naming the document that failed."""
+def encode_job(tokenizer, opts: EncodeOptions, texts):
+    """``(ids, lengths)`` of one job, or a :class:`JobError` naming the document that failed. ``texts``: a list of
+    strs, or :class:`~tokenmill.data.readers.Utf8Docs` (a tokenmill tokenizer encodes their bytes as they are;
+    any other is given them as strs)."""
     kw = {"disallowed_special": ()} if opts.special_text == "plain" else {}
     from ..tokenizer.model import Tokenizer
+    from .readers import Utf8Docs
 
+    utf8 = isinstance(texts, Utf8Docs)
     try:
         if isinstance(tokenizer, Tokenizer):
             # a kernel group at a time, its ids read from the encoding thread's own buffer and written into
             # the store's dtype at once: no int64 block per job (each one fresh pages to fault in)
+            groups = (tokenizer._encode_flat_parts_utf8(texts.data, texts.offsets, **kw) if utf8
+                      else tokenizer._encode_flat_parts(texts, **kw))
             parts = []
-            for lo, _hi, ids, bounds in tokenizer._encode_flat_parts(texts, **kw):
+            for lo, _hi, ids, bounds in groups:
                 got = assemble_flat(ids, bounds, opts)
                 if isinstance(got, JobError):
                     return JobError(lo + got.index, got.message)
@@ -91,9 +97,11 @@ def encode_job(tokenizer, opts: EncodeOptions, texts: list[str]):
             if len(parts) == 1:
                 return parts[0]
             return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+        if utf8:
+            texts = texts.texts()
         arrays = tokenizer.encode_batch(texts, as_arrays=True, num_threads=1, **kw)
     except Exception:  # find the document, so the caller can name its file and row
-        for i, t in enumerate(texts):
+        for i, t in enumerate(texts.texts() if isinstance(texts, Utf8Docs) else texts):
             try:
                 tokenizer.encode_batch([t], as_arrays=True, num_threads=1, **kw)
             except Exception as e:  # noqa: BLE001  (reported with the document's provenance)
@@ -326,12 +334,16 @@ def run_jobs(jobs: Iterable, tokenizer, opts: EncodeOptions, *, engine: str, wor
 
 
 def _ordered(jobs, submit: Callable, result: Callable, limit: int):
-    """Submit ahead (at most ``limit`` in flight) and yield results in job order."""
+    """Submit ahead (at most ``limit`` jobs in flight: a job with no texts, never run, does not count) and yield
+    results in job order."""
     pending: deque = deque()
+    running = 0
     for key, texts in jobs:
         pending.append((key, None if texts is None else submit(texts)))
-        while len(pending) > limit or (pending and pending[0][1] is None):
+        running += texts is not None
+        while running > limit or (pending and pending[0][1] is None):
             k, fut = pending.popleft()
+            running -= fut is not None
             yield k, None if fut is None else result(fut)
     while pending:
         k, fut = pending.popleft()

@@ -50,7 +50,7 @@ from .._schema import BIG, Count, Meta, Sha256, Struct, check, load_json
 from .._words import counted
 from ..errors import ConfigError, FormatError, InputError, TokenmillError
 from . import engines
-from .readers import Source, as_sources
+from .readers import Source, Utf8Docs, as_sources
 from .verify import sha256_file
 
 FORMAT_NAME = "tokenmill.store"
@@ -492,10 +492,13 @@ def input_digest(documents: list[bytes]) -> str:
 
 class _ShardInput:
     """The documents of the shard being cut (``_Builder._cut``), gathered in pieces of batches; those not
-    handed out yet as a part of the shard (``take_part``) in ``unsent``."""
+    handed out yet as a part of the shard (``take_part``) in ``unsent``: ``(texts, data, sizes, utf8)`` a piece,
+    ``texts`` a list of strs or None (a piece read as :class:`~tokenmill.data.readers.Utf8Docs`), ``data`` the
+    documents' UTF-8 back to back, ``utf8`` whether that is well-formed (not where a str held a lone
+    surrogate: 'surrogatepass' bytes, which the encoder does not read)."""
 
     def __init__(self):
-        self.unsent: list[str] = []
+        self.unsent: list[tuple] = []
         self.unsent_size = 0
         self.count = 0  # documents
         self.files: list[np.ndarray] = []
@@ -504,10 +507,11 @@ class _ShardInput:
         self.data: list = []
         self.size = 0
 
-    def add(self, texts: list[str], file: int, rows: np.ndarray, sizes: np.ndarray, data) -> None:
-        self.unsent.extend(texts)
-        self.count += len(texts)
-        self.files.append(np.full(len(texts), file, np.int64))
+    def add(self, texts: list[str] | None, file: int, rows: np.ndarray, sizes: np.ndarray, data, utf8: bool) -> None:
+        n = len(sizes)
+        self.unsent.append((texts, data, sizes, utf8))
+        self.count += n
+        self.files.append(np.full(n, file, np.int64))
         self.rows.append(rows)
         self.sizes.append(sizes)
         self.data.append(data)
@@ -515,14 +519,32 @@ class _ShardInput:
         self.size += size
         self.unsent_size += size
 
-    def take_part(self) -> tuple[int, list[str]]:
-        """``(index of its first document in the shard, texts)`` of the documents added since the last part."""
-        texts = self.unsent
+    def take_part(self) -> tuple[int, list[str] | Utf8Docs]:
+        """``(index of its first document in the shard, documents)`` of the documents added since the last part:
+        their UTF-8 as one :class:`~tokenmill.data.readers.Utf8Docs` (what the input hash reads, handed to the
+        encoder as it is: no str encoded again), or a list of strs where a piece's bytes are not well-formed."""
+        pieces = self.unsent
+        count = sum(len(sizes) for _, _, sizes, _ in pieces)
         self.unsent, self.unsent_size = [], 0
-        return self.count - len(texts), texts
+        first = self.count - count
+        if not pieces:
+            return first, []
+        if all(utf8 for *_, utf8 in pieces):
+            data = pieces[0][1] if len(pieces) == 1 else np.concatenate([np.frombuffer(d, np.uint8) for _, d, _, _ in pieces])
+            offsets = np.zeros(count + 1, np.int64)
+            np.cumsum(np.concatenate([sizes for _, _, sizes, _ in pieces]), out=offsets[1:])
+            return first, Utf8Docs(data, offsets)
+        texts: list[str] = []
+        for piece_texts, data, sizes, _ in pieces:
+            if piece_texts is None:  # (well-formed bytes beside a piece that is not)
+                o = np.zeros(len(sizes) + 1, np.int64)
+                np.cumsum(sizes, out=o[1:])
+                piece_texts = Utf8Docs(np.frombuffer(data, np.uint8), o).texts()
+            texts.extend(piece_texts)
+        return first, texts
 
-    def done(self) -> tuple[int, list[str], np.ndarray, int, str]:
-        """``(first, texts, meta, input bytes, input hash)``: the documents not handed out as parts (the first
+    def done(self) -> tuple[int, list[str] | Utf8Docs, np.ndarray, int, str]:
+        """``(first, documents, meta, input bytes, input hash)``: the documents not handed out as parts (the first
         of them the shard's document ``first``), the meta and input size of all of them, and the hash as
         :func:`input_digest` takes it, in pieces."""
         first, texts = self.take_part()
@@ -537,14 +559,16 @@ class _ShardInput:
         return first, texts, meta, self.size, "sha256:" + h.hexdigest()
 
 
-def _batch_bytes(texts: list, src, f: int, rows) -> tuple[np.ndarray, Any, np.ndarray]:
-    """``(sizes, data, offsets)`` of a batch's documents: each one's UTF-8 size (int64), and their UTF-8 back to
-    back (document ``i`` is ``data[offsets[i]:offsets[i + 1]]``), what the input hash covers. CPython's own
-    UTF-8 of each str, read in one pass (``texts_utf8``; made and kept with a non-ASCII str, where the
-    encoder reads it again); a batch holding a lone surrogate: as 'surrogatepass' writes it, document by
-    document."""
+def _batch_bytes(texts: list, src, f: int, rows) -> tuple[np.ndarray, Any, np.ndarray, bool]:
+    """``(sizes, data, offsets, utf8)`` of a batch's documents: each one's UTF-8 size (int64), and their UTF-8
+    back to back (document ``i`` is ``data[offsets[i]:offsets[i + 1]]``), what the input hash covers, and
+    whether that is well-formed. :class:`~tokenmill.data.readers.Utf8Docs` as they are; strs: CPython's own
+    UTF-8 of each, read in one pass (``texts_utf8``; made and kept with a non-ASCII str); a batch holding a
+    lone surrogate: as 'surrogatepass' writes it, document by document (not well-formed)."""
     from ..tokenizer.encoding import texts_utf8
 
+    if isinstance(texts, Utf8Docs):
+        return np.diff(texts.offsets), texts.data, texts.offsets, True
     bad = next((i for i, t in enumerate(texts) if not isinstance(t, str)), -1) if set(map(type, texts)) - {str} else -1
     if bad >= 0:
         raise InputError(f"{src.files()[f]}: document at row {list(rows)[bad]:,d} is a {type(texts[bad]).__name__}, "
@@ -552,12 +576,12 @@ def _batch_bytes(texts: list, src, f: int, rows) -> tuple[np.ndarray, Any, np.nd
     joined = texts_utf8(texts)
     if joined is not None:
         data, offs = joined
-        return np.diff(offs), data, offs
+        return np.diff(offs), data, offs, True
     raw = [t.encode("utf-8", "surrogatepass") for t in texts]
     sizes = np.fromiter(map(len, raw), np.int64, len(raw))
     offs = np.zeros(len(raw) + 1, np.int64)
     np.cumsum(sizes, out=offs[1:])
-    return sizes, b"".join(raw), offs
+    return sizes, b"".join(raw), offs, False
 
 
 class _Builder:
@@ -596,10 +620,11 @@ class _Builder:
         k, shard = 0, _ShardInput()
         for si, src in enumerate(self.srcs):
             base, count = self.file_base[si], 0
-            for texts, f, rows in src.batches():
+            for texts, f, rows in src.utf8_batches():
                 n = len(texts)
                 count += n
-                sizes, data, offs = _batch_bytes(texts, src, f, rows)
+                sizes, data, offs, utf8 = _batch_bytes(texts, src, f, rows)
+                strs = None if isinstance(texts, Utf8Docs) else texts
                 rows = np.asarray(rows, np.int64)
                 lo = 0
                 while lo < n:  # a shard (or a part) ends with the document that brings it to its size
@@ -609,7 +634,8 @@ class _Builder:
                         room = min(room, part_bytes - shard.unsent_size)
                     hi = int(np.searchsorted(offs[1:], offs[lo] + room, side="left"))
                     end = min(hi + 1, n)
-                    shard.add(texts[lo:end], base + f, rows[lo:end], sizes[lo:end], data[offs[lo] : offs[end]])
+                    shard.add(None if strs is None else strs[lo:end], base + f, rows[lo:end], sizes[lo:end],
+                              data[offs[lo] : offs[end]], utf8)
                     if hi < n:
                         if shard.size >= self.shard_bytes:
                             if part_bytes:  # its last part first (encoded while the shard is hashed)

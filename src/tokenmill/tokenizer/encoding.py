@@ -32,6 +32,24 @@ def texts_utf8(texts: list[str]) -> tuple[np.ndarray, np.ndarray] | None:
     return utf8_joined(texts)
 
 
+_UTF8_FIRST_BYTES = 1 << 20  # bytes left to str.decode while the UTF-8 check kernel is not compiled
+
+
+def well_formed_utf8(data: bytes) -> np.ndarray | None:
+    """``data`` as a read-only uint8 array when it is well-formed UTF-8 (exactly what ``data.decode("utf-8")``
+    accepts, told by one compiled pass that does not hold the GIL: ~0.1 ms a MB of English), else None (the
+    caller decodes it, which names the first bad byte or replaces it). None too while that kernel is not
+    compiled on this machine, for the first :data:`_UTF8_FIRST_BYTES` bytes of the process
+    (``_jit.python_first``: a first run on a few files does not wait for a compile)."""
+    from .._jit import python_first
+    from . import _utf8_check
+
+    buf = np.frombuffer(data, np.uint8)  # (read-only: data is bytes)
+    if python_first("utf8", _utf8_check.first_invalid, buf.size, _UTF8_FIRST_BYTES):
+        return None
+    return buf if _utf8_check.first_invalid(buf) < 0 else None
+
+
 def checked_str(text) -> str:
     if not isinstance(text, str):
         raise ConfigError(f"text is a {type(text).__name__}; encode takes a str (decode bytes first: "
@@ -134,14 +152,34 @@ class Encoding:
         for lo, hi in zip(b[:-1], b[1:]):
             yield (lo, hi, *flat(lo, hi, True))
 
-    @staticmethod
-    def _threads(num_threads) -> int:
-        return max(1, os.cpu_count() or 1) if num_threads is None else check_int(num_threads, "num_threads",
-                                                                                   min=1, max=1024)
+    def encode_flat_parts_utf8(self, data: np.ndarray, docs: np.ndarray, allowed_special, disallowed_special):
+        """:meth:`encode_flat_parts` of the documents ``data[docs[i]:docs[i + 1]]``, well-formed UTF-8 (checked
+        by the caller; ``data`` read-only uint8, ``docs`` int64 from 0 to ``data.size``, non-decreasing): a group
+        of non-empty documents of plain text goes to the compiled encoder as those bytes
+        (``CompiledEncoder.encode_utf8``: no str, no second copy of their UTF-8), any other group as strs."""
+        n = docs.size - 1
+        sizes = np.diff(docs)
+        _, fast, needles = self._plain_rule(allowed_special, disallowed_special)
+        direct = fast and not self.spec.add_prefix_space and n > 0 and not self.python_first(int(docs[-1]))
+        b = group_bounds(sizes, GROUP_BYTES, n)
+        for lo, hi in zip(b[:-1], b[1:]):
+            got = None
+            if direct and sizes[lo:hi].all():
+                got = self.compiled_encoder().encode_utf8(data[docs[lo] : docs[hi]], docs[lo : hi + 1] - docs[lo],
+                                                          forbid=needles, view=True)
+            if got is not None:
+                yield lo, hi, *got
+                continue
+            mv, o = memoryview(data), docs[lo : hi + 1].tolist()
+            texts = [str(mv[o[i] : o[i + 1]], "utf-8") for i in range(hi - lo)]
+            for a, z, ids, bounds in self.encode_flat_parts(texts, allowed_special, disallowed_special):
+                yield lo + a, lo + z, ids, bounds
 
-    def _group_encoder(self, texts: list, threads: int, total: int, strs: bool, allowed_special, disallowed_special):
-        """``flat(lo, hi)``: the ``(ids, bounds)`` of ``texts[lo:hi]`` (as :meth:`encode_flat`): the plain ones in
-        one kernel call, the others (special or added tokens) one by one."""
+    def _plain_rule(self, allowed_special, disallowed_special):
+        """``(rule, fast, needles)``: ``special.requested``'s rule; whether every text is one plain piece (no
+        special token allowed, no added token to cut out) unless it spells one of ``needles``
+        (``_special_scan.check_needles`` of the disallowed special tokens and the added tokens: None when there
+        is none to look for)."""
         # the special tokens allowed and those to check for, worked out once (~1.5 us a text: 185 files of
         # code, 0.3 ms of a 9 ms pass)
         rule = requested(self.specials.ids, allowed_special, disallowed_special)
@@ -162,6 +200,17 @@ class Encoding:
             from ._special_scan import check_needles
 
             needles = check_needles([s.encode("utf-8") for s in sorted(spelled)])
+        return rule, fast, needles
+
+    @staticmethod
+    def _threads(num_threads) -> int:
+        return max(1, os.cpu_count() or 1) if num_threads is None else check_int(num_threads, "num_threads",
+                                                                                   min=1, max=1024)
+
+    def _group_encoder(self, texts: list, threads: int, total: int, strs: bool, allowed_special, disallowed_special):
+        """``flat(lo, hi)``: the ``(ids, bounds)`` of ``texts[lo:hi]`` (as :meth:`encode_flat`): the plain ones in
+        one kernel call, the others (special or added tokens) one by one."""
+        rule, fast, needles = self._plain_rule(allowed_special, disallowed_special)
 
         def flat(lo: int, hi: int, view: bool = False) -> tuple[np.ndarray, np.ndarray]:
             """``view``: the ids may be a view of the encoder's buffer, valid until this thread's next encode."""

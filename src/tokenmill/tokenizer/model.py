@@ -253,6 +253,13 @@ class Tokenizer:
         a view of this thread's buffer, valid until the next item is asked for."""
         return self._encoding.encode_flat_parts(list(texts), allowed_special, disallowed_special)
 
+    def _encode_flat_parts_utf8(self, data: np.ndarray, offsets: np.ndarray, *, allowed_special: Specials = (),
+                                disallowed_special: Specials = "all"):
+        """``_encode_flat_parts`` of the documents ``data[offsets[i]:offsets[i + 1]]``: their UTF-8 (a read-only
+        uint8 array the caller checked well-formed, as the token store's readers do), encoded from those bytes,
+        with no str made on the way where the compiled encoder takes them as they are."""
+        return self._encoding.encode_flat_parts_utf8(data, offsets, allowed_special, disallowed_special)
+
     def encode_python(self, text: str, *, allowed_special: Specials = (), disallowed_special: Specials = "all") -> list[int]:
         """``encode`` in pure Python (``regex`` splitting, BPE in Python): the same ids, no compiled
         kernel. Slower per byte, but it starts at once: ``tokenmill encode`` uses it for a small text

@@ -422,9 +422,21 @@ class CompiledEncoder:
         joined = utf8_joined(texts)  # CPython's own UTF-8 of each str (kept with it: a second pass copies)
         if joined is None:
             return None  # a lone surrogate: encode() handles it
-        data, docs = joined
-        if not docs.size or np.any(docs[1:] == docs[:-1]):
-            raise ValueError("encode_many takes non-empty texts")
+        return self.encode_utf8(*joined, threads, forbid, view)
+
+    def encode_utf8(self, data: np.ndarray, docs: np.ndarray, threads: int = 1, forbid=None,
+                    view: bool = False) -> tuple[np.ndarray, np.ndarray] | None:
+        """:meth:`encode_many` of the texts whose UTF-8 is ``data[docs[i]:docs[i + 1]]`` (``data`` a read-only
+        uint8 array of well-formed UTF-8, ``docs`` int64 offsets from 0 to ``data.size``, each text non-empty:
+        checked here, the kernels' boundary; the splitters check the UTF-8 as they read it)."""
+        if self.split_patterns or (self.pattern is not None and not self.compiled_split):
+            return None
+        if not (isinstance(data, np.ndarray) and data.dtype == np.uint8 and data.ndim == 1
+                and data.flags.c_contiguous and not data.flags.writeable):
+            raise ValueError("encode_utf8 takes a read-only 1-D uint8 array")
+        docs = np.ascontiguousarray(docs, np.int64)
+        if docs.ndim != 1 or docs.size < 2 or docs[0] != 0 or docs[-1] != data.size or np.any(docs[1:] <= docs[:-1]):
+            raise ValueError("encode_utf8 takes offsets from 0 to len(data), each text non-empty")
         if forbid is not None:
             from .._special_scan import find_special
 
@@ -444,6 +456,6 @@ class CompiledEncoder:
             return None  # a chunk crossing a document boundary (not the compiled splitters' way): one by one
         if threads > 1 and offs.size > _PART_CHUNKS * threads:
             return self._run_parts(data, offs, marks, threads)
-        pos = np.empty(len(texts), np.int64)
+        pos = np.empty(docs.size - 1, np.int64)
         out = self._run(data, offs, marks, pos, view)
         return out, np.append(pos, out.size)
