@@ -190,6 +190,53 @@ def write_with(path: str | os.PathLike, write: Callable[[BinaryIO], None], *, in
             write(f)
 
 
+class StreamedFile:
+    """A file written in pieces as they come, through :func:`atomic_path`: the pieces go to its temporary
+    (each hashed with sha256 as it is written), ``close()`` renames it into place and returns
+    ``(bytes, "sha256:<hex>")``, ``abort()`` removes it. For a writer whose data arrives over time (a token
+    store shard's ids, job by job: no shard-sized block to join and hash at its end)."""
+
+    def __init__(self, path: str | os.PathLike, *, inputs: Iterable = ()):
+        self._cm = atomic_path(path, inputs=inputs)
+        tmp = self._cm.__enter__()
+        try:
+            self._f = open(tmp, "wb")
+        except BaseException as e:
+            self._cm.__exit__(type(e), e, e.__traceback__)
+            raise
+        self._hash = hashlib.sha256()
+        self.size = 0
+        self._open = True
+
+    def write(self, data) -> None:
+        view = memoryview(data).cast("B")
+        if not len(view):
+            return
+        self._f.write(view)
+        self._hash.update(view)
+        self.size += len(view)
+
+    def close(self) -> tuple[int, str]:
+        self._open = False
+        try:
+            self._f.close()
+        except BaseException as e:
+            self._cm.__exit__(type(e), e, e.__traceback__)
+            raise
+        self._cm.__exit__(None, None, None)
+        return self.size, "sha256:" + self._hash.hexdigest()
+
+    def abort(self) -> None:
+        """Remove the temporary (nothing once closed or aborted)."""
+        if not self._open:
+            return
+        self._open = False
+        with contextlib.suppress(OSError):
+            self._f.close()
+        stop = RuntimeError("write aborted")
+        self._cm.__exit__(RuntimeError, stop, None)  # (removes the temporary; returns False: nothing raised here)
+
+
 def write_cache(path: str | os.PathLike, write: Callable[[BinaryIO], None]) -> bool:
     """Best effort :func:`write_with` for a cache file: False (nothing written, no temporary left)
     where it cannot be written, for a cache is never needed to be right."""

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from tokenmill import TokenStore
+from tokenmill._io import TMP_SUFFIX
 from tokenmill.data import texts
 from tokenmill.errors import ConfigError, FormatError, InputError
 
@@ -291,13 +292,17 @@ def test_bad_input_leaves_no_finished_store(tmp_path, tok):
     with pytest.raises(InputError, match=r"b.txt: invalid UTF-8 at byte offset 7"):
         build(tmp_path / "s", d, tok, shard_bytes=100)
     assert not (tmp_path / "s" / "manifest.json").exists()
-    assert not [p for p in os.listdir(tmp_path / "s") if p.endswith(".tmp")]
+    assert not [p for p in os.listdir(tmp_path / "s") if p.endswith(TMP_SUFFIX)]
     with pytest.raises(FormatError, match="interrupted"):
         TokenStore.open(tmp_path / "s")
     with pytest.raises(InputError, match=r"source 1 \(<iterable>\) holds no documents"):
         build(tmp_path / "e", [d / "a.txt", texts([])], tok)
     with pytest.raises(InputError, match=r"<iterable>: document at row 1 .*special token '<\|endoftext\|>'"):
         build(tmp_path / "sp", texts(["ok", "a <|endoftext|> b"]), tok)
+    # a job that fails after others of its shard were written: the shard's tokens, streamed, are removed
+    with pytest.raises(InputError, match=r"<iterable>: document at row 3,000 .*special token"):
+        build(tmp_path / "sp3", texts(["fine " * 100] * 3000 + ["<|endoftext|>"]), tok, shard_bytes=1 << 22)
+    assert sorted(os.listdir(tmp_path / "sp3")) == ["build.json"]
     s = build(tmp_path / "sp2", texts(["ok", "a <|endoftext|> b"]), tok, special_text="plain")
     assert s.get(1).tolist() == tok.encode("a <|endoftext|> b", disallowed_special=()) + [tok.special_tokens["<|endoftext|>"]]
 
@@ -350,6 +355,7 @@ def test_interrupted_build_refuses_other_arguments_and_changed_input(tmp_path, t
 def test_write_error_names_the_path_and_keeps_finished_shards(tmp_path, tok, monkeypatch):
     import contextlib
 
+    import tokenmill._io as _io
     import tokenmill.data.store as S
 
     make_corpus(tmp_path / "in")
@@ -357,17 +363,20 @@ def test_write_error_names_the_path_and_keeps_finished_shards(tmp_path, tok, mon
     real = S.atomic_path
 
     @contextlib.contextmanager
-    def failing(path):
+    def failing(path, **kw):
         if Path(path).name == "shard-00002.tokens":
             raise OSError(28, "No space left on device")
-        with real(path) as tmp:
+        with real(path, **kw) as tmp:
             yield tmp
 
     monkeypatch.setattr(S, "atomic_path", failing)
+    monkeypatch.setattr(_io, "atomic_path", failing)  # (a shard's tokens are streamed: _io.StreamedFile)
     with pytest.raises(S.WriteError, match=r"cannot write .*shard-00002.tokens: No space left on device"):
         build(tmp_path / "s", tmp_path / "in", tok, shard_bytes=400)
     assert (tmp_path / "s" / "shard-00001.json").exists() and not (tmp_path / "s" / "manifest.json").exists()
+    assert not [p for p in os.listdir(tmp_path / "s") if p.endswith(_io.TMP_SUFFIX)]
     monkeypatch.setattr(S, "atomic_path", real)
+    monkeypatch.setattr(_io, "atomic_path", real)
     build(tmp_path / "s", tmp_path / "in", tok, shard_bytes=400)  # resumes after the disk is freed
     assert store_bytes(tmp_path / "s") == store_bytes(tmp_path / "ref") and ref.num_shards > 2
 

@@ -110,6 +110,36 @@ def test_failure_leaves_the_old_file_and_no_temporary(tmp_path):
     assert target.read_text() == "old" and list(tmp_path.glob(f"*{TMP_SUFFIX}")) == []
 
 
+def test_streamed_file_appears_whole_or_not_at_all(tmp_path):
+    """``StreamedFile``: pieces written over time to a temporary (hashed as written), renamed into place by
+    ``close``; ``abort`` leaves the previous file and no temporary; the same target checks as atomic_path."""
+    import hashlib
+
+    import numpy as np
+
+    from tokenmill._io import StreamedFile
+
+    target = tmp_path / "t.bin"
+    target.write_bytes(b"old")
+    pieces = [b"abc", np.arange(5, dtype=np.uint16), b"", np.zeros(0, np.uint32), bytearray(b"xyz")]
+    want = b"".join(bytes(memoryview(x).cast("B")) for x in pieces)
+    f = StreamedFile(target)
+    for x in pieces:
+        f.write(x)
+        assert target.read_bytes() == b"old"  # nothing visible until closed
+    assert f.close() == (len(want), "sha256:" + hashlib.sha256(want).hexdigest())
+    assert target.read_bytes() == want and os.listdir(tmp_path) == ["t.bin"]
+    f.abort()  # after close: nothing to undo
+    assert target.read_bytes() == want
+    g = StreamedFile(target)
+    g.write(b"partial")
+    g.abort()
+    g.abort()
+    assert target.read_bytes() == want and os.listdir(tmp_path) == ["t.bin"]
+    with pytest.raises(ConfigError):
+        StreamedFile(tmp_path)  # a directory
+
+
 def test_read_json_bounds_size_devices_and_nesting(tmp_path, monkeypatch):
     with pytest.raises(FormatError, match="not a regular file"):
         read_json("/dev/zero", what="tokenizer")

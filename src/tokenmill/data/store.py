@@ -45,7 +45,7 @@ from typing import Annotated, Any, Callable, Iterator, Literal
 
 import numpy as np
 
-from .._io import TMP_SUFFIX, atomic_path, canonical_hash, remove_stale_temporaries, write_json_atomic
+from .._io import TMP_SUFFIX, StreamedFile, atomic_path, canonical_hash, remove_stale_temporaries, write_json_atomic
 from .._schema import BIG, Count, Meta, Sha256, Struct, check, load_json
 from .._words import counted
 from ..errors import ConfigError, FormatError, InputError, TokenmillError
@@ -464,11 +464,15 @@ def _write_json(path: Path, obj) -> None:
         raise WriteError(f"cannot write {path}: {e.strerror or e}; the store's previous state is unchanged") from e
 
 
+def _little(arr: np.ndarray) -> np.ndarray:
+    """``arr`` C-contiguous and little-endian (a copy only where it is not)."""
+    data = np.ascontiguousarray(arr)
+    return data.astype(data.dtype.newbyteorder("<")) if data.dtype.byteorder == ">" else data
+
+
 def _write_array(path: Path, arr: np.ndarray) -> tuple[int, str]:
     """Write ``arr`` (little-endian) atomically; return its size and sha256."""
-    data = np.ascontiguousarray(arr)
-    if data.dtype.byteorder == ">":
-        data = data.astype(data.dtype.newbyteorder("<"))
+    data = _little(arr)
     view = memoryview(data.reshape(-1)).cast("B") if data.size else memoryview(b"")  # (0, 2) meta: no bytes
     try:
         with atomic_path(path) as tmp:
@@ -750,17 +754,20 @@ class _Builder:
             total = sum(sum(spec.get("sizes") or []) for spec in self.specs) or None
             self.bar = tqdm(total=total, unit="B", unit_scale=True, desc="store build", file=sys.stderr,
                             dynamic_ncols=True)
-        parts: list = []  # the results of the shard's parts so far: (its first document, result)
+        writing = None  # the shard whose jobs' results are being written: a _ShardTokens
         try:
             for (k, first, last), res in results:
+                if res is not None:  # a job's ids, written as they come (a finished shard has none)
+                    if writing is None:
+                        self.started()  # (the journal before any shard file)
+                        writing = _ShardTokens(self.out / f"{shard_name(k)}.tokens")
+                    writing.add(first, res)
                 if not last:
-                    parts.append((first, res))
                     continue
                 if self.records[k] is not None:  # finished by an earlier run (never encoded: no parts)
                     rec = self.records[k]
                 else:
-                    rec = self._write_shard(k, parts + ([] if res is None else [(first, res)]))
-                parts = []
+                    rec, writing = self._write_shard(k, writing), None
                 self.records[k] = rec
                 self.tokens_done += rec["tokens"]
                 self.docs_done += rec["documents"]
@@ -770,39 +777,84 @@ class _Builder:
                     self.bar.set_postfix(docs=f"{self.docs_done:,d}",
                                          tok_s=f"{self.tokens_done / el:,.0f}" if el else "-", refresh=False)
         finally:
+            if writing is not None:
+                writing.tokens.abort()
             if self.bar is not None:
                 self.bar.close()
         if len(self.rebuilt) > 5:
             _say(f"tokenmill: {len(self.rebuilt):,d} shards of the interrupted build were made from other input "
                  "and were encoded again")
 
-    def _write_shard(self, k: int, parts: list) -> dict:
-        """Write shard ``k`` from its jobs' results, ``(first document, result)`` each, in order."""
+    def _write_shard(self, k: int, writing: _ShardTokens | None) -> dict:
+        """Finish shard ``k``: its tokens written from its jobs' results (``writing``), its meta and offsets
+        written, the tokens renamed into place, then its record."""
         meta, size, digest = self.pending_meta.pop(k)
-        for first, res in parts:
-            if isinstance(res, engines.JobError):
-                f, row = meta[first + res.index]
-                raise InputError(f"{self.files[f]}: document at row {int(row):,d} (shard {k}): {res.message}")
-        self.started()
-        ids, lengths = parts[0][1]
-        if len(parts) > 1:
-            ids = np.concatenate([r[0] for _, r in parts])
-            lengths = np.concatenate([r[1] for _, r in parts])
+        if writing is None:  # (a shard of no job: not made by _cut, kept for safety)
+            self.started()
+            writing = _ShardTokens(self.out / f"{shard_name(k)}.tokens")
+        if writing.error is not None:
+            first, res = writing.error
+            writing.tokens.abort()
+            f, row = meta[first + res.index]
+            raise InputError(f"{self.files[f]}: document at row {int(row):,d} (shard {k}): {res.message}")
+        lengths = np.concatenate(writing.lengths) if writing.lengths else np.zeros(0, np.int64)
         offsets = np.zeros(lengths.size + 1, np.int64)
         np.cumsum(lengths, out=offsets[1:])
         name = shard_name(k)
         info = {}
-        for part, arr in (("meta", meta.astype("<i8")), ("offsets", offsets.astype("<i8")),
-                          ("tokens", ids.astype(ids.dtype.newbyteorder("<")))):
+        for part, arr in (("meta", meta), ("offsets", offsets)):
             _test_hook(f"before-{part}", k)
             n, h = _write_array(self.out / f"{name}.{part}", arr)
             info[part] = {"bytes": n, "sha256": h}
+        _test_hook("before-tokens", k)
+        n, h = _close(writing.tokens, self.out / f"{name}.tokens")
+        info["tokens"] = {"bytes": n, "sha256": h}
         _test_hook("renamed", k)
-        rec = {"name": name, "documents": int(lengths.size), "tokens": int(ids.size), "input_bytes": int(size),
+        rec = {"name": name, "documents": int(lengths.size), "tokens": writing.count, "input_bytes": int(size),
                "input_sha256": digest, "files": info}
         _write_json(self.out / f"{name}.json", rec)
         _test_hook("recorded", k)
         return rec
+
+
+class _ShardTokens:
+    """The tokens file of the shard being written (``StreamedFile``: a temporary, hashed as written, renamed
+    into place when the shard is done), each job's ids appended as its result arrives, in job order; a job
+    that failed is kept (``error``: its first document and the JobError) and nothing after it written."""
+
+    def __init__(self, path: Path):
+        try:
+            self.tokens = StreamedFile(path)
+        except OSError as e:
+            raise WriteError(f"cannot write {path}: {e.strerror or e}; the store's previous state is unchanged "
+                             "(free space or fix permissions, then rerun: finished shards are kept)") from e
+        self.path = path
+        self.lengths: list[np.ndarray] = []
+        self.count = 0
+        self.error: tuple[int, engines.JobError] | None = None
+
+    def add(self, first: int, res) -> None:
+        if self.error is not None:
+            return
+        if isinstance(res, engines.JobError):
+            self.error = (first, res)
+            return
+        ids, lengths = res
+        try:
+            self.tokens.write(_little(ids))
+        except OSError as e:
+            raise WriteError(f"cannot write {self.path}: {e.strerror or e}; the store's previous state is unchanged "
+                             "(free space or fix permissions, then rerun: finished shards are kept)") from e
+        self.lengths.append(lengths)
+        self.count += int(ids.size)
+
+
+def _close(tokens: StreamedFile, path: Path) -> tuple[int, str]:
+    try:
+        return tokens.close()
+    except OSError as e:
+        raise WriteError(f"cannot write {path}: {e.strerror or e}; the store's previous state is unchanged "
+                         "(free space or fix permissions, then rerun: finished shards are kept)") from e
 
 
 def _finish(out: Path, srcs: list[Source], args: dict, fingerprint: str, opts, shards: list[dict]) -> None:
