@@ -184,15 +184,24 @@ def build_rows(args, tmp) -> tuple[list[dict], list[str]]:
         mb = sum(os.path.getsize(f) for f in files) / 1e6
         for tname, tok in (("GPT-2 ranks", "gpt2"), ("32k tokenmill", tok32k(corpus))):
             res = {k: [] for k in ("w1", "w1d", "w2", "p2", "bare1", "bare2", "hf")}
-            for _ in range(args.repeat):  # interleaved, so load changes hit every variant alike
-                res["w1"].append(run_child("store", files, tok, workers=1, tmp=tmp))
-                res["w1d"].append(run_child("store", files, tok, workers=1, shard_bytes=16 << 20, tmp=tmp))
-                res["w2"].append(run_child("store", files, tok, workers=2, tmp=tmp))
-                res["p2"].append(run_child("store", files, tok, workers=2, engine="process", tmp=tmp))
-                res["bare1"].append(run_child("bare", files, tok, workers=1, tmp=tmp))
-                res["bare2"].append(run_child("bare", files, tok, workers=2, tmp=tmp))
-                if args.hf_mb > 0:
-                    res["hf"].append(run_child("hf", hf_files, tok, tmp=tmp))
+            runs = {
+                "w1": lambda: run_child("store", files, tok, workers=1, tmp=tmp),
+                "w1d": lambda: run_child("store", files, tok, workers=1, shard_bytes=16 << 20, tmp=tmp),
+                "w2": lambda: run_child("store", files, tok, workers=2, tmp=tmp),
+                "p2": lambda: run_child("store", files, tok, workers=2, engine="process", tmp=tmp),
+                "bare1": lambda: run_child("bare", files, tok, workers=1, tmp=tmp),
+                "bare2": lambda: run_child("bare", files, tok, workers=2, tmp=tmp),
+            }
+            if args.hf_mb > 0:
+                runs["hf"] = lambda: run_child("hf", hf_files, tok, tmp=tmp)
+            order = list(runs)
+            for r in range(args.repeat):
+                # interleaved, so load changes hit every variant alike, and in an order that turns each round:
+                # a process's first touch of fresh memory costs more here just after another freed a lot (this
+                # VM hands freed pages back to its host: the bare encode's output, 48 MB of new pages, ran
+                # 12-124 ms of system time for the same ~8,700 page faults), so no variant always follows the same one
+                for key in order[r % len(order):] + order[:r % len(order)]:
+                    res[key].append(runs[key]())
             rate = {k: median_rate(v) if v else float("nan") for k, v in res.items()}
             cpu = {k: statistics.median(r["cpu_s"] / (r["bytes"] / 1e6) for r in v) if v and "cpu_s" in v[0] else None
                    for k, v in res.items()}

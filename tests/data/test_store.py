@@ -191,7 +191,11 @@ def test_text_files_reach_the_encoder_as_their_bytes(tmp_path, tok, wide_tok, mo
             assert [r["input_sha256"] for r in a.manifest["shards"]] == [r["input_sha256"] for r in b.manifest["shards"]]
             assert [a.get(i).tolist() for i in range(6)] == [b.get(i).tolist() for i in range(6)]
             assert a.get(2).tolist()[:-1] == tok.encode(bodies["c.txt"])
-    # an adapter tokenizer (the store's protocol only) is given the documents as strs
+    # an adapter tokenizer (the store's protocol only) is given the documents as strs, read as before
+    from tokenmill.data import store as S
+
+    jobs = [docs for _, _, docs, *_ in S._Builder(tmp_path, [R.files(d)], wide_tok, None, 700, False)._cut(300)]
+    assert jobs and all(isinstance(docs, list) for docs in jobs)
     names = [n for n in bodies if n != "d.txt"]
     w = build(tmp_path / "w", [d / n for n in names], tok=wide_tok, shard_bytes=700, engine=engine)
     assert [w.get(i).tolist()[:-1] for i in range(5)] == [[x + 70_000 for x in bodies[n].encode()] for n in names]

@@ -499,9 +499,11 @@ class _ShardInput:
     handed out yet as a part of the shard (``take_part``) in ``unsent``: ``(texts, data, sizes, utf8)`` a piece,
     ``texts`` a list of strs or None (a piece read as :class:`~tokenmill.data.readers.Utf8Docs`), ``data`` the
     documents' UTF-8 back to back, ``utf8`` whether that is well-formed (not where a str held a lone
-    surrogate: 'surrogatepass' bytes, which the encoder does not read)."""
+    surrogate: 'surrogatepass' bytes, which the encoder does not read). ``bytes_in``: jobs go to the encoder as
+    their UTF-8 where it is well-formed (a tokenmill ``Tokenizer`` encodes those bytes), else as strs."""
 
-    def __init__(self):
+    def __init__(self, bytes_in: bool = True):
+        self.bytes_in = bytes_in
         self.unsent: list[tuple] = []
         self.unsent_size = 0
         self.count = 0  # documents
@@ -533,7 +535,7 @@ class _ShardInput:
         first = self.count - count
         if not pieces:
             return first, []
-        if all(utf8 for *_, utf8 in pieces):
+        if self.bytes_in and all(utf8 for *_, utf8 in pieces):
             data = pieces[0][1] if len(pieces) == 1 else np.concatenate([np.frombuffer(d, np.uint8) for _, d, _, _ in pieces])
             offsets = np.zeros(count + 1, np.int64)
             np.cumsum(np.concatenate([sizes for _, _, sizes, _ in pieces]), out=offsets[1:])
@@ -588,6 +590,14 @@ def _batch_bytes(texts: list, src, f: int, rows) -> tuple[np.ndarray, Any, np.nd
     return sizes, b"".join(raw), offs, False
 
 
+def _takes_utf8(tokenizer) -> bool:
+    """Whether ``engines.encode_job`` encodes ``tokenizer``'s jobs from their UTF-8 (a tokenmill ``Tokenizer``);
+    any other is given strs, which the readers then make as before."""
+    from ..tokenizer.model import Tokenizer
+
+    return isinstance(tokenizer, Tokenizer)
+
+
 class _Builder:
     def __init__(self, out: Path, srcs: list[Source], tokenizer, opts, shard_bytes: int, progress: bool):
         self.out, self.srcs, self.tok, self.opts = out, srcs, tokenizer, opts
@@ -600,6 +610,8 @@ class _Builder:
         self.pending_meta: dict[int, tuple] = {}
         self.records: list[dict] = []
         self.rebuilt: list[int] = []
+        # documents read as their UTF-8 and encoded from it (a tokenmill Tokenizer), or as strs (any other)
+        self.bytes_in = _takes_utf8(tokenizer)
         self.begin: Callable[[], str] | None = None  # the build's fingerprint (and journal): see build()
         self.fingerprint: str | None = None
 
@@ -621,10 +633,10 @@ class _Builder:
         The sources are read in batches
         (``Source.batches``): a batch's UTF-8 sizes, bytes and cuts are worked out by array operations,
         not per document (57,007 JSONL records: ~2.5 us a record less on the calling thread)."""
-        k, shard = 0, _ShardInput()
+        k, shard = 0, _ShardInput(self.bytes_in)
         for si, src in enumerate(self.srcs):
             base, count = self.file_base[si], 0
-            for texts, f, rows in src.utf8_batches():
+            for texts, f, rows in (src.utf8_batches() if self.bytes_in else src.batches()):
                 n = len(texts)
                 count += n
                 sizes, data, offs, utf8 = _batch_bytes(texts, src, f, rows)
@@ -645,7 +657,7 @@ class _Builder:
                             if part_bytes:  # its last part first (encoded while the shard is hashed)
                                 yield (k, *shard.take_part(), None, 0, "")
                             yield (k, *shard.done())
-                            k, shard = k + 1, _ShardInput()
+                            k, shard = k + 1, _ShardInput(self.bytes_in)
                         else:
                             yield (k, *shard.take_part(), None, 0, "")
                     lo = end
