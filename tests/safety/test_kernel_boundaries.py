@@ -250,3 +250,33 @@ def test_boundscheck_turns_an_unchecked_access_into_an_index_error(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=240)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "IndexError"
+
+
+def test_encode_utf8_checks_its_bytes_and_offsets():
+    """``CompiledEncoder.encode_utf8`` (the token store's worker hands it a job's UTF-8 as it was read) is its
+    kernels' boundary: read-only 1-D uint8 bytes, offsets from 0 to their end, each text non-empty; what it
+    encodes equals ``encode_many`` of the same texts. ``Utf8Docs`` (the job) checks its offsets when made,
+    also when unpickled in a worker process."""
+    import pickle
+
+    from tokenmill.data.readers import Utf8Docs
+
+    tok = Tokenizer.from_merges([(116, 104), (256, 101)], pattern="gpt4")
+    enc = tok._compiled()
+    texts = ["the theme", "é 滑", "x"]
+    data = np.frombuffer("".join(texts).encode(), np.uint8)
+    docs = np.cumsum([0] + [len(t.encode()) for t in texts]).astype(np.int64)
+    ids, bounds = enc.encode_utf8(data, docs)
+    want_ids, want_bounds = enc.encode_many(texts)
+    assert ids.tolist() == want_ids.tolist() and bounds.tolist() == want_bounds.tolist()
+    for bad_data, bad_docs in ((data.copy(), docs), (data.astype(np.int64), docs), (data, docs[:-1]),
+                               (data, docs + 1), (data, np.array([0, 3, 3, data.size])), (data, docs[::-1].copy())):
+        with pytest.raises(ValueError, match="encode_utf8 takes"):
+            enc.encode_utf8(bad_data, bad_docs)
+    job = Utf8Docs(data, docs)
+    assert pickle.loads(pickle.dumps(job)).texts() == texts and not job.data.flags.writeable
+    for bad in (np.array([1, data.size]), np.array([0, data.size + 1]), np.array([0, 5, 2, data.size])):
+        with pytest.raises(ValueError, match="offsets must run from 0"):
+            Utf8Docs(data, bad)
+    with pytest.raises(ValueError, match="contiguous 1-D uint8"):
+        Utf8Docs(np.zeros(4, np.int32), np.array([0, 4]))
