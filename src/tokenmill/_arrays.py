@@ -13,3 +13,16 @@ def ranks_in_groups(counts) -> np.ndarray:
     """
     counts = np.asarray(counts, dtype=np.int64)
     return np.arange(int(counts.sum()), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+
+
+def offsets_of(lengths) -> np.ndarray:
+    """The int64 offsets ``[0, l0, l0 + l1, ...]`` of consecutive pieces of ``lengths``: piece ``i`` is
+    ``[offsets[i], offsets[i + 1])``.
+
+    >>> offsets_of([3, 0, 2]).tolist()
+    [0, 3, 3, 5]
+    """
+    lengths = np.asarray(lengths, dtype=np.int64)
+    out = np.zeros(lengths.size + 1, np.int64)
+    np.cumsum(lengths, out=out[1:])
+    return out

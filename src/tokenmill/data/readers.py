@@ -85,9 +85,9 @@ class Utf8Docs:
 
     def texts(self) -> list[str]:
         """The documents as strs (for a consumer that takes strs: never fails, the bytes were checked)."""
-        o = self.offsets.tolist()
-        mv = memoryview(self.data)
-        return [str(mv[o[i] : o[i + 1]], "utf-8") for i in range(len(o) - 1)]
+        from ..tokenizer.encoding import utf8_texts
+
+        return utf8_texts(self.data, self.offsets)
 
 
 def utf8_docs(data: bytes) -> Utf8Docs | None:

@@ -45,6 +45,7 @@ from typing import Annotated, Any, Callable, Iterator, Literal
 
 import numpy as np
 
+from .._arrays import offsets_of
 from .._io import TMP_SUFFIX, StreamedFile, atomic_path, canonical_hash, remove_stale_temporaries, write_json_atomic
 from .._schema import BIG, Count, Meta, Sha256, Struct, check, load_json
 from .._words import counted
@@ -479,9 +480,14 @@ def _write_array(path: Path, arr: np.ndarray) -> tuple[int, str]:
             with open(tmp, "wb") as f:
                 f.write(view)
     except OSError as e:
-        raise WriteError(f"cannot write {path}: {e.strerror or e}; the store's previous state is unchanged "
-                         "(free space or fix permissions, then rerun: finished shards are kept)") from e
+        raise _write_error(path, e) from e
     return len(view), "sha256:" + hashlib.sha256(view).hexdigest()
+
+
+def _write_error(path: Path, e: OSError) -> WriteError:
+    """The error of a shard file that could not be written (what was there is unchanged)."""
+    return WriteError(f"cannot write {path}: {e.strerror or e}; the store's previous state is unchanged "
+                      "(free space or fix permissions, then rerun: finished shards are kept)")
 
 
 def input_digest(documents: list[bytes]) -> str:
@@ -537,15 +543,11 @@ class _ShardInput:
             return first, []
         if self.bytes_in and all(utf8 for *_, utf8 in pieces):
             data = pieces[0][1] if len(pieces) == 1 else np.concatenate([np.frombuffer(d, np.uint8) for _, d, _, _ in pieces])
-            offsets = np.zeros(count + 1, np.int64)
-            np.cumsum(np.concatenate([sizes for _, _, sizes, _ in pieces]), out=offsets[1:])
-            return first, Utf8Docs(data, offsets)
+            return first, Utf8Docs(data, offsets_of(np.concatenate([sizes for _, _, sizes, _ in pieces])))
         texts: list[str] = []
         for piece_texts, data, sizes, _ in pieces:
             if piece_texts is None:  # (well-formed bytes beside a piece that is not)
-                o = np.zeros(len(sizes) + 1, np.int64)
-                np.cumsum(sizes, out=o[1:])
-                piece_texts = Utf8Docs(np.frombuffer(data, np.uint8), o).texts()
+                piece_texts = Utf8Docs(np.frombuffer(data, np.uint8), offsets_of(sizes)).texts()
             texts.extend(piece_texts)
         return first, texts
 
@@ -585,9 +587,7 @@ def _batch_bytes(texts: list, src, f: int, rows) -> tuple[np.ndarray, Any, np.nd
         return np.diff(offs), data, offs, True
     raw = [t.encode("utf-8", "surrogatepass") for t in texts]
     sizes = np.fromiter(map(len, raw), np.int64, len(raw))
-    offs = np.zeros(len(raw) + 1, np.int64)
-    np.cumsum(sizes, out=offs[1:])
-    return sizes, b"".join(raw), offs, False
+    return sizes, b"".join(raw), offsets_of(sizes), False
 
 
 def _takes_utf8(tokenizer) -> bool:
@@ -810,8 +810,7 @@ class _Builder:
             f, row = meta[first + res.index]
             raise InputError(f"{self.files[f]}: document at row {int(row):,d} (shard {k}): {res.message}")
         lengths = np.concatenate(writing.lengths) if writing.lengths else np.zeros(0, np.int64)
-        offsets = np.zeros(lengths.size + 1, np.int64)
-        np.cumsum(lengths, out=offsets[1:])
+        offsets = offsets_of(lengths)
         name = shard_name(k)
         info = {}
         for part, arr in (("meta", meta), ("offsets", offsets)):
@@ -819,7 +818,7 @@ class _Builder:
             n, h = _write_array(self.out / f"{name}.{part}", arr)
             info[part] = {"bytes": n, "sha256": h}
         _test_hook("before-tokens", k)
-        n, h = _close(writing.tokens, self.out / f"{name}.tokens")
+        n, h = writing.close()
         info["tokens"] = {"bytes": n, "sha256": h}
         _test_hook("renamed", k)
         rec = {"name": name, "documents": int(lengths.size), "tokens": writing.count, "input_bytes": int(size),
@@ -838,8 +837,7 @@ class _ShardTokens:
         try:
             self.tokens = StreamedFile(path)
         except OSError as e:
-            raise WriteError(f"cannot write {path}: {e.strerror or e}; the store's previous state is unchanged "
-                             "(free space or fix permissions, then rerun: finished shards are kept)") from e
+            raise _write_error(path, e) from e
         self.path = path
         self.lengths: list[np.ndarray] = []
         self.count = 0
@@ -855,18 +853,16 @@ class _ShardTokens:
         try:
             self.tokens.write(_little(ids))
         except OSError as e:
-            raise WriteError(f"cannot write {self.path}: {e.strerror or e}; the store's previous state is unchanged "
-                             "(free space or fix permissions, then rerun: finished shards are kept)") from e
+            raise _write_error(self.path, e) from e
         self.lengths.append(lengths)
         self.count += int(ids.size)
 
-
-def _close(tokens: StreamedFile, path: Path) -> tuple[int, str]:
-    try:
-        return tokens.close()
-    except OSError as e:
-        raise WriteError(f"cannot write {path}: {e.strerror or e}; the store's previous state is unchanged "
-                         "(free space or fix permissions, then rerun: finished shards are kept)") from e
+    def close(self) -> tuple[int, str]:
+        """Rename the tokens into place: ``(bytes, sha256)``."""
+        try:
+            return self.tokens.close()
+        except OSError as e:
+            raise _write_error(self.path, e) from e
 
 
 def _finish(out: Path, srcs: list[Source], args: dict, fingerprint: str, opts, shards: list[dict]) -> None:

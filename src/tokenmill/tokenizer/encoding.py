@@ -32,6 +32,13 @@ def texts_utf8(texts: list[str]) -> tuple[np.ndarray, np.ndarray] | None:
     return utf8_joined(texts)
 
 
+def utf8_texts(data: np.ndarray, offsets) -> list[str]:
+    """The strs of the well-formed UTF-8 pieces ``data[offsets[i]:offsets[i + 1]]`` (``texts_utf8``'s inverse)."""
+    o = offsets.tolist() if isinstance(offsets, np.ndarray) else list(offsets)
+    mv = memoryview(data)
+    return [str(mv[o[i] : o[i + 1]], "utf-8") for i in range(len(o) - 1)]
+
+
 _UTF8_FIRST_BYTES = 1 << 20  # bytes left to str.decode while the UTF-8 check kernel is not compiled
 
 
@@ -170,8 +177,7 @@ class Encoding:
             if got is not None:
                 yield lo, hi, *got
                 continue
-            mv, o = memoryview(data), docs[lo : hi + 1].tolist()
-            texts = [str(mv[o[i] : o[i + 1]], "utf-8") for i in range(hi - lo)]
+            texts = utf8_texts(data, docs[lo : hi + 1])
             for a, z, ids, bounds in self.encode_flat_parts(texts, allowed_special, disallowed_special):
                 yield lo + a, lo + z, ids, bounds
 
