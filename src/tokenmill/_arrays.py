@@ -1,4 +1,4 @@
-"""Small vectorized idioms shared by the planners, the batch layout and the tokenizer's importers."""
+"""Small vectorized idioms shared by the planners, the batch layout, the tokenizer's importers and the store."""
 
 from __future__ import annotations
 
