@@ -25,7 +25,11 @@ same documents and warm-up text as ``bench/tokenizer_speed.py --phases frontier 
   turn, and every distinct chunk of 1-7 bytes in turn (as many chunks each): the loop's own work
   (one word, its rows in L1) against its rows out of cache;
 * **by chunk class**: each class's chunks alone (1-7 and 8-15 bytes, a vocabulary token or not; 16-31;
-  longer), seen before and fresh, against all mixed: what the branches between classes cost.
+  longer), seen before and fresh, against all mixed: what the branches between classes cost;
+* **branches or memory**: the sample's class sequence with one chunk standing for each class (every
+  branch between classes kept, no row out of cache) against the sample, and the tokens of 1-7 bytes
+  alone against the tokens of 1-15 bytes in their order (real and one chunk each): what the length's
+  branch costs by itself.
 
 Medians over ``--rounds``; runs an hour apart on this shared machine move by 10-20%, ratios in one
 run much less.
@@ -270,6 +274,23 @@ def _classes(tok, data, offs, warm, rounds: int) -> None:
     print("  by chunk class (each alone: ns a chunk on text seen before, ms seen / fresh): " + "; ".join(rows))
     print(f"  the classes alone sum to {sums[1]:.2f} ms seen, {sums[0]:.2f} ms fresh; all mixed {g:.2f} ms seen, "
           f"{f:.2f} ms fresh: mixing costs {g - sums[1]:.2f} ms ({(g - sums[1]) / g:.0%}) on text seen before")
+    # branches or memory: the sample's classes in their order with one chunk standing for each class (its
+    # most frequent) keeps every branch between classes and drops the rows out of cache
+    label = {c: name for name, parts in classes.items() for c in parts}
+    rep: dict = {}
+    for c, _ in Counter(chunks).most_common():
+        rep.setdefault(label[c], c)
+    seq = [label[c] for c in chunks]
+    toks7 = classes["1-7 token"]
+    toks15 = [c for c, s in zip(chunks, seq) if s in ("1-7 token", "8-15 token")]
+    parts = {"the sample": chunks, "its class sequence, one chunk each": [rep[s] for s in seq],
+             "tokens of 1-7 bytes": toks7, "tokens of 1-15 bytes in their order": toks15,
+             "the same, one chunk each": [rep[s] for s in seq if s in ("1-7 token", "8-15 token")]}
+    out = []
+    for name, ps in parts.items():
+        _, g = timed(ps)
+        out.append(f"{name} {g / len(ps) * 1e6:.1f}")
+    print("  branches or memory, ns a chunk seen: " + ", ".join(out))
 
 
 def _merges_only(EK, data, offs, byte_ids, table, filt, byte_pairs) -> int:
