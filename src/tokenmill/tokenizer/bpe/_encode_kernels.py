@@ -20,6 +20,7 @@ import numpy as np
 from ..._jit import njit
 from .._wide import ix, load_u64, prefetch, raw
 from ._hashing import reindex_tagged, words_hash
+from ._heap import heap_pop, heap_push
 
 _CACHE_MAX_BYTES = 256  # longer chunks are encoded every time, never cached
 _SMALL = 7  # chunks up to this many bytes have a one-word key (vtab, small-chunk table); up to 15 bytes, two
@@ -188,37 +189,6 @@ def _bpe_ids(ids, n, tf, tmask, ff, fmask, ranks):
 
 
 @njit(cache=True, nogil=True)
-def _heap_push(h, n, v):
-    i = n
-    while i > 0:
-        p = (i - 1) >> 1
-        if h[p] <= v:
-            break
-        h[i] = h[p]
-        i = p
-    h[i] = v
-
-
-@njit(cache=True, nogil=True)
-def _heap_pop(h, n):
-    n -= 1
-    v = h[n]
-    i = 0
-    while True:
-        c = 2 * i + 1
-        if c >= n:
-            break
-        if c + 1 < n and h[c + 1] < h[c]:
-            c += 1
-        if v <= h[c]:
-            break
-        h[i] = h[c]
-        i = c
-    if n > 0:
-        h[i] = v
-
-
-@njit(cache=True, nogil=True)
 def _bpe_long(ids, n, table, filt):
     """Heap-based merge of ``ids[:n]`` in place; entries ``prio << 32 | position``, checked on pop. The pair
     table and the heap reach ``_rank_at`` and the heap functions as ``raw`` pointers (an array handed to a
@@ -234,11 +204,11 @@ def _bpe_long(ids, n, table, filt):
     for i in range(n - 1):
         r = _rank_at(tp, tmask, fp, fmask, ids[i], ids[i + 1])
         if r != _BIG:
-            _heap_push(raw(heap), hn, (r >> 32 << 32) | i)
+            heap_push(raw(heap), hn, (r >> 32 << 32) | i)
             hn += 1
     while hn > 0:
         top = heap[0]
-        _heap_pop(raw(heap), hn)
+        heap_pop(raw(heap), hn)
         hn -= 1
         p = top >> 32
         i = top & _ID
@@ -259,7 +229,7 @@ def _bpe_long(ids, n, table, filt):
             if rk != _BIG:
                 if hn == heap.size:
                     heap = np.concatenate((heap, np.empty(heap.size, np.int64)))
-                _heap_push(raw(heap), hn, (rk >> 32 << 32) | i)
+                heap_push(raw(heap), hn, (rk >> 32 << 32) | i)
                 hn += 1
         h = prv[i]
         if h >= 0:
@@ -267,7 +237,7 @@ def _bpe_long(ids, n, table, filt):
             if rh != _BIG:
                 if hn == heap.size:
                     heap = np.concatenate((heap, np.empty(heap.size, np.int64)))
-                _heap_push(raw(heap), hn, (rh >> 32 << 32) | h)
+                heap_push(raw(heap), hn, (rh >> 32 << 32) | h)
                 hn += 1
     m = 0
     for i in range(n):

@@ -36,6 +36,7 @@ import numpy as np
 from ..._jit import njit
 from .._wide import load_u64, store_u64
 from ._hashing import fnv1a, mix64
+from ._heap import heap_pop, heap_push
 
 _BIG = np.int64(1) << 62
 _LOW = np.int64(0xFFFFFFFF)
@@ -545,37 +546,6 @@ def _merge_short(syms, pos, n, table, filt, ranks):
 
 
 @njit(cache=True, nogil=True, refcount=False)
-def _heap_push(h, n, v):
-    i = n
-    while i > 0:
-        p = (i - 1) >> 1
-        if h[p] <= v:
-            break
-        h[i] = h[p]
-        i = p
-    h[i] = v
-
-
-@njit(cache=True, nogil=True, refcount=False)
-def _heap_pop(h, n):
-    n -= 1
-    v = h[n]
-    i = 0
-    while True:
-        c = 2 * i + 1
-        if c >= n:
-            break
-        if c + 1 < n and h[c + 1] < h[c]:
-            c += 1
-        if v <= h[c]:
-            break
-        h[i] = h[c]
-        i = c
-    if n > 0:
-        h[i] = v
-
-
-@njit(cache=True, nogil=True, refcount=False)
 def _merge_long(syms, pos, n, table, filt, nxt, prv, heap):
     """Heap of ``rank << 32 | left position`` over linked symbols; an entry is used only if the pair
     now at its position still has its rank (sentencepiece keeps such a pair's own entry, with the same
@@ -589,11 +559,11 @@ def _merge_long(syms, pos, n, table, filt, nxt, prv, heap):
     for i in range(n - 1):
         r = _pair(table, filt, syms[i], syms[i + 1])
         if r != _BIG:
-            _heap_push(heap, hn, ((r >> 32) << 32) | i)
+            heap_push(heap, hn, ((r >> 32) << 32) | i)
             hn += 1
     while hn > 0:
         top = heap[0]
-        _heap_pop(heap, hn)
+        heap_pop(heap, hn)
         hn -= 1
         rank = top >> 32
         i = top & _LOW
@@ -612,13 +582,13 @@ def _merge_long(syms, pos, n, table, filt, nxt, prv, heap):
             prv[k] = i
             rk = _pair(table, filt, nid, syms[k])
             if rk != _BIG:
-                _heap_push(heap, hn, ((rk >> 32) << 32) | i)
+                heap_push(heap, hn, ((rk >> 32) << 32) | i)
                 hn += 1
         h = prv[i]
         if h >= 0:
             rh = _pair(table, filt, syms[h], nid)
             if rh != _BIG:
-                _heap_push(heap, hn, ((rh >> 32) << 32) | h)
+                heap_push(heap, hn, ((rh >> 32) << 32) | h)
                 hn += 1
     m = 0
     for i in range(n):
