@@ -41,8 +41,8 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from .._intrinsics import emit_prefetch
 from .._jit import njit
-from ._wide import emit_prefetch
 
 _decref = ctypes.pythonapi.Py_DecRef
 _decref.argtypes = [ctypes.c_void_p]

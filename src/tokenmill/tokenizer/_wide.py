@@ -1,6 +1,6 @@
 """Word-at-a-time helpers for the tokenizer's numba kernels (the encoders' and the splitters'): 8 bytes
 of a uint8 array in one unaligned load or store, per-byte tests on such a word (``ascii_letters``,
-``letters_from``), trailing- and leading-zero counts, a cache prefetch, ``ix`` (an index numba
+``letters_from``), trailing- and leading-zero counts, ``ix`` (an index numba
 does not wrap) and ``raw`` (an array's data as a pointer).
 
 numba has no unaligned view of a byte buffer as 64-bit words; ``load_u64`` is one LLVM ``load i64,
@@ -269,29 +269,3 @@ def letters_from(data, i, e, which):
         j += 8
     return j
 
-
-@intrinsic
-def prefetch(typingctx, arr, idx):
-    """Ask the CPU to bring the cache line of ``arr[idx]`` (a 1-D C-contiguous array, or a ``raw`` pointer)
-    into its caches ahead of a read (LLVM ``llvm.prefetch``, read, high locality): a hint, which never
-    faults, so ``idx`` needs no bounds check."""
-    if not ((_is_vector(arr) or isinstance(arr, types.CPointer)) and isinstance(idx, types.Integer)):
-        return None
-    sig = types.void(arr, idx)
-
-    def codegen(context, builder, sig, args):
-        i = context.cast(builder, args[1], sig.args[1], types.intp)
-        ptr = builder.gep(_data_pointer(context, builder, sig.args[0], args[0]), [i])
-        emit_prefetch(builder, builder.bitcast(ptr, ir.IntType(8).as_pointer()), write=False)
-        return context.get_dummy_value()
-
-    return sig, codegen
-
-
-def emit_prefetch(builder, ptr, write: bool) -> None:
-    """Emit ``llvm.prefetch`` of the i8 pointer ``ptr`` (high locality, data cache), for a read or a write:
-    the code generation of :func:`prefetch` and of ``_cpython``'s prefetch of an object."""
-    i32 = ir.IntType(32)
-    fn = cgutils.get_or_insert_function(
-        builder.module, ir.FunctionType(ir.VoidType(), [ir.IntType(8).as_pointer(), i32, i32, i32]), "llvm.prefetch.p0i8")
-    builder.call(fn, [ptr, ir.Constant(i32, int(write)), ir.Constant(i32, 3), ir.Constant(i32, 1)])

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..._intrinsics import prefetch
 from ..._jit import njit
-from .._wide import ix, load_u64, prefetch, raw
+from .._wide import ix, load_u64, raw
 from ._hashing import reindex_tagged, words_hash
 from ._heap import heap_pop, heap_push
 
