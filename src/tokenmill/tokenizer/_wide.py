@@ -268,4 +268,3 @@ def letters_from(data, i, e, which):
             return j + np.int64(ctz64(other) >> np.uint64(3))
         j += 8
     return j
-
