@@ -135,13 +135,6 @@ def _flat_pairs(table, filt):
     return table.reshape(-1), np.uint64(table.shape[0] - 1), filt, np.uint64(filt.size - 1)
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _rank(table, filt, left, right):
-    """``_rank_at`` on the pair table ``table`` (rows of two words) and its filter ``filt``, as arrays."""
-    tf, tmask, ff, fmask = _flat_pairs(table, filt)
-    return _rank_at(tf, tmask, ff, fmask, left, right)
-
-
 _ID = np.int64(0xFFFFFFFF)
 
 
