@@ -196,6 +196,7 @@ def main() -> None:
           f"({(la - ls) / max(nl, 1) * 1e6:.0f} ns each, {(la - ls) / la:.0%} of it)")
     _floor(enc, data, offs, a.rounds)
     _classes(tok, data, offs, warm, a.rounds)
+    _in_the_mix(enc, data, offs, a.rounds)
 
 
 def _laid_out(chunks: list[bytes], pad: int = 16):
@@ -291,6 +292,45 @@ def _classes(tok, data, offs, warm, rounds: int) -> None:
         _, g = timed(ps)
         out.append(f"{name} {g / len(ps) * 1e6:.1f}")
     print("  branches or memory, ns a chunk seen: " + ", ".join(out))
+
+
+def _in_the_mix(enc, data, offs, rounds: int) -> None:
+    """The kernel on text seen before over the sample less one class of chunks, against the whole sample:
+    the time each class's chunks add where they sit among the others, ms and ns a chunk."""
+    nch = offs.size - 1
+    marks = np.arange(nch, dtype=np.int64)
+    pos = np.empty(nch, np.int64)
+    nids = enc._run(data, offs, marks, pos).size
+    ids = np.diff(np.append(pos, nids))
+    lens = np.diff(offs)
+    b = bytes(data)
+    chunks = [b[offs[i]:offs[i + 1]] for i in range(nch)]
+    short, wide = lens <= 7, (lens >= 8) & (lens <= 15)
+    classes = {"1-7 bytes, a token": short & (ids == 1), "1-7, 2-3 ids": short & (ids >= 2) & (ids <= 3),
+               "1-7, 4+ ids": short & (ids >= 4), "8-15, a token": wide & (ids == 1),
+               "8-15, 2-3 ids": wide & (ids >= 2) & (ids <= 3), "8-15, 4+ ids": wide & (ids >= 4) & (ids != lens),
+               "8-15, each byte its id": wide & (ids >= 4) & (ids == lens), "16-31": (lens >= 16) & (lens <= 31),
+               "32+": lens >= 32}
+    none = np.zeros(0, np.int64)
+    runs = {"all": (data, offs)}
+    runs.update({name: _laid_out([c for c, drop in zip(chunks, m.tolist()) if not drop]) for name, m in classes.items()})
+    times: dict = {name: [] for name in runs}
+    for d, o in runs.values():
+        enc._run(d, o, none, np.empty(0, np.int64))
+    for _ in range(2 * rounds):
+        for name, (d, o) in runs.items():
+            t = time.perf_counter()
+            enc._run(d, o, none, np.empty(0, np.int64))
+            times[name].append(time.perf_counter() - t)
+    whole = min(times["all"])
+    parts = []
+    for name, m in classes.items():
+        k = int(m.sum())
+        if k:
+            cost = whole - min(times[name])
+            parts.append(f"{name} {k:,d} ({k / nch:.1%}): {cost * 1e3:.2f} ms, {cost / k * 1e9:.0f} ns each")
+    print(f"  each class in the mix (the kernel on seen text, {whole * 1e3:.2f} ms, less that class's chunks; fastest "
+          f"of {2 * rounds}): " + "; ".join(parts))
 
 
 def _merges_only(EK, data, offs, byte_ids, table, filt, byte_pairs) -> int:
