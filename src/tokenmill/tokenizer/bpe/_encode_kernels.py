@@ -22,6 +22,7 @@ from ..._jit import njit
 from .._wide import ix, load_u64, raw
 from ._hashing import reindex_tagged, words_hash
 from ._heap import heap_pop, heap_push
+from ._pairs import pair_hash, pair_table, table_filter
 
 _CACHE_MAX_BYTES = 256  # longer chunks are encoded every time, never cached
 _SMALL = 7  # chunks up to this many bytes have a one-word key (vtab, small-chunk table); up to 15 bytes, two
@@ -51,55 +52,23 @@ _LONG_IDS = 7
 _LBYTEWISE = np.uint64(255)
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _pair_hash(key):
-    """Fibonacci hashing: one multiply (the merge loop hashes two pairs per merge; murmur's finalizer
-    was a fifth of its time). Its high half is used: bits 32+ pick the table slot and the filter word,
-    bits 52-63 the two filter bits."""
-    return np.uint64(key) * _FIB
-
-
 @njit(cache=True, nogil=True)
 def build_pair_table(lefts, rights, prio, res):
-    """Open-addressing table, one ``(key, prio << 32 | merged id)`` row per slot: a lookup is one cache
-    line and gives both the order of the merge and the id it makes (``res[prio]``, or ``prio`` itself
-    when ``res`` is empty), so the merge loop never reads ``res``. Load factor at most 2/3: for Llama 3's
-    280k merges 8 MB instead of 16 MB (the merge loop of Chinese text is bound by these reads)."""
-    cap = 16
-    while 2 * cap < 3 * lefts.size + 2:
-        cap *= 2
-    table = np.full((cap, 2), -1, np.int64)
-    mask = cap - 1
+    """``_pairs.pair_table`` of the merges ``(lefts[k], rights[k])``, each row's value ``prio << 32 | merged id``
+    (``res[prio]``, or ``prio`` itself when ``res`` is empty): a lookup is one cache line and gives both the
+    order of the merge and the id it makes, so the merge loop never reads ``res``."""
+    values = np.empty(lefts.size, np.int64)
     for k in range(lefts.size):
-        key = (lefts[k] << 32) | rights[k]
-        i = np.int64((_pair_hash(key) >> np.uint64(32)) & np.uint64(mask))
-        while table[i, 0] != -1 and table[i, 0] != key:
-            i = (i + 1) & mask
-        table[i, 0] = key
-        table[i, 1] = (prio[k] << 32) | (res[prio[k]] if res.size else prio[k])
-    return table
+        values[k] = (prio[k] << 32) | (res[prio[k]] if res.size else prio[k])
+    return pair_table(lefts, rights, values)
 
 
 @njit(cache=True, nogil=True)
 def build_pair_filter(table):
-    """A blocked Bloom filter over the table's keys: two bits in one 64-bit word per key, 8 to 16 bits per
-    key (Llama 3: 512 KB, cache-resident). Most pairs the merge loop looks up are not merges
-    (63% on Chinese text under Llama 3); the filter answers those without touching the table."""
-    n = 0
-    for i in range(table.shape[0]):
-        if table[i, 0] != -1:
-            n += 1
-    words = 64
-    while words * 8 < n:
-        words *= 2
-    filt = np.zeros(words, np.uint64)
-    wmask = np.uint64(words - 1)
-    for i in range(table.shape[0]):
-        if table[i, 0] != -1:
-            h = _pair_hash(table[i, 0])
-            filt[np.int64((h >> np.uint64(32)) & wmask)] |= (np.uint64(1) << (h >> np.uint64(58))) | (
-                np.uint64(1) << ((h >> np.uint64(52)) & np.uint64(63)))
-    return filt
+    """The filter in front of ``table`` (``_pairs.table_filter``; Llama 3: 512 KB, cache-resident). Most pairs
+    the merge loop looks up are not merges (63% on Chinese text under Llama 3); the filter answers those
+    without touching the table."""
+    return table_filter(table)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -112,7 +81,7 @@ def _rank_at(tf, tmask, ff, fmask, left, right):
     not for the filter's and then the table's (on a first sighting these two reads were a third of the
     kernel's time: the merge loop waits on them)."""
     key = (np.int64(left) << 32) | np.int64(right)
-    h = _pair_hash(key)
+    h = pair_hash(key)
     hi = h >> np.uint64(32)
     i = hi & tmask
     k = tf[ix(np.uint64(2) * i)]

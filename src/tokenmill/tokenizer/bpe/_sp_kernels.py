@@ -37,6 +37,7 @@ from ..._jit import njit
 from .._wide import load_u64, store_u64
 from ._hashing import fnv1a, mix64
 from ._heap import heap_pop, heap_push
+from ._pairs import pair_hash, pair_table, table_filter
 
 _BIG = np.int64(1) << 62
 _LOW = np.int64(0xFFFFFFFF)
@@ -439,59 +440,17 @@ def normalize(data, trie, repl, plain, cont, run, follow, cmap, ud_ptr, ud_start
 
 
 # ------------------------------------------------------------------------------ pair table
-@njit(cache=True, nogil=True, refcount=False, inline="always")
-def _pair_hash(key):
-    return np.uint64(key) * _FIB
-
-
 @njit(cache=True, nogil=True)
 def build_pair_table(lefts, rights, values):
-    """Open addressing ``(left << 32 | right, rank << 32 | merged id)``, load at most 2/3, and a
-    blocked Bloom filter over the keys (two bits in one 64-bit word per key)."""
-    cap = 16
-    while 2 * cap < 3 * lefts.size + 2:
-        cap *= 2
-    table = np.full((cap, 2), -1, np.int64)
-    mask = cap - 1
-    for k in range(lefts.size):
-        key = (lefts[k] << 32) | rights[k]
-        i = np.int64((_pair_hash(key) >> np.uint64(32)) & np.uint64(mask))
-        while table[i, 0] != -1 and table[i, 0] != key:
-            i = (i + 1) & mask
-        table[i, 0] = key
-        table[i, 1] = values[k]
-    words = 64
-    while words * 8 < lefts.size:
-        words *= 2
-    filt = np.zeros(words, np.uint64)
-    wmask = np.uint64(words - 1)
-    for i in range(cap):
-        if table[i, 0] != -1:
-            h = _pair_hash(table[i, 0])
-            filt[np.int64((h >> np.uint64(32)) & wmask)] |= (np.uint64(1) << (h >> np.uint64(58))) | (
-                np.uint64(1) << ((h >> np.uint64(52)) & np.uint64(63)))
-    return table, filt
-
-
-@njit(cache=True, nogil=True)
-def build_filter(keys):
-    """A blocked Bloom filter over int64 ``keys`` (two bits in one 64-bit word per key, 8-16 bits per key)."""
-    words = 64
-    while words * 8 < keys.size:
-        words *= 2
-    filt = np.zeros(words, np.uint64)
-    wmask = np.uint64(words - 1)
-    for k in range(keys.size):
-        h = _pair_hash(keys[k])
-        filt[np.int64((h >> np.uint64(32)) & wmask)] |= (np.uint64(1) << (h >> np.uint64(58))) | (
-            np.uint64(1) << ((h >> np.uint64(52)) & np.uint64(63)))
-    return filt
+    """``_pairs.pair_table`` (``left << 32 | right`` -> ``rank << 32 | merged id``) and the filter in front of it."""
+    table = pair_table(lefts, rights, values)
+    return table, table_filter(table)
 
 
 @njit(cache=True, nogil=True, refcount=False, inline="always")
 def _maybe(filt, key):
     """False when ``key`` is certainly not in the filter."""
-    h = _pair_hash(key)
+    h = pair_hash(key)
     w = filt[np.int64((h >> np.uint64(32)) & np.uint64(filt.size - 1))]
     return ((w >> (h >> np.uint64(58))) & (w >> ((h >> np.uint64(52)) & np.uint64(63))) & np.uint64(1)) != 0
 
@@ -500,7 +459,7 @@ def _maybe(filt, key):
 def _pair(table, filt, left, right):
     """``rank << 32 | merged id`` of the pair, ``_BIG`` if its concatenation is no mergeable piece."""
     key = (np.int64(left) << 32) | np.int64(right)
-    h = _pair_hash(key)
+    h = pair_hash(key)
     hi = h >> np.uint64(32)
     w = filt[np.int64(hi & np.uint64(filt.size - 1))]
     if ((w >> (h >> np.uint64(58))) & (w >> ((h >> np.uint64(52)) & np.uint64(63))) & np.uint64(1)) == 0:

@@ -132,6 +132,7 @@ class CompiledSentencePiece:
     def _setup(self, *, char_sym, results, lefts, rights, values, kind, nv, ud, byte_fallback, byte_ids, unk, fuse_unk,
                escape, ws_split, raw) -> None:
         from . import _sp_kernels as K
+        from ._pairs import key_filter
 
         self._K = K
         if kind.size >= 1 << 29:
@@ -195,7 +196,7 @@ class CompiledSentencePiece:
                 bx, by = ascii_of(x), ascii_of(y)
                 if bx >= 0 and by >= 0:
                     self.abig[2 * bx + (by >> 6)] |= np.uint64(1 << (by & 63))
-        self.bfilt = K.build_filter(np.array(sorted(keys), np.int64))
+        self.bfilt = key_filter(np.array(sorted(keys), np.int64))
         self.byte_fallback = bool(byte_fallback)
         self.byte_ids = np.asarray(byte_ids, np.int64).copy()
         self.unk = int(unk)
