@@ -288,6 +288,36 @@ def utf8_of(text: str) -> bytes:
                          "clean the text first (e.g. text.encode('utf-8', 'replace').decode())") from None
 
 
+
+def ids_by_pieces(texts, pieces, encode) -> list[np.ndarray]:
+    """The ids of each of ``texts`` (int64 arrays) where ``pieces(text)`` cuts a text into ``(piece, id)``
+    pairs (an id for a special or added token, None for text to encode) and ``encode(datas)`` gives the ids
+    of each UTF-8 piece of the whole group at once (a list of arrays): the compiled encoders' batch
+    (one kernel call a group of texts, empty pieces skipped)."""
+    rows, datas = [], []
+    for t in texts:
+        row = []
+        for piece, tid in pieces(t):
+            if tid is not None:
+                row.append(tid)
+            else:
+                data = utf8_of(piece)
+                if data:
+                    row.append(~len(datas))  # a piece to encode: ~its index
+                    datas.append(data)
+        rows.append(row)
+    parts = encode(datas)
+    out = []
+    for row in rows:
+        if len(row) == 1 and row[0] < 0:
+            out.append(parts[~row[0]])
+        elif row:
+            out.append(np.concatenate([np.array([x], np.int64) if x >= 0 else parts[~x] for x in row]))
+        else:
+            out.append(np.zeros(0, np.int64))
+    return out
+
+
 # ============================================================================ decoding
 def _valid_utf8(data: bytes) -> bytes:
     """Each byte that does not start a valid UTF-8 character becomes U+FFFD (sentencepiece's rule,
@@ -625,35 +655,17 @@ class SentencePieceTokenizer:
             return [np.array(ids, np.int64) for ids in lists] if as_arrays else lists
         enc = self._compiled()
 
-        def group(lo: int, hi: int) -> list:
-            parts: list[list] = []
-            datas: list[bytes] = []
-            for t in texts[lo:hi]:
-                allowed = self._allowed(t, allowed_special, disallowed_special)
-                row = []
-                for piece, sid in self._pieces(t, allowed):
-                    if sid is not None:
-                        row.append(sid)
-                    else:
-                        data = utf8_of(piece)
-                        if data:
-                            row.append(len(datas))
-                            datas.append(data)
-                            row[-1] = ~row[-1]  # a text to encode: ~index
-                parts.append(row)
+        def encode(datas: list[bytes]) -> list[np.ndarray]:
             ids, bounds, slow = enc.encode_many(datas)
-            pieces_out = [ids[bounds[k]:bounds[k + 1]] for k in range(len(datas))]
+            parts = [ids[bounds[k]:bounds[k + 1]] for k in range(len(datas))]
             for k in np.flatnonzero(slow).tolist():
-                pieces_out[k] = np.array(encode_reference(self.model, datas[k].decode("utf-8")), np.int64)
-            res = []
-            for row in parts:
-                if len(row) == 1 and row[0] < 0:
-                    a = pieces_out[~row[0]]
-                else:
-                    a = np.concatenate([np.array([x], np.int64) if x >= 0 else pieces_out[~x] for x in row]) \
-                        if row else np.zeros(0, np.int64)
-                res.append(a.copy() if as_arrays else self._list(a))
-            return res
+                parts[k] = np.array(encode_reference(self.model, datas[k].decode("utf-8")), np.int64)
+            return parts
+
+        def group(lo: int, hi: int) -> list:
+            got = ids_by_pieces(texts[lo:hi], lambda t: self._pieces(t, self._allowed(t, allowed_special,
+                                                                                       disallowed_special)), encode)
+            return [a.copy() if as_arrays else self._list(a) for a in got]
 
         return in_groups(texts, threads, group)
 

@@ -34,7 +34,7 @@ from msgspec import UNSET, UnsetType
 
 from ...errors import ConfigError, FormatError, SpecialTokenError, UnsupportedTokenizerError
 from ..groups import in_groups
-from ..sentencepiece import WS, first_of, utf8_of
+from ..sentencepiece import WS, first_of, ids_by_pieces, utf8_of
 from ..special import requested
 from .schemas import ID_RULE, HFAddedToken, Lenient, decode_file, is_id
 
@@ -428,28 +428,14 @@ class SentencePieceJsonTokenizer:
                                                                                     min=1, max=1024)
         enc = self._compiled()
 
-        def group(lo: int, hi: int) -> list:
-            rows, datas = [], []
-            for t in texts[lo:hi]:
-                allowed = self._allowed(t, allowed_special, disallowed_special)
-                row = []
-                for piece, tid in self._pieces(t, allowed):
-                    if tid is not None:
-                        row.append(tid)
-                    else:
-                        data = utf8_of(piece)
-                        if data:
-                            row.append(~len(datas))
-                            datas.append(data)
-                rows.append(row)
+        def encode(datas: list[bytes]) -> list[np.ndarray]:
             ids, bounds, _ = enc.encode_many(datas, normalized=True)
-            parts = [ids[bounds[k]:bounds[k + 1]] for k in range(len(datas))]
-            res = []
-            for row in rows:
-                a = (parts[~row[0]] if len(row) == 1 and row[0] < 0 else np.concatenate(
-                    [np.array([x], np.int64) if x >= 0 else parts[~x] for x in row]) if row else np.zeros(0, np.int64))
-                res.append(a.copy() if as_arrays else a.tolist())
-            return res
+            return [ids[bounds[k]:bounds[k + 1]] for k in range(len(datas))]
+
+        def group(lo: int, hi: int) -> list:
+            got = ids_by_pieces(texts[lo:hi], lambda t: self._pieces(t, self._allowed(t, allowed_special,
+                                                                                       disallowed_special)), encode)
+            return [a.copy() if as_arrays else a.tolist() for a in got]
 
         return in_groups(texts, threads, group)
 
