@@ -288,7 +288,6 @@ def utf8_of(text: str) -> bytes:
                          "clean the text first (e.g. text.encode('utf-8', 'replace').decode())") from None
 
 
-
 def ids_by_pieces(texts, pieces, encode) -> list[np.ndarray]:
     """The ids of each of ``texts`` (int64 arrays) where ``pieces(text)`` cuts a text into ``(piece, id)``
     pairs (an id for a special or added token, None for text to encode) and ``encode(datas)`` gives the ids
