@@ -22,6 +22,7 @@ from typing import Annotated, Literal
 
 import numpy as np
 
+from .._arrays import offsets_of
 from .._io import canonical_hash, resolve_output, write_with
 from .._schema import Meta, Struct, check
 from ..errors import ConfigError, FormatError, InputError
@@ -132,8 +133,7 @@ class MegatronSource(KnownLengths):
         if bin_.stat().st_size < total * self.dtype.itemsize:
             raise FormatError(f"{bin_}: {bin_.stat().st_size:,d} bytes, the index needs "
                               f"{total * self.dtype.itemsize:,d} (truncated)")
-        offsets = np.zeros(n + 1, np.int64)
-        np.cumsum(lengths, out=offsets[1:])
+        offsets = offsets_of(lengths)
         if (lengths < 0).any() or not np.array_equal(pointers, offsets[:-1] * self.dtype.itemsize):
             raise FormatError(f"{idx}: sequences are not stored back to back in {bin_.name}; "
                               "tokenmill reads contiguous exports only")

@@ -9,6 +9,7 @@ import os
 
 import numpy as np
 
+from .._arrays import offsets_of
 from .._validate import check_int
 from ..errors import ConfigError
 from .bpe import encoder as compiled
@@ -318,7 +319,6 @@ class Encoding:
 
 def _joined(arrays: list) -> tuple[np.ndarray, np.ndarray]:
     """``(ids, bounds)`` of per-text int64 arrays (see ``Encoding.encode_flat``)."""
-    bounds = np.zeros(len(arrays) + 1, np.int64)
-    np.cumsum(np.fromiter(map(len, arrays), np.int64, len(arrays)), out=bounds[1:])
+    bounds = offsets_of(np.fromiter(map(len, arrays), np.int64, len(arrays)))
     ids = np.concatenate(arrays) if arrays else np.zeros(0, np.int64)
     return ids.astype(np.int64, copy=False), bounds

@@ -12,6 +12,7 @@ import threading
 
 import numpy as np
 
+from ..._arrays import offsets_of
 from .._scratch import scratch
 from ..pretokenize.patterns import split_with_gaps
 from ..pretokenize.splitter import compiled_offsets, has_compiled
@@ -182,8 +183,7 @@ class CompiledEncoder:
         ``first`` (the first of them). ``_unreached`` and ``_vocab_tables`` read it."""
         toks = [(b, i) for i, b in enumerate(vocab) if b is not None and len(b) > 1]
         lens = np.fromiter((len(b) for b, _ in toks), np.int64, len(toks))
-        offs = np.zeros(len(toks) + 1, np.int64)
-        np.cumsum(lens, out=offs[1:])
+        offs = offsets_of(lens)
         buf = np.frombuffer(b"".join(b for b, _ in toks), np.uint8)  # read-only, as _run passes it
         ids = np.fromiter((i for _, i in toks), np.int64, len(toks))
         if not toks:
@@ -217,8 +217,7 @@ class CompiledEncoder:
         # the keys as the kernel packs them: the bytes little-endian, the length in the top byte of the last word
         short = lens <= _VOCAB2
         padded = np.zeros((int(np.count_nonzero(short)), 16), np.uint8)
-        offs = np.zeros(lens.size + 1, np.int64)
-        np.cumsum(lens, out=offs[1:])
+        offs = offsets_of(lens)
         take = (offs[:-1][short][:, None] + np.arange(16)[None, :])
         inside = np.arange(16)[None, :] < lens[short][:, None]
         padded[inside] = buf[take[inside]]

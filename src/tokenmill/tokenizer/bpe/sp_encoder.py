@@ -19,6 +19,7 @@ import threading
 
 import numpy as np
 
+from ..._arrays import offsets_of
 from .._scratch import scratch
 from ..sp_types import NORMAL, UNUSED, USER_DEFINED, WS
 
@@ -336,8 +337,7 @@ class CompiledSentencePiece:
     @staticmethod
     def _joined(texts: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
         """(bytes, offsets) of ``texts`` back to back: text ``i`` is ``bytes[offsets[i]:offsets[i+1]]``."""
-        docs = np.zeros(len(texts) + 1, np.int64)
-        np.cumsum(np.fromiter(map(len, texts), np.int64, len(texts)), out=docs[1:])
+        docs = offsets_of(np.fromiter(map(len, texts), np.int64, len(texts)))
         return (np.frombuffer(b"".join(texts), np.uint8) if texts else np.zeros(0, np.uint8)), docs
 
     def _normalized_batch(self, datas: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
