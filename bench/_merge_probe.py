@@ -283,9 +283,11 @@ def seeds(a, tok, docs, warm) -> None:
     pos = np.empty(len(docs), np.int64)
     R: dict = {k: {"frontier": [], "again": [], "kernel": []} for k in variants}
     want = None
-    for _ in range(a.rounds):
-        for name, (t1, t2) in variants.items():
-            enc.vtab, enc.vtab2 = t1, t2
+    order = list(variants)
+    for r in range(a.rounds):
+        random.Random(r).shuffle(order)  # no variant always after the same one (its tables' lines evicted)
+        for name in order:
+            enc.vtab, enc.vtab2 = t1, t2 = variants[name]
             enc._local.state = None  # a fresh cache, as a fresh encoder's
             tok.encode_batch(warm, num_threads=1, as_arrays=True)
             t = time.perf_counter()
