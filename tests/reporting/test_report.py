@@ -208,6 +208,15 @@ def test_cli_writes_the_page_and_prints_its_path(tok, store, tmp_path, capsys):
     assert "missing.txt" in capsys.readouterr().err
 
 
+def test_report_options_given_as_numpy_scalars_are_checked_in_python_ints():
+    """``samples x sample_tokens`` bounds the page: in int16 the product 1,000 x 2,000 wrapped below the bound
+    (or raised OverflowError); kept as Python ints, it is refused with the options named."""
+    with pytest.raises(ConfigError, match="samples=1,000 x sample_tokens=2,000"):
+        ReportOptions(samples=np.int16(1000), sample_tokens=np.int16(2000))
+    opts = ReportOptions(window=np.int8(64), stride=None, seed=np.uint8(3))
+    assert (type(opts.window), opts.window_stride, type(opts.seed)) == (int, 32, int)
+
+
 def test_importing_the_report_loads_no_optional_dependency():
     import subprocess
 

@@ -191,6 +191,23 @@ def test_config_errors(kw, match):
         SlidingWindows(**kw)
 
 
+def test_numpy_scalar_options_are_kept_as_python_ints():
+    """An option given as a numpy scalar is checked and kept as a Python int, so the planners' sums never run in
+    its width: a window of 2**31 beside ``reserve=np.int8(5)`` overflowed int8 (found by ``make fuzz``)."""
+    from tokenmill.windows import SemanticWindows
+
+    sw = SlidingWindows(2**31, np.int8(1), reserve=np.int8(5), start_offset=np.uint16(3), seed=np.int64(7),
+                        max_windows_per_doc=np.int32(2), template=(np.int16(1), None))
+    for name in ("window_size", "stride", "reserve", "start_offset", "seed", "max_windows_per_doc"):
+        assert type(getattr(sw, name)) is int, name
+    assert sw.template == (1, None) and type(sw.template[0]) is int
+    assert sw.capacity == 2**31 - 5
+    plan = sw.plan([10, 0], epoch=np.int8(1))
+    assert plan.length.tolist() == [10]
+    sem = SemanticWindows(np.int8(100), overlap_units=np.int8(1), reserve=np.int8(90))
+    assert (type(sem.window_size), type(sem.reserve), sem.capacity) == (int, int, 10)
+
+
 def test_input_errors():
     with pytest.raises(InputError, match="length -1"):
         SlidingWindows(4, 2).plan([3, -1])

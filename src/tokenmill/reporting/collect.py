@@ -68,20 +68,16 @@ class ReportOptions:
     errors: str = "strict"  # texts: invalid UTF-8 fails naming the file, or "replace"
 
     def __post_init__(self):
-        check_int(self.samples, "samples", min=1, max=1000)
-        check_int(self.sample_tokens, "sample_tokens", min=1, max=1 << 20)
+        # each bound checked and kept as a Python int (a numpy scalar would do the products below, and the
+        # collectors' sums, in its own width); frozen: set through object.__setattr__
+        for name, lo, hi in (("samples", 1, 1000), ("sample_tokens", 1, 1 << 20), ("stat_tokens", 1, 1 << 30),
+                             ("stat_docs", 1, 1 << 24), ("plan_docs", 1, 1 << 30), ("text_bytes", 1, 1 << 30),
+                             ("window", 1, 1 << 30), ("stride", 1, 1 << 30), ("block_size", 1, 1 << 24),
+                             ("blocks", 1, 256), ("seed", 0, None)):
+            object.__setattr__(self, name, check_int(getattr(self, name), name, min=lo, max=hi, none=name == "stride"))
         if self.samples * self.sample_tokens > 1 << 20:
             raise ConfigError(f"samples={self.samples:,d} x sample_tokens={self.sample_tokens:,d} shows more than "
                               f"{1 << 20:,d} tokens; the page would be too large: show fewer or shorter samples")
-        check_int(self.stat_tokens, "stat_tokens", min=1, max=1 << 30)
-        check_int(self.stat_docs, "stat_docs", min=1, max=1 << 24)
-        check_int(self.plan_docs, "plan_docs", min=1, max=1 << 30)
-        check_int(self.text_bytes, "text_bytes", min=1, max=1 << 30)
-        check_int(self.window, "window", min=1, max=1 << 30)
-        check_int(self.stride, "stride", min=1, max=1 << 30, none=True)
-        check_int(self.block_size, "block_size", min=1, max=1 << 24)
-        check_int(self.blocks, "blocks", min=1, max=256)
-        check_int(self.seed, "seed", min=0)
         if self.errors not in ("strict", "replace"):
             raise ConfigError(f"errors={self.errors!r}; use 'strict' or 'replace'")
 

@@ -90,9 +90,9 @@ class SemanticWindows:
 
     def __init__(self, window_size: int, *, overlap_units: int = 1, boundaries: str = "sentence",
                  oversize: str = "split", reserve: int = 0, score: str = "all"):
-        check_size("window_size", window_size, 1)
-        check_size("overlap_units", overlap_units, 0)
-        check_size("reserve", reserve, 0)
+        window_size = check_size("window_size", window_size, 1)
+        overlap_units = check_size("overlap_units", overlap_units, 0)
+        reserve = check_size("reserve", reserve, 0)
         if reserve >= window_size:
             raise ConfigError(f"reserve={reserve:,d} leaves no room in window_size={window_size:,d}; "
                               "pass reserve < window_size")

@@ -68,10 +68,12 @@ _CHOICES = {
 }
 
 
-def check_size(name: str, value, minimum: int) -> None:
-    """An exact integer option of the window planners, in ``minimum .. 2**62`` (ConfigError otherwise)."""
+def check_size(name: str, value, minimum: int) -> int:
+    """An exact integer option of the window planners, in ``minimum .. 2**62`` (ConfigError otherwise), as a
+    Python int: a numpy scalar kept as given would do the planners' sums in its own type (``np.int8(5)``
+    beside a window of 2**31 overflowed)."""
     # sizes, strides and offsets up to 2**62: their sums stay inside int64 in the planners
-    check_int(value, name, min=minimum, max=2**62)
+    return check_int(value, name, min=minimum, max=2**62)
 
 
 def check_choice(name: str, value) -> None:
@@ -426,21 +428,18 @@ class SlidingWindows:
     template: tuple[int | None, int | None] | None = None
 
     def __post_init__(self):
-        check_size("window_size", self.window_size, 1)
-        check_size("stride", self.stride, 1)
-        check_size("start_offset", self.start_offset, 0)
-        check_size("seed", self.seed, 0)
-        check_size("reserve", self.reserve, 0)
+        # the integer options kept as Python ints (frozen: set through object.__setattr__)
+        for name, minimum in (("window_size", 1), ("stride", 1), ("start_offset", 0), ("seed", 0), ("reserve", 0)):
+            object.__setattr__(self, name, check_size(name, getattr(self, name), minimum))
         if self.max_windows_per_doc is not None:
-            check_size("max_windows_per_doc", self.max_windows_per_doc, 1)
+            object.__setattr__(self, "max_windows_per_doc", check_size("max_windows_per_doc", self.max_windows_per_doc, 1))
         for name in _CHOICES:
             check_choice(name, getattr(self, name))
         if self.template is not None:
             if not isinstance(self.template, (tuple, list)) or len(self.template) != 2:
                 raise ConfigError(f"template={self.template!r}; pass a pair (bos, eos), either may be None")
-            for name, t in zip(("bos", "eos"), self.template):
-                if t is not None:
-                    check_size(f"template {name}", t, 0)
+            object.__setattr__(self, "template", tuple(
+                None if t is None else check_size(f"template {name}", t, 0) for name, t in zip(("bos", "eos"), self.template)))
         if self.reserve >= self.window_size:
             raise ConfigError(f"reserve={self.reserve:,d} leaves no room in window_size={self.window_size:,d}; "
                               "pass reserve < window_size")
@@ -464,7 +463,7 @@ class SlidingWindows:
 
     def jitter_offsets(self, num_docs: int, epoch: int = 0) -> np.ndarray | int:
         """This epoch's jitter: an int (global), an int64 array (per_doc) or 0 (no jitter)."""
-        check_size("epoch", epoch, 0)
+        epoch = check_size("epoch", epoch, 0)
         if self.jitter is None:
             return 0
         rng = jitter_rng(self.seed, epoch)
@@ -517,7 +516,7 @@ class SlidingWindows:
             if np.shape(a) != ids.shape:
                 raise InputError(f"extra {k!r} has shape {np.shape(a)} but token_ids has {ids.shape}; "
                                  "extras must be aligned per token")
-        check_size("doc", doc, 0)
+        doc = check_size("doc", doc, 0)
         lengths = np.zeros(doc + 1, np.int64)  # as document `doc` of a corpus: same per_doc jitter
         lengths[doc] = ids.shape[0]
         plan = self.plan(lengths, epoch)
