@@ -475,6 +475,23 @@ def test_chunks_of_16_to_31_bytes_seen_again_give_their_ids(gpt2_ranks_path, row
             enc._local.state = None
 
 
+@pytest.mark.parametrize("n", [49, 64, 65, 4_096, 4_097, 300_000])
+def test_long_chunks_merge_as_the_reference(gpt2_ranks_path, n):
+    """Chunks over 48 ids take the heap loop (``_bpe_long``): one unique run of letters, of digits and of Han
+    characters of ``n`` bytes each (GPT-2's split: one chunk; up to 300,000 ids) gets the ids of the
+    readable twin. (Sizes at the edges of a 64-wide tree of minima, tried in its place at stop 54.)"""
+    import random
+
+    from tokenmill import Tokenizer
+
+    tok = Tokenizer.from_tiktoken(gpt2_ranks_path, pattern="gpt2")
+    enc = tok._compiled()  # the kernels themselves (never the twin a first run may take)
+    rng = random.Random(n)
+    for alphabet in ("abcdefghij", "0123456789", "滑动窗口大小"):
+        text = "".join(rng.choice(alphabet) for _ in range(n // len(alphabet[0].encode())))
+        assert enc.encode(text).tolist() == tok.encode_ordinary_python(text), (alphabet, n)
+
+
 def test_empty_chunks_of_a_custom_splitter_are_dropped_before_the_kernel(monkeypatch):
     """A splitter that is not a compiled preset may cut empty chunks (offsets repeat): they carry no ids,
     and an empty chunk's key (0) is the vocabulary tables' empty-slot key, so they are dropped at the
