@@ -132,18 +132,7 @@ def main() -> None:
           f"({offs.size - 1:,d} chunks, kernel {k / (offs.size - 1) * 1e6:.1f} ns a chunk)")
 
     # first sightings, apart
-    def chunks(texts):
-        d, o = utf8_joined(texts)
-        b = bytes(d)
-        c = compiled_offsets(d, enc.pattern, doc_offsets=o)
-        return [b[c[i]:c[i + 1]] for i in range(c.size - 1)]
-
-    vocab = {tok.token_bytes(i) for i in range(tok.vocab_size)}
-    seen, firsts = set(chunks(warm)), []
-    for c in chunks(docs):
-        if c not in seen and c not in vocab and len(c) <= 15:
-            firsts.append(c)
-        seen.add(c)
+    firsts = _first_sightings(tok, docs, warm, 1, 15)
     fdata, foffs = _laid_out(firsts)
     none = np.zeros(0, np.int64)
     F: dict = {"kernel": [], "merges": []}
@@ -197,6 +186,28 @@ def main() -> None:
     _floor(enc, data, offs, a.rounds)
     _classes(tok, data, offs, warm, a.rounds)
     _in_the_mix(enc, data, offs, a.rounds)
+
+
+def _first_sightings(tok, docs, warm, lo: int, hi: int) -> list[bytes]:
+    """The chunks of ``docs`` of ``lo``-``hi`` bytes that are neither tokens nor chunks of ``warm``, once each."""
+    from tokenmill.tokenizer._cpython import utf8_joined
+    from tokenmill.tokenizer.pretokenize.splitter import compiled_offsets
+
+    pattern = tok._compiled().pattern
+
+    def chunks(texts):
+        d, o = utf8_joined(texts)
+        b = bytes(d)
+        c = compiled_offsets(d, pattern, doc_offsets=o)
+        return [b[c[i]:c[i + 1]] for i in range(c.size - 1)]
+
+    vocab = {tok.token_bytes(i) for i in range(tok.vocab_size)}
+    seen, firsts = set(chunks(warm)), []
+    for c in chunks(docs):
+        if c not in seen and c not in vocab and lo <= len(c) <= hi:
+            firsts.append(c)
+        seen.add(c)
+    return firsts
 
 
 def _laid_out(chunks: list[bytes], pad: int = 16):

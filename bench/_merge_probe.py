@@ -56,28 +56,6 @@ def _alternating(fns: dict, rounds: int) -> dict:
     return {k: (min(v), statistics.median(v)) for k, v in T.items()}
 
 
-def _first_sightings(tok, docs, warm, lo: int, hi: int) -> list[bytes]:
-    """The chunks of ``docs`` of ``lo``-``hi`` bytes that are neither tokens nor chunks of ``warm``, once each."""
-    from tokenmill.tokenizer._cpython import utf8_joined
-    from tokenmill.tokenizer.pretokenize.splitter import compiled_offsets
-
-    pattern = tok._compiled().pattern
-
-    def chunks(texts):
-        d, o = utf8_joined(texts)
-        b = bytes(d)
-        c = compiled_offsets(d, pattern, doc_offsets=o)
-        return [b[c[i]:c[i + 1]] for i in range(c.size - 1)]
-
-    vocab = {tok.token_bytes(i) for i in range(tok.vocab_size)}
-    seen, firsts = set(chunks(warm)), []
-    for c in chunks(docs):
-        if c not in seen and c not in vocab and lo <= len(c) <= hi:
-            firsts.append(c)
-        seen.add(c)
-    return firsts
-
-
 def merge_kernels():
     """``(run, rebuild)``: ``run(data, offs, byte_ids, table, filt, byte_pairs, out, which)`` merges every chunk
     ``data[offs[k]:offs[k + 1]]`` (at most 63 bytes) with the kernel's loop (which 0), the fixed-position loop
@@ -223,7 +201,7 @@ def merge_kernels():
 
 
 def merges(a, tok, docs, warm) -> None:
-    from _gap import _laid_out
+    from _gap import _first_sightings, _laid_out
 
     firsts = _first_sightings(tok, docs, warm, *a.lengths)
     if not firsts or max(map(len, firsts)) > 63:
