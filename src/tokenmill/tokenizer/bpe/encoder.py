@@ -13,7 +13,7 @@ import threading
 import numpy as np
 
 from ..._arrays import offsets_of
-from .._scratch import scratch
+from .._scratch import heap_for_large_blocks, scratch
 from ..pretokenize.patterns import split_with_gaps
 from ..pretokenize.splitter import compiled_offsets, has_compiled
 
@@ -109,6 +109,7 @@ class CompiledEncoder:
         of the one before (HF ``Sequence`` of ``Split``)."""
         from . import _encode_kernels as K
 
+        heap_for_large_blocks()
         self._K = K
         lefts, rights, merged = pair_table  # int64 arrays: (left, right) -> priority
         self.res = np.zeros(0, np.int64) if merge_ids is None else np.ascontiguousarray(merge_ids, np.int64)

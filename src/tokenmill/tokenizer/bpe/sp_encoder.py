@@ -20,7 +20,7 @@ import threading
 import numpy as np
 
 from ..._arrays import offsets_of
-from .._scratch import scratch
+from .._scratch import heap_for_large_blocks, scratch
 from ..sp_types import NORMAL, UNUSED, USER_DEFINED, WS
 
 FIRST_RUN_PYTHON_CHARS = 1 << 21  # a first run encodes this much in pure Python before compiling
@@ -43,6 +43,7 @@ class CompiledSentencePiece:
     """Tables of one model for the kernels, and ``encode_many`` over them."""
 
     def __init__(self, model):  # a sentencepiece.SentencePieceModel
+        heap_for_large_blocks()
         pieces, types = model.pieces, model.types.tolist()
         nv = len(pieces)
         live = [model.piece_id(p.encode("utf-8")) == i for i, p in enumerate(pieces)]
