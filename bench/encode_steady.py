@@ -1,10 +1,11 @@
 """Encoding in the steady state of a long run on new text: one encoder over a whole corpus.
 
-    .venv/bin/python bench/encode_steady.py [--corpus ../shared/corpora/en] [--mb 24] [--encoding cl100k]
+    .venv/bin/python bench/encode_steady.py [--corpus ../shared/corpora/en] [--mb 24] [--encoding cl100k] [--runs 5]
 
 One tokenmill encoder and one gigatoken encoder (one thread, arrays out) each read the corpus in order,
 in batches of about 1 MB, the two taking turns batch by batch (so a slow moment of the machine falls on
-both); MB/s per quarter of the run, then the last quarter's batches again (text each encoder has seen).
+both); MB/s per quarter of the run, then the last quarter's batches again (text each encoder has seen),
+medians over ``--runs`` runs, each with fresh encoders (one run's quarters moved by up to 2x here).
 The first quarter against the later ones shows what first sightings (chunks an encoder has not seen)
 cost while its caches fill, the later quarters against the last one again what they cost after;
 `bench/tokenizer_speed.py --phases frontier` times fresh encoders warmed on 1 MB of other text, the
@@ -48,6 +49,7 @@ def main() -> None:
     ap.add_argument("--corpus", default=str(ROOT / ".." / "shared" / "corpora" / "en"))
     ap.add_argument("--mb", type=float, default=24.0, help="MB of the corpus to read (default 24)")
     ap.add_argument("--encoding", choices=sorted(_RANKS), default="cl100k")
+    ap.add_argument("--runs", type=int, default=5, help="runs over the corpus, fresh encoders each (default 5)")
     ap.add_argument("--no-publish", action="store_true", help="print only; do not write bench/results and docs")
     args = ap.parse_args()
 
@@ -66,43 +68,48 @@ def main() -> None:
     for i, (a, b) in enumerate(zip(first_tm, first_gg)):
         if not np.array_equal(a, np.asarray(b, np.int64)):
             raise SystemExit(f"ids differ between tokenmill and gigatoken on document {i} of the first batch")
-    tm = Tokenizer.from_tiktoken(str(path), pattern=args.encoding)  # fresh encoders for the run
-    tm.encode_ordinary("warm up")
-    gg = gigatoken.Tokenizer.from_tiktoken(str(path))
-    gg.encode("warm up")
-    t_tm, t_gg = np.zeros(len(batches)), np.zeros(len(batches))
-    for j, b in enumerate(batches):
-        t = time.perf_counter()
-        run_tm(b)
-        t_tm[j] = time.perf_counter() - t
-        t = time.perf_counter()
-        run_gg(b)
-        t_gg[j] = time.perf_counter() - t
     q = max(1, len(batches) // 4)
     spans = [(k * q, (k + 1) * q if k < 3 else len(batches)) for k in range(4)]
-    again_tm, again_gg = 0.0, 0.0
-    for b in batches[spans[3][0] : spans[3][1]]:
-        t = time.perf_counter()
-        run_tm(b)
-        again_tm += time.perf_counter() - t
-        t = time.perf_counter()
-        run_gg(b)
-        again_gg += time.perf_counter() - t
+    # per run: seconds of each quarter and of the last quarter again, (tokenmill, gigatoken)
+    runs: list[list[tuple[float, float]]] = []
+    for _ in range(args.runs):
+        tm = Tokenizer.from_tiktoken(str(path), pattern=args.encoding)  # fresh encoders for each run
+        tm.encode_ordinary("warm up")
+        gg = gigatoken.Tokenizer.from_tiktoken(str(path))
+        gg.encode("warm up")
+        t_tm, t_gg = np.zeros(len(batches)), np.zeros(len(batches))
+        for j, b in enumerate(batches):
+            t = time.perf_counter()
+            run_tm(b)
+            t_tm[j] = time.perf_counter() - t
+            t = time.perf_counter()
+            run_gg(b)
+            t_gg[j] = time.perf_counter() - t
+        again_tm, again_gg = 0.0, 0.0
+        for b in batches[spans[3][0] : spans[3][1]]:
+            t = time.perf_counter()
+            run_tm(b)
+            again_tm += time.perf_counter() - t
+            t = time.perf_counter()
+            run_gg(b)
+            again_gg += time.perf_counter() - t
+        runs.append([(t_tm[lo:hi].sum(), t_gg[lo:hi].sum()) for lo, hi in spans] + [(again_tm, again_gg)])
 
     mb = sum(sizes) / 1e6
     md = [f"One encoder each over {mb:.1f} MB of `{Path(args.corpus).name}` in order ({len(batches)} batches of "
           f"~1 MB), {args.encoding}, one thread, arrays out (tokenmill `encode_batch(as_arrays=True)`, "
           "gigatoken `encode` per document), taking turns batch by batch; MB/s per quarter of the run, then "
-          "the last quarter again:", "",
+          f"the last quarter again; medians of {args.runs} runs (fresh encoders each; the ratio the median of each run's):", "",
           "| part of the run | MB | tokenmill MB/s | gigatoken MB/s | tokenmill / gigatoken |",
           "|---|---:|---:|---:|---:|"]
-    for k, (lo, hi) in enumerate(spans):
+    names = [f"quarter {k + 1} (batches {lo + 1}-{hi})" for k, (lo, hi) in enumerate(spans)]
+    for k, name in enumerate(names + ["quarter 4 again (seen before)"]):
+        lo, hi = spans[min(k, 3)]
         m = sum(sizes[lo:hi]) / 1e6
-        a, g = m / t_tm[lo:hi].sum(), m / t_gg[lo:hi].sum()
-        md.append(f"| quarter {k + 1} (batches {lo + 1}-{hi}) | {m:.1f} | {a:.1f} | {g:.1f} | {a / g:.2f}x |")
-    m = sum(sizes[spans[3][0] : spans[3][1]]) / 1e6
-    a, g = m / again_tm, m / again_gg
-    md.append(f"| quarter 4 again (seen before) | {m:.1f} | {a:.1f} | {g:.1f} | {a / g:.2f}x |")
+        a = m / float(np.median([r[k][0] for r in runs]))
+        g = m / float(np.median([r[k][1] for r in runs]))
+        ratio = float(np.median([r[k][1] / r[k][0] for r in runs]))
+        md.append(f"| {name} | {m:.1f} | {a:.1f} | {g:.1f} | {ratio:.2f}x |")
     text = "\n".join(md)
     print(text, flush=True)
     if not args.no_publish:
