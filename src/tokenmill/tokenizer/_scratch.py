@@ -34,10 +34,10 @@ def heap_for_large_blocks() -> None:
     block of a slot per byte (8 MB for 1 MB of text) and shrinks it to its ids (~2 MB of English) before
     handing it out, so what the caller frees later never raises the threshold to the next request: in a
     loop that encodes 2.7 MB of English as arrays and drops them, every pass took ~850 page faults in
-    fresh blocks, 10.0 ms a pass against 7.5-8.0 with none. One block of ~31 MB allocated (never
+    fresh blocks, 8.8-10.0 ms a pass against 7.4-7.7 with none (``bench/_fault_loop.py``). One block of ~31 MB allocated (never
     touched: no page of it is used) and freed at once raises the threshold to ~31 MB, as any program
     that frees a 31 MB array does; freed memory at the heap's top then returns to the system above 62 MB
-    (twice the threshold) instead of 256 KB. Nothing happens where the threshold was fixed with
+    (twice the threshold) instead of 128 KB. Nothing happens where the threshold was fixed with
     ``mallopt`` (or ``MALLOC_MMAP_THRESHOLD_``), or on another C library (a block allocated and freed)."""
     global _HEAP_RAISED
     if not _HEAP_RAISED:
