@@ -17,6 +17,7 @@ _EXPORTS = {
     "TokenmillError": ".errors",
     "ConfigError": ".errors",
     "InputError": ".errors",
+    "LoneSurrogateError": ".errors",
     "FormatError": ".errors",
     "SpecialTokenError": ".errors",
     "UnsupportedTokenizerError": ".errors",
@@ -33,6 +34,7 @@ _EXPORTS = {
     # tokenizer
     "Tokenizer": ".tokenizer.model",
     "train_bpe": ".tokenizer.bpe.train",
+    "replace_surrogates": ".tokenizer.surrogates",
     "as_tokenizer": ".tokenizer.adapters",
     "TokenizerLike": ".tokenizer.adapters",
     "ForeignTokenizer": ".tokenizer.adapters",
@@ -85,11 +87,20 @@ if TYPE_CHECKING:  # pragma: no cover  (static type checkers see the lazy export
     from .data.mixture import Mixture
     from .data.source import ArraySource, TokenSource, as_source
     from .data.store import TokenStore
-    from .errors import ConfigError, FormatError, InputError, MissingExtraError, SpecialTokenError, TokenmillError
+    from .errors import (
+        ConfigError,
+        FormatError,
+        InputError,
+        LoneSurrogateError,
+        MissingExtraError,
+        SpecialTokenError,
+        TokenmillError,
+    )
     from .reporting import report
     from .tokenizer.adapters import ForeignTokenizer, TokenizerLike, as_tokenizer
     from .tokenizer.bpe.train import train_bpe
     from .tokenizer.model import Tokenizer
+    from .tokenizer.surrogates import replace_surrogates
     from .verify import packing_equivalence
     from .windows.chunking import Chunk, ContextPiece, assemble_context, bm25_scores, chunk_text
     from .windows.coverage import CoverageReport, coverage_report

@@ -15,6 +15,11 @@ class InputError(TokenmillError, ValueError):
     """Input data is malformed: names the file, line, byte offset or document."""
 
 
+class LoneSurrogateError(InputError):
+    """A text holds a surrogate code point (U+D800-U+DFFF), which UTF-8 cannot encode: names the text and
+    the character; ``tokenmill.replace_surrogates`` rewrites it as tiktoken does."""
+
+
 class FormatError(TokenmillError, ValueError):
     """A tokenmill file is corrupted, has a wrong hash, or a format version this release cannot read."""
 

@@ -13,7 +13,7 @@ import sys
 import numpy as np
 import pytest
 
-from tokenmill import train_bpe
+from tokenmill import LoneSurrogateError, train_bpe
 from tokenmill.tokenizer._cpython import IntLists, utf8_joined
 
 TEXTS = ["hello", "", "héllo wörld", "滑动窗口，窗口", "emoji 🙂 done", "x" * 5000, "tab\tand\nnewline"]
@@ -124,9 +124,10 @@ def test_encode_batch_lists_and_arrays_through_both_bridges():
     for _ in range(2):
         assert tok.encode_batch(batch, num_threads=1) == want
         assert [a.tolist() for a in tok.encode_batch(batch, num_threads=2, as_arrays=True)] == want
-    # a text without UTF-8 leaves the one-pass path, and fails as encode() does
-    with pytest.raises(ValueError) as single:  # InputError once compiled, UnicodeEncodeError before
+    # a text without UTF-8 leaves the one-pass path, and fails as encode() does, named by its place
+    with pytest.raises(LoneSurrogateError) as single:
         tok.encode("a lone \ud800 surrogate")
-    with pytest.raises(ValueError) as batched:
+    with pytest.raises(LoneSurrogateError) as batched:
         tok.encode_batch(batch + ["a lone \ud800 surrogate"], num_threads=1)
-    assert type(batched.value) is type(single.value) and str(batched.value) == str(single.value)
+    assert str(single.value).startswith("the text holds a lone surrogate at character 7 (U+D800)")
+    assert str(batched.value) == f"text {len(batch)} of the batch" + str(single.value)[len("the text"):]

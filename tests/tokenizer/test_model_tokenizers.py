@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import REPO, corpus_sample
+from tests.tokenizer.adversarial import adversarial_texts, assert_adversarial_equal
 from tokenmill import Tokenizer
 
 SCRIPTS = ("en", "zh", "multi", "code")
@@ -142,6 +143,25 @@ def test_rank_files_equal_tiktoken(request, which, corpora, script):
         assert a == b, t[:200]
     assert all(ours.decode(ids) == t for t, ids in zip(texts, got))
     assert ours.vocab_size == enc.n_vocab
+
+
+@pytest.mark.slow
+def test_adversarial_text_all_four(llama3_json, llama3_rank, qwen2_rank, qwen35_rank):
+    """Long runs, very long words, whitespace runs, mixed scripts: Llama 3's tokenizer.json against HF
+    tokenizers (which refuses a str with surrogates: no surrogate texts there), the rank files against
+    tiktoken, surrogates included as tiktoken rewrites them."""
+    ours, hf = llama3_json
+    texts = adversarial_texts()
+    hf.encode_special_tokens = True  # special-token text as plain text, as encode_ordinary has it
+    try:
+        want = [e.ids for e in hf.encode_batch(texts, add_special_tokens=False)]
+    finally:
+        hf.encode_special_tokens = False
+    assert ours.encode_batch(texts, num_threads=2, disallowed_special=()) == want
+    for t, w in zip(texts[::5], want[::5]):
+        assert ours.encode_ordinary(t) == w, repr(t[:80])
+    for tok, enc in (llama3_rank, qwen2_rank, qwen35_rank):
+        assert_adversarial_equal(tok, enc, python_twin=tok is llama3_rank[0])
 
 
 # the characters generated text is made of: the classes the patterns tell apart, and their edges

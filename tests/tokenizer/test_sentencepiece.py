@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import corpus_sample
-from tokenmill import as_tokenizer
+from tokenmill import as_tokenizer, replace_surrogates
 from tokenmill.errors import ConfigError, FormatError, SpecialTokenError, UnsupportedTokenizerError
 from tokenmill.tokenizer import sentencepiece as S
 from tokenmill.tokenizer.model import Tokenizer
@@ -384,8 +384,14 @@ def test_lone_surrogate_and_non_str_are_refused(small):
     from tokenmill.errors import InputError
 
     tok, _ = small
-    with pytest.raises(InputError, match="lone surrogate"):
+    with pytest.raises(InputError, match=r"^the text holds a lone surrogate at character 1 \(U\+D800\)"):
         tok.encode("a\ud800b", disallowed_special=())
+    with pytest.raises(InputError, match=r"^the text holds a lone surrogate at character 3 \(U\+DC00\)"):
+        tok.encode_python("abc\udc00")
+    for threads in (1, 2):
+        with pytest.raises(InputError, match=r"^text 2 of the batch holds a lone surrogate at character 0"):
+            tok.encode_batch(["fine", "", "\udfffx", "ok"], num_threads=threads)
+    assert tok.encode(replace_surrogates("a\ud800b")) == tok.encode("a\ufffdb")
     with pytest.raises(ConfigError, match="takes a str"):
         tok.encode(b"bytes")
 

@@ -175,6 +175,16 @@ def test_gpt2_parity_on_generated_text(gpt2_pair):
     assert ours.vocab_size == enc.n_vocab
 
 
+@pytest.mark.slow
+def test_gpt2_parity_on_adversarial_text(gpt2_pair):
+    """Long runs, very long words, whitespace runs, mixed scripts; and surrogates, as tiktoken rewrites
+    them (``replace_surrogates``), each refused as it is."""
+    from tests.tokenizer.adversarial import assert_adversarial_equal
+
+    enc, ours = gpt2_pair
+    assert_adversarial_equal(ours, enc)
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.text(st.characters(codec="utf-8"), max_size=100))
 def test_gpt2_parity_random_unicode(gpt2_pair, text):

@@ -103,7 +103,7 @@ def encode_job(tokenizer, opts: EncodeOptions, texts):
     except Exception:  # find the document, so the caller can name its file and row
         for i, t in enumerate(texts.texts() if isinstance(texts, Utf8Docs) else texts):
             try:
-                tokenizer.encode_batch([t], as_arrays=True, num_threads=1, **kw)
+                tokenizer.encode(t, **kw)
             except Exception as e:  # noqa: BLE001  (reported with the document's provenance)
                 return JobError(i, f"{type(e).__name__}: {e}")
         raise

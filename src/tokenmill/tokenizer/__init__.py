@@ -30,5 +30,6 @@ _EXPORTS = {
     "ForeignTokenizer": ".foreign",
     "as_tokenizer": ".adapters",
     "TokenizerLike": ".adapters",
+    "replace_surrogates": ".surrogates",
 }
 __getattr__, __dir__, __all__ = lazy_exports(__name__, globals(), _EXPORTS)

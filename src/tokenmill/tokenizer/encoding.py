@@ -11,12 +11,13 @@ import numpy as np
 
 from .._arrays import offsets_of
 from .._validate import check_int
-from ..errors import ConfigError
+from ..errors import ConfigError, LoneSurrogateError
 from .bpe import encoder as compiled
 from .bpe import tables
 from .bpe.reference import PythonEncoder
 from .groups import GROUP_BYTES, group_bounds, in_groups, text_sizes
 from .special import SpecialTokens, requested
+from .surrogates import batch_surrogate_error, lone_surrogate_error
 
 # a batch of one text up to this many characters takes ``encode``'s path (a larger one the batch's: its
 # UTF-8 read through CPython, not encoded again, and its kernel work cut across the threads)
@@ -89,12 +90,22 @@ class Encoding:
         if self.python is None:
             self.python = PythonEncoder(self.spec, self.pairs, self.byte_ids)
         out: list[int] = []
-        for piece, token_id in self.pieces(checked_str(text), allowed_special, disallowed_special):
-            if token_id is None:
-                out.extend(self.python.encode(piece))
-            else:
-                out.append(token_id)
+        try:
+            for piece, token_id in self.pieces(checked_str(text), allowed_special, disallowed_special):
+                if token_id is None:
+                    out.extend(self.python.encode(piece))
+                else:
+                    out.append(token_id)
+        except (UnicodeEncodeError, LoneSurrogateError):  # named in the whole text (a piece's own index is not)
+            raise lone_surrogate_error(text) from None
         return out
+
+    def _python_batch(self, texts: list, allowed_special, disallowed_special) -> list[list[int]]:
+        """``encode_python`` of each text; a lone surrogate named by its text's place in the batch."""
+        try:
+            return [self.encode_python(t, allowed_special, disallowed_special) for t in texts]
+        except LoneSurrogateError:
+            raise batch_surrogate_error(texts) from None
 
     def encode_batch(self, texts, num_threads, as_arrays: bool, allowed_special, disallowed_special) -> list:
         texts = list(texts)
@@ -102,12 +113,15 @@ class Encoding:
         sizes, strs = text_sizes(texts)
         total = int(sizes.sum())
         if self.python_first(total):
-            lists = [self.encode_python(t, allowed_special, disallowed_special) for t in texts]
+            lists = self._python_batch(texts, allowed_special, disallowed_special)
             return [np.array(ids, np.int64) for ids in lists] if as_arrays else lists
         if len(texts) == 1 and total <= _ONE_TEXT_CHARS:
             # one short text (a loader encoding as it goes): ``encode``'s path, without the batch's groups,
             # joined UTF-8 and document marks (~120 us a call where the text's own encode took ~40)
-            ids = self.encode_array(texts[0], allowed_special, disallowed_special)
+            try:
+                ids = self.encode_array(texts[0], allowed_special, disallowed_special)
+            except LoneSurrogateError:
+                raise batch_surrogate_error(texts) from None
             return [ids if as_arrays else self.as_list(ids)]
         flat = self._group_encoder(texts, threads, total, strs, allowed_special, disallowed_special)
 
@@ -132,8 +146,8 @@ class Encoding:
         sizes, strs = text_sizes(texts)
         total = int(sizes.sum())
         if self.python_first(total) or not texts:
-            arrays = [np.array(self.encode_python(t, allowed_special, disallowed_special), np.int64) for t in texts]
-            return _joined(arrays)
+            return _joined([np.array(ids, np.int64) for ids in self._python_batch(texts, allowed_special,
+                                                                                    disallowed_special)])
         flat = self._group_encoder(texts, threads, total, strs, allowed_special, disallowed_special)
         # (no cap on a group's texts but its characters: no array or list per text to keep small, and each
         # kernel call takes the interpreter lock back twice, which a store build's reading thread holds)
@@ -221,6 +235,15 @@ class Encoding:
 
         def flat(lo: int, hi: int, view: bool = False) -> tuple[np.ndarray, np.ndarray]:
             """``view``: the ids may be a view of the encoder's buffer, valid until this thread's next encode."""
+            try:
+                return texts_flat(lo, hi, view)
+            except (UnicodeEncodeError, LoneSurrogateError):
+                err = batch_surrogate_error(texts[lo:hi], lo)
+                if err is None:
+                    raise
+                raise err from None
+
+        def texts_flat(lo: int, hi: int, view: bool) -> tuple[np.ndarray, np.ndarray]:
             chunk = texts[lo:hi]
             # a group of more than a thread's share of the batch (a text too large to be balanced by
             # the other groups, or the only one) cuts its kernel work across the threads too
@@ -261,7 +284,10 @@ class Encoding:
 
     def encode_array(self, text, allowed_special=(), disallowed_special="all") -> np.ndarray:
         """``encode`` as an int64 array (possibly a view of a larger buffer)."""
-        return self.encode_pieces(self.pieces(checked_str(text), allowed_special, disallowed_special))
+        try:
+            return self.encode_pieces(self.pieces(checked_str(text), allowed_special, disallowed_special))
+        except (UnicodeEncodeError, LoneSurrogateError):  # named in the whole text (a piece's own index is not)
+            raise lone_surrogate_error(text) from None
 
     def encode_pieces(self, pieces) -> np.ndarray:
         parts = [np.array([i], np.int64) if i is not None else self.compiled_encoder().encode(self.prefixed(p))

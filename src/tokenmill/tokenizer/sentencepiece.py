@@ -45,7 +45,7 @@ import os
 
 import numpy as np
 
-from ..errors import ConfigError, FormatError, InputError, SpecialTokenError, UnsupportedTokenizerError
+from ..errors import ConfigError, FormatError, LoneSurrogateError, SpecialTokenError, UnsupportedTokenizerError
 from .formats.sentencepiece import (
     MAX_RESEGMENT_DEPTH,
     MAX_TRIE_RESULTS,
@@ -61,6 +61,7 @@ from .formats.sentencepiece import (
 from .groups import in_groups
 from .sp_types import BYTE, CONTROL, NORMAL, UNKNOWN, UNUSED, USER_DEFINED, WS
 from .special import requested
+from .surrogates import batch_surrogate_error, lone_surrogate_error
 
 __all__ = ["SentencePieceModel", "SentencePieceTokenizer", "read_model", "parse_model", "write_model_proto",
            "is_sentencepiece_model", "NORMAL", "UNKNOWN", "CONTROL", "USER_DEFINED", "UNUSED", "BYTE"]
@@ -283,27 +284,30 @@ def utf8_of(text: str) -> bytes:
                           "data.decode('utf-8'))")
     try:
         return text.encode("utf-8")
-    except UnicodeEncodeError as e:
-        raise InputError(f"the text holds a lone surrogate at character {e.start:,d}, which UTF-8 cannot encode; "
-                         "clean the text first (e.g. text.encode('utf-8', 'replace').decode())") from None
+    except UnicodeEncodeError:
+        raise lone_surrogate_error(text) from None
 
 
-def ids_by_pieces(texts, pieces, encode) -> list[np.ndarray]:
+def ids_by_pieces(texts, pieces, encode, first: int = 0) -> list[np.ndarray]:
     """The ids of each of ``texts`` (int64 arrays) where ``pieces(text)`` cuts a text into ``(piece, id)``
     pairs (an id for a special or added token, None for text to encode) and ``encode(datas)`` gives the ids
     of each UTF-8 piece of the whole group at once (a list of arrays): the compiled encoders' batch
-    (one kernel call a group of texts, empty pieces skipped)."""
+    (one kernel call a group of texts, empty pieces skipped). ``first``: the batch's index of ``texts[0]``
+    (a text UTF-8 cannot encode is named by it)."""
     rows, datas = [], []
-    for t in texts:
+    for j, t in enumerate(texts):
         row = []
-        for piece, tid in pieces(t):
-            if tid is not None:
-                row.append(tid)
-            else:
-                data = utf8_of(piece)
-                if data:
-                    row.append(~len(datas))  # a piece to encode: ~its index
-                    datas.append(data)
+        try:
+            for piece, tid in pieces(t):
+                if tid is not None:
+                    row.append(tid)
+                else:
+                    data = utf8_of(piece)
+                    if data:
+                        row.append(~len(datas))  # a piece to encode: ~its index
+                        datas.append(data)
+        except LoneSurrogateError:
+            raise lone_surrogate_error(t, f"text {first + j:,d} of the batch") from None
         rows.append(row)
     parts = encode(datas)
     out = []
@@ -594,8 +598,11 @@ class SentencePieceTokenizer:
         """``encode`` in pure Python (:func:`encode_reference`): the same ids, no compiled kernel."""
         allowed = self._allowed(text, allowed_special, disallowed_special)
         out: list[int] = []
-        for piece, sid in self._pieces(text, allowed):
-            out.extend([sid] if sid is not None else encode_reference(self.model, piece))
+        try:
+            for piece, sid in self._pieces(text, allowed):
+                out.extend([sid] if sid is not None else encode_reference(self.model, piece))
+        except LoneSurrogateError:  # named in the whole text
+            raise lone_surrogate_error(text) from None
         return out
 
     def encode_ordinary_python(self, text: str) -> list[int]:
@@ -610,8 +617,11 @@ class SentencePieceTokenizer:
         """Token ids of ``text``; special-token text raises unless allowed (or ``disallowed_special=()``)."""
         if isinstance(text, str) and self._python_first(len(text)):
             return self.encode_python(text, allowed_special=allowed_special, disallowed_special=disallowed_special)
-        return self.encode_batch([text], num_threads=1, allowed_special=allowed_special,
-                                 disallowed_special=disallowed_special)[0]
+        try:
+            return self.encode_batch([text], num_threads=1, allowed_special=allowed_special,
+                                     disallowed_special=disallowed_special)[0]
+        except LoneSurrogateError:  # "the text", not "text 0 of the batch"
+            raise lone_surrogate_error(text) from None
 
     def _python_first(self, size: int) -> bool:
         if self._encoder is not None:
@@ -650,7 +660,10 @@ class SentencePieceTokenizer:
                                                                                     min=1, max=1024)
         if self._python_first(sum(len(t) for t in texts if isinstance(t, str))):
             kw = dict(allowed_special=allowed_special, disallowed_special=disallowed_special)
-            lists = [self.encode_python(t, **kw) for t in texts]
+            try:
+                lists = [self.encode_python(t, **kw) for t in texts]
+            except LoneSurrogateError:
+                raise batch_surrogate_error(texts) from None
             return [np.array(ids, np.int64) for ids in lists] if as_arrays else lists
         enc = self._compiled()
 
@@ -663,7 +676,7 @@ class SentencePieceTokenizer:
 
         def group(lo: int, hi: int) -> list:
             got = ids_by_pieces(texts[lo:hi], lambda t: self._pieces(t, self._allowed(t, allowed_special,
-                                                                                       disallowed_special)), encode)
+                                                                                       disallowed_special)), encode, lo)
             return [a.copy() if as_arrays else self._list(a) for a in got]
 
         return in_groups(texts, threads, group)

@@ -339,11 +339,10 @@ class CompiledEncoder:
         """Token ids (int64 array) of ``text`` with no special-token handling."""
         try:
             data = text.encode("utf-8")
-        except UnicodeEncodeError as e:
-            from ...errors import InputError
+        except UnicodeEncodeError:
+            from ..surrogates import lone_surrogate_error
 
-            raise InputError(f"the text holds a lone surrogate at character {e.start:,d}, which UTF-8 cannot "
-                             "encode; clean the text first (e.g. text.encode('utf-8', 'replace').decode())") from None
+            raise lone_surrogate_error(text) from None
         if not data:
             return np.zeros(0, np.int64)
         return self._run(data, self._checked(self.offsets(data, text), len(data)), _NONE, _NONE)

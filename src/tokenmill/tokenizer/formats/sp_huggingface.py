@@ -414,8 +414,14 @@ class SentencePieceJsonTokenizer:
         return self.encode(text, disallowed_special=())
 
     def encode(self, text: str, *, allowed_special=(), disallowed_special="all") -> list[int]:
-        return self.encode_batch([text], num_threads=1, allowed_special=allowed_special,
-                                 disallowed_special=disallowed_special)[0]
+        from ...errors import LoneSurrogateError
+        from ..surrogates import lone_surrogate_error
+
+        try:
+            return self.encode_batch([text], num_threads=1, allowed_special=allowed_special,
+                                     disallowed_special=disallowed_special)[0]
+        except LoneSurrogateError:  # "the text", not "text 0 of the batch"
+            raise lone_surrogate_error(text) from None
 
     def encode_batch(self, texts, *, num_threads=None, as_arrays: bool = False, allowed_special=(),
                      disallowed_special="all") -> list:
@@ -434,7 +440,7 @@ class SentencePieceJsonTokenizer:
 
         def group(lo: int, hi: int) -> list:
             got = ids_by_pieces(texts[lo:hi], lambda t: self._pieces(t, self._allowed(t, allowed_special,
-                                                                                       disallowed_special)), encode)
+                                                                                       disallowed_special)), encode, lo)
             return [a.copy() if as_arrays else a.tolist() for a in got]
 
         return in_groups(texts, threads, group)
