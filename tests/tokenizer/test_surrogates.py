@@ -82,6 +82,12 @@ def test_every_encode_path_names_the_text_and_the_character(tok, monkeypatch):
     assert tok.encode(replace_surrogates(bad)) == tok.encode("the cat \ufffd sat")
 
 
+def test_training_names_the_document():
+    docs = ["fine text here"] * 3 + ["the \ud83d\ude42 cat"]
+    _refused(lambda: train_bpe(docs, 260, progress=False), "document 3", 4, 0xD83D)
+    assert train_bpe([replace_surrogates(d) for d in docs], 260, progress=False).vocab_size == 260
+
+
 def test_a_store_build_names_the_file_and_row(tmp_path, tok):
     src = tmp_path / "docs.jsonl"
     # a JSON escape of one half of a pair: valid JSON and valid UTF-8, but not a text UTF-8 can hold

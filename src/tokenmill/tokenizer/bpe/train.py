@@ -219,9 +219,10 @@ def count_chunks(
                                  "pass text documents")
             try:
                 data = doc.encode("utf-8")
-            except UnicodeEncodeError as e:
-                raise InputError(f"document {stats['documents_used']:,d} holds a lone surrogate at character "
-                                 f"{e.start:,d}, which UTF-8 cannot encode; clean the text first") from None
+            except UnicodeEncodeError:
+                from ..surrogates import lone_surrogate_error
+
+                raise lone_surrogate_error(doc, f"document {stats['documents_used']:,d}") from None
             stats["documents_used"] += 1
             stats["bytes_used"] += len(data)
             if bar is not None:
