@@ -625,6 +625,19 @@ def test_tokenizer_json_of_the_family_equals_hf(exported, tmp_path, form):
             assert tok.decode(ids) == hf.decode(ids, skip_special_tokens=False), (form, ids)
 
 
+def test_tokenizer_json_of_the_family_names_a_surrogate(exported, tmp_path):
+    from tokenmill.errors import LoneSurrogateError
+
+    path, _ = exported["trained"]
+    Tokenizer.from_sentencepiece(path).save_huggingface(tmp_path / "t.json")
+    tok = Tokenizer.from_huggingface(tmp_path / "t.json")
+    assert type(tok).__name__ == "SentencePieceJsonTokenizer"
+    with pytest.raises(LoneSurrogateError, match=r"^the text holds a lone surrogate at character 2 \(U\+D800\)"):
+        tok.encode("ab\ud800")
+    with pytest.raises(LoneSurrogateError, match=r"^text 1 of the batch holds a lone surrogate at character 0"):
+        tok.encode_batch(["fine", "\udc00 x"], num_threads=2)
+
+
 def test_exported_tokenizer_json_gives_sentencepieces_ids(exported):
     """HF tokenizers on the export equals sentencepiece on text without special or user-defined text."""
     tokenizers = pytest.importorskip("tokenizers")
