@@ -72,6 +72,14 @@ def test_hf_wordpiece_wrapped(tmp_path):
     assert tok.vocab_size == 6 and tok.special_tokens == {"[SEP]": 1}
     assert len(tok.content_hash) == 64
     assert tok.encode_batch(["hello"], as_arrays=True)[0].tolist() == [2]
+    from tokenmill.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="^encode_batch takes an iterable of texts, not one str"):
+        tok.encode_batch("hello")
+    with pytest.raises(ConfigError, match="^text 1 of the batch is not a str but bytes"):
+        tok.encode_batch(["hello", b"world"])
+    with pytest.raises(ConfigError, match="^text is a bytes; encode takes a str"):
+        tok.encode(b"hello")
 
 
 def test_tiktoken_encoding(trained, tmp_path):

@@ -122,10 +122,31 @@ def test_encode_batch_raises_as_encode_does(toks):
     tok = toks["gpt4"]
     with pytest.raises(SpecialTokenError, match="<\\|end\\|>"):
         tok.encode_batch(["fine", "a <|end|> b"] * 3)
-    with pytest.raises(Exception, match="surrogate"):
+    with pytest.raises(Exception, match="text 1 of the batch holds a lone surrogate"):
         tok.encode_batch(["fine", "bad \ud800 text", "fine"])
-    with pytest.raises(Exception, match="takes a str"):
-        tok.encode_batch(["fine", b"bytes"])
+
+
+def test_a_batch_that_is_not_texts_is_refused_naming_what(toks):
+    """One str would be encoded character by character; an item that is not a str is named by its place;
+    special-token arguments that name no token by its text are refused (they raised a bare TypeError, or
+    went on as characters)."""
+    from tokenmill.errors import ConfigError
+
+    tok = toks["gpt4"]
+    for call in (tok.encode_batch, tok.encode_flat):
+        name = call.__name__
+        with pytest.raises(ConfigError, match=rf"^{name} takes an iterable of texts, not one str"):
+            call("abc")
+        with pytest.raises(ConfigError, match=rf"^{name} takes an iterable of texts, not a NoneType"):
+            call(None)
+        for bad, kind in ((None, "NoneType"), (b"x", "bytes"), (3, "int")):
+            with pytest.raises(ConfigError, match=rf"^text 2 of the batch is not a str but {kind}; {name} takes strs"):
+                call(["fine", "", bad, "fine"])
+    assert tok.encode_batch([]) == [] and tok.encode_batch(iter(["ab", "c"])) == [tok.encode("ab"), tok.encode("c")]
+    with pytest.raises(ConfigError, match="allowed_special must be 'all', a special token or a collection"):
+        tok.encode("a", allowed_special=5)
+    with pytest.raises(ConfigError, match=r"disallowed_special holds 1 \(int\)"):
+        tok.encode("a", disallowed_special=[1])
 
 
 def test_grouped_path_is_taken(toks, monkeypatch):

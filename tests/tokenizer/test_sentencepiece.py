@@ -394,6 +394,10 @@ def test_lone_surrogate_and_non_str_are_refused(small):
     assert tok.encode(replace_surrogates("a\ud800b")) == tok.encode("a\ufffdb")
     with pytest.raises(ConfigError, match="takes a str"):
         tok.encode(b"bytes")
+    with pytest.raises(ConfigError, match="^encode_batch takes an iterable of texts, not one str"):
+        tok.encode_batch("abc")
+    with pytest.raises(ConfigError, match="^text 1 of the batch is not a str but bytes"):
+        tok.encode_batch(["a", b"b"])
 
 
 def test_pickles_and_hash(small, trained):

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tokenmill import InputError, LoneSurrogateError, Tokenizer, TokenStore, replace_surrogates
+from tokenmill import ConfigError, InputError, LoneSurrogateError, Tokenizer, TokenStore, replace_surrogates
 from tokenmill.data import files
 from tokenmill.tokenizer.bpe.train import train_bpe
 
@@ -36,7 +36,7 @@ def test_replace_surrogates_joins_pairs_and_replaces_the_rest():
     assert replace_surrogates("a\ud83d\ude42b") == "a\U0001f642b"
     assert replace_surrogates("\ude42\ud83d") == "\ufffd\ufffd"  # reversed halves are no pair
     assert replace_surrogates("\ud83d\ud83d\ude42") == "\ufffd\U0001f642"
-    with pytest.raises(TypeError, match="takes a str"):
+    with pytest.raises(ConfigError, match="takes a str, not a bytes"):
         replace_surrogates(b"bytes")
 
 

@@ -15,7 +15,7 @@ from ..errors import ConfigError, LoneSurrogateError
 from .bpe import encoder as compiled
 from .bpe import tables
 from .bpe.reference import PythonEncoder
-from .groups import GROUP_BYTES, group_bounds, in_groups, text_sizes
+from .groups import GROUP_BYTES, batch_texts, check_strs, group_bounds, in_groups, text_sizes
 from .special import SpecialTokens, requested
 from .surrogates import batch_surrogate_error, lone_surrogate_error
 
@@ -108,9 +108,10 @@ class Encoding:
             raise batch_surrogate_error(texts) from None
 
     def encode_batch(self, texts, num_threads, as_arrays: bool, allowed_special, disallowed_special) -> list:
-        texts = list(texts)
+        texts = batch_texts(texts, items=False)
         threads = self._threads(num_threads)
         sizes, strs = text_sizes(texts)
+        check_strs(texts, strs)
         total = int(sizes.sum())
         if self.python_first(total):
             lists = self._python_batch(texts, allowed_special, disallowed_special)
@@ -141,9 +142,10 @@ class Encoding:
         (``len(texts) + 1`` int64), text ``i``'s ids being ``ids[bounds[i]:bounds[i + 1]]``; the ids
         ``encode_batch`` gives, without an array or list per text (a batch of short texts spent half its
         time making and joining those)."""
-        texts = list(texts)
+        texts = batch_texts(texts, "encode_flat", items=False)
         threads = self._threads(num_threads)
         sizes, strs = text_sizes(texts)
+        check_strs(texts, strs, "encode_flat")
         total = int(sizes.sum())
         if self.python_first(total) or not texts:
             return _joined([np.array(ids, np.int64) for ids in self._python_batch(texts, allowed_special,

@@ -92,6 +92,9 @@ class ForeignTokenizer:
         return bool(allowed)
 
     def encode(self, text: str, *, allowed_special=(), disallowed_special="all") -> list[int]:
+        if not isinstance(text, str):
+            raise ConfigError(f"text is a {type(text).__name__}; encode takes a str (decode bytes first: "
+                              "data.decode('utf-8'))")
         return self.encode_batch([text], allowed_special=allowed_special, disallowed_special=disallowed_special)[0]
 
     def encode_ordinary(self, text: str) -> list[int]:
@@ -101,7 +104,9 @@ class ForeignTokenizer:
                      disallowed_special="all") -> list:
         import numpy as np
 
-        texts = list(texts)
+        from .groups import batch_texts
+
+        texts = batch_texts(texts)
         out = self._encode_fn(texts, self._check(texts, allowed_special, disallowed_special))
         return [np.asarray(ids, np.int64) for ids in out] if as_arrays else [list(ids) for ids in out]
 

@@ -38,6 +38,34 @@ def _helpers(n: int):
         return _pool[1]
 
 
+def batch_texts(texts, what: str = "encode_batch", items: bool = True) -> list:
+    """``texts`` as a list of strs, or a ``ConfigError`` that says what is wrong: one str (which would be
+    encoded character by character), something that is not an iterable, or (``items``; else the caller
+    checks them, :func:`check_strs`) an item that is not a str, named by its place in the batch."""
+    from ..errors import ConfigError
+
+    if isinstance(texts, (str, bytes)):
+        raise ConfigError(f"{what} takes an iterable of texts, not one {type(texts).__name__} (it would encode "
+                          "each character as a text of its own); use encode(text), or pass [text]")
+    try:
+        texts = list(texts)
+    except TypeError:
+        raise ConfigError(f"{what} takes an iterable of texts, not a {type(texts).__name__}") from None
+    if items:
+        check_strs(texts, set(map(type, texts)) <= {str}, what)
+    return texts
+
+
+def check_strs(texts: list, strs: bool, what: str = "encode_batch") -> None:
+    """Raise a ``ConfigError`` naming the first of ``texts`` that is not a str, unless ``strs`` (all are)."""
+    bad = None if strs else next(((i, t) for i, t in enumerate(texts) if not isinstance(t, str)), None)
+    if bad is not None:
+        from ..errors import ConfigError
+
+        raise ConfigError(f"text {bad[0]:,d} of the batch is not a str but {type(bad[1]).__name__}; {what} takes "
+                          "strs (decode bytes first: data.decode('utf-8'))")
+
+
 def text_sizes(texts) -> tuple[np.ndarray, bool]:
     """Each text's length in characters (int64; 0 for one that is not a str: encoding it raises later), and
     whether every text is a str; told by C loops where they all are (~1 us a text less than a Python loop:

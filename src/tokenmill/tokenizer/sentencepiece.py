@@ -58,7 +58,7 @@ from .formats.sentencepiece import (
     read_model,
     write_model_proto,
 )
-from .groups import in_groups
+from .groups import batch_texts, in_groups
 from .sp_types import BYTE, CONTROL, NORMAL, UNKNOWN, UNUSED, USER_DEFINED, WS
 from .special import requested
 from .surrogates import batch_surrogate_error, lone_surrogate_error
@@ -615,7 +615,9 @@ class SentencePieceTokenizer:
 
     def encode(self, text: str, *, allowed_special=(), disallowed_special="all") -> list[int]:
         """Token ids of ``text``; special-token text raises unless allowed (or ``disallowed_special=()``)."""
-        if isinstance(text, str) and self._python_first(len(text)):
+        if not isinstance(text, str):
+            utf8_of(text)  # raises: names what it is
+        if self._python_first(len(text)):
             return self.encode_python(text, allowed_special=allowed_special, disallowed_special=disallowed_special)
         try:
             return self.encode_batch([text], num_threads=1, allowed_special=allowed_special,
@@ -655,7 +657,7 @@ class SentencePieceTokenizer:
         Same result as ``[encode(t) for t in texts]``, in order; ``as_arrays=True``: int64 arrays."""
         from .._validate import check_int
 
-        texts = list(texts)
+        texts = batch_texts(texts)
         threads = max(1, os.cpu_count() or 1) if num_threads is None else check_int(num_threads, "num_threads",
                                                                                     min=1, max=1024)
         if self._python_first(sum(len(t) for t in texts if isinstance(t, str))):

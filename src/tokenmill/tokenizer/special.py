@@ -68,15 +68,29 @@ def split_specials(text: str, allowed: set[str]):
 def requested(names, allowed_special, disallowed_special) -> tuple[set[str], set[str]]:
     """(allowed, to check): the special tokens ``allowed_special`` names (``"all"``, one token as a str,
     or a collection; unknown names are an error) and the disallowed ones the text must not spell."""
-    # a str other than "all" is one special token, not a set of characters
-    allowed = set(names) if allowed_special == "all" else (
-        {allowed_special} if isinstance(allowed_special, str) else set(allowed_special))
+    allowed = _names(names, allowed_special, "allowed_special")
     unknown = allowed - set(names)
     if unknown:
         raise ConfigError(f"allowed_special names {sorted(unknown)!r}, which are not special tokens of this tokenizer")
-    disallowed = set(names) if disallowed_special == "all" else (
-        {disallowed_special} if isinstance(disallowed_special, str) else set(disallowed_special))
-    return allowed, disallowed - allowed
+    return allowed, _names(names, disallowed_special, "disallowed_special") - allowed
+
+
+def _names(names, value, what: str) -> set:
+    """The special tokens ``value`` names: ``"all"``, one token as a str (not a set of characters), or a
+    collection of them."""
+    if value == "all":
+        return set(names)
+    if isinstance(value, str):
+        return {value}
+    try:
+        out = set(value)
+    except TypeError:
+        raise ConfigError(f"{what} must be 'all', a special token or a collection of them, not "
+                          f"{type(value).__name__}") from None
+    bad = next((x for x in out if not isinstance(x, str)), None)
+    if bad is not None:
+        raise ConfigError(f"{what} holds {bad!r} ({type(bad).__name__}); special tokens are named by their text")
+    return out
 
 
 def holds_any(text: str, prefixes: tuple) -> bool:

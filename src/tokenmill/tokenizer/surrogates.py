@@ -28,7 +28,9 @@ def replace_surrogates(text: str) -> str:
     True
     """
     if not isinstance(text, str):
-        raise TypeError(f"replace_surrogates takes a str, not a {type(text).__name__}")
+        from ..errors import ConfigError
+
+        raise ConfigError(f"replace_surrogates takes a str, not a {type(text).__name__}")
     if text.isascii() or _SURROGATE.search(text) is None:
         return text
     return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")

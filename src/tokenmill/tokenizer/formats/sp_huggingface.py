@@ -33,7 +33,7 @@ import numpy as np
 from msgspec import UNSET, UnsetType
 
 from ...errors import ConfigError, FormatError, SpecialTokenError, UnsupportedTokenizerError
-from ..groups import in_groups
+from ..groups import batch_texts, in_groups
 from ..sentencepiece import WS, first_of, ids_by_pieces, utf8_of
 from ..special import requested
 from .schemas import ID_RULE, HFAddedToken, Lenient, decode_file, is_id
@@ -417,6 +417,8 @@ class SentencePieceJsonTokenizer:
         from ...errors import LoneSurrogateError
         from ..surrogates import lone_surrogate_error
 
+        if not isinstance(text, str):
+            utf8_of(text)  # raises: names what it is
         try:
             return self.encode_batch([text], num_threads=1, allowed_special=allowed_special,
                                      disallowed_special=disallowed_special)[0]
@@ -429,7 +431,7 @@ class SentencePieceJsonTokenizer:
         at a time; the kernels release the GIL)."""
         from ..._validate import check_int
 
-        texts = list(texts)
+        texts = batch_texts(texts)
         threads = max(1, os.cpu_count() or 1) if num_threads is None else check_int(num_threads, "num_threads",
                                                                                     min=1, max=1024)
         enc = self._compiled()
