@@ -111,6 +111,38 @@ def tokenizer_pattern(pattern, text):
     return len(ids)
 
 
+_ENCODE_TOK = []
+
+
+def encode_args(texts, allowed_special, disallowed_special, num_threads, as_arrays):
+    """``encode_batch`` with hostile arguments: equal to ``encode`` of each text (arrays or lists, any thread
+    count), or refused; and ``encode_flat`` the same ids, or refused the same way."""
+    from tokenmill import train_bpe
+
+    if not _ENCODE_TOK:
+        _ENCODE_TOK.append(train_bpe(["the cat sat on the mat <eos> 低低 🙂"] * 8, 270, pattern="gpt4",
+                                     special_tokens=["<eos>", "<pad>"], progress=False))
+    tok = _ENCODE_TOK[0]
+    kw = dict(allowed_special=allowed_special, disallowed_special=disallowed_special)
+    try:
+        got = tok.encode_batch(texts, num_threads=num_threads, as_arrays=as_arrays, **kw)
+    except Exception as e:
+        # encode_flat refuses the same batch with the same kind of error
+        try:
+            tok.encode_flat(texts, num_threads=num_threads, **kw)
+        except Exception as f:  # noqa: BLE001  (compared with encode_batch's error)
+            assert type(f) is type(e), (e, f)
+        else:
+            raise AssertionError(f"encode_batch refused {texts!r:.200} ({e}) where encode_flat did not")
+        raise
+    assert len(got) == len(texts)
+    want = [tok.encode(t, **kw) for t in texts]
+    assert [list(map(int, g)) for g in got] == want
+    ids, bounds = tok.encode_flat(texts, num_threads=num_threads, **kw)
+    assert [ids[bounds[i]:bounds[i + 1]].tolist() for i in range(len(texts))] == want
+    return len(got)
+
+
 def train(texts, vocab_size, pattern, special_tokens):
     import warnings
 

@@ -41,6 +41,21 @@ def test_custom_patterns_round_trip_or_refuse(worker, pattern, text):
     expect_ok_or_refused(worker, "tokenizer_pattern", pattern, text)
 
 
+_ITEMS = st.one_of(texts, st.sampled_from(["a<eos>b", "<pad>", "x\ud800y", "\udc00", "\ud83d\ude42", "", None, b"ab",
+                                             3, 1.5, ["a"], "<eos" * 3]))
+_SPECIALS = st.sampled_from(["all", (), "<eos>", ["<eos>"], {"<pad>"}, "nope", ["nope"], 5, None, [1], [b"<eos>"],
+                             "<", ("<eos>", "<eos>")])
+
+
+@budget(40, 2000)
+@given(st.one_of(st.lists(_ITEMS, max_size=6), st.tuples(_ITEMS, _ITEMS), texts, st.sampled_from([None, 7, b"abc"])),
+       _SPECIALS, _SPECIALS, st.sampled_from([1, 2, None, 0, -1, 1.5, True, "2", 2**40]), st.booleans())
+def test_encode_batch_arguments(worker, texts_, allowed, disallowed, threads, as_arrays):
+    """Batches of hostile items (one str, None, bytes, numbers, surrogates, special-token text), special-token
+    arguments and thread counts: the ids ``encode`` gives each text, or a TokenmillError with a message."""
+    expect_ok_or_refused(worker, "encode_args", texts_, allowed, disallowed, threads, as_arrays)
+
+
 @budget(12, 300)
 @given(st.lists(texts, min_size=1, max_size=3),
        st.one_of(st.integers(250, 300), st.sampled_from([10**9, 2**63, -5, 1.5, True, "300"])),

@@ -147,6 +147,8 @@ class Encoding:
         sizes, strs = text_sizes(texts)
         check_strs(texts, strs, "encode_flat")
         total = int(sizes.sum())
+        if not texts:
+            requested(self.specials.ids, allowed_special, disallowed_special)  # refused as encode_batch refuses them
         if self.python_first(total) or not texts:
             return _joined([np.array(ids, np.int64) for ids in self._python_batch(texts, allowed_special,
                                                                                     disallowed_special)])
