@@ -45,7 +45,12 @@ def resolve_output(path: str | os.PathLike, *, what: str = "output", inputs: Ite
     regular file (a device such as /dev/null, a FIFO, a socket), and a file that is one of the
     command's inputs (``inputs`` or :func:`protect_inputs`; hard links to an input too).
     """
-    raw = os.fspath(path)
+    try:
+        raw = os.fspath(path)
+    except TypeError:
+        raise ConfigError(f"the {what} path is {type(path).__name__}, not a str or a path; pass a file name") from None
+    if isinstance(raw, bytes):
+        raw = os.fsdecode(raw)
     if not raw:
         raise ConfigError(f"the {what} path is empty; pass a file name")
     target = Path(raw)

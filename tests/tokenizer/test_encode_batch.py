@@ -137,7 +137,7 @@ def test_a_batch_that_is_not_texts_is_refused_naming_what(toks):
         name = call.__name__
         with pytest.raises(ConfigError, match=rf"^{name} takes an iterable of texts, not one str"):
             call("abc")
-        with pytest.raises(ConfigError, match=rf"^{name} takes an iterable of texts, not a NoneType"):
+        with pytest.raises(ConfigError, match=rf"^{name} takes an iterable of texts \(strs\), not NoneType"):
             call(None)
         for bad, kind in ((None, "NoneType"), (b"x", "bytes"), (3, "int")):
             with pytest.raises(ConfigError, match=rf"^text 2 of the batch is not a str but {kind}; {name} takes strs"):

@@ -226,6 +226,20 @@ def test_long_chunks_and_cache_reset(monkeypatch):
         assert tok.encode_ordinary(t) == tok.encode_ordinary_python(t)
 
 
+def test_arguments_of_the_wrong_kind_are_config_errors(tok, tmp_path):
+    """They raised a bare TypeError (None, an int) or went on character by character (a str)."""
+    from tokenmill import ConfigError
+
+    for bad, kind in ((None, "NoneType"), ("abc", "str"), (5, "int"), (b"ab", "bytes")):
+        with pytest.raises(ConfigError, match=rf"^ids must be an iterable of token ids \(ints\), not {kind}"):
+            tok.decode(bad)
+    for bad, kind in ((None, "NoneType"), (3, "int")):
+        with pytest.raises(ConfigError, match=rf"^the output path is {kind}, not a str or a path"):
+            tok.save(bad)
+    tok.save(str(tmp_path / "t.json").encode())  # a bytes path is a path
+    assert Tokenizer.load(tmp_path / "t.json") == tok
+
+
 def test_lone_surrogate_is_a_clear_error(tok):
     from tokenmill import InputError
 

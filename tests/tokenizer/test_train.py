@@ -166,6 +166,16 @@ def test_non_str_document_named():
         train_bpe(["ok", b"bytes"], 300)
 
 
+def test_one_str_is_not_a_corpus():
+    """A str is an iterable of characters: it trained one document per character (no merge can cross
+    them), in silence."""
+    for bad, says in (("the cat", "not one str"), (b"the cat", "not one bytes"), (None, r"\(strs\), not NoneType"),
+                      (5, r"\(strs\), not int")):
+        with pytest.raises(ConfigError, match=rf"^train_bpe takes an iterable of documents,? {says}"):
+            train_bpe(bad, 260, progress=False)
+    assert train_bpe(iter(["the cat the cat"]), 258, progress=False).vocab_size == 258
+
+
 def test_import_is_light():
     code = "import sys, tokenmill; tokenmill.train_bpe; print(sorted(m for m in ('torch','numba','tiktoken','pyarrow') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

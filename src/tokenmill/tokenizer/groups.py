@@ -50,7 +50,7 @@ def batch_texts(texts, what: str = "encode_batch", items: bool = True) -> list:
     try:
         texts = list(texts)
     except TypeError:
-        raise ConfigError(f"{what} takes an iterable of texts, not a {type(texts).__name__}") from None
+        raise ConfigError(f"{what} takes an iterable of texts (strs), not {type(texts).__name__}") from None
     if items:
         check_strs(texts, set(map(type, texts)) <= {str}, what)
     return texts

@@ -291,6 +291,8 @@ class Tokenizer:
         """Concatenate the bytes of ``ids`` (no UTF-8 decoding)."""
         if isinstance(ids, np.ndarray):
             ids = check_array(ids, "ids", ndim=None).ravel().tolist()
+        elif isinstance(ids, (str, bytes)) or not isinstance(ids, Iterable):
+            raise ConfigError(f"ids must be an iterable of token ids (ints), not {type(ids).__name__}")
         else:  # exact ints: 104.7, True or "104" are refused, never truncated
             ids = [check_int(i, "token id") for i in ids]
         return b"".join(self.token_bytes(i) for i in ids)

@@ -78,6 +78,11 @@ def train_bpe(
     >>> tok.decode([257]), len(tok.encode("低" * 30))
     ('低', 30)
     """
+    if isinstance(texts, (str, bytes)):  # one document per character, in silence, before
+        raise ConfigError(f"train_bpe takes an iterable of documents, not one {type(texts).__name__} (each of its "
+                          "characters would be a document of its own); pass [text]")
+    if not isinstance(texts, Iterable):
+        raise ConfigError(f"train_bpe takes an iterable of documents (strs), not {type(texts).__name__}")
     if isinstance(special_tokens, str):  # one token, not one per character
         special_tokens = [special_tokens]
     names = special_token_names(special_tokens)
