@@ -253,3 +253,12 @@ def test_fifo_is_refused(tmp_path):
         docs(files(fifo))
     with pytest.raises(InputError, match="is a character device"):
         docs(files("/dev/null"))
+
+
+def test_texts_refuses_one_str():
+    """One str is an iterable of characters: it was read as one document per character."""
+    for bad, says in (("hello", "not one str"), (b"hi", "not one bytes"), (None, r"\(strs\), not NoneType"),
+                      (5, r"\(strs\), not int")):
+        with pytest.raises(ConfigError, match=rf"^texts takes an iterable of documents,? {says}"):
+            texts(bad)
+    assert texts(["hello"]).items == ["hello"]

@@ -705,7 +705,14 @@ def files(inputs, *, format: Format = "auto", field: str = "text", split_lines: 
 
 
 def texts(items: Iterable[str], *, name: str = "<iterable>") -> IterableSource:
-    """An iterable of str as a source."""
+    """An iterable of str as a source (one str is refused: it would be one document per character)."""
+    from collections.abc import Iterable as _Iterable
+
+    if isinstance(items, (str, bytes)):
+        raise ConfigError(f"texts takes an iterable of documents, not one {type(items).__name__} (each of its "
+                          "characters would be a document of its own); pass [text]")
+    if not isinstance(items, _Iterable):
+        raise ConfigError(f"texts takes an iterable of documents (strs), not {type(items).__name__}")
     return IterableSource(items, name)
 
 
