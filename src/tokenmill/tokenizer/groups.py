@@ -67,7 +67,7 @@ def check_strs(texts: list, strs: bool, what: str = "encode_batch") -> None:
 
 
 def text_sizes(texts) -> tuple[np.ndarray, bool]:
-    """Each text's length in characters (int64; 0 for one that is not a str: encoding it raises later), and
+    """Each text's length in characters (int64; 0 for one that is not a str, which :func:`check_strs` refuses), and
     whether every text is a str; told by C loops where they all are (~1 us a text less than a Python loop:
     most of a batch of short texts' own work)."""
     if set(map(type, texts)) == {str}:
