@@ -392,3 +392,16 @@ def test_datasets_and_iterables_give_the_same_documents(tmp_path, tok):
     b = build(tmp_path / "b", texts(iter(docs)), tok, workers=2)
     assert [a.get(i).tolist() for i in range(4)] == [b.get(i).tolist() for i in range(4)]
     assert a.fingerprint == b.fingerprint  # same data, whatever the source kind
+
+
+def test_arguments_that_are_not_a_folder_or_a_tokenizer_are_named(tmp_path, tok):
+    """They raised a bare TypeError (a None folder) or an AttributeError (a None tokenizer)."""
+    for bad, kind in ((None, "NoneType"), (5, "int")):
+        with pytest.raises(ConfigError, match=rf"^out_dir is {kind}; pass the store's folder"):
+            build(bad, texts(["a b"]), tok)
+        with pytest.raises(ConfigError, match=rf"^path is {kind}; pass the store's folder"):
+            TokenStore.open(bad)
+    with pytest.raises(ConfigError, match="^a NoneType is not a tokenizer .*as_tokenizer"):
+        build(tmp_path / "s", texts(["a b"]), None)
+    assert len(build(str(tmp_path / "s").encode(), texts(["a b"] * 3), tok)) == 3  # a bytes folder is a folder
+    assert len(TokenStore.open(str(tmp_path / "s").encode())) == 3

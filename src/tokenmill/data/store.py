@@ -360,6 +360,13 @@ def store_files(source) -> list[Path]:
     return list(getattr(root, "_files", ()))
 
 
+def _check_folder(path, name: str):
+    """``path`` if it names a folder (a str, bytes or ``os.PathLike``), else a ConfigError naming what it is."""
+    if not isinstance(path, (str, bytes, os.PathLike)):
+        raise ConfigError(f"{name} is {type(path).__name__}; pass the store's folder (a str or a path)")
+    return os.fsdecode(path) if isinstance(path, bytes) else path
+
+
 def build(out_dir, sources, tokenizer, *, workers: int | None = None, engine: str = "local",
           append_eos: bool = True, prepend_bos: bool = False, shard_bytes: int = DEFAULT_SHARD_BYTES,
           errors: str = "strict", field: str = "text", format: str = "auto",
@@ -369,6 +376,11 @@ def build(out_dir, sources, tokenizer, *, workers: int | None = None, engine: st
     """Encode ``sources`` with ``tokenizer`` into a store at ``out_dir``; see :meth:`TokenStore.build`."""
     from .._validate import check_int
 
+    out_dir = _check_folder(out_dir, "out_dir")
+    missing = [a for a in ("encode_batch", "vocab_size", "special_tokens") if not hasattr(tokenizer, a)]
+    if missing:
+        raise ConfigError(f"a {type(tokenizer).__name__} is not a tokenizer (no {', '.join(missing)}); pass a tokenmill "
+                          "Tokenizer, or tokenmill.as_tokenizer(...) of a path, an HF or a tiktoken tokenizer")
     shard_bytes = check_int(shard_bytes, "shard_bytes", min=1, max=BIG)
     for name, flag in (("append_eos", append_eos), ("prepend_bos", prepend_bos), ("overwrite", overwrite),
                        ("progress", progress), ("split_lines", split_lines)):
@@ -1251,7 +1263,7 @@ class TokenStore(StoreSource):
     @classmethod
     def open(cls, path) -> "TokenStore":
         """Open a finished store; checks the manifest and every shard file's size (not hashes)."""
-        path = Path(path)
+        path = Path(_check_folder(path, "path"))
         if not (path / MANIFEST).exists():
             extra = (" (a build was interrupted: rerun it with the same arguments to resume)"
                      if (path / BUILD_STATE).exists() else "")
