@@ -138,3 +138,20 @@ def test_a_job_of_several_kernel_groups_assembles_as_its_documents_do(monkeypatc
         assert np.array_equal(ids, want_ids) and np.array_equal(lengths, want_lengths)
         got = engines.encode_job(tok, EncodeOptions("uint16", 100, eos_id=None, bos_id=None), ["AB"] * 30 + ["zz", "AB"])
         assert isinstance(got, JobError) and got.index == 30 and "returned id 122" in got.message
+
+
+class Raises(Returns):
+    """A store-protocol tokenizer (``encode_batch`` only, no ``encode``) that fails on the text ``poison``."""
+
+    def encode_batch(self, texts, *, as_arrays=False, num_threads=None):
+        if "poison" in texts:
+            raise ValueError("cannot encode poison")
+        return super().encode_batch(texts, as_arrays=as_arrays, num_threads=num_threads)
+
+
+def test_a_store_build_names_the_document_a_tokenizer_fails_on(tmp_path):
+    """The job is encoded again document by document to find the one that failed, through the protocol's
+    ``encode_batch`` (a tokenizer need not have ``encode``)."""
+    docs = [f"document {i}" for i in range(20)] + ["poison"] + ["after"] * 5
+    with pytest.raises(InputError, match=r"document at row 20 \(shard 0\): ValueError: cannot encode poison"):
+        TokenStore.build(tmp_path / "s", texts(docs), Raises(300), workers=1, progress=False)

@@ -101,9 +101,13 @@ def encode_job(tokenizer, opts: EncodeOptions, texts):
             texts = texts.texts()
         arrays = tokenizer.encode_batch(texts, as_arrays=True, num_threads=1, **kw)
     except Exception:  # find the document, so the caller can name its file and row
+        # one text at a time: ``encode`` where the tokenizer has it (its message speaks of "the text"), else
+        # the store protocol's ``encode_batch`` of one
+        one = getattr(tokenizer, "encode", None) or (
+            lambda t, **k: tokenizer.encode_batch([t], as_arrays=True, num_threads=1, **k))
         for i, t in enumerate(texts.texts() if isinstance(texts, Utf8Docs) else texts):
             try:
-                tokenizer.encode(t, **kw)
+                one(t, **kw)
             except Exception as e:  # noqa: BLE001  (reported with the document's provenance)
                 return JobError(i, f"{type(e).__name__}: {e}")
         raise
