@@ -37,6 +37,14 @@ def protect_inputs(paths: Iterable[str | os.PathLike]) -> Iterator[None]:
         _INPUTS.reset(token)
 
 
+def fs_path(path, refusal: str) -> str:
+    """``path`` (a str, bytes or ``os.PathLike``) as a str, else a ConfigError: ``refusal`` with ``{kind}`` the
+    name of what it is."""
+    if not isinstance(path, (str, bytes, os.PathLike)):
+        raise ConfigError(refusal.format(kind=type(path).__name__))
+    return os.fsdecode(path)
+
+
 def resolve_output(path: str | os.PathLike, *, what: str = "output", inputs: Iterable = ()) -> Path:
     """The file a write to ``path`` replaces, or a ConfigError saying why it must not be written.
 
@@ -45,12 +53,7 @@ def resolve_output(path: str | os.PathLike, *, what: str = "output", inputs: Ite
     regular file (a device such as /dev/null, a FIFO, a socket), and a file that is one of the
     command's inputs (``inputs`` or :func:`protect_inputs`; hard links to an input too).
     """
-    try:
-        raw = os.fspath(path)
-    except TypeError:
-        raise ConfigError(f"the {what} path is {type(path).__name__}, not a str or a path; pass a file name") from None
-    if isinstance(raw, bytes):
-        raw = os.fsdecode(raw)
+    raw = fs_path(path, f"the {what} path is {{kind}}, not a str or a path; pass a file name")
     if not raw:
         raise ConfigError(f"the {what} path is empty; pass a file name")
     target = Path(raw)

@@ -176,6 +176,19 @@ def check_doc_ids(docs, *, what: str = "", vocab_size: int | None = None, error=
             first, chunk, size = i + 1, [], 0
 
 
+def check_texts(texts, what: str, noun: str = "texts"):
+    """``texts`` as it is (a generator is not consumed) if it is an iterable other than one str or bytes, which
+    would be one item per character; else a ConfigError naming what it is."""
+    from collections.abc import Iterable
+
+    if isinstance(texts, (str, bytes)):
+        raise ConfigError(f"{what} takes an iterable of {noun}, not one {type(texts).__name__} (each of its "
+                          "characters would be one of them); pass [text]")
+    if not isinstance(texts, Iterable):
+        raise ConfigError(f"{what} takes an iterable of {noun} (strs), not {type(texts).__name__}")
+    return texts
+
+
 def check_offsets(offsets, name: str, *, n: int, error=InputError) -> np.ndarray:
     """int64 offsets ``[0, ..., n]``, non-decreasing (the boundaries of consecutive pieces of ``n`` items)."""
     if (type(offsets) is np.ndarray and offsets.dtype == np.int64 and offsets.ndim == 1  # fast path (hot loops)

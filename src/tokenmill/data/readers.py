@@ -706,14 +706,9 @@ def files(inputs, *, format: Format = "auto", field: str = "text", split_lines: 
 
 def texts(items: Iterable[str], *, name: str = "<iterable>") -> IterableSource:
     """An iterable of str as a source (one str is refused: it would be one document per character)."""
-    from collections.abc import Iterable as _Iterable
+    from .._validate import check_texts
 
-    if isinstance(items, (str, bytes)):
-        raise ConfigError(f"texts takes an iterable of documents, not one {type(items).__name__} (each of its "
-                          "characters would be a document of its own); pass [text]")
-    if not isinstance(items, _Iterable):
-        raise ConfigError(f"texts takes an iterable of documents (strs), not {type(items).__name__}")
-    return IterableSource(items, name)
+    return IterableSource(check_texts(items, "texts", "documents"), name)
 
 
 def hf_dataset(dataset, *, field: str = "text", batch_size: int = 1000) -> HFSource:

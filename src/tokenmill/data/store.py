@@ -46,7 +46,15 @@ from typing import Annotated, Any, Callable, Iterator, Literal
 import numpy as np
 
 from .._arrays import offsets_of
-from .._io import TMP_SUFFIX, StreamedFile, atomic_path, canonical_hash, remove_stale_temporaries, write_json_atomic
+from .._io import (
+    TMP_SUFFIX,
+    StreamedFile,
+    atomic_path,
+    canonical_hash,
+    fs_path,
+    remove_stale_temporaries,
+    write_json_atomic,
+)
 from .._schema import BIG, Count, Meta, Sha256, Struct, check, load_json
 from .._words import counted
 from ..errors import ConfigError, FormatError, InputError, TokenmillError
@@ -360,13 +368,6 @@ def store_files(source) -> list[Path]:
     return list(getattr(root, "_files", ()))
 
 
-def _check_folder(path, name: str):
-    """``path`` if it names a folder (a str, bytes or ``os.PathLike``), else a ConfigError naming what it is."""
-    if not isinstance(path, (str, bytes, os.PathLike)):
-        raise ConfigError(f"{name} is {type(path).__name__}; pass the store's folder (a str or a path)")
-    return os.fsdecode(path) if isinstance(path, bytes) else path
-
-
 def build(out_dir, sources, tokenizer, *, workers: int | None = None, engine: str = "local",
           append_eos: bool = True, prepend_bos: bool = False, shard_bytes: int = DEFAULT_SHARD_BYTES,
           errors: str = "strict", field: str = "text", format: str = "auto",
@@ -376,7 +377,7 @@ def build(out_dir, sources, tokenizer, *, workers: int | None = None, engine: st
     """Encode ``sources`` with ``tokenizer`` into a store at ``out_dir``; see :meth:`TokenStore.build`."""
     from .._validate import check_int
 
-    out_dir = _check_folder(out_dir, "out_dir")
+    out_dir = fs_path(out_dir, "out_dir is {kind}; pass the store's folder (a str or a path)")
     missing = [a for a in ("encode_batch", "vocab_size", "special_tokens") if not hasattr(tokenizer, a)]
     if missing:
         raise ConfigError(f"a {type(tokenizer).__name__} is not a tokenizer (no {', '.join(missing)}); pass a tokenmill "
@@ -1263,7 +1264,7 @@ class TokenStore(StoreSource):
     @classmethod
     def open(cls, path) -> "TokenStore":
         """Open a finished store; checks the manifest and every shard file's size (not hashes)."""
-        path = Path(_check_folder(path, "path"))
+        path = Path(fs_path(path, "path is {kind}; pass the store's folder (a str or a path)"))
         if not (path / MANIFEST).exists():
             extra = (" (a build was interrupted: rerun it with the same arguments to resume)"
                      if (path / BUILD_STATE).exists() else "")

@@ -101,7 +101,10 @@ class Encoding:
         return out
 
     def _python_batch(self, texts: list, allowed_special, disallowed_special) -> list[list[int]]:
-        """``encode_python`` of each text; a lone surrogate named by its text's place in the batch."""
+        """``encode_python`` of each text; a lone surrogate named by its text's place in the batch (no text: the
+        special-token arguments checked all the same, as a batch's kernel path checks them)."""
+        if not texts:
+            requested(self.specials.ids, allowed_special, disallowed_special)
         try:
             return [self.encode_python(t, allowed_special, disallowed_special) for t in texts]
         except LoneSurrogateError:
@@ -147,8 +150,6 @@ class Encoding:
         sizes, strs = text_sizes(texts)
         check_strs(texts, strs, "encode_flat")
         total = int(sizes.sum())
-        if not texts:
-            requested(self.specials.ids, allowed_special, disallowed_special)  # refused as encode_batch refuses them
         if self.python_first(total) or not texts:
             return _joined([np.array(ids, np.int64) for ids in self._python_batch(texts, allowed_special,
                                                                                     disallowed_special)])

@@ -42,15 +42,9 @@ def batch_texts(texts, what: str = "encode_batch", items: bool = True) -> list:
     """``texts`` as a list of strs, or a ``ConfigError`` that says what is wrong: one str (which would be
     encoded character by character), something that is not an iterable, or (``items``; else the caller
     checks them, :func:`check_strs`) an item that is not a str, named by its place in the batch."""
-    from ..errors import ConfigError
+    from .._validate import check_texts
 
-    if isinstance(texts, (str, bytes)):
-        raise ConfigError(f"{what} takes an iterable of texts, not one {type(texts).__name__} (it would encode "
-                          "each character as a text of its own); use encode(text), or pass [text]")
-    try:
-        texts = list(texts)
-    except TypeError:
-        raise ConfigError(f"{what} takes an iterable of texts (strs), not {type(texts).__name__}") from None
+    texts = list(check_texts(texts, what))
     if items:
         check_strs(texts, set(map(type, texts)) <= {str}, what)
     return texts

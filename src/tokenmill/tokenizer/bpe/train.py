@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..._validate import check_int, check_offsets
+from ..._validate import check_int, check_offsets, check_texts
 from ...errors import ConfigError, InputError
 from ..model import Tokenizer
 from ..pretokenize.patterns import resolve_pattern, split_with_gaps
@@ -78,11 +78,7 @@ def train_bpe(
     >>> tok.decode([257]), len(tok.encode("低" * 30))
     ('低', 30)
     """
-    if isinstance(texts, (str, bytes)):  # one document per character, in silence, before
-        raise ConfigError(f"train_bpe takes an iterable of documents, not one {type(texts).__name__} (each of its "
-                          "characters would be a document of its own); pass [text]")
-    if not isinstance(texts, Iterable):
-        raise ConfigError(f"train_bpe takes an iterable of documents (strs), not {type(texts).__name__}")
+    check_texts(texts, "train_bpe", "documents")  # (one str was one document per character, in silence)
     if isinstance(special_tokens, str):  # one token, not one per character
         special_tokens = [special_tokens]
     names = special_token_names(special_tokens)
