@@ -65,8 +65,19 @@ def test_invalid_utf8_names_file_and_offset(tmp_path, capsys):
     assert main(["train", "--input", str(bad), "--vocab-size", "260", "--out", str(tmp_path / "t.json"), "-q"]) == 1
     err = capsys.readouterr().err
     assert "bad.txt" in err and "byte offset 6" in err and "--errors replace" in err
-    assert main(["train", "--input", str(bad), "--vocab-size", "258", "--out", str(tmp_path / "t.json"), "-q",
-                 "--errors", "replace"]) == 0
+    capsys.readouterr()
+    # --errors replace: replaced, and counted on stderr, by every command that reads --input
+    (tmp_path / "ok.txt").write_text("fine \ufffd spelled", encoding="utf-8")  # a real U+FFFD: not counted
+    tok = tmp_path / "t.json"
+    commands = {"train": lambda *i: ["train", "--input", *i, "--vocab-size", "258", "--out", str(tok), "-q"],
+                "encode": lambda *i: ["encode", "--tokenizer", str(tok), "--input", i[0], "-q"],
+                "windows": lambda *i: ["windows", "--tokenizer", str(tok), "--input", *i, "--window", "4", "-q"]}
+    for name, argv in commands.items():
+        assert main([*argv(str(bad), str(tmp_path / "ok.txt")), "--errors", "replace"]) == 0, name
+        err = capsys.readouterr().err
+        assert "replaced 1 invalid UTF-8 sequence with U+FFFD" in err and "bad.txt at byte offset 6" in err, name
+        assert main([*argv(str(tmp_path / "ok.txt")), "--errors", "replace"]) == 0, name
+        assert "replaced" not in capsys.readouterr().err, name
 
 
 def test_bad_tokenizer_file(tmp_path, capsys):

@@ -147,6 +147,37 @@ def test_invalid_utf8_names_file_and_byte_offset(tmp_path):
         docs(files(j))
 
 
+def test_replaced_utf8_is_counted_by_every_reader(tmp_path):
+    """``errors="replace"`` replaces invalid UTF-8 and counts it (``FileSource.replaced``: sequences, and the
+    first one's file and byte offset) in every kind of file: whole text files, lines, separated pieces, JSONL
+    lines and Parquet bytes; a U+FFFD spelled in valid UTF-8 is not counted; a second read counts anew."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    bad = b"ok \xef\xbf\xbd fine\nbad \xff\xfe here\n\nand \xc3 cut\n"  # 3 invalid pieces; U+FFFD spelled once
+    (tmp_path / "t.txt").write_bytes(bad)
+    (tmp_path / "j.jsonl").write_bytes(b'{"text": "a\xef\xbf\xbd"}\n{"text": "b\xff"}\n{"text": "c"}\n')
+    pq.write_table(pa.table({"text": [b"ok", b"\xff\xff", b"z\xc3"]}), tmp_path / "b.parquet", row_group_size=2)
+    cases = [(files(tmp_path / "t.txt", errors="replace"), 3, "t.txt", 16),
+             (files(tmp_path / "t.txt", split_lines=True, errors="replace"), 3, "t.txt", 16),
+             (files(tmp_path / "t.txt", separator="\n\n", errors="replace"), 3, "t.txt", 16),
+             (files(tmp_path / "j.jsonl", errors="replace"), 1, "j.jsonl:2", 28),
+             (files(tmp_path / "b.parquet", errors="replace"), 3, "b.parquet: row 1 (field 'text')", 0)]
+    for src, count, where, offset in cases:
+        for _ in range(2):  # read twice: the count is the last read's
+            got = [t for t, _, _ in src.documents()]
+            assert src.replaced.count == count, (where, src.replaced)
+            assert src.replaced.where.endswith(where) and src.replaced.offset == offset
+            assert sum(t.count("\ufffd") for t in got) == count + (where.startswith(("t.", "j.")))
+        # the store's path (whole text files as their bytes) counts the same
+        list(src.utf8_batches())
+        assert src.replaced.count == count
+    good = files(tmp_path / "j.jsonl")
+    with pytest.raises(InputError, match=r"j.jsonl:2: invalid UTF-8 at byte offset 28"):
+        docs(good)
+    assert good.replaced.count == 0
+    assert "replaced 3 invalid UTF-8 sequences with U+FFFD" in cases[0][0].replaced.note()
+
+
 @pytest.mark.parametrize("batch", [1, 3, 4096])
 @pytest.mark.parametrize("first_block", [8, 1 << 18])
 def test_jsonl_errors_name_line_and_byte_offset_in_any_batch(tmp_path, monkeypatch, batch, first_block):

@@ -206,6 +206,50 @@ def test_text_files_reach_the_encoder_as_their_bytes(tmp_path, tok, wide_tok, mo
     assert r.get(6).tolist()[:-1] == tok.encode("caf\ufffd " * 3)
 
 
+def test_replaced_utf8_is_counted_in_the_manifest(tmp_path, tok, capsys):
+    """A build with ``errors="replace"`` counts what it replaced (``manifest["invalid_utf8_replaced"]``), says
+    so on stderr naming the first place, and the CLI prints the count; a strict build records 0; a store
+    whose manifest predates the count (no key) still opens and verifies; a count that is not a count is
+    refused."""
+    from tokenmill._io import canonical_hash
+    from tokenmill.cli import main
+
+    d = tmp_path / "in"
+    d.mkdir()
+    (d / "a.txt").write_bytes(b"fine text \xef\xbf\xbd\n")  # U+FFFD spelled in valid UTF-8: not counted
+    (d / "b.jsonl").write_bytes(b'{"text": "ok"}\n{"text": "caf\xe9 \xff"}\n')
+    (d / "c.txt").write_bytes(b"lines\nwith \xc3 one\n")
+    ok = build(tmp_path / "ok", [d / "a.txt"], tok, errors="replace", special_text="plain")
+    assert ok.manifest["invalid_utf8_replaced"] == 0 and "replaced" not in capsys.readouterr().err
+    s = build(tmp_path / "s", [d / "a.txt", d / "b.jsonl", d / "c.txt"], tok, errors="replace", split_lines=True)
+    assert s.manifest["invalid_utf8_replaced"] == 3
+    err = capsys.readouterr().err
+    assert "replaced 3 invalid UTF-8 sequences with U+FFFD (errors='replace'); the first in " in err
+    assert "b.jsonl:2 at byte offset 28" in err
+    assert [s.get(i).tolist()[:-1] for i in (2, 4)] == [tok.encode("caf\ufffd \ufffd"), tok.encode("with \ufffd one")]
+    # built again with the same arguments (the store reused), the count is the same
+    assert build(tmp_path / "s", [d / "a.txt", d / "b.jsonl", d / "c.txt"], tok, errors="replace",
+                 split_lines=True).manifest["invalid_utf8_replaced"] == 3
+    tok.save(tmp_path / "tok.json")
+    assert main(["store", "build", "--tokenizer", str(tmp_path / "tok.json"), "--input", str(d / "b.jsonl"),
+                 "--out", str(tmp_path / "cli"), "--errors", "replace", "-q"]) == 0
+    out = capsys.readouterr()
+    assert "2 invalid UTF-8 sequences replaced with U+FFFD (--errors replace)" in out.out
+    assert "b.jsonl:2 at byte offset 28" in out.err
+    m = json.loads((tmp_path / "s" / "manifest.json").read_text())
+    for value, opens in ((None, True), (-1, False), ("3", False)):
+        mm = {k: v for k, v in m.items() if k != "invalid_utf8_replaced"}
+        if value is not None:
+            mm["invalid_utf8_replaced"] = value
+        mm["hash"] = canonical_hash({k: v for k, v in mm.items() if k != "hash"})
+        (tmp_path / "s" / "manifest.json").write_text(json.dumps(mm))
+        if opens:
+            assert TokenStore.open(tmp_path / "s").verify()["documents"] == len(s)
+        else:
+            with pytest.raises(FormatError, match="invalid_utf8_replaced"):
+                TokenStore.open(tmp_path / "s")
+
+
 def test_rerun_same_arguments_reuses_different_arguments_refuse(tmp_path, tok):
     make_corpus(tmp_path / "in")
     a = build(tmp_path / "s", tmp_path / "in", tok, shard_bytes=400)

@@ -177,6 +177,7 @@ def test_errors_name_the_input(tok, store, tmp_path):
         tokenmill.report(tok, files=[bad], out=tmp_path / "r.html")
     r = tokenmill.report(tok, files=[bad], out=tmp_path / "r.html", errors="replace")
     assert "".join(r.data.tokens["samples"][0]["pieces"]) == "ok \ufffd no"
+    assert "1 invalid UTF-8 sequence replaced with U+FFFD, the first at byte offset 3" in r.data.tokens["samples"][0]["note"]
     assert not (tmp_path / "r.html").with_suffix(".html.tmp").exists()
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 
 def add_command(sub, name: str, *, help: str, example: str, func) -> argparse.ArgumentParser:
@@ -88,12 +89,20 @@ def input_files(args) -> list:
     return expand_inputs(args.input)
 
 
-def documents_from_args(args, files=None):
+def documents_from_args(args, files=None, replaced=None):
+    """The documents of ``--input``; invalid UTF-8 that ``--errors replace`` replaces is counted in
+    ``replaced`` (a ``data.text.Replaced``), which the command then reports (:func:`say_replaced`)."""
     from ..data.text import iter_documents
 
     sep = unescape(args.separator, "--separator") if args.separator else None
     return iter_documents(input_files(args) if files is None else files, split_lines=args.split_lines,
-                          separator=sep, errors=args.errors)
+                          separator=sep, errors=args.errors, replaced=replaced)
+
+
+def say_replaced(replaced) -> None:
+    """Tell stderr how much invalid UTF-8 ``--errors replace`` replaced (nothing when none was)."""
+    if replaced.count:
+        print(f"tokenmill: {replaced.note()}", file=sys.stderr)
 
 
 def add_tokenizer_args(p: argparse.ArgumentParser, *, required: bool = True) -> None:

@@ -74,6 +74,9 @@ def cmd_build(args: argparse.Namespace) -> int:
     print(f"{store}")
     print(f"  input {counted(m['input_bytes'], 'byte')} from {counted(len(m['files']), 'file')}; "
           f"fingerprint {store.fingerprint}")
+    if m.get("invalid_utf8_replaced"):
+        print(f"  {counted(m['invalid_utf8_replaced'], 'invalid UTF-8 sequence')} replaced with U+FFFD "
+              "(--errors replace)")
     return 0
 
 

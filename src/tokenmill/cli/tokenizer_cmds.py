@@ -5,7 +5,15 @@ from __future__ import annotations
 import json
 import sys
 
-from ._common import add_command, add_document_args, add_quiet, add_tokenizer_args, documents_from_args, load_tokenizer
+from ._common import (
+    add_command,
+    add_document_args,
+    add_quiet,
+    add_tokenizer_args,
+    documents_from_args,
+    load_tokenizer,
+    say_replaced,
+)
 
 
 def register(sub) -> None:
@@ -59,6 +67,7 @@ def _load(path):
 
 def cmd_train(args) -> int:
     from .._io import protect_inputs, resolve_output
+    from ..data.text import Replaced
     from ..tokenizer.bpe.train import train_bpe
     from ._common import input_files
 
@@ -71,11 +80,13 @@ def cmd_train(args) -> int:
             sample = float(sample) if "." in sample else sample
         except ValueError:
             pass
-    tok = train_bpe(documents_from_args(args, files), args.vocab_size, pattern=pattern,
+    replaced = Replaced()
+    tok = train_bpe(documents_from_args(args, files, replaced), args.vocab_size, pattern=pattern,
                     special_tokens=args.special, min_frequency=args.min_frequency,
                     max_token_bytes=args.max_token_bytes, sample=sample, seed=args.seed, progress=not args.quiet)
     with protect_inputs(files):
         tok.save(args.out)
+    say_replaced(replaced)
     r = tok.train_report
     print(f"trained {tok!r} -> {args.out}")
     print(f"  documents {r.documents_used:,d} of {r.documents_seen:,d} ({r.sampled_share:.1%} of {r.bytes_seen:,d} bytes), "
@@ -86,9 +97,11 @@ def cmd_train(args) -> int:
 def cmd_encode(args) -> int:
     tok = load_tokenizer(args)
     if args.input is not None:
-        from ..data.text import decode_utf8, read_input_bytes
+        from ..data.text import Replaced, decode_utf8, read_input_bytes
 
-        text = decode_utf8(read_input_bytes(args.input), name=args.input, errors=args.errors)
+        replaced = Replaced()
+        text = decode_utf8(read_input_bytes(args.input), name=args.input, errors=args.errors, replaced=replaced)
+        say_replaced(replaced)
     else:
         text = args.text
     allowed = "all" if args.allow_special else ()

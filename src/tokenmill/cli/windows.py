@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import json
 
-from ._common import add_command, add_document_args, add_quiet, add_tokenizer_args, documents_from_args, load_tokenizer
+from ._common import (
+    add_command,
+    add_document_args,
+    add_quiet,
+    add_tokenizer_args,
+    documents_from_args,
+    load_tokenizer,
+    say_replaced,
+)
 
 
 def register(sub) -> None:
@@ -38,6 +46,7 @@ def cmd_windows(args) -> int:
     import numpy as np
 
     from ..data.source import ArraySource
+    from ..data.text import Replaced
     from ..windows import SlidingWindows, coverage_report, preview
 
     tok = load_tokenizer(args)
@@ -45,7 +54,9 @@ def cmd_windows(args) -> int:
     sw = SlidingWindows(args.window, stride, start_offset=args.start_offset, tail=args.tail, short=args.short,
                         max_windows_per_doc=args.max_windows_per_doc, jitter=args.jitter, seed=args.seed,
                         score=args.score, reserve=args.reserve)
-    docs = [np.asarray(tok.encode_ordinary(text), np.int64) for text in documents_from_args(args)]
+    replaced = Replaced()
+    docs = [np.asarray(tok.encode_ordinary(text), np.int64) for text in documents_from_args(args, None, replaced)]
+    say_replaced(replaced)
     source = ArraySource(docs)
     plan = sw.plan(source.lengths, epoch=args.epoch)
     report = coverage_report(plan, source.lengths)

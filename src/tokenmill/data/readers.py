@@ -100,13 +100,68 @@ def utf8_docs(data: bytes) -> Utf8Docs | None:
     return None if buf is None else Utf8Docs(buf, np.array([0, buf.size], np.int64))
 
 
-def _decode(data: bytes, *, where: str, base: int, errors: Errors) -> str:
+@dataclass
+class Replaced:
+    """Invalid UTF-8 replaced with U+FFFD under ``errors="replace"``: ``count`` sequences (each invalid
+    piece, which Python's decoder replaces with one U+FFFD; a U+FFFD the input spells in valid UTF-8 is
+    not counted), and the first one's input (``where``) and byte offset in it. The readers add to the one
+    they are given, so that nothing is replaced without a count the caller can report.
+
+    >>> r = Replaced()
+    >>> decode_utf8(b"a\\xffb\\xfe\\xef\\xbf\\xbd", name="x.txt", errors="replace", replaced=r)
+    'a\\ufffdb\\ufffd\\ufffd'
+    >>> r.count, r.where, r.offset
+    (2, 'x.txt', 1)
+    """
+
+    count: int = 0
+    where: str | None = None
+    offset: int | None = None
+
+    def add(self, n: int, where: str, offset: int) -> None:
+        if n > 0 and self.where is None:
+            self.where, self.offset = where, offset
+        self.count += n
+
+    def merge(self, other: "Replaced") -> None:
+        """Add ``other``'s count (and its first place, if this one has none yet)."""
+        if self.where is None:
+            self.where, self.offset = other.where, other.offset
+        self.count += other.count
+
+    def note(self) -> str:
+        """One line for a user: how many were replaced, and where the first was ("" when none)."""
+        if not self.count:
+            return ""
+        s = "" if self.count == 1 else "s"
+        return (f"replaced {self.count:,d} invalid UTF-8 sequence{s} with U+FFFD (errors='replace'); the first "
+                f"in {self.where} at byte offset {self.offset:,d}")
+
+
+def decode_utf8(data: bytes, *, name: str, errors: Errors = "strict", base: int = 0,
+                replaced: Replaced | None = None) -> str:
+    """Decode UTF-8, or raise an InputError naming ``name`` and the first bad byte's offset (``base`` plus
+    its place in ``data``: ``data`` may be a block of a larger file). With ``errors="replace"`` each invalid
+    sequence becomes U+FFFD and is counted in ``replaced``. Every reader of text files decodes here.
+
+    >>> decode_utf8(b"ok", name="x.txt")
+    'ok'
+    >>> decode_utf8(b"a\\xffb", name="x.txt", errors="replace")
+    'a\\ufffdb'
+    """
+    if errors not in ("strict", "replace"):
+        raise ConfigError(f"errors={errors!r}; use 'strict' or 'replace'")
     try:
-        return data.decode("utf-8", errors=errors)
+        return data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise InputError(
-            f"{where}: invalid UTF-8 at byte offset {base + e.start:,d} ({e.reason}); fix the input, "
-            "or pass errors='replace' (CLI: --errors replace) to substitute U+FFFD") from None
+        if errors != "replace":
+            raise InputError(
+                f"{name}: invalid UTF-8 at byte offset {base + e.start:,d} ({e.reason}); fix the input, "
+                "or pass errors='replace' (CLI: --errors replace) to substitute U+FFFD") from None
+        text = data.decode("utf-8", "replace")
+        if replaced is not None:  # a U+FFFD spelled in valid UTF-8 (EF BF BD) stays one U+FFFD, not counted
+            replaced.add(text.count("\ufffd") - data.count(b"\xef\xbf\xbd"), name, base + e.start)
+        return text
 
 
 class Source:
@@ -376,13 +431,14 @@ def read_all(path: Path, *, opener=None) -> bytes:
 
 
 def text_documents(path: Path, *, split_lines: bool = False, separator: str | None = None,
-                   errors: Errors = "strict", opener=None) -> Iterator[tuple[str, int]]:
+                   errors: Errors = "strict", opener=None,
+                   replaced: Replaced | None = None) -> Iterator[tuple[str, int]]:
     """``(text, row)`` of one text file: the whole file, its lines (``str.splitlines``, blank lines
     skipped but counted) or its pieces between ``separator`` (``str.split``). ``opener(path)``
     returns a binary reader (default: :func:`open_binary`, which refuses anything but a regular file
     and decompresses ``.gz`` and ``.zst``). Shared by :class:`FileSource` and ``tokenmill train``."""
     if split_lines:
-        for texts, rows in _line_batches(path, errors, opener):
+        for texts, rows in _line_batches(path, errors, opener, replaced):
             yield from zip(texts, rows)
     elif separator is not None:
         sep = separator.encode("utf-8")  # UTF-8 is self-synchronizing: bytes split == str split
@@ -394,21 +450,22 @@ def text_documents(path: Path, *, split_lines: bool = False, separator: str | No
                 pieces.pop()  # the empty piece after the block's last separator starts the next block
             pos = offset
             for piece in pieces:
-                yield _decode(piece, where=str(path), base=pos, errors=errors), row
+                yield decode_utf8(piece, name=str(path), base=pos, errors=errors, replaced=replaced), row
                 pos += len(piece) + len(sep)
                 row += 1
         if ended:
             yield "", row
     else:
-        yield _decode(read_all(path, opener=opener), where=str(path), base=0, errors=errors), 0
+        yield decode_utf8(read_all(path, opener=opener), name=str(path), errors=errors, replaced=replaced), 0
 
 
-def _line_batches(path: Path, errors: Errors, opener=None) -> Iterator[tuple[list[str], list[int] | range]]:
+def _line_batches(path: Path, errors: Errors, opener=None,
+                  replaced: Replaced | None = None) -> Iterator[tuple[list[str], list[int] | range]]:
     """The lines of a text file (``str.splitlines``, blank lines skipped but counted) as ``(texts, rows)``
     batches of up to ``_BATCH_DOCS`` lines of a block, told blank or not by C loops."""
     row = 0
     for offset, block in _blocks(path, b"\n", what="line", opener=opener):
-        lines = _decode(block, where=str(path), base=offset, errors=errors).splitlines()
+        lines = decode_utf8(block, name=str(path), base=offset, errors=errors, replaced=replaced).splitlines()
         for lo in range(0, len(lines), _BATCH_DOCS):
             part = lines[lo : lo + _BATCH_DOCS]
             if all(map(str.strip, part)):  # no blank line (the common case)
@@ -432,6 +489,8 @@ class FileSource(Source):
     separator: str | None = None
     errors: str = "strict"
     _given: list[str] = _field(default_factory=list)
+    # invalid UTF-8 replaced (errors="replace") by the last read of the files: see _batches
+    replaced: Replaced = _field(default_factory=Replaced, init=False, repr=False, compare=False)
 
     kind = "files"
 
@@ -474,19 +533,21 @@ class FileSource(Source):
         return self._batches(utf8=True)
 
     def _batches(self, utf8: bool) -> Iterator[Batch]:
+        self.replaced = Replaced()  # a read counts its own replacements (a second read does not add to the first's)
         for i, p in enumerate(self.paths):
             kind = self.kind_of(p)
             if utf8 and kind == "text" and not self.split_lines and self.separator is None:
                 data = read_all(p)
                 docs = utf8_docs(data)
-                yield (docs if docs is not None else [_decode(data, where=str(p), base=0, errors=self.errors)]), i, [0]
+                yield (docs if docs is not None else
+                       [decode_utf8(data, name=str(p), errors=self.errors, replaced=self.replaced)]), i, [0]
                 continue
             if kind == "jsonl":  # a block of records at a time
                 groups = self._jsonl_blocks(p)
             elif kind == "parquet":  # a row group at a time
                 groups = self._parquet_groups(p, self._parquet_file(p))
             elif self.split_lines:  # a block of lines at a time
-                groups = _line_batches(p, self.errors)
+                groups = _line_batches(p, self.errors, None, self.replaced)
             else:  # one document per file or per separator
                 yield from _grouped((text, i, row) for text, row in self._text(p))
                 continue
@@ -496,7 +557,8 @@ class FileSource(Source):
 
     # -- text: per file, per line, per separator
     def _text(self, p: Path) -> Iterator[tuple[str, int]]:
-        return text_documents(p, split_lines=self.split_lines, separator=self.separator, errors=self.errors)
+        return text_documents(p, split_lines=self.split_lines, separator=self.separator, errors=self.errors,
+                              replaced=self.replaced)
 
     # -- JSONL: one record per line, the text in ``field``
     def _jsonl_blocks(self, p: Path) -> Iterator[tuple[list[str], list[int] | range]]:
@@ -548,7 +610,8 @@ class FileSource(Source):
                 except refused:  # anything else (NaN, lone surrogates, errors): json's path below
                     pass
             if text is None:
-                line = _decode(raw, where=f"{p}:{line_no}", base=start, errors=self.errors)
+                line = decode_utf8(raw, name=f"{p}:{line_no}", base=start, errors=self.errors,
+                                   replaced=self.replaced)
                 try:
                     rec = json.loads(line)
                 except json.JSONDecodeError as e:
@@ -581,7 +644,8 @@ class FileSource(Source):
         for g in range(pf.num_row_groups):
             col = pf.read_row_group(g, columns=[self.field]).column(0).to_pylist()
             if set(map(type, col)) - {str}:
-                col = [_as_text(v, f"{p}: row {row + i:,d}", self.field, self.errors) for i, v in enumerate(col)]
+                col = [_as_text(v, f"{p}: row {row + i:,d}", self.field, self.errors, self.replaced)
+                       for i, v in enumerate(col)]
             yield col, range(row, row + len(col))
             row += len(col)
 
@@ -610,11 +674,11 @@ def _field_of(rec: Any, name: str, where: str) -> str:
     return _as_text(rec[name], where, name, "strict")
 
 
-def _as_text(v: Any, where: str, name: str, errors: str) -> str:
+def _as_text(v: Any, where: str, name: str, errors: str, replaced: Replaced | None = None) -> str:
     if isinstance(v, str):
         return v
     if isinstance(v, bytes):
-        return _decode(v, where=f"{where} (field {name!r})", base=0, errors=errors)
+        return decode_utf8(v, name=f"{where} (field {name!r})", errors=errors, replaced=replaced)
     raise InputError(f"{where}: field {name!r} is {'null' if v is None else type(v).__name__}, not a string")
 
 

@@ -60,6 +60,7 @@ from .._words import counted
 from ..errors import ConfigError, FormatError, InputError, TokenmillError
 from . import engines
 from .readers import Source, Utf8Docs, as_sources
+from .text import Replaced
 from .verify import sha256_file
 
 FORMAT_NAME = "tokenmill.store"
@@ -134,6 +135,9 @@ class Manifest(Struct):
     file_source: list[Annotated[int, Meta(ge=0)]]
     shards: list[ShardRecord]
     hash: Sha256
+    # invalid UTF-8 sequences of the input replaced with U+FFFD (errors="replace"); None: a store built before
+    # tokenmill counted them
+    invalid_utf8_replaced: Count | None = None
 
     def __post_init__(self):
         t = self.tokenizer
@@ -456,7 +460,9 @@ def build(out_dir, sources, tokenizer, *, workers: int | None = None, engine: st
             with contextlib.suppress(Exception):  # as an interrupted build (what open() then reports)
                 builder.started()
         raise
-    _finish(work, srcs, args, builder.started(), opts, builder.records)
+    replaced = _finish(work, srcs, args, builder.started(), opts, builder.records)
+    if replaced.count:
+        _say(f"tokenmill: {replaced.note()}")
     if work != out:  # a replacement: verify every byte of the new store, then swap it in
         TokenStore.open(work).verify(progress=bool(progress))
         try:
@@ -878,11 +884,15 @@ class _ShardTokens:
             raise _write_error(self.path, e) from e
 
 
-def _finish(out: Path, srcs: list[Source], args: dict, fingerprint: str, opts, shards: list[dict]) -> None:
+def _finish(out: Path, srcs: list[Source], args: dict, fingerprint: str, opts, shards: list[dict]) -> Replaced:
+    """Write the manifest of the finished build in ``out``; the invalid UTF-8 its read replaced."""
     files, file_source = [], []
+    replaced = Replaced()  # what the build's read of the files replaced (errors="replace")
     for i, s in enumerate(srcs):
         files.extend(s.files())
         file_source.extend([i] * len(s.files()))
+        if isinstance(getattr(s, "replaced", None), Replaced):  # a FileSource
+            replaced.merge(s.replaced)
     body = {
         "format": FORMAT_NAME, "version": FORMAT_VERSION,
         "tokenizer": {"hash": args["tokenizer_hash"], "vocab_size": opts.vocab_size, "eos_id": opts.eos_id,
@@ -892,13 +902,14 @@ def _finish(out: Path, srcs: list[Source], args: dict, fingerprint: str, opts, s
         "input_bytes": sum(s["input_bytes"] for s in shards),
         "build": args, "build_fingerprint": fingerprint,
         "sources": [spec["kind"] for spec in args["sources"]], "files": files, "file_source": file_source,
-        "shards": shards,
+        "shards": shards, "invalid_utf8_replaced": replaced.count,
     }
     body["hash"] = canonical_hash(body)
     check(body, Manifest, what=f"the manifest of {out}")  # what open() will accept, before it is written
     _write_json(out / MANIFEST, body)
     _test_hook("manifest", 0)
     _tidy(out, len(shards))
+    return replaced
 
 
 def _tidy(out: Path, n_shards: int) -> None:

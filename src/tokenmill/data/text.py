@@ -12,27 +12,11 @@ from pathlib import Path
 from typing import Iterable, Iterator, Literal
 
 from ..errors import ConfigError, InputError
+from .readers import Replaced, decode_utf8, text_documents
 
 Errors = Literal["strict", "replace"]
 
-
-def decode_utf8(data: bytes, *, name: str, errors: Errors = "strict") -> str:
-    """Decode UTF-8, or raise an InputError naming ``name`` and the first bad byte offset.
-
-    >>> decode_utf8(b"ok", name="x.txt")
-    'ok'
-    >>> decode_utf8(b"a\\xffb", name="x.txt", errors="replace")
-    'a\\ufffdb'
-    """
-    if errors not in ("strict", "replace"):
-        raise ConfigError(f"errors={errors!r}; use 'strict' or 'replace'")
-    try:
-        return data.decode("utf-8", errors=errors)
-    except UnicodeDecodeError as e:
-        raise InputError(
-            f"{name}: invalid UTF-8 at byte offset {e.start:,d} ({e.reason}); fix the file, "
-            "or pass errors='replace' (CLI: --errors replace) to substitute U+FFFD"
-        ) from None
+__all__ = ["Errors", "Replaced", "check_input_file", "decode_utf8", "expand_inputs", "iter_documents", "read_input_bytes"]
 
 
 def iter_documents(
@@ -41,17 +25,17 @@ def iter_documents(
     split_lines: bool = False,
     separator: str | None = None,
     errors: Errors = "strict",
+    replaced: Replaced | None = None,
 ) -> Iterator[str]:
     """Yield documents from text files.
 
     One document per file by default; ``split_lines=True``: one per line (line ends removed, blank
-    lines skipped); ``separator``: split each file on that string. Files are streamed in blocks by
+    lines skipped); ``separator``: split each file on that string. With ``errors="replace"``, invalid
+    UTF-8 is counted in ``replaced`` (:class:`Replaced`) as it is replaced. Files are streamed in blocks by
     :func:`tokenmill.data.readers.text_documents` (the store's reader: the same documents, in time
     linear in the size); a document larger than ``$TOKENMILL_MAX_DOCUMENT_BYTES`` (1 GiB) is an
     InputError naming the file and the byte offset where it starts. A FIFO (``<(cmd)``) is read too.
     """
-    from .readers import text_documents
-
     if errors not in ("strict", "replace"):
         raise ConfigError(f"errors={errors!r}; use 'strict' or 'replace'")
     if split_lines and separator is not None:
@@ -60,7 +44,7 @@ def iter_documents(
         raise ConfigError("separator must not be empty")
     for path in paths:
         for text, _ in text_documents(Path(path), split_lines=split_lines, separator=separator, errors=errors,
-                                      opener=_open_input):
+                                      opener=_open_input, replaced=replaced):
             yield text
 
 

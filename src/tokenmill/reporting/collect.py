@@ -30,13 +30,14 @@ import numpy as np
 
 from .._validate import check_int
 from .._version import __version__
+from .._words import counted
 from ..batching.packing import pack
 from ..batching.padding import pad_batch
 from ..conventions import IGNORE_INDEX
 from ..data.source import as_source
 from ..data.stats import PERCENTILES, store_stats
 from ..data.store import TokenStore
-from ..data.text import check_input_file, decode_utf8
+from ..data.text import Replaced, check_input_file, decode_utf8
 from ..errors import ConfigError, InputError, TokenmillError
 from ..tokenizer.adapters import as_tokenizer
 from ..windows.coverage import coverage_report
@@ -187,7 +188,8 @@ def whole_chars(data: bytes) -> bytes:
 
 
 def _read_prefix(path, limit: int, errors: str) -> tuple[str, str]:
-    """The text of the first ``limit`` bytes of a file (whole characters), and a note when cut."""
+    """The text of the first ``limit`` bytes of a file (whole characters), and a note when cut or when
+    invalid UTF-8 was replaced (``errors="replace"``)."""
     raw = os.fspath(path)
     check_input_file(raw)  # missing, a directory, a device: an InputError naming it
     try:
@@ -200,7 +202,12 @@ def _read_prefix(path, limit: int, errors: str) -> tuple[str, str]:
     if len(data) > limit:
         data = whole_chars(data[:limit])
         note = f"first {len(data):,d} bytes of {size:,d}" if size > limit else f"first {len(data):,d} bytes"
-    return decode_utf8(data, name=raw, errors=errors), note
+    replaced = Replaced()
+    text = decode_utf8(data, name=raw, errors=errors, replaced=replaced)
+    if replaced.count:
+        note = ", ".join(filter(None, [note, f"{counted(replaced.count, 'invalid UTF-8 sequence')} replaced with "
+                                             f"U+FFFD, the first at byte offset {replaced.offset:,d}"]))
+    return text, note
 
 
 def _text_docs(tok, files, texts, opts: ReportOptions) -> list[_Doc]:
