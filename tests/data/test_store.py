@@ -14,7 +14,7 @@ import pytest
 from tokenmill import TokenStore
 from tokenmill._io import TMP_SUFFIX
 from tokenmill.data import texts
-from tokenmill.errors import ConfigError, FormatError, InputError
+from tokenmill.errors import ConfigError, FormatError, InputError, TokenmillError
 
 from .conftest import make_corpus
 
@@ -438,6 +438,25 @@ def test_datasets_and_iterables_give_the_same_documents(tmp_path, tok):
     assert a.fingerprint == b.fingerprint  # same data, whatever the source kind
 
 
+def test_a_tokenizer_path_or_foreign_object_is_converted(tmp_path, tok):
+    """What ``as_tokenizer`` takes is taken by a build too: a tokenizer file's path (str or Path), an HF
+    ``tokenizers.Tokenizer`` and a ``tiktoken.Encoding`` give the same store as the tokenmill Tokenizer;
+    a path that is no tokenizer names the file."""
+    tokenizers = pytest.importorskip("tokenizers")
+    docs = ["the cat sat on the mat", "ünïcode 其数据", "the end <|endoftext|> spelled"]
+    want = build(tmp_path / "want", texts(docs), tok, special_text="plain")
+    tok.save(tmp_path / "tok.json")
+    tok.save_huggingface(tmp_path / "hf.json")
+    for name, given in (("str", str(tmp_path / "tok.json")), ("path", tmp_path / "tok.json"),
+                        ("hf", tokenizers.Tokenizer.from_file(str(tmp_path / "hf.json"))),
+                        ("tiktoken", tok.to_tiktoken())):
+        got = build(tmp_path / name, texts(docs), given, special_text="plain")
+        assert [got.get(i).tolist() for i in range(3)] == [want.get(i).tolist() for i in range(3)], name
+    (tmp_path / "not.json").write_text("{}")
+    with pytest.raises(TokenmillError, match="not.json"):
+        build(tmp_path / "no", texts(docs), tmp_path / "not.json")
+
+
 def test_arguments_that_are_not_a_folder_or_a_tokenizer_are_named(tmp_path, tok):
     """They raised a bare TypeError (a None folder) or an AttributeError (a None tokenizer)."""
     for bad, kind in ((None, "NoneType"), (5, "int")):
@@ -447,5 +466,7 @@ def test_arguments_that_are_not_a_folder_or_a_tokenizer_are_named(tmp_path, tok)
             TokenStore.open(bad)
     with pytest.raises(ConfigError, match="^a NoneType is not a tokenizer .*as_tokenizer"):
         build(tmp_path / "s", texts(["a b"]), None)
+    with pytest.raises(ConfigError, match="^cannot use a builtins.int as a tokenizer; pass a tokenmill Tokenizer, a path"):
+        build(tmp_path / "s", texts(["a b"]), 5)
     assert len(build(str(tmp_path / "s").encode(), texts(["a b"] * 3), tok)) == 3  # a bytes folder is a folder
     assert len(TokenStore.open(str(tmp_path / "s").encode())) == 3

@@ -382,7 +382,14 @@ def build(out_dir, sources, tokenizer, *, workers: int | None = None, engine: st
     from .._validate import check_int
 
     out_dir = fs_path(out_dir, "out_dir is {kind}; pass the store's folder (a str or a path)")
-    missing = [a for a in ("encode_batch", "vocab_size", "special_tokens") if not hasattr(tokenizer, a)]
+    protocol = ("encode_batch", "vocab_size", "special_tokens")
+    if tokenizer is not None and not all(hasattr(tokenizer, a) for a in protocol):
+        from ..tokenizer.adapters import as_tokenizer
+
+        # a path (tokenizer.json, a tokenmill file, a rank file...), an HF, transformers, tiktoken or
+        # SentencePiece object: converted as every stage's tokenizer is (or refused, naming what it is)
+        tokenizer = as_tokenizer(tokenizer)
+    missing = [a for a in protocol if not hasattr(tokenizer, a)]
     if missing:
         raise ConfigError(f"a {type(tokenizer).__name__} is not a tokenizer (no {', '.join(missing)}); pass a tokenmill "
                           "Tokenizer, or tokenmill.as_tokenizer(...) of a path, an HF or a tiktoken tokenizer")
@@ -1210,9 +1217,10 @@ class TokenStore(StoreSource):
         """Encode ``sources`` into a store at ``out_dir`` and open it.
 
         ``sources``: a path, folder or glob, a list of them, a ``datasets`` Dataset, an iterable of str
-        (or :func:`tokenmill.data.texts` / ``files`` / ``hf_dataset`` sources); ``tokenizer``: needs
-        ``encode_batch(texts, as_arrays=True, num_threads=...)``, ``vocab_size``, ``special_tokens``
-        and a content hash. Keywords: ``workers`` (default: all cores), ``engine`` ("local" threads,
+        (or :func:`tokenmill.data.texts` / ``files`` / ``hf_dataset`` sources); ``tokenizer``: a tokenmill
+        Tokenizer, anything with ``encode_batch(texts, as_arrays=True, num_threads=...)``, ``vocab_size``,
+        ``special_tokens`` and a content hash, or what :func:`tokenmill.as_tokenizer` converts (a path to
+        a tokenizer file, an HF, transformers, tiktoken or SentencePiece object). Keywords: ``workers`` (default: all cores), ``engine`` ("local" threads,
         "process", "ray"), ``append_eos=True``, ``prepend_bos=False`` (ids found among the special
         tokens, or ``eos_id``/``bos_id``), ``shard_bytes`` (input bytes per shard, 16 MiB),
         ``errors`` ("strict" or "replace" for invalid UTF-8), ``field`` (JSONL field / Parquet or
