@@ -189,6 +189,23 @@ def check_texts(texts, what: str, noun: str = "texts"):
     return texts
 
 
+def check_ids(ids) -> list[int]:
+    """The token ids a ``decode`` is given, as a list of ints: a 1-D integer array, or an iterable of exact
+    ints (``104.7``, ``True`` or ``"104"`` are refused, never truncated). A str, bytes, None, one int, or an
+    array of two or more dimensions (a batch, which flattened would read as one text) is a ConfigError
+    naming what it is. Ranges are the tokenizer's to check."""
+    from collections.abc import Iterable
+
+    if isinstance(ids, np.ndarray):
+        if ids.ndim > 1:
+            raise ConfigError(f"ids is a {ids.ndim}-D array of shape {ids.shape}; decode one sequence at a time: "
+                              "[tok.decode(row) for row in ids]")
+        return check_array(ids, "ids", ndim=None).ravel().tolist()
+    if isinstance(ids, (str, bytes)) or not isinstance(ids, Iterable):
+        raise ConfigError(f"ids must be an iterable of token ids (ints), not {type(ids).__name__}")
+    return [check_int(i, "token id") for i in ids]
+
+
 def check_offsets(offsets, name: str, *, n: int, error=InputError) -> np.ndarray:
     """int64 offsets ``[0, ..., n]``, non-decreasing (the boundaries of consecutive pieces of ``n`` items)."""
     if (type(offsets) is np.ndarray and offsets.dtype == np.int64 and offsets.ndim == 1  # fast path (hot loops)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from tokenmill import ForeignTokenizer, Tokenizer, TokenizerLike, as_tokenizer, train_bpe
@@ -78,6 +79,12 @@ def test_hf_wordpiece_wrapped(tmp_path):
         tok.encode_batch("hello")
     with pytest.raises(ConfigError, match="^text 1 of the batch is not a str but bytes"):
         tok.encode_batch(["hello", b"world"])
+    assert tok.decode(np.array([2, 3])) == tok.decode([2, 3]) and tok.decode_bytes((2,)) == b"hello"
+    for bad, message in ((np.array([[2, 3]]), r"^ids is a 2-D array of shape \(1, 2\); decode one sequence"),
+                         (None, "^ids must be an iterable of token ids"), ([2.5], r"^token id=2.5 must be an integer")):
+        for fn in (tok.decode, tok.decode_bytes):
+            with pytest.raises(ConfigError, match=message):
+                fn(bad)
     with pytest.raises(ConfigError, match="^text is a bytes; encode takes a str"):
         tok.encode(b"hello")
 

@@ -398,6 +398,13 @@ def test_lone_surrogate_and_non_str_are_refused(small):
         tok.encode_batch("abc")
     with pytest.raises(ConfigError, match="^text 1 of the batch is not a str but bytes"):
         tok.encode_batch(["a", b"b"])
+    ids = tok.encode("ab cd")
+    assert tok.decode(np.array(ids)) == tok.decode(ids) and tok.decode_bytes(np.array(ids)) == tok.decode_bytes(ids)
+    for bad, message in ((np.array([ids, ids]), r"^ids is a 2-D array of shape \(2, \d+\); decode one sequence"),
+                         ("abc", "^ids must be an iterable of token ids"), (5, "^ids must be an iterable")):
+        for fn in (tok.decode, tok.decode_bytes):
+            with pytest.raises(ConfigError, match=message):
+                fn(bad)
 
 
 def test_pickles_and_hash(small, trained):

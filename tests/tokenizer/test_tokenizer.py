@@ -233,6 +233,10 @@ def test_arguments_of_the_wrong_kind_are_config_errors(tok, tmp_path):
     for bad, kind in ((None, "NoneType"), ("abc", "str"), (5, "int"), (b"ab", "bytes")):
         with pytest.raises(ConfigError, match=rf"^ids must be an iterable of token ids \(ints\), not {kind}"):
             tok.decode(bad)
+    ids = np.array([tok.encode("ab"), tok.encode("ab")])  # a batch: flattened, it read as one text "abab"
+    with pytest.raises(ConfigError, match=r"^ids is a 2-D array of shape \(2, \d+\); decode one sequence at a time"):
+        tok.decode(ids)
+    assert tok.decode(ids[0]) == "ab" and tok.decode(np.array(ids[0], np.uint16)) == "ab"
     for bad, kind in ((None, "NoneType"), (3, "int")):
         with pytest.raises(ConfigError, match=rf"^the output path is {kind}, not a str or a path"):
             tok.save(bad)

@@ -111,10 +111,14 @@ class ForeignTokenizer:
         return [np.asarray(ids, np.int64) for ids in out] if as_arrays else [list(ids) for ids in out]
 
     def decode(self, ids, errors: str = "replace") -> str:
-        return self._decode_fn([int(i) for i in ids])
+        from .._validate import check_ids
+
+        return self._decode_fn(check_ids(ids))
 
     def decode_bytes(self, ids) -> bytes:
-        return b"".join(self.token_bytes(int(i)) for i in ids)
+        from .._validate import check_ids
+
+        return b"".join(self.token_bytes(i) for i in check_ids(ids))
 
     def token_bytes(self, token_id: int) -> bytes:
         return self._token_bytes_fn(int(token_id))

@@ -19,7 +19,7 @@ from typing import Literal
 
 import numpy as np
 
-from .._validate import check_array, check_int
+from .._validate import check_ids, check_int
 from ..errors import ConfigError
 from .bpe import tables
 from .encoding import Encoding
@@ -289,12 +289,7 @@ class Tokenizer:
     # ----------------------------------------------------------------- decoding
     def decode_bytes(self, ids: Iterable[int]) -> bytes:
         """Concatenate the bytes of ``ids`` (no UTF-8 decoding)."""
-        if isinstance(ids, np.ndarray):
-            ids = check_array(ids, "ids", ndim=None).ravel().tolist()
-        elif isinstance(ids, (str, bytes)) or not isinstance(ids, Iterable):
-            raise ConfigError(f"ids must be an iterable of token ids (ints), not {type(ids).__name__}")
-        else:  # exact ints: 104.7, True or "104" are refused, never truncated
-            ids = [check_int(i, "token id") for i in ids]
+        ids = check_ids(ids)  # exact ints, one sequence
         return b"".join(self.token_bytes(i) for i in ids)
 
     def decode(self, ids: Iterable[int], errors: str = "replace") -> str:

@@ -45,6 +45,7 @@ import os
 
 import numpy as np
 
+from .._validate import check_ids
 from ..errors import ConfigError, FormatError, LoneSurrogateError, SpecialTokenError, UnsupportedTokenizerError
 from .formats.sentencepiece import (
     MAX_RESEGMENT_DEPTH,
@@ -692,13 +693,13 @@ class SentencePieceTokenizer:
     def decode_bytes(self, ids) -> bytes:
         """The decoded text's bytes, byte pieces as they are (``decode`` makes each byte that starts no
         valid UTF-8 character U+FFFD, as sentencepiece does)."""
-        return decode_reference(self.model, [self._id(i) for i in ids], replace=False)
+        return decode_reference(self.model, [self._id(i) for i in check_ids(ids)], replace=False)
 
     def decode(self, ids, errors: str = "replace") -> str:
         """``sentencepiece``'s ``decode(ids)``: byte pieces joined and decoded, control pieces dropped,
         ``▁`` a space, the text's first ``▁`` dropped (``errors`` is accepted for the protocol; the
         result is always valid text)."""
-        return decode_reference(self.model, [self._id(i) for i in ids]).decode("utf-8")
+        return decode_reference(self.model, [self._id(i) for i in check_ids(ids)]).decode("utf-8")
 
 
 # ============================================================================ as_tokenizer
