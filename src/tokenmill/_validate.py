@@ -206,6 +206,22 @@ def check_ids(ids) -> list[int]:
     return [check_int(i, "token id") for i in ids]
 
 
+def check_decode_errors(errors) -> str:
+    """``errors`` of a ``decode``: a name of a registered codec error handler ("replace", "strict",
+    "ignore", "backslashreplace", ...), checked up front (Python looks it up only when a byte needs it, so
+    a typo passed unnoticed until the first invalid byte raised a bare LookupError)."""
+    import codecs
+
+    try:
+        if not isinstance(errors, str):
+            raise LookupError
+        codecs.lookup_error(errors)
+    except LookupError:
+        raise ConfigError(f"errors={errors!r} is not a codec error handler; use 'replace' (invalid bytes become "
+                          "U+FFFD), 'strict', 'ignore' or 'backslashreplace'") from None
+    return errors
+
+
 def check_offsets(offsets, name: str, *, n: int, error=InputError) -> np.ndarray:
     """int64 offsets ``[0, ..., n]``, non-decreasing (the boundaries of consecutive pieces of ``n`` items)."""
     if (type(offsets) is np.ndarray and offsets.dtype == np.int64 and offsets.ndim == 1  # fast path (hot loops)

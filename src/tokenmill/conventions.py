@@ -22,7 +22,7 @@ def target_mask(labels):
     >>> target_mask(np.array([[-100, 10, -100, 2]])).tolist()
     [[False, True, False, True]]
     """
-    mask = labels != IGNORE_INDEX
+    mask = _labels(labels) != IGNORE_INDEX
     mask[..., 0] = False
     return mask
 
@@ -37,4 +37,15 @@ def count_targets(labels, *, ignore_index: int = IGNORE_INDEX):
     >>> int(count_targets(np.array([[-100, 10, 11, 2], [-100, 12, 2, -100]])))
     5
     """
-    return (labels[..., 1:] != ignore_index).sum()
+    return (_labels(labels)[..., 1:] != ignore_index).sum()
+
+
+def _labels(labels):
+    """``labels`` if it is an array or tensor of one dimension or more; else a ConfigError naming it (a list,
+    None or a scalar gave a bare TypeError or IndexError, or a list compared with an int: one False)."""
+    if getattr(labels, "ndim", 0) < 1:
+        from .errors import ConfigError
+
+        raise ConfigError(f"labels must be a numpy array or torch tensor of shape (..., T), not "
+                          f"{type(labels).__name__}" + (" of 0 dimensions" if hasattr(labels, "ndim") else ""))
+    return labels

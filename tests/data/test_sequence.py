@@ -75,6 +75,31 @@ def test_get_refuses_negative_document_ids(store):
     assert store[-1].tolist() == store.get(len(store) - 1).tolist()
 
 
+def test_every_source_checks_its_document_index_alike(store, tmp_path):
+    """``get`` of every token source (in-memory arrays, a store, its views, a mixture, a Megatron export, the
+    slices of a window plan) takes an integer in 0 .. len - 1: a negative index is refused, not counted
+    from the end (ArraySource and the Megatron reader gave the last document for -1, a mixture took 1.5
+    as 1, the slices' reader wrapped -1 as numpy does), a float or bool is a ConfigError."""
+    from tokenmill import ArraySource, Mixture, SliceSource, SlidingWindows
+    from tokenmill.data.megatron import MegatronSource
+
+    arrays = ArraySource([store.get(i) for i in range(len(store))])
+    store.export_megatron(tmp_path / "m")
+    plan = SlidingWindows(4, 4).plan(store.lengths)
+    sources = {"arrays": arrays, "store": store, "view": store[2:9], "split": store.split(0.3, seed=1)[0],
+               "mixture": Mixture({arrays: 1.0}), "megatron": MegatronSource(tmp_path / "m"),
+               "slices": SliceSource.from_windows(plan, arrays)}
+    for name, src in sources.items():
+        n = len(src)
+        assert src.get(n - 1).tolist() == src.get(np.int64(n - 1)).tolist(), name
+        for bad in (-1, n, -n):
+            with pytest.raises(IndexError, match=rf"document {bad:,d} is outside 0 .. {n - 1:,d}"):
+                src.get(bad)
+        for bad in (1.5, 1.0, True, "1", None):
+            with pytest.raises(ConfigError, match="must be an integer"):
+                src.get(bad)
+
+
 def test_split_views_are_sequences_too(store):
     train, val = store.split(0.3, seed=1)
     ref = [store.get(int(i)).tolist() for i in train.index]

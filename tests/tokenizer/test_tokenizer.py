@@ -237,6 +237,10 @@ def test_arguments_of_the_wrong_kind_are_config_errors(tok, tmp_path):
     with pytest.raises(ConfigError, match=r"^ids is a 2-D array of shape \(2, \d+\); decode one sequence at a time"):
         tok.decode(ids)
     assert tok.decode(ids[0]) == "ab" and tok.decode(np.array(ids[0], np.uint16)) == "ab"
+    for bad in ("bogus", None, 1):  # refused up front, not at the first byte that needed the handler
+        with pytest.raises(ConfigError, match=rf"^errors={bad!r} is not a codec error handler"):
+            tok.decode(ids[0], errors=bad)
+    assert tok.decode([0xFF], errors="backslashreplace") == "\\xff" and tok.decode([0xFF], errors="ignore") == ""
     for bad, kind in ((None, "NoneType"), (3, "int")):
         with pytest.raises(ConfigError, match=rf"^the output path is {kind}, not a str or a path"):
             tok.save(bad)

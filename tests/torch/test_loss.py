@@ -38,6 +38,21 @@ def test_micro_batches_give_2_6_not_2_0():
     assert abs(naive.item() - 2.0) < 1e-12
 
 
+def test_labels_that_are_not_an_array_are_named():
+    """A list, None or a 0-d array gave a bare TypeError or IndexError (a list compared with -100: one
+    False, then an index error): a ConfigError naming what was passed, from both helpers."""
+    import numpy as np
+
+    from tokenmill import ConfigError
+    from tokenmill.conventions import target_mask
+
+    for fn in (count_targets, target_mask):
+        for bad, kind in (([[1, -100, 2]], "list"), (None, "NoneType"), (np.array(5), "ndarray of 0 dimensions")):
+            with pytest.raises(ConfigError, match=f"^labels must be a numpy array or torch tensor .*not {kind}"):
+                fn(bad)
+    assert int(count_targets(np.array([[-100, 1, 2]]))) == 2 == int(count_targets(torch.tensor([[-100, 1, 2]])))
+
+
 def test_token_weighted_loss_ignores_first_and_padding():
     logits = torch.zeros(1, 4, 8, dtype=torch.float64)
     labels = torch.tensor([[-100, 3, 4, -100]])

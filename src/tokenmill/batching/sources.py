@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._validate import check_array
-from ..data.source import TokenSource, as_source
+from ..data.source import TokenSource, as_source, doc_index
 from ..errors import InputError
 
 
@@ -75,5 +75,6 @@ class SliceSource:
         return int(self._lengths.size)
 
     def get(self, i: int) -> np.ndarray:
+        i = doc_index(i, len(self))
         s = int(self.origin_start[i])
         return np.asarray(self.base.get(int(self.origin_doc[i])))[s : s + int(self._lengths[i])]

@@ -25,8 +25,8 @@ import numpy as np
 from .._arrays import offsets_of
 from .._io import canonical_hash, resolve_output, write_with
 from .._schema import Meta, Struct, check
-from ..errors import ConfigError, FormatError, InputError
-from .source import KnownLengths
+from ..errors import FormatError, InputError
+from .source import KnownLengths, doc_index
 
 HEADER = b"MMIDIDX\x00\x00"
 CODES = {1: np.uint8, 2: np.int8, 3: np.int16, 4: np.int32, 5: np.int64, 6: np.float64, 7: np.float32,
@@ -161,10 +161,5 @@ class MegatronSource(KnownLengths):
         return self._fingerprint
 
     def get(self, i: int) -> np.ndarray:
-        n = len(self)
-        if isinstance(i, (bool, np.bool_)) or not isinstance(i, (int, np.integer)):
-            raise ConfigError(f"document index {i!r} must be an integer")
-        if not -n <= i < n:
-            raise IndexError(f"document {i:,d} is outside 0 .. {n - 1:,d}")
-        i = int(i) % n
+        i = doc_index(i, len(self))
         return self.token_array[self.doc_offsets[i]:self.doc_offsets[i + 1]]

@@ -27,7 +27,7 @@ import numpy as np
 
 from .._validate import check_doc_ids
 from ..errors import ConfigError, InputError
-from .source import ArraySource, KnownLengths, TokenSource, as_source
+from .source import ArraySource, KnownLengths, TokenSource, as_source, doc_index
 
 
 def source_fingerprint(source) -> str:
@@ -178,9 +178,7 @@ class Mixture(KnownLengths):
 
     # ---- token source over the concatenated parts ------------------------------------------------
     def get(self, i: int) -> np.ndarray:
-        i = int(i)
-        if not 0 <= i < len(self):
-            raise IndexError(f"document {i} is outside 0 .. {len(self) - 1}")
+        i = doc_index(i, len(self))
         p = int(np.searchsorted(self.doc_base, i, side="right") - 1)
         return self.parts[p].get(i - int(self.doc_base[p]))
 

@@ -14,7 +14,20 @@ from typing import Protocol, Sequence, runtime_checkable
 import numpy as np
 
 from .._validate import check_array
-from ..errors import InputError
+from ..errors import ConfigError, InputError
+
+
+def doc_index(i, n: int, hint: str = "") -> int:
+    """``i`` as a document index of a source of ``n`` documents: an integer (not a bool) in ``0 .. n - 1``,
+    else a ConfigError (not an integer) or an IndexError naming it. Every source's ``get`` checks here: a
+    negative index is refused rather than counted from the end (``-1`` is more often a bug than a wish)."""
+    if isinstance(i, (bool, np.bool_)) or not isinstance(i, (int, np.integer)):
+        raise ConfigError(f"document index {i!r} must be an integer")
+    i = int(i)
+    if not 0 <= i < n:
+        raise IndexError(f"document {i:,d} is outside 0 .. {n - 1:,d}"
+                         + (f" (negative indices are refused by get(){hint})" if i < 0 else ""))
+    return i
 
 
 @runtime_checkable
@@ -59,7 +72,7 @@ class ArraySource(KnownLengths):
         self._lengths = np.fromiter((d.size for d in self._docs), dtype=np.int64, count=len(self._docs))
 
     def get(self, i: int) -> np.ndarray:
-        return self._docs[i]
+        return self._docs[doc_index(i, len(self._docs))]
 
 
 def as_source(obj) -> TokenSource:

@@ -60,6 +60,7 @@ from .._words import counted
 from ..errors import ConfigError, FormatError, InputError, TokenmillError
 from . import engines
 from .readers import Source, Utf8Docs, as_sources
+from .source import doc_index
 from .text import Replaced
 from .verify import sha256_file
 
@@ -1041,14 +1042,7 @@ class StoreSource:
 
     def _doc_index(self, i) -> int:
         """``i`` as a document id of this source: an integer in 0 .. len - 1."""
-        n = len(self)
-        if isinstance(i, (bool, np.bool_)) or not isinstance(i, (int, np.integer)):
-            raise ConfigError(f"document index {i!r} must be an integer")
-        i = int(i)
-        if not 0 <= i < n:
-            raise IndexError(f"document {i:,d} is outside 0 .. {n - 1:,d}"
-                             + (" (negative ids are refused by get(); store[-1] counts from the end)" if i < 0 else ""))
-        return i
+        return doc_index(i, len(self), "; store[-1] counts from the end")
 
     def gather_windows(self, plan, rows=None, *, pad_id: int = 0, out: np.ndarray | None = None):
         """``WindowPlan.gather`` across shards: ``(ids (B, max length) padded with pad_id, lengths)``.

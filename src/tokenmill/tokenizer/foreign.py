@@ -111,8 +111,9 @@ class ForeignTokenizer:
         return [np.asarray(ids, np.int64) for ids in out] if as_arrays else [list(ids) for ids in out]
 
     def decode(self, ids, errors: str = "replace") -> str:
-        from .._validate import check_ids
+        from .._validate import check_decode_errors, check_ids
 
+        check_decode_errors(errors)
         return self._decode_fn(check_ids(ids))
 
     def decode_bytes(self, ids) -> bytes:

@@ -19,7 +19,7 @@ from typing import Literal
 
 import numpy as np
 
-from .._validate import check_ids, check_int
+from .._validate import check_decode_errors, check_ids, check_int
 from ..errors import ConfigError
 from .bpe import tables
 from .encoding import Encoding
@@ -294,7 +294,7 @@ class Tokenizer:
 
     def decode(self, ids: Iterable[int], errors: str = "replace") -> str:
         """Decode ids to text; bytes that are not valid UTF-8 become U+FFFD unless ``errors="strict"``."""
-        return self.decode_bytes(ids).decode("utf-8", errors=errors)
+        return self.decode_bytes(ids).decode("utf-8", errors=check_decode_errors(errors))
 
     # ----------------------------------------------------------------- files
     def to_dict(self) -> dict:

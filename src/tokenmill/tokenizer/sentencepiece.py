@@ -45,7 +45,7 @@ import os
 
 import numpy as np
 
-from .._validate import check_ids
+from .._validate import check_decode_errors, check_ids
 from ..errors import ConfigError, FormatError, LoneSurrogateError, SpecialTokenError, UnsupportedTokenizerError
 from .formats.sentencepiece import (
     MAX_RESEGMENT_DEPTH,
@@ -699,6 +699,7 @@ class SentencePieceTokenizer:
         """``sentencepiece``'s ``decode(ids)``: byte pieces joined and decoded, control pieces dropped,
         ``▁`` a space, the text's first ``▁`` dropped (``errors`` is accepted for the protocol; the
         result is always valid text)."""
+        check_decode_errors(errors)
         return decode_reference(self.model, [self._id(i) for i in check_ids(ids)]).decode("utf-8")
 
 
