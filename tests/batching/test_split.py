@@ -50,3 +50,19 @@ def test_errors():
         split_documents([1, 2], 1.5)
     with pytest.raises(ConfigError, match="1 distinct group"):
         split_documents(["a", "a"], 0.5)
+    # one str would be one group per character, an int is no list of keys, "0.5" is no number
+    with pytest.raises(ConfigError, match="^split_documents takes an iterable of group keys, not one str"):
+        split_documents("abc", 0.5)
+    with pytest.raises(ConfigError, match=r"^split_documents takes an iterable of group keys \(one per document\), not int"):
+        split_documents(3, 0.5)
+    for bad in ("0.5", None, float("nan")):
+        with pytest.raises(ConfigError, match="^val_fraction="):
+            split_documents(["a", "b"], bad)
+
+
+def test_in_memory_documents_that_are_no_sequence_are_named():
+    from tokenmill import InputError, as_source
+
+    for bad, kind in ((None, "NoneType"), (5, "int"), ("ids", "str")):
+        with pytest.raises(InputError, match=f"^docs is a {kind}; pass a sequence of token id sequences"):
+            as_source(bad)

@@ -9,7 +9,7 @@ are touched only when a batch is materialized.
 
 from __future__ import annotations
 
-from typing import Protocol, Sequence, runtime_checkable
+from typing import Iterable, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
@@ -64,8 +64,9 @@ class ArraySource(KnownLengths):
 
     def __init__(self, docs: Sequence[Sequence[int] | np.ndarray]):
         self._docs = []
-        if isinstance(docs, (str, bytes)):
-            raise InputError(f"docs is a {type(docs).__name__}; pass a sequence of token id sequences")
+        if isinstance(docs, (str, bytes)) or not isinstance(docs, Iterable):
+            raise InputError(f"docs is a {type(docs).__name__}; pass a sequence of token id sequences (one list "
+                             "or array of ids per document)")
         for i, d in enumerate(docs):
             # exact int64 (no float truncation, no uint64 wrap-around)
             self._docs.append(check_array(d, f"document {i}"))
