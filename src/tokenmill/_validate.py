@@ -176,18 +176,17 @@ def check_doc_ids(docs, *, what: str = "", vocab_size: int | None = None, error=
             first, chunk, size = i + 1, [], 0
 
 
-def check_texts(texts, what: str, noun: str = "texts", fix: str = "pass [text]"):
+def check_texts(texts, what: str, noun: str = "texts", fix: str = "pass [text]", items: str = "strs"):
     """``texts`` as it is (a generator is not consumed) if it is an iterable other than one str or bytes, which
     would be one item per character; else a ConfigError naming what it is (``noun``: what the items are;
-    ``fix``: what to do about one str)."""
+    ``fix``: what to do about one str; ``items``: what they must be)."""
     from collections.abc import Iterable
 
     if isinstance(texts, (str, bytes)):
         raise ConfigError(f"{what} takes an iterable of {noun}, not one {type(texts).__name__} (each of its "
                           f"characters would be one of them); {fix}")
     if not isinstance(texts, Iterable):
-        raise ConfigError(f"{what} takes an iterable of {noun} ({'strs' if noun == 'texts' else 'one per document'}), "
-                          f"not {type(texts).__name__}")
+        raise ConfigError(f"{what} takes an iterable of {noun} ({items}), not {type(texts).__name__}")
     return texts
 
 

@@ -95,3 +95,14 @@ def test_a_store_build_names_the_file_and_row(tmp_path, tok):
     with pytest.raises(InputError, match=r"docs\.jsonl: document at row 1 .*the text holds a lone surrogate at "
                                          r"character 4 \(U\+D800\)"):
         TokenStore.build(tmp_path / "store", files([src]), tok, progress=False, workers=1)
+    # errors="replace" makes each lone surrogate U+FFFD (as tiktoken does), counted with invalid UTF-8
+    src.write_bytes(src.read_bytes() + b'{"text": "cut \\ud83d, reversed \\ude42\\ud83d, pair \\ud83d\\ude42"}\n'
+                    + b'{"text": "bad \xff byte"}\n')
+    store = TokenStore.build(tmp_path / "store", files([src], errors="replace"), tok, progress=False, workers=1)
+    want = ["the cat", "sat \ufffd on", "the mat", "cut \ufffd, reversed \ufffd\ufffd, pair \U0001f642", "bad \ufffd byte"]
+    assert [store.get(i).tolist()[:-1] for i in range(5)] == [tok.encode(t) for t in want]
+    assert store.manifest["invalid_utf8_replaced"] == 5
+    r = files([src], errors="replace")
+    assert [t for t, _, _ in r.documents()] == want
+    assert (r.replaced.count, r.replaced.surrogates, r.replaced.where.endswith("docs.jsonl:2")) == (5, 4, True)
+    assert r.replaced.note().endswith("(4 of them lone surrogates of JSON escapes); the first in " + f"{src}:2")

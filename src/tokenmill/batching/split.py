@@ -54,7 +54,8 @@ def split_documents(groups, val_fraction: float, *, seed: int = 0) -> Split:
     """
     if not 0.0 < check_float(val_fraction, "val_fraction") < 1.0:
         raise ConfigError(f"val_fraction={val_fraction!r} must be between 0 and 1 (exclusive)")
-    keys = list(check_texts(groups, "split_documents", "group keys", "pass one key per document, e.g. a list"))
+    keys = list(check_texts(groups, "split_documents", "group keys", "pass one key per document, e.g. a list",
+                            "one per document"))
     ints = bool(keys) and all(isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_)) for k in keys)
     val_docs, n_train, n_val = assign_groups(np.asarray(keys, np.int64) if ints else keys, val_fraction, seed,
                                              what="the groups")

@@ -37,7 +37,8 @@ def register(sub) -> None:
     g.add_argument("--separator", metavar="STR", help="text files: split each file into documents on STR "
                    r"(backslash escapes such as '\n' or '\x1e' are decoded, as in `tokenmill train`)")
     b.add_argument("--errors", choices=["strict", "replace"], default="strict",
-                   help="invalid UTF-8: fail naming file and byte offset (default) or replace with U+FFFD")
+                   help="invalid UTF-8 (and JSONL escapes of lone surrogates): fail naming file and byte offset "
+                        "(default) or replace each with U+FFFD, counted in the manifest")
     b.add_argument("--no-eos", action="store_true", help="do not append EOS to every document")
     b.add_argument("--bos", action="store_true", help="prepend BOS to every document")
     b.add_argument("--special-text", choices=["error", "plain"], default="error",

@@ -38,6 +38,7 @@ from typing import Any, Iterable, Iterator, Literal
 import numpy as np
 
 from ..errors import ConfigError, InputError, require
+from ..tokenizer.surrogates import replace_surrogates
 
 Errors = Literal["strict", "replace"]
 Format = Literal["auto", "text", "jsonl", "parquet"]
@@ -102,10 +103,12 @@ def utf8_docs(data: bytes) -> Utf8Docs | None:
 
 @dataclass
 class Replaced:
-    """Invalid UTF-8 replaced with U+FFFD under ``errors="replace"``: ``count`` sequences (each invalid
-    piece, which Python's decoder replaces with one U+FFFD; a U+FFFD the input spells in valid UTF-8 is
-    not counted), and the first one's input (``where``) and byte offset in it. The readers add to the one
-    they are given, so that nothing is replaced without a count the caller can report.
+    """Invalid text replaced with U+FFFD under ``errors="replace"``: ``count`` replacements (each invalid
+    UTF-8 piece, which Python's decoder replaces with one U+FFFD, and each lone surrogate a JSON escape
+    such as ``"\\ud83d"`` made, which UTF-8 cannot encode: ``surrogates`` of them), and the first one's
+    input (``where``) and byte offset in it (None for a surrogate: the line's escape, not a byte). A U+FFFD
+    the input spells itself is not counted. The readers add to the one they are given, so that nothing
+    is replaced without a count the caller can report.
 
     >>> r = Replaced()
     >>> decode_utf8(b"a\\xffb\\xfe\\xef\\xbf\\xbd", name="x.txt", errors="replace", replaced=r)
@@ -117,25 +120,29 @@ class Replaced:
     count: int = 0
     where: str | None = None
     offset: int | None = None
+    surrogates: int = 0
 
-    def add(self, n: int, where: str, offset: int) -> None:
+    def add(self, n: int, where: str, offset: int | None, *, surrogates: bool = False) -> None:
         if n > 0 and self.where is None:
             self.where, self.offset = where, offset
         self.count += n
+        self.surrogates += n if surrogates else 0
 
     def merge(self, other: "Replaced") -> None:
-        """Add ``other``'s count (and its first place, if this one has none yet)."""
+        """Add ``other``'s counts (and its first place, if this one has none yet)."""
         if self.where is None:
             self.where, self.offset = other.where, other.offset
         self.count += other.count
+        self.surrogates += other.surrogates
 
     def note(self) -> str:
         """One line for a user: how many were replaced, and where the first was ("" when none)."""
         if not self.count:
             return ""
         s = "" if self.count == 1 else "s"
-        return (f"replaced {self.count:,d} invalid UTF-8 sequence{s} with U+FFFD (errors='replace'); the first "
-                f"in {self.where} at byte offset {self.offset:,d}")
+        of = f" ({self.surrogates:,d} of them lone surrogates of JSON escapes)" if self.surrogates else ""
+        at = "" if self.offset is None else f" at byte offset {self.offset:,d}"
+        return f"replaced {self.count:,d} invalid UTF-8 sequence{s} with U+FFFD (errors='replace'){of}; the first in {self.where}{at}"
 
 
 def decode_utf8(data: bytes, *, name: str, errors: Errors = "strict", base: int = 0,
@@ -618,6 +625,12 @@ class FileSource(Source):
                     raise InputError(f"{p}:{line_no}: not valid JSON ({e.msg} at column {e.colno}); "
                                      "every line of a JSONL file must be one JSON object") from None
                 text = _field_of(rec, self.field, f"{p}:{line_no}")
+                if self.errors == "replace":  # a lone surrogate escaped ("\\ud83d" of a cut emoji): U+FFFD
+                    fixed = replace_surrogates(text)
+                    if fixed is not text:
+                        self.replaced.add(fixed.count("\ufffd") - text.count("\ufffd"), f"{p}:{line_no}", None,
+                                          surrogates=True)
+                        text = fixed
             texts.append(text)
             rows.append(line_no - 1)
         return texts, rows
