@@ -59,9 +59,8 @@ from .._schema import BIG, Count, Meta, Sha256, Struct, check, load_json
 from .._words import counted
 from ..errors import ConfigError, FormatError, InputError, TokenmillError
 from . import engines
-from .readers import Source, Utf8Docs, as_sources
+from .readers import Replaced, Source, Utf8Docs, as_sources
 from .source import doc_index
-from .text import Replaced
 from .verify import sha256_file
 
 FORMAT_NAME = "tokenmill.store"
@@ -1214,10 +1213,11 @@ class TokenStore(StoreSource):
         (or :func:`tokenmill.data.texts` / ``files`` / ``hf_dataset`` sources); ``tokenizer``: a tokenmill
         Tokenizer, anything with ``encode_batch(texts, as_arrays=True, num_threads=...)``, ``vocab_size``,
         ``special_tokens`` and a content hash, or what :func:`tokenmill.as_tokenizer` converts (a path to
-        a tokenizer file, an HF, transformers, tiktoken or SentencePiece object). Keywords: ``workers`` (default: all cores), ``engine`` ("local" threads,
-        "process", "ray"), ``append_eos=True``, ``prepend_bos=False`` (ids found among the special
-        tokens, or ``eos_id``/``bos_id``), ``shard_bytes`` (input bytes per shard, 16 MiB),
-        ``errors`` ("strict" or "replace" for invalid UTF-8), ``field`` (JSONL field / Parquet or
+        a tokenizer file, an HF, transformers, tiktoken or SentencePiece object). Keywords: ``workers``
+        (default: all cores), ``engine`` ("local" threads, "process", "ray"), ``append_eos=True``,
+        ``prepend_bos=False`` (ids found among the special tokens, or ``eos_id``/``bos_id``),
+        ``shard_bytes`` (input bytes per shard, 16 MiB), ``errors`` ("strict" or "replace" for invalid
+        UTF-8: U+FFFD, counted in the manifest's ``invalid_utf8_replaced``), ``field`` (JSONL field / Parquet or
         dataset column), ``format``, ``split_lines``, ``separator``, ``special_text`` ("error" or
         "plain"), ``overwrite``, ``progress``, ``ray_address``. Same bytes for any ``workers`` and
         engine; a killed build reruns from its finished shards.
