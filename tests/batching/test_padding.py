@@ -100,3 +100,25 @@ def test_length_grouping_by_token_budget():
     assert sorted(i for b in g for i in b.tolist()) == list(range(8))
     with pytest.raises(ConfigError, match="document 5 has 51 tokens, more than max_tokens=50"):
         LengthGroupedBatches(lengths, max_tokens=50)
+
+
+def test_flags_are_true_or_false_not_truthy():
+    """A flag given as a str ("no", "False") or a number was read by its truth value: "no" shuffled, cut or
+    dropped. Every batching flag takes True or False, else a ConfigError naming it."""
+    from tokenmill import pack
+
+    plan = pack([5, 5, 5], 6)
+    calls = {"truncation": lambda v: pad_batch([[1, 2, 3]], pad_id=0, max_length=2, truncation=v),
+             "shuffle": lambda v: LengthGroupedBatches([3, 2, 1], batch_size=2, shuffle=v),
+             "even": lambda v: plan.shard(0, 2, even=v),
+             "drop_last": lambda v: next(plan.batches([[1] * 5] * 3, batch_size=2, pad_id=0, drop_last=v)),
+             "stream": lambda v: next(plan.batches([[1] * 5] * 3, batch_size=2, pad_id=0, stream=v)),
+             "reuse_memory": lambda v: next(plan.batches([[1] * 5] * 3, batch_size=2, pad_id=0, reuse_memory=v))}
+    for name, call in calls.items():
+        for bad in ("no", "False", 0, 1, None):
+            if bad is None and name == "stream":
+                continue  # None: the plan's own layout
+            with pytest.raises(ConfigError, match=rf"^{name}={bad!r} must be True or False"):
+                call(bad)
+        call(True)
+        call(np.bool_(True))

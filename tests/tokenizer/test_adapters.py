@@ -80,6 +80,8 @@ def test_hf_wordpiece_wrapped(tmp_path):
     with pytest.raises(ConfigError, match="^text 1 of the batch is not a str but bytes"):
         tok.encode_batch(["hello", b"world"])
     assert tok.decode(np.array([2, 3])) == tok.decode([2, 3]) and tok.decode_bytes((2,)) == b"hello"
+    with pytest.raises(ConfigError, match="^as_arrays='no' must be True or False"):
+        tok.encode_batch(["hello"], as_arrays="no")
     for bad, message in ((np.array([[2, 3]]), r"^ids is a 2-D array of shape \(1, 2\); decode one sequence"),
                          (None, "^ids must be an iterable of token ids"), ([2.5], r"^token id=2.5 must be an integer")):
         for fn in (tok.decode, tok.decode_bytes):

@@ -398,6 +398,8 @@ def test_lone_surrogate_and_non_str_are_refused(small):
         tok.encode_batch("abc")
     with pytest.raises(ConfigError, match="^text 1 of the batch is not a str but bytes"):
         tok.encode_batch(["a", b"b"])
+    with pytest.raises(ConfigError, match="^as_arrays='no' must be True or False"):
+        tok.encode_batch(["a"], as_arrays="no")
     ids = tok.encode("ab cd")
     assert tok.decode(np.array(ids)) == tok.decode(ids) and tok.decode_bytes(np.array(ids)) == tok.decode_bytes(ids)
     for bad, message in ((np.array([ids, ids]), r"^ids is a 2-D array of shape \(2, \d+\); decode one sequence"),

@@ -237,6 +237,9 @@ def test_arguments_of_the_wrong_kind_are_config_errors(tok, tmp_path):
     with pytest.raises(ConfigError, match=r"^ids is a 2-D array of shape \(2, \d+\); decode one sequence at a time"):
         tok.decode(ids)
     assert tok.decode(ids[0]) == "ab" and tok.decode(np.array(ids[0], np.uint16)) == "ab"
+    for bad in ("no", 0, None):  # as_arrays="no" returned arrays
+        with pytest.raises(ConfigError, match=rf"^as_arrays={bad!r} must be True or False"):
+            tok.encode_batch(["ab"], as_arrays=bad)
     for bad in ("bogus", None, 1):  # refused up front, not at the first byte that needed the handler
         with pytest.raises(ConfigError, match=rf"^errors={bad!r} is not a codec error handler"):
             tok.decode(ids[0], errors=bad)

@@ -51,6 +51,8 @@ def test_labels_that_are_not_an_array_are_named():
             with pytest.raises(ConfigError, match=f"^labels must be a numpy array or torch tensor .*not {kind}"):
                 fn(bad)
     assert int(count_targets(np.array([[-100, 1, 2]]))) == 2 == int(count_targets(torch.tensor([[-100, 1, 2]])))
+    with pytest.raises(ConfigError, match="^gradients_averaged='no' must be True or False"):
+        StepNormalizer(gradients_averaged="no")
 
 
 def test_token_weighted_loss_ignores_first_and_padding():

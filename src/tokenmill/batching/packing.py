@@ -38,7 +38,7 @@ from typing import Iterator, Literal
 import numpy as np
 
 from .._arrays import ranks_in_groups
-from .._validate import check_array, check_int, check_rows, check_spans, check_total
+from .._validate import check_array, check_bool, check_int, check_rows, check_spans, check_total
 from ..data.source import TokenSource, as_source
 from ..errors import ConfigError, InputError
 from .batch import Batch, Block, FragmentPositions, check_fragment_positions
@@ -184,6 +184,7 @@ class PackPlan:
         """
         world_size = check_int(world_size, "world_size", min=1)
         rank = check_int(rank, "rank", min=0)
+        even = check_bool(even, "even")
         if not (0 <= rank < world_size):
             raise ConfigError(f"rank={rank} must be in 0 .. world_size-1 (world_size={world_size})")
         idx = np.arange(rank, self.num_blocks, world_size)
@@ -238,7 +239,8 @@ class PackPlan:
         index_dtype = check_index_dtype(index_dtype)
         src = self._checked_source(source)
         fill = segment_filler_of(src, self.doc_lengths)
-        stream = self.stream if stream is None else bool(stream)
+        stream = self.stream if stream is None else check_bool(stream, "stream")
+        drop_last, reuse_memory = check_bool(drop_last, "drop_last"), check_bool(reuse_memory, "reuse_memory")
         stop = self.num_blocks - ((self.num_blocks - start_block) % batch_size if drop_last else 0)
         buffers = Buffers(keep=num_threads + 4) if reuse_memory else None
         ptr, T = self.block_ptr, self.block_size

@@ -19,7 +19,7 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from .._validate import check_array, check_int
+from .._validate import check_array, check_bool, check_int
 from ..errors import ConfigError
 from .batch import Batch
 from .layout import assemble
@@ -45,6 +45,7 @@ def pad_batch(seqs: Sequence[Sequence[int] | np.ndarray], *, pad_id: int, max_le
     >>> pad_batch([[1, 2, 3]], pad_id=0, pad_to_multiple_of=4).input_ids.tolist()
     [[1, 2, 3, 0]]
     """
+    truncation = check_bool(truncation, "truncation")
     arrays = [_as_ids(s, i) for i, s in enumerate(seqs)]
     if not arrays:
         raise ConfigError("pad_batch got 0 sequences; pass at least one")
@@ -124,7 +125,7 @@ class LengthGroupedBatches:
             raise ConfigError(f"document {i} has {int(self.lengths[i]):,d} tokens, more than "
                               f"max_tokens={self.max_tokens:,d}; split or truncate long documents first, "
                               "or raise max_tokens")
-        self.shuffle, self.seed, self.epoch = bool(shuffle), check_int(seed, "seed", min=0), 0
+        self.shuffle, self.seed, self.epoch = check_bool(shuffle, "shuffle"), check_int(seed, "seed", min=0), 0
         if group_size is None:
             per_batch = self.batch_size or max(1, self.max_tokens // max(1, int(self.lengths.mean() if self.lengths.size else 1)))
             group_size = 50 * per_batch

@@ -10,7 +10,7 @@ import os
 import numpy as np
 
 from .._arrays import offsets_of
-from .._validate import check_int
+from .._validate import check_bool, check_int
 from ..errors import ConfigError, LoneSurrogateError
 from .bpe import encoder as compiled
 from .bpe import tables
@@ -113,6 +113,7 @@ class Encoding:
     def encode_batch(self, texts, num_threads, as_arrays: bool, allowed_special, disallowed_special) -> list:
         texts = batch_texts(texts, items=False)
         threads = self._threads(num_threads)
+        as_arrays = check_bool(as_arrays, "as_arrays")  # "no" is truthy
         sizes, strs = text_sizes(texts)
         check_strs(texts, strs)
         total = int(sizes.sum())

@@ -656,9 +656,10 @@ class SentencePieceTokenizer:
                      disallowed_special="all") -> list:
         """Encode many texts on ``num_threads`` threads (default: all cores; the kernels release the GIL).
         Same result as ``[encode(t) for t in texts]``, in order; ``as_arrays=True``: int64 arrays."""
-        from .._validate import check_int
+        from .._validate import check_bool, check_int
 
         texts = batch_texts(texts)
+        as_arrays = check_bool(as_arrays, "as_arrays")
         threads = max(1, os.cpu_count() or 1) if num_threads is None else check_int(num_threads, "num_threads",
                                                                                     min=1, max=1024)
         if self._python_first(sum(len(t) for t in texts if isinstance(t, str))):

@@ -68,7 +68,9 @@ class StepNormalizer:
 
     def __init__(self, *, group=None, gradients_averaged: bool = True):
         self.group = group
-        self.gradients_averaged = bool(gradients_averaged)
+        from .._validate import check_bool
+
+        self.gradients_averaged = check_bool(gradients_averaged, "gradients_averaged")
         self.num_targets = None
         self._loss_sum = None
 

@@ -429,9 +429,10 @@ class SentencePieceJsonTokenizer:
                      disallowed_special="all") -> list:
         """``[encode(t) for t in texts]``, the kernel run once per group of texts (``num_threads`` groups
         at a time; the kernels release the GIL)."""
-        from ..._validate import check_int
+        from ..._validate import check_bool, check_int
 
         texts = batch_texts(texts)
+        as_arrays = check_bool(as_arrays, "as_arrays")
         threads = max(1, os.cpu_count() or 1) if num_threads is None else check_int(num_threads, "num_threads",
                                                                                     min=1, max=1024)
         enc = self._compiled()
