@@ -105,3 +105,15 @@ def test_int32_index_batches_as_tensors():
     assert torch.equal(sdpa_mask(small), sdpa_mask(wide))
     emb = torch.nn.Embedding(8, 2)  # int32 position ids index an embedding as they are
     assert torch.equal(emb(ts["position_ids"]), emb(tw["position_ids"]))
+
+
+def test_what_is_not_a_batch_is_named():
+    """None or an array gave an AttributeError from deep inside."""
+    from tokenmill import ConfigError
+    from tokenmill.torch import flex_block_mask, sdpa_mask, to_tensors
+
+    for fn, also in ((to_tensors, ""), (sdpa_mask, r" \(or a dict of tensors from to_tensors\)"),
+                     (flex_block_mask, "")):
+        for bad, kind in ((None, "NoneType"), (np.zeros((2, 4), np.int64), "ndarray")):
+            with pytest.raises(ConfigError, match=rf"^{fn.__name__} takes a tokenmill Batch or Block{also}, not {kind}"):
+                fn(bad)

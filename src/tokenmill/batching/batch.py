@@ -262,6 +262,18 @@ def _dense_mask(segment_ids: np.ndarray) -> np.ndarray:
     return (segment_ids[:, :, None] == segment_ids[:, None, :]) & causal
 
 
+def as_batch(batch, what: str, also: str = "") -> Batch:
+    """``batch`` as a :class:`Batch` (one :class:`Block`: a batch of 1); anything else is a ConfigError that
+    names it (``what``: the function that was given it; ``also``: what else it takes)."""
+    if isinstance(batch, Block):
+        return Batch.from_blocks([batch])
+    if not isinstance(batch, Batch):
+        from ..errors import ConfigError
+
+        raise ConfigError(f"{what} takes a tokenmill Batch or Block{also}, not {type(batch).__name__}")
+    return batch
+
+
 def check_fragment_positions(value: str) -> None:
     if value not in ("restart", "continue"):
         raise ConfigError(f"fragment_positions={value!r} is not one of 'restart' (each piece of a split "

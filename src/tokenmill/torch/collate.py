@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..batching.batch import Batch, Block
+from ..batching.batch import Batch, Block, as_batch
 from ..errors import require
 
 torch = require("torch", "torch")
@@ -18,8 +18,7 @@ def to_tensors(batch: Batch | Block, *, device=None) -> dict:
     >>> t["labels"].tolist(), t["cu_seqlens"].dtype
     ([[-100, 2, 3], [-100, -100, -100]], torch.int32)
     """
-    if isinstance(batch, Block):
-        batch = Batch.from_blocks([batch])
+    batch = as_batch(batch, "to_tensors")
     out = {name: torch.from_numpy(getattr(batch, name)).to(device)
            for name in ("input_ids", "labels", "position_ids", "doc_ids", "attention_mask", "cu_seqlens")}
     out["max_seqlen"] = int(batch.max_seqlen)

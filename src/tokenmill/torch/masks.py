@@ -12,14 +12,10 @@ or empty, so long packed blocks skip the empty tiles entirely.
 
 from __future__ import annotations
 
-from ..batching.batch import Batch, Block
+from ..batching.batch import Batch, Block, as_batch
 from ..errors import require
 
 torch = require("torch", "torch")
-
-
-def _as_batch(batch: Batch | Block) -> Batch:
-    return Batch.from_blocks([batch]) if isinstance(batch, Block) else batch
 
 
 def sdpa_mask(batch, *, device=None):
@@ -44,7 +40,8 @@ def sdpa_mask(batch, *, device=None):
         seg = seg.cumsum(0).view(B, T)  # attention segment of every position
         causal = torch.ones(T, T, dtype=torch.bool, device=device).tril()
         return ((seg[:, :, None] == seg[:, None, :]) & causal).unsqueeze(1)
-    return torch.from_numpy(_as_batch(batch).dense_mask()).unsqueeze(1).to(device)
+    return torch.from_numpy(as_batch(batch, "sdpa_mask", " (or a dict of tensors from to_tensors)").dense_mask()
+                            ).unsqueeze(1).to(device)
 
 
 def document_mask_mod(segment_ids):
@@ -61,7 +58,7 @@ def flex_block_mask(batch: Batch | Block, *, device="cpu", BLOCK_SIZE: int = 128
     """A FlexAttention ``BlockMask`` for ``batch``, built from :func:`document_mask_mod`."""
     from torch.nn.attention.flex_attention import create_block_mask
 
-    b = _as_batch(batch)
+    b = as_batch(batch, "flex_block_mask")
     B, T = b.shape
     seg = torch.from_numpy(b.segment_ids).to(device)
     return create_block_mask(document_mask_mod(seg), B, None, T, T, device=device, BLOCK_SIZE=BLOCK_SIZE)
