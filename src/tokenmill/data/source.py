@@ -21,6 +21,8 @@ def doc_index(i, n: int, hint: str = "") -> int:
     """``i`` as a document index of a source of ``n`` documents: an integer (not a bool) in ``0 .. n - 1``,
     else a ConfigError (not an integer) or an IndexError naming it. Every source's ``get`` checks here: a
     negative index is refused rather than counted from the end (``-1`` is more often a bug than a wish)."""
+    if type(i) is int and 0 <= i < n:  # the common case, first (a get per packed segment)
+        return i
     if isinstance(i, (bool, np.bool_)) or not isinstance(i, (int, np.integer)):
         raise ConfigError(f"document index {i!r} must be an integer")
     i = int(i)
