@@ -147,6 +147,17 @@ def test_invalid_utf8_names_file_and_byte_offset(tmp_path):
         docs(files(j))
 
 
+def test_a_jsonl_files_byte_order_mark_is_skipped(tmp_path):
+    """A UTF-8 BOM before a JSONL file's first record (Windows editors write one) made its first line "not
+    valid JSON"; it is skipped, and byte offsets in errors still count it. Anywhere else it is text."""
+    j = tmp_path / "bom.jsonl"
+    j.write_bytes(b'\xef\xbb\xbf{"text": "a"}\r\n{"text": "\xef\xbb\xbfb"}\n')
+    assert [t for t, _, _ in docs(files(j))] == ["a", "\ufeffb"]
+    j.write_bytes(b'\xef\xbb\xbf{"text": "\xff"}\n')
+    with pytest.raises(InputError, match=r"bom.jsonl:1: invalid UTF-8 at byte offset 13"):
+        docs(files(j))
+
+
 def test_replaced_utf8_is_counted_by_every_reader(tmp_path):
     """``errors="replace"`` replaces invalid UTF-8 and counts it (``FileSource.replaced``: sequences, and the
     first one's file and byte offset) in every kind of file: whole text files, lines, separated pieces, JSONL

@@ -570,11 +570,14 @@ class FileSource(Source):
     # -- JSONL: one record per line, the text in ``field``
     def _jsonl_blocks(self, p: Path) -> Iterator[tuple[list[str], list[int] | range]]:
         """``(texts, rows)`` of each block of the file's lines (rows: 0-based line numbers; blank lines carry no
-        record)."""
+        record). A UTF-8 byte-order mark at the file's start is skipped (editors on Windows write one; JSON
+        allows a reader to ignore it, and ``json.loads`` refused the first line for it)."""
         fast, refused = _field_decoder(self.field)
         text_of = operator.attrgetter("v")
         line_no = 0  # lines before the block
         for offset, block in _blocks(p, b"\n"):
+            if offset == 0 and block.startswith(b"\xef\xbb\xbf"):
+                block, offset = block[3:], 3
             lines = block.split(b"\n")
             if block.endswith(b"\n"):
                 lines.pop()
