@@ -268,3 +268,24 @@ def test_semantic_invariants(unit_lists, w, ov):
 def test_semantic_config_errors(kw):
     with pytest.raises(ConfigError):
         SemanticWindows(8, **kw)
+
+
+def test_text_stages_take_what_as_tokenizer_takes(bpe, tmp_path):
+    """chunk_text, SemanticWindows and preview take a tokenizer file's path or a tiktoken Encoding, as
+    ``as_tokenizer`` converts them (an AttributeError from inside before), with the same result; None or
+    an int is a ConfigError naming it."""
+    bpe.save(tmp_path / "tok.json")
+    want_chunks = [(c.start, c.end, c.ids.tolist()) for c in chunk_text(TEXT, bpe, 16, 8)]
+    ids = np.asarray(bpe.encode_ordinary(TEXT))
+    plan = SlidingWindows(16, 8).plan([ids.size])
+    want_preview = [str(p) for p in preview(plan, [ids], bpe, n=3)]
+    want_semantic = SemanticWindows(16).plan_texts([TEXT], bpe).plan.length.tolist()
+    for other in (str(tmp_path / "tok.json"), tmp_path / "tok.json", bpe.to_tiktoken()):
+        assert [(c.start, c.end, c.ids.tolist()) for c in chunk_text(TEXT, other, 16, 8)] == want_chunks
+        assert [str(p) for p in preview(plan, [ids], other, n=3)] == want_preview
+        assert SemanticWindows(16).plan_texts([TEXT], other).plan.length.tolist() == want_semantic
+    for bad, kind in ((None, "NoneType"), (5, "int")):
+        with pytest.raises(ConfigError, match=f"(a {kind} is not a tokenizer|cannot use a builtins.{kind})"):
+            chunk_text(TEXT, bad, 16, 8)
+        with pytest.raises(ConfigError, match=f"(a {kind} is not a tokenizer|cannot use a builtins.{kind})"):
+            preview(plan, [ids], bad)

@@ -382,17 +382,11 @@ def build(out_dir, sources, tokenizer, *, workers: int | None = None, engine: st
     from .._validate import check_int
 
     out_dir = fs_path(out_dir, "out_dir is {kind}; pass the store's folder (a str or a path)")
-    protocol = ("encode_batch", "vocab_size", "special_tokens")
-    if tokenizer is not None and not all(hasattr(tokenizer, a) for a in protocol):
-        from ..tokenizer.adapters import as_tokenizer
+    from ..tokenizer.adapters import tokenizer_with
 
-        # a path (tokenizer.json, a tokenmill file, a rank file...), an HF, transformers, tiktoken or
-        # SentencePiece object: converted as every stage's tokenizer is (or refused, naming what it is)
-        tokenizer = as_tokenizer(tokenizer)
-    missing = [a for a in protocol if not hasattr(tokenizer, a)]
-    if missing:
-        raise ConfigError(f"a {type(tokenizer).__name__} is not a tokenizer (no {', '.join(missing)}); pass a tokenmill "
-                          "Tokenizer, or tokenmill.as_tokenizer(...) of a path, an HF or a tiktoken tokenizer")
+    # a path (tokenizer.json, a tokenmill file, a rank file...), an HF, transformers, tiktoken or SentencePiece
+    # object: converted as every stage's tokenizer is (or refused, naming what it is)
+    tokenizer = tokenizer_with(tokenizer, ("encode_batch", "vocab_size", "special_tokens"))
     shard_bytes = check_int(shard_bytes, "shard_bytes", min=1, max=BIG)
     for name, flag in (("append_eos", append_eos), ("prepend_bos", prepend_bos), ("overwrite", overwrite),
                        ("progress", progress), ("split_lines", split_lines)):

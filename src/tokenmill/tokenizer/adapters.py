@@ -94,6 +94,23 @@ def as_tokenizer(obj, *, pattern=None, special_tokens=None, check: bool = True):
     )
 
 
+def tokenizer_with(obj, needs: tuple[str, ...]):
+    """``obj`` if it has every attribute in ``needs`` (a tokenmill tokenizer, or any object a stage can use as
+    it is); else what :func:`as_tokenizer` makes of it (a tokenizer file's path, an HF, transformers,
+    tiktoken or SentencePiece object), so that every stage takes what ``as_tokenizer`` takes; else a
+    ConfigError naming what it got (an AttributeError from inside the stage before)."""
+    if obj is not None and all(hasattr(obj, a) for a in needs):
+        return obj
+    if obj is not None:
+        obj = as_tokenizer(obj)  # (a ConfigError naming what it cannot use)
+    missing = [a for a in needs if not hasattr(obj, a)]
+    if missing:
+        raise ConfigError(f"a {type(obj).__name__} is not a tokenizer (no {', '.join(missing)}); pass a tokenmill "
+                          "Tokenizer, a tokenizer file's path, or tokenmill.as_tokenizer(...) of an HF or a tiktoken "
+                          "tokenizer")
+    return obj
+
+
 def load_tokenizer_path(path, *, pattern=None, special_tokens=None):
     """A tokenmill file, a tokenizer.json (or its folder), a tekken.json, or a rank file (needs ``pattern``)."""
     from .model import Tokenizer

@@ -46,6 +46,9 @@ def encode_with_offsets(text: str, tokenizer) -> tuple[np.ndarray, np.ndarray]:
 def encode_with_byte_offsets(text: str, tokenizer) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(ids, char bounds, byte bounds)``: as :func:`encode_with_offsets`, plus the byte offset of
     each token boundary (int64 ``(n + 1,)``)."""
+    from ..tokenizer.adapters import tokenizer_with
+
+    tokenizer = tokenizer_with(tokenizer, ("encode_ordinary", "token_bytes"))
     ids = np.asarray(tokenizer.encode_ordinary(text), np.int64)
     byte_bounds = np.concatenate([[0], np.cumsum(token_byte_lengths(ids, tokenizer))])
     n_bytes = len(text.encode("utf-8"))

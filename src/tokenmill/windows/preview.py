@@ -81,6 +81,9 @@ def preview(plan: WindowPlan, source, tokenizer, n: int = 5, *, rows=None) -> li
     """
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         raise ConfigError(f"n={n!r}; pass the number of windows to preview (>= 0)")
+    from ..tokenizer.adapters import tokenizer_with
+
+    tokenizer = tokenizer_with(tokenizer, ("decode",))
     src = as_source(source)
     lengths = np.asarray(src.lengths)
     picked = np.arange(min(n, len(plan))) if rows is None else plan.row_indices(rows)
