@@ -83,7 +83,8 @@ def preview(plan: WindowPlan, source, tokenizer, n: int = 5, *, rows=None) -> li
         raise ConfigError(f"n={n!r}; pass the number of windows to preview (>= 0)")
     from ..tokenizer.adapters import tokenizer_with
 
-    tokenizer = tokenizer_with(tokenizer, ("decode",))
+    if not hasattr(tokenizer, "decode_bytes"):  # (``_bytes``: decode_bytes, else decode)
+        tokenizer = tokenizer_with(tokenizer, ("decode",))
     src = as_source(source)
     lengths = np.asarray(src.lengths)
     picked = np.arange(min(n, len(plan))) if rows is None else plan.row_indices(rows)
