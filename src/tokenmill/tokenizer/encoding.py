@@ -5,17 +5,14 @@ on a first run while the kernels are not compiled yet, its pure-Python twin (``b
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
 from .._arrays import offsets_of
-from .._validate import check_bool, check_int
 from ..errors import ConfigError, LoneSurrogateError
 from .bpe import encoder as compiled
 from .bpe import tables
 from .bpe.reference import PythonEncoder
-from .groups import GROUP_BYTES, batch_texts, check_strs, group_bounds, in_groups, text_sizes
+from .groups import GROUP_BYTES, batch_args, batch_texts, batch_threads, check_strs, group_bounds, in_groups, text_sizes
 from .special import SpecialTokens, requested
 from .surrogates import batch_surrogate_error, lone_surrogate_error
 
@@ -111,9 +108,7 @@ class Encoding:
             raise batch_surrogate_error(texts) from None
 
     def encode_batch(self, texts, num_threads, as_arrays: bool, allowed_special, disallowed_special) -> list:
-        texts = batch_texts(texts, items=False)
-        threads = self._threads(num_threads)
-        as_arrays = check_bool(as_arrays, "as_arrays")  # "no" is truthy
+        texts, threads, as_arrays = batch_args(texts, num_threads, as_arrays, items=False)
         sizes, strs = text_sizes(texts)
         check_strs(texts, strs)
         total = int(sizes.sum())
@@ -147,7 +142,7 @@ class Encoding:
         ``encode_batch`` gives, without an array or list per text (a batch of short texts spent half its
         time making and joining those)."""
         texts = batch_texts(texts, "encode_flat", items=False)
-        threads = self._threads(num_threads)
+        threads = batch_threads(num_threads)
         sizes, strs = text_sizes(texts)
         check_strs(texts, strs, "encode_flat")
         total = int(sizes.sum())
@@ -228,11 +223,6 @@ class Encoding:
 
             needles = check_needles([s.encode("utf-8") for s in sorted(spelled)])
         return rule, fast, needles
-
-    @staticmethod
-    def _threads(num_threads) -> int:
-        return max(1, os.cpu_count() or 1) if num_threads is None else check_int(num_threads, "num_threads",
-                                                                                   min=1, max=1024)
 
     def _group_encoder(self, texts: list, threads: int, total: int, strs: bool, allowed_special, disallowed_special):
         """``flat(lo, hi)``: the ``(ids, bounds)`` of ``texts[lo:hi]`` (as :meth:`encode_flat`): the plain ones in

@@ -104,11 +104,9 @@ class ForeignTokenizer:
                      disallowed_special="all") -> list:
         import numpy as np
 
-        from .._validate import check_bool
-        from .groups import batch_texts
+        from .groups import batch_args
 
-        texts = batch_texts(texts)
-        as_arrays = check_bool(as_arrays, "as_arrays")
+        texts, _, as_arrays = batch_args(texts, num_threads, as_arrays)
         out = self._encode_fn(texts, self._check(texts, allowed_special, disallowed_special))
         return [np.asarray(ids, np.int64) for ids in out] if as_arrays else [list(ids) for ids in out]
 

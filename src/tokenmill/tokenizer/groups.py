@@ -50,6 +50,22 @@ def batch_texts(texts, what: str = "encode_batch", items: bool = True) -> list:
     return texts
 
 
+def batch_threads(num_threads) -> int:
+    """``num_threads`` of a batch call: all cores when None, else an int in 1 .. 1,024."""
+    from .._validate import check_int
+
+    return max(1, os.cpu_count() or 1) if num_threads is None else check_int(num_threads, "num_threads", min=1,
+                                                                             max=1024)
+
+
+def batch_args(texts, num_threads, as_arrays, what: str = "encode_batch", items: bool = True) -> tuple[list, int, bool]:
+    """``(texts, threads, as_arrays)`` of an ``encode_batch`` call, each checked (:func:`batch_texts`,
+    :func:`batch_threads`; ``as_arrays`` True or False: "no" is truthy)."""
+    from .._validate import check_bool
+
+    return batch_texts(texts, what, items), batch_threads(num_threads), check_bool(as_arrays, "as_arrays")
+
+
 def check_strs(texts: list, strs: bool, what: str = "encode_batch") -> None:
     """Raise a ``ConfigError`` naming the first of ``texts`` that is not a str, unless ``strs`` (all are)."""
     bad = None if strs else next(((i, t) for i, t in enumerate(texts) if not isinstance(t, str)), None)

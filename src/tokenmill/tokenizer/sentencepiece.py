@@ -59,7 +59,7 @@ from .formats.sentencepiece import (
     read_model,
     write_model_proto,
 )
-from .groups import batch_texts, in_groups
+from .groups import batch_args, in_groups
 from .sp_types import BYTE, CONTROL, NORMAL, UNKNOWN, UNUSED, USER_DEFINED, WS
 from .special import requested
 from .surrogates import batch_surrogate_error, lone_surrogate_error
@@ -656,12 +656,7 @@ class SentencePieceTokenizer:
                      disallowed_special="all") -> list:
         """Encode many texts on ``num_threads`` threads (default: all cores; the kernels release the GIL).
         Same result as ``[encode(t) for t in texts]``, in order; ``as_arrays=True``: int64 arrays."""
-        from .._validate import check_bool, check_int
-
-        texts = batch_texts(texts)
-        as_arrays = check_bool(as_arrays, "as_arrays")
-        threads = max(1, os.cpu_count() or 1) if num_threads is None else check_int(num_threads, "num_threads",
-                                                                                    min=1, max=1024)
+        texts, threads, as_arrays = batch_args(texts, num_threads, as_arrays)
         if self._python_first(sum(len(t) for t in texts if isinstance(t, str))):
             kw = dict(allowed_special=allowed_special, disallowed_special=disallowed_special)
             try:

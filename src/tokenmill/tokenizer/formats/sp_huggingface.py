@@ -33,7 +33,7 @@ import numpy as np
 from msgspec import UNSET, UnsetType
 
 from ...errors import ConfigError, FormatError, SpecialTokenError, UnsupportedTokenizerError
-from ..groups import batch_texts, in_groups
+from ..groups import batch_args, in_groups
 from ..sentencepiece import WS, first_of, ids_by_pieces, utf8_of
 from ..special import requested
 from .schemas import ID_RULE, HFAddedToken, Lenient, decode_file, is_id
@@ -429,12 +429,7 @@ class SentencePieceJsonTokenizer:
                      disallowed_special="all") -> list:
         """``[encode(t) for t in texts]``, the kernel run once per group of texts (``num_threads`` groups
         at a time; the kernels release the GIL)."""
-        from ..._validate import check_bool, check_int
-
-        texts = batch_texts(texts)
-        as_arrays = check_bool(as_arrays, "as_arrays")
-        threads = max(1, os.cpu_count() or 1) if num_threads is None else check_int(num_threads, "num_threads",
-                                                                                    min=1, max=1024)
+        texts, threads, as_arrays = batch_args(texts, num_threads, as_arrays)
         enc = self._compiled()
 
         def encode(datas: list[bytes]) -> list[np.ndarray]:
