@@ -433,3 +433,41 @@ def test_a_small_tokenizer_with_a_high_special_id_round_trips(tmp_path):
     assert (tmp_path / "t.json").stat().st_size < 100_000
     back = Tokenizer.load(tmp_path / "t.json")
     assert back.special_tokens == {"<|eot|>": 100_000} and back.encode("hi<|eot|>", allowed_special="all") == [256, 100_000]
+
+
+def test_a_reader_handed_another_formats_file_names_the_reader_it_wants(tmp_path):
+    """``Tokenizer.load`` of a tokenizer.json read "not a tokenmill tokenizer file", of a rank file "not
+    valid JSON ...: write it again" (wrong advice: nothing is corrupted). Each reader now names the file's
+    format and the call that reads it; a damaged file of its own format keeps its own error."""
+    from tokenmill.tokenizer.formats.sentencepiece import NORMAL, UNKNOWN, write_model_proto
+
+    tok = _small()
+    files = {"tokenmill": tmp_path / "tok.json", "huggingface": tmp_path / "tokenizer.json",
+             "tiktoken": tmp_path / "ranks.tiktoken", "tekken": _write(tmp_path / "tekken.json", _tekken_body()),
+             "sentencepiece": tmp_path / "sp.model"}
+    tok.save(files["tokenmill"])
+    tok.save_huggingface(files["huggingface"])
+    tok.save_tiktoken(files["tiktoken"])
+    files["sentencepiece"].write_bytes(write_model_proto([("<unk>", 0, UNKNOWN), ("a", -1, NORMAL), ("b", -2, NORMAL)]))
+    readers = {"tokenmill": (Tokenizer.load, "Tokenizer.load(path)"),
+               "huggingface": (Tokenizer.from_huggingface, "Tokenizer.from_huggingface(path)"),
+               "tiktoken": (lambda p: Tokenizer.from_tiktoken(p, pattern="gpt2"), "Tokenizer.from_tiktoken(path"),
+               "tekken": (Tokenizer.from_tekken, "Tokenizer.from_tekken(path)"),
+               "sentencepiece": (Tokenizer.from_sentencepiece, "Tokenizer.from_sentencepiece(path)")}
+    for want, (read, _) in readers.items():
+        read(files[want])  # each file reads with its own reader
+        for kind, path in files.items():
+            if kind == want:
+                continue
+            with pytest.raises(FormatError) as e:
+                read(path)
+            msg = str(e.value)
+            assert msg.startswith(f"{path}: ") and readers[kind][1] in msg and "as_tokenizer(path)" in msg, (want, msg)
+            assert "write it again" not in msg and "corrupted" not in msg
+    # a damaged file of the reader's own format: its own error, no redirection
+    files["tokenmill"].write_text(files["tokenmill"].read_text()[:-20])
+    with pytest.raises(FormatError, match="not valid JSON") as e:
+        Tokenizer.load(files["tokenmill"])
+    assert "as_tokenizer" not in str(e.value)
+    with pytest.raises(FormatError, match="not valid JSON"):
+        Tokenizer.load(_write(tmp_path / "notes.txt", "a text file\n"))  # no format's: as before

@@ -27,6 +27,7 @@ from typing import Protocol, runtime_checkable
 
 from ..errors import ConfigError, FormatError, MissingExtraError
 from .foreign import ForeignTokenizer
+from .formats.kind import HEAD, file_kind
 
 PROBE = (
     "Hello, world! It's 2024: naïve café, don't WE'LL 12345678 9.99% x\n\n  \tindented\r\n"
@@ -132,17 +133,18 @@ def load_tokenizer_path(path, *, pattern=None, special_tokens=None):
         raise ConfigError(f"tokenizer {str(p)!r} does not exist; pass a tokenmill tokenizer file, a tokenizer.json "
                           "(or its folder) or a .tiktoken rank file")
     with open(p, "rb") as f:
-        head = f.read(4096)
-    from .sentencepiece import is_sentencepiece_model, load_or_wrap
+        head = f.read(HEAD)
+    from .sentencepiece import load_or_wrap
 
-    if is_sentencepiece_model(head):  # a SentencePiece .model (protobuf), not Llama 3's rank file
+    kind = file_kind(head)
+    if kind == "sentencepiece":  # a SentencePiece .model (protobuf), not Llama 3's rank file
         return load_or_wrap(p)
+    if kind == "tokenmill":
+        return Tokenizer.load(p)
+    if kind == "tekken":  # Mistral's tekken.json
+        return Tokenizer.from_tekken(p)
     head = head.lstrip()
     if head.startswith((b"{", b"[")):
-        if b'"tokenmill.tokenizer"' in head:
-            return Tokenizer.load(p)
-        if b'"default_num_special_tokens"' in head or (b'"config"' in head and b'"token_bytes"' in head):
-            return Tokenizer.from_tekken(p)  # Mistral's tekken.json
         return _huggingface_file(p)
     _check_rank_file(p, head)
     if pattern is None:

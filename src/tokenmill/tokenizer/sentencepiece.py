@@ -47,6 +47,7 @@ import numpy as np
 
 from .._validate import check_decode_errors, check_ids
 from ..errors import ConfigError, FormatError, LoneSurrogateError, SpecialTokenError, UnsupportedTokenizerError
+from .formats.kind import file_head, reading
 from .formats.sentencepiece import (
     MAX_RESEGMENT_DEPTH,
     MAX_TRIE_RESULTS,
@@ -494,7 +495,7 @@ class SentencePieceTokenizer:
     @classmethod
     def load(cls, path) -> "SentencePieceTokenizer":
         """Read a ``.model`` file (see :func:`read_model`)."""
-        return cls(read_model(path))
+        return cls(reading(os.fspath(path), lambda: file_head(path), "sentencepiece", lambda: read_model(path)))
 
     @classmethod
     def from_bytes(cls, raw: bytes, *, source: str = "<bytes>") -> "SentencePieceTokenizer":

@@ -36,6 +36,7 @@ from msgspec import UNSET
 from ...errors import FormatError, UnsupportedTokenizerError
 from ..added import AddedToken
 from .conversion_cache import load_cached, save_cached
+from .kind import reading
 from .schemas import (
     ID_RULE,
     HFByteLevel,
@@ -261,7 +262,7 @@ def load_tokenizer_json(path: str | os.PathLike, build):
             return _build(*cached, source=source, build=build)
         except FormatError:
             pass  # a damaged cache entry: rebuilt from the file
-    parts = _convert(read_tokenizer_json(raw, source), source, len(raw))
+    parts = reading(source, raw, "huggingface", lambda: _convert(read_tokenizer_json(raw, source), source, len(raw)))
     save_cached(cache_key, *parts)
     return _build(*parts, source=source, build=build)
 

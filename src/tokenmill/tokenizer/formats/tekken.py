@@ -12,6 +12,7 @@ import os
 
 from ..._io import read_bytes_limited
 from ...errors import FormatError
+from .kind import reading
 from .schemas import TekkenFile, check_ids_below, decode_file
 from .tiktoken import cached_rank_model
 
@@ -22,7 +23,7 @@ def load_tekken(path) -> tuple[list, object, str, dict[str, int]]:
     raw = read_bytes_limited(path, what="tekken tokenizer")
 
     def parse():
-        ranks, pattern, specials = read_tekken(path, raw)
+        ranks, pattern, specials = reading(os.fspath(path), raw, "tekken", lambda: read_tekken(path, raw))
         return ranks, {"pattern": pattern, "specials": specials}
 
     vocab, pairs, conf = cached_rank_model(raw, "tekken", parse)

@@ -21,6 +21,7 @@ from ..._schema import check
 from ...errors import FormatError, TokenmillError
 from ..bpe.tables import pair_arrays
 from .conversion_cache import load_cached, save_cached
+from .kind import reading
 from .schemas import RankCacheConfig
 
 
@@ -54,7 +55,8 @@ def rank_model(ranks: dict[bytes, int]) -> tuple[list, object]:
 def load_rank_file(path) -> tuple[list, object]:
     """(vocab, pair table) of a ``.tiktoken`` file, through the cache of parsed files."""
     raw = read_bytes_limited(path, what="tiktoken rank")
-    vocab, pairs, _ = cached_rank_model(raw, "ranks", lambda: (parse_tiktoken(raw, os.fspath(path)), {}))
+    parse = lambda: parse_tiktoken(raw, os.fspath(path))
+    vocab, pairs, _ = cached_rank_model(raw, "ranks", lambda: (reading(os.fspath(path), raw, "tiktoken", parse), {}))
     return vocab, pairs
 
 

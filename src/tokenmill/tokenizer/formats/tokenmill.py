@@ -23,6 +23,7 @@ from ...errors import FormatError, TokenmillError
 from ..added import AddedToken
 from ..pretokenize.patterns import preset_name
 from ..pretokenize.splitter import pattern_name
+from .kind import reading
 from .schemas import BpeModel, MergesModel, TokenizerFile, check_ids_below
 
 FORMAT_NAME = "tokenmill.tokenizer"
@@ -215,8 +216,9 @@ def save(body: dict, path: str | os.PathLike) -> None:
 def load(cls, path: str | os.PathLike):
     """Read a file written by ``save``; a corrupted file, wrong hash or newer version fails clearly."""
     raw = read_bytes_limited(path, what="tokenizer")
-    body = parse_json(raw, what=f"tokenizer file {os.fspath(path)!r}")
-    return from_dict(cls, body, source=str(path), size=len(raw))
+    # (another tokenizer format's file, a tokenizer.json or a rank file, is named with the reader it wants)
+    return reading(str(path), raw, "tokenmill", lambda: from_dict(
+        cls, parse_json(raw, what=f"tokenizer file {os.fspath(path)!r}"), source=str(path), size=len(raw)))
 
 
 def from_dict(cls, body: dict, *, source: str = "<dict>", size: int | None = None):
