@@ -470,3 +470,51 @@ def test_arguments_that_are_not_a_folder_or_a_tokenizer_are_named(tmp_path, tok)
         build(tmp_path / "s", texts(["a b"]), 5)
     assert len(build(str(tmp_path / "s").encode(), texts(["a b"] * 3), tok)) == 3  # a bytes folder is a folder
     assert len(TokenStore.open(str(tmp_path / "s").encode())) == 3
+
+
+def test_a_rerun_builds_a_damaged_store_again(tmp_path, tok, capsys):
+    """A rerun into a finished store with the same arguments handed back whatever the folder held: a shard
+    flipped in place came back as the build's result (``overwrite=True`` too), a truncated or missing one
+    failed with "rebuild the store", which the rerun was. Now the rerun checks every shard's sha256 and
+    builds a damaged store again (beside it, then swapped in), byte-identical to the first build."""
+    make_corpus(tmp_path / "in")
+    d = tmp_path / "s"
+    build(d, tmp_path / "in", tok, shard_bytes=400)
+    good = store_bytes(d)
+    tokens = d / "shard-00001.tokens"
+    data = tokens.read_bytes()
+    for damage, overwrite in [(lambda: tokens.write_bytes(data[:2] + bytes([data[2] ^ 1]) + data[3:]), False),
+                              (lambda: tokens.write_bytes(data[:2] + bytes([data[2] ^ 1]) + data[3:]), True),
+                              (lambda: tokens.write_bytes(data[:-2]), False),
+                              (lambda: (d / "shard-00002.offsets").unlink(), False)]:
+        damage()
+        capsys.readouterr()
+        store = build(d, tmp_path / "in", tok, shard_bytes=400, overwrite=overwrite)
+        assert "is damaged" in capsys.readouterr().err
+        assert store_bytes(d) == good and store.verify()["documents"] == len(store)
+        assert not any(p.name.startswith(".") for p in tmp_path.iterdir())  # no staging folder left
+    build(d, tmp_path / "in", tok, shard_bytes=400)
+    assert "damaged" not in capsys.readouterr().err  # an intact store is reused, as before
+
+
+def test_a_changed_generator_is_refused_not_built_from_what_is_left(tmp_path, tok):
+    """Checking a finished store's input reads it; a generator read that way was then built from what the
+    check left of it: the rebuilt store lost its first thousands of documents, silently (or, for a short
+    generator, failed with "holds no documents"). A changed one-shot input is now refused, the store left
+    as it was; a list (read twice) is still built again."""
+    docs = [f"document number {i} " + "word " * (i % 17) for i in range(3000)]
+    new = ["CHANGED"] + docs[1:]
+    d = tmp_path / "s"
+    first = build(d, (t for t in docs), tok, shard_bytes=5000)
+    before = store_bytes(d)
+    assert build(d, (t for t in docs), tok, shard_bytes=5000).fingerprint == first.fingerprint  # unchanged: reused
+    for short in (False, True):
+        gen = (t for t in (new[:50] if short else new))
+        with pytest.raises(InputError, match=r"changed since it was built .* an iterator .* partly consumed.*"
+                                              r"Pass the documents as a list"):
+            build(d, gen, tok, shard_bytes=5000)
+        assert store_bytes(d) == before
+    d2 = tmp_path / "t"
+    build(d2, texts(docs), tok, shard_bytes=5000)
+    again = build(d2, texts(new), tok, shard_bytes=5000)
+    assert len(again) == len(new) and again.get(0).tolist() == tok.encode("CHANGED") + [tok.special_tokens["<|endoftext|>"]]

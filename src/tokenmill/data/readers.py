@@ -175,6 +175,7 @@ class Source:
     """One entry of a build's ``sources``: yields ``(text, file, row)`` in a fixed order."""
 
     kind = "source"
+    one_shot = False  # whether reading it consumes it (a generator): it cannot be read a second time
 
     def files(self) -> list[str]:
         """Provenance names, indexed by the ``file`` of each document."""
@@ -713,6 +714,14 @@ class IterableSource(Source):
     def spec(self) -> dict:
         n = len(self.items) if hasattr(self.items, "__len__") else None
         return {"kind": "iterable", "name": self.name, "len": n}
+
+    @property
+    def one_shot(self) -> bool:
+        """An iterator (a generator, an open file, ``map(...)``) is its own iterator: reading it consumes it."""
+        try:
+            return iter(self.items) is self.items
+        except TypeError:
+            return False
 
     def documents(self) -> Iterator[Document]:
         for row, t in enumerate(self.items):

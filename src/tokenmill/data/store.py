@@ -422,18 +422,37 @@ def build(out_dir, sources, tokenizer, *, workers: int | None = None, engine: st
         mode, work = _prepare(out, args, canonical_hash(args), bool(overwrite))
     builder = _Builder(work, srcs, tokenizer, opts, int(shard_bytes), bool(progress))
     if mode == "done":
-        store = TokenStore.open(out)
-        changed = builder.input_changes(store.manifest["shards"])
-        if not changed:
-            _tidy(out, store.num_shards)  # a build killed after writing its manifest
-            stage = staging_dir(out)
-            if stage.exists():  # the old store of a replacement killed after the swap
-                _clear(_classify(stage)[1])
-                stage.rmdir()
-            return store
-        _say(f"tokenmill: the input of {out} changed since it was built ({changed}); building the store "
-             f"again in {staging_dir(out)} (the current store stays as it is until the new one is verified)")
-        mode, work = "replace", staging_dir(out)
+        # a store whose files no longer match their sha256 (edited, truncated, removed) is never handed back
+        # as the build's result: it is built again (before its input is read, so a generator is read once)
+        try:
+            store = TokenStore.open(out)
+            store.verify()
+            damaged = ""
+        except FormatError as e:
+            damaged = str(e)
+        if damaged:
+            _say(f"tokenmill: the store at {out} is damaged ({damaged}); building it again in {staging_dir(out)} "
+                 "(the damaged store stays as it is until the new one is verified)")
+            mode, work = "replace", staging_dir(out)
+        else:
+            changed = builder.input_changes(store.manifest["shards"])
+            if not changed:
+                _tidy(out, store.num_shards)  # a build killed after writing its manifest
+                stage = staging_dir(out)
+                if stage.exists():  # the old store of a replacement killed after the swap
+                    _clear(_classify(stage)[1])
+                    stage.rmdir()
+                return store
+            once = [s.describe() for s in srcs if s.one_shot]
+            if once:  # the check has read part of it: a build from what is left would lose its start
+                raise InputError(
+                    f"the input of {out} changed since it was built ({changed}), and {', '.join(once)} is an "
+                    "iterator (a generator) that checking it has partly consumed, so the store cannot be built "
+                    f"again from it; {out} is unchanged. Pass the documents as a list (or any iterable that can "
+                    "be read twice), or build into a new folder")
+            _say(f"tokenmill: the input of {out} changed since it was built ({changed}); building the store "
+                 f"again in {staging_dir(out)} (the current store stays as it is until the new one is verified)")
+            mode, work = "replace", staging_dir(out)
         builder = _Builder(work, srcs, tokenizer, opts, int(shard_bytes), bool(progress))
     if mode == "replace":
         mode = _prepare_staging(work, canonical_hash(args))
