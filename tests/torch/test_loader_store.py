@@ -62,6 +62,35 @@ def test_moved_store_resumes_other_split_is_refused(store_dir, tmp_path):
         make(other).load_state_dict(state)
 
 
+def test_views_of_other_documents_have_other_fingerprints(store_dir):
+    """A split by a callable recorded only the callable's name, and ``view(index, definition)`` never hashed
+    its index: two splits by different lambdas (other documents) shared a fingerprint, and a loader state
+    of one resumed on the other, silently. A view's fingerprint now hashes its documents' indices where
+    its definition does not say which they are; a split by document, source or file, and a slice, keep
+    the fingerprint their definition gives (loader states saved before stay valid)."""
+    from tokenmill._io import canonical_hash
+    from tokenmill.data.store import StoreView
+
+    store = TokenStore.open(store_dir)
+    a = store.split(0.3, by=lambda i: i % 7)[0]
+    b = store.split(0.3, by=lambda i: i // 10)[0]
+    assert not np.array_equal(a.index, b.index) and a.fingerprint != b.fingerprint
+    again = store.split(0.3, by=lambda i: i % 7)[0]
+    assert again.fingerprint == a.fingerprint  # the same documents: the same fingerprint
+    x, y = store.view(np.arange(10), {"mine": 1}), store.view(np.arange(10, 20), {"mine": 1})
+    assert x.fingerprint != y.fingerprint
+    assert a.split(0.5)[0].fingerprint != b.split(0.5)[0].fingerprint  # a split of such a view, too
+    for v in (store.split(0.3)[0], store.split(0.3, seed=2)[1], store[5:50], store.split(0.3)[0][2:9]):
+        assert isinstance(v, StoreView) and v.fingerprint == canonical_hash({"store": store.fingerprint,
+                                                                             "view": v.definition})
+    mk = lambda src: TrainingLoader(src, batch_size=2, block_size=32, seed=1)
+    la = mk(a)
+    it = iter(la)
+    next(it)
+    with pytest.raises(ConfigError, match="other data"):
+        mk(b).load_state_dict(la.state_dict())
+
+
 def test_mixture_of_store_views(store_dir):
     train, val = TokenStore.open(store_dir).split(0.3, seed=0)
     mix = Mixture({train: 0.5, val: 0.5}, seed=0)

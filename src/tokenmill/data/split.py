@@ -38,8 +38,12 @@ def _group_keys(store, by) -> np.ndarray:
 
 
 def split_store(store, val_fraction: float, *, by: str | Callable = "doc", seed: int = 0):
-    """``(train, val)`` views; see :meth:`TokenStore.split`. The rule is :func:`assign_groups`'s,
-    the one ``tokenmill.split_documents`` follows too (same documents, keys and seed, same split)."""
+    """``[(index, definition, determined)]`` of the ``train`` and ``val`` views (indices into the store
+    beneath ``store``, itself or a view's); see :meth:`TokenStore.split`, which makes the views. The rule is
+    :func:`assign_groups`'s, the one ``tokenmill.split_documents`` follows too (same documents, keys and
+    seed, same split). ``determined``: whether the definition says which documents a view holds (a split
+    by document, source or file of a store or of a view its own definition determines); a callable's
+    keys are not in it, so such a view's fingerprint hashes its index."""
     if isinstance(val_fraction, bool) or not isinstance(val_fraction, (int, float)) or not 0 < val_fraction < 1:
         raise ConfigError(f"val_fraction={val_fraction!r} must be a number strictly between 0 and 1")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
@@ -49,16 +53,16 @@ def split_store(store, val_fraction: float, *, by: str | Callable = "doc", seed:
     by_name = by if isinstance(by, str) else "callable:" + _callable_name(by)
     define = {"split": {"val_fraction": float(val_fraction), "by": by_name, "seed": int(seed),
                         "rule": "seeded-hash-v1"}}
-    base = getattr(store, "store", store)
     base_index = getattr(store, "index", None)
+    determined = isinstance(by, str) and getattr(store, "determined", True)
 
-    def view(mask, part):
+    def part(mask, name):
         idx = np.flatnonzero(mask)
         if base_index is not None:
             idx = base_index[idx]
-        return base.view(idx, {**define, "part": part, "parent": getattr(store, "definition", None)})
+        return idx, {**define, "part": name, "parent": getattr(store, "definition", None)}, determined
 
-    return view(~val_doc, "train"), view(val_doc, "val")
+    return [part(~val_doc, "train"), part(val_doc, "val")]
 
 
 # ---- the one split rule ---------------------------------------------------------------------------

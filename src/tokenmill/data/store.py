@@ -34,6 +34,7 @@ store passes its schema (``Manifest``, ``ShardRecord``, ``Journal`` below) befor
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
 import re
@@ -1030,9 +1031,10 @@ class StoreSource:
         if isinstance(key, slice):
             r = range(n)[key]  # Python's own slice rules (a zero step is its ValueError)
             picked = np.arange(r.start, r.stop, r.step, dtype=np.int64)
-            if isinstance(self, StoreView):
-                return self.store.view(self.index[picked], {"of": self.definition, "slice": [r.start, r.stop, r.step]})
-            return self.view(picked, {"slice": [r.start, r.stop, r.step]})
+            if isinstance(self, StoreView):  # (the slice and its parent's definition say which documents)
+                return StoreView(self.store, self.index[picked], {"of": self.definition, "slice": [r.start, r.stop, r.step]},
+                                 determined=self.determined)
+            return StoreView(self, picked, {"slice": [r.start, r.stop, r.step]}, determined=True)
         if isinstance(key, (bool, np.bool_)) or not isinstance(key, (int, np.integer)):
             raise TypeError(f"document indices must be integers or slices, not {type(key).__name__}")
         key = int(key)
@@ -1145,22 +1147,36 @@ class StoreSource:
         """
         from .split import split_store
 
-        return split_store(self, val_fraction, by=by, seed=seed)
+        base = getattr(self, "store", self)
+        train, val = (StoreView(base, idx, definition, determined=d)
+                      for idx, definition, d in split_store(self, val_fraction, by=by, seed=seed))
+        return train, val
 
 
 class StoreView(StoreSource):
     """Documents ``index`` (int64; increasing for a split, any order for a slice) of a store, as a
     token source and a sequence (see :class:`~tokenmill.data.store.StoreSource`)."""
 
-    def __init__(self, store, index: np.ndarray, definition: dict):
+    def __init__(self, store, index: np.ndarray, definition: dict, *, determined: bool = False):
+        """``determined``: whether ``definition`` alone says which documents the view holds (a split by
+        document, source or file, a slice); else (a split by a callable, any index given to ``view``) the
+        view's fingerprint hashes ``index`` too."""
         self.store = store
         self.index = np.asarray(index, np.int64)
         self.definition = definition
+        self.determined = determined
         self.dtype = store.dtype
 
-    @property
+    @functools.cached_property
     def fingerprint(self) -> str:
-        return canonical_hash({"store": self.store.fingerprint, "view": self.definition})
+        """What defines the view's data: its store's fingerprint, its definition and, where the definition does
+        not determine them, its documents' indices (two splits by different callables, or two ``view``s of
+        other documents under one definition, shared a fingerprint: a loader state or a plan cache of one
+        was taken for the other's)."""
+        body = {"store": self.store.fingerprint, "view": self.definition}
+        if not self.determined:
+            body["index_sha256"] = hashlib.sha256(_little(self.index).tobytes()).hexdigest()
+        return canonical_hash(body)
 
     vocab_size = property(lambda self: self.store.vocab_size)
     tokenizer_hash = property(lambda self: self.store.tokenizer_hash)
@@ -1313,7 +1329,7 @@ class TokenStore(StoreSource):
 
     def view(self, index, definition: dict) -> "StoreView":
         """The documents ``index`` of this store as a token source and sequence (no copy);
-        ``definition`` (JSON) says how they were chosen and enters the view's fingerprint."""
+        ``definition`` (JSON) says how they were chosen; it and ``index`` enter the view's fingerprint."""
         return StoreView(self, np.asarray(index, np.int64), definition)
 
     @classmethod
