@@ -116,3 +116,23 @@ def test_store_fast_path_equals_the_per_batch_checked_path(store_dir, kw):
         assert f.keys() == s.keys()
         for k in f:
             assert (torch.equal(f[k], s[k]) if torch.is_tensor(f[k]) else f[k] == s[k]), k
+
+
+def test_a_mixture_of_two_vocabularies_is_refused(store_dir, tmp_path):
+    """A Mixture took a store of one tokenizer's ids and one of another's (or of another vocabulary size) and
+    gave batches mixing them, silently. Parts that declare their tokenizer or vocabulary must agree."""
+    store = TokenStore.open(store_dir)
+    other_tok = Tokenizer.from_merges([(116, 104)], pattern="gpt4", special_tokens=["<|endoftext|>"])
+    other = TokenStore.build(tmp_path / "o", texts(["the cat", "a dog"]), other_tok, workers=1, progress=False)
+    rng = np.random.default_rng(0)
+    lens = rng.integers(1, 20, 30)
+    wide = TokenStore.from_token_arrays(tmp_path / "w", [(lens, rng.integers(0, 90_000, int(lens.sum())))],
+                                        vocab_size=90_000)
+    with pytest.raises(ConfigError, match=r"parts 0 \('a'\) and 1 \('b'\) have different tokenizers .*sha256:.* "
+                                          "one vocabulary"):
+        Mixture({store: 0.5, other: 0.5}, names=["a", "b"])
+    with pytest.raises(ConfigError, match=r"different vocabulary sizes \(sizes .* and 90000\)"):
+        Mixture({store: 0.5, wide: 0.5})
+    train, val = store.split(0.3, seed=0)
+    from tokenmill import ArraySource
+    assert len(Mixture({train: 1, val: 2, ArraySource([[1, 2, 3]]): 1}).parts) == 3  # one vocabulary: as before

@@ -157,6 +157,7 @@ class Mixture(KnownLengths):
         for i, (name, src) in enumerate(zip(self.names, sources)):
             if isinstance(src, ArraySource):  # in memory, never validated (a store's ids were)
                 check_doc_ids((src.get(j) for j in range(len(src))), what=f"mixture part {i} ({name!r}): ")
+        _one_vocabulary(sources, self.names)
         self.parts: tuple[TokenSource, ...] = tuple(sources)
         w = np.asarray(weights, np.float64)
         with np.errstate(over="ignore"):
@@ -255,3 +256,22 @@ def allocate_counts(fractions, per_batch: int, num_batches: int) -> np.ndarray:
             out[g, i] += 1
             debt[i] -= 1.0
     return out
+
+
+def _one_vocabulary(sources, names) -> None:
+    """A mixture's parts share one vocabulary: parts whose tokenizers are known (a store's content hash) must
+    have the same one, and parts that declare a vocabulary size the same size (a store of GPT-2 ids mixed
+    with one of another tokenizer's gave batches of ids from two vocabularies, silently). Sources that
+    declare neither (arrays, Megatron files) are not compared."""
+    seen: dict = {}
+    for key, label in (("tokenizer_hash", "tokenizers (content hashes"), ("vocab_size", "vocabulary sizes (sizes")):
+        for i, (name, src) in enumerate(zip(names, sources)):
+            v = getattr(src, key, None)
+            if v is None or (key == "tokenizer_hash" and v == "external"):  # (ids made outside: unknown)
+                continue
+            if key in seen and seen[key][2] != v:
+                j, other, w = seen[key]
+                raise ConfigError(f"mixture parts {j} ({other!r}) and {i} ({name!r}) have different {label} {w!r} "
+                                  f"and {v!r}); a mixture's ids must come from one vocabulary: build every part with "
+                                  "the same tokenizer")
+            seen.setdefault(key, (i, name, v))
