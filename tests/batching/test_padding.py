@@ -122,3 +122,17 @@ def test_flags_are_true_or_false_not_truthy():
                 call(bad)
         call(True)
         call(np.bool_(True))
+
+
+def test_negative_ids_doc_ids_and_starts_are_refused():
+    """An id of -100 became an ignored label (a target dropped, silently); doc id -1 (padding's mark) made a
+    real row padding in its blocks and stats while the batch's mask kept it."""
+    from tokenmill.errors import InputError
+
+    with pytest.raises(InputError, match=r"sequence 0 holds -100 \(at index 1\)"):
+        pad_batch([[1, -100, 3]], pad_id=0)
+    for kw in ({"doc_ids": [-1]}, {"starts": [-1]}):
+        with pytest.raises(ConfigError, match="holds -1"):
+            pad_batch([[1, 2, 3]], pad_id=0, **kw)
+    b = pad_batch([[1, 2, 3]], pad_id=0, doc_ids=[7], starts=[5])
+    assert b.block(0).attention_mask.tolist() == [True, True, True] and b.stats().non_pad == 3

@@ -417,3 +417,18 @@ def test_first_run_windows_rule(monkeypatch, first_run):
     assert "windows gather" in _jit.twins_used
     monkeypatch.setenv("TOKENMILL_PYTHON_FIRST", "0")
     assert not sliding._python_first(1)
+
+
+def test_gather_refuses_offsets_that_disagree_with_the_plan():
+    """``gather`` checked the windows against the token array only: offsets that made document 0 two tokens
+    long read document 1's tokens into document 0's window, silently."""
+    plan = SlidingWindows(4, 4).plan([4, 4])
+    with pytest.raises(InputError, match=r"window 0 reads tokens \[0, 4\) of document 0, which doc_offsets make 2 "
+                                         "tokens long"):
+        plan.gather(np.arange(8), np.array([0, 2, 8]))
+    with pytest.raises(InputError, match="doc_offsets has 2 entries but the plan names document 1"):
+        plan.gather(np.arange(8), np.array([0, 4]))
+    ids, n = plan.gather(np.arange(8), np.array([0, 4, 8]))
+    assert ids.tolist() == [[0, 1, 2, 3], [4, 5, 6, 7]] and n.tolist() == [4, 4]
+    with pytest.raises(InputError, match="token_ids holds -100"):  # an id of -100 would read as an ignored label
+        list(SlidingWindows(4, 2).windows([1, -100, 3, 4]))

@@ -289,3 +289,31 @@ def test_text_stages_take_what_as_tokenizer_takes(bpe, tmp_path):
             chunk_text(TEXT, bad, 16, 8)
         with pytest.raises(ConfigError, match=f"(a {kind} is not a tokenizer|cannot use a builtins.{kind})"):
             preview(plan, [ids], bad)
+
+
+def test_overlapping_atomic_spans_stay_whole_and_bad_arguments_are_named():
+    """Two atomic spans that overlap were cut at the second's start, inside the first, with nothing counted;
+    one str was planned as one document per character; bytes, a span of three values and an atomic list
+    shorter than the texts raised bare errors; a tokenizer giving floats was truncated."""
+    text = "aaaa. bbbb. cccc."
+    plan = SemanticWindows(12, overlap_units=0).plan_texts([text], Bytes(), atomic=[[(0, 9), (6, 11)]])
+    assert [text[plan.window_span(r)] for r in range(len(plan.plan))] == ["aaaa. bbbb.", " cccc."]
+    assert plan.split_units == 0
+    wide = SemanticWindows(12, overlap_units=0).plan_texts([text], Bytes(), atomic=[[(0, 9), (6, 17)]])
+    assert wide.split_units == 1  # the union (17 tokens) cannot fit: split by the oversize rule, and counted
+    with pytest.raises(ConfigError, match="not one str"):
+        SemanticWindows(6).plan_texts("abc", Bytes())
+    with pytest.raises(InputError, match="atomic has 1 entries for 2 texts"):
+        SemanticWindows(12).plan_texts([text, text], Bytes(), atomic=[[(0, 3)]])
+    with pytest.raises(InputError, match=r"atomic span \(0, 3, 4\) is not a \(start, end\) pair"):
+        SemanticWindows(12).plan_texts([text], Bytes(), atomic=[[(0, 3, 4)]])
+    for call in (lambda: SemanticWindows(12).plan_texts([b"abc"], Bytes()), lambda: chunk_text(b"abc", Bytes(), 2, 1)):
+        with pytest.raises(ConfigError, match=r"a bytes, not a str; decode it first"):
+            call()
+
+    class Floats(Bytes):
+        def encode_ordinary(self, text):
+            return [float(b) + 0.9 for b in text.encode()]
+
+    with pytest.raises(InputError, match="encode_ordinary ids has dtype float64"):
+        chunk_text("abc", Floats(), 2, 1)

@@ -77,7 +77,8 @@ def pad_batch(seqs: Sequence[Sequence[int] | np.ndarray], *, pad_id: int, max_le
 
 
 def _as_ids(seq, i: int) -> np.ndarray:
-    return check_array(seq, f"sequence {i}")
+    # (a negative id is no token: -100 would become an ignored label, a target dropped silently)
+    return check_array(seq, f"sequence {i}", min=0)
 
 
 def _positive(value, name: str) -> int:
@@ -85,7 +86,8 @@ def _positive(value, name: str) -> int:
 
 
 def _index_array(values, n: int, name: str) -> np.ndarray:
-    a = check_array(values, name, error=ConfigError)
+    # (doc id -1 marks padding in a batch: a real row named so read as padding in its blocks and stats)
+    a = check_array(values, name, min=0, error=ConfigError)
     if a.shape != (n,):
         raise ConfigError(f"{name} has shape {a.shape}; it needs one entry per sequence, shape ({n},)")
     return a

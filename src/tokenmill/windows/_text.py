@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import InputError
+from .._validate import check_array
+from ..errors import ConfigError, InputError
 
 
 def token_byte_lengths(ids: np.ndarray, tokenizer) -> np.ndarray:
@@ -48,8 +49,12 @@ def encode_with_byte_offsets(text: str, tokenizer) -> tuple[np.ndarray, np.ndarr
     each token boundary (int64 ``(n + 1,)``)."""
     from ..tokenizer.adapters import tokenizer_with
 
+    if not isinstance(text, str):
+        raise ConfigError(f"the text is a {type(text).__name__}, not a str" +
+                          ("; decode it first (text.decode('utf-8'))" if isinstance(text, (bytes, bytearray)) else ""))
     tokenizer = tokenizer_with(tokenizer, ("encode_ordinary", "token_bytes"))
-    ids = np.asarray(tokenizer.encode_ordinary(text), np.int64)
+    # (ids checked, never truncated: a tokenizer giving floats or negative numbers is named)
+    ids = check_array(tokenizer.encode_ordinary(text), "the tokenizer's encode_ordinary ids", min=0)
     byte_bounds = np.concatenate([[0], np.cumsum(token_byte_lengths(ids, tokenizer))])
     n_bytes = len(text.encode("utf-8"))
     if int(byte_bounds[-1]) != n_bytes:

@@ -42,7 +42,7 @@ import numpy as np
 import regex
 
 from .._arrays import ranks_in_groups
-from .._validate import check_array, check_int
+from .._validate import check_array, check_int, check_texts
 from ..data.source import ArraySource
 from ..errors import ConfigError, InputError
 from ._text import char_byte_starts, encode_with_byte_offsets
@@ -132,6 +132,13 @@ class SemanticWindows:
         """Encode ``texts`` with ``tokenizer`` (duck-typed: ``encode_ordinary``, ``token_bytes``) and
         plan windows of whole units. ``atomic[d]``: character spans ``(start, end)`` of document ``d``
         that must stay in one window."""
+        texts = list(check_texts(texts, "SemanticWindows.plan_texts"))
+        if atomic is not None:
+            atomic = list(check_texts(atomic, "plan_texts' atomic", "span lists", "pass one list of spans per text",
+                                      "lists of (start, end) pairs"))
+            if len(atomic) != len(texts):
+                raise InputError(f"atomic has {len(atomic):,d} entries for {len(texts):,d} texts; pass one list of "
+                                 "(start, end) character spans per text ([] for none)")
         docs, bounds, unit_lens, unit_atomic = [], [], [], []
         for d, text in enumerate(texts):
             ids, cb, bb = encode_with_byte_offsets(text, tokenizer)
@@ -153,7 +160,11 @@ class SemanticWindows:
         to_tok = lambda c: int(np.searchsorted(bb[:-1], char_byte[c], side="left"))
         cuts = {to_tok(c) for c in self.cut_points(text)}
         regions = []
-        for s, e in spans:
+        for span in spans:
+            if isinstance(span, (str, bytes)) or not hasattr(span, "__len__") or len(span) != 2:
+                raise InputError(f"document {d:,d}: atomic span {span!r} is not a (start, end) pair of character "
+                                 "offsets")
+            s, e = span
             s = check_int(s, f"document {d:,d}: atomic span start", error=InputError)
             e = check_int(e, f"document {d:,d}: atomic span end", error=InputError)
             if not (0 <= s <= e <= len(text)):
@@ -161,7 +172,17 @@ class SemanticWindows:
             a, b = to_tok(s), to_tok(e)
             if b > a:
                 regions.append((a, b))
-                cuts = {c for c in cuts if not a < c < b} | {a, b}
+        # overlapping spans are one span: each kept whole means their union is (cutting the second's
+        # edge inside the first split it, silently)
+        merged: list = []
+        for a, b in sorted(regions):
+            if merged and a < merged[-1][1]:
+                merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+            else:
+                merged.append((a, b))
+        regions = merged
+        for a, b in regions:
+            cuts = {c for c in cuts if not a < c < b} | {a, b}
         edges = np.array(sorted(cuts | {0, n_tok}), np.int64) if n_tok else np.zeros(0, np.int64)
         edges = edges[(edges >= 0) & (edges <= n_tok)]
         lens = np.diff(edges)

@@ -131,7 +131,8 @@ class PlanStats:
     ``uncovered_gap``: tokens between windows (``stride > content size``, or windows removed by
     ``max_windows_per_doc``); ``uncovered_tail``: tokens after the last window (``tail="drop"``);
     ``uncovered_short``: tokens of documents shorter than the window dropped by ``short="drop"``.
-    ``target_tokens`` counts scored targets over all windows, ``unique_targets`` the distinct
+    ``target_tokens`` counts scored document tokens over all windows (an ``eos`` template's target at a
+    document's end is not one; see :attr:`WindowPlan.target_count`), ``unique_targets`` the distinct
     document tokens among them (their difference is the number of repeated scorings).
     ``unscored_tokens``: tokens inside some window that no window scores, other than a document's
     first token (it has nothing before it to be predicted from, unless a ``bos`` precedes it). A
@@ -258,7 +259,9 @@ class WindowPlan:
 
     @property
     def target_count(self) -> np.ndarray:
-        """Scored document tokens per window (plus one where an ``eos`` target ends the document)."""
+        """Scored document tokens per window, ``end - target_start``. Under an ``eos`` template the window
+        that ends its document also scores that eos (not a document token, so not counted here: the
+        labels of ``materialize`` hold it, and ``count_targets`` of them is one more for such a window)."""
         return self.end - self.target_start
 
     @property
@@ -368,12 +371,22 @@ class WindowPlan:
         rows = self.row_indices(rows)
         offs = check_array(doc_offsets, "doc_offsets")
         doc = self.doc[rows]
-        if doc.size and (offs.size == 0 or int(doc.max()) >= offs.size):
+        if doc.size and int(doc.max()) + 1 >= offs.size:
             raise InputError(f"doc_offsets has {offs.size:,d} entries but the plan names document "
                              f"{int(doc.max()):,d}; pass one offset per document (plus the end)")
         src_start = offs[doc] + self.start[rows]
         lengths = self.length[rows]
         check_spans(src_start, lengths, tokens.size, "windows in tokens/doc_offsets")
+        # each window inside its own document (offsets that disagree with the lengths the plan was made
+        # for read the next document's tokens into a window, silently)
+        over = (self.start[rows] < 0) | (src_start + lengths > offs[doc + 1])
+        if over.any():
+            k = int(np.argmax(over))
+            d = int(doc[k])
+            raise InputError(f"window {int(rows[k]):,d} reads tokens [{int(self.start[rows[k]]):,d}, "
+                             f"{int(self.end[rows[k]]):,d}) of document {d:,d}, which doc_offsets make "
+                             f"{int(offs[d + 1]) - int(offs[d]):,d} tokens long: doc_offsets disagree with the "
+                             "lengths the plan was made for; pass the offsets of the same documents")
         width = int(lengths.max()) if lengths.size else 0
         if out is None:
             out = np.empty((rows.size, width), tokens.dtype)
@@ -511,7 +524,7 @@ class SlidingWindows:
         >>> [w.input_ids.tolist() for w in SlidingWindows(3, 2).windows([5, 6, 7, 8])]
         [[5, 6, 7], [6, 7, 8]]
         """
-        ids = check_array(token_ids, "token_ids")
+        ids = check_array(token_ids, "token_ids", min=0)  # (an id of -100 would read as an ignored label)
         for k, a in extras.items():
             if np.shape(a) != ids.shape:
                 raise InputError(f"extra {k!r} has shape {np.shape(a)} but token_ids has {ids.shape}; "
