@@ -53,3 +53,17 @@ def test_from_sliding_windows_plan_and_flat_path():
 def test_slice_outside_document_is_refused():
     with pytest.raises(InputError, match="slice 0 .* reaches outside its document"):
         SliceSource([[1, 2, 3]], doc=[0], start=[2], length=[2])
+
+
+def test_a_slice_whose_end_overflows_is_refused():
+    """``start + length`` past int64 max wrapped negative and passed the bounds check: the source said 2
+    tokens and gave none."""
+    import numpy as np
+
+    from tokenmill import SliceSource
+    from tokenmill.errors import InputError
+
+    for start, length in ((2**63 - 1, 2), (2**62, 2**62)):
+        with pytest.raises(InputError, match="reaches outside its document"):
+            SliceSource([np.arange(10)], doc=[0], start=[start], length=[length])
+    assert SliceSource([np.arange(10)], doc=[0], start=[2], length=[3]).get(0).tolist() == [2, 3, 4]

@@ -66,3 +66,26 @@ def test_in_memory_documents_that_are_no_sequence_are_named():
     for bad, kind in ((None, "NoneType"), (5, "int"), ("ids", "str")):
         with pytest.raises(InputError, match=f"^docs is a {kind}; pass a sequence of token id sequences"):
             as_source(bad)
+
+
+def test_seed_and_keys_are_checked_and_the_split_ignores_key_spelling_order():
+    """A float or negative seed split as some other integer would; equal keys spelled as a numpy str and a
+    str formed one group hashed by whichever came first (its side depended on the documents' order); an
+    int key past int64 or an unhashable key raised bare errors."""
+    import numpy as np
+
+    from tokenmill import split_documents
+
+    for seed in (1.5, -1, True):
+        with pytest.raises(ConfigError, match="seed="):
+            split_documents(list("abcd"), 0.5, seed=seed)
+    a = [np.str_("k0"), "k0", "k1", "k2", "k3", "k4"]
+    b = ["k0", np.str_("k0"), "k1", "k2", "k3", "k4"]
+    for seed in range(12):
+        assert split_documents(a, 0.4, seed=seed).val.tolist() == split_documents(b, 0.4, seed=seed).val.tolist()
+        assert split_documents(a, 0.4, seed=seed).val.tolist() == split_documents(["k0"] * 2 + a[2:], 0.4,
+                                                                                  seed=seed).val.tolist()
+    s = split_documents([2**70, 1, 2], 0.3)
+    assert sorted(s.train.tolist() + s.val.tolist()) == [0, 1, 2]
+    with pytest.raises(ConfigError, match="group key 0 is a list, which cannot be a group key"):
+        split_documents([["a"], ["b"]], 0.5)

@@ -317,3 +317,20 @@ def test_overlapping_atomic_spans_stay_whole_and_bad_arguments_are_named():
 
     with pytest.raises(InputError, match="encode_ordinary ids has dtype float64"):
         chunk_text("abc", Floats(), 2, 1)
+
+
+def test_plan_and_source_must_agree_in_materialize_and_preview():
+    """An extra longer than its document was cut silently (a shorter one raised a bare ValueError), a source of
+    fewer documents than the plan a bare IndexError, and preview rendered windows past a document's end as
+    empty text."""
+    plan = SlidingWindows(4, 4).plan([8])
+    ids = [np.arange(100, 108)]
+    for bad in ([np.arange(12)], [np.arange(5)], [np.arange(8), np.arange(3)]):
+        with pytest.raises(InputError, match="extra 'm' does not align with the source's tokens"):
+            list(plan.materialize(ids, extras={"m": bad}))
+    got = [w.extras["m"].tolist() for w in plan.materialize(ids, extras={"m": [np.arange(8)]})]
+    assert got == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    with pytest.raises(InputError, match="the plan names document 1 but the source holds 1 documents"):
+        list(SlidingWindows(4, 2).plan([4, 4]).materialize([np.arange(4)]))
+    with pytest.raises(InputError, match=r"document 0 has 5 tokens but window 1 needs \[3, 7\): plan and source"):
+        preview(SlidingWindows(4, 3).plan([11]), [list(b"abcde")], Bytes(), n=4)

@@ -55,8 +55,9 @@ class SliceSource:
             return
         if ((self.origin_doc < 0) | (self.origin_doc >= base_lengths.size)).any():
             raise InputError(f"a slice names a document outside 0 .. {base_lengths.size - 1}")
-        end = self.origin_start + self._lengths
-        bad = (self.origin_start < 0) | (self._lengths < 0) | (end > base_lengths[self.origin_doc])
+        end = self.origin_start + self._lengths  # (may wrap past int64 max: ``end < start`` is caught below)
+        bad = (self.origin_start < 0) | (self._lengths < 0) | (end < self.origin_start) | \
+            (end > base_lengths[self.origin_doc])
         if bad.any():
             i = int(np.argmax(bad))
             raise InputError(f"slice {i} (doc {int(self.origin_doc[i])}, start {int(self.origin_start[i]):,d}, "

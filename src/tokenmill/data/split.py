@@ -46,8 +46,8 @@ def split_store(store, val_fraction: float, *, by: str | Callable = "doc", seed:
     keys are not in it, so such a view's fingerprint hashes its index."""
     if isinstance(val_fraction, bool) or not isinstance(val_fraction, (int, float)) or not 0 < val_fraction < 1:
         raise ConfigError(f"val_fraction={val_fraction!r} must be a number strictly between 0 and 1")
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-        raise ConfigError(f"seed={seed!r} must be an integer")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**63:
+        raise ConfigError(f"seed={seed!r} must be an integer >= 0")
     keys = _group_keys(store, by)
     val_doc = assign_groups(keys, val_fraction, int(seed), what=f"the store's documents by {by!r}")[0]
     by_name = by if isinstance(by, str) else "callable:" + _callable_name(by)

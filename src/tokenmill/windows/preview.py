@@ -88,6 +88,7 @@ def preview(plan: WindowPlan, source, tokenizer, n: int = 5, *, rows=None) -> li
     src = as_source(source)
     lengths = np.asarray(src.lengths)
     picked = np.arange(min(n, len(plan))) if rows is None else plan.row_indices(rows)
+    plan.check_source(lengths, picked)
     out = []
     for r in picked.tolist():
         d, s, m = int(plan.doc[r]), int(plan.start[r]), int(plan.length[r])

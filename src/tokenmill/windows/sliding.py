@@ -317,9 +317,37 @@ class WindowPlan:
         src = as_source(source)
         ext = {k: as_source(v) for k, v in (extras or {}).items()}
         lengths = np.asarray(src.lengths)
-        for r in self.row_indices(rows).tolist():
+        picked = self.row_indices(rows)
+        self.check_source(lengths, picked)
+        for k, s in ext.items():  # cut the same way: one value per token of the same documents
+            el = np.asarray(s.lengths)
+            if el.shape != lengths.shape or not np.array_equal(el, lengths):
+                d = int(np.argmax(el != lengths)) if el.shape == lengths.shape else None
+                raise InputError(f"extra {k!r} does not align with the source's tokens: " + (
+                    f"it holds {el.size:,d} documents, the source {lengths.size:,d}" if d is None else
+                    f"its document {d:,d} has {int(el[d]):,d} values, the source's {int(lengths[d]):,d} tokens")
+                    + "; pass one value per token")
+        for r in picked.tolist():
             d = int(self.doc[r])
             yield self._window(r, src.get(d), int(lengths[d]), {k: s.get(d) for k, s in ext.items()})
+
+    def check_source(self, lengths: np.ndarray, rows: np.ndarray) -> None:
+        """Every window of ``rows`` lies inside its document of a source of ``lengths`` (the plan was made
+        for it), else an InputError: "plan and source disagree" (a shorter source gave a bare IndexError,
+        or windows past a document's end rendered empty)."""
+        if rows.size == 0:
+            return
+        doc = self.doc[rows]
+        if int(doc.max()) >= lengths.size:
+            raise InputError(f"the plan names document {int(doc.max()):,d} but the source holds {lengths.size:,d} "
+                             "documents: plan and source disagree; plan the source you read from")
+        over = self.end[rows] > lengths[doc]
+        if over.any():
+            k = int(np.argmax(over))
+            r, d = int(rows[k]), int(doc[k])
+            raise InputError(f"document {d:,d} has {int(lengths[d]):,d} tokens but window {r:,d} needs "
+                             f"[{int(self.start[r]):,d}, {int(self.end[r]):,d}): plan and source disagree; plan the "
+                             "source you read from")
 
     def __getitem__(self, r):
         raise TypeError("a WindowPlan is indexed through materialize(source, rows) or select(rows)")
