@@ -64,5 +64,45 @@ def test_from_megatron_refuses_damaged_files(store, tmp_path):
     idx.write_bytes(data)
     b = tmp_path / "m.bin"
     b.write_bytes(b.read_bytes()[:-4])
-    with pytest.raises(FormatError, match=r"m.bin: .* bytes, the index needs"):
+    with pytest.raises(FormatError, match=r"m.bin: .* bytes, the index describes .* \(truncated\)"):
         TokenStore.from_megatron(tmp_path / "m")
+
+
+def test_document_indices_group_sequences_and_mismatched_files_are_refused(store, tmp_path):
+    """The reader took one document per sequence whatever ``document_indices`` said (a sentence-split corpus
+    read with other document boundaries; decreasing indices accepted) and ignored a ``.bin`` longer than the
+    index describes (two files of different exports). Documents are now the runs of sequences the index
+    marks, nonsense indices and trailing data are refused, a folder named .idx is not "missing"."""
+    import shutil
+    import struct
+
+    from tokenmill.errors import ConfigError
+
+    b, i = store.export_megatron(tmp_path / "x")
+    raw = i.read_bytes()
+    n = struct.unpack("<Q", raw[18:26])[0]
+    body = raw[34:34 + 12 * n]
+
+    def index(name, docs):
+        (tmp_path / f"{name}.idx").write_bytes(raw[:26] + struct.pack("<Q", len(docs)) + body
+                                               + np.asarray(docs, "<i8").tobytes())
+        shutil.copy(b, tmp_path / f"{name}.bin")
+        return tmp_path / name
+
+    grouped = TokenStore.from_megatron(index("g", [0, 2, 2, n]))  # documents [0, 2), empty, [2, n)
+    assert len(grouped) == 3 and grouped.lengths.tolist() == [int(store.lengths[:2].sum()), 0,
+                                                               int(store.lengths[2:].sum())]
+    assert grouped.get(0).tolist() == store.get(0).tolist() + store.get(1).tolist()
+    for docs in ([1, n], [0, n - 1], [0, 3, 2, n]):
+        with pytest.raises(FormatError, match="document_indices must run from 0 to"):
+            TokenStore.from_megatron(index("bad", docs))
+    shutil.copy(i, tmp_path / "t.idx")
+    (tmp_path / "t.bin").write_bytes(b.read_bytes() + b"\x01\x00" * 10)
+    with pytest.raises(FormatError, match=r"the index describes .* \(trailing data\): t.bin and t.idx are not one"):
+        TokenStore.from_megatron(tmp_path / "t")
+    (tmp_path / "u.idx").mkdir()
+    shutil.copy(b, tmp_path / "u.bin")
+    with pytest.raises(FormatError, match="u.idx is not a regular file"):
+        TokenStore.from_megatron(tmp_path / "u")
+    with pytest.raises(ConfigError, match="a Megatron prefix is a path"):
+        TokenStore.from_megatron(5)

@@ -9,7 +9,8 @@
     document count D        uint64 (= S + 1 entries of document_indices)
     sequence_lengths        int32  (S,)
     sequence_pointers       int64  (S,)   byte offset of each sequence in .bin
-    document_indices        int64  (D,)   0, 1, ..., S: one sequence per document
+    document_indices        int64  (D,)   where each document's sequences start, then S: 0, 1, ..., S
+                                          (one sequence per document) in tokenmill's exports
 
 megatron-core's ``IndexedDataset(prefix)`` reads the export (tested).
 """
@@ -23,7 +24,7 @@ from typing import Annotated, Literal
 import numpy as np
 
 from .._arrays import offsets_of
-from .._io import canonical_hash, resolve_output, write_with
+from .._io import canonical_hash, fs_path, resolve_output, write_with
 from .._schema import Meta, Struct, check
 from ..errors import FormatError, InputError
 from .source import KnownLengths, doc_index
@@ -103,19 +104,23 @@ class IndexHeader(Struct):
 
 
 class MegatronSource(KnownLengths):
-    """A Megatron ``.bin``/``.idx`` pair as a token source (one document per sequence).
+    """A Megatron ``.bin``/``.idx`` pair as a token source: one document per run of sequences that
+    ``document_indices`` marks (one sequence each in tokenmill's exports).
 
     Exposes ``token_array``/``doc_offsets`` (the packing fast path reads them directly).
     """
 
     def __init__(self, prefix):
-        prefix = Path(prefix)
+        prefix = Path(fs_path(prefix, "a Megatron prefix is a path (a str or a Path), not a {kind}; pass the "
+                                      "path without .bin/.idx"))
         self.prefix = prefix
         idx = prefix.with_name(prefix.name + ".idx")
         bin_ = prefix.with_name(prefix.name + ".bin")
         for p in (idx, bin_):
-            if not p.is_file():
+            if not p.exists():
                 raise FormatError(f"Megatron file {p} does not exist")
+            if not p.is_file():
+                raise FormatError(f"Megatron file {p} is not a regular file (a folder, device or FIFO)")
         size = idx.stat().st_size
         with open(idx, "rb") as f:
             head = f.read(34)
@@ -130,13 +135,24 @@ class MegatronSource(KnownLengths):
         lengths = np.frombuffer(raw, "<i4", n, 34).astype(np.int64)
         pointers = np.frombuffer(raw, "<i8", n, 34 + 4 * n).astype(np.int64)
         total = int(lengths.sum())
-        if bin_.stat().st_size < total * self.dtype.itemsize:
-            raise FormatError(f"{bin_}: {bin_.stat().st_size:,d} bytes, the index needs "
-                              f"{total * self.dtype.itemsize:,d} (truncated)")
+        have = bin_.stat().st_size
+        if have != total * self.dtype.itemsize:  # (trailing data: the two files are not one export)
+            raise FormatError(f"{bin_}: {have:,d} bytes, the index describes {total * self.dtype.itemsize:,d} "
+                              f"({'truncated' if have < total * self.dtype.itemsize else 'trailing data'}): "
+                              f"{bin_.name} and {idx.name} are not one export")
         offsets = offsets_of(lengths)
         if (lengths < 0).any() or not np.array_equal(pointers, offsets[:-1] * self.dtype.itemsize):
             raise FormatError(f"{idx}: sequences are not stored back to back in {bin_.name}; "
                               "tokenmill reads contiguous exports only")
+        # documents are the runs of sequences ``document_indices`` marks (0 .. S: one each, as tokenmill and
+        # most GPT exports write; a sentence-split corpus groups several): each one's ids, back to back
+        docs = np.frombuffer(raw, "<i8", d, 34 + 12 * n).astype(np.int64)
+        if docs[0] != 0 or docs[-1] != n or (np.diff(docs) < 0).any():
+            raise FormatError(f"{idx}: document_indices must run from 0 to the {n:,d} sequences without "
+                              f"decreasing (they start at {int(docs[0]):,d} and end at {int(docs[-1]):,d}"
+                              f"{', and decrease' if (np.diff(docs) < 0).any() else ''}): the index is corrupted")
+        offsets = offsets[docs]
+        lengths = np.diff(offsets)
         self._lengths = lengths
         self.doc_offsets = offsets
         self.token_array = (np.asarray(np.memmap(bin_, self.dtype, mode="r", shape=(total,))) if total
