@@ -518,3 +518,25 @@ def test_a_changed_generator_is_refused_not_built_from_what_is_left(tmp_path, to
     build(d2, texts(docs), tok, shard_bytes=5000)
     again = build(d2, texts(new), tok, shard_bytes=5000)
     assert len(again) == len(new) and again.get(0).tolist() == tok.encode("CHANGED") + [tok.special_tokens["<|endoftext|>"]]
+
+
+def test_provenance_of_a_rewritten_meta_file_is_a_format_error(tmp_path, tok):
+    """A ``.meta`` file rewritten in place at its size (found by ``verify``) gave a bare IndexError from
+    ``provenance``, or for a negative file index another file's name, silently; a split by file grouped by
+    the damaged values."""
+    make_corpus(tmp_path / "in")
+    d = tmp_path / "s"
+    build(d, tmp_path / "in", tok, shard_bytes=400)
+    path = d / "shard-00000.meta"
+    good = np.fromfile(path, "<i8").reshape(-1, 2)
+    for f, row in ((5_000, 0), (-1, 0), (0, -7)):
+        m = good.copy()
+        m[0] = (f, row)
+        m.tofile(path)
+        store = TokenStore.open(d)
+        with pytest.raises(FormatError, match=r"shard-00000.meta: document 0 names file .* modified or corrupted"):
+            store.provenance(0)
+        with pytest.raises(FormatError, match=r"shard-00000.meta: a document names a file outside"):
+            store.split(0.3, by="file")
+    good.tofile(path)
+    assert TokenStore.open(d).provenance(0)[2] == int(good[0, 1])

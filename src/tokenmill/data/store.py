@@ -1421,11 +1421,22 @@ class TokenStore(StoreSource):
         """``(source index, file name, row)`` of document ``i``."""
         sh, j = self._locate(i)
         f, row = sh.meta()[j].tolist()
-        return int(self.manifest["file_source"][f]), self.manifest["files"][f], int(row)
+        files = self.manifest["files"]
+        if not 0 <= f < len(files) or row < 0:  # (meta rewritten in place at its size: verify() finds it too)
+            raise FormatError(f"{sh.path('meta')}: document {i:,d} names file {f:,d} (of 0 .. {len(files) - 1:,d}) "
+                              f"and row {row:,d}; the file was modified or corrupted: rebuild the store (or "
+                              "restore the file)")
+        return int(self.manifest["file_source"][f]), files[f], int(row)
 
     def meta(self) -> np.ndarray:
         """``(num_docs, 2)`` int64: file index (into ``manifest['files']``) and row of every document."""
         parts = [s.meta() for s in self._shards]
+        nfiles = len(self.manifest["files"])
+        for sh, m in zip(self._shards, parts):  # (a split by file or source, stats: keys read from here)
+            if m.size and (int(m[:, 0].min()) < 0 or int(m[:, 0].max()) >= nfiles or int(m[:, 1].min()) < 0):
+                raise FormatError(f"{sh.path('meta')}: a document names a file outside 0 .. {nfiles - 1:,d} or a "
+                                  "negative row; the file was modified or corrupted: rebuild the store (or restore "
+                                  "the file)")
         return np.concatenate(parts) if parts else np.zeros((0, 2), np.int64)
 
     # single-shard stores expose the flat arrays the plans read directly
