@@ -136,3 +136,14 @@ def test_negative_ids_doc_ids_and_starts_are_refused():
             pad_batch([[1, 2, 3]], pad_id=0, **kw)
     b = pad_batch([[1, 2, 3]], pad_id=0, doc_ids=[7], starts=[5])
     assert b.block(0).attention_mask.tolist() == [True, True, True] and b.stats().non_pad == 3
+
+
+def test_block_takes_python_indices():
+    """``block(-1)`` raised numpy's "zero-size array" ValueError and ``block(5)`` a bare IndexError."""
+    b = pad_batch([[5, 6], [7]], pad_id=0)
+    assert b.block(-1).input_ids.tolist() == b.block(1).input_ids.tolist() == [7, 0]
+    for i in (2, -3):
+        with pytest.raises(IndexError, match=r"outside this batch's 2 rows \(-2 .. 1\)"):
+            b.block(i)
+    with pytest.raises(TypeError, match="must be an integer"):
+        b.block(1.0)

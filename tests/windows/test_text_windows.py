@@ -334,3 +334,25 @@ def test_plan_and_source_must_agree_in_materialize_and_preview():
         list(SlidingWindows(4, 2).plan([4, 4]).materialize([np.arange(4)]))
     with pytest.raises(InputError, match=r"document 0 has 5 tokens but window 1 needs \[3, 7\): plan and source"):
         preview(SlidingWindows(4, 3).plan([11]), [list(b"abcde")], Bytes(), n=4)
+
+
+def test_malformed_arguments_are_named_not_bare_errors():
+    """Each raised a bare ValueError, AttributeError or TypeError from inside, or (epoch, "False" flags) was
+    taken as something else."""
+    from tokenmill.windows import MultiScaleWindows
+
+    chunks = chunk_text("hello world foo bar", Bytes(), 4, 2)
+    cases = [(lambda: assemble_context(chunks, ["x"] * len(chunks), 3), ConfigError, "scores must be numbers"),
+             (lambda: coverage_report([1, 2], [10]), ConfigError, "takes a WindowPlan first"),
+             (lambda: MultiScaleWindows([[4]]), ConfigError, "window size=.* must be an integer"),
+             (lambda: MultiScaleWindows(4), ConfigError, "must be a list of window sizes"),
+             (lambda: SemanticWindows(4).plan_units(5), ConfigError, "plan_units takes an iterable"),
+             (lambda: SemanticWindows(4).plan_units([[5]], epoch=-5), ConfigError, "epoch=-5"),
+             (lambda: SemanticWindows(4).plan_units([[5]], epoch=1.5), ConfigError, "epoch=1.5"),
+             (lambda: SemanticWindows(4, oversize="error").plan_units([[5]], atomic=[["False"]]), InputError,
+              "atomic flags must be True/False")]
+    for call, error, match in cases:
+        with pytest.raises(error, match=match):
+            call()
+    for flags in ([[0, 1, 0]], [[False, True, False]]):  # 1/0 as True/False, as before
+        assert SemanticWindows(5, overlap_units=0).plan_units([[2, 4, 3]], atomic=flags).length.tolist() == [2, 4, 3]

@@ -215,8 +215,14 @@ class Batch:
         return out
 
     def block(self, i: int) -> Block:
-        """Row ``i`` as a :class:`Block` (its cu_seqlens re-based to start at 0)."""
+        """Row ``i`` as a :class:`Block` (its cu_seqlens re-based to start at 0); ``i`` counts from the end
+        when negative, as a Python index (out of range: an IndexError naming the rows there are)."""
         B, T = self.shape
+        if isinstance(i, (bool, np.bool_)) or not isinstance(i, (int, np.integer)):
+            raise TypeError(f"a batch's row index must be an integer, not {type(i).__name__}")
+        if not -B <= i < B:
+            raise IndexError(f"row {int(i):,d} is outside this batch's {B:,d} rows (-{B:,d} .. {B - 1:,d})")
+        i = int(i) % B
         cu = self.cu_seqlens
         lo, hi = np.searchsorted(cu, [i * T, (i + 1) * T])
         row_cu = (cu[lo : hi + 1] - i * T).astype(np.int32)

@@ -160,7 +160,10 @@ def assemble_context(chunks: Sequence[Chunk], scores=None, budget_tokens: int | 
         if query_ids is None:
             raise ConfigError("pass scores (one per chunk) or query_ids for the default BM25 scorer")
         scores = bm25_scores(query_ids, [c.ids for c in chunks])
-    scores = np.asarray(scores, np.float64)
+    try:
+        scores = np.asarray(scores, np.float64)
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"scores must be numbers, one per chunk ({e})") from None
     if scores.shape == (len(chunks),) and np.isnan(scores).any():
         raise InputError(f"scores hold NaN at chunk {int(np.argmax(np.isnan(scores))):,d}; NaN cannot be ranked")
     if scores.shape != (len(chunks),):

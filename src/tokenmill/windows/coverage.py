@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import ConfigError, InputError
 from .sliding import WindowPlan, as_lengths
 
 
@@ -117,6 +117,9 @@ def _stats(base, lo, hi):
 
 def coverage_report(plan: WindowPlan, doc_lengths) -> CoverageReport:
     """Coverage, uncovered spans, multiplicity, windows per document and sanity checks of ``plan``."""
+    if not isinstance(plan, WindowPlan):
+        raise ConfigError(f"coverage_report takes a WindowPlan first (SlidingWindows(...).plan(lengths)), not a "
+                          f"{type(plan).__name__}; then the document lengths it was made from")
     lengths = as_lengths(doc_lengths)
     D = lengths.size
     if len(plan) and (plan.doc.min() < 0 or plan.doc.max() >= D):

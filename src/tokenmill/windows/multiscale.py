@@ -35,7 +35,11 @@ class MultiScaleWindows:
     """Sliding windows at several sizes; ``options`` are :class:`SlidingWindows` keywords."""
 
     def __init__(self, window_sizes: Sequence[int], stride_ratio: float = 0.5, **options):
+        if isinstance(window_sizes, (str, bytes)) or not hasattr(window_sizes, "__iter__"):
+            raise ConfigError(f"window_sizes={window_sizes!r} must be a list of window sizes, e.g. [512, 1024, 2048]")
         sizes = list(window_sizes)
+        for w in sizes:  # exact: 4.5 is refused, not truncated (before the set below: [[4]] is not hashable)
+            check_int(w, "window size", min=1, max=2**62)
         if not sizes:
             raise ConfigError("window_sizes is empty; pass at least one size, e.g. [512, 1024, 2048]")
         if len(set(sizes)) != len(sizes):

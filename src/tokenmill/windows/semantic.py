@@ -210,13 +210,18 @@ class SemanticWindows:
 
     def _plan(self, unit_lengths, atomic, epoch):
         C = self.capacity
+        epoch = check_size("epoch", epoch, 0)  # (as SlidingWindows.plan: -5 or 1.5 was stored in the plan)
+        unit_lengths = check_texts(unit_lengths, "plan_units", "per-document unit lengths",
+                                   "pass one list of unit lengths per document", "arrays of ints")
         lens = [check_array(u, f"document {d:,d}: unit lengths", ndim=None, min=0).ravel()
                 for d, u in enumerate(unit_lengths)]
         D = len(lens)
+        if atomic is not None:
+            atomic = list(check_texts(atomic, "plan_units' atomic", "flag arrays", "pass one flag array per document",
+                                      "arrays of bools"))
         if atomic is not None and len(atomic) != D:
             raise InputError(f"atomic has {len(atomic):,d} entries for {D:,d} documents; pass one flag array each")
-        flags = [np.zeros(u.size, bool) if atomic is None else np.asarray(atomic[d], bool).ravel()
-                 for d, u in enumerate(lens)]
+        flags = [np.zeros(u.size, bool) if atomic is None else _flags(atomic[d], d) for d, u in enumerate(lens)]
         for d in range(D):
             if flags[d].shape != lens[d].shape:
                 raise InputError(f"document {d:,d}: atomic has {flags[d].size:,d} flags for {lens[d].size:,d} units")
@@ -312,3 +317,11 @@ def _semantic_plan(doc, start, length, doc_len, truncated, score, epoch, window_
     return WindowPlan(doc=doc, start=start, length=length, target_start=target_start,
                       scale=np.full(doc.size, window_size, np.int64), stats=stats, score=score, epoch=epoch,
                       scale_stats=(stats,))
+
+
+def _flags(values, d: int) -> np.ndarray:
+    """One document's atomic flags as a bool array: True or False each (``"False"`` read as True before)."""
+    a = np.asarray(values)
+    if a.size and not (a.dtype == bool or (a.dtype.kind in "iu" and ((a == 0) | (a == 1)).all())):
+        raise InputError(f"document {d:,d}: atomic flags must be True/False (or 1/0) per unit, got dtype {a.dtype}")
+    return a.astype(bool).ravel()
