@@ -102,14 +102,26 @@ def packing_equivalence(model, docs: Sequence, block_size: int, *, method: str =
     atol = check_float(atol, "atol", min=0.0)
     rtol = check_float(rtol, "rtol", min=0.0)
     block_size = check_int(block_size, "block_size", min=1)
-    arrays = [check_array(d, f"document {i}") for i, d in enumerate(docs)]
+    if method == "concat":  # (it cuts documents at block edges: their later pieces lose their prefix)
+        raise ConfigError("method='concat' cuts documents at block boundaries, and a cut document cannot match "
+                          "itself alone; compare a method that keeps documents whole: 'best_fit', "
+                          "'first_fit_decreasing' or 'greedy'")
+    arrays = [check_array(d, f"document {i}", min=0) for i, d in enumerate(docs)]
     lengths = np.array([a.size for a in arrays], np.int64)
-    if lengths.size and lengths.max() > block_size:
+    if not lengths.size or lengths.min() == 0:
+        raise ConfigError("packing_equivalence compares documents of one token or more: " + (
+            "docs is empty" if not lengths.size else f"document {int(np.argmin(lengths))} is empty") +
+            "; leave empty documents out")
+    if lengths.max() > block_size:
         i = int(np.argmax(lengths > block_size))
         raise ConfigError(f"document {i} has {int(lengths[i]):,d} tokens, more than block_size={block_size:,d}; "
                           "equivalence needs whole documents: raise block_size or drop long documents")
-    vocab = vocab_size or getattr(getattr(model, "config", None), "vocab_size", None) or \
-        int(max((a.max() for a in arrays if a.size), default=0)) + 1
+    top = int(max(a.max() for a in arrays))
+    vocab = check_int(vocab_size, "vocab_size", min=1, none=True) or \
+        getattr(getattr(model, "config", None), "vocab_size", None) or top + 1
+    if top >= vocab:
+        raise ConfigError(f"the documents hold id {top:,d}, outside the model's vocabulary of {vocab:,d}; pass ids "
+                          "below it (or the vocab_size the model was built with)")
     device = next((p.device for p in getattr(model, "parameters", lambda: iter(()))()), torch.device("cpu"))
     plan = pack(lengths, block_size, method=method, long_docs="error", seed=seed)
     runner = _Runner(model, torch, device, attention, layout == "stream")

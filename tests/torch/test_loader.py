@@ -220,7 +220,12 @@ def test_state_checks_name_what_differs():
 
     forged = {**state, "plan": "{not json"}
     forged["checksum"] = _checksum(forged)
-    with pytest.raises(FormatError, match="'plan' is not valid JSON"):
+    with pytest.raises(FormatError, match="'plan' is not valid JSON: the state was edited or corrupted") as e:
+        b.load_state_dict(forged)
+    assert "write it again" not in str(e.value)  # (a state is no file: the advice was parse_json's for files)
+    forged = {**state, "seed": -1}
+    forged["checksum"] = _checksum(forged)
+    with pytest.raises(FormatError, match="seed"):  # not "pass seed=-1 to resume", which no loader takes
         b.load_state_dict(forged)
     assert (b.epoch, b.batches_consumed) == (0, 0)  # a refused state changes nothing
 

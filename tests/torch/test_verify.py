@@ -95,3 +95,23 @@ def test_mode_is_restored_and_errors():
 def test_single_document_blocks_report_no_isolation_check(model):
     report = packing_equivalence(model, [[1, 2, 3, 4], [5, 6, 7, 8]], 4)
     assert report.passed and report.replaced_doc is None
+
+
+def test_inputs_that_cannot_be_compared_are_named():
+    """An empty document crashed inside torch ("max(): Expected reduction dim"), ids past the model's
+    vocabulary raised torch's IndexError, vocab_size=0 was ignored, and method="concat" (which cuts
+    documents) reported FAIL for documents that fit a block."""
+    from tokenmill.errors import InputError
+
+    model = TinyCausalLM(TinyConfig(), seed=0)
+    with pytest.raises(InputError, match="document 0 holds -3"):
+        packing_equivalence(model, [[1, -3, 2]], 8)
+    for kw, match in [({"docs": [[1, 5, 2], []]}, "document 1 is empty"),
+                      ({"docs": []}, "docs is empty"),
+                      ({"method": "concat"}, "method='concat' cuts documents"),
+                      ({"vocab_size": 0}, "vocab_size=0"),
+                      ({"docs": [[1, 5, 10**6]]}, "id 1,000,000, outside the model's vocabulary of 64")]:
+        args = {"docs": [[1, 5, 2], [3, 4]], **kw}
+        with pytest.raises(ConfigError, match=match):
+            packing_equivalence(model, args.pop("docs"), 8, **args)
+    assert packing_equivalence(model, [[1, 5, 2], [3, 4]], 8).passed

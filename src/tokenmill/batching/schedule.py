@@ -87,7 +87,7 @@ class LoaderState(Struct):
     world_size: Annotated[int, Meta(ge=1, le=BIG)]
     batch_size: Annotated[int, Meta(ge=1, le=BIG)]
     rank: Count
-    seed: int
+    seed: Annotated[int, Meta(ge=0)]  # (a loader's seed is >= 0: "pass seed=-1 to resume" could not be done)
     data: Annotated[str, Meta(max_length=200)]
     plan: Annotated[str, Meta(max_length=1 << 20)]
     checksum: Annotated[str, Meta(max_length=100)]
@@ -602,7 +602,12 @@ class BatchSchedule:
             raise ConfigError(f"the state was saved for other data: data fingerprint {state['data']} in the "
                               f"state, {self.data_fingerprint} here; load it with the same store, split or "
                               "mixture (a moved folder is fine: the fingerprint is of the content)")
-        saved, mine = parse_json(state["plan"].encode(), what="the loader state's 'plan'"), self.plan_options()
+        try:
+            saved = parse_json(state["plan"].encode(), what="the loader state's 'plan'")
+        except FormatError:  # (parse_json's advice is a file's: "write it again")
+            raise FormatError("the loader state's 'plan' is not valid JSON: the state was edited or corrupted; "
+                              "load an unmodified state_dict()") from None
+        mine = self.plan_options()
         if not isinstance(saved, dict):
             raise FormatError("the loader state's 'plan' is not an object: the state was edited or corrupted")
         diff = [f"{k}: {saved.get(k)!r} in the state, {mine.get(k)!r} here"
