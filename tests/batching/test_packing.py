@@ -558,3 +558,13 @@ def test_provenance_read_later_equals_what_the_layout_pass_writes(monkeypatch, m
     with pytest.raises(dataclasses.FrozenInstanceError):
         b.doc_ids = b.doc_ids
     assert dataclasses.replace(b, max_seqlen=1).doc_ids is b.doc_ids
+
+
+def test_negative_ids_of_an_in_memory_source_are_refused():
+    """A list source's id -100 became an ignored label in the packed batch: a target dropped, silently."""
+    from tokenmill.errors import InputError
+
+    with pytest.raises(InputError, match="document 1 holds token id -100 at position 1"):
+        next(pack([2, 3], 8).batches([[5, 6], [1, -100, 3]], batch_size=1, pad_id=0))
+    b = next(pack([2, 3], 8).batches([[5, 6], [1, 2, 3]], batch_size=1, pad_id=0))
+    assert sorted(b.input_ids[0][:5].tolist()) == [1, 2, 3, 5, 6]
