@@ -147,3 +147,21 @@ def test_block_takes_python_indices():
             b.block(i)
     with pytest.raises(TypeError, match="must be an integer"):
         b.block(1.0)
+
+
+def test_messages_name_what_the_user_passed():
+    """A huge max_tokens was refused as a group_size the user never passed; a token source as "lengths has
+    shape ()" (pack takes one); np.float32 stride_ratio as "not a number"; a stride past 2**62 as a
+    stride=... the user is told not to pass; a one-row block too large for int32 offsets said "use fewer
+    rows per batch"."""
+    from tokenmill import MultiScaleWindows, as_source, pack
+
+    g = LengthGroupedBatches([1, 2, 3], max_tokens=2**62)
+    assert sorted(int(i) for b in g for i in b) == [0, 1, 2]
+    assert LengthGroupedBatches(as_source([[1], [2, 3]]), batch_size=1).lengths.tolist() == [1, 2]
+    assert MultiScaleWindows([4], stride_ratio=np.float32(0.5)).scales[0].stride == 2
+    assert MultiScaleWindows([2**53 + 1], stride_ratio=1.0).scales[0].stride == 2**53 + 1  # floor, exactly
+    with pytest.raises(ConfigError, match="stride_ratio=2 makes window size .* beyond 2\\*\\*62"):
+        MultiScaleWindows([2**62], stride_ratio=2.0)
+    with pytest.raises(ConfigError, match=r"\(1 rows of .*\) overflows int32 cu_seqlens .* a smaller block_size"):
+        next(pack([3], 2**31).batches([[1, 2, 3]], batch_size=1, pad_id=0))

@@ -291,7 +291,8 @@ def check_token_array(tokens, name: str) -> np.ndarray:
 
 def _checked_size(seg_row: np.ndarray, seg_len: np.ndarray, B: int, T: int) -> int:
     if B * T > np.iinfo(np.int32).max:
-        raise ConfigError(f"a batch of {B * T:,d} positions overflows int32 cu_seqlens; use fewer rows per batch")
+        raise ConfigError(f"a batch of {B * T:,d} positions ({B:,d} rows of {T:,d}) overflows int32 cu_seqlens (at most "
+                          f"{2**31 - 1:,d}); use " + ("fewer rows per batch" if B > 1 else "a smaller block_size"))
     if seg_row.size and (seg_row[0] < 0 or seg_row[-1] >= B or (np.diff(seg_row) < 0).any()):
         raise ConfigError(f"segment rows must be nondecreasing within 0 .. {B - 1}")
     used = np.bincount(seg_row, weights=seg_len, minlength=B)

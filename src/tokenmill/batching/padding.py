@@ -96,7 +96,8 @@ def _index_array(values, n: int, name: str) -> np.ndarray:
 class LengthGroupedBatches:
     """Batches of document indices in which lengths are similar, so padding wastes less.
 
-    Each epoch: shuffle the documents (``shuffle=True``), cut the order into mega-batches of
+    ``lengths``: the documents' lengths, or a token source (a store, a view, a list of arrays: its
+    ``lengths``). Each epoch: shuffle the documents (``shuffle=True``), cut the order into mega-batches of
     ``group_size`` documents, sort each mega-batch by length (longest first), cut it into batches of
     at most ``batch_size`` documents and at most ``max_tokens`` padded positions
     (``rows * longest``), then shuffle the order of the batches. Deterministic for ``(seed, epoch)``.
@@ -116,6 +117,8 @@ class LengthGroupedBatches:
 
     def __init__(self, lengths, *, batch_size: int | None = None, max_tokens: int | None = None,
                  shuffle: bool = True, seed: int = 0, group_size: int | None = None):
+        if hasattr(lengths, "lengths") and not isinstance(lengths, np.ndarray):  # a token source: its lengths
+            lengths = lengths.lengths
         self.lengths = check_array(lengths, "lengths", min=0, error=ConfigError)
         if batch_size is None and max_tokens is None:
             raise ConfigError("pass batch_size (documents per batch), max_tokens (padded positions per "
@@ -130,7 +133,7 @@ class LengthGroupedBatches:
         self.shuffle, self.seed, self.epoch = check_bool(shuffle, "shuffle"), check_int(seed, "seed", min=0), 0
         if group_size is None:
             per_batch = self.batch_size or max(1, self.max_tokens // max(1, int(self.lengths.mean() if self.lengths.size else 1)))
-            group_size = 50 * per_batch
+            group_size = min(50 * per_batch, max(1, self.lengths.size))  # (the default: never more than the documents)
         self.group_size = _positive(group_size, "group_size")
         self._cache: tuple[int, list[np.ndarray], list[np.ndarray]] | None = None
 

@@ -22,6 +22,7 @@ gives the union over scales.
 from __future__ import annotations
 
 from dataclasses import replace
+from fractions import Fraction
 from typing import Sequence
 
 import numpy as np
@@ -44,17 +45,17 @@ class MultiScaleWindows:
             raise ConfigError("window_sizes is empty; pass at least one size, e.g. [512, 1024, 2048]")
         if len(set(sizes)) != len(sizes):
             raise ConfigError(f"window_sizes={sizes} repeats a size; each scale must be distinct")
-        if isinstance(stride_ratio, bool) or not isinstance(stride_ratio, (int, float)) or not stride_ratio > 0:
-            raise ConfigError(f"stride_ratio={stride_ratio!r} must be a number > 0 (0.5 = half-window stride)")
         for bad in ("window_size", "stride"):
             if bad in options:
                 raise ConfigError(f"{bad} is set per scale; pass window_sizes and stride_ratio instead")
-        self.stride_ratio = float(stride_ratio)
-        for w in sizes:  # exact: 4.5 is refused, not truncated
-            check_int(w, "window size", min=1, max=2**62)
-        self.stride_ratio = check_float(stride_ratio, "stride_ratio", min=1e-9, max=1e9)
-        self.scales = tuple(SlidingWindows(int(w), max(1, int(int(w) * self.stride_ratio)), **options)
-                            for w in sorted(sizes))
+        self.stride_ratio = check_float(stride_ratio, "stride_ratio", min=1e-9, max=1e9)  # (0.5: half-window stride)
+        strides = {}
+        for w in sizes:  # floor(size * ratio) exactly (in floats, sizes past 2**53 came out one less)
+            strides[w] = max(1, int(Fraction(int(w)) * Fraction(self.stride_ratio)))
+            if strides[w] > 2**62:
+                raise ConfigError(f"stride_ratio={self.stride_ratio:g} makes window size {int(w):,d} step "
+                                  f"{strides[w]:,d} tokens, beyond 2**62; use a smaller stride_ratio")
+        self.scales = tuple(SlidingWindows(int(w), strides[w], **options) for w in sorted(sizes))
 
     def __repr__(self) -> str:
         return f"MultiScaleWindows({[s.window_size for s in self.scales]}, stride_ratio={self.stride_ratio})"
