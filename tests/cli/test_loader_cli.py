@@ -54,3 +54,17 @@ def test_loader_help_has_an_example(capsys):
     with pytest.raises(SystemExit):
         main(["loader", "--help"])
     assert "example:" in capsys.readouterr().out
+
+
+def test_stride_zero_and_tokens_without_a_mixture_are_refused(stores, capsys):
+    """``--stride 0`` was replaced by the window size (``args.stride or args.window``), and ``--tokens`` was
+    ignored, unchecked, for one store."""
+    assert main(["loader", str(stores[0]), "--batch-size", "2", "--window", "64", "--stride", "0"]) == 1
+    assert "stride=0 is out of range" in capsys.readouterr().err
+    for extra, says in ((["--tokens", "1000"], "sizes a mixture's epochs per part"),
+                        (["--tokens", "-5"], "sizes a mixture's epochs per part")):
+        assert main(["loader", str(stores[0]), "--batch-size", "2", "--block-size", "64", *extra]) == 1
+        assert says in capsys.readouterr().err
+    assert main(["loader", f"{stores[0]}:0.5", f"{stores[1]}:0.5", "--batch-size", "2", "--block-size", "64",
+                 "--tokens", "0"]) == 1
+    assert "pass a positive number of training tokens" in capsys.readouterr().err

@@ -47,3 +47,27 @@ def test_exports_agree_on_real_text(trained, corpora, tmp_path):
     for script in ("en", "zh", "multi", "code"):
         for text in corpus_sample(corpora, script, 300_000, stride=11):
             assert hf.encode(text, add_special_tokens=False).ids == trained.encode_ordinary(text)
+
+
+def test_to_tiktoken_keeps_the_text_between_matches():
+    """A pattern that leaves gaps (``\\w+``) exported as it is: tiktoken dropped the text between words
+    (tokenmill encodes it), silently; one matching the empty string panicked inside tiktoken."""
+    import random
+
+    from tokenmill import ConfigError, Tokenizer, train_bpe
+
+    rng = random.Random(0)
+    pieces = ["hello", ", ", "world", "! ", "123", " ", "\n", "é", "中文", "🙂", "--", "a_b"]
+    texts = ["".join(rng.choice(pieces) for _ in range(rng.randint(1, 12))) for _ in range(300)]
+    trained = train_bpe(texts * 3, 300, pattern=r"\w+|[^\w\s]+")
+    for pat in (r"\w+", r"[a-z]+|\d", r"\p{L}+(?=\s)"):
+        tok = Tokenizer.from_merges(trained.merges, pattern=pat)
+        enc = tok.to_tiktoken()
+        for t in texts:
+            assert enc.encode(t) == tok.encode(t), (pat, t)
+            assert enc.decode(enc.encode(t)) == t
+    preset = Tokenizer.from_merges(trained.merges, pattern="gpt4")
+    assert preset.to_tiktoken()._pat_str == preset.pattern  # a preset covers all text: as it is
+    for pat, match in (("a*", "matches the empty string"), (r"(a)\1|\w+", "refers back to its own groups")):
+        with pytest.raises(ConfigError, match=match):
+            Tokenizer.from_merges(trained.merges, pattern=pat).to_tiktoken()

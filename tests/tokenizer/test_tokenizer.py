@@ -273,3 +273,47 @@ def test_gpt2_parity_on_pathological_runs(gpt2_pair):
     enc, ours = gpt2_pair
     for text in ["a" * 20_000, "🙂" * 5_000, " " * 5_000, "1" * 5_000, "\n" * 3_000, "ab" * 10_000]:
         assert ours.encode_ordinary(text) == enc.encode_ordinary(text)
+
+
+def test_every_preset_name_splits_in_training_and_misspelled_names_are_refused(tmp_path):
+    """``train_bpe(pattern="llama3")`` (also qwen2, qwen3.5: names ``Tokenizer`` knows) resolved the name as a
+    literal regex that matches nothing: each document one chunk, merges across words, saved under the real
+    Llama 3 regex that never uses them. A misspelled name ("GPT4", "cl100k_base") was compiled as a regex
+    matching only that word, silently."""
+    from tokenmill import ConfigError
+    from tokenmill.tokenizer.pretokenize.patterns import FAMILY_REGEX
+
+    text = "The cats, and the dogs; and 12345 more cats.\n" * 40
+    for name, rx in FAMILY_REGEX.items():
+        tok = train_bpe([text], 300, pattern=name)
+        assert tok.pattern == rx and tok.train_report.chunks > 100, name
+        assert all(b", and" not in tok.token_bytes(i) for i in range(256, tok.vocab_size))  # no merge across words
+        tok.save(tmp_path / "t.json")
+        assert Tokenizer.load(tmp_path / "t.json").encode(text) == tok.encode(text)
+    for bad in ("GPT4", "cl100k_base", "o200k_base", "llama-3", "gpt5"):
+        with pytest.raises(ConfigError, match=f"pattern='{bad}' is not a preset name .* llama3, qwen2, qwen3.5"):
+            train_bpe([text], 300, pattern=bad)
+        with pytest.raises(ConfigError, match="is not a preset name"):
+            Tokenizer.from_merges([(104, 105)], pattern=bad)
+    assert Tokenizer.from_merges([(104, 105)], pattern=r"\w+|\s+").encode("hi hi") == [256, 32, 256]  # a regex
+
+
+def test_special_tokens_as_a_set_are_refused_and_a_disallowed_token_stays_disallowed(gpt2_ranks_path):
+    """Special tokens given as a set got ids in the set's order, which changes with PYTHONHASHSEED (the
+    ids and the content hash changed between runs); a token both allowed and explicitly disallowed was
+    encoded, where tiktoken raises."""
+    from tokenmill import ConfigError
+
+    for make in (lambda s: Tokenizer.from_merges([(104, 105)], special_tokens=s),
+                 lambda s: train_bpe(["hi hi"], 262, special_tokens=s)):
+        with pytest.raises(ConfigError, match="special_tokens is a set, whose order Python does not keep"):
+            make({"<s>", "</s>", "<pad>"})
+        assert list(make(["<s>", "</s>"]).special_tokens) == ["<s>", "</s>"]
+    assert train_bpe(["abc abc"], 260, special_tokens=None).special_tokens == {}
+    tok = Tokenizer.from_tiktoken(gpt2_ranks_path, pattern="gpt2", special_tokens={"<|endoftext|>": 50256})
+    eot = {"<|endoftext|>"}
+    for allowed in ("all", eot):
+        with pytest.raises(SpecialTokenError):
+            tok.encode("a<|endoftext|>", allowed_special=allowed, disallowed_special=eot)
+    assert tok.encode("a<|endoftext|>", allowed_special=eot, disallowed_special="all") == [64, 50256]
+    assert tok.encode("plain", allowed_special="all", disallowed_special=eot) == tok.encode("plain")

@@ -119,6 +119,21 @@ def test_fine_tuning_loop_with_the_step_target_count():
     assert losses[-1] < losses[0]
 
 
+def test_a_batch_without_targets_has_loss_zero_with_the_documented_clamp():
+    """The documented recipe passed ``num_targets`` as it is: a rank's all-padding last batch (``drop_last=False``)
+    gave transformers' 0 / 0 = NaN as its loss. Clamped to 1 (the docs now say so) it is 0, gradients 0."""
+    m = model("llama", "sdpa")
+    empty = [b for r in range(2) for b in TrainingLoader(DOCS[:3], batch_size=4, block_size=24, drop_last=False,
+                                                           world_size=2, rank=r) if int(b["num_targets"]) == 0]
+    assert empty, "the setup must give an all-padding batch"
+    batch = empty[0]
+    assert torch.isnan(m(**hf_inputs(batch, m), num_items_in_batch=batch["num_targets"]).loss)  # transformers' 0 / 0
+    out = m(**hf_inputs(batch, m), num_items_in_batch=batch["num_targets"].clamp(min=1))
+    assert float(out.loss) == 0.0
+    out.loss.backward()
+    assert all(p.grad is None or not p.grad.any() for p in m.parameters())
+
+
 # ---- flash attention: no flash-attn on CPU, so a reference varlen kernel stands in for it --------------------
 def _reference_varlen(calls):
     def varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None, max_seqlen_k=None, causal=True,

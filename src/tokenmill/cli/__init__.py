@@ -6,6 +6,7 @@ import argparse
 import importlib
 import os
 import sys
+import warnings
 
 from ..errors import TokenmillError
 
@@ -53,8 +54,14 @@ def main(argv: list[str] | None = None) -> int:
         args.notices = not args.quiet
         if not args.quiet and not getattr(args, "progress", False):
             args.quiet = not _is_terminal(sys.stderr)
+    quiet = not getattr(args, "notices", True)
     try:
-        return int(args.func(args) or 0)
+        with warnings.catch_warnings():
+            # a warning is one line, as an error is (Python's shows the file, line and source of the call);
+            # --quiet silences it (what it says is in the command's own output: e.g. train's merges count)
+            warnings.showwarning = lambda message, category, *_, **__: None if quiet else print(
+                f"tokenmill {args.command}: warning: {' '.join(str(message).split())}", file=sys.stderr)
+            return int(args.func(args) or 0)
     except BrokenPipeError:  # e.g. `tokenmill encode ... | head`
         return 0
     except KeyboardInterrupt:

@@ -59,6 +59,10 @@ def cmd_loader(args) -> int:
     from ..errors import ConfigError
     from ..windows.sliding import SlidingWindows
 
+    if args.tokens is not None and (len(args.stores) < 2 or args.tokens < 1):
+        raise ConfigError(f"--tokens {args.tokens}: " + ("it sizes a mixture's epochs per part: give two stores or "
+                                                         "more, or leave it out" if len(args.stores) < 2 else
+                                                         "pass a positive number of training tokens"))
     parts = []
     for spec in args.stores:
         path, w = _parse(spec)
@@ -70,7 +74,7 @@ def cmd_loader(args) -> int:
                                                          names=[p for p, _, _ in parts])
     windows = None
     if args.window is not None:
-        windows = SlidingWindows(args.window, args.stride or args.window)
+        windows = SlidingWindows(args.window, args.window if args.stride is None else args.stride)  # (0 refused)
     elif args.stride is not None:
         raise ConfigError("--stride needs --window")
     sched = BatchSchedule(source, batch_size=args.batch_size, block_size=args.block_size, method=args.method,

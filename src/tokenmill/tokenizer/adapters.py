@@ -27,7 +27,7 @@ from typing import Protocol, runtime_checkable
 
 from ..errors import ConfigError, FormatError, MissingExtraError
 from .foreign import ForeignTokenizer
-from .formats.kind import HEAD, file_kind
+from .formats.kind import HEAD, READERS, file_kind
 
 PROBE = (
     "Hello, world! It's 2024: naïve café, don't WE'LL 12345678 9.99% x\n\n  \tindented\r\n"
@@ -137,6 +137,10 @@ def load_tokenizer_path(path, *, pattern=None, special_tokens=None):
     from .sentencepiece import load_or_wrap
 
     kind = file_kind(head)
+    if kind not in (None, "tiktoken") and (pattern is not None or special_tokens):
+        given = " and ".join(n for n, v in (("pattern", pattern), ("special_tokens", special_tokens)) if v)
+        raise ConfigError(f"{given} (--pattern / --special) apply to rank files only; {p} is "
+                          f"{READERS[kind][0]}, which carries its own: leave them out")
     if kind == "sentencepiece":  # a SentencePiece .model (protobuf), not Llama 3's rank file
         return load_or_wrap(p)
     if kind == "tokenmill":

@@ -16,6 +16,15 @@ from ..errors import ConfigError, SpecialTokenError
 def special_token_names(special_tokens) -> list[str]:
     """Special token names: a str is one token (not one per character); each must be a non-empty,
     encodable (no lone surrogate) string, listed once."""
+    if special_tokens is None:
+        return []
+    if isinstance(special_tokens, (set, frozenset)):
+        if len(special_tokens) > 1:  # (its order changes with PYTHONHASHSEED: so would the ids it gives)
+            raise ConfigError(f"special_tokens is a {type(special_tokens).__name__}, whose order Python does not "
+                              "keep from one run to the next, so the ids it gives would change; pass a list (its "
+                              "order gives the ids) or a dict name -> id")
+    if not isinstance(special_tokens, str) and not hasattr(special_tokens, "__iter__"):
+        raise ConfigError(f"special_tokens={special_tokens!r}: pass a list of names or a dict name -> id")
     names = [special_tokens] if isinstance(special_tokens, str) else list(special_tokens)
     seen = set()
     for s in names:
@@ -72,7 +81,10 @@ def requested(names, allowed_special, disallowed_special) -> tuple[set[str], set
     unknown = allowed - set(names)
     if unknown:
         raise ConfigError(f"allowed_special names {sorted(unknown)!r}, which are not special tokens of this tokenizer")
-    return allowed, _names(names, disallowed_special, "disallowed_special") - allowed
+    disallowed = _names(names, disallowed_special, "disallowed_special")
+    # as tiktoken: "all" means every token not allowed; a token named in both is disallowed (the text must not
+    # spell it: tiktoken raises there, and encoding it as allowed read past the caller's explicit refusal)
+    return allowed, (disallowed - allowed) if disallowed_special == "all" else disallowed
 
 
 def _names(names, value, what: str) -> set:

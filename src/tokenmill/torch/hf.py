@@ -60,10 +60,11 @@ def hf_inputs(batch, model, *, labels: bool = True, device=None) -> dict:
     (default: the model's). The dense masks cost ``B*T*T`` elements: for long rows prefer
     ``flash_attention_2`` or ``flex_attention``.
 
-    Fine-tuning (with ``num_items_in_batch``, transformers' loss is the summed token loss divided by it)::
+    Fine-tuning (with ``num_items_in_batch``, transformers' loss is the summed token loss divided by it;
+    clamped to 1, a batch without targets has loss 0 instead of transformers' ``0 / 0``)::
 
         for batch in loader:                                   # a TrainingLoader
-            out = model(**hf_inputs(batch, model), num_items_in_batch=batch["num_targets"])
+            out = model(**hf_inputs(batch, model), num_items_in_batch=batch["num_targets"].clamp(min=1))
             out.loss.backward(); optimizer.step(); optimizer.zero_grad()
     """
     if not isinstance(labels, (bool, np.bool_)):

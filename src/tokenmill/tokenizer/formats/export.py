@@ -184,10 +184,35 @@ def to_tiktoken(tok, name: str | None = None):
     vocab = _unique_vocab(tok)
     return tiktoken.Encoding(
         name or f"tokenmill-{tok.content_hash[:12]}",
-        pat_str=tok.pattern if tok.pattern is not None else r"[\s\S]+",
+        pat_str=_tiktoken_pattern(tok.pattern),
         mergeable_ranks={b: i for i, b in vocab.items()},
         special_tokens=dict(tok.special_tokens),
     )
+
+
+def _tiktoken_pattern(pattern: str | None) -> str:
+    """The split for tiktoken that cuts text as tokenmill cuts it with ``pattern``. tokenmill encodes the
+    text between two matches as a chunk of its own (as HF's ``Split``); tiktoken drops it, so a pattern
+    that leaves gaps (``\\w+``) exported as it is lost the text between words, silently. A preset covers
+    every character and goes as it is; any other pattern goes with an alternative that takes each gap
+    whole (a run of characters none of which starts a match: the same chunks). One that matches the empty
+    string (tiktoken's engine panics on it) or refers back to its groups (the copy would shift them) is
+    refused."""
+    import regex
+
+    from ..pretokenize.splitter import pattern_name
+
+    if pattern is None:
+        return r"[\s\S]+"
+    if pattern_name(pattern) is not None:
+        return pattern
+    if regex.match(pattern, "") is not None:
+        raise ConfigError(f"the split pattern {pattern!r} matches the empty string, which tiktoken cannot run (its "
+                          "engine panics); export with save_huggingface, or use a pattern that never matches nothing")
+    if regex.search(r"\\[1-9]|\(\?P=|\\k<|\\g<", pattern):
+        raise ConfigError(f"the split pattern {pattern!r} refers back to its own groups, which the tiktoken export "
+                          "cannot keep; export with save_huggingface")
+    return f"(?:{pattern})|(?:(?!(?:{pattern}))[\\s\\S])+"
 
 
 def save_huggingface(tok, path: str | os.PathLike) -> None:

@@ -145,6 +145,8 @@ def _pre_tokenizer(spec, source: str):
                 patterns.append(onig_classes(rx, source))
             else:
                 patterns.append(regex.escape(item.pattern.String))
+            if regex.fullmatch(r"[A-Za-z][A-Za-z0-9_.\-]*", patterns[-1]):  # a file's split on one literal word: a
+                patterns[-1] = f"(?:{patterns[-1]})"  # group, as pattern arguments take a bare word for a name
         else:  # HFDigits
             patterns.append(r"\p{N}" if item.individual_digits else r"\p{N}+")
     if not byte_level:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 
 from ...errors import ConfigError
 
@@ -30,6 +31,13 @@ O200K = "|".join(
 )
 
 PRESETS: dict[str, str] = {"gpt2": GPT2, "gpt4": GPT4, "cl100k": GPT4, "o200k": O200K}
+# the family of today's open models, by the exact regex their files carry (compiled by ``splitter``'s kernels)
+LLAMA3 = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+QWEN2 = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+QWEN3_5 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*"
+           r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+FAMILY_REGEX: dict[str, str] = {"llama3": LLAMA3, "qwen2": QWEN2, "qwen3.5": QWEN3_5}
+NAMES = (*PRESETS, *FAMILY_REGEX)  # every name a pattern argument takes
 
 
 def resolve_pattern(pattern: str | None) -> str | None:
@@ -41,8 +49,13 @@ def resolve_pattern(pattern: str | None) -> str | None:
     if pattern is None:
         return None
     if not isinstance(pattern, str) or not pattern:
-        raise ConfigError(f"pattern={pattern!r}; use a preset ({', '.join(PRESETS)}), None, or a regex string")
-    regex_str = PRESETS.get(pattern, pattern)
+        raise ConfigError(f"pattern={pattern!r}; use a preset ({', '.join(NAMES)}), None, or a regex string")
+    regex_str = PRESETS.get(pattern) or FAMILY_REGEX.get(pattern) or pattern
+    if regex_str == pattern and re.fullmatch(r"[A-Za-z][A-Za-z0-9_.\-]*", pattern):
+        # a bare word is a misspelled name ("GPT4", "cl100k_base", "llama-3"), never a split a tokenizer means:
+        # as a regex it matches only that word, and the rest of the text becomes whole gap chunks
+        raise ConfigError(f"pattern={pattern!r} is not a preset name ({', '.join(NAMES)}); as a regex it would "
+                          "match only that literal text. Pass one of those names or a regex")
     compiled(regex_str)  # fail early on a bad regex
     return regex_str
 

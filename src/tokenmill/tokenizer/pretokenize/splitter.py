@@ -27,13 +27,8 @@ import unicodedata
 import numpy as np
 
 from ..._io import write_cache
-from .patterns import preset_name, resolve_pattern
+from .patterns import LLAMA3, QWEN2, QWEN3_5, preset_name, resolve_pattern
 from .presets import PRESET_IDS, as_readonly_bytes, raise_not_utf8, split_offsets
-
-LLAMA3 = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
-QWEN2 = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
-QWEN3_5 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*"
-           r"|\s*[\r\n]+|\s+(?!\S)|\s+")
 
 # name -> (regex, digits K, letters include \p{M})
 FAMILY = {"llama3": (LLAMA3, 3, False), "qwen2": (QWEN2, 1, False), "qwen3.5": (QWEN3_5, 1, True)}
@@ -42,9 +37,8 @@ _BY_REGEX = {rx: (k, marks) for rx, k, marks in FAMILY.values()}
 
 def resolve(pattern: str | None) -> str | None:
     """The regex of a pattern: a preset name (gpt2, gpt4/cl100k, o200k, and the model family: llama3,
-    qwen2, qwen3.5), a regex (checked), or None (no split)."""
-    if isinstance(pattern, str) and pattern in FAMILY:
-        return FAMILY[pattern][0]
+    qwen2, qwen3.5), a regex (checked), or None (no split): ``resolve_pattern``, which knows every name
+    (training resolved the family's names as literal regexes before, and split nothing)."""
     return resolve_pattern(pattern)
 
 
