@@ -179,3 +179,11 @@ def test_pattern_and_special_of_a_non_rank_file_are_refused_and_warnings_are_one
         err = capsys.readouterr().err
         assert err == "" if quiet else err.startswith("tokenmill train: warning: training stopped early") and \
             err.count("\n") == 1 and "UserWarning" not in err
+
+
+def test_inspect_takes_a_rank_file_with_its_pattern(gpt2_ranks_path, capsys):
+    """``inspect`` of a rank file told the user to pass ``--pattern``, which ``inspect`` did not take."""
+    assert main(["inspect", str(gpt2_ranks_path)]) == 1
+    assert "--pattern" in capsys.readouterr().err
+    assert main(["inspect", str(gpt2_ranks_path), "--pattern", "gpt2", "--top", "1"]) == 0
+    assert capsys.readouterr().out.startswith("Tokenizer(vocab_size=50,256, pattern=gpt2")

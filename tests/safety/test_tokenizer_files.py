@@ -154,8 +154,13 @@ def test_huge_ids_in_tokenmill_files_are_refused(tmp_path, v2_body):
     body["added_tokens"][0]["id"] = 2**27
     with pytest.raises(FormatError, match=r"added_tokens\[0\]\.id = 134,217,728.*file's size"):
         Tokenizer.load(_write(tmp_path / "v2.json", _rehashed(body)))
-    # a dict that is no file's (a worker's copy of a tokenizer in memory) is bounded by 2**31 only
-    assert Tokenizer.from_dict(_rehashed(v1)).special_tokens == {"<|endoftext|>": 2**27}
+    # a dict that is no file's (a worker's copy of a tokenizer in memory) is bounded as every tokenizer is:
+    # special ids within 2**20 of the vocabulary (tables are sized by the largest id; 2**31 - 1 took the
+    # process's memory at the first encode)
+    with pytest.raises(TokenmillError, match=r"id=134,217,728 is out of range"):
+        Tokenizer.from_dict(_rehashed(v1))
+    v1["special_tokens"]["<|endoftext|>"] = 2**20
+    assert Tokenizer.from_dict(_rehashed(v1)).special_tokens == {"<|endoftext|>": 2**20}
 
 
 def test_huge_ids_in_rank_and_tekken_files_are_refused(tmp_path):

@@ -747,3 +747,16 @@ def test_batches_whose_text_grows_past_the_buffer_bound_and_reused_scratch(train
     assert [a.tolist() for a in again] == [sp.encode(t) for t in texts[1:] * 40]
     assert mixed == [sp_other.encode(t) for t in texts[1:]]
     assert all(np.array_equal(a, b) for a, b in zip(first, snapshot))
+
+
+def test_decode_follows_errors_as_every_tokenizer_does():
+    """``errors`` was accepted and ignored: "strict" and "ignore" gave U+FFFD as "replace" does."""
+    pieces = [("<unk>", 0, S.UNKNOWN), ("▁", -5, S.NORMAL), ("o", -4, S.NORMAL), ("k", -4, S.NORMAL)]
+    pieces += [(f"<0x{b:02X}>", 0, S.BYTE) for b in range(256)]
+    tok = S.SentencePieceTokenizer.from_bytes(S.write_model_proto(pieces, trainer={"model_type": 2, "byte_fallback": True}))
+    ids = [tok.piece_to_id("<0xE6>")] + tok.encode("ok")
+    assert tok.decode(ids) == tok.decode(ids, errors="replace") == "\ufffd ok"
+    assert tok.decode(ids, errors="ignore") == " ok"
+    with pytest.raises(UnicodeDecodeError):
+        tok.decode(ids, errors="strict")
+    assert tok.decode(tok.encode("ok ok"), errors="strict") == "ok ok"

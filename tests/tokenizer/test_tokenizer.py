@@ -317,3 +317,22 @@ def test_special_tokens_as_a_set_are_refused_and_a_disallowed_token_stays_disall
             tok.encode("a<|endoftext|>", allowed_special=allowed, disallowed_special=eot)
     assert tok.encode("a<|endoftext|>", allowed_special=eot, disallowed_special="all") == [64, 50256]
     assert tok.encode("plain", allowed_special="all", disallowed_special=eot) == tok.encode("plain")
+
+
+def test_constructor_arguments_are_checked_before_use():
+    """A special id of 2**31 - 1 was accepted and took the process's memory at the first encode (a Python
+    int per id); a bool in a merge became id 1; ranks that are not a dict of bytes, and a str vocabulary,
+    raised bare AttributeError / TypeError."""
+    from tokenmill import ConfigError
+
+    with pytest.raises(ConfigError, match=r"special token '<s>' id=2,147,483,647 is out of range"):
+        Tokenizer.from_merges([(104, 105)], special_tokens={"<s>": 2**31 - 1})
+    assert Tokenizer.from_merges([(104, 105)], special_tokens={"<s>": 300}).encode("hi") == [256]
+    with pytest.raises(FormatError, match=r"merge 0 = \(True, 105\) holds a bool"):
+        Tokenizer.from_merges([(True, 105)])
+    for ranks, match in ((None, "ranks must be a dict"), ([b"a"], "ranks must be a dict"),
+                         ({**{bytes([i]): i for i in range(256)}, "hi": 256}, r"the key 'hi' \(a str\); tokens are bytes")):
+        with pytest.raises(ConfigError, match=match):
+            Tokenizer.from_ranks(ranks)
+    with pytest.raises(ConfigError, match=r"vocab\[0\] is a str"):
+        Tokenizer.from_merge_list(["a"] * 256, [], pattern="gpt2")

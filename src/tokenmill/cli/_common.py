@@ -111,6 +111,11 @@ def add_tokenizer_args(p: argparse.ArgumentParser, *, required: bool = True) -> 
                    help="a tokenmill tokenizer file, a Hugging Face tokenizer.json (or its folder), Mistral's "
                         "tekken.json, a SentencePiece .model (Mistral v1-v3, Llama 2), or a tiktoken rank file "
                         "(.tiktoken, Llama 3's tokenizer.model) with --pattern")
+    add_rank_options(p)
+
+
+def add_rank_options(p: argparse.ArgumentParser) -> None:
+    """--pattern and --special: what a rank file does not carry (``load_tokenizer`` passes them on)."""
     p.add_argument("--pattern", dest="tokenizer_pattern", default=None, metavar="PRESET|REGEX",
                    help="split pattern of a rank file: gpt2, cl100k, o200k, llama3, qwen2, qwen3.5, or a regex")
     p.add_argument("--special", dest="tokenizer_special", action="append", default=[], metavar="NAME=ID",

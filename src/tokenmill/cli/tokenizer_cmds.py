@@ -9,6 +9,7 @@ from ._common import (
     add_command,
     add_document_args,
     add_quiet,
+    add_rank_options,
     add_tokenizer_args,
     documents_from_args,
     load_tokenizer,
@@ -54,15 +55,10 @@ def register(sub) -> None:
 
     p = add_command(sub, "inspect", help="summarize a tokenizer file",
                     example="tokenmill inspect tok.json", func=cmd_inspect)
-    p.add_argument("path")
+    p.add_argument("path", help="a tokenizer file, as --tokenizer takes (a rank file with --pattern)")
+    add_rank_options(p)
     p.add_argument("--top", type=int, default=10, help="how many merges and longest tokens to show")
     p.add_argument("--json", action="store_true", help="print the summary as JSON (tokens as lists of byte values)")
-
-
-def _load(path):
-    from ..tokenizer.adapters import as_tokenizer
-
-    return as_tokenizer(path)
 
 
 def cmd_train(args) -> int:
@@ -126,7 +122,8 @@ def cmd_inspect(args) -> int:
     from .._validate import check_int
 
     top = check_int(args.top, "--top", min=0, max=1 << 20)
-    tok = _load(args.path)
+    args.tokenizer = args.path  # (a rank file with --pattern / --special, as every tokenizer option takes it)
+    tok = load_tokenizer(args)
     info = inspect_tokenizer(tok, top)
     if args.json:
         print(json.dumps(info, indent=1, ensure_ascii=False))

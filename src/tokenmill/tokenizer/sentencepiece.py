@@ -694,9 +694,13 @@ class SentencePieceTokenizer:
 
     def decode(self, ids, errors: str = "replace") -> str:
         """``sentencepiece``'s ``decode(ids)``: byte pieces joined and decoded, control pieces dropped,
-        ``▁`` a space, the text's first ``▁`` dropped (``errors`` is accepted for the protocol; the
-        result is always valid text)."""
+        ``▁`` a space, the text's first ``▁`` dropped. ``errors="replace"`` (the default) is
+        sentencepiece's own rule (each byte that starts no valid UTF-8 character becomes U+FFFD); any
+        other handler applies to :meth:`decode_bytes`' bytes as for every tokenizer (``"strict"`` raises
+        on them, ``"ignore"`` drops them: it was ignored before, U+FFFD whatever was asked)."""
         check_decode_errors(errors)
+        if errors != "replace":
+            return self.decode_bytes(ids).decode("utf-8", errors)
         return decode_reference(self.model, [self._id(i) for i in check_ids(ids)]).decode("utf-8")
 
 

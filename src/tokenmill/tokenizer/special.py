@@ -46,8 +46,11 @@ def check_specials(special: dict[str, int], vocab: Sequence, dense: bool = True)
     (after the vocabulary, in a gap, or, when not ``dense`` (tokenizer.json imports), on a token with
     the same bytes)."""
     special_token_names(special)
+    # tables are sized by the largest id (a Python int per id for lists out: an id of 2**31 - 1 took the
+    # process's memory at its first encode): ids stay within 2**20 of the vocabulary
+    top = len(vocab) + (1 << 20) - 1
     for s, i in special.items():
-        check_int(i, f"special token {s!r} id", min=0, max=2**31 - 1)
+        check_int(i, f"special token {s!r} id", min=0, max=top)
     ids = sorted(special.values())
     if len(set(ids)) != len(ids):
         raise ConfigError(f"special token ids {ids} repeat; each special token needs its own id")

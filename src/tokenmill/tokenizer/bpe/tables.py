@@ -14,11 +14,15 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..._validate import check_array
-from ...errors import FormatError
+from ...errors import ConfigError, FormatError
 
 
 def merge_array(merges) -> np.ndarray:
     """Merges as an exact int64 (M, 2) array (no float truncation, no wrap-around)."""
+    if not isinstance(merges, np.ndarray):  # (numpy reads True in [(True, 105)] as 1: a merge nobody meant)
+        for i, pair in enumerate(merges if isinstance(merges, (list, tuple)) else ()):
+            if isinstance(pair, (list, tuple)) and any(isinstance(x, (bool, np.bool_)) for x in pair):
+                raise FormatError(f"merge {i} = {tuple(pair)!r} holds a bool; merges are pairs of integer ids")
     arr = check_array(merges, "merges", ndim=None, error=FormatError)
     if arr.size == 0:
         return np.zeros((0, 2), np.int64)
@@ -57,7 +61,11 @@ def from_merge_list(vocab, merges, merge_ids=None, source="<merges>") -> tuple[t
     ``merge_ids[k]``, checked by length); a pair listed twice keeps its last priority (HF's merge map).
     """
     n = len(vocab)
-    arr = np.asarray(merges, np.int64).reshape(-1, 2)
+    bad_tok = next((i for i, b in enumerate(vocab) if b is not None and not isinstance(b, bytes)), None)
+    if bad_tok is not None:
+        raise ConfigError(f"{source}: vocab[{bad_tok}] is a {type(vocab[bad_tok]).__name__}; the vocabulary holds "
+                          "each id's token bytes (or None for an id no token holds)")
+    arr = merge_array(merges)
     present = np.fromiter((b is not None for b in vocab), np.bool_, n)
     bad = np.flatnonzero(((arr < 0) | (arr >= n)).any(axis=1))
     if bad.size == 0:

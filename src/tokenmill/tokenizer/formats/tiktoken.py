@@ -18,7 +18,7 @@ from msgspec import UNSET
 from ..._arrays import ranks_in_groups
 from ..._io import read_bytes_limited
 from ..._schema import check
-from ...errors import FormatError, TokenmillError
+from ...errors import ConfigError, FormatError, TokenmillError
 from ..bpe.tables import pair_arrays
 from .conversion_cache import load_cached, save_cached
 from .kind import reading
@@ -28,6 +28,13 @@ from .schemas import RankCacheConfig
 def rank_model(ranks: dict[bytes, int]) -> tuple[list, object]:
     """(vocab, pair table) of ``token bytes -> rank``. Ranks are distinct ids, usually 0..n-1; ids no
     token holds are allowed (Mistral's tekken files put their special tokens first, at ids 0..999)."""
+    if not isinstance(ranks, dict):
+        raise ConfigError(f"ranks must be a dict of token bytes -> rank, not a {type(ranks).__name__}")
+    bad_key = next((k for k in ranks if not isinstance(k, bytes)), None)
+    if bad_key is not None:
+        raise ConfigError(f"ranks holds the key {bad_key!r} (a {type(bad_key).__name__}); tokens are bytes, e.g. "
+                          f"{str(bad_key).encode()!r}" if isinstance(bad_key, str) else
+                          f"ranks holds the key {bad_key!r} (a {type(bad_key).__name__}); tokens are bytes")
     values = list(ranks.values())
     if not all(type(r) is int for r in values):  # noqa: E721 (bool and other int subclasses are refused)
         bad = next((b, r) for b, r in ranks.items() if type(r) is not int)  # noqa: E721 (exact type, as above)
