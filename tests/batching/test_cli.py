@@ -29,3 +29,14 @@ def test_verify_packing_command(capsys):
     assert main(["verify-packing", "--docs", "6", "--block-size", "24", "--layout", "stream"]) == 1
     assert main(["verify-packing", "--docs", "6", "--block-size", "24", "--layout", "stream",
                  "--expect", "fail", "--positions", "rope"]) == 0
+
+
+def test_pack_command_empty_or_binary_lengths(capsys, tmp_path):
+    """An empty file "packed" 0 documents at 100% fill after numpy's warning; a binary one raised a bare
+    codec error."""
+    (tmp_path / "empty.txt").write_text("")
+    (tmp_path / "bin.dat").write_bytes(bytes(range(128, 256)))
+    for name, says in (("empty.txt", "it holds no lengths"), ("bin.dat", "not a text file (byte offset 0")):
+        assert main(["pack", "--lengths", str(tmp_path / name), "--block-size", "7"]) == 1
+        err = capsys.readouterr().err
+        assert f"cannot read lengths from {tmp_path / name}: {says}" in err and "Warning" not in err

@@ -167,3 +167,19 @@ def test_two_gloo_ranks_equal_one_process(tmp_path):
         for mb in mbs:
             run(model, mb, norm)
     assert abs(got["loss"] - norm.end_step()) < 1e-12
+
+
+def test_num_targets_is_a_count():
+    """``num_targets=-3`` was clamped to 1 and ``2.5`` divided by, silently."""
+    import torch
+
+    from tokenmill import ConfigError
+    from tokenmill.torch import token_weighted_loss
+
+    logits, labels = torch.zeros(1, 3, 4), torch.tensor([[-100, 1, 2]])
+    for bad in (-3, 2.5, True, torch.tensor(2.5), torch.tensor([1, 2])):
+        with pytest.raises(ConfigError, match="num_targets"):
+            token_weighted_loss(logits, labels, num_targets=bad)
+    for good in (4, torch.tensor(4), torch.tensor([4])):
+        assert abs(token_weighted_loss(logits, labels, num_targets=good).item() - 2 * 1.3862944 / 4) < 1e-6
+    assert token_weighted_loss(logits, torch.full((1, 3), -100), num_targets=0).item() == 0.0  # no targets

@@ -63,7 +63,16 @@ def _read_lengths(args):
         check_input_file(args.lengths)  # a clear error for a folder, a device or a missing file
         if args.lengths.endswith(".npy"):
             return np.load(args.lengths, allow_pickle=False)
-        return np.loadtxt(args.lengths, dtype=np.int64, ndmin=1)
+        with open(args.lengths, "rb") as f:
+            raw = f.read()
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise InputError(f"not a text file (byte offset {e.start:,d} is not UTF-8); pass one length per line, "
+                             "or a .npy array") from None
+        if not text.split():  # (numpy's loadtxt warns and returns nothing: 0 documents "packed" at 100% fill)
+            raise InputError("it holds no lengths; pass one length per line, or a .npy array")
+        return np.loadtxt(text.splitlines(), dtype=np.int64, ndmin=1)
     except (InputError, OSError, ValueError, OverflowError, EOFError) as e:
         raise InputError(f"cannot read lengths from {args.lengths}: {' '.join(str(e).split())}") from e
 

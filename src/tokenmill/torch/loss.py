@@ -15,6 +15,7 @@ Across ranks, ``N`` is all-reduced first; if the data-parallel wrapper *averages
 
 from __future__ import annotations
 
+from .._validate import check_int
 from ..conventions import IGNORE_INDEX, count_targets  # noqa: F401  (the torch API exports it from here)
 from ..errors import ConfigError, require
 
@@ -41,7 +42,13 @@ def token_weighted_loss(logits, labels, *, num_targets, ignore_index: int = IGNO
     if flat.dtype in (torch.float16, torch.bfloat16):
         flat = flat.float()  # sum the token losses in float32
     total = F.cross_entropy(flat, labels[..., 1:].reshape(-1), ignore_index=ignore_index, reduction="sum")
-    n = num_targets if torch.is_tensor(num_targets) else torch.tensor(num_targets)
+    if torch.is_tensor(num_targets):  # (its value is not read here: that would wait for the GPU every step)
+        if num_targets.dtype.is_floating_point or num_targets.dtype == torch.bool or num_targets.numel() != 1:
+            raise ConfigError(f"num_targets is a {num_targets.dtype} tensor of shape {tuple(num_targets.shape)}; pass "
+                              "the step's target count: an integer, or a one-element integer tensor")
+        n = num_targets
+    else:  # a count: 2.5 or -3 is no count (-3 was clamped to 1, 2.5 divided by)
+        n = torch.tensor(check_int(num_targets, "num_targets", min=0))
     return total / n.to(total.device).clamp(min=1)
 
 
