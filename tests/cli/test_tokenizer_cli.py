@@ -187,3 +187,16 @@ def test_inspect_takes_a_rank_file_with_its_pattern(gpt2_ranks_path, capsys):
     assert "--pattern" in capsys.readouterr().err
     assert main(["inspect", str(gpt2_ranks_path), "--pattern", "gpt2", "--top", "1"]) == 0
     assert capsys.readouterr().out.startswith("Tokenizer(vocab_size=50,256, pattern=gpt2")
+
+
+def test_encode_special_text_options(gpt2_ranks_path, capsys):
+    """The error named Python's allowed_special= / disallowed_special=, and the CLI had no way to encode a
+    special token's text as plain text."""
+    base = ["encode", "--tokenizer", str(gpt2_ranks_path), "--pattern", "gpt2", "--special", "<|endoftext|>=50256"]
+    assert main(base + ["a<|endoftext|>"]) == 1
+    err = capsys.readouterr().err
+    assert "--special-text special (or --allow-special)" in err and "allowed_special=" not in err
+    for opts, want in ((["--special-text", "special"], "64 50256"), (["--allow-special"], "64 50256"),
+                       (["--special-text", "plain"], "64 27 91 437 1659 5239 91 29")):
+        assert main(base + opts + ["a<|endoftext|>"]) == 0
+        assert capsys.readouterr().out.strip() == want

@@ -205,6 +205,9 @@ class BatchSchedule:
             self.doc_base = np.zeros(2, np.int64)
             if len(self.parts[0]) == 0:
                 raise ConfigError("the source has 0 documents; there is nothing to train on")
+            if int(np.sum(self.parts[0].lengths)) == 0:  # (was "the global batch is larger than epoch 0")
+                raise ConfigError(f"the source's {len(self.parts[0]):,d} documents hold no tokens; there is nothing "
+                                  "to train on")
             if isinstance(self.parts[0], ArraySource):  # in memory, never validated (a store's ids were)
                 check_doc_ids(self.parts[0].get(i) for i in range(len(self.parts[0])))
         self._check_row_memory()

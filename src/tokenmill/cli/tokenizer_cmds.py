@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
+from ..errors import ConfigError, SpecialTokenError
 from ._common import (
     add_command,
     add_document_args,
@@ -42,7 +43,11 @@ def register(sub) -> None:
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("text", nargs="?", help="text to encode")
     g.add_argument("--input", help="file to encode (UTF-8)")
-    p.add_argument("--allow-special", action="store_true", help="encode special-token text as special tokens")
+    p.add_argument("--allow-special", action="store_true", help="encode special-token text as special tokens "
+                   "(= --special-text special)")
+    p.add_argument("--special-text", choices=["error", "special", "plain"], default=None,
+                   help="text that spells a special token: fail naming it (default), encode it as the special "
+                        "token, or encode it as plain text")
     p.add_argument("--errors", choices=["strict", "replace"], default="strict",
                    help="invalid UTF-8 in --input: fail naming the byte offset (default) or replace with U+FFFD")
     p.add_argument("--json", action="store_true", help="print a JSON list instead of space-separated ids")
@@ -100,8 +105,15 @@ def cmd_encode(args) -> int:
         say_replaced(replaced)
     else:
         text = args.text
-    allowed = "all" if args.allow_special else ()
-    ids = tok.encode(text, allowed_special=allowed)
+    mode = args.special_text or ("special" if args.allow_special else "error")
+    if args.allow_special and mode != "special":
+        raise ConfigError(f"--allow-special and --special-text {mode} disagree; pass one of them")
+    try:
+        ids = tok.encode(text, allowed_special="all" if mode == "special" else (),
+                         disallowed_special=() if mode == "plain" else "all")
+    except SpecialTokenError as e:  # (its advice names the Python arguments: say the options)
+        raise SpecialTokenError(str(e).split("; pass ")[0] + "; pass --special-text special (or --allow-special) "
+                                "to encode it as the special token, or --special-text plain to encode it as text") from None
     from .._jit import twins_used
 
     if "encode" in twins_used and getattr(args, "notices", not args.quiet):
