@@ -760,3 +760,25 @@ def test_decode_follows_errors_as_every_tokenizer_does():
     with pytest.raises(UnicodeDecodeError):
         tok.decode(ids, errors="strict")
     assert tok.decode(tok.encode("ok ok"), errors="strict") == "ok ok"
+
+
+def test_tokenizer_json_of_the_family_saves_itself_and_checks_decode(exported, tmp_path):
+    """``from_huggingface`` returned an object without ``save``/``save_huggingface`` (bare AttributeError);
+    its ``decode`` ignored ``errors`` and took ids unchecked."""
+    from tokenmill.errors import ConfigError
+
+    path, _ = exported["trained"]
+    Tokenizer.from_sentencepiece(path).save_huggingface(tmp_path / "t.json")
+    tok = Tokenizer.from_huggingface(tmp_path / "t.json")
+    tok.save_huggingface(tmp_path / "copy.json")
+    assert (tmp_path / "copy.json").read_bytes() == (tmp_path / "t.json").read_bytes()
+    again = Tokenizer.from_huggingface(tmp_path / "copy.json")
+    assert again.encode("hello world") == tok.encode("hello world")
+    with pytest.raises(ConfigError, match="save_huggingface"):
+        tok.save(tmp_path / "x.json")
+    ids = tok.encode("hello world")
+    assert tok.decode(ids) == tok.decode(ids, errors="replace")
+    with pytest.raises(ConfigError, match="errors='strict'"):
+        tok.decode(ids, errors="strict")
+    with pytest.raises(ConfigError):
+        tok.decode(np.array([[1, 2], [3, 4]]))  # a batch: one sequence at a time

@@ -445,8 +445,16 @@ class SentencePieceJsonTokenizer:
 
     # ----------------------------------------------------------------- decoding
     def decode(self, ids, errors: str = "replace") -> str:
-        """HF's ``decode(ids, skip_special_tokens=False)``: the tokens through the file's decoder chain."""
-        tokens = [self._token(i) for i in ids]
+        """HF's ``decode(ids, skip_special_tokens=False)``: the tokens through the file's decoder chain, where
+        the bytes of byte-fallback pieces that form no character become U+FFFD (``errors="replace"``, HF's
+        only rule: another handler is refused, not ignored)."""
+        from ..._validate import check_decode_errors, check_ids
+
+        check_decode_errors(errors)
+        if errors != "replace":
+            raise ConfigError(f"errors={errors!r}: this tokenizer decodes as HF tokenizers does, whose byte "
+                              "fallback makes invalid bytes U+FFFD; pass errors='replace' (the default)")
+        tokens = [self._token(i) for i in check_ids(ids)]
         for d in self._decoders:
             if isinstance(d, _DReplace):
                 tokens = [t.replace(d.pattern.String, d.content) for t in tokens]
@@ -465,6 +473,18 @@ class SentencePieceJsonTokenizer:
 
     def decode_bytes(self, ids) -> bytes:
         return self.decode(ids).encode("utf-8")
+
+    def save_huggingface(self, path) -> None:
+        """Write the tokenizer.json this tokenizer was read from (its exact bytes), atomically."""
+        from ..._io import write_bytes_atomic
+
+        write_bytes_atomic(path, self._raw)
+
+    def save(self, path) -> None:
+        """Refused: a SentencePiece-family tokenizer.json has no tokenmill file form (it is run as the file
+        says); ``save_huggingface`` writes the file itself."""
+        raise ConfigError("a SentencePiece-family tokenizer.json has no tokenmill file form; save it with "
+                          "save_huggingface(path) (its exact bytes), which every tokenmill loader reads")
 
 
 def _byte_fallback(tokens: list[str]) -> list[str]:
