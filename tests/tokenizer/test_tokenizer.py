@@ -336,3 +336,15 @@ def test_constructor_arguments_are_checked_before_use():
             Tokenizer.from_ranks(ranks)
     with pytest.raises(ConfigError, match=r"vocab\[0\] is a str"):
         Tokenizer.from_merge_list(["a"] * 256, [], pattern="gpt2")
+
+
+def test_decoding_an_unassigned_id_says_so():
+    """An id inside the vocabulary's range that no token holds (cl100k's 100256, between its ranks and its
+    special tokens) was called "out of range for vocab_size=100,258"."""
+    from tokenmill import ConfigError
+
+    tok = Tokenizer.from_merges([(104, 105)], special_tokens={"<s>": 260})
+    with pytest.raises(ConfigError, match=r"token id 258 holds no token: this tokenizer's ids 0 .. 260 leave it"):
+        tok.decode([258])
+    with pytest.raises(ConfigError, match="token id 261 is out of range for vocab_size=261"):
+        tok.decode([261])

@@ -204,6 +204,9 @@ class Tokenizer:
             return self._vocab[token_id]
         if token_id in self._extra_by_id:
             return self._extra_by_id[token_id]
+        if 0 <= token_id < self.vocab_size:  # (a gap: e.g. cl100k's 100256, between its ranks and specials)
+            raise ConfigError(f"token id {token_id} holds no token: this tokenizer's ids 0 .. {self.vocab_size - 1:,d} "
+                              "leave it unassigned")
         raise ConfigError(f"token id {token_id} is out of range for vocab_size={self.vocab_size:,d}")
 
     # ----------------------------------------------------------------- encoding
