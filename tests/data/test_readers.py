@@ -304,3 +304,60 @@ def test_texts_refuses_one_str():
         with pytest.raises(ConfigError, match=rf"^texts takes an iterable of documents,? {says}"):
             texts(bad)
     assert texts(["hello"]).items == ["hello"]
+
+
+def test_damaged_compressed_and_parquet_files_are_named_and_hidden_files_left_out(tmp_path):
+    """A ``.zst`` cut inside a frame (an interrupted copy) built a store of the documents before the cut,
+    silently; corrupt ``.gz`` / ``.zst`` data raised bare zlib / zstandard errors, a damaged Parquet page a
+    bare OSError, a deeply nested JSONL line a RecursionError; a folder's hidden copies
+    (``.ipynb_checkpoints``) were read a second time."""
+    import gzip
+    import json
+    import re
+
+    zstd = pytest.importorskip("zstandard")
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    from tokenmill.data.readers import as_sources
+    from tokenmill.errors import InputError
+
+    def docs(path, **kw):
+        return [t for src in as_sources([str(path)], **kw) for t, _, _ in src.documents()]
+
+    lines = [json.dumps({"text": f"document number {i}"}) + "\n" for i in range(3000)]
+    co = zstd.ZstdCompressor().compressobj()
+    data, cuts = b"", []
+    for k in range(0, 3000, 1000):
+        data += co.compress("".join(lines[k:k + 1000]).encode()) + co.flush(zstd.COMPRESSOBJ_FLUSH_BLOCK)
+        cuts.append(len(data))
+    data += co.flush()
+    (tmp_path / "full.jsonl.zst").write_bytes(data)
+    assert len(docs(tmp_path / "full.jsonl.zst")) == 3000
+    two = zstd.ZstdCompressor().compress(b"one\n") + zstd.ZstdCompressor().compress(b"two\n")
+    (tmp_path / "two.txt.zst").write_bytes(two)
+    assert docs(tmp_path / "two.txt.zst", split_lines=True) == ["one", "two"]  # frames back to back: one file
+    for name, raw, says in [("cut.jsonl.zst", data[:cuts[1]], "truncated zstd data: the file ends inside a frame"),
+                            ("bad.jsonl.zst", b"not zstd\n", "cannot read (corrupt or truncated compressed data?)")]:
+        (tmp_path / name).write_bytes(raw)
+        with pytest.raises(InputError, match=re.escape(f"{name}: ") + ".*" + re.escape(says)):
+            docs(tmp_path / name)
+    g = gzip.compress("".join(lines).encode())
+    (tmp_path / "c.jsonl.gz").write_bytes(g[:100] + b"\0" * 50 + g[150:])
+    with pytest.raises(InputError, match=r"c.jsonl.gz: cannot read \(corrupt or truncated compressed data\?\)"):
+        docs(tmp_path / "c.jsonl.gz")
+    pq.write_table(pa.table({"text": [f"row {i}" for i in range(2500)]}), tmp_path / "p.parquet", row_group_size=300)
+    b = bytearray((tmp_path / "p.parquet").read_bytes())
+    b[200:2000] = b"\x55" * 1800
+    (tmp_path / "p.parquet").write_bytes(bytes(b))
+    with pytest.raises(InputError, match=r"p.parquet: row group 0 \(from row 0\) is not readable"):
+        docs(tmp_path / "p.parquet")
+    (tmp_path / "n.jsonl").write_bytes(b'{"a":' + b"[" * 5000 + b"]" * 5000 + b',"text":"t"}\n')
+    with pytest.raises(InputError, match=r"n.jsonl:1: its JSON nests too deeply"):
+        docs(tmp_path / "n.jsonl")
+    folder = tmp_path / "c"
+    (folder / ".ipynb_checkpoints").mkdir(parents=True)
+    (folder / ".git").mkdir()
+    for name, text in {"x.jsonl": '{"text":"x"}\n', ".ipynb_checkpoints/x-checkpoint.jsonl": '{"text":"x"}\n',
+                       ".git/notes.txt": "git", ".hidden.txt": "h", "notes.md": "md"}.items():
+        (folder / name).write_text(text)
+    assert docs(folder) == ["md", "x"]

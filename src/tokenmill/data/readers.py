@@ -247,9 +247,18 @@ def _is_known(path: Path) -> bool:
     return name.endswith(_TEXT_EXT + _JSONL_EXT + _PARQUET_EXT)
 
 
+def visible_files(folder: Path, pattern: str = "*") -> list[Path]:
+    """The files under ``folder`` matching ``pattern`` (recursively, sorted), but those inside a hidden
+    folder or hidden themselves (a name starting with "."), as a glob leaves them: a folder's
+    ``.ipynb_checkpoints`` copies read a second time, its ``.git`` read as data."""
+    return sorted(f for f in folder.rglob(pattern)
+                  if not any(part.startswith(".") for part in f.relative_to(folder).parts) and f.is_file())
+
+
 def expand_paths(inputs) -> list[Path]:
-    """Paths as given; folders expand to their known files (recursively, sorted); globs (``*``, ``?``,
-    ``[``) to their sorted matches. A missing path, an empty folder or an unmatched glob is an error."""
+    """Paths as given; folders expand to their known files (recursively, sorted, hidden ones left out);
+    globs (``*``, ``?``, ``[``) to their sorted matches. A missing path, an empty folder or an unmatched
+    glob is an error."""
     if isinstance(inputs, (str, os.PathLike)):
         inputs = [inputs]
     out: list[Path] = []
@@ -263,10 +272,10 @@ def expand_paths(inputs) -> list[Path]:
             continue
         p = Path(s)
         if p.is_dir():
-            found = sorted(f for f in p.rglob("*") if _is_known(f) and not f.is_dir())
+            found = [f for f in visible_files(p) if _is_known(f)]
             if not found:
-                raise InputError(f"the folder {s!r} holds no .txt, .jsonl, .ndjson or .parquet file "
-                                 "(optionally .gz or .zst)")
+                raise InputError(f"the folder {s!r} holds no .txt, .text, .md, .jsonl, .ndjson or .parquet file "
+                                 "(optionally .gz or .zst) outside hidden folders")
             out.extend(found)
         elif os.path.lexists(p):
             out.append(p)
@@ -302,9 +311,7 @@ def open_binary(path: Path):
 
             return gzip.open(path, "rb")
         if name.endswith(".zst"):
-            zstd = require("zstandard", "zstd")
-            raw = open(path, "rb")
-            return io.BufferedReader(zstd.ZstdDecompressor().stream_reader(raw, closefd=True), _BLOCK)
+            return io.BufferedReader(_ZstdFrames(path, require("zstandard", "zstd")), _BLOCK)
         return open(path, "rb")
     except OSError as e:
         raise InputError(f"cannot read input file {str(path)!r}: {e.strerror or e}") from e
@@ -334,10 +341,63 @@ def _too_large(path, what: str, start: int, limit: int) -> InputError:
                       "(bytes), or split the input")
 
 
+class _ZstdFrames(io.RawIOBase):
+    """The decompressed bytes of a ``.zst`` file, every frame of it, and an InputError where the file ends
+    inside a frame: zstandard's ``stream_reader`` reads a cut file (an interrupted copy) to the cut and
+    stops as at a clean end, and the documents past it were lost without a word."""
+
+    def __init__(self, path: Path, zstd):
+        self._zstd, self._path = zstd, path
+        self._f = open(path, "rb")
+        self._d = zstd.ZstdDecompressor().decompressobj()
+        self._out, self._at = b"", 0  # decompressed bytes not yet read, from ``_at``
+        self._in_frame = False  # bytes of a frame fed and its end not seen yet
+        self._read = 0  # compressed bytes read
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        while self._at >= len(self._out):
+            chunk = self._f.read(1 << 20)
+            if not chunk:
+                if self._in_frame:
+                    raise InputError(f"{self._path}: truncated zstd data: the file ends inside a frame (at byte "
+                                     f"offset {self._read:,d}), so the documents after it are missing; the file was "
+                                     "cut short (an interrupted copy or download?): get it again")
+                return 0
+            self._read += len(chunk)
+            self._feed(chunk)
+        n = min(len(b), len(self._out) - self._at)
+        b[:n] = memoryview(self._out)[self._at : self._at + n]
+        self._at += n
+        return n
+
+    def _feed(self, data: bytes) -> None:
+        parts = []
+        while data:
+            parts.append(self._d.decompress(data))
+            self._in_frame = not self._d.eof
+            if not self._d.eof:
+                break
+            data = self._d.unused_data  # the next frame's start (several frames: one file)
+            self._d = self._zstd.ZstdDecompressor().decompressobj()
+        self._out, self._at = self._out[self._at :] + b"".join(parts), 0
+
+    def close(self) -> None:
+        self._f.close()
+        super().close()
+
+
 def _read_chunk(f, path, size: int = 0) -> bytes:
     try:
         return f.read(size or _BLOCK)
-    except (OSError, EOFError, ValueError) as e:
+    except InputError:
+        raise
+    except Exception as e:  # noqa: BLE001 (zlib.error, zstandard.ZstdError, OSError, EOFError: a damaged file)
+        if not isinstance(e, (OSError, EOFError, ValueError)) and type(e).__module__.split(".")[0] not in (
+                "zlib", "zstandard", "gzip"):
+            raise
         raise InputError(f"{path}: cannot read (corrupt or truncated compressed data?): {e}") from e
 
 
@@ -593,7 +653,7 @@ class FileSource(Source):
                 if utf8:
                     try:  # every line an object whose field is a string: their texts, as json.loads gives them
                         texts = list(map(text_of, map(fast.decode, part)))
-                    except refused:  # a line it refuses (blank, NaN, a lone surrogate, an error...): one by one
+                    except (refused, RecursionError):  # a line it refuses (blank, NaN, a lone surrogate, an error...): one by one
                         pass
                 if texts is not None:
                     yield texts, range(line_no, line_no + len(part))
@@ -618,16 +678,19 @@ class FileSource(Source):
             if utf8:
                 try:  # an object, its field a string: the text, as json.loads would give it
                     text = fast.decode(raw).v
-                except refused:  # anything else (NaN, lone surrogates, errors): json's path below
+                except (refused, RecursionError):  # anything else (NaN, lone surrogates, errors): json's path below
                     pass
             if text is None:
                 line = decode_utf8(raw, name=f"{p}:{line_no}", base=start, errors=self.errors,
                                    replaced=self.replaced)
                 try:
                     rec = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise InputError(f"{p}:{line_no}: not valid JSON ({e.msg} at column {e.colno}); "
-                                     "every line of a JSONL file must be one JSON object") from None
+                except json.JSONDecodeError as e:  # (its msg may end in "at": "Invalid control character at")
+                    raise InputError(f"{p}:{line_no}: not valid JSON ({e.msg.removesuffix(' at')} at column "
+                                     f"{e.colno}); every line of a JSONL file must be one JSON object") from None
+                except RecursionError:
+                    raise InputError(f"{p}:{line_no}: its JSON nests too deeply to read; every line of a JSONL "
+                                     "file must be one JSON object (of reasonable depth)") from None
                 text = _field_of(rec, self.field, f"{p}:{line_no}")
                 if self.errors == "replace":  # a lone surrogate escaped ("\\ud83d" of a cut emoji): U+FFFD
                     fixed = replace_surrogates(text)
@@ -652,6 +715,9 @@ class FileSource(Source):
         if self.field not in names:
             raise InputError(f"{p}: no column {self.field!r}; the columns are: {', '.join(names)}; "
                              "pass field=... (CLI: --field)")
+        if names.count(self.field) > 1:  # (pyarrow reads the first: which one was meant is not known)
+            raise InputError(f"{p}: {names.count(self.field)} columns are named {self.field!r}; a file with one "
+                             "such column can be read")
         return pf
 
     def _parquet_groups(self, p: Path, pf) -> Iterator[tuple[list[str], range]]:
@@ -659,7 +725,11 @@ class FileSource(Source):
         any other value checked and decoded row by row (or refused, naming its row)."""
         row = 0
         for g in range(pf.num_row_groups):
-            col = pf.read_row_group(g, columns=[self.field]).column(0).to_pylist()
+            try:
+                col = pf.read_row_group(g, columns=[self.field]).column(0).to_pylist()
+            except Exception as e:  # noqa: BLE001 (pyarrow's ArrowInvalid / OSError of a damaged page)
+                raise InputError(f"{p}: row group {g:,d} (from row {row:,d}) is not readable ({e}); the file is "
+                                 "damaged: write or fetch it again") from e
             if set(map(type, col)) - {str}:
                 col = [_as_text(v, f"{p}: row {row + i:,d}", self.field, self.errors, self.replaced)
                        for i, v in enumerate(col)]

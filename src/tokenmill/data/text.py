@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Iterable, Iterator, Literal
 
 from ..errors import ConfigError, InputError
-from .readers import Replaced, decode_utf8, text_documents
+from .readers import Replaced, decode_utf8, text_documents, visible_files
 
 Errors = Literal["strict", "replace"]
 
@@ -87,12 +87,13 @@ def read_input_bytes(path: str | os.PathLike) -> bytes:
 
 
 def expand_inputs(inputs: Iterable[str | os.PathLike]) -> list[Path]:
-    """Files as given; directories expand to their ``*.txt`` files, sorted, recursively."""
+    """Files as given; directories expand to their ``*.txt`` files, sorted, recursively (hidden ones left
+    out, as a glob leaves them)."""
     out: list[Path] = []
     for item in inputs:
         p = Path(item)
         if p.is_dir():
-            files = sorted(f for f in p.rglob("*.txt") if f.is_file())
+            files = visible_files(p, "*.txt")
             if not files:
                 raise InputError(f"input directory {str(p)!r} holds no .txt files")
             out.extend(files)
