@@ -540,3 +540,20 @@ def test_provenance_of_a_rewritten_meta_file_is_a_format_error(tmp_path, tok):
             store.split(0.3, by="file")
     good.tofile(path)
     assert TokenStore.open(d).provenance(0)[2] == int(good[0, 1])
+
+
+def test_datasets_sources_follow_errors_and_any_format(tmp_path, tok):
+    """A dataset's bytes values were decoded strictly whatever ``errors`` said (while the error advised
+    ``errors='replace'``); a dataset in "arrow" format raised a bare TypeError."""
+    datasets = pytest.importorskip("datasets")
+    data = datasets.Dataset.from_dict({"text": [b"ok", b"a\xffb"]})
+    with pytest.raises(InputError, match=r"row 1 \(field 'text'\): invalid UTF-8 at byte offset 1"):
+        build(tmp_path / "a", data, tok)
+    s = build(tmp_path / "b", data, tok, errors="replace")
+    assert [s.decode(i, tok) for i in range(2)] == ["ok<|endoftext|>", "a\ufffdb<|endoftext|>"]
+    assert s.manifest["invalid_utf8_replaced"] == 1
+    plain = datasets.Dataset.from_dict({"text": ["a", "b"]})
+    want = [build(tmp_path / "p", plain, tok).get(i).tolist() for i in range(2)]
+    for fmt in ("arrow", "numpy", "pandas"):
+        s = build(tmp_path / fmt, plain.with_format(fmt), tok)
+        assert [s.get(i).tolist() for i in range(2)] == want

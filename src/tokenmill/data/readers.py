@@ -820,7 +820,9 @@ class HFSource(Source):
     dataset: Any
     field: str = "text"
     batch_size: int = 1000
+    errors: str = "strict"  # bytes values that are not UTF-8: "replace" makes them U+FFFD, counted
     kind = "hf_dataset"
+    replaced: Replaced = _field(default_factory=Replaced, init=False, repr=False, compare=False)
 
     def files(self) -> list[str]:
         name = getattr(getattr(self.dataset, "info", None), "dataset_name", None) or "<datasets>"
@@ -829,7 +831,8 @@ class HFSource(Source):
     def spec(self) -> dict:
         fp = getattr(self.dataset, "_fingerprint", None)
         n = len(self.dataset) if hasattr(self.dataset, "__len__") else None
-        return {"kind": "hf_dataset", "field": self.field, "fingerprint": fp, "len": n}
+        spec = {"kind": "hf_dataset", "field": self.field, "fingerprint": fp, "len": n}
+        return spec if self.errors == "strict" else {**spec, "errors": self.errors}
 
     def documents(self) -> Iterator[Document]:
         for texts, _, rows in self.batches():
@@ -844,13 +847,19 @@ class HFSource(Source):
             raise InputError(f"dataset {self.files()[0]}: no column {self.field!r}; the columns are: "
                              f"{', '.join(names)}; pass field=... (CLI: --field)")
         row = 0
+        self.replaced = Replaced()  # a read counts its own replacements (errors="replace")
         for batch in self.dataset.iter(batch_size=self.batch_size):
-            if self.field not in batch:
+            cols = list(getattr(batch, "column_names", None) or batch)  # (a dict, or a pyarrow Table: "arrow")
+            if self.field not in cols:
                 raise InputError(f"dataset {self.files()[0]}: no column {self.field!r}; the columns are: "
-                                 f"{', '.join(batch)}; pass field=...")
+                                 f"{', '.join(map(str, cols))}; pass field=...")
             col = batch[self.field]
-            texts = col if type(col) is list and not set(map(type, col)) - {str} else [
-                _as_text(v, f"dataset {self.files()[0]}: row {row + i:,d}", self.field, "strict") for i, v in enumerate(col)]
+            if not isinstance(col, list):  # a dataset in "arrow", "numpy" or "pandas" format: its values
+                col = col.to_pylist() if hasattr(col, "to_pylist") else col.tolist() if hasattr(col, "tolist") \
+                    else list(col)
+            texts = col if not set(map(type, col)) - {str} else [
+                _as_text(v, f"dataset {self.files()[0]}: row {row + i:,d}", self.field, self.errors, self.replaced)
+                for i, v in enumerate(col)]
             if texts:
                 yield texts, 0, range(row, row + len(texts))
             row += len(texts)
@@ -870,9 +879,9 @@ def texts(items: Iterable[str], *, name: str = "<iterable>") -> IterableSource:
     return IterableSource(check_texts(items, "texts", "documents"), name)
 
 
-def hf_dataset(dataset, *, field: str = "text", batch_size: int = 1000) -> HFSource:
-    """A Hugging Face dataset column as a source."""
-    return HFSource(dataset, field, batch_size)
+def hf_dataset(dataset, *, field: str = "text", batch_size: int = 1000, errors: Errors = "strict") -> HFSource:
+    """A Hugging Face dataset column as a source (``errors``: for bytes values, as a file's)."""
+    return HFSource(dataset, field, batch_size, errors)
 
 
 def as_sources(sources, *, field: str = "text", format: Format = "auto", split_lines: bool = False,
@@ -889,15 +898,16 @@ def as_sources(sources, *, field: str = "text", format: Format = "auto", split_l
     if not items:
         raise InputError("no sources given; pass at least one file, folder, glob, dataset or iterable of str")
     # each path (a file, a folder, a glob) is one source: the unit of ``split(by="source")``
-    return [files(item, **opts) if isinstance(item, (str, os.PathLike)) else _one(item, field) for item in items]
+    return [files(item, **opts) if isinstance(item, (str, os.PathLike)) else _one(item, field, errors)
+            for item in items]
 
 
-def _one(item, field: str) -> Source:
+def _one(item, field: str, errors: Errors = "strict") -> Source:
     if isinstance(item, Source):
         return item
     mod = type(item).__module__ or ""
     if mod.startswith("datasets") and hasattr(item, "iter"):
-        return hf_dataset(item, field=field)
+        return hf_dataset(item, field=field, errors=errors)
     if isinstance(item, (bytes, dict)) or not hasattr(item, "__iter__"):
         raise ConfigError(f"cannot read a source of type {type(item).__name__}; pass a path, a folder, a glob, "
                           "a datasets.Dataset, or an iterable of str")

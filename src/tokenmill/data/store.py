@@ -912,7 +912,7 @@ def _finish(out: Path, srcs: list[Source], args: dict, fingerprint: str, opts, s
     for i, s in enumerate(srcs):
         files.extend(s.files())
         file_source.extend([i] * len(s.files()))
-        if isinstance(getattr(s, "replaced", None), Replaced):  # a FileSource
+        if isinstance(getattr(s, "replaced", None), Replaced):  # a FileSource, a dataset
             replaced.merge(s.replaced)
     body = {
         "format": FORMAT_NAME, "version": FORMAT_VERSION,
