@@ -361,3 +361,18 @@ def test_damaged_compressed_and_parquet_files_are_named_and_hidden_files_left_ou
                        ".git/notes.txt": "git", ".hidden.txt": "h", "notes.md": "md"}.items():
         (folder / name).write_text(text)
     assert docs(folder) == ["md", "x"]
+
+
+def test_a_compressed_parquet_file_is_named_as_such(tmp_path):
+    """``x.parquet.gz`` was picked up as Parquet and refused as "magic bytes not found in footer"."""
+    import gzip
+
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    from tokenmill.data.readers import as_sources
+    from tokenmill.errors import InputError
+
+    pq.write_table(pa.table({"text": ["a"]}), tmp_path / "q.parquet")
+    (tmp_path / "q.parquet.gz").write_bytes(gzip.compress((tmp_path / "q.parquet").read_bytes()))
+    with pytest.raises(InputError, match="q.parquet.gz: a compressed Parquet file; .* decompress it first"):
+        [t for src in as_sources([str(tmp_path / "q.parquet.gz")]) for t, _, _ in src.documents()]

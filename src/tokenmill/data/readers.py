@@ -707,6 +707,9 @@ class FileSource(Source):
         """The Parquet file ``p`` opened, its column ``field`` checked to exist."""
         pq = require("pyarrow.parquet", "parquet")
         check_regular(p)
+        if p.name.lower().endswith(_COMPRESSED):  # (pyarrow: "magic bytes not found in footer")
+            raise InputError(f"{p}: a compressed Parquet file; Parquet compresses its own pages, and tokenmill reads "
+                             ".parquet files as they are: decompress it first")
         try:
             pf = pq.ParquetFile(p)
         except Exception as e:  # pyarrow raises ArrowInvalid/OSError subclasses
