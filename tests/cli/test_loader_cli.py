@@ -68,3 +68,14 @@ def test_stride_zero_and_tokens_without_a_mixture_are_refused(stores, capsys):
     assert main(["loader", f"{stores[0]}:0.5", f"{stores[1]}:0.5", "--batch-size", "2", "--block-size", "64",
                  "--tokens", "0"]) == 1
     assert "pass a positive number of training tokens" in capsys.readouterr().err
+
+
+def test_loader_messages_name_the_cli_options(stores, capsys):
+    """Without --block-size or --window the error named Python's block_size= / windows=; a store given twice
+    was refused as "names=[...]: pass one distinct name per part"."""
+    assert main(["loader", str(stores[0]), "--batch-size", "2"]) == 1
+    assert "pass --block-size T" in capsys.readouterr().err
+    assert main(["loader", f"{stores[0]}:0.5", f"{stores[0]}:0.3", "--batch-size", "2", "--block-size", "64"]) == 1
+    assert "a store is given twice" in capsys.readouterr().err
+    assert main(["loader", str(stores[0]), "--batch-size", "2", "--block-size", "64"]) == 0
+    assert "= 1 rank x 2" in capsys.readouterr().out

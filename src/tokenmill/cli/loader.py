@@ -59,6 +59,14 @@ def cmd_loader(args) -> int:
     from ..errors import ConfigError
     from ..windows.sliding import SlidingWindows
 
+    if args.block_size is None and args.window is None:  # (the library's message names its Python arguments)
+        raise ConfigError("pass --block-size T (documents packed into rows of T tokens) or --window N (sliding "
+                          "windows of N tokens)")
+    paths = [_parse(spec)[0] for spec in args.stores]
+    twice = sorted({p for p in paths if paths.count(p) > 1})
+    if twice:  # (the mixture's names are the paths: "names=[...]: pass one distinct name per part")
+        raise ConfigError(f"a store is given twice ({', '.join(twice)}); give each part once, with its weight "
+                          "(STORE:WEIGHT)")
     if args.tokens is not None and (len(args.stores) < 2 or args.tokens < 1):
         raise ConfigError(f"--tokens {args.tokens}: " + ("it sizes a mixture's epochs per part: give two stores or "
                                                          "more, or leave it out" if len(args.stores) < 2 else
@@ -104,7 +112,7 @@ def cmd_loader(args) -> int:
     print(f"{what}: {out['documents']:,d} documents, {out['tokens']:,d} tokens")
     print(f"samples per epoch {n:,d} of {out['sample_positions']:,d} positions (fill {out['fill']:.1%}, "
           f"{out['effective_targets_per_sample']:,.0f} effective targets each)")
-    print(f"global batch {sched.global_batch_size:,d} = {args.world_size} ranks x {args.batch_size}: "
+    print(f"global batch {sched.global_batch_size:,d} = {args.world_size} rank{'s' if args.world_size != 1 else ''} x {args.batch_size}: "
           f"{nb:,d} batches per epoch on every rank; drop_last leaves out {out['dropped_samples']:,d} samples")
     if report is not None:
         print(report)

@@ -216,8 +216,10 @@ def _special_id(tokenizer, names, given, what: str, needed: bool) -> int | None:
         if n in specials:
             return int(specials[n])
     flag = "append_eos" if what == "eos" else "prepend_bos"
+    cli = "--no-eos" if what == "eos" else "no --bos"
     raise ConfigError(f"{flag}=True but the tokenizer has no {what.upper()} special token (it has: "
-                      f"{', '.join(map(repr, specials)) or 'none'}); pass {what}_id=... or {flag}=False")
+                      f"{', '.join(map(repr, specials)) or 'none'}); pass {what}_id=... or {flag}=False (CLI: a rank "
+                      f"file's --special NAME=ID, or {cli})")
 
 
 def _describe_difference(old, new, where: str = "", out: list | None = None) -> str:
