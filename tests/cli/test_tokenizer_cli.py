@@ -200,3 +200,22 @@ def test_encode_special_text_options(gpt2_ranks_path, capsys):
                        (["--special-text", "plain"], "64 27 91 437 1659 5239 91 29")):
         assert main(base + opts + ["a<|endoftext|>"]) == 0
         assert capsys.readouterr().out.strip() == want
+
+
+def test_cli_messages_say_what_to_change(tmp_path, capsys):
+    """--sample that kept nothing read as an empty corpus; --separator '' was taken as none; demo --out of
+    a file said "cannot access ...: File exists"; windows --preview -1 named preview's n=."""
+    (tmp_path / "c.txt").write_text("a\nb\nc\n")
+    out = str(tmp_path / "t.json")
+    assert main(["train", "--input", str(tmp_path / "c.txt"), "--split-lines", "--vocab-size", "270", "--sample",
+                 "0.01", "--out", out]) == 1
+    assert "sample=0.01 kept none of them: raise it" in capsys.readouterr().err
+    assert main(["train", "--input", str(tmp_path / "c.txt"), "--separator", "", "--vocab-size", "270",
+                 "--out", out]) == 1
+    assert "--separator '' is empty" in capsys.readouterr().err
+    assert main(["demo", "--quick", "--out", str(tmp_path / "c.txt")]) == 1
+    assert "is a file; the demo writes a folder" in capsys.readouterr().err
+    train_bpe(["hello world " * 20], 270, pattern="gpt2").save(out)
+    assert main(["windows", "--tokenizer", out, "--input", str(tmp_path / "c.txt"), "--window", "4",
+                 "--preview", "-1"]) == 1
+    assert "--preview=-1 is out of range" in capsys.readouterr().err

@@ -93,7 +93,10 @@ def documents_from_args(args, files=None, replaced=None):
     """The documents of ``--input``; invalid UTF-8 that ``--errors replace`` replaces is counted in
     ``replaced`` (a ``data.text.Replaced``), which the command then reports (:func:`say_replaced`)."""
     from ..data.text import iter_documents
+    from ..errors import ConfigError
 
+    if args.separator == "":  # (an empty separator was read as none: each file one document, silently)
+        raise ConfigError("--separator '' is empty; pass the text that separates documents, e.g. --separator '\\n\\n'")
     sep = unescape(args.separator, "--separator") if args.separator else None
     return iter_documents(input_files(args) if files is None else files, split_lines=args.split_lines,
                           separator=sep, errors=args.errors, replaced=replaced)

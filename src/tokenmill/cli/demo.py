@@ -60,6 +60,9 @@ def cmd_demo(args) -> int:
     if args.quick:
         args.vocab_size, args.steps = min(args.vocab_size, 512), min(args.steps, 16)
     out = Path(args.out)
+    if out.exists() and not out.is_dir():  # (mkdir said "cannot access ...: File exists")
+        raise ConfigError(f"--out {args.out} is a file; the demo writes a folder (tokenizer, store, checkpoint, plots, "
+                          "report): pass a folder's path")
     out.mkdir(parents=True, exist_ok=True)
     report: dict = {"out": str(out)}
     docs, what = _corpus(args)

@@ -45,10 +45,12 @@ def register(sub) -> None:
 def cmd_windows(args) -> int:
     import numpy as np
 
+    from .._validate import check_int
     from ..data.source import ArraySource
     from ..data.text import Replaced
     from ..windows import SlidingWindows, coverage_report, preview
 
+    check_int(args.preview, "--preview", min=0)  # (before any work: "n=-1" named preview's argument)
     tok = load_tokenizer(args)
     stride = args.stride if args.stride is not None else max(1, args.window // 2)
     sw = SlidingWindows(args.window, stride, start_offset=args.start_offset, tail=args.tail, short=args.short,
@@ -60,7 +62,7 @@ def cmd_windows(args) -> int:
     source = ArraySource(docs)
     plan = sw.plan(source.lengths, epoch=args.epoch)
     report = coverage_report(plan, source.lengths)
-    previews = preview(plan, source, tok, n=args.preview)
+    previews = preview(plan, source, tok, n=check_int(args.preview, "--preview", min=0))
     if args.json:
         print(json.dumps({
             "config": {"window": args.window, "stride": stride, "start_offset": args.start_offset,

@@ -107,7 +107,8 @@ def train_bpe(
         raise InputError(
             f"the training corpus is empty ({stats['documents_seen']:,d} documents, {stats['bytes_seen']:,d} bytes"
             + (" before sampling" if sample is not None else "")
-            + "); pass at least one non-empty document"
+            + (f"); sample={sample!r} kept none of them: raise it (a fraction such as 0.5, or a byte budget such as "
+               "'50MB')" if sample is not None and stats["bytes_seen"] else "); pass at least one non-empty document")
         )
     # The merges do not depend on the order of the chunks (ties are broken by the pair itself), so
     # the table's order, which depends on the thread count, never reaches the result.
