@@ -219,3 +219,11 @@ def test_cli_messages_say_what_to_change(tmp_path, capsys):
     assert main(["windows", "--tokenizer", out, "--input", str(tmp_path / "c.txt"), "--window", "4",
                  "--preview", "-1"]) == 1
     assert "--preview=-1 is out of range" in capsys.readouterr().err
+
+
+def test_encode_names_invalid_bytes_on_the_command_line(gpt2_ranks_path, capsys):
+    """Bytes that are not UTF-8 in the text argument (Python gives them as lone surrogates) were reported as a
+    "lone surrogate" pointing to the Python function replace_surrogates."""
+    assert main(["encode", "--tokenizer", str(gpt2_ranks_path), "--pattern", "gpt2", "ab\udcffc"]) == 1
+    err = capsys.readouterr().err
+    assert "the text argument holds bytes that are not UTF-8 (at character 2)" in err and "--input FILE" in err

@@ -105,6 +105,11 @@ def cmd_encode(args) -> int:
         say_replaced(replaced)
     else:
         text = args.text
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as e:  # (bytes that are not UTF-8 on the command line: Python's surrogateescape)
+            raise ConfigError(f"the text argument holds bytes that are not UTF-8 (at character {e.start:,d}); write "
+                              "it to a file and pass --input FILE (with --errors replace to make them U+FFFD)") from None
     mode = args.special_text or ("special" if args.allow_special else "error")
     if args.allow_special and mode != "special":
         raise ConfigError(f"--allow-special and --special-text {mode} disagree; pass one of them")
