@@ -336,7 +336,7 @@ def test_damaged_compressed_and_parquet_files_are_named_and_hidden_files_left_ou
     two = zstd.ZstdCompressor().compress(b"one\n") + zstd.ZstdCompressor().compress(b"two\n")
     (tmp_path / "two.txt.zst").write_bytes(two)
     assert docs(tmp_path / "two.txt.zst", split_lines=True) == ["one", "two"]  # frames back to back: one file
-    for name, raw, says in [("cut.jsonl.zst", data[:cuts[1]], "truncated zstd data: the file ends inside a frame"),
+    for name, raw, says in [("cut.jsonl.zst", data[:cuts[1]], "truncated zstd data: the file ends inside the frame that starts"),
                             ("bad.jsonl.zst", b"not zstd\n", "cannot read (corrupt or truncated compressed data?)")]:
         (tmp_path / name).write_bytes(raw)
         with pytest.raises(InputError, match=re.escape(f"{name}: ") + ".*" + re.escape(says)):

@@ -13,13 +13,15 @@ from tests.conftest import corpus_sample
 from tokenmill import ConfigError, InputError, train_bpe
 from tokenmill.tokenizer.bpe import reference
 from tokenmill.tokenizer.pretokenize.patterns import compiled, resolve_pattern
+from tokenmill.tokenizer.pretokenize.unicode import as_unicode16
 
 
 def chunks_of(texts, pattern):
     rx = resolve_pattern(pattern)
     if rx is None:
         return [t.encode() for t in texts if t]
-    return [c.encode() for t in texts for c in compiled(rx).findall(t)]
+    # (the regex engine over the text as Unicode 16 reads it, as tokenmill splits: pretokenize.unicode)
+    return [t[m.start():m.end()].encode() for t in texts for m in compiled(rx).finditer(as_unicode16(t))]
 
 
 def naive_merges(texts, vocab_size, pattern="gpt4"):

@@ -311,7 +311,14 @@ def open_binary(path: Path):
 
             return gzip.open(path, "rb")
         if name.endswith(".zst"):
-            return io.BufferedReader(_ZstdFrames(path, require("zstandard", "zstd")), _BLOCK)
+            zstd = require("zstandard", "zstd")
+            cut = zstd_cut_at(path)
+            if cut is not None:
+                raise InputError(f"{path}: truncated zstd data: the file ends inside the frame that starts at byte "
+                                 f"offset {cut:,d}, so the documents after it are missing; the file was cut short "
+                                 "(an interrupted copy or download?): get it again")
+            raw = open(path, "rb")
+            return io.BufferedReader(zstd.ZstdDecompressor().stream_reader(raw, closefd=True), _BLOCK)
         return open(path, "rb")
     except OSError as e:
         raise InputError(f"cannot read input file {str(path)!r}: {e.strerror or e}") from e
@@ -341,52 +348,56 @@ def _too_large(path, what: str, start: int, limit: int) -> InputError:
                       "(bytes), or split the input")
 
 
-class _ZstdFrames(io.RawIOBase):
-    """The decompressed bytes of a ``.zst`` file, every frame of it, and an InputError where the file ends
-    inside a frame: zstandard's ``stream_reader`` reads a cut file (an interrupted copy) to the cut and
-    stops as at a clean end, and the documents past it were lost without a word."""
-
-    def __init__(self, path: Path, zstd):
-        self._zstd, self._path = zstd, path
-        self._f = open(path, "rb")
-        self._d = zstd.ZstdDecompressor().decompressobj()
-        self._out, self._at = b"", 0  # decompressed bytes not yet read, from ``_at``
-        self._in_frame = False  # bytes of a frame fed and its end not seen yet
-        self._read = 0  # compressed bytes read
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, b) -> int:
-        while self._at >= len(self._out):
-            chunk = self._f.read(1 << 20)
-            if not chunk:
-                if self._in_frame:
-                    raise InputError(f"{self._path}: truncated zstd data: the file ends inside a frame (at byte "
-                                     f"offset {self._read:,d}), so the documents after it are missing; the file was "
-                                     "cut short (an interrupted copy or download?): get it again")
-                return 0
-            self._read += len(chunk)
-            self._feed(chunk)
-        n = min(len(b), len(self._out) - self._at)
-        b[:n] = memoryview(self._out)[self._at : self._at + n]
-        self._at += n
-        return n
-
-    def _feed(self, data: bytes) -> None:
-        parts = []
-        while data:
-            parts.append(self._d.decompress(data))
-            self._in_frame = not self._d.eof
-            if not self._d.eof:
-                break
-            data = self._d.unused_data  # the next frame's start (several frames: one file)
-            self._d = self._zstd.ZstdDecompressor().decompressobj()
-        self._out, self._at = self._out[self._at :] + b"".join(parts), 0
-
-    def close(self) -> None:
-        self._f.close()
-        super().close()
+def zstd_cut_at(path: Path) -> int | None:
+    """The byte offset where the ``.zst`` file ``path`` ends inside a frame (cut short: an interrupted copy or
+    download), or None where its frames are whole. zstandard's ``stream_reader`` reads a cut file to the cut
+    and stops as at a clean end, and the documents past it were lost without a word; the frames' headers
+    and block headers are walked here (a seek past each block: no decompression), as the format lays them
+    out: magic, frame header (descriptor, window, dictionary id, content size), blocks of a 3-byte header
+    (last flag, type, size; an RLE block holds one byte), a 4-byte checksum when the descriptor says so;
+    skippable frames (magic 0x184D2A5?) hold their size."""
+    size = os.path.getsize(path)
+    with open(path, "rb") as f:
+        pos = 0
+        while pos < size:
+            head = f.read(4)
+            if len(head) < 4:
+                return pos
+            magic = int.from_bytes(head, "little")
+            if magic & 0xFFFFFFF0 == 0x184D2A50:  # a skippable frame: its length, then as many bytes
+                n = f.read(4)
+                if len(n) < 4 or pos + 8 + int.from_bytes(n, "little") > size:
+                    return pos
+                pos += 8 + int.from_bytes(n, "little")
+                f.seek(pos)
+                continue
+            if magic != 0xFD2FB528:
+                return None  # not zstd framing: the decompressor names what it is
+            d = f.read(1)
+            if not d:
+                return pos
+            fhd = d[0]
+            single, checksum, did, fcs = fhd >> 5 & 1, fhd >> 2 & 1, fhd & 3, fhd >> 6
+            at = pos + 5 + (0 if single else 1) + (0, 1, 2, 4)[did] + ((1 if single else 0), 2, 4, 8)[fcs]
+            f.seek(at)
+            while True:
+                bh = f.read(3)
+                if len(bh) < 3:
+                    return pos
+                h = int.from_bytes(bh, "little")
+                last, kind, n = h & 1, h >> 1 & 3, h >> 3
+                at += 3 + (1 if kind == 1 else n)
+                if at > size:
+                    return pos
+                f.seek(at)
+                if last:
+                    break
+            at += 4 * checksum
+            if at > size:
+                return pos
+            pos = at
+            f.seek(pos)
+    return None
 
 
 def _read_chunk(f, path, size: int = 0) -> bytes:

@@ -175,7 +175,7 @@ def split_with_gaps(regex_str: str, text: str) -> list[str]:
         if m.start() > pos:
             out.append(text[pos : m.start()])
         if m.end() > m.start():
-            out.append(m.group())
+            out.append(text[m.start() : m.end()])  # (the original's: the engine saw its Unicode-16 copy)
         pos = max(pos, m.end())
     if pos < len(text):
         out.append(text[pos:])
@@ -202,9 +202,12 @@ def regex_budget(n_chars: int) -> float | None:
 
 def finditer_bounded(regex_str: str, text: str):
     """``compiled(regex_str).finditer(text)`` under :func:`regex_budget`; a pattern that runs out of
-    time (nested quantifiers such as ``(a|a)+$`` backtrack exponentially) raises a ConfigError."""
+    time (nested quantifiers such as ``(a|a)+$`` backtrack exponentially) raises a ConfigError. The engine
+    matches ``text`` as Unicode 16 reads it (``unicode.as_unicode16``): take spans, and cut ``text``."""
+    from .unicode import as_unicode16
+
     budget = regex_budget(len(text))
-    it = compiled(regex_str).finditer(text, timeout=budget)
+    it = compiled(regex_str).finditer(as_unicode16(text), timeout=budget)
     try:
         yield from it
     except TimeoutError:
@@ -212,10 +215,16 @@ def finditer_bounded(regex_str: str, text: str):
 
 
 def findall_bounded(regex_str: str, text: str) -> list:
-    """``regex.findall(regex_str, text)`` under the same time budget."""
+    """``regex.findall(regex_str, text)`` under the same time budget, ``text`` read as Unicode 16 reads it
+    (``unicode.as_unicode16``; the chunks are ``text``'s own)."""
+    from .unicode import as_unicode16
+
     budget = regex_budget(len(text))
+    seen = as_unicode16(text)
     try:
-        return compiled(regex_str).findall(text, timeout=budget)
+        if seen is text:
+            return compiled(regex_str).findall(text, timeout=budget)
+        return [text[m.start() : m.end()] for m in compiled(regex_str).finditer(seen, timeout=budget)]
     except TimeoutError:
         raise _timed_out(regex_str, budget, len(text)) from None
 

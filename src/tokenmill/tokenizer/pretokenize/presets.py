@@ -28,13 +28,14 @@ import numpy as np
 from ..._io import write_cache
 from ..._validate import check_offsets
 from ...errors import ConfigError, InputError
-from .patterns import GPT2, GPT4, O200K, compiled, findall_bounded, resolve_pattern
+from .patterns import GPT2, GPT4, O200K, findall_bounded, resolve_pattern
+from .unicode import as_unicode16_table
 
 # preset name or resolved regex -> preset id: the index in _KERNEL_NAMES and (GPT2, GPT4, O200K)
 # preset name or regex -> kernel id of the hand-written matchers (the compiled presets)
 PRESET_IDS = {"gpt2": 0, "gpt4": 1, "cl100k": 1, "o200k": 2, GPT2: 0, GPT4: 1, O200K: 2}
 _KERNEL_NAMES = ("split_gpt2", "split_gpt4", "split_o200k")
-_TABLE_LAYOUT = 1  # bump when the meaning of the table's bits changes
+_TABLE_LAYOUT = 2  # bump when the meaning of the table's bits changes (2: Unicode 16's classes)
 _N_CODE_POINTS = 0x110000
 
 __all__ = ["split_offsets", "split_text", "class_table", "build_class_table"]
@@ -95,7 +96,7 @@ def split_text(text: str, pattern: str | None) -> list[str]:
     try:
         data = text.encode("utf-8")
     except UnicodeEncodeError:  # lone surrogates: not UTF-8, so leave them to the regex engine
-        return compiled(_preset_regex(pid)).findall(text)
+        return findall_bounded(_preset_regex(pid), text)
     buf = as_readonly_bytes(data)
     offs, _ = _split(buf, pid, single_document(len(buf)))  # str.encode() is always well-formed
     if len(data) != len(text):  # not ASCII: byte offsets -> code point offsets
@@ -233,7 +234,7 @@ def build_class_table() -> np.ndarray:
     for bit, cls in _class_regexes():
         for m in regex.finditer(f"(?:{cls})+", every):
             table[m.start() : m.end()] |= bit
-    return table
+    return as_unicode16_table(table)  # (Unicode 16's classes, as tiktoken's and HF's: see ``unicode``)
 
 
 @functools.cache

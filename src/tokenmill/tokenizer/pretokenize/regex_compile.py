@@ -29,6 +29,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .unicode import as_unicode16_table
+
 # opcodes
 CHAR, SPLIT, JMP, MATCH, EOL, NOTNEXT, NEXT = range(7)
 _MAX_ATOMS = 64
@@ -422,6 +424,7 @@ def _atom_table(atoms: tuple) -> np.ndarray:
             raise Unsupported(f"the class {src!r} ({e})") from None
         for m in rx.finditer(every):
             table[m.start() : m.end()] |= bit
+    as_unicode16_table(table)  # (Unicode 16's classes, as tiktoken's and HF's: see ``unicode``)
     table.setflags(write=False)
     return table
 

@@ -29,6 +29,7 @@ import numpy as np
 from ..._io import write_cache
 from .patterns import LLAMA3, QWEN2, QWEN3_5, preset_name, resolve_pattern
 from .presets import PRESET_IDS, as_readonly_bytes, raise_not_utf8, split_offsets
+from .unicode import as_unicode16_table
 
 # name -> (regex, digits K, letters include \p{M})
 FAMILY = {"llama3": (LLAMA3, 3, False), "qwen2": (QWEN2, 1, False), "qwen3.5": (QWEN3_5, 1, True)}
@@ -176,7 +177,7 @@ def family_table(marks: bool) -> np.ndarray:
 
     from ._pretok_kernels import L_
 
-    path = cache_dir() / f"pretok-marks-v1-regex{regex.__version__}-ucd{unicodedata.unidata_version}.npy"
+    path = cache_dir() / f"pretok-marks-v2-regex{regex.__version__}-ucd{unicodedata.unidata_version}.npy"
     try:
         table = np.load(path, allow_pickle=False)
         if table.dtype == np.uint16 and table.shape == base.shape and table[0x301] & L_ and table[0x61] == base[0x61]:
@@ -188,6 +189,7 @@ def family_table(marks: bool) -> np.ndarray:
     table = base.copy()
     for m in regex.finditer(r"\p{M}+", every):
         table[m.start() : m.end()] |= L_
+    as_unicode16_table(table)  # (Unicode 16's marks: see ``unicode``)
     write_cache(path, lambda f: np.save(f, table, allow_pickle=False))
     table.setflags(write=False)
     return table
