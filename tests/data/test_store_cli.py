@@ -37,9 +37,12 @@ def test_errors_are_reported_not_raised(tmp_path, tok, capsys):
     (tmp_path / "bad.jsonl").write_text('{"body": 1}\n')
     assert main(["store", "build", "--tokenizer", str(tmp_path / "tok.json"), "--input",
                  str(tmp_path / "bad.jsonl"), "--out", str(tmp_path / "s"), "-q"]) != 0
-    assert "bad.jsonl:1: no field 'text'; the record's fields are: 'body'" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "bad.jsonl:1: no field 'text'; the record's fields are: 'body'" in err
+    assert err.startswith("tokenmill store build: error: ")  # the subcommand named (it said "tokenmill store:")
     assert main(["store", "verify", str(tmp_path / "s")]) != 0
-    assert "not a finished token store" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "not a finished token store" in err and err.startswith("tokenmill store verify: error: ")
 
 
 @pytest.mark.parametrize("cmd", ["build", "verify", "stats"])

@@ -55,24 +55,26 @@ def main(argv: list[str] | None = None) -> int:
         if not args.quiet and not getattr(args, "progress", False):
             args.quiet = not _is_terminal(sys.stderr)
     quiet = not getattr(args, "notices", True)
+    # the command as typed: "store build", not "store" (a subcommand's messages name it)
+    name = " ".join(x for x in (args.command, getattr(args, "store_command", None)) if x)
     try:
         with warnings.catch_warnings():
             # a warning is one line, as an error is (Python's shows the file, line and source of the call);
             # --quiet silences it (what it says is in the command's own output: e.g. train's merges count)
             warnings.showwarning = lambda message, category, *_, **__: None if quiet else print(
-                f"tokenmill {args.command}: warning: {' '.join(str(message).split())}", file=sys.stderr)
+                f"tokenmill {name}: warning: {' '.join(str(message).split())}", file=sys.stderr)
             return int(args.func(args) or 0)
     except BrokenPipeError:  # e.g. `tokenmill encode ... | head`
         return 0
     except KeyboardInterrupt:
         if debug:
             raise
-        print(f"tokenmill {args.command}: interrupted", file=sys.stderr)
+        print(f"tokenmill {name}: interrupted", file=sys.stderr)
         return 130
     except Exception as e:  # noqa: BLE001 -- every failure becomes one line unless --debug
         if debug:
             raise
-        print(f"tokenmill {args.command}: error: {_one_line(e)}", file=sys.stderr)
+        print(f"tokenmill {name}: error: {_one_line(e)}", file=sys.stderr)
         return 1
 
 
