@@ -209,7 +209,8 @@ def fails(capsys, argv, *needles, code=1):
     err = capsys.readouterr().err
     assert rc == code, err
     lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"tokenmill {argv[0]}: error: "), err
+    command = " ".join(argv[:2]) if argv[0] == "store" else argv[0]  # (a subcommand is named: "store build")
+    assert len(lines) == 1 and lines[0].startswith(f"tokenmill {command}: error: "), err
     assert "bug in tokenmill" not in lines[0]
     for n in needles:
         assert n in lines[0], (n, lines[0])
