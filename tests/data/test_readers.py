@@ -363,6 +363,24 @@ def test_damaged_compressed_and_parquet_files_are_named_and_hidden_files_left_ou
     assert docs(folder) == ["md", "x"]
 
 
+def test_a_folders_files_of_another_type_are_counted_not_dropped_silently(tmp_path):
+    """A folder's ``data.json`` or ``.bz2`` files were skipped without a word (nothing read, nothing said)."""
+    from tokenmill.data.readers import as_sources
+    from tokenmill.data.text import expand_inputs
+
+    folder = tmp_path / "c"
+    (folder / "sub").mkdir(parents=True)
+    for name in ("a.txt", "b.md", "data.json", "sub/x.bz2", "sub/y.csv", "z.log", ".hidden.csv"):
+        (folder / name).write_text(name)
+    with pytest.warns(UserWarning, match=r"4 files of another type left out \(data.json, sub/x.bz2, sub/y.csv, \.\.\.\); "
+                                         "name a file as an input to read it"):
+        srcs = as_sources([str(folder)])
+    assert [t for s in srcs for t, _, _ in s.documents()] == ["a.txt", "b.md"]
+    assert [t for s in as_sources([str(folder / "data.json")]) for t, _, _ in s.documents()] == ["data.json"]
+    with pytest.warns(UserWarning, match=r"5 files of another type left out \(b.md, data.json, sub/x.bz2, \.\.\.\)"):
+        assert [p.name for p in expand_inputs([folder])] == ["a.txt"]  # `tokenmill train --input DIR`: .txt only
+
+
 def test_a_compressed_parquet_file_is_named_as_such(tmp_path):
     """``x.parquet.gz`` was picked up as Parquet and refused as "magic bytes not found in footer"."""
     import gzip

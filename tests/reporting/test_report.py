@@ -189,6 +189,28 @@ def test_text_files_are_read_up_to_text_bytes(tok, tmp_path):
     assert "".join(s["pieces"]) == "世" * 3 and "first 9 bytes of 300" in s["note"]
 
 
+def test_compressed_text_files_are_read_decompressed(tok, tmp_path):
+    import gzip
+
+    import zstandard
+
+    text = "hello world. " * 40
+    (tmp_path / "a.txt.gz").write_bytes(gzip.compress(text.encode()))
+    (tmp_path / "b.txt.zst").write_bytes(zstandard.ZstdCompressor().compress(text.encode()))
+    d = collect(tok, files=[tmp_path / "a.txt.gz", tmp_path / "b.txt.zst"], options=ReportOptions(text_bytes=26))
+    for s in d.tokens["samples"]:
+        assert "".join(s["pieces"]) == text[:26] and s["note"] == "first 26 bytes decompressed"
+    (tmp_path / "c.txt.gz").write_bytes(gzip.compress(text.encode())[:-30])  # cut short
+    with pytest.raises(InputError, match="c.txt.gz.*corrupt or truncated"):
+        collect(tok, files=[tmp_path / "c.txt.gz"])
+
+
+def test_no_tokens_means_no_fill_not_a_full_one(tok):
+    d = collect(tok, texts=[""])
+    assert d.packing["blocks"] == 0 and d.packing["fill"] is None and d.packing["padding_fill"] is None
+    assert _json_of(render_html(d))["packing"]["fill"] is None  # the page shows "none (no tokens)"
+
+
 def test_cli_writes_the_page_and_prints_its_path(tok, store, tmp_path, capsys):
     tok_path = tmp_path / "tok.json"
     tok.save(tok_path)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tokenmill import Tokenizer, TokenStore
+from tokenmill import Tokenizer, TokenStore, train_bpe
 from tokenmill._validate import check_bool
 from tokenmill.batching.schedule import BatchSchedule
 from tokenmill.cli import main
@@ -263,3 +263,19 @@ def test_loader_cli_weight(small_store, capsys, weight):
 def test_loader_cli_good_weight(small_store, capsys):
     assert main(["loader", f"{small_store}:0.5", "--batch-size", "1", "--block-size", "16", "--json"]) == 0
     capsys.readouterr()
+
+
+@pytest.mark.parametrize("command", ["train", "demo", "windows", "pack", "loader", "report"])
+@pytest.mark.parametrize("value", ["-1", "x", "1.5", str(2**63)])
+def test_every_seed_option_refuses_a_bad_seed_when_parsed(capsys, command, value):
+    # refused by argparse before any work (the demo trained a tokenizer and built a store first)
+    with pytest.raises(SystemExit) as e:
+        main([command, "--seed", value])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert f"tokenmill {command}: error: argument --seed: {value!r} is not a seed; pass an integer >= 0" in err
+
+
+def test_train_bpe_refuses_a_negative_seed():
+    with pytest.raises(ConfigError, match="seed=-1"):
+        train_bpe(["ab ab"], vocab_size=258, seed=-1)

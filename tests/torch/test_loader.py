@@ -194,6 +194,10 @@ def test_state_checks_name_what_differs():
     # same content in other objects (a moved folder), and more workers: accepted
     moved = [np.array(d, dtype=np.int32) for d in DOCS]
     TrainingLoader(moved, batch_size=4, num_workers=3, **OPTS).load_state_dict(state)
+    # the same state with numpy integers (a checkpoint format that stores arrays) resumes the same
+    c = TrainingLoader(DOCS, batch_size=4, **OPTS)
+    c.load_state_dict({k: np.int64(v) if isinstance(v, int) else v for k, v in state.items()})
+    assert (c.epoch, c.batches_consumed) == (a.epoch, a.batches_consumed) == (0, 1)
     other = [d.copy() for d in DOCS]
     other[7] = other[7].copy()
     other[7][0] += 1

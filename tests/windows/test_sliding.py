@@ -174,6 +174,15 @@ def test_jitter_is_reproducible_and_in_range():
     # windows() of one sequence as document 3 equals document 3's rows of the corpus plan
     ws = list(p.windows(np.arange(1000), epoch=2, doc=3))
     assert [w.offset for w in ws] == plan.start[plan.doc == 3].tolist() and {w.doc for w in ws} == {3}
+    # a document far into a corpus: its jitter is drawn in blocks, the documents before it never placed
+    d = (1 << 20) + 5
+    big = p.jitter_offsets(d + 1, epoch=2)
+    ws = list(p.windows(np.arange(1000), epoch=2, doc=d))
+    assert ws[0].offset == big[d] and {w.doc for w in ws} == {d}
+    ws = list(SlidingWindows(64, 16).windows(np.arange(100), doc=2**40))  # no jitter: nothing drawn
+    assert {w.doc for w in ws} == {2**40} and [w.offset for w in ws] == [0, 16, 32, 36]
+    with pytest.raises(InputError, match="per_doc.*plan"):
+        next(p.windows(np.arange(100), doc=2**40))
 
 
 @pytest.mark.parametrize("kw, match", [

@@ -587,6 +587,8 @@ class BatchSchedule:
         """Validate a state from :meth:`state_dict` against this schedule; return (epoch, consumed)."""
         if not isinstance(state, dict):
             raise FormatError(f"a loader state must be a dict (from state_dict()), got {type(state).__name__}")
+        # numpy integers (a state kept in an array-typed checkpoint format) are the ints they hold
+        state = {k: int(v) if isinstance(v, np.integer) else v for k, v in state.items()}
         if state.get("format") != STATE_FORMAT:
             raise FormatError(f"this is not a TrainingLoader state (format={state.get('format')!r}); pass "
                               "the dict that TrainingLoader.state_dict() returned")

@@ -42,6 +42,21 @@ def add_quiet(p: argparse.ArgumentParser) -> None:
                    help="progress bars on stderr even when it is not a terminal (a log file, a pipe)")
 
 
+def seed(value: str) -> int:
+    """``--seed``'s type: an integer >= 0, refused when parsed (before any work) as the library refuses it.
+
+    >>> seed("7")
+    7
+    """
+    try:
+        v = int(value)
+    except ValueError:
+        v = -1
+    if v < 0 or v >= 2**63:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a seed; pass an integer >= 0 (and < 2**63)")
+    return v
+
+
 def unescape(value: str, option: str) -> str:
     """Backslash escapes (``\\n``, ``\\t``, ``\\x1e``, ``\\u2029``) in an option's value; other
     characters, non-ASCII included, stay as they are. A bad escape is a ConfigError naming the option.

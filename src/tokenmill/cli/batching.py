@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from ._common import add_command
+from ._common import add_command, seed
 
 
 def register(sub) -> None:
@@ -20,7 +20,7 @@ def register(sub) -> None:
     p.add_argument("--long-docs", default="split", choices=["split", "truncate", "error"])
     p.add_argument("--compare", action="store_true", help="run every method and print one line each")
     p.add_argument("--json", action="store_true", help="print each plan's counts as JSON (a list, one per method)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed, default=0)
 
     v = add_command(sub, "verify-packing",
                     help="check that packed blocks give the same logits as documents run alone (tiny reference "
@@ -37,7 +37,7 @@ def register(sub) -> None:
     v.add_argument("--atol", type=float, default=None, help="default: 1e-9 for float64, 1e-4 for float32")
     v.add_argument("--expect", default="pass", choices=["pass", "fail"],
                    help="exit 0 when every check has this outcome (use 'fail' to demonstrate the stream baseline)")
-    v.add_argument("--seed", type=int, default=0)
+    v.add_argument("--seed", type=seed, default=0)
 
 
 def _read_lengths(args):

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .._schema import Count, Struct
-from ._common import add_command, add_quiet
+from ._common import add_command, add_quiet, seed
 
 _TORCH_ADDS = ("pip install 'tokenmill[torch]' adds the training stages: a tiny GPT trained through "
                "TrainingLoader with the token-weighted loss, stopped and resumed exactly, validation loss, "
@@ -36,7 +36,7 @@ def register(sub) -> None:
     p.add_argument("--steps", type=int, default=400, help="training steps of the uninterrupted run (even)")
     p.add_argument("--block-size", type=int, default=128, help="positions per packed block")
     p.add_argument("--batch-size", type=int, default=8, help="blocks per step")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed, default=0)
     p.add_argument("--quick", action="store_true",
                    help="a few seconds: 40 documents, vocabulary 512, 16 steps (for tests and a first look)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots (matplotlib)")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from ._common import add_command
+from ._common import add_command, seed
 
 
 def register(sub) -> None:
@@ -24,7 +24,7 @@ def register(sub) -> None:
     p.add_argument("--stride", type=int, default=None, help="window stride (default: --window)")
     p.add_argument("--method", default="best_fit", choices=["best_fit", "first_fit_decreasing", "greedy", "concat"])
     p.add_argument("--world-size", type=int, default=1)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed, default=0)
     p.add_argument("--keep-last", action="store_true", help="drop_last=False: complete the last batch with empty rows")
     p.add_argument("--split", type=float, default=None, metavar="VAL_FRACTION",
                    help="plan the training side of store.split(VAL_FRACTION, seed=--seed)")

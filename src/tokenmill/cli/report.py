@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._common import add_command, add_quiet, add_tokenizer_args, load_tokenizer
+from ._common import add_command, add_quiet, add_tokenizer_args, load_tokenizer, seed
 
 
 def register(sub) -> None:
@@ -22,7 +22,7 @@ def register(sub) -> None:
     p.add_argument("--window", type=int, default=512, help="sliding window size drawn (with half and double)")
     p.add_argument("--stride", type=int, default=None, help="sliding window stride (default: window / 2)")
     p.add_argument("--block-size", type=int, default=2048, help="positions per packed block")
-    p.add_argument("--seed", type=int, default=0, help="seed of the samples and of the packing plan")
+    p.add_argument("--seed", type=seed, default=0, help="seed of the samples and of the packing plan")
     p.add_argument("--text-bytes", type=int, default=1 << 20, help="bytes read from the start of each text file")
     p.add_argument("--allow-special", action="store_true",
                    help="text that spells a special token becomes that token (default: plain text)")

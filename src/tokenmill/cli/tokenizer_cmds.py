@@ -15,6 +15,7 @@ from ._common import (
     documents_from_args,
     load_tokenizer,
     say_replaced,
+    seed,
 )
 
 
@@ -30,7 +31,7 @@ def register(sub) -> None:
     p.add_argument("--min-frequency", type=int, default=1)
     p.add_argument("--max-token-bytes", type=int, default=None)
     p.add_argument("--sample", default=None, help="a fraction of documents (0.1) or a byte budget (50MB)")
-    p.add_argument("--seed", type=int, default=0, help="seed for --sample")
+    p.add_argument("--seed", type=seed, default=0, help="seed for --sample")
     p.add_argument("--out", required=True, help="tokenizer file to write (JSON)")
     add_quiet(p)
 

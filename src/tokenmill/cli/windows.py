@@ -12,6 +12,7 @@ from ._common import (
     documents_from_args,
     load_tokenizer,
     say_replaced,
+    seed,
 )
 
 
@@ -32,7 +33,7 @@ def register(sub) -> None:
     p.add_argument("--max-windows-per-doc", type=int, default=None, help="keep k evenly spread windows per document")
     p.add_argument("--jitter", choices=["global", "per_doc"], default=None,
                    help="random start offset in [0, stride) per epoch (training only)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed, default=0)
     p.add_argument("--epoch", type=int, default=0)
     p.add_argument("--score", choices=["all", "new"], default="all",
                    help="'new': score each token once (strided perplexity evaluation)")

@@ -255,6 +255,23 @@ def visible_files(folder: Path, pattern: str = "*") -> list[Path]:
                   if not any(part.startswith(".") for part in f.relative_to(folder).parts) and f.is_file())
 
 
+def folder_files(folder: Path, keep) -> list[Path]:
+    """``visible_files(folder)`` that ``keep`` accepts; the others are not dropped silently: a warning
+    counts them and names the first (a file named as an input is read whatever its type)."""
+    files = visible_files(folder)
+    found = [f for f in files if keep(f)]
+    other = [f for f in files if not keep(f)]
+    if other and found:
+        import warnings
+
+        from .._words import counted
+
+        names = ", ".join(str(f.relative_to(folder)) for f in other[:3]) + (", ..." if len(other) > 3 else "")
+        warnings.warn(f"the folder {str(folder)!r}: {counted(len(other), 'file')} of another type left out "
+                      f"({names}); name a file as an input to read it", stacklevel=3)
+    return found
+
+
 def expand_paths(inputs) -> list[Path]:
     """Paths as given; folders expand to their known files (recursively, sorted, hidden ones left out);
     globs (``*``, ``?``, ``[``) to their sorted matches. A missing path, an empty folder or an unmatched
@@ -272,7 +289,7 @@ def expand_paths(inputs) -> list[Path]:
             continue
         p = Path(s)
         if p.is_dir():
-            found = [f for f in visible_files(p) if _is_known(f)]
+            found = folder_files(p, _is_known)
             if not found:
                 raise InputError(f"the folder {s!r} holds no .txt, .text, .md, .jsonl, .ndjson or .parquet file "
                                  "(optionally .gz or .zst) outside hidden folders")
@@ -400,15 +417,27 @@ def zstd_cut_at(path: Path) -> int | None:
     return None
 
 
-def _read_chunk(f, path, size: int = 0) -> bytes:
+@functools.cache
+def _damaged_file_errors() -> tuple[type[BaseException], ...]:
+    """What reading a damaged file raises: the OS's errors, gzip's (``BadGzipFile`` is an OSError, a
+    cut stream an EOFError), zlib's, and zstandard's where it is installed (its reader's own class)."""
+    import zlib
+
+    kinds: tuple[type[BaseException], ...] = (OSError, EOFError, ValueError, zlib.error)
+    try:
+        import zstandard
+    except ImportError:
+        return kinds
+    return kinds + (zstandard.ZstdError,)
+
+
+def read_chunk(f, path, size: int = 0) -> bytes:
+    """``f.read(size)`` (a block when 0), a damaged compressed file an InputError naming ``path``."""
     try:
         return f.read(size or _BLOCK)
     except InputError:
         raise
-    except Exception as e:  # noqa: BLE001 (zlib.error, zstandard.ZstdError, OSError, EOFError: a damaged file)
-        if not isinstance(e, (OSError, EOFError, ValueError)) and type(e).__module__.split(".")[0] not in (
-                "zlib", "zstandard", "gzip"):
-            raise
+    except _damaged_file_errors() as e:  # (evaluated only when reading raised)
         raise InputError(f"{path}: cannot read (corrupt or truncated compressed data?): {e}") from e
 
 
@@ -439,7 +468,7 @@ def _blocks(path: Path, sep: bytes, *, what: str = "line", opener=None) -> Itera
         held, offset = 0, 0
         size = min(_FIRST_BLOCK, _BLOCK)
         while True:
-            chunk = _read_chunk(f, path, size)
+            chunk = read_chunk(f, path, size)
             size = min(2 * size, _BLOCK)  # (a store build encodes a file's first shard while the rest is read)
             if not chunk:
                 break
@@ -499,7 +528,7 @@ def read_all(path: Path, *, opener=None) -> bytes:
     with (opener or open_binary)(path) as f:
         parts, held = [], 0
         while True:
-            chunk = _read_chunk(f, path)
+            chunk = read_chunk(f, path)
             if not chunk:
                 break
             parts.append(chunk)

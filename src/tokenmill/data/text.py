@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Iterable, Iterator, Literal
 
 from ..errors import ConfigError, InputError
-from .readers import Replaced, decode_utf8, text_documents, visible_files
+from .readers import Replaced, decode_utf8, folder_files, text_documents
 
 Errors = Literal["strict", "replace"]
 
@@ -93,7 +93,7 @@ def expand_inputs(inputs: Iterable[str | os.PathLike]) -> list[Path]:
     for item in inputs:
         p = Path(item)
         if p.is_dir():
-            files = visible_files(p, "*.txt")
+            files = folder_files(p, lambda f: f.name.endswith(".txt"))
             if not files:
                 raise InputError(f"input directory {str(p)!r} holds no .txt files")
             out.extend(files)

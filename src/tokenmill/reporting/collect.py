@@ -24,6 +24,7 @@ import codecs
 import os
 import unicodedata
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
@@ -34,6 +35,7 @@ from .._words import counted
 from ..batching.packing import pack
 from ..batching.padding import pad_batch
 from ..conventions import IGNORE_INDEX
+from ..data.readers import open_binary, read_chunk
 from ..data.source import as_source
 from ..data.stats import PERCENTILES, store_stats
 from ..data.store import TokenStore
@@ -192,16 +194,18 @@ def _read_prefix(path, limit: int, errors: str) -> tuple[str, str]:
     invalid UTF-8 was replaced (``errors="replace"``)."""
     raw = os.fspath(path)
     check_input_file(raw)  # missing, a directory, a device: an InputError naming it
+    compressed = raw.lower().endswith((".gz", ".zst"))
     try:
-        with open(raw, "rb") as f:
-            data = f.read(limit + 1)
-            size = os.fstat(f.fileno()).st_size
+        with open_binary(Path(raw)) as f:  # .gz and .zst decompressed, as the store's readers do
+            data = read_chunk(f, raw, limit + 1)
+            size = None if compressed else os.fstat(f.fileno()).st_size
     except OSError as e:
         raise InputError(f"cannot read text {raw!r}: {e.strerror or e}") from None
     note = ""
     if len(data) > limit:
         data = whole_chars(data[:limit])
-        note = f"first {len(data):,d} bytes of {size:,d}" if size > limit else f"first {len(data):,d} bytes"
+        note = (f"first {len(data):,d} bytes of {size:,d}" if size is not None and size > limit
+                else f"first {len(data):,d} bytes" + (" decompressed" if compressed else ""))
     replaced = Replaced()
     text = decode_utf8(data, name=raw, errors=errors, replaced=replaced)
     if replaced.count:
@@ -589,9 +593,9 @@ def _packing_section(plans: _Plans, opts: ReportOptions, pad_id: int) -> dict:
             rows.append({"segments": [[int(plans.docs[d]), s, n, int(plans.lengths[d])]], "tokens": n, "targets": t})
     pad_rows = int((-(-plans.lengths // T)).sum())  # every document in rows of its own, cut every T
     tokens = int(plans.lengths.sum())
-    return {"block_size": T, "method": plan.method, "blocks": plan.num_blocks, "fill": round(plan.fill, 6),
+    return {"block_size": T, "method": plan.method, "blocks": plan.num_blocks, "fill": round(plan.fill, 6) if plan.num_blocks else None,
             "split_docs": plan.split_docs, "targets_lost_at_cuts": plan.boundary_targets,
-            "padding_rows": pad_rows, "padding_fill": round(tokens / (pad_rows * T), 6) if pad_rows else 1.0,
+            "padding_rows": pad_rows, "padding_fill": round(tokens / (pad_rows * T), 6) if pad_rows else None,
             "tokens": tokens, "drawn_blocks": blocks, "drawn_rows": rows,
             "segments_in_drawn_blocks": int(drawn.num_segments),
             "documents": int(plans.lengths.size), "of": plans.of, "sampled": plans.sampled}

@@ -421,8 +421,8 @@ function packingSection() {
       stat("targets per row", fmt(rows.length ? tg / rows.length : 0, 1)), stat("targets per 1,000 positions", fmt(pos ? 1000 * tg / pos : 0, 1)));
   };
   add(el, h("div", {cls: "stats"}, stat("block size", fmt(T)), stat("packed blocks (" + p.method.replace("_", "-") + ")", fmt(p.blocks)),
-    stat("packing fill", pct(p.fill, 2)), stat("padded rows (one document piece each)", fmt(p.padding_rows)),
-    stat("padding fill", pct(p.padding_fill, 2)), stat("documents split", fmt(p.split_docs)),
+    stat("packing fill", p.fill === null ? "none (no tokens)" : pct(p.fill, 2)), stat("padded rows (one document piece each)", fmt(p.padding_rows)),
+    stat("padding fill", p.padding_fill === null ? "none (no tokens)" : pct(p.padding_fill, 2)), stat("documents split", fmt(p.split_docs)),
     stat("targets lost at cuts", fmt(p.targets_lost_at_cuts))),
     note("over " + fmt(p.documents) + (p.sampled ? " sampled documents of " + fmt(p.of) : " documents") + ", " + fmt(p.tokens) +
       " tokens. Drawn: the first " + fmt(p.drawn_blocks.length) + " blocks of the plan (in its seeded random order); beside them the same " +

@@ -56,6 +56,7 @@ from ..errors import ConfigError, InputError
 Tail = Literal["align", "drop", "pad"]
 Short = Literal["keep", "drop"]
 Jitter = Literal["global", "per_doc"]
+_MAX_JITTER_DOC = 1 << 32  # the largest ``doc`` whose per_doc jitter windows() draws (~20 s of draws)
 Positions = Literal["reset", "absolute"]
 Score = Literal["all", "new"]
 
@@ -502,28 +503,41 @@ class SlidingWindows:
         n_template = 0 if self.template is None else sum(t is not None for t in self.template)
         return self.window_size - max(self.reserve, n_template)
 
-    def jitter_offsets(self, num_docs: int, epoch: int = 0) -> np.ndarray | int:
-        """This epoch's jitter: an int (global), an int64 array (per_doc) or 0 (no jitter)."""
+    def jitter_offsets(self, num_docs: int, epoch: int = 0, first_doc: int = 0) -> np.ndarray | int:
+        """This epoch's jitter: an int (global), an int64 array (per_doc: documents ``first_doc`` to
+        ``first_doc + num_docs - 1``) or 0 (no jitter)."""
         epoch = check_size("epoch", epoch, 0)
         if self.jitter is None:
             return 0
         rng = jitter_rng(self.seed, epoch)
         if self.jitter == "global":
             return int(rng.integers(0, self.stride))
+        if first_doc > _MAX_JITTER_DOC:
+            raise InputError(f"doc={first_doc:,d} with jitter='per_doc': a document's jitter is the generator's "
+                             f"draw of that index, drawn in order, so at most doc {_MAX_JITTER_DOC:,d} "
+                             "(2**32) is supported; plan the corpus with SlidingWindows.plan instead")
+        while first_doc:  # skip the draws of the documents before: in blocks, the same stream as one call
+            skip = min(first_doc, 1 << 20)
+            rng.integers(0, self.stride, size=skip, dtype=np.int64)
+            first_doc -= skip
         return rng.integers(0, self.stride, size=num_docs, dtype=np.int64)
 
     def plan(self, doc_lengths, epoch: int = 0) -> WindowPlan:
         """Place the windows of every document from its length alone; no token is read."""
-        lengths = as_lengths(doc_lengths)
-        cols, stats = self.place_windows(lengths, epoch)
+        return self._plan(as_lengths(doc_lengths), epoch)
+
+    def _plan(self, lengths: np.ndarray, epoch: int, first_doc: int = 0) -> WindowPlan:
+        cols, stats = self.place_windows(lengths, epoch, first_doc=first_doc)
         scale = np.broadcast_to(np.int64(self.window_size), cols["doc"].shape)  # read-only view, no memory
         return WindowPlan(**cols, scale=scale, stats=stats, bos=self.bos, eos=self.eos,
                           positions=self.positions, score=self.score, epoch=epoch, scale_stats=(stats,))
 
-    def place_windows(self, lengths: np.ndarray, epoch: int, out=None) -> tuple[dict[str, np.ndarray], PlanStats]:
+    def place_windows(self, lengths: np.ndarray, epoch: int, out=None,
+                      first_doc: int = 0) -> tuple[dict[str, np.ndarray], PlanStats]:
         """The plan's columns (``doc, start, length, target_start``) and statistics for int64 ``lengths``;
-        ``out``: preallocated columns of exactly :meth:`count_windows` rows (a multi-scale plan's slices)."""
-        jit = self.jitter_offsets(lengths.size, epoch)
+        ``out``: preallocated columns of exactly :meth:`count_windows` rows (a multi-scale plan's slices);
+        ``first_doc``: the corpus index of ``lengths[0]`` (its ``per_doc`` jitter; the columns count from 0)."""
+        jit = self.jitter_offsets(lengths.size, epoch, first_doc)
         cols, stats = place(lengths, self.capacity, self.stride, self.start_offset + jit, tail=self.tail,
                             short=self.short, max_windows_per_doc=self.max_windows_per_doc,
                             score=self.score, bos=self.bos is not None, out=out)
@@ -558,12 +572,11 @@ class SlidingWindows:
                 raise InputError(f"extra {k!r} has shape {np.shape(a)} but token_ids has {ids.shape}; "
                                  "extras must be aligned per token")
         doc = check_size("doc", doc, 0)
-        lengths = np.zeros(doc + 1, np.int64)  # as document `doc` of a corpus: same per_doc jitter
-        lengths[doc] = ids.shape[0]
-        plan = self.plan(lengths, epoch)
+        # as document `doc` of a corpus: the same per_doc jitter, without placing the documents before it
+        plan = self._plan(np.array([ids.shape[0]], np.int64), epoch, first_doc=doc)
         ex = {k: np.asarray(a) for k, a in extras.items()}
         for r in range(len(plan)):
-            yield plan._window(r, ids, ids.shape[0], ex)
+            yield plan._window(r, ids, ids.shape[0], ex, doc=doc)
 
 
 def _token_array(tokens) -> np.ndarray:

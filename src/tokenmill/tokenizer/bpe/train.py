@@ -85,7 +85,7 @@ def train_bpe(
     vocab_size = check_int(vocab_size, "vocab_size")
     min_frequency = check_int(min_frequency, "min_frequency", min=1)
     max_token_bytes = check_int(max_token_bytes, "max_token_bytes", none=True)
-    seed = check_int(seed, "seed")
+    seed = check_int(seed, "seed", min=0)
     if num_threads is not None:
         num_threads = check_int(num_threads, "num_threads", min=1, max=1024)
     num_merges = vocab_size - 256 - len(names)
