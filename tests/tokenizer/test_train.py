@@ -5,6 +5,7 @@ import subprocess
 import sys
 import warnings
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -143,6 +144,29 @@ def test_sampling_byte_budget():
     r = tok.train_report
     assert r.bytes_used <= 1000 and r.documents_used == 10
     assert r.bytes_seen == sum(len(d) for d in docs)
+
+
+def test_sampling_spellings_and_bad_documents_named_by_their_index():
+    """A fraction given as a str or a numpy float was read as a byte budget of 0 ("must be positive");
+    with sampling, a lone surrogate raised a bare UnicodeEncodeError and a non-str document was named by
+    its index among the sampled ones (document 6 of an input whose bad item is document 10)."""
+    from tokenmill.errors import LoneSurrogateError
+
+    docs = [f"document number {i} " * 3 for i in range(400)]
+    a = train_bpe(docs, 300, sample=0.25, seed=1)
+    for spelled in ("0.25", " .25 ", "2.5e-1", np.float32(0.25), np.float64(0.25)):
+        assert train_bpe(docs, 300, sample=spelled, seed=1) == a, spelled
+    assert train_bpe(docs, 300, sample="1e3", seed=0) == train_bpe(docs, 300, sample=1000, seed=0)
+    for bad, says in (("1.5", r"sample='1.5'; a fraction must be in \(0, 1\]"), (True, "sample=True"),
+                      ("0", "byte budget must be positive"), ("half", "sample='half'")):
+        with pytest.raises(ConfigError, match=says):
+            train_bpe(docs, 300, sample=bad)
+    for sample in (None, 0.5, "1MB"):
+        kw = {} if sample is None else {"sample": sample}
+        with pytest.raises(InputError, match="document 10 is a int"):
+            train_bpe(["ab cd"] * 10 + [3], 300, **kw)
+        with pytest.raises(LoneSurrogateError, match="document 11 holds a lone surrogate"):
+            train_bpe(["ab cd"] * 11 + ["x\ud800y"], 300, **kw)
 
 
 # -- bad input --------------------------------------------------------------------------------------

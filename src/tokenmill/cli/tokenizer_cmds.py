@@ -76,16 +76,10 @@ def cmd_train(args) -> int:
     files = input_files(args)
     resolve_output(args.out, what="--out", inputs=files)  # fail before training, not after
     pattern = None if args.pattern.lower() == "none" else args.pattern
-    sample = args.sample
-    if sample is not None:
-        try:
-            sample = float(sample) if "." in sample else sample
-        except ValueError:
-            pass
     replaced = Replaced()
     tok = train_bpe(documents_from_args(args, files, replaced), args.vocab_size, pattern=pattern,
                     special_tokens=args.special, min_frequency=args.min_frequency,
-                    max_token_bytes=args.max_token_bytes, sample=sample, seed=args.seed, progress=not args.quiet)
+                    max_token_bytes=args.max_token_bytes, sample=args.sample, seed=args.seed, progress=not args.quiet)
     with protect_inputs(files):
         tok.save(args.out)
     say_replaced(replaced)

@@ -384,42 +384,73 @@ def _priority(seed: int, index: int) -> int:
     return int.from_bytes(digest, "little")
 
 
-def _parse_budget(sample) -> int:
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*", str(sample).lower())
+def _parse_sample(sample) -> tuple[float | None, int | None]:
+    """``(fraction, None)`` or ``(None, byte budget)`` of ``train_bpe``'s ``sample``: a float (or numpy
+    float, or a str such as ``"0.1"`` / ``"1e-1"``) in (0, 1] is a fraction of documents; an int, a str of
+    digits (``"1e6"`` too) or a size (``"50MB"``) is a byte budget."""
+    if isinstance(sample, (bool, np.bool_)):
+        raise ConfigError(f"sample={sample!r}; pass a fraction in (0, 1], a byte count, or a size like '50MB'")
+    text = str(sample).strip().lower()
+    number = isinstance(sample, str) and re.fullmatch(r"(\d+\.\d*|\.\d+|\d+(\.\d*)?e[+-]?\d+)", text)
+    if number and float(text).is_integer() and float(text) > 1:  # "1e6": a byte count
+        return None, _positive_budget(int(float(text)), sample)
+    if isinstance(sample, (float, np.floating)) or number:
+        f = float(sample)
+        if not 0.0 < f <= 1.0:
+            raise ConfigError(f"sample={sample!r}; a fraction must be in (0, 1] (a byte budget is an int or a size "
+                              "like '50MB')")
+        return f, None
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?", text)
     if not m:
         raise ConfigError(f"sample={sample!r}; pass a fraction in (0, 1], a byte count, or a size like '50MB'")
     scale = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}[m.group(2)]
-    return int(float(m.group(1)) * scale)
+    return None, _positive_budget(int(float(m.group(1)) * scale), sample)
+
+
+def _positive_budget(budget: int, sample) -> int:
+    if budget <= 0:
+        raise ConfigError(f"sample={sample!r}; a byte budget must be positive")
+    return budget
+
+
+def _doc_size(doc, index: int) -> int:
+    """UTF-8 size of document ``index``, which is refused here as in counting (not a str, a lone surrogate):
+    the sampler sees every document, the counter only the sampled ones."""
+    if not isinstance(doc, str):
+        raise InputError(f"document {index:,d} is a {type(doc).__name__}, not str; pass text documents")
+    try:
+        return len(doc.encode("utf-8"))
+    except UnicodeEncodeError:
+        from ..surrogates import lone_surrogate_error
+
+        raise lone_surrogate_error(doc, f"document {index:,d}") from None
 
 
 def _sampled(texts: Iterable[str], sample, seed: int):
     """Deterministic document sampling: a fraction (independent per document) or a byte budget
-    (the documents with the smallest priorities that fit, so the choice never depends on order)."""
+    (the documents with the smallest priorities that fit, so the choice never depends on order).
+    Every document is checked here, sampled or not, and named by its index in ``texts``."""
     if sample is None:
         return texts
     out = _Sampled(None)
-    if isinstance(sample, float):
-        if not 0.0 < sample <= 1.0:
-            raise ConfigError(f"sample={sample}; a fraction must be in (0, 1]")
-        limit = int(sample * 2**64)
+    fraction, budget = _parse_sample(sample)
+    if fraction is not None:
+        limit = int(fraction * 2**64)
 
         def gen():
             for i, doc in enumerate(texts):
                 out.seen[0] += 1
-                out.seen[1] += len(doc.encode("utf-8")) if isinstance(doc, str) else 0
+                out.seen[1] += _doc_size(doc, i)
                 if _priority(seed, i) < limit:
                     yield doc
         out._it = gen()
         return out
-    budget = _parse_budget(sample)
-    if budget <= 0:
-        raise ConfigError(f"sample={sample!r}; a byte budget must be positive")
 
     def gen_budget():
         heap: list[tuple[int, int, str, int]] = []  # max-heap by priority: (-prio, index, doc, nbytes)
         total = 0
         for i, doc in enumerate(texts):
-            nb = len(doc.encode("utf-8")) if isinstance(doc, str) else 0
+            nb = _doc_size(doc, i)
             out.seen[0] += 1
             out.seen[1] += nb
             heapq.heappush(heap, (-_priority(seed, i), i, doc, nb))
