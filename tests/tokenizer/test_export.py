@@ -71,3 +71,34 @@ def test_to_tiktoken_keeps_the_text_between_matches():
     for pat, match in (("a*", "matches the empty string"), (r"(a)\1|\w+", "refers back to its own groups")):
         with pytest.raises(ConfigError, match=match):
             Tokenizer.from_merges(trained.merges, pattern=pat).to_tiktoken()
+
+
+@pytest.mark.parametrize("pat", [r"[a-z]+$|.", r"^[a-z]+|.", r"[a-z]+\Z|.", r"\A[a-z]+|.", r"(?s:t.)|."])
+def test_exports_refuse_anchors_and_flags_the_engines_read_otherwise(pat, tmp_path):
+    """A custom pattern's '$' (end, or before a final newline, in tokenmill's engine; every line end in
+    HF's Oniguruma; the very end in tiktoken's), '^', '\\Z', '\\A' and inline flags were exported as they
+    were: HF and tiktoken then gave other ids than tokenmill, silently."""
+    from tokenmill import ConfigError, Tokenizer
+
+    tok = Tokenizer.from_merges([(116, 104), (256, 101)], pattern=pat)
+    with pytest.raises(ConfigError, match="reads otherwise than tokenmill"):
+        tok.save_huggingface(tmp_path / "tokenizer.json")
+    with pytest.raises(ConfigError, match="tiktoken's engine .* reads otherwise than tokenmill"):
+        tok.to_tiktoken()
+    assert not (tmp_path / "tokenizer.json").exists()
+
+
+def test_a_tiktoken_encoding_with_anchors_is_run_as_it_is():
+    """as_tokenizer(tiktoken.Encoding) of a pattern with '$' took it as tokenmill's (other ids on text
+    ending in a newline before a word's end, where the engines disagree)."""
+    import tiktoken
+
+    import tokenmill
+    from tokenmill import Tokenizer
+
+    ranks = {bytes([b]): b for b in range(256)} | {b"th": 256, b"the": 257}
+    enc = tiktoken.Encoding("anchored", pat_str=r"[a-z]+$|.|\n", mergeable_ranks=ranks, special_tokens={})
+    tok = tokenmill.as_tokenizer(enc)
+    assert not isinstance(tok, Tokenizer)
+    for text in ("the\nthe\n", "the\n", "the"):
+        assert tok.encode(text) == enc.encode(text)

@@ -225,3 +225,33 @@ def test_nested_classes_split_as_oniguruma(items, negated, intersect, text):
     want = [p for p, _ in pre_tokenizers.Split(Regex(rx), "isolated").pre_tokenize_str(text)]
     assert split_with_gaps(onig_classes(rx), text) == want
     assert split_text_compiled(text, onig_classes(rx), allow_general=True) == want  # compiled (None if not)
+
+
+@pytest.mark.parametrize("rx, text", [
+    (r"^[a-z]+|.", "the\nthe\n"), (r"[a-z]+$|.", "the\nthe\n"), (r"[a-z]+\Z|.", "the\nthe\n"),
+    (r"\h+|.", "a  b 09fF"), (r"\x{74}+|.", "the ttt"), (r"(?m:t.)|.", "t\nhe"), (r"\Athe|.", "the the"),
+])
+def test_split_regexes_that_oniguruma_reads_otherwise_are_refused(tmp_path, rx, text):
+    """HF compiles Split regexes with Oniguruma, where '^' and '$' are line anchors, '\\Z' also matches
+    before a final newline, '\\h' is a hex digit and '(?m:' is dot-all: imported as they were, the ids
+    differed from HF's with no error. Now refused by name, and as_tokenizer runs the file through HF."""
+    from tokenizers import Regex
+    from tokenizers import Tokenizer as HFTokenizer
+    from tokenizers import models
+    from tokenizers import pre_tokenizers as pt
+
+    import tokenmill
+    from tokenmill.errors import UnsupportedTokenizerError
+
+    vocab = {c: i for i, c in enumerate(sorted(pt.ByteLevel.alphabet()))} | {"th": 256, "the": 257}
+    hf = HFTokenizer(models.BPE(vocab=vocab, merges=[("t", "h"), ("th", "e")]))
+    hf.pre_tokenizer = pt.Sequence([pt.Split(Regex(rx), behavior="isolated"),
+                                    pt.ByteLevel(add_prefix_space=False, use_regex=False)])
+    path = tmp_path / "tokenizer.json"
+    hf.save(str(path))
+    with pytest.raises(UnsupportedTokenizerError, match="Oniguruma .HF's engine. reads") as e:
+        Tokenizer.from_huggingface(path)
+    assert str(path) in str(e.value)
+    wrapped = tokenmill.as_tokenizer(path)
+    assert not isinstance(wrapped, Tokenizer)
+    assert wrapped.encode(text) == hf.encode(text, add_special_tokens=False).ids

@@ -254,7 +254,10 @@ def _is_tiktoken(obj) -> bool:
 
 def _from_tiktoken(enc, check: bool):
     from .model import Tokenizer
+    from .pretokenize.patterns import engine_differences
 
+    if engine_differences(enc._pat_str):  # anchors tiktoken's engine reads otherwise: run it as it is
+        return ForeignTokenizer.from_tiktoken(enc)
     try:
         tok = Tokenizer.from_ranks(dict(enc._mergeable_ranks), pattern=enc._pat_str,
                                    special_tokens=dict(enc._special_tokens))

@@ -10,7 +10,8 @@ import json
 
 import numpy as np
 
-_CACHE_LAYOUT = 3  # 2: Split regexes with nested classes flattened (onig_classes); 3: files checked by schemas
+_CACHE_LAYOUT = 4  # 2: Split regexes with nested classes flattened (onig_classes); 3: files checked by schemas;
+# 4: Split regexes whose anchors or escapes Oniguruma reads otherwise refused (engine_differences)
 
 
 def cache_file(key: str):

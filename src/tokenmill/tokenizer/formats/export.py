@@ -93,7 +93,21 @@ def onig_pattern(regex_str: str) -> str:
     """
     import re
 
+    _same_everywhere(regex_str, "HF tokenizers' engine (Oniguruma: '^' and '$' at every line)")
     return re.sub(r"(\{\d+(?:,\d*)?\})\+", r"\1", regex_str)
+
+
+def _same_everywhere(regex_str: str, engine: str) -> None:
+    """Refuse a split pattern that ``engine`` would read otherwise than tokenmill (``engine_differences``:
+    anchors, inline flags): exported as it is, it would give other ids, silently."""
+    from ..pretokenize.patterns import engine_differences
+
+    differ = engine_differences(regex_str)
+    if differ:
+        raise ConfigError(f"the split pattern {regex_str!r} uses {', '.join(map(repr, differ))}, which {engine} "
+                          "reads otherwise than tokenmill, so the export would cut other chunks; write the pattern "
+                          "without anchors or inline flags (other than i), or keep the tokenizer in tokenmill's "
+                          "own format (tok.save)")
 
 
 def to_huggingface_dict(tok) -> dict:
@@ -209,6 +223,7 @@ def _tiktoken_pattern(pattern: str | None) -> str:
     if regex.match(pattern, "") is not None:
         raise ConfigError(f"the split pattern {pattern!r} matches the empty string, which tiktoken cannot run (its "
                           "engine panics); export with save_huggingface, or use a pattern that never matches nothing")
+    _same_everywhere(pattern, "tiktoken's engine (fancy-regex: '$' only at the very end)")
     if regex.search(r"\\[1-9]|\(\?P=|\\k<|\\g<", pattern):
         raise ConfigError(f"the split pattern {pattern!r} refers back to its own groups, which the tiktoken export "
                           "cannot keep; export with save_huggingface")

@@ -35,6 +35,7 @@ from msgspec import UNSET
 
 from ...errors import FormatError, UnsupportedTokenizerError
 from ..added import AddedToken
+from ..pretokenize.patterns import engine_differences
 from .conversion_cache import load_cached, save_cached
 from .kind import reading
 from .schemas import (
@@ -140,6 +141,10 @@ def _pre_tokenizer(spec, source: str):
                               "only 'Isolated' is supported")
             rx = item.pattern.Regex
             if rx is not UNSET:
+                differ = engine_differences(rx, oniguruma=True)
+                if differ:
+                    raise _refuse(source, f"the Split regex {rx!r}", f"Oniguruma (HF's engine) reads "
+                                  f"{', '.join(map(repr, differ))} otherwise than tokenmill's engines")
                 if regex.search(r"\{\d+(?:,\d*)?\}\+", rx):
                     raise _refuse(source, f"the Split regex {rx!r}", "Oniguruma reads '{m,n}+' as a repetition")
                 patterns.append(onig_classes(rx, source))

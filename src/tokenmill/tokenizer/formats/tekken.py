@@ -11,7 +11,8 @@ import binascii
 import os
 
 from ..._io import read_bytes_limited
-from ...errors import FormatError
+from ...errors import FormatError, UnsupportedTokenizerError
+from ..pretokenize.patterns import engine_differences
 from .kind import reading
 from .schemas import TekkenFile, check_ids_below, decode_file
 from .tiktoken import cached_rank_model
@@ -49,6 +50,11 @@ def read_tekken(path, raw: bytes) -> tuple[dict[bytes, int], str, dict[str, int]
     where = f"tekken tokenizer file {src!r}"
     spec = decode_file(raw, TekkenFile, where=where, pre=lambda body: tekken_shape(body, src))
     pattern, entries = spec.config.pattern, spec.vocab
+    differ = engine_differences(pattern)
+    if differ:
+        raise UnsupportedTokenizerError(
+            f"{src}: config.pattern {pattern!r} uses {', '.join(map(repr, differ))}, which mistral_common's engine "
+            "(tiktoken's) reads otherwise than tokenmill's; such a file cannot be encoded exactly by tokenmill")
     n_special, size = spec.config.default_num_special_tokens, spec.config.default_vocab_size
     check_ids_below(len(raw), [("config.default_num_special_tokens", n_special)], where=where,
                     what="the special tokens' id count")

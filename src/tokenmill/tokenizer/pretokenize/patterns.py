@@ -104,6 +104,67 @@ def has_set_syntax(regex_str: str) -> bool:
     return False
 
 
+_ANCHOR_ESCAPES = frozenset("AZzG")  # \A \Z \z \G outside a class: see engine_differences
+_ONIG_ONLY = frozenset("hHRXKOyY")  # escapes Oniguruma reads otherwise (\h: a hex digit) or the regex module lacks
+
+
+def engine_differences(regex_str: str, *, oniguruma: bool = False) -> list[str]:
+    r"""The constructs of ``regex_str`` that the engines tokenmill meets read differently, so that a split
+    carried across them would cut other chunks: anchors (``^`` and ``$`` are line anchors in Oniguruma,
+    HF's engine, and text anchors in the ``regex`` module and tiktoken's; ``$`` and ``\Z`` also match
+    before a final newline in some of them and not in others; and a segment between special tokens
+    starts and ends where each engine is asked to), inline flags other than ``i`` (``m`` is dot-all in
+    Oniguruma), and, for a pattern in Oniguruma's syntax (``oniguruma=True``: a tokenizer.json's Split
+    regex), its escapes the ``regex`` module reads otherwise or not at all (``\h``, ``\x{41}``,
+    ``\o{101}``, ...). Empty when the pattern reads alike everywhere. Classes nest, as in tiktoken's and
+    HF's engines and in tokenmill's reading of a set-syntax pattern.
+
+    >>> engine_differences(r"^\w+|\s+$"), engine_differences(r"[\^$]+|\p{^L}|(?i:ab)|\s++$")
+    (['^', '$'], [])
+    >>> print(*engine_differences(r"\h+|\x{41}", oniguruma=True), *engine_differences(r"(?m:a.)|\Z"))
+    \h \x{41} (?m: \Z
+    """
+    out: list[str] = []
+    depth, i, n = 0, 0, len(regex_str)
+    while i < n:
+        c = regex_str[i]
+        if c == "\\":
+            e = regex_str[i + 1 : i + 2]
+            end = i + 2
+            if e in ("p", "P", "x", "N", "o", "u", "U") and regex_str.startswith("{", end):
+                close = regex_str.find("}", end)
+                end = n if close < 0 else close + 1
+                if oniguruma and e in ("x", "o"):
+                    out.append(regex_str[i:end])
+            elif (e in _ANCHOR_ESCAPES and not depth) or (oniguruma and e in _ONIG_ONLY):
+                out.append("\\" + e)
+            i = end
+            continue
+        if c == "[":
+            if depth and regex_str.startswith("[:", i) and regex_str.find(":]", i + 2) > 0:
+                i = regex_str.find(":]", i + 2) + 2  # a POSIX class, [:alpha:]
+                continue
+            depth += 1
+            i += 1
+            if regex_str.startswith("^", i):
+                i += 1
+            if regex_str.startswith("]", i):
+                i += 1
+            continue
+        if depth:
+            if c == "]":
+                depth -= 1
+        elif c == "^" or c == "$" and not regex_str.endswith(r"\s++", 0, i):
+            out.append(c)  # (after a possessive run of white space, as tiktoken's presets have it, "$" can
+            # only be the end: the run took every line break)
+        elif regex_str.startswith("(?", i):
+            m = re.match(r"\(\?([a-zA-Z]*)(?:-([a-zA-Z]*))?[:)]", regex_str[i:])
+            if m and set((m.group(1) or "") + (m.group(2) or "")) - {"i"}:
+                out.append(m.group(0))
+        i += 1
+    return list(dict.fromkeys(out))
+
+
 def v1_source(regex_str: str) -> str:
     r"""``regex_str`` for the ``regex`` module's version 1 mode: a ``|`` inside a class escaped (``||``
     is a union operator there, two pipes for tiktoken's and HF's engines).
