@@ -102,3 +102,36 @@ def test_a_tiktoken_encoding_with_anchors_is_run_as_it_is():
     assert not isinstance(tok, Tokenizer)
     for text in ("the\nthe\n", "the\n", "the"):
         assert tok.encode(text) == enc.encode(text)
+
+
+def test_to_tiktoken_refuses_imported_merge_lists_whose_ids_tiktoken_would_not_give(tmp_path):
+    """Only the merge order was checked: a vocabulary token no merge builds, or a token two merges'
+    splits make where only one is a merge, went to tiktoken, which then merged where HF does not."""
+    from tokenizers import Tokenizer as HFTokenizer
+    from tokenizers import models
+    from tokenizers import pre_tokenizers as pt
+
+    from tokenmill import ConfigError, Tokenizer
+
+    alpha = {c: i for i, c in enumerate(sorted(pt.ByteLevel.alphabet()))}
+    cases = [  # (extra vocabulary, merges, text, what the refusal says)
+        ({"ab": 256}, [], "ab", "built by no merge"),
+        ({"ab": 256, "bc": 257, "abc": 258}, [("a", "b"), ("b", "c"), ("a", "bc")], "abc", "which no merge joins"),
+        ({"ab": 257, "bc": 256}, [("a", "b"), ("b", "c")], "abc", "order differs from its id order"),
+    ]
+    for extra, merges, text, says in cases:
+        hf = HFTokenizer(models.BPE(vocab=alpha | extra, merges=merges))
+        hf.pre_tokenizer = pt.ByteLevel(add_prefix_space=False)
+        hf.save(str(tmp_path / "tokenizer.json"))
+        tok = Tokenizer.from_huggingface(tmp_path / "tokenizer.json")
+        assert tok.encode(text) == hf.encode(text, add_special_tokens=False).ids
+        with pytest.raises(ConfigError, match=says):
+            tok.to_tiktoken()
+    # complete merges (every split of every token, in id order) go, and give HF's ids
+    hf = HFTokenizer(models.BPE(vocab=alpha | {"ab": 256, "bc": 257, "abc": 258},
+                                merges=[("a", "b"), ("b", "c"), ("a", "bc"), ("ab", "c")], ignore_merges=True))
+    hf.pre_tokenizer = pt.ByteLevel(add_prefix_space=False)
+    hf.save(str(tmp_path / "tokenizer.json"))
+    enc = Tokenizer.from_huggingface(tmp_path / "tokenizer.json").to_tiktoken()
+    for text in ("abc", "abcabc", "bcab", "cab"):
+        assert enc.encode(text) == hf.encode(text, add_special_tokens=False).ids

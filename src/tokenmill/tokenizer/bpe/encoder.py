@@ -134,7 +134,9 @@ class CompiledEncoder:
         # token BPE does not reach from its own bytes (Llama 3: 588 of 127,744): only those are pinned
         # in the chunk cache, which then stays small (Llama 3, in-process: en +26%, code +11%, zh +9%)
         probe = self._probe_tokens(vocab, chars)
-        pinned = self._unreached(probe) if pin_vocab else []
+        unreached = self._unreached(probe)
+        self.unreached = len(unreached)  # tokens BPE does not reach from their own bytes (see to_tiktoken)
+        pinned = unreached if pin_vocab else []
         self.chars = chars[:-1] + (self._han_keys(pinned) if chars[0].size else chars[-1],)
         self.pattern = pattern
         from ..pretokenize.splitter import has_compiled, has_kernel

@@ -189,19 +189,50 @@ def to_tiktoken(tok, name: str | None = None):
                           "uses one (encode with tokenmill, or export with save_huggingface)")
     if tok.spec.added_tokens is not None and any(not t.special for t in tok.spec.added_tokens):
         raise ConfigError("tiktoken has no non-special added tokens; this tokenizer has some")
-    if tok.spec.merge_ids is not None:
-        import numpy as np
-
-        if len(tok.spec.merge_ids) and np.any(np.diff(tok.spec.merge_ids) < 0):
-            raise ConfigError("this tokenizer's merge order differs from its id order, so tiktoken's ranks "
-                              "(= ids) would merge differently; use save_huggingface instead")
     vocab = _unique_vocab(tok)
+    if tok.spec.merge_ids is not None:
+        _tiktoken_rule_holds(tok, vocab)
     return tiktoken.Encoding(
         name or f"tokenmill-{tok.content_hash[:12]}",
         pat_str=_tiktoken_pattern(tok.pattern),
         mergeable_ranks={b: i for i, b in vocab.items()},
         special_tokens=dict(tok.special_tokens),
     )
+
+
+def _tiktoken_rule_holds(tok, vocab: dict[int, bytes]) -> None:
+    """Refuse an imported merge list (a tokenizer.json's) that tiktoken's rule would not follow: tiktoken
+    merges any two adjacent tokens whose bytes together are a token, by that token's rank, and maps a
+    chunk that is a token to it. The same ids need the merges in the order of their results' ids, every
+    multi-byte token built by a merge, every split of a token into two tokens a merge (HF's converter
+    writes them all for a rank file: Llama 3's file), and, without ``ignore_merges``, no token that BPE
+    does not reach from its own bytes. A tokenizer trained by tokenmill is not held to the last three:
+    tiktoken's rule agrees with its merges on real text (tested), and its ranks are its merges' order."""
+    import numpy as np
+
+    spec = tok.spec
+    use = "; export with save_huggingface instead"
+    if len(spec.merge_ids) and np.any(np.diff(spec.merge_ids) < 0):
+        raise ConfigError("this tokenizer's merge order differs from its id order, so tiktoken's ranks "
+                          "(= ids) would merge differently" + use)
+    merges = set(map(tuple, tok.merges.tolist()))
+    built = {int(i) for i in np.asarray(spec.merge_ids).tolist()}
+    rank = {b: i for i, b in vocab.items()}
+    specials = set(tok.special_tokens.values())
+    for i, b in vocab.items():
+        if len(b) < 2 or i in specials:
+            continue
+        if i not in built:
+            raise ConfigError(f"token {i} ({b!r}) is built by no merge: tiktoken would merge its parts into it, "
+                              "this tokenizer does not" + use)
+        for k in range(1, len(b)):
+            left, right = rank.get(b[:k]), rank.get(b[k:])
+            if left is not None and right is not None and (left, right) not in merges:
+                raise ConfigError(f"token {i} ({b!r}) splits into tokens {left} and {right}, which no merge joins: "
+                                  "tiktoken would join them, this tokenizer does not" + use)
+    if not spec.whole_chunk_lookup and tok._compiled().unreached:
+        raise ConfigError(f"{tok._compiled().unreached:,d} tokens are not what BPE makes of their own bytes, and "
+                          "this tokenizer has no ignore_merges: tiktoken maps such a chunk to the token" + use)
 
 
 def _tiktoken_pattern(pattern: str | None) -> str:
