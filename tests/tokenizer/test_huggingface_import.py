@@ -235,9 +235,8 @@ def test_split_regexes_that_oniguruma_reads_otherwise_are_refused(tmp_path, rx, 
     """HF compiles Split regexes with Oniguruma, where '^' and '$' are line anchors, '\\Z' also matches
     before a final newline, '\\h' is a hex digit and '(?m:' is dot-all: imported as they were, the ids
     differed from HF's with no error. Now refused by name, and as_tokenizer runs the file through HF."""
-    from tokenizers import Regex
+    from tokenizers import Regex, models
     from tokenizers import Tokenizer as HFTokenizer
-    from tokenizers import models
     from tokenizers import pre_tokenizers as pt
 
     import tokenmill

@@ -110,12 +110,18 @@ def test_tekken_generated_text(tekken, text):
 def test_tekken_ids_and_specials(tekken, tekken_path):
     ours, enc, n = tekken
     assert n == 1000 and ours.vocab_size == 131_072
-    assert ours.special_tokens["<SPECIAL_0>"] == 0 and ours.special_tokens["<SPECIAL_999>"] == 999
+    # the file lists no special tokens (version v3): ids 0-19 named as mistral_common names them (they were
+    # all <SPECIAL_i>: decode gave "<SPECIAL_1>Hello<SPECIAL_2>" where mistral_common gives "<s>Hello</s>")
+    named = {"<unk>": 0, "<s>": 1, "</s>": 2, "[INST]": 3, "[/INST]": 4, "[TOOL_CALLS]": 9, "<pad>": 11,
+             "[SYSTEM_PROMPT]": 17, "[TOOL_CONTENT]": 19, "<SPECIAL_20>": 20, "<SPECIAL_999>": 999}
+    assert {k: ours.special_tokens[k] for k in named} == named and len(ours.special_tokens) == 1000
+    assert "<SPECIAL_1>" not in ours.special_tokens
+    assert ours.decode([1] + ours.encode("Hello") + [2]) == "<s>Hello</s>"
     assert ours.token_bytes(n + 65) == b"A"  # the ranked tokens start after the special ids
     with pytest.raises(SpecialTokenError):
-        ours.encode("a <SPECIAL_7> b")
-    ids = ours.encode("a <SPECIAL_7> b", allowed_special="all")
-    assert 7 in ids and ours.decode(ids) == "a <SPECIAL_7> b"
+        ours.encode("a [INST] b")
+    ids = ours.encode("[INST] a <SPECIAL_27> b", allowed_special="all")
+    assert ids[0] == 3 and 27 in ids and ours.decode(ids) == "[INST] a <SPECIAL_27> b"
 
 
 def test_tekken_found_in_a_model_folder(tekken, tekken_path, tmp_path):
@@ -154,6 +160,26 @@ def test_tekken_small_file(tmp_path):
     # and back: tokenmill's own format keeps the gap at the special ids
     tok.save(tmp_path / "own.json")
     assert Tokenizer.load(tmp_path / "own.json").encode("abc xy") == tok.encode("abc xy")
+
+
+def test_tekken_without_special_tokens_named_by_version(tmp_path):
+    """A file that lists no special tokens: up to v7 ids 0-19 have mistral_common's names; after v7 it is
+    refused, as mistral_common refuses it."""
+    from tokenmill.errors import FormatError
+
+    path = _tekken_file(tmp_path / "t.json", BYTES, n_special=22)
+    assert Tokenizer.from_tekken(path).special_tokens == {
+        "<unk>": 0, "<s>": 1, "</s>": 2, "[INST]": 3, "[/INST]": 4, "[AVAILABLE_TOOLS]": 5, "[/AVAILABLE_TOOLS]": 6,
+        "[TOOL_RESULTS]": 7, "[/TOOL_RESULTS]": 8, "[TOOL_CALLS]": 9, "[IMG]": 10, "<pad>": 11, "[IMG_BREAK]": 12,
+        "[IMG_END]": 13, "[PREFIX]": 14, "[MIDDLE]": 15, "[SUFFIX]": 16, "[SYSTEM_PROMPT]": 17,
+        "[/SYSTEM_PROMPT]": 18, "[TOOL_CONTENT]": 19, "<SPECIAL_20>": 20, "<SPECIAL_21>": 21}
+    assert Tokenizer.from_tekken(_tekken_file(tmp_path / "u.json", BYTES, n_special=2)).special_tokens == {
+        "<unk>": 0, "<s>": 1}
+    body = json.loads(path.read_text())
+    body["config"]["version"] = "v11"
+    (tmp_path / "v11.json").write_text(json.dumps(body))
+    with pytest.raises(FormatError, match="version v11 tekken file must list its special_tokens"):
+        Tokenizer.from_tekken(tmp_path / "v11.json")
 
 
 @pytest.mark.parametrize("edit, says", [

@@ -189,6 +189,7 @@ class TekkenConfig(Lenient):
     pattern: str
     default_vocab_size: Id
     default_num_special_tokens: Annotated[int, Meta(ge=0, le=2**20)]
+    version: Union[str, None] = None
 
 
 class TekkenToken(Lenient):

@@ -30,6 +30,11 @@ def load_tekken(path) -> tuple[list, object, str, dict[str, int]]:
     vocab, pairs, conf = cached_rank_model(raw, "tekken", parse)
     return vocab, pairs, conf["pattern"], conf["specials"]
 
+# the special tokens of a tekken file that does not list them (versions up to v7: Mistral Nemo's), ids 0-19, as
+# mistral_common names them (``Tekkenizer.DEPRECATED_SPECIAL_TOKENS``); the ids after them are <SPECIAL_i>
+_V7_SPECIALS = ("<unk>", "<s>", "</s>", "[INST]", "[/INST]", "[AVAILABLE_TOOLS]", "[/AVAILABLE_TOOLS]", "[TOOL_RESULTS]",
+                "[/TOOL_RESULTS]", "[TOOL_CALLS]", "[IMG]", "<pad>", "[IMG_BREAK]", "[IMG_END]", "[PREFIX]", "[MIDDLE]",
+                "[SUFFIX]", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]", "[TOOL_CONTENT]")
 _TEKKEN_NEEDS = ("config.pattern, config.default_vocab_size, config.default_num_special_tokens and a vocab list")
 
 
@@ -74,7 +79,14 @@ def read_tekken(path, raw: bytes) -> tuple[dict[bytes, int], str, dict[str, int]
             raise FormatError(f"{src}: vocab[{i:,d}] repeats the token {tb!r} of vocab[{ranks[tb] - n_special:,d}]")
         ranks[tb] = i + n_special
     specials: dict[str, int] = {}
-    for k, e in enumerate(spec.special_tokens or []):
+    listed = spec.special_tokens
+    if listed is None:  # as mistral_common: the names every file up to v7 had, or a refusal after v7
+        version = spec.config.version or ""
+        if version[:1] == "v" and version[1:].isdigit() and int(version[1:]) > 7:
+            raise FormatError(f"{src}: a version {version} tekken file must list its special_tokens (mistral_common "
+                              "refuses it too): get the file again")
+        specials = {name: i for i, name in enumerate(_V7_SPECIALS[:n_special])}
+    for k, e in enumerate(listed or []):
         if not 0 <= e.rank < n_special or e.token_str in specials:
             raise FormatError(f"{src}: special_tokens[{k}] = {{rank: {e.rank}, token_str: {e.token_str!r}}}: rank "
                               f"must lie in 0..{n_special - 1} and the name be a new string")
