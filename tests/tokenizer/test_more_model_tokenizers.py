@@ -87,6 +87,28 @@ def test_deepseek_generated_text(deepseek, data):
     assert ours.vocab_size == hf.get_vocab_size()
 
 
+def test_deepseek_and_tekken_export_back_to_tokenizer_json(deepseek, tekken, tmp_path):
+    """DeepSeek V3's file holds <｜begin▁of▁sentence｜> in model.vocab at id 0 (not ByteLevel text):
+    save_huggingface refused it ("HF would give it id 127,997"), though the round trip is documented.
+    Tokens in id slots no byte string holds now go back into the model's vocabulary (tekken's specials too)."""
+    import tokenizers
+
+    ours, hf = deepseek
+    ours.save_huggingface(tmp_path / "ds.json")
+    back = tokenizers.Tokenizer.from_file(str(tmp_path / "ds.json"))
+    assert back.token_to_id("<｜begin▁of▁sentence｜>") == 0 and back.get_vocab_size() == hf.get_vocab_size()
+    texts = ["<｜begin▁of▁sentence｜>Hello 世界<｜end▁of▁sentence｜>", "x = 1\n\tdef f(): pass", "1234567 日本語"]
+    for t in texts:
+        assert back.encode(t, add_special_tokens=False).ids == hf.encode(t, add_special_tokens=False).ids
+        assert Tokenizer.from_huggingface(tmp_path / "ds.json").encode(t, allowed_special="all") == \
+            ours.encode(t, allowed_special="all")
+    tk, _, _ = tekken
+    tk.save_huggingface(tmp_path / "tk.json")
+    back = tokenizers.Tokenizer.from_file(str(tmp_path / "tk.json"))
+    for t in ("<s>[INST] Hello 世界 [/INST]", "x = 1\n"):
+        assert back.encode(t, add_special_tokens=False).ids == tk.encode(t, allowed_special="all")
+
+
 # ------------------------------------------------------------------------------- Mistral tekken
 @pytest.mark.corpus
 @pytest.mark.parametrize("script", SCRIPTS)

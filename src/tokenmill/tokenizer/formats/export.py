@@ -117,7 +117,7 @@ def to_huggingface_dict(tok) -> dict:
     vocab = _unique_vocab(tok)
     rank_file = tok.merges is None
     merges = recover_merges(tok)
-    added = _added_for_export(tok, vocab)
+    added, held = _added_for_export(tok, vocab)
     patterns = [p for p in [tok.pattern, *tok.spec.split_patterns] if p is not None]
     prefix = tok.spec.add_prefix_space
     if prefix:
@@ -143,24 +143,32 @@ def to_huggingface_dict(tok) -> dict:
             "type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
             "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False,
             "ignore_merges": bool(rank_file or tok.spec.whole_chunk_lookup),
-            "vocab": {enc(b): i for i, b in vocab.items()},
+            "vocab": {enc(b): i for i, b in vocab.items()} | held,
             "merges": [[enc(vocab[a]), enc(vocab[b])] for a, b in merges],
         },
     }
 
 
-def _added_for_export(tok, vocab: dict[int, bytes]) -> list[dict]:
-    """Added tokens; HF re-derives their ids on load (vocabulary tokens keep theirs, the others are
-    numbered from the vocabulary's size on), so those must already be numbered that way."""
+def _added_for_export(tok, vocab: dict[int, bytes]) -> tuple[list[dict], dict[str, int]]:
+    """Added tokens, and those of them the model's vocabulary holds (text -> id); HF re-derives their
+    ids on load (vocabulary tokens keep theirs, the others are numbered from the vocabulary's size on),
+    so those must already be numbered that way."""
     if tok.spec.added_tokens is not None:
         items = [t.to_dict() for t in tok.spec.added_tokens]
     else:
         items = [{"id": i, "content": s, "special": True, "single_word": False, "lstrip": False, "rstrip": False,
                   "normalized": False} for s, i in tok.special_tokens.items()]
     items.sort(key=lambda t: t["id"])
-    next_id = len(vocab)
     b2u = bytes_to_unicode()
     by_string = {"".join(b2u[x] for x in b): i for i, b in vocab.items()}
+    # a token in a slot of the model's ids that holds no byte string (DeepSeek V3's <｜begin▁of▁sentence｜> at
+    # id 0, tekken's special ids) goes in the model's vocabulary under its text, as the imported file had it:
+    # HF keeps a vocabulary token's id
+    model = tok.spec.vocab
+    held = {t["content"]: t["id"] for t in items
+            if t["id"] < len(model) and model[t["id"]] is None and t["content"] not in by_string}
+    by_string.update(held)
+    next_id = len(vocab) + len(held)  # HF numbers the others from its model's vocabulary size on
     for t in items:
         want = by_string.get(t["content"])
         if want is None:
@@ -171,7 +179,7 @@ def _added_for_export(tok, vocab: dict[int, bytes]) -> list[dict]:
                 "(added tokens outside the vocabulary must take the ids right after it, in order)"
             )
     return [{"id": t["id"], "content": t["content"], "single_word": t["single_word"], "lstrip": t["lstrip"],
-             "rstrip": t["rstrip"], "normalized": t["normalized"], "special": t["special"]} for t in items]
+             "rstrip": t["rstrip"], "normalized": t["normalized"], "special": t["special"]} for t in items], held
 
 
 def to_tiktoken(tok, name: str | None = None):
