@@ -186,6 +186,10 @@ def test_encode_special_tokens_as_text(pairs):
      "Punctuation"),
     (lambda b: b["pre_tokenizer"]["pretokenizers"].append({"type": "Digits", "individual_digits": False}),
      "after ByteLevel"),  # Falcon's: splits of the byte-level string
+    # what HF refuses too ("Missing vocab/merges", "invalid type: null"), read as no merges / no added tokens
+    (lambda b: b["model"].pop("merges"), "the BPE model has no merges"),
+    (lambda b: b["model"].pop("vocab"), "the BPE model has no vocab"),
+    (lambda b: b.update(added_tokens=None), "added_tokens"),
 ])
 def test_refuses_what_it_cannot_reproduce(base, tmp_path, edit, named):
     body = copy.deepcopy(base)
@@ -254,3 +258,31 @@ def test_split_regexes_that_oniguruma_reads_otherwise_are_refused(tmp_path, rx, 
     wrapped = tokenmill.as_tokenizer(path)
     assert not isinstance(wrapped, Tokenizer)
     assert wrapped.encode(text) == hf.encode(text, add_special_tokens=False).ids
+
+
+def test_files_the_tokenizer_cannot_take_are_refused_naming_them_and_run_through_hf(tmp_path):
+    """A special added token whose text is a vocabulary token, or a Split on an empty string: a bare
+    ConfigError without the file's name ("give it a free id", "pattern=''"), which as_tokenizer did not
+    take as a reason to run the file through HF."""
+    from tokenizers import AddedToken, models
+    from tokenizers import Tokenizer as HFTokenizer
+    from tokenizers import pre_tokenizers as pt
+
+    import tokenmill
+    from tokenmill.errors import UnsupportedTokenizerError
+
+    alpha = {c: i for i, c in enumerate(sorted(pt.ByteLevel.alphabet()))}
+    a = HFTokenizer(models.BPE(vocab=alpha, merges=[]))
+    a.pre_tokenizer = pt.ByteLevel(add_prefix_space=False)
+    a.add_special_tokens([AddedToken("é", normalized=False)])
+    b = HFTokenizer(models.BPE(vocab=alpha, merges=[]))
+    b.pre_tokenizer = pt.Sequence([pt.Split("", behavior="isolated"), pt.ByteLevel(add_prefix_space=False, use_regex=False)])
+    for name, hf, says in (("a.json", a, "special token 'é' has id 165"), ("b.json", b, "pattern=''")):
+        path = tmp_path / name
+        hf.save(str(path))
+        with pytest.raises(UnsupportedTokenizerError, match=says) as e:
+            Tokenizer.from_huggingface(path)
+        assert str(e.value).startswith(f"{path}: ")
+        for text in ("café", "xAy é"):
+            assert tokenmill.as_tokenizer(path).encode(text, allowed_special="all") == \
+                hf.encode(text, add_special_tokens=False).ids

@@ -285,14 +285,18 @@ def read_tokenizer_json(raw: bytes, source: str) -> HFTokenizerJson:
 
 def _build(vocab, arr, config, *, source, build):
     from ..._schema import check
+    from ...errors import ConfigError
 
     conf = check(config, HFCacheConfig, what=f"the cached conversion of {source}")
     patterns = conf.patterns
-    return build(
-        vocab, arr[:, :2], merge_ids=arr[:, 2], pattern=patterns[0] if patterns else None,
-        added_tokens=[AddedToken.from_entry(t) for t in conf.added_tokens],
-        ignore_merges=conf.ignore_merges, normalizer=conf.normalizer,
-        add_prefix_space=conf.add_prefix_space, split_patterns=patterns[1:], source=source)
+    try:
+        return build(
+            vocab, arr[:, :2], merge_ids=arr[:, 2], pattern=patterns[0] if patterns else None,
+            added_tokens=[AddedToken.from_entry(t) for t in conf.added_tokens],
+            ignore_merges=conf.ignore_merges, normalizer=conf.normalizer,
+            add_prefix_space=conf.add_prefix_space, split_patterns=patterns[1:], source=source)
+    except ConfigError as e:  # what the file asks of the tokenizer (a pattern, a special token's id) tokenmill refuses
+        raise _refuse(source, "this file", f"{e}") from None
 
 
 def _convert(spec: HFTokenizerJson, source: str, file_size: int):
@@ -303,6 +307,10 @@ def _convert(spec: HFTokenizerJson, source: str, file_size: int):
     model = spec.model
     if model.type is UNSET and model.merges is UNSET:
         raise _refuse(source, "the None model")
+    missing = [k for k in ("vocab", "merges") if getattr(model, k) is UNSET]
+    if missing:  # (HF refuses it too: "Missing vocab/merges")
+        raise FormatError(f"{source}: the BPE model has no {' and no '.join(missing)}; a tokenizer.json's BPE model "
+                          "lists both (an empty list is fine): the file is damaged or hand-edited, get it again")
     if model.dropout not in (None, 0.0):
         raise _refuse(source, f"BPE dropout={model.dropout}", "it samples")
     if model.byte_fallback:
@@ -333,7 +341,7 @@ def _convert(spec: HFTokenizerJson, source: str, file_size: int):
         except UnicodeEncodeError:
             pass  # not byte-level text: BPE can never produce it from bytes (only an added token can)
     ids = {s: i for s, i in vocab_map.items() if vocab[i] is not None}
-    raw = [] if model.merges is UNSET else model.merges
+    raw = model.merges
     try:
         arr = np.array([(ids[a], ids[b], vocab_map[a + b]) for a, b in
                         (m.split(" ") if isinstance(m, str) else m for m in raw)], np.int64).reshape(-1, 3)
@@ -354,7 +362,7 @@ def _convert(spec: HFTokenizerJson, source: str, file_size: int):
     if missing:
         raise _refuse(source, f"a vocabulary without the byte tokens for bytes {missing[:8]}",
                       "a byte-level BPE needs all 256")
-    added = added_tokens_of(spec.added_tokens or [], vocab_map, source)
+    added = added_tokens_of([] if spec.added_tokens is UNSET else spec.added_tokens, vocab_map, source)
     config = {"patterns": patterns, "add_prefix_space": prefix_space, "normalizer": normalizer,
               "ignore_merges": model.ignore_merges,
               "added_tokens": [t.to_dict() for t in added]}

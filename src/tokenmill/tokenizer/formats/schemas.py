@@ -144,7 +144,7 @@ HFPreTokenizer = Union[HFByteLevel, HFSplit, HFDigits, HFPreSequence]
 
 class HFBPE(Lenient):
     type: Union[Literal["BPE"], UnsetType] = UNSET
-    vocab: dict[str, Id] = {}
+    vocab: Union[dict[str, Id], UnsetType] = UNSET  # HF requires both (a missing one is named)
     merges: Union[list[Union[str, tuple[str, str]]], UnsetType] = UNSET  # no type and no merges: not a BPE
     dropout: Union[float, None] = None
     byte_fallback: bool = False
@@ -157,7 +157,7 @@ class HFTokenizerJson(Struct):
     """A tokenizer.json; its top level is strict, as in HF (an unknown key fails ``Tokenizer.from_file``)."""
 
     model: HFBPE
-    added_tokens: Union[list[HFAddedToken], None] = None
+    added_tokens: Union[list[HFAddedToken], UnsetType] = UNSET  # may be absent, not null (as in HF)
     normalizer: Union[HFNormalizer, None] = None
     pre_tokenizer: Union[HFPreTokenizer, None] = None
     version: Any = None  # the parts below do not decide the ids tokenmill reproduces
