@@ -363,6 +363,25 @@ def test_encode_batch_arrays_threads_and_order(small):
         assert all(a.dtype == np.int64 and a.tolist() == b for a, b in zip(got, want))
 
 
+def test_encode_flat_and_save_as_the_tokenizer_protocol_has_them(small, tmp_path):
+    """``encode_flat`` and ``save`` were missing (AttributeError) where ``Tokenizer`` has them."""
+    tok, sp = small
+    texts = _texts(4, 50) + [""]
+    for threads in (1, 2):
+        ids, bounds = tok.encode_flat(texts, num_threads=threads, disallowed_special=())
+        assert ids.dtype == bounds.dtype == np.int64 and bounds.size == len(texts) + 1
+        assert [ids[bounds[i]:bounds[i + 1]].tolist() for i in range(len(texts))] == [sp.encode(t) for t in texts]
+    assert [a.tolist() for a in tok.encode_flat([])] == [[], [0]]
+    with pytest.raises(ConfigError, match="save_huggingface"):
+        tok.save(tmp_path / "t.json")
+    assert not (tmp_path / "t.json").exists()
+    Tokenizer.from_sentencepiece(_mistral("tokenizer.model.v1")).save_huggingface(tmp_path / "tokenizer.json")
+    back = Tokenizer.from_huggingface(tmp_path / "tokenizer.json")  # the tokenizer.json form has encode_flat too
+    ids, bounds = back.encode_flat(texts[:20], disallowed_special=())
+    assert [ids[bounds[i]:bounds[i + 1]].tolist() for i in range(20)] == back.encode_batch(texts[:20],
+                                                                                         disallowed_special=())
+
+
 def test_decode_bytes_token_bytes_and_pieces(small):
     tok, sp = small
     ids = sp.encode("héllo wörld 🙂")

@@ -174,3 +174,13 @@ def in_parts(weights, threads: int, part) -> list:
         if e is not None:
             raise e
     return results
+
+
+def flat_ids(arrays: list) -> tuple[np.ndarray, np.ndarray]:
+    """``encode_flat``'s ``(ids, bounds)`` from ``encode_batch(..., as_arrays=True)``'s arrays: every id in one
+    int64 array, text ``i``'s at ``ids[bounds[i]:bounds[i + 1]]`` (the tokenizers whose kernels do not write
+    one flat array themselves)."""
+    bounds = np.zeros(len(arrays) + 1, np.int64)
+    np.cumsum(np.fromiter((a.size for a in arrays), np.int64, len(arrays)), out=bounds[1:])
+    ids = np.concatenate(arrays).astype(np.int64, copy=False) if arrays else np.zeros(0, np.int64)
+    return ids, bounds

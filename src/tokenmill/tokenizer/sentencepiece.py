@@ -60,7 +60,7 @@ from .formats.sentencepiece import (
     read_model,
     write_model_proto,
 )
-from .groups import batch_args, in_groups
+from .groups import batch_args, flat_ids, in_groups
 from .sp_types import BYTE, CONTROL, NORMAL, UNKNOWN, UNUSED, USER_DEFINED, WS
 from .special import requested
 from .surrogates import batch_surrogate_error, lone_surrogate_error
@@ -681,10 +681,23 @@ class SentencePieceTokenizer:
 
         return in_groups(texts, threads, group)
 
+    def encode_flat(self, texts, *, num_threads=None, allowed_special=(),
+                    disallowed_special="all") -> tuple[np.ndarray, np.ndarray]:
+        """``encode_batch``'s ids in one flat int64 array, with ``bounds`` (``len(texts) + 1``): text ``i``'s ids
+        are ``ids[bounds[i]:bounds[i + 1]]``, as ``Tokenizer.encode_flat``."""
+        return flat_ids(self.encode_batch(texts, num_threads=num_threads, as_arrays=True,
+                                          allowed_special=allowed_special, disallowed_special=disallowed_special))
+
     def save_huggingface(self, path) -> None:
         """Write a Hugging Face tokenizer.json (see :func:`save_huggingface`: HF then gives these ids on
         text, where the two formats agree)."""
         save_huggingface(self, path)
+
+    def save(self, path) -> None:
+        """Refused: a SentencePiece model has no tokenmill file form (it is run as the ``.model`` says);
+        ``save_huggingface`` writes a tokenizer.json, or keep the ``.model`` file itself."""
+        raise ConfigError("a SentencePiece model has no tokenmill file form; keep its .model file, or save a "
+                          "tokenizer.json with save_huggingface(path): every tokenmill loader reads both")
 
     # ----------------------------------------------------------------- decoding
     def decode_bytes(self, ids) -> bytes:

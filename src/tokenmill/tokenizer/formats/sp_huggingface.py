@@ -33,7 +33,7 @@ import numpy as np
 from msgspec import UNSET, UnsetType
 
 from ...errors import ConfigError, FormatError, SpecialTokenError, UnsupportedTokenizerError
-from ..groups import batch_args, in_groups
+from ..groups import batch_args, flat_ids, in_groups
 from ..sentencepiece import WS, first_of, ids_by_pieces, utf8_of
 from ..special import requested
 from .schemas import ID_RULE, HFAddedToken, Lenient, decode_file, is_id
@@ -479,6 +479,13 @@ class SentencePieceJsonTokenizer:
         from ..._io import write_bytes_atomic
 
         write_bytes_atomic(path, self._raw)
+
+    def encode_flat(self, texts, *, num_threads=None, allowed_special=(),
+                    disallowed_special="all") -> tuple[np.ndarray, np.ndarray]:
+        """``encode_batch``'s ids in one flat int64 array, with ``bounds`` (``len(texts) + 1``): text ``i``'s ids
+        are ``ids[bounds[i]:bounds[i + 1]]``, as ``Tokenizer.encode_flat``."""
+        return flat_ids(self.encode_batch(texts, num_threads=num_threads, as_arrays=True,
+                                          allowed_special=allowed_special, disallowed_special=disallowed_special))
 
     def save(self, path) -> None:
         """Refused: a SentencePiece-family tokenizer.json has no tokenmill file form (it is run as the file
