@@ -382,6 +382,28 @@ def test_encode_flat_and_save_as_the_tokenizer_protocol_has_them(small, tmp_path
                                                                                          disallowed_special=())
 
 
+def test_an_export_without_dummy_prefix_or_byte_fallback_reads_back(tmp_path):
+    """Such a model's tokenizer.json (only a Replace of " " with "▁", no Metaspace, no byte fallback) was
+    taken for a byte-level file and refused ("tokenmill imports byte-level BPE tokenizers")."""
+    from sentencepiece import sentencepiece_model_pb2 as pb
+    from tokenizers import Tokenizer as HFTokenizer
+
+    m = pb.ModelProto()
+    m.ParseFromString(_mistral("tokenizer.model.v1").read_bytes())
+    m.normalizer_spec.add_dummy_prefix = False
+    m.trainer_spec.byte_fallback = False
+    keep = [p for p in m.pieces if p.type != 6]  # no <0xNN> pieces
+    del m.pieces[:]
+    m.pieces.extend(keep)
+    (tmp_path / "m.model").write_bytes(m.SerializeToString())
+    tok = Tokenizer.from_sentencepiece(tmp_path / "m.model")
+    tok.save_huggingface(tmp_path / "tokenizer.json")
+    back, hf = Tokenizer.from_huggingface(tmp_path / "tokenizer.json"), HFTokenizer.from_file(str(tmp_path / "tokenizer.json"))
+    for t in ["Hello world", "  two  spaces ", "中文 text", "x\ny", ""] + _texts(5, 40):
+        got = [x.encode(t, allowed_special="all") for x in (back, tok)]
+        assert got[0] == got[1] == hf.encode(t, add_special_tokens=False).ids, t
+
+
 def test_decode_bytes_token_bytes_and_pieces(small):
     tok, sp = small
     ids = sp.encode("héllo wörld 🙂")

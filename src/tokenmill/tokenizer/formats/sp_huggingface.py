@@ -38,13 +38,15 @@ from ..sentencepiece import WS, first_of, ids_by_pieces, utf8_of
 from ..special import requested
 from .schemas import ID_RULE, HFAddedToken, Lenient, decode_file, is_id
 
-_MARKERS = (b'"Metaspace"', b'"Prepend"', b'"byte_fallback": true', b'"byte_fallback":true', b'"ByteFallback"')
+_MARKERS = (b'"Metaspace"', b'"Prepend"', b'"byte_fallback": true', b'"byte_fallback":true', b'"ByteFallback"',
+            '"\u2581"'.encode(), b'"\\u2581"')
 
 
 def looks_sentencepiece_json(raw: bytes) -> bool:
     """A tokenizer.json that names a component of this family (a Metaspace pre-tokenizer, a Prepend
-    normalizer, ``byte_fallback`` on, a ByteFallback decoder) and none that is byte-level: read here,
-    not as byte-level BPE (which refuses those components by name)."""
+    normalizer, ``byte_fallback`` on, a ByteFallback decoder, the string "▁" alone: a Replace of " "
+    with it, what a model without dummy prefix or byte fallback keeps) and none that is byte-level: read
+    here, not as byte-level BPE (which refuses those components by name)."""
     return any(m in raw for m in _MARKERS) and b'"ByteLevel"' not in raw
 
 
