@@ -74,6 +74,14 @@ def check_float(value, name: str, *, min: float | None = None, max: float | None
     return v
 
 
+def check_path(value, name: str = "path"):
+    """``value`` if it is a path (str, bytes or ``os.PathLike``), else a ConfigError naming ``name`` (a
+    loader handed an int or None raised Python's bare TypeError from deep inside)."""
+    if isinstance(value, (str, bytes, os.PathLike)):
+        return value
+    raise ConfigError(f"{name}={value!r} is a {type(value).__name__}; pass a file path (a str or a pathlib.Path)")
+
+
 def check_bool(value, name: str, *, error=ConfigError) -> bool:
     """``value`` as a bool when it is a real ``bool`` or ``numpy.bool_``; anything else (``"no"``,
     ``"False"``, ``0``, ``1``, ``None``) is ``error`` naming ``name``: ``bool("no")`` is True.

@@ -348,3 +348,25 @@ def test_decoding_an_unassigned_id_says_so():
         tok.decode([258])
     with pytest.raises(ConfigError, match="token id 261 is out of range for vocab_size=261"):
         tok.decode([261])
+
+
+def test_loaders_name_a_non_path_and_batch_errors_name_their_text():
+    """A loader handed 123 or None raised Python's bare TypeError; a batch's SpecialTokenError did not
+    say which text spelled the token (its surrogate and type errors did)."""
+    from tokenmill.errors import ConfigError, SpecialTokenError
+    from tokenmill.tokenizer.sentencepiece import SentencePieceTokenizer
+
+    for load in (Tokenizer.load, Tokenizer.from_huggingface, Tokenizer.from_tekken, Tokenizer.from_sentencepiece,
+                 Tokenizer.from_tiktoken):
+        for bad in (123, None):
+            with pytest.raises(ConfigError, match=f"path={bad!r} is a {type(bad).__name__}; pass a file path"):
+                load(bad)
+    with pytest.raises(ConfigError, match="raw is a str; pass the bytes of a .model file"):
+        SentencePieceTokenizer.from_bytes("abc")
+    tok = Tokenizer.from_merges([(104, 105)], pattern="gpt4", special_tokens=["<s>"])
+    for encode in (tok.encode_batch, tok.encode_flat):
+        for threads in (1, 2):
+            with pytest.raises(SpecialTokenError, match="^text 2 of the batch: the text contains the special token '<s>'"):
+                encode(["ok", "fine", "a<s>", "b<s>"] + ["x" * 3000] * 40, num_threads=threads)
+    with pytest.raises(SpecialTokenError, match="^the text contains"):  # a batch of one: as encode says it
+        tok.encode_batch(["a<s>"])

@@ -8,12 +8,12 @@ from __future__ import annotations
 import numpy as np
 
 from .._arrays import offsets_of
-from ..errors import ConfigError, LoneSurrogateError
+from ..errors import ConfigError, LoneSurrogateError, SpecialTokenError
 from .bpe import encoder as compiled
 from .bpe import tables
 from .bpe.reference import PythonEncoder
 from .groups import GROUP_BYTES, batch_args, batch_texts, batch_threads, check_strs, group_bounds, in_groups, text_sizes
-from .special import SpecialTokens, requested
+from .special import SpecialTokens, batch_special_error, requested
 from .surrogates import batch_surrogate_error, lone_surrogate_error
 
 # a batch of one text up to this many characters takes ``encode``'s path (a larger one the batch's: its
@@ -109,6 +109,15 @@ class Encoding:
 
     def encode_batch(self, texts, num_threads, as_arrays: bool, allowed_special, disallowed_special) -> list:
         texts, threads, as_arrays = batch_args(texts, num_threads, as_arrays, items=False)
+        try:
+            return self._encode_batch(texts, threads, as_arrays, allowed_special, disallowed_special)
+        except SpecialTokenError as e:
+            raise self._named(texts, e, allowed_special, disallowed_special) from None
+
+    def _named(self, texts: list, e: SpecialTokenError, allowed_special, disallowed_special) -> SpecialTokenError:
+        return batch_special_error(texts, e, lambda t: self.pieces(t, allowed_special, disallowed_special))
+
+    def _encode_batch(self, texts: list, threads: int, as_arrays: bool, allowed_special, disallowed_special) -> list:
         sizes, strs = text_sizes(texts)
         check_strs(texts, strs)
         total = int(sizes.sum())
@@ -143,6 +152,12 @@ class Encoding:
         time making and joining those)."""
         texts = batch_texts(texts, "encode_flat", items=False)
         threads = batch_threads(num_threads)
+        try:
+            return self._encode_flat(texts, threads, allowed_special, disallowed_special)
+        except SpecialTokenError as e:
+            raise self._named(texts, e, allowed_special, disallowed_special) from None
+
+    def _encode_flat(self, texts: list, threads: int, allowed_special, disallowed_special) -> tuple[np.ndarray, np.ndarray]:
         sizes, strs = text_sizes(texts)
         check_strs(texts, strs, "encode_flat")
         total = int(sizes.sum())

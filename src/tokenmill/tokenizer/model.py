@@ -19,7 +19,7 @@ from typing import Literal
 
 import numpy as np
 
-from .._validate import check_decode_errors, check_ids, check_int
+from .._validate import check_decode_errors, check_ids, check_int, check_path
 from ..errors import ConfigError
 from .bpe import tables
 from .encoding import Encoding
@@ -98,7 +98,7 @@ class Tokenizer:
         parsed file is cached on disk by its SHA-256: a 128k-token file loads in ~0.1 s the second time."""
         from .formats.tiktoken import load_rank_file
 
-        vocab, pairs = load_rank_file(path)
+        vocab, pairs = load_rank_file(check_path(path))
         return cls(vocab, pairs, pattern=pattern, special_tokens=special_tokens, whole_chunk_lookup=True)
 
     @classmethod
@@ -107,7 +107,7 @@ class Tokenizer:
         Like mistral_common, special-token text is not parsed in ``encode`` unless allowed."""
         from .formats.tekken import load_tekken
 
-        vocab, pairs, pattern, specials = load_tekken(path)
+        vocab, pairs, pattern, specials = load_tekken(check_path(path))
         return cls(vocab, pairs, pattern=pattern, special_tokens=specials, whole_chunk_lookup=True)
 
     @classmethod
@@ -127,7 +127,7 @@ class Tokenizer:
         ``SentencePieceTokenizer`` (same protocol) whose ids equal ``sentencepiece``'s ``encode``."""
         from .sentencepiece import SentencePieceTokenizer
 
-        return SentencePieceTokenizer.load(path)
+        return SentencePieceTokenizer.load(check_path(path))
 
     @classmethod
     def from_huggingface(cls, path: str | os.PathLike) -> "Tokenizer":
@@ -137,7 +137,7 @@ class Tokenizer:
         from .formats.huggingface import load_tokenizer_json, tokenizer_json_head
         from .formats.sp_huggingface import load, looks_sentencepiece_json
 
-        if looks_sentencepiece_json(tokenizer_json_head(path)):  # Llama 2 / Mistral / Gemma: BPE over characters
+        if looks_sentencepiece_json(tokenizer_json_head(check_path(path))):  # Llama 2 / Mistral / Gemma: BPE over characters
             return load(path)
         return load_tokenizer_json(path, cls.from_merge_list)
 
@@ -311,7 +311,7 @@ class Tokenizer:
     @classmethod
     def load(cls, path: str | os.PathLike) -> "Tokenizer":
         """Read a file written by ``save``; a corrupted file, wrong hash or newer version fails clearly."""
-        return tokenmill_format.load(cls, path)
+        return tokenmill_format.load(cls, check_path(path))
 
     @classmethod
     def from_dict(cls, body: dict, *, source: str = "<dict>", size: int | None = None) -> "Tokenizer":

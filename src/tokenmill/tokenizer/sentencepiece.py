@@ -45,7 +45,7 @@ import os
 
 import numpy as np
 
-from .._validate import check_decode_errors, check_ids
+from .._validate import check_decode_errors, check_ids, check_path
 from ..errors import ConfigError, FormatError, LoneSurrogateError, SpecialTokenError, UnsupportedTokenizerError
 from .formats.kind import file_head, reading
 from .formats.sentencepiece import (
@@ -62,7 +62,7 @@ from .formats.sentencepiece import (
 )
 from .groups import batch_args, flat_ids, in_groups
 from .sp_types import BYTE, CONTROL, NORMAL, UNKNOWN, UNUSED, USER_DEFINED, WS
-from .special import requested
+from .special import names_batch_text, requested
 from .surrogates import batch_surrogate_error, lone_surrogate_error
 
 __all__ = ["SentencePieceModel", "SentencePieceTokenizer", "read_model", "parse_model", "write_model_proto",
@@ -495,12 +495,16 @@ class SentencePieceTokenizer:
     @classmethod
     def load(cls, path) -> "SentencePieceTokenizer":
         """Read a ``.model`` file (see :func:`read_model`)."""
+        path = check_path(path)
         return cls(reading(os.fspath(path), lambda: file_head(path), "sentencepiece", lambda: read_model(path)))
 
     @classmethod
     def from_bytes(cls, raw: bytes, *, source: str = "<bytes>") -> "SentencePieceTokenizer":
         """From the bytes of a ``.model`` file (``SentencePieceProcessor.serialized_model_proto()``)."""
-        return cls(parse_model(raw, source=source))
+        if not isinstance(raw, (bytes, bytearray, memoryview)):
+            raise ConfigError(f"raw is a {type(raw).__name__}; pass the bytes of a .model file (for a path: "
+                              "Tokenizer.from_sentencepiece(path))")
+        return cls(parse_model(bytes(raw), source=source))
 
     def __reduce__(self):  # worker processes rebuild it from the file's bytes (caches are per process)
         return _from_raw, (self.model.raw, self.model.source)
@@ -653,6 +657,7 @@ class SentencePieceTokenizer:
             lists = self._int_lists = IntLists(self.vocab_size)
         return lists.one(ids)
 
+    @names_batch_text
     def encode_batch(self, texts, *, num_threads=None, as_arrays: bool = False, allowed_special=(),
                      disallowed_special="all") -> list:
         """Encode many texts on ``num_threads`` threads (default: all cores; the kernels release the GIL).

@@ -149,3 +149,37 @@ class SpecialTokens:
         if not allowed:
             return [(text, None)] if text else []
         return [(p, self.ids[p] if special else None) for p, special in split_specials(text, allowed)]
+
+
+def batch_special_error(texts: list, error: SpecialTokenError, check) -> SpecialTokenError:
+    """``error`` (a batch's) naming its text: the first of ``texts`` that ``check(text)`` refuses, as
+    ``text 3 of the batch: the text contains ...`` (a batch of one keeps the message as it is)."""
+    if len(texts) < 2:
+        return error
+    for k, t in enumerate(texts):
+        try:
+            check(t)
+        except SpecialTokenError as e:
+            return SpecialTokenError(f"text {k:,d} of the batch: {e}")
+    return error
+
+
+def names_batch_text(encode_batch):
+    """``encode_batch`` of a tokenizer with an ``_allowed(text, allowed_special, disallowed_special)`` check
+    (the SentencePiece families) whose SpecialTokenError names the batch's text (:func:`batch_special_error`)."""
+    import functools
+
+    from .groups import batch_args
+
+    @functools.wraps(encode_batch)
+    def wrapped(self, texts, *, num_threads=None, as_arrays: bool = False, allowed_special=(),
+                disallowed_special="all") -> list:
+        texts = batch_args(texts, num_threads, as_arrays)[0]
+        try:
+            return encode_batch(self, texts, num_threads=num_threads, as_arrays=as_arrays,
+                                allowed_special=allowed_special, disallowed_special=disallowed_special)
+        except SpecialTokenError as e:
+            raise batch_special_error(texts, e, lambda t: self._allowed(t, allowed_special, disallowed_special)) \
+                from None
+
+    return wrapped

@@ -35,7 +35,7 @@ from msgspec import UNSET, UnsetType
 from ...errors import ConfigError, FormatError, SpecialTokenError, UnsupportedTokenizerError
 from ..groups import batch_args, flat_ids, in_groups
 from ..sentencepiece import WS, first_of, ids_by_pieces, utf8_of
-from ..special import requested
+from ..special import names_batch_text, requested
 from .schemas import ID_RULE, HFAddedToken, Lenient, decode_file, is_id
 
 _MARKERS = (b'"Metaspace"', b'"Prepend"', b'"byte_fallback": true', b'"byte_fallback":true', b'"ByteFallback"',
@@ -427,6 +427,7 @@ class SentencePieceJsonTokenizer:
         except LoneSurrogateError:  # "the text", not "text 0 of the batch"
             raise lone_surrogate_error(text) from None
 
+    @names_batch_text
     def encode_batch(self, texts, *, num_threads=None, as_arrays: bool = False, allowed_special=(),
                      disallowed_special="all") -> list:
         """``[encode(t) for t in texts]``, the kernel run once per group of texts (``num_threads`` groups
