@@ -286,3 +286,23 @@ def test_files_the_tokenizer_cannot_take_are_refused_naming_them_and_run_through
         for text in ("café", "xAy é"):
             assert tokenmill.as_tokenizer(path).encode(text, allowed_special="all") == \
                 hf.encode(text, add_special_tokens=False).ids
+
+
+@pytest.mark.parametrize("tokens, text", [
+    ([("<x>", dict(rstrip=True)), (" ", dict(lstrip=True))], "<x> a"),
+    ([("<x>", dict(rstrip=True)), (" ", dict(lstrip=True))], "a<x> b <x>c <x>"),
+    ([("<x>", dict(rstrip=True)), (" ", dict(lstrip=True, rstrip=True))], "<x> \n x <x>  y"),
+])
+def test_an_added_token_inside_the_previous_ones_stripped_space_is_dropped_as_hf_drops_it(tmp_path, tokens, text):
+    """HF drops an added-token match whose text the previous token's rstrip already took (its split is
+    empty); tokenmill emitted it: "<x> a" gave [256, 257, 64] where HF gives [256, 64]."""
+    from tokenizers import AddedToken, models
+    from tokenizers import Tokenizer as HFTokenizer
+    from tokenizers import pre_tokenizers as pt
+
+    hf = HFTokenizer(models.BPE(vocab={c: i for i, c in enumerate(sorted(pt.ByteLevel.alphabet()))}, merges=[]))
+    hf.pre_tokenizer = pt.ByteLevel(add_prefix_space=False)
+    hf.add_tokens([AddedToken(c, **kw) for c, kw in tokens])
+    hf.save(str(tmp_path / "tokenizer.json"))
+    assert Tokenizer.from_huggingface(tmp_path / "tokenizer.json").encode(text) == \
+        hf.encode(text, add_special_tokens=False).ids

@@ -123,6 +123,9 @@ class AddedTokenMatcher:
             if tok.rstrip:
                 while stop < n and s[stop] in self._space:
                     stop += 1
+            if start >= stop:  # its text was all taken by the previous token's rstrip: HF drops the empty split
+                start_offset = max(start_offset, stop)
+                continue
             if start_offset < start:
                 out.append((s[start_offset:start], None))
             out.append((s[start:stop], tok.id))
