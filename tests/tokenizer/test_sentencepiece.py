@@ -16,6 +16,7 @@ The compiled encoder and its pure-Python twin are compared with each other and w
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
 import random
@@ -402,6 +403,19 @@ def test_an_export_without_dummy_prefix_or_byte_fallback_reads_back(tmp_path):
     for t in ["Hello world", "  two  spaces ", "中文 text", "x\ny", ""] + _texts(5, 40):
         got = [x.encode(t, allowed_special="all") for x in (back, tok)]
         assert got[0] == got[1] == hf.encode(t, add_special_tokens=False).ids, t
+    # transformers' conversion of such a model writes byte_fallback: true with none of the <0xNN> tokens: HF
+    # then falls back to unk as without it (it was refused: "byte_fallback with 256 of the 256 ... missing")
+    body = json.loads((tmp_path / "tokenizer.json").read_text(encoding="utf-8"))
+    body["model"]["byte_fallback"] = True
+    (tmp_path / "bf.json").write_text(json.dumps(body), encoding="utf-8")
+    back, hf = Tokenizer.from_huggingface(tmp_path / "bf.json"), HFTokenizer.from_file(str(tmp_path / "bf.json"))
+    for t in ["Hello world ☃ 𝔘 ǅ", "中文 🙂 text"] + _texts(6, 40):
+        ids = hf.encode(t, add_special_tokens=False).ids
+        assert back.encode(t, allowed_special="all") == ids and back.decode(ids) == hf.decode(ids, skip_special_tokens=False)
+    body["model"]["vocab"]["<0x41>"] = len(body["model"]["vocab"])  # one byte token of 256: still refused
+    (tmp_path / "bf1.json").write_text(json.dumps(body), encoding="utf-8")
+    with pytest.raises(UnsupportedTokenizerError, match="255 of the 256"):
+        Tokenizer.from_huggingface(tmp_path / "bf1.json")
 
 
 def test_decode_bytes_token_bytes_and_pieces(small):

@@ -224,9 +224,13 @@ class SentencePieceJsonTokenizer:
                 if t not in vocab:
                     raise FormatError(f"{where}: merge {k} ({a!r}, {b!r}) needs {t!r}, which is not in the vocabulary")
             merges.append((a, b))
-        if model.byte_fallback:
+        byte_fallback = model.byte_fallback
+        if byte_fallback:
             missing = [b for b in range(256) if f"<0x{b:02X}>" not in vocab]
-            if missing:
+            # with none of them, HF's byte fallback finds no byte token and falls back to unk, as without it:
+            # what transformers' conversion writes for a model trained without byte fallback
+            byte_fallback = len(missing) < 256
+            if missing and byte_fallback:
                 raise _refuse(source, f"byte_fallback with {len(missing)} of the 256 <0xNN> tokens missing")
             bytes_ = {f"<0x{b:02X}>" for b in range(256)}
             used = [m for m in merges if m[0] in bytes_ or m[1] in bytes_]
@@ -272,7 +276,7 @@ class SentencePieceJsonTokenizer:
             raise _refuse(source, "ignore_merges with a Metaspace that splits words")
         self._split = split
         self._merges = merges
-        self._byte_fallback = model.byte_fallback
+        self._byte_fallback = byte_fallback
         self._fuse_unk = model.fuse_unk
         self._decoders = self._decoder_chain(spec.decoder)
         # added tokens, as HF derives them on load
