@@ -288,7 +288,7 @@ def test_batch_refuses_a_disallowed_special_token_as_encode_does(toks):
         tok.encode_batch(texts, num_threads=1)
     with pytest.raises(SpecialTokenError) as one:
         tok.encode(texts[1])
-    assert str(batch.value) == str(one.value)
+    assert str(batch.value) == "text 1 of the batch: " + str(one.value)  # and which text it is
     cut = len(special) // 2
     split = ["a" * 70 + special[:cut], special[cut:] + " b", "", "c"]
     for threads in (1, 2):
