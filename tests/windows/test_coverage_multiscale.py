@@ -31,7 +31,7 @@ def test_report_uncovered_spans_and_checks():
     assert rep.covered_tokens == 11 and not rep.ok and rep.starts_monotonic and rep.lengths_ok
     assert rep.windows_per_doc.tolist() == [0, 1, 2]
     assert rep.to_dict()["uncovered_span_count"] == 2
-    with pytest.raises(InputError, match="past document"):
+    with pytest.raises(InputError, match=r"document 2 has 5 tokens but window \d+ needs \[.*plan and lengths disagree; pass the lengths"):
         coverage_report(plan, [0, 3, 5])
     with pytest.raises(InputError, match="documents"):
         coverage_report(plan, [0, 3])
@@ -102,3 +102,23 @@ def test_multiscale_equals_per_scale_plans(lengths, sizes, ratio, jitter, tail):
     assert plan.scale.tolist() == sum(([s.window_size] * len(p) for s, p in zip(ms.scales, parts)), [])
     assert plan.scale_stats == tuple(p.stats for p in parts)
     assert plan.stats.num_windows == len(plan)
+
+
+def test_a_capped_plan_of_a_huge_document_keeps_its_starts_exact():
+    """``max_windows_per_doc`` spread ``round(i * (m - 1) / (k - 1))`` computed the product in int64: for a
+    document of 2**60 tokens 7 of 16 starts came out negative (both paths), and coverage_report of such a
+    plan raised a bare IndexError."""
+    from fractions import Fraction
+
+    from tokenmill.windows.sliding import place
+
+    for n, k in ((2**60, 16), (2**50, 16_384), (2**62 - 1, 3)):
+        m = n  # windows of 1, stride 1
+        want = [round(Fraction(i * (m - 1), k - 1)) for i in range(k)]
+        for kernel in (True, False):
+            cols, stats = place(np.array([n]), 1, 1, 0, max_windows_per_doc=k, kernel=kernel)
+            assert cols["start"].tolist() == want and stats.windows_capped == m - k, (n, k, kernel)
+    plan = SlidingWindows(1, 1, max_windows_per_doc=16).plan([2**60])
+    assert coverage_report(plan, [2**60]).num_windows == 16
+    with pytest.raises(InputError, match="plan and lengths disagree"):
+        coverage_report(plan, [2**40])

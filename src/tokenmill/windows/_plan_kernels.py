@@ -86,10 +86,13 @@ def fill(L, offs, C, S, tail, keep_short, k, lead, score_new, doc, start, length
                 if k == 1:
                     j = 0
                 else:
-                    num = i * (m - 1)
-                    q = num // (k - 1)
-                    rem = num - q * (k - 1)
-                    if 2 * rem > k - 1 or (2 * rem == k - 1 and q % 2 == 1):
+                    # floor(i * (m - 1) / (k - 1)) without the product, which overflows for m ~ 2**50
+                    km = k - 1
+                    a = (m - 1) // km
+                    ib = i * ((m - 1) - a * km)  # < k * (k - 1): k is at most the plan's row cap
+                    q = i * a + ib // km
+                    rem = ib - (ib // km) * km
+                    if 2 * rem > km or (2 * rem == km and q % 2 == 1):
                         q += 1
                     j = q
             if j < nf:

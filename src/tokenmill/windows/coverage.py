@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from ..errors import ConfigError, InputError
+from ..errors import ConfigError
 from .sliding import WindowPlan, as_lengths
 
 
@@ -122,15 +122,8 @@ def coverage_report(plan: WindowPlan, doc_lengths) -> CoverageReport:
                           f"{type(plan).__name__}; then the document lengths it was made from")
     lengths = as_lengths(doc_lengths)
     D = lengths.size
-    if len(plan) and (plan.doc.min() < 0 or plan.doc.max() >= D):
-        raise InputError(f"the plan refers to document {int(plan.doc.max()):,d} but doc_lengths has {D:,d} "
-                         "documents; pass the lengths the plan was made from")
+    plan.check_source(lengths, what="lengths", fix="pass the lengths the plan was made from")
     end = plan.end
-    inside = bool(((plan.start >= 0) & (end <= lengths[plan.doc])).all()) if len(plan) else True
-    if not inside:
-        r = int(np.flatnonzero(end > lengths[plan.doc])[0])
-        raise InputError(f"window {r:,d} ends at {int(end[r]):,d}, past document {int(plan.doc[r]):,d} of "
-                         f"{int(lengths[plan.doc[r]]):,d} tokens; pass the lengths the plan was made from")
     base = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
     g = base[plan.doc]
     s, n, c, mn, mean, mx = _stats(base, g + plan.start, g + end)

@@ -118,7 +118,9 @@ def spread_indices(i: np.ndarray, m: np.ndarray, k: int) -> np.ndarray:
     m = np.asarray(m, np.int64)
     if k == 1:
         return np.zeros_like(i)
-    q, r = np.divmod(i * (m - 1), k - 1)
+    a, b = np.divmod(m - 1, k - 1)  # i * (m - 1) itself overflows int64 for m ~ 2**50
+    q2, r = np.divmod(i * b, k - 1)  # i * b < k * (k - 1): k is at most the plan's row cap
+    q = i * a + q2
     twice = 2 * r
     up = (twice > k - 1) | ((twice == k - 1) & (q % 2 == 1))
     return q + up
@@ -332,23 +334,26 @@ class WindowPlan:
             d = int(self.doc[r])
             yield self._window(r, src.get(d), int(lengths[d]), {k: s.get(d) for k, s in ext.items()})
 
-    def check_source(self, lengths: np.ndarray, rows: np.ndarray) -> None:
-        """Every window of ``rows`` lies inside its document of a source of ``lengths`` (the plan was made
-        for it), else an InputError: "plan and source disagree" (a shorter source gave a bare IndexError,
-        or windows past a document's end rendered empty)."""
+    def check_source(self, lengths: np.ndarray, rows: np.ndarray | None = None, *, what: str = "source",
+                     fix: str = "plan the source you read from") -> None:
+        """Every window of ``rows`` (default: all) lies inside its document of a source of ``lengths`` (the plan
+        was made for it), else an InputError naming the first that does not: "plan and source disagree" (a
+        shorter source gave a bare IndexError, or windows past a document's end rendered empty). The one
+        check of a plan against lengths (``coverage_report`` uses it too, ``what="lengths"``)."""
+        rows = np.arange(len(self), dtype=np.int64) if rows is None else rows
         if rows.size == 0:
             return
         doc = self.doc[rows]
-        if int(doc.max()) >= lengths.size:
-            raise InputError(f"the plan names document {int(doc.max()):,d} but the source holds {lengths.size:,d} "
-                             "documents: plan and source disagree; plan the source you read from")
-        over = self.end[rows] > lengths[doc]
+        if int(doc.min()) < 0 or int(doc.max()) >= lengths.size:
+            bad = int(doc.min()) if int(doc.min()) < 0 else int(doc.max())
+            raise InputError(f"the plan names document {bad:,d} but the {what} holds {lengths.size:,d} "
+                             f"documents: plan and {what} disagree; {fix}")
+        over = (self.start[rows] < 0) | (self.end[rows] > lengths[doc])
         if over.any():
             k = int(np.argmax(over))
             r, d = int(rows[k]), int(doc[k])
             raise InputError(f"document {d:,d} has {int(lengths[d]):,d} tokens but window {r:,d} needs "
-                             f"[{int(self.start[r]):,d}, {int(self.end[r]):,d}): plan and source disagree; plan the "
-                             "source you read from")
+                             f"[{int(self.start[r]):,d}, {int(self.end[r]):,d}): plan and {what} disagree; {fix}")
 
     def __getitem__(self, r):
         raise TypeError("a WindowPlan is indexed through materialize(source, rows) or select(rows)")
