@@ -122,3 +122,15 @@ def test_a_capped_plan_of_a_huge_document_keeps_its_starts_exact():
     assert coverage_report(plan, [2**60]).num_windows == 16
     with pytest.raises(InputError, match="plan and lengths disagree"):
         coverage_report(plan, [2**40])
+
+
+def test_stride_ratios_are_read_as_written():
+    """floor(size * stride_ratio) of the float's binary value: 0.7 (just below 7/10) made strides 6/13/69 for
+    sizes 10/20/100, one short of the documented 7/14/70, silently (more overlap, more windows)."""
+    from fractions import Fraction
+
+    for ratio in (0.7, 0.3, 0.6, 0.1, np.float32(0.7), 0.5, 0.25):
+        ms = MultiScaleWindows([10, 20, 100, 1000], stride_ratio=ratio)
+        want = [max(1, int(w * Fraction(str(ratio)))) for w in (10, 20, 100, 1000)]
+        assert [s.stride for s in ms.scales] == want, ratio
+    assert MultiScaleWindows([10], stride_ratio=0.7).plan([24]).start.tolist() == [0, 7, 14]

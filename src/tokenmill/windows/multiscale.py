@@ -49,9 +49,12 @@ class MultiScaleWindows:
             if bad in options:
                 raise ConfigError(f"{bad} is set per scale; pass window_sizes and stride_ratio instead")
         self.stride_ratio = check_float(stride_ratio, "stride_ratio", min=1e-9, max=1e9)  # (0.5: half-window stride)
+        # the ratio as written (0.7 is 7/10, not the double just below it, whose floor made 10 * 0.7 a stride
+        # of 6); its shortest decimal form, which str gives for a Python or a numpy float
+        ratio = Fraction(str(stride_ratio))
         strides = {}
         for w in sizes:  # floor(size * ratio) exactly (in floats, sizes past 2**53 came out one less)
-            strides[w] = max(1, int(Fraction(int(w)) * Fraction(self.stride_ratio)))
+            strides[w] = max(1, int(Fraction(int(w)) * ratio))
             if strides[w] > 2**62:
                 raise ConfigError(f"stride_ratio={self.stride_ratio:g} makes window size {int(w):,d} step "
                                   f"{strides[w]:,d} tokens, beyond 2**62; use a smaller stride_ratio")
