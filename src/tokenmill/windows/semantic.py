@@ -169,7 +169,12 @@ class SemanticWindows:
             e = check_int(e, f"document {d:,d}: atomic span end", error=InputError)
             if not (0 <= s <= e <= len(text)):
                 raise InputError(f"document {d:,d}: atomic span ({s:,d}, {e:,d}) is outside its {len(text):,d} characters")
-            a, b = to_tok(s), to_tok(e)
+            if e == s:
+                continue
+            # from the token that holds the span's first byte (GPT-2's " the" holds the space before "the":
+            # to_tok(s) left it to the unit before, a cut inside the span), to the last holding a byte of it
+            a = int(np.searchsorted(bb[:-1], char_byte[s], side="right")) - 1
+            b = to_tok(e)
             if b > a:
                 regions.append((a, b))
         # overlapping spans are one span: each kept whole means their union is (cutting the second's
