@@ -165,3 +165,29 @@ def test_messages_name_what_the_user_passed():
         MultiScaleWindows([2**62], stride_ratio=2.0)
     with pytest.raises(ConfigError, match=r"\(1 rows of .*\) overflows int32 cu_seqlens .* a smaller block_size"):
         next(pack([3], 2**31).batches([[1, 2, 3]], batch_size=1, pad_id=0))
+
+
+def test_truncation_cuts_at_max_length_before_the_rows_round_up():
+    """With pad_to_multiple_of, rows kept the tokens past max_length up to the rounded width (trained on)
+    while truncated_tokens counted them as cut."""
+    b = pad_batch([[1, 2, 3, 4, 5, 6, 7], [8, 9]], pad_id=0, max_length=5, truncation=True, pad_to_multiple_of=4)
+    assert b.input_ids.tolist() == [[1, 2, 3, 4, 5, 0, 0, 0], [8, 9, 0, 0, 0, 0, 0, 0]]
+    assert b.labels.tolist()[0] == [-100, 2, 3, 4, 5, -100, -100, -100]
+    s = b.stats()
+    assert b.truncated_tokens == s.truncated_tokens == 2 and s.non_pad == 7
+
+
+def test_a_negative_pad_id_and_block_are_refused():
+    """pad_id=-100 went into input_ids (an embedding IndexError in the model, later); segments(-1) read
+    an empty block."""
+    from tokenmill import pack
+
+    with pytest.raises(ConfigError, match="pad_id=-100 is out of range"):
+        pad_batch([[1, 2]], pad_id=-100)
+    plan = pack([3, 4, 5], 8)
+    with pytest.raises(ConfigError, match="pad_id=-1 is out of range"):
+        next(plan.batches([np.arange(n) for n in (3, 4, 5)], batch_size=1, pad_id=-1))
+    for b in (-1, plan.num_blocks):
+        with pytest.raises(ConfigError, match=f"block={b} is out of range"):
+            plan.segments(b)
+    assert sum(n for blk in range(plan.num_blocks) for _, _, n in plan.segments(blk)) == 12

@@ -183,3 +183,15 @@ def test_num_targets_is_a_count():
     for good in (4, torch.tensor(4), torch.tensor([4])):
         assert abs(token_weighted_loss(logits, labels, num_targets=good).item() - 2 * 1.3862944 / 4) < 1e-6
     assert token_weighted_loss(logits, torch.full((1, 3), -100), num_targets=0).item() == 0.0  # no targets
+
+
+def test_numpy_labels_count_and_score_as_tensors_do():
+    """begin_step with the numpy labels pad_batch and a plan's batches give raised AttributeError
+    ('numpy.int64' object has no attribute 'to'); loss() took only tensors."""
+    from tokenmill import pad_batch
+
+    b = pad_batch([[1, 10, 11, 2], [1, 12, 2]], pad_id=2)
+    norm, ref = StepNormalizer(), StepNormalizer()
+    assert norm.begin_step([b.labels]) == ref.begin_step([torch.as_tensor(b.labels)]) == 5
+    logits = torch.randn(2, 4, 16)
+    assert torch.equal(norm.loss(logits, b.labels), ref.loss(logits, torch.as_tensor(b.labels)))

@@ -80,7 +80,7 @@ def assemble(fill: Filler | tuple[np.ndarray, np.ndarray], seg_row: np.ndarray, 
     check_fragment_positions(fragment_positions)
     B = check_int(num_rows, "num_rows", min=1)
     T = check_int(row_length, "row_length", min=1)
-    pad_id = check_int(pad_id, "pad_id")
+    pad_id = check_int(pad_id, "pad_id", min=0)  # (a token id: padding is found by length, so EOS is safe)
     seg_row, seg_doc, seg_start, seg_len = (check_array(a, name) for a, name in (
         (seg_row, "seg_row"), (seg_doc, "seg_doc"), (seg_start, "seg_start"), (seg_len, "seg_len")))
     if not seg_row.shape == seg_doc.shape == seg_start.shape == seg_len.shape:

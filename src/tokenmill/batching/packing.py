@@ -136,7 +136,9 @@ class PackPlan:
         return int(cont.sum())
 
     def segments(self, b: int) -> list[tuple[int, int, int]]:
-        """Block ``b`` as a list of ``(doc, start, length)``."""
+        """Block ``b`` as a list of ``(doc, start, length)`` (``b`` in ``[0, num_blocks)``; -1 is no block:
+        ``segments(-1)`` read ``block_ptr[-1:0]``, an empty block, silently)."""
+        b = check_int(b, "block", min=0, max=self.num_blocks - 1)
         lo, hi = int(self.block_ptr[b]), int(self.block_ptr[b + 1])
         return list(zip(self.doc[lo:hi].tolist(), self.start[lo:hi].tolist(), self.length[lo:hi].tolist()))
 
@@ -233,7 +235,7 @@ class PackPlan:
         """
         start_block = check_int(start_block, "start_block", min=0, max=self.num_blocks)
         batch_size = check_int(batch_size, "batch_size", min=1)
-        pad_id = check_int(pad_id, "pad_id")
+        pad_id = check_int(pad_id, "pad_id", min=0)  # (a token id, as the documents'; EOS is safe)
         num_threads = check_int(num_threads, "num_threads", min=1, max=1024)
         check_fragment_positions(fragment_positions)
         index_dtype = check_index_dtype(index_dtype)

@@ -56,10 +56,10 @@ def pad_batch(seqs: Sequence[Sequence[int] | np.ndarray], *, pad_id: int, max_le
         i = int(np.argmax(lengths > T))
         raise ConfigError(f"sequence {i} has {int(lengths[i]):,d} tokens, more than max_length={T:,d}; "
                           "pass truncation=True to cut (cut tokens are counted) or raise max_length")
+    kept = np.minimum(lengths, T)  # (cut at max_length, before the rows round up: the room past it is padding)
     if pad_to_multiple_of is not None:
         m = _positive(pad_to_multiple_of, "pad_to_multiple_of")
         T = -(-T // m) * m
-    kept = np.minimum(lengths, T)
     n = len(arrays)
     doc = np.arange(n, dtype=np.int64) if doc_ids is None else _index_array(doc_ids, n, "doc_ids")
     start = np.zeros(n, np.int64) if starts is None else _index_array(starts, n, "starts")

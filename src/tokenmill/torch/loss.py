@@ -35,6 +35,8 @@ def token_weighted_loss(logits, labels, *, num_targets, ignore_index: int = IGNO
     >>> round(loss.item(), 6) == round(2 * 1.3862944 / 4, 6)
     True
     """
+    if not torch.is_tensor(labels):  # numpy labels (pad_batch's, a plan's batches): the same values on the device
+        labels = torch.as_tensor(labels, device=logits.device)
     if logits.shape[:-1] != labels.shape:
         raise ConfigError(f"logits have shape {tuple(logits.shape)} but labels {tuple(labels.shape)}; "
                           "logits must be (B, T, V) for labels (B, T)")
@@ -88,11 +90,15 @@ class StepNormalizer:
 
     def begin_step(self, labels_of_micro_batches) -> int:
         """Count the effective targets of this rank's micro-batches and all-reduce the sum over ranks."""
-        counts = [count_targets(labels) for labels in labels_of_micro_batches]
+        # (numpy labels, as pad_batch and a plan's batches give them, count to numpy ints: tensors here)
+        counts = [torch.as_tensor(count_targets(labels)) for labels in labels_of_micro_batches]
         if not counts:
             raise ConfigError("begin_step got 0 micro-batches; pass the labels of every micro-batch of the step")
-        n = torch.stack([c.to(counts[0].device) for c in counts]).sum()
+        device = next((c.device for c in counts if c.device.type != "cpu"), counts[0].device)
+        n = torch.stack([c.to(device) for c in counts]).sum()
         if self.world_size > 1:
+            if n.device.type == "cpu" and torch.distributed.get_backend(self.group) == "nccl":
+                n = n.cuda()  # (NCCL reduces only device tensors)
             torch.distributed.all_reduce(n, group=self.group)
         self.num_targets = n
         self._loss_sum = torch.zeros((), dtype=torch.float64, device=n.device)
