@@ -377,3 +377,33 @@ def test_malformed_arguments_are_named_not_bare_errors():
             call()
     for flags in ([[0, 1, 0]], [[False, True, False]]):  # 1/0 as True/False, as before
         assert SemanticWindows(5, overlap_units=0).plan_units([[2, 4, 3]], atomic=flags).length.tolist() == [2, 4, 3]
+
+
+def test_semantic_and_retrieval_edges_are_refused_or_read_as_documented(monkeypatch):
+    """A blank line of U+3000 or U+00A0 did not end a paragraph; one unit longer than the row cap allocated
+    without bound (8 TiB); a custom boundary pattern that backtracks hung; bm25_scores took [1, 2, 3] as
+    three documents and None raised a bare TypeError; assemble_context of ints an AttributeError;
+    window_span past the end a bare IndexError (-1 a window from the end); chunk_text(window=0) named
+    'window_size'."""
+    para = SemanticWindows(8, boundaries="paragraph")
+    for blank in ("\u3000", "\u00a0", " \t", ""):
+        assert para.cut_points(f"para one\n{blank}\npara two") == [10 + len(blank)], repr(blank)
+    with pytest.raises(ConfigError, match="semantic plan's units would hold 1,099,511,627,776 rows"):
+        SemanticWindows(1).plan_units([[2**40]])
+    monkeypatch.setenv("TOKENMILL_REGEX_TIMEOUT", "0.2")
+    with pytest.raises(ConfigError, match=r"boundaries='\(a\|a\)\+\$' ran past its"):
+        SemanticWindows(64, boundaries=r"(a|a)+$").cut_points("a" * 40 + "b")
+    assert SemanticWindows(64, boundaries=r"\n").cut_points("a\nb\nc") == [2, 4]
+    with pytest.raises(ConfigError, match="bare id"):
+        bm25_scores([1], [1, 2, 3])
+    with pytest.raises(ConfigError, match="documents is a NoneType"):
+        bm25_scores([1], None)
+    assert bm25_scores([1], [[1, 2, 3]]).shape == (1,)
+    with pytest.raises(ConfigError, match="chunks holds a int"):
+        assemble_context([1, 2], [1.0, 2.0])
+    sp = SemanticWindows(4, overlap_units=0).plan_texts(["One. Two. Three."], Bytes())
+    for r in (-1, len(sp.plan)):
+        with pytest.raises(InputError, match=f"window={r} is out of range"):
+            sp.window_span(r)
+    with pytest.raises(ConfigError, match="window=0"):
+        chunk_text("abc", Bytes(), window=0, stride=1)

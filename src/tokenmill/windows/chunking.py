@@ -60,6 +60,8 @@ def chunk_text(text: str, tokenizer, window: int, stride: int, *, tail: str = "a
     >>> [(c.text, c.span) for c in chunk_text(text, Bytes(), 3, 2)]  # bytes 61 62 e4 b8 ad 63 64
     [('ab中', slice(0, 3, None)), ('中', slice(2, 3, None)), ('cd', slice(3, 5, None))]
     """
+    window = check_int(window, "window", min=1)  # (named as chunk_text names it, not SlidingWindows' window_size)
+    stride = check_int(stride, "stride", min=1)
     ids, bounds = encode_with_offsets(text, tokenizer)
     plan = SlidingWindows(window, stride, tail=tail).plan([ids.size])
     out = []
@@ -81,6 +83,13 @@ def bm25_scores(query_ids, documents: Sequence, *, k1: float = 1.5, b: float = 0
     k1 = check_float(k1, "k1", min=0.0)
     b = check_float(b, "b", min=0.0, max=1.0)
     q = np.unique(check_array(query_ids, "query_ids", ndim=None).ravel())
+    if isinstance(documents, (str, bytes)) or not hasattr(documents, "__iter__"):
+        raise ConfigError(f"documents is a {type(documents).__name__}; pass a list of token-id sequences, one per "
+                          "document")
+    documents = list(documents)
+    if any(np.ndim(d) == 0 for d in documents):  # [1, 2, 3] is one document's ids, not three documents
+        raise ConfigError("documents holds a bare id; pass a list of token-id sequences, one per document "
+                          "([ids] for one document)")
     docs = [check_array(d, f"document {i}", ndim=None).ravel() for i, d in enumerate(documents)]
     n = len(docs)
     if n == 0:
@@ -153,6 +162,12 @@ def assemble_context(chunks: Sequence[Chunk], scores=None, budget_tokens: int | 
     >>> [p.text for p in assemble_context(chunks, [0.1, 0.9, 0.5], 10)]
     ['bbbb cccc']
     """
+    if isinstance(chunks, (str, bytes)) or not hasattr(chunks, "__iter__"):
+        raise ConfigError(f"chunks is a {type(chunks).__name__}; pass the Chunks of chunk_text or chunk_stream")
+    chunks = list(chunks)
+    bad = next((c for c in chunks if not isinstance(c, Chunk)), None)
+    if bad is not None:
+        raise ConfigError(f"chunks holds a {type(bad).__name__}; pass the Chunks of chunk_text or chunk_stream")
     budget = check_int(budget_tokens, "budget_tokens", min=0, none=True)
     if budget is None:
         budget = sum(c.num_tokens for c in chunks)  # no limit: everything fits

@@ -42,14 +42,14 @@ import numpy as np
 import regex
 
 from .._arrays import ranks_in_groups
-from .._validate import check_array, check_int, check_texts
+from .._validate import check_array, check_int, check_rows, check_texts
 from ..data.source import ArraySource
 from ..errors import ConfigError, InputError
 from ._text import char_byte_starts, encode_with_byte_offsets
 from .sliding import PlanStats, WindowPlan, check_choice, check_size
 
 BOUNDARIES = {
-    "paragraph": r"\n[ \t\r\f\v]*\n(?:[ \t\r\f\v]*\n)*",
+    "paragraph": r"\n[^\S\n]*\n(?:[^\S\n]*\n)*",  # (blank: any white space but a line break, U+3000 too)
     "line": r"\n+",
     "sentence": r"\n+|[。！？；]+[\"'”’」』）)\]]*|[.!?]+[\"'”’)\]]*(?=\s|$)",
 }
@@ -72,6 +72,7 @@ class SemanticPlan:
 
     def window_span(self, r: int) -> slice:
         """Character span of window ``r`` in its document's text."""
+        r = check_int(r, "window", min=0, max=len(self.plan) - 1, error=InputError)
         b = self.char_bounds[int(self.plan.doc[r])]
         return slice(int(b[self.plan.start[r]]), int(b[self.plan.end[r]]))
 
@@ -125,7 +126,19 @@ class SemanticWindows:
         [3, 19, 21, 24]
         """
         n = len(text)
-        return sorted({m.end() for m in self._re.finditer(text) if 0 < m.end() < n})
+        if self.boundaries in BOUNDARIES:
+            return sorted({m.end() for m in self._re.finditer(text) if 0 < m.end() < n})
+        # a custom pattern runs under the tokenizer patterns' time budget: one that backtracks without end
+        # ((a|a)+$) stops with an error naming it, not a hang
+        from ..tokenizer.pretokenize.patterns import regex_budget
+
+        budget = regex_budget(n)
+        try:
+            return sorted({m.end() for m in self._re.finditer(text, timeout=budget) if 0 < m.end() < n})
+        except TimeoutError:
+            raise ConfigError(f"boundaries={self.boundaries!r} ran past its {budget:.1f} s budget on a text of "
+                              f"{n:,d} characters (nested quantifiers backtrack without end); rewrite the pattern, "
+                              "or raise TOKENMILL_REGEX_TIMEOUT") from None
 
     def plan_texts(self, texts: Sequence[str], tokenizer, *, atomic: Sequence[Sequence[tuple[int, int]]] | None = None,
                    epoch: int = 0) -> SemanticPlan:
@@ -253,8 +266,9 @@ class SemanticWindows:
                 truncated = int((u_len[cut] - C).sum())
                 u_len = np.where(cut, C, u_len)
                 big = u_len > C
-        # hard-split what is still longer than C into C-token pieces
+        # hard-split what is still longer than C into C-token pieces (as many rows as a plan may hold)
         pieces = np.where(big, -(-u_len // C), 1)
+        check_rows(int(pieces.sum()), "the semantic plan's units", "raise window_size or split the documents")
         rep = np.repeat(np.arange(u_len.size), pieces)
         k = ranks_in_groups(pieces)
         p_start = u_start[rep] + k * C

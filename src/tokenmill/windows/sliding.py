@@ -131,8 +131,9 @@ class PlanStats:
     """What a plan covers and what it leaves out, in counts (nothing is dropped silently).
 
     ``uncovered_head``: tokens before a document's first window (``start_offset``/jitter);
-    ``uncovered_gap``: tokens between windows (``stride > content size``, or windows removed by
-    ``max_windows_per_doc``); ``uncovered_tail``: tokens after the last window (``tail="drop"``);
+    ``uncovered_gap``: tokens between two windows (``stride > content size``, or windows removed by
+    ``max_windows_per_doc``); ``uncovered_tail``: tokens after a document's last window, whatever left
+    them (``tail="drop"``, a ``tail="pad"`` start past the end, windows removed after the last kept one);
     ``uncovered_short``: tokens of documents shorter than the window dropped by ``short="drop"``.
     ``target_tokens`` counts scored document tokens over all windows (an ``eos`` template's target at a
     document's end is not one; see :attr:`WindowPlan.target_count`), ``unique_targets`` the distinct
