@@ -16,7 +16,7 @@ Rules, in order:
    ``"line"``, ``"paragraph"``, or a regex whose match ends are cut points). ASCII ``.!?`` cut only
    before whitespace or the end (so ``3.14`` and ``e.g.x`` stay whole); ``。！？；`` always cut; closing
    quotes and brackets stay with their sentence; whitespace after the cut starts the next unit.
-   ``"paragraph"`` cuts after a run of blank lines (``\n``, ``\r\n`` or whitespace-only lines), so
+   ``"paragraph"`` cuts after a run of blank lines (``\n``, ``\r\n`` or lines of white space only, U+3000 too), so
    the next paragraph's indentation starts the next unit.
 2. A character cut ``c`` becomes the token position "number of tokens whose first byte is before
    ``c``'s first byte": a token holding only later bytes of a character stays with that character,
