@@ -68,6 +68,25 @@ def preset_name(regex_str: str | None) -> str | None:
     return None
 
 
+def _posix_end(regex_str: str, i: int) -> int:
+    """The index after a POSIX class (``[:alpha:]``) at ``i`` inside a class, or 0 where none is."""
+    if regex_str.startswith("[:", i):
+        end = regex_str.find(":]", i + 2)
+        if end > 0:
+            return end + 2
+    return 0
+
+
+def _class_body(regex_str: str, i: int) -> int:
+    """The index after a class's opening ``[`` at ``i``, its ``^`` and a ``]`` first in it (a literal)."""
+    i += 1
+    if regex_str.startswith("^", i):
+        i += 1
+    if regex_str.startswith("]", i):
+        i += 1
+    return i
+
+
 def has_set_syntax(regex_str: str) -> bool:
     r"""Whether a character class of ``regex_str`` nests a class or uses ``&&``, as Kimi K2's
     ``[\p{Lu}\p{M}&&[^\p{Han}]]`` does. tiktoken's engine (Rust) and HF's (Oniguruma) read these as
@@ -84,17 +103,13 @@ def has_set_syntax(regex_str: str) -> bool:
             i += 2
             continue
         if c == "[":
-            if depth and regex_str.startswith("[:", i) and regex_str.find(":]", i + 2) > 0:
-                i = regex_str.find(":]", i + 2) + 2  # a POSIX class, [:alpha:]
+            if depth and _posix_end(regex_str, i):
+                i = _posix_end(regex_str, i)
                 continue
             if depth:
                 return True
             depth = 1
-            i += 1
-            if regex_str.startswith("^", i):
-                i += 1
-            if regex_str.startswith("]", i):
-                i += 1
+            i = _class_body(regex_str, i)
             continue
         if depth and c == "&" and regex_str.startswith("&&", i):
             return True
@@ -141,15 +156,11 @@ def engine_differences(regex_str: str, *, oniguruma: bool = False) -> list[str]:
             i = end
             continue
         if c == "[":
-            if depth and regex_str.startswith("[:", i) and regex_str.find(":]", i + 2) > 0:
-                i = regex_str.find(":]", i + 2) + 2  # a POSIX class, [:alpha:]
+            if depth and _posix_end(regex_str, i):
+                i = _posix_end(regex_str, i)
                 continue
             depth += 1
-            i += 1
-            if regex_str.startswith("^", i):
-                i += 1
-            if regex_str.startswith("]", i):
-                i += 1
+            i = _class_body(regex_str, i)
             continue
         if depth:
             if c == "]":
