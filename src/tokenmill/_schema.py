@@ -106,9 +106,10 @@ def check(obj: Any, schema: type[T], *, what: str, hint: str = "") -> T:
         raise FormatError(f"{what}: nests too deeply to check" + (f"; {hint}" if hint else "")) from None
 
 
-def parse_json(data: bytes, *, what: str) -> Any:
+def parse_json(data: bytes, *, what: str, fix: str = "write it again") -> Any:
     """Bytes of a JSON document as Python objects; FormatError naming ``what`` for anything that is
-    not UTF-8 JSON (bad syntax, nesting deep enough to exhaust the stack, numbers out of range)."""
+    not UTF-8 JSON (bad syntax, nesting deep enough to exhaust the stack, numbers out of range); ``fix``:
+    what to do about a damaged one (a store's manifest is rebuilt, not written)."""
     try:
         return msgspec.json.decode(data)
     except RecursionError:
@@ -120,8 +121,7 @@ def parse_json(data: bytes, *, what: str) -> Any:
             data.decode("utf-8")
         except UnicodeDecodeError as u:
             raise FormatError(f"{what} is not UTF-8 (byte offset {u.start:,d}: {u.reason})") from None
-        raise FormatError(f"{what} is not valid JSON ({e}); the file is corrupted or truncated: "
-                          "write it again") from None
+        raise FormatError(f"{what} is not valid JSON ({e}); the file is corrupted or truncated: {fix}") from None
 
 
 def read_json(path: str | os.PathLike, *, what: str, limit: int | None = None) -> Any:
@@ -131,12 +131,12 @@ def read_json(path: str | os.PathLike, *, what: str, limit: int | None = None) -
 
 
 def load_json(path: str | os.PathLike, schema: type[T] | None, *, what: str, limit: int | None = None,
-              hint: str = "", pre=None) -> tuple[Any, T | None]:
+              hint: str = "", pre=None, fix: str = "write it again") -> tuple[Any, T | None]:
     """Read ``path`` (bounded: a regular file of at most ``limit`` bytes), parse it, check it against
     ``schema``; return ``(raw object, checked struct)``. ``pre(raw)`` runs between parsing and the
     schema check (for messages that must come first, e.g. "written by a newer tokenmill")."""
     where = f"{what} file {os.fspath(path)!r}"
-    raw = parse_json(read_bytes_limited(path, what=what, limit=limit), what=where)
+    raw = parse_json(read_bytes_limited(path, what=what, limit=limit), what=where, fix=fix)
     if pre is not None:
         pre(raw)
     return raw, (None if schema is None else check(raw, schema, what=where, hint=hint))

@@ -557,3 +557,55 @@ def test_datasets_sources_follow_errors_and_any_format(tmp_path, tok):
     for fmt in ("arrow", "numpy", "pandas"):
         s = build(tmp_path / fmt, plain.with_format(fmt), tok)
         assert [s.get(i).tolist() for i in range(2)] == want
+
+
+def test_replacing_a_store_through_a_link_or_from_inside_it(tmp_path, tok, monkeypatch, capsys):
+    """A store reached through a symbolic link: the replacement swapped the link itself with the new store,
+    deleted the old store's files through the link, then said "unchanged"; with out_dir "." the staging
+    folder lay inside the store, the swap failed and every later build was refused for tokenmill's own
+    staging folder. A store without its manifest, or with a damaged one, was refused as a user's folder or
+    as "made with other arguments"; a folder that gained a file did not name it."""
+    make_corpus(tmp_path / "in")
+    (tmp_path / "disk").mkdir()
+    real = tmp_path / "disk" / "s"
+    build(real, tmp_path / "in", tok, shard_bytes=400)
+    good = store_bytes(real)
+    (tmp_path / "run").mkdir()
+    link = tmp_path / "run" / "s"
+    link.symlink_to(real)
+    (tmp_path / "in" / "zz.txt").write_text("one more document here")
+    store = build(link, tmp_path / "in", tok, shard_bytes=400, overwrite=True)
+    assert link.is_symlink() and store.verify()["documents"] == len(store) and store_bytes(real) != good
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["s"]  # no staging folder beside the link
+    tokens = real / "shard-00000.tokens"
+    tokens.write_bytes(b"\0" + tokens.read_bytes()[1:])  # damaged: rebuilt where it is, through the link
+    build(link, tmp_path / "in", tok, shard_bytes=400)
+    assert link.is_symlink() and TokenStore.open(real).verify()
+    monkeypatch.chdir(real)  # the store is the working folder: a replacement is refused before anything is built
+    (tmp_path / "in" / "zz1.txt").write_text("changed input")
+    with pytest.raises(ConfigError, match="it is the current folder"):
+        build(".", tmp_path / "in", tok, shard_bytes=400, overwrite=True)
+    assert TokenStore.open(real).verify() and not any(p.name.startswith(".") for p in real.iterdir())
+    monkeypatch.chdir(tmp_path)
+    bad = real / "manifest.json"
+    bad.write_text("{broken")
+    with pytest.raises(FormatError, match="rerun the store's build, which builds a damaged store again"):
+        TokenStore.open(real)
+    capsys.readouterr()
+    build(real, tmp_path / "in", tok, shard_bytes=400)  # a damaged manifest: a damaged store, built again
+    assert "is damaged (its manifest.json is not valid)" in capsys.readouterr().err and TokenStore.open(real).verify()
+    bad.unlink()
+    with pytest.raises(FormatError, match="holds shard files: a store whose manifest.json was removed"):
+        TokenStore.open(real)
+    with pytest.raises(ConfigError, match="holds the shard files of a token store but no manifest.json"):
+        build(real, tmp_path / "in", tok, shard_bytes=400, overwrite=True)
+    other = tmp_path / "o"
+    build(other, tmp_path / "in", tok, shard_bytes=400)
+    (tmp_path / "in" / "zz2.txt").write_text("and another")
+    with pytest.raises(ConfigError, match=r"made with other arguments \(sources\[0\]\.files: 1 added \(.*zz2\.txt\)\);"):
+        build(other, tmp_path / "in", tok, shard_bytes=400)
+    from tokenmill.data.store import _describe_difference
+
+    old = {"sources": [{"files": ["a.txt", "b.txt"], "sizes": [1, 2], "mtimes_ns": [5, 6]}]}
+    new = {"sources": [{"files": ["a.txt", "b.txt", "zz.txt"], "sizes": [1, 2, 3], "mtimes_ns": [5, 6, 7]}]}
+    assert _describe_difference(old, new) == "sources[0].files: 1 added (zz.txt)"

@@ -184,7 +184,9 @@ def _read_record(path: Path, schema) -> dict:
                                   f"(<= {FORMAT_VERSION}); upgrade tokenmill")
 
     raw, _ = load_json(path, schema, what=what, pre=newer,
-                       hint="the file was modified or corrupted: rebuild the store" if schema is Manifest else "")
+                       hint="the file was modified or corrupted: rebuild the store" if schema is Manifest else "",
+                       fix="rerun the store's build, which builds a damaged store again (or pass overwrite=True)"
+                       if schema is Manifest else "write it again")
     return raw
 
 
@@ -235,6 +237,14 @@ def _describe_difference(old, new, where: str = "", out: list | None = None) -> 
         for i, (a, b) in enumerate(zip(old, new)):
             if a != b:
                 _describe_difference(a, b, f"{where}[{i}]", out)
+    elif isinstance(old, list) and isinstance(new, list) and where.endswith(".files"):
+        gone = [x for x in old if x not in new]  # a folder's files: which were added or removed
+        came = [x for x in new if x not in old]
+        for verb, xs in (("added", came), ("removed", gone)):
+            if xs:
+                out.append(f"{where}: {len(xs)} {verb} ({', '.join(map(str, xs[:3]))}{', ...' if len(xs) > 3 else ''})")
+    elif isinstance(old, list) and isinstance(new, list) and where.endswith((".mtimes_ns", ".sizes")):
+        pass  # (the files added or removed are named under .files; their sizes and times say nothing more)
     elif len(out) < 4:
         a, b = repr(old), repr(new)
         out.append(f"{where}: {a if len(a) < 100 else a[:97] + '...'} before, {b if len(b) < 100 else b[:97] + '...'} now")
@@ -272,6 +282,11 @@ def _classify(d: Path) -> tuple[str, list[Path]]:
         else:
             other.append(p)
     if other:
+        if all(_SHARD_RE.match(p.name) for p in other):  # a store's shards whose manifest is gone
+            raise ConfigError(f"out_dir {str(d)!r} holds the shard files of a token store but no {MANIFEST} (nor a "
+                              f"build journal): a store whose manifest was removed, which nothing can verify; "
+                              "tokenmill removes only files a manifest or journal records, so remove the folder "
+                              "yourself and build again, or build into another folder")
         raise ConfigError(f"out_dir {str(d)!r} holds files that are not part of a token store "
                           f"({', '.join(sorted(p.name for p in other)[:5])}); choose an empty or new folder "
                           "(tokenmill removes only files it made and recorded)")
@@ -302,6 +317,10 @@ def _prepare(out: Path, args: dict, fingerprint: str, overwrite: bool) -> tuple[
         return "new", out
     name = MANIFEST if state == "store" else BUILD_STATE
     fp, old_args = _recorded_fingerprint(out, name)
+    if fp is None and state == "store":  # a damaged manifest: a damaged store, built again beside it
+        _say(f"tokenmill: the store at {out} is damaged (its {MANIFEST} is not valid); building it again in "
+             f"{staging_dir(out)} (the damaged store stays as it is until the new one is verified)")
+        return "replace", staging_dir(out)
     if fp == fingerprint:
         return ("done" if state == "store" else "resume"), out
     if state == "partial":
@@ -347,6 +366,15 @@ def _exchange(a: Path, b: Path) -> bool:
     if err in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EPERM):
         return False
     raise OSError(err, os.strerror(err), str(b))
+
+
+def _not_the_working_folder(out: Path) -> None:
+    """Refuse to replace the store the process runs in (or below): the swap would leave the working folder
+    a deleted one (a shell in it too), and a staging folder of ``.`` lay inside the store."""
+    cwd = Path(os.path.realpath(os.getcwd()))
+    if cwd == out or out in cwd.parents:
+        raise ConfigError(f"the store at {out} must be built again (replaced), but it is the current folder (or holds "
+                          "it): run the build from outside it (cd ..), naming the store by its path")
 
 
 def _replace_store(stage: Path, out: Path) -> None:
@@ -412,7 +440,10 @@ def build(out_dir, sources, tokenizer, *, workers: int | None = None, engine: st
     args = {"sources": [s.spec() for s in srcs], "tokenizer_hash": None,
             "vocab_size": vocab, "dtype": opts.dtype, "eos_id": opts.eos_id, "bos_id": opts.bos_id,
             "shard_bytes": int(shard_bytes), "special_text": special_text}
-    out = Path(out_dir)
+    # the folder itself, links resolved: a store reached through a symbolic link is replaced where it is (the
+    # link was swapped with the new store and the old one's files deleted through it), and "." is a folder
+    # with a parent to stage beside
+    out = Path(os.path.realpath(out_dir))
     state, ours = _classify(out)
     if state in ("missing", "empty"):
         # a new build: nothing on disk to compare the fingerprint with, so the tokenizer's content hash
@@ -458,6 +489,7 @@ def build(out_dir, sources, tokenizer, *, workers: int | None = None, engine: st
             mode, work = "replace", staging_dir(out)
         builder = _Builder(work, srcs, tokenizer, opts, int(shard_bytes), bool(progress))
     if mode == "replace":
+        _not_the_working_folder(out)
         mode = _prepare_staging(work, canonical_hash(args))
 
     work.mkdir(parents=True, exist_ok=True)  # (a path that cannot be made fails here, before any encoding)
@@ -1320,6 +1352,9 @@ class TokenStore(StoreSource):
                                       "back) and the new one in the staging folder "
                                       f"{str(staging_dir(path))!r}; or rerun the build")
                 raise FormatError(f"token store {str(path)!r} does not exist")
+            if not extra and path.is_dir() and any(_SHARD_RE.match(p.name) for p in path.iterdir()):
+                extra = (f" (it holds shard files: a store whose {MANIFEST} was removed; remove the folder and "
+                         "build the store again)")
             raise FormatError(f"{path} has no {MANIFEST}: it is not a finished token store{extra}")
         m = _read_record(path / MANIFEST, Manifest)
         if m["hash"] != canonical_hash({k: v for k, v in m.items() if k != "hash"}):
