@@ -44,3 +44,18 @@ def test_demo_bad_steps_is_one_line_error(tmp_path, capsys):
     assert main(["demo", "--steps", "3", "--out", str(tmp_path / "d")]) == 1
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "--steps 3" in err
+
+
+def test_demo_refuses_a_folder_it_did_not_write_and_blocks_too_small(tmp_path, capsys):
+    """--out of a folder holding the user's tokenizer.json and report.html replaced them, rc 0; --block-size
+    1-3 failed late (after training) naming stride= or empty documents."""
+    mine = tmp_path / "proj"
+    mine.mkdir()
+    (mine / "tokenizer.json").write_text("my precious tokenizer")
+    assert main(["demo", "--quick", "--no-plots", "--out", str(mine), "-q"]) == 1
+    assert "holds files the demo did not write (tokenizer.json)" in capsys.readouterr().err
+    assert (mine / "tokenizer.json").read_text() == "my precious tokenizer" and len(list(mine.iterdir())) == 1
+    for b in ("1", "3"):
+        assert main(["demo", "--quick", "--no-plots", "--out", str(tmp_path / "d"), "--block-size", b, "-q"]) == 1
+        assert f"--block-size {b} must be an integer >= 4" in capsys.readouterr().err
+    assert not (tmp_path / "d").exists()  # refused before anything was written

@@ -77,5 +77,8 @@ def test_loader_messages_name_the_cli_options(stores, capsys):
     assert "pass --block-size T" in capsys.readouterr().err
     assert main(["loader", f"{stores[0]}:0.5", f"{stores[0]}:0.3", "--batch-size", "2", "--block-size", "64"]) == 1
     assert "a store is given twice" in capsys.readouterr().err
+    for other in (f"{stores[0]}/", f"{stores[0]}/../{stores[0].name}"):  # one store, spelled two ways: was a
+        assert main(["loader", str(stores[0]), other, "--batch-size", "2", "--block-size", "64"]) == 1  # mixture
+        assert "a store is given twice" in capsys.readouterr().err  # of it with itself, every document twice
     assert main(["loader", str(stores[0]), "--batch-size", "2", "--block-size", "64"]) == 0
     assert "= 1 rank x 2" in capsys.readouterr().out

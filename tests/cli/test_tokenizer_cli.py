@@ -219,6 +219,14 @@ def test_cli_messages_say_what_to_change(tmp_path, capsys):
     assert main(["windows", "--tokenizer", out, "--input", str(tmp_path / "c.txt"), "--window", "4",
                  "--preview", "-1"]) == 1
     assert "--preview=-1 is out of range" in capsys.readouterr().err
+    # store build read --separator '' as none (each file one document), where train and windows refuse it
+    assert main(["store", "build", "--tokenizer", out, "--input", str(tmp_path / "c.txt"), "--separator", "",
+                 "--no-eos", "--out", str(tmp_path / "s")]) == 1
+    assert "--separator '' is empty" in capsys.readouterr().err and not (tmp_path / "s").exists()
+    # inspect --top 0 called a trained tokenizer's merges "imported" (it looked at the empty display list)
+    assert main(["inspect", out, "--top", "0"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "merges: 10" in lines and not any("imported" in x for x in lines)
 
 
 def test_encode_names_invalid_bytes_on_the_command_line(gpt2_ranks_path, capsys):

@@ -279,3 +279,18 @@ def test_every_seed_option_refuses_a_bad_seed_when_parsed(capsys, command, value
 def test_train_bpe_refuses_a_negative_seed():
     with pytest.raises(ConfigError, match="seed=-1"):
         train_bpe(["ab ab"], vocab_size=258, seed=-1)
+
+
+def test_an_interrupt_inside_a_kernel_is_an_interrupt():
+    """Ctrl-C while train's merge kernel ran came back as numba's SystemError ("returned a result with an
+    exception set") and was reported as a bug in tokenmill, exit 1, not "interrupted", 130."""
+    from tokenmill.cli import _interrupted
+
+    try:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            raise SystemError("CPUDispatcher(...) returned a result with an exception set")  # noqa: B904
+    except SystemError as e:
+        wrapped = e
+    assert _interrupted(wrapped) and not _interrupted(SystemError("other")) and not _interrupted(ValueError())

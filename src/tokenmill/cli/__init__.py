@@ -74,8 +74,23 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # noqa: BLE001 -- every failure becomes one line unless --debug
         if debug:
             raise
+        if _interrupted(e):  # Ctrl-C inside a compiled kernel's call back into Python: numba's SystemError
+            print(f"tokenmill {name}: interrupted", file=sys.stderr)
+            return 130
         print(f"tokenmill {name}: error: {_one_line(e)}", file=sys.stderr)
         return 1
+
+
+def _interrupted(e: BaseException) -> bool:
+    """Whether ``e`` wraps a KeyboardInterrupt (numba turns one raised while a kernel runs into a SystemError,
+    "returned a result with an exception set", with the interrupt as its context)."""
+    seen = set()
+    while e is not None and id(e) not in seen:
+        if isinstance(e, KeyboardInterrupt):
+            return True
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    return False
 
 
 def _is_terminal(stream) -> bool:

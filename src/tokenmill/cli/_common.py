@@ -73,6 +73,16 @@ def unescape(value: str, option: str) -> str:
                           r"'\n' for a newline or '\\' for a backslash") from None
 
 
+def separator_of(args) -> str | None:
+    """``--separator``'s text (escapes read), or None; an empty one is refused (it was read as none: each
+    file one document, silently)."""
+    from ..errors import ConfigError
+
+    if args.separator == "":
+        raise ConfigError("--separator '' is empty; pass the text that separates documents, e.g. --separator '\\n\\n'")
+    return unescape(args.separator, "--separator") if args.separator else None
+
+
 def megabytes(value: float, option: str) -> int:
     """``value`` megabytes (MiB, from a ``type=float`` option) as a byte count >= 1, or a ConfigError
     naming the option: NaN, infinities, negative numbers and sizes under one byte are refused, never
@@ -108,11 +118,8 @@ def documents_from_args(args, files=None, replaced=None):
     """The documents of ``--input``; invalid UTF-8 that ``--errors replace`` replaces is counted in
     ``replaced`` (a ``data.text.Replaced``), which the command then reports (:func:`say_replaced`)."""
     from ..data.text import iter_documents
-    from ..errors import ConfigError
 
-    if args.separator == "":  # (an empty separator was read as none: each file one document, silently)
-        raise ConfigError("--separator '' is empty; pass the text that separates documents, e.g. --separator '\\n\\n'")
-    sep = unescape(args.separator, "--separator") if args.separator else None
+    sep = separator_of(args)
     return iter_documents(input_files(args) if files is None else files, split_lines=args.split_lines,
                           separator=sep, errors=args.errors, replaced=replaced)
 

@@ -54,16 +54,16 @@ def cmd_demo(args) -> int:
 
     if args.steps < 2 or args.steps % 2:
         raise ConfigError(f"--steps {args.steps}: pass an even number >= 2 (the run is stopped at steps/2)")
-    for name in ("vocab_size", "block_size", "batch_size"):
-        if getattr(args, name) < 1:
-            raise ConfigError(f"--{name.replace('_', '-')} {getattr(args, name)} must be a positive integer")
+    for name, least in (("vocab_size", 1), ("block_size", 4), ("batch_size", 1)):
+        if getattr(args, name) < least:  # (blocks of 1-3 left no stride for the windows, no documents to compare)
+            raise ConfigError(f"--{name.replace('_', '-')} {getattr(args, name)} must be an integer >= {least}")
     if args.quick:
         args.vocab_size, args.steps = min(args.vocab_size, 512), min(args.steps, 16)
     out = Path(args.out)
     if out.exists() and not out.is_dir():  # (mkdir said "cannot access ...: File exists")
         raise ConfigError(f"--out {args.out} is a file; the demo writes a folder (tokenizer, store, checkpoint, plots, "
                           "report): pass a folder's path")
-    out.mkdir(parents=True, exist_ok=True)
+    _own_folder(out, args.out)
     report: dict = {"out": str(out)}
     docs, what = _corpus(args)
     if not docs:
@@ -112,6 +112,28 @@ def _corpus(args):
     if args.quick:
         docs = docs[:40]
     return docs, what
+
+
+_MARK = ".tokenmill-demo"  # the demo's mark in its output folder: a folder holding it is the demo's own
+_OUTPUTS = {"tokenizer.json", "store", "checkpoint", "loss.png", "lengths.png", "coverage.png", "report.html",
+            "report.json"}
+
+
+def _own_folder(out: Path, given: str) -> None:
+    """Make ``out`` the demo's folder: new, empty, or one a demo wrote before (its mark); a folder of the
+    user's is refused before anything is written (the demo replaced its tokenizer.json, report and plots)."""
+    from .._io import write_bytes_atomic
+    from ..errors import ConfigError
+
+    if out.is_dir() and not (out / _MARK).exists():
+        held = sorted(p.name for p in out.iterdir())
+        earlier = "report.json" in held and set(held) <= _OUTPUTS  # a demo's folder from before the mark
+        if held and not earlier:
+            raise ConfigError(f"--out {given} holds files the demo did not write ({', '.join(held[:3])}"
+                              f"{', ...' if len(held) > 3 else ''}); pass a new or empty folder (the demo writes "
+                              "tokenizer.json, store/, checkpoint/, plots and a report there)")
+    out.mkdir(parents=True, exist_ok=True)
+    write_bytes_atomic(out / _MARK, b"written by tokenmill demo; its outputs here are replaced by the next demo run\n")
 
 
 def _tokenizer_and_store(args, docs, out: Path, report: dict):

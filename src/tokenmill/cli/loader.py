@@ -62,9 +62,12 @@ def cmd_loader(args) -> int:
     if args.block_size is None and args.window is None:  # (the library's message names its Python arguments)
         raise ConfigError("pass --block-size T (documents packed into rows of T tokens) or --window N (sliding "
                           "windows of N tokens)")
-    paths = [_parse(spec)[0] for spec in args.stores]
-    twice = sorted({p for p in paths if paths.count(p) > 1})
-    if twice:  # (the mixture's names are the paths: "names=[...]: pass one distinct name per part")
+    import os
+
+    specs = [_parse(spec) for spec in args.stores]  # (path, weight) each, parsed once
+    real = [os.path.realpath(p) for p, _ in specs]  # st, st/ and ./st are one store
+    twice = sorted({p for (p, _), r in zip(specs, real) if real.count(r) > 1})
+    if twice:  # (a mixture of a store with itself: every document twice)
         raise ConfigError(f"a store is given twice ({', '.join(twice)}); give each part once, with its weight "
                           "(STORE:WEIGHT)")
     if args.tokens is not None and (len(args.stores) < 2 or args.tokens < 1):
@@ -72,8 +75,7 @@ def cmd_loader(args) -> int:
                                                          "more, or leave it out" if len(args.stores) < 2 else
                                                          "pass a positive number of training tokens"))
     parts = []
-    for spec in args.stores:
-        path, w = _parse(spec)
+    for path, w in specs:
         src = TokenStore.open(path)
         if args.split is not None:
             src = src.split(args.split, seed=args.seed)[0]

@@ -6,7 +6,7 @@ import argparse
 import json
 
 from .._words import counted
-from ._common import add_command, add_quiet, add_tokenizer_args, load_tokenizer, megabytes, unescape
+from ._common import add_command, add_quiet, add_tokenizer_args, load_tokenizer, megabytes, separator_of
 
 EXAMPLE_BUILD = ("tokenmill store build --tokenizer tok.json --input corpus/ data.jsonl.zst --out store/ "
                  "--workers 4")
@@ -63,7 +63,7 @@ def register(sub) -> None:
 def cmd_build(args: argparse.Namespace) -> int:
     from ..data.store import TokenStore
     shard_bytes = megabytes(args.shard_mb, "--shard-mb")
-    sep = unescape(args.separator, "--separator") if args.separator else None  # the same as `tokenmill train`
+    sep = separator_of(args)  # the same as `tokenmill train`
     tok = load_tokenizer(args)
     store = TokenStore.build(args.out, list(args.input), tok, workers=args.workers, engine=args.engine,
                              ray_address=args.ray_address, field=args.field, format=args.format,

@@ -146,8 +146,8 @@ def cmd_inspect(args) -> int:
     if items:
         more = f", ... ({len(items):,d} in all)" if len(items) > 12 else ""
         print("special tokens: " + ", ".join(f"{s}={i}" for s, i in items[:12]) + more)
-    if info["merges"] and not info["first_merges"]:
-        print(f"merges: {info['merges']:,d} (imported merge list)")
+    if info["merges"] and not info["first_merges"]:  # (imported, or --top 0: from the tokenizer, not the list)
+        print(f"merges: {info['merges']:,d}" + (" (imported merge list)" if info["imported_merges"] else ""))
     show = lambda t: f"  {t['id']:>7,d}  {_readable(bytes(t['bytes']))}" + (
         f"  (count {t['count']:,d})" if t.get("count") is not None else "")
     if info["first_merges"]:
@@ -187,6 +187,7 @@ def inspect_tokenizer(tok, top: int = 10) -> dict:
     return {"repr": repr(tok), "kind": type(tok).__name__, "vocab_size": int(tok.vocab_size),
             "pattern": getattr(tok, "pattern", None), "special_tokens": dict(tok.special_tokens),
             "merges": len(merges) if merges is not None else 0,
+            "imported_merges": merges is not None and merge_ids is not None,
             "first_merges": [entry(i) for i in range(256, 256 + min(top, n))],
             "last_merges": [entry(i) for i in range(max(256, 256 + n - top), 256 + n)] if n else [],
             "longest_tokens": [entry(i) for i in longest]}
