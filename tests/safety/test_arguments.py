@@ -294,3 +294,21 @@ def test_an_interrupt_inside_a_kernel_is_an_interrupt():
     except SystemError as e:
         wrapped = e
     assert _interrupted(wrapped) and not _interrupted(SystemError("other")) and not _interrupted(ValueError())
+
+
+def test_unknown_options_and_library_names_are_said_as_the_command_line_says_them(capsys, tmp_path):
+    """An unknown option was reported by the top-level parser ("tokenmill: error: unrecognized arguments");
+    library messages named Python parameters (window_size=0, workers=0, out_dir) where the user typed
+    --window, --workers, --out."""
+    with pytest.raises(SystemExit) as e:
+        main(["decode", "--tokenizer", "t.json", "--bogus", "1"])
+    assert e.value.code == 2
+    assert "tokenmill decode: error: unrecognized arguments: --bogus" in capsys.readouterr().err
+    (tmp_path / "c.txt").write_text("one two three")
+    tok = tmp_path / "t.json"
+    train_bpe(["one two three"] * 3, 260).save(tok)
+    fails(capsys, ["windows", "--tokenizer", str(tok), "--input", str(tmp_path / "c.txt"), "--window", "0"],
+          "--window=0 is out of range")
+    (tmp_path / "f").write_text("a file")
+    fails(capsys, ["store", "build", "--tokenizer", str(tok), "--input", str(tmp_path / "c.txt"), "--no-eos",
+                   "--out", str(tmp_path / "f")], "--out '", "exists and is not a folder")

@@ -55,7 +55,7 @@ def test_train_options(capsys, tmp_path):
     assert corpus.read_text().startswith("hello")
     fails(capsys, [*base, "--out", "/dev/null"], "not a regular file")
     fails(capsys, [*base, "--separator", "\\x", "--out", str(tmp_path / "t.json")], "--separator", "escape")
-    fails(capsys, [*base, "--vocab-size", str(10**20), "--out", str(tmp_path / "t.json")], "vocab_size")
+    fails(capsys, [*base, "--vocab-size", str(10**20), "--out", str(tmp_path / "t.json")], "--vocab-size=")
     fails(capsys, ["train", "--input", str(tmp_path / "missing"), "--vocab-size", "260", "--out", "x.json"],
           "does not exist")
     assert main([*base, "--separator", "\\n", "--out", str(tmp_path / "t.json")]) == 0
@@ -68,7 +68,7 @@ def test_huge_and_negative_numbers(capsys, tmp_path, tok_file):
         main(["pack", "--lengths", str(lengths), "--block-size", "1e20"])
     assert e.value.code == 2
     capsys.readouterr()
-    fails(capsys, ["pack", "--lengths", str(lengths), "--block-size", str(10**20)], "block_size")
+    fails(capsys, ["pack", "--lengths", str(lengths), "--block-size", str(10**20)], "--block-size=")
     fails(capsys, ["pack", "--lognormal", "-3", "--block-size", "8"], "--lognormal")
     fails(capsys, ["pack", "--lognormal", "10", "--sigma", "-1", "--block-size", "8"], "--sigma")
     fails(capsys, ["pack", "--lognormal", "10", "--mu", "800", "--block-size", "8"], "--mu")

@@ -10,6 +10,9 @@ import warnings
 
 from ..errors import TokenmillError
 
+# every command's parser by its name as typed ("encode", "store build"), filled by _common.add_command
+COMMANDS: dict[str, argparse.ArgumentParser] = {}
+
 # Command modules, in the order `tokenmill --help` lists them.
 COMMAND_MODULES = [
     "tokenizer_cmds",  # train, encode, decode, inspect
@@ -27,7 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tokenmill",
         description="Raw text to training-ready language-model data.",
-        epilog="example: tokenmill train --input corpus/ --vocab-size 8192 --out tok.json",
+        epilog="example: tokenmill train --input corpus/ --vocab-size 8192 --special '<|endoftext|>' --out tok.json",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     from .._version import __version__
@@ -48,7 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     interrupted. ``--debug`` (or ``TOKENMILL_DEBUG=1``) shows the traceback instead.
     """
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # the command's own parser says it: "tokenmill encode: error: unrecognized arguments: --bogus"
+        COMMANDS.get(_command_of(args), parser).error(f"unrecognized arguments: {' '.join(extra)}")
     debug = bool(getattr(args, "debug", False)) or os.environ.get("TOKENMILL_DEBUG", "") not in ("", "0")
     if hasattr(args, "quiet"):  # notices follow --quiet; progress bars also need a terminal or --progress
         args.notices = not args.quiet
@@ -56,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
             args.quiet = not _is_terminal(sys.stderr)
     quiet = not getattr(args, "notices", True)
     # the command as typed: "store build", not "store" (a subcommand's messages name it)
-    name = " ".join(x for x in (args.command, getattr(args, "store_command", None)) if x)
+    name = _command_of(args)
     try:
         with warnings.catch_warnings():
             # a warning is one line, as an error is (Python's shows the file, line and source of the call);
@@ -77,8 +82,36 @@ def main(argv: list[str] | None = None) -> int:
         if _interrupted(e):  # Ctrl-C inside a compiled kernel's call back into Python: numba's SystemError
             print(f"tokenmill {name}: interrupted", file=sys.stderr)
             return 130
-        print(f"tokenmill {name}: error: {_one_line(e)}", file=sys.stderr)
+        print(f"tokenmill {name}: error: {cli_names(_one_line(e), COMMANDS.get(name))}", file=sys.stderr)
         return 1
+
+
+def _command_of(args) -> str:
+    return " ".join(x for x in (getattr(args, "command", None), getattr(args, "store_command", None)) if x)
+
+
+# the library's names for what a command's option sets, where the option is named otherwise
+_ALIASES = {"window_size": "window", "out_dir": "out", "val_fraction": "split"}
+
+
+def cli_names(text: str, command: argparse.ArgumentParser | None) -> str:
+    """``text`` (a library message) with the Python names of ``command``'s options spelled as the command
+    line spells them: ``window_size=0`` -> ``--window=0``, ``out_dir '...'`` -> ``--out '...'``.
+
+    >>> p = argparse.ArgumentParser(); _ = p.add_argument("--block-size", type=int); _ = p.add_argument("--window")
+    >>> cli_names("block_size=0 is out of range; window_size=0 too; my_block_size=1", p)
+    '--block-size=0 is out of range; --window=0 too; my_block_size=1'
+    """
+    if command is None:
+        return text
+    import re
+
+    options = {a.dest: a.option_strings[-1] for a in command._actions if a.option_strings and a.dest != "help"}
+    names = {**{d: o for d, o in options.items() if o.startswith("--")},
+             **{k: options[v] for k, v in _ALIASES.items() if v in options}}
+    for name, option in sorted(names.items(), key=lambda kv: -len(kv[0])):
+        text = re.sub(rf"(?<![\w-]){re.escape(name)}(?=(=| '))", option, text)
+    return text
 
 
 def _interrupted(e: BaseException) -> bool:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 
 def add_command(sub, name: str, *, help: str, example: str, func) -> argparse.ArgumentParser:
@@ -16,6 +15,9 @@ def add_command(sub, name: str, *, help: str, example: str, func) -> argparse.Ar
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.set_defaults(func=func)
+    from . import COMMANDS
+
+    COMMANDS[p.prog.removeprefix("tokenmill ")] = p  # (its own errors: unknown arguments, the options' names)
     # also after the command name; SUPPRESS keeps `tokenmill --debug CMD` from being overridden
     p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                    help="show the traceback of an error instead of one line")
@@ -125,7 +127,10 @@ def documents_from_args(args, files=None, replaced=None):
 
 
 def say_replaced(replaced) -> None:
-    """Tell stderr how much invalid UTF-8 ``--errors replace`` replaced (nothing when none was)."""
+    """Tell stderr how much invalid UTF-8 ``--errors replace`` replaced (nothing when none was): a count of
+    what the input's text became, said under ``--quiet`` too (for `encode` it is nowhere else)."""
+    import sys
+
     if replaced.count:
         print(f"tokenmill: {replaced.note()}", file=sys.stderr)
 

@@ -21,7 +21,8 @@ from ._common import (
 
 def register(sub) -> None:
     p = add_command(sub, "train", help="train a byte-level BPE tokenizer on text files",
-                    example="tokenmill train --input corpus/ --vocab-size 8192 --pattern gpt4 --out tok.json",
+                    example="tokenmill train --input corpus/ --vocab-size 8192 --pattern gpt4 --special '<|endoftext|>' "
+                            "--out tok.json",
                     func=cmd_train)
     add_document_args(p)
     p.add_argument("--vocab-size", type=int, required=True, help="ids in all: 256 bytes + merges + special tokens")
