@@ -394,3 +394,67 @@ def test_a_compressed_parquet_file_is_named_as_such(tmp_path):
     (tmp_path / "q.parquet.gz").write_bytes(gzip.compress((tmp_path / "q.parquet").read_bytes()))
     with pytest.raises(InputError, match="q.parquet.gz: a compressed Parquet file; .* decompress it first"):
         [t for src in as_sources([str(tmp_path / "q.parquet.gz")]) for t, _, _ in src.documents()]
+
+
+def test_reader_edges_named_or_read_as_documented(tmp_path):
+    """A JSON integer past Python's digit limit raised a bare ValueError; hf_dataset(batch_size=0) spun forever
+    (-1 a SystemError); a bytes or int separator a bare AttributeError; a Parquet string column holding invalid
+    UTF-8 was "damaged: write it again" and errors="replace" did nothing; a lone surrogate escape in JSONL was
+    named as "row 1 (shard 0)" without the remedy; .bz2/.xz/.tar.gz were read as text (a tar.gz became one
+    document of raw tar bytes); a UTF-8 BOM at a text file's start stayed in the first document."""
+    import bz2
+    import io
+    import tarfile
+
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    datasets = pytest.importorskip("datasets")
+    from tokenmill.data.readers import as_sources, hf_dataset
+    from tokenmill.errors import ConfigError, InputError
+
+    def docs(path, **kw):
+        return [t for src in as_sources([str(path)], **kw) for t, _, _ in src.documents()]
+
+    big = "1" + "0" * 5000
+    (tmp_path / "a.jsonl").write_text('{"text": ' + big + '}\n')
+    with pytest.raises(InputError, match=r"a.jsonl:1: field 'text' is Decimal, not a string"):
+        docs(tmp_path / "a.jsonl")
+    (tmp_path / "b.jsonl").write_text('{"x": NaN, "n": ' + big + ', "text": "ok"}\n')
+    assert docs(tmp_path / "b.jsonl") == ["ok"]  # a huge number in a field nobody reads: as msgspec's path
+    ds = datasets.Dataset.from_dict({"text": ["a", "b", "c"]})
+    for bad in (0, -1, 2.5, None):
+        with pytest.raises(ConfigError, match="batch_size"):
+            hf_dataset(ds, batch_size=bad)
+    assert [t for t, _, _ in hf_dataset(ds, batch_size=2).documents()] == ["a", "b", "c"]
+    (tmp_path / "s.txt").write_text("a|b")
+    for sep, says in ((b"|", "is a bytes"), (5, "is a int"), ("\ud800", "lone surrogate")):
+        with pytest.raises(ConfigError, match=says):
+            docs(tmp_path / "s.txt", separator=sep)
+    arr = pa.Array.from_buffers(pa.string(), 2, [None, pa.py_buffer(bytes([0, 0, 0, 0, 2, 0, 0, 0, 5, 0, 0, 0])),
+                                                 pa.py_buffer(b"okx\xffy")])
+    pq.write_table(pa.table({"text": arr}), tmp_path / "u.parquet")
+    with pytest.raises(InputError, match=r"u.parquet: row 1 \(field 'text'\): invalid UTF-8 at byte offset 1.*"
+                                         r"errors='replace'"):
+        docs(tmp_path / "u.parquet")
+    assert docs(tmp_path / "u.parquet", errors="replace") == ["ok", "x\ufffdy"]
+    (tmp_path / "l.jsonl").write_text('{"text": "a"}\n{"text": "x\\ud800"}\n')
+    with pytest.raises(InputError, match=r"l.jsonl:2: field 'text' holds a lone surrogate escape .*"
+                                         r"errors='replace' \(CLI: --errors replace\)"):
+        docs(tmp_path / "l.jsonl")
+    raw = b'{"text": "a"}\n'
+    (tmp_path / "c.jsonl.bz2").write_bytes(bz2.compress(raw))
+    bio = io.BytesIO()
+    with tarfile.open(fileobj=bio, mode="w:gz") as tf:
+        info = tarfile.TarInfo("x.jsonl")
+        info.size = len(raw)
+        tf.addfile(info, io.BytesIO(raw))
+    (tmp_path / "corpus.tar.gz").write_bytes(bio.getvalue())
+    for name in ("c.jsonl.bz2", "corpus.tar.gz"):
+        with pytest.raises(InputError, match=f"{name}: an archive or a compression tokenmill does not read"):
+            docs(tmp_path / name)
+    (tmp_path / "bom.txt").write_bytes(b"\xef\xbb\xbfhello")
+    (tmp_path / "bom2.txt").write_bytes(b"\xef\xbb\xbf\none\ntwo\n")
+    (tmp_path / "bom3.txt").write_bytes(b"\xef\xbb\xbfa|b")
+    assert docs(tmp_path / "bom.txt") == ["hello"]
+    assert docs(tmp_path / "bom2.txt", split_lines=True) == ["one", "two"]
+    assert docs(tmp_path / "bom3.txt", separator="|") == ["a", "b"]

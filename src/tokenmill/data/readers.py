@@ -44,6 +44,8 @@ Errors = Literal["strict", "replace"]
 Format = Literal["auto", "text", "jsonl", "parquet"]
 FORMATS = ("auto", "text", "jsonl", "parquet")
 _BLOCK = 1 << 22  # bytes read per block when streaming lines or separators
+# files tokenmill refuses to read as text, named or found: archives and compressions other than .gz and .zst
+_UNREAD = (".bz2", ".xz", ".lz4", ".lzma", ".zip", ".7z", ".rar", ".tar", ".tgz", ".tbz2", ".txz")
 _FIRST_BLOCK = 1 << 18  # a file's first block (then twice each, up to _BLOCK): its first documents come sooner
 _TEXT_EXT = (".txt", ".text", ".md")
 _JSONL_EXT = (".jsonl", ".ndjson")
@@ -538,6 +540,15 @@ def read_all(path: Path, *, opener=None) -> bytes:
     return b"".join(parts) if len(parts) != 1 else parts[0]
 
 
+_BOM = b"\xef\xbb\xbf"
+
+
+def without_bom(block: bytes, offset: int) -> tuple[bytes, int]:
+    """``(block, offset)`` past a UTF-8 byte-order mark at a file's start (``offset`` 0): an encoding
+    signature editors on Windows write, no text (JSONL skips it too); elsewhere the block as it is."""
+    return (block[3:], 3) if offset == 0 and block.startswith(_BOM) else (block, offset)
+
+
 def text_documents(path: Path, *, split_lines: bool = False, separator: str | None = None,
                    errors: Errors = "strict", opener=None,
                    replaced: Replaced | None = None) -> Iterator[tuple[str, int]]:
@@ -552,6 +563,7 @@ def text_documents(path: Path, *, split_lines: bool = False, separator: str | No
         sep = separator.encode("utf-8")  # UTF-8 is self-synchronizing: bytes split == str split
         row, ended = 0, True  # str.split: "" -> [""], "a|" -> ["a", ""]
         for offset, block in _blocks(path, sep, what="document", opener=opener):
+            block, offset = without_bom(block, offset)
             pieces = block.split(sep)
             ended = block.endswith(sep)
             if ended:
@@ -564,7 +576,8 @@ def text_documents(path: Path, *, split_lines: bool = False, separator: str | No
         if ended:
             yield "", row
     else:
-        yield decode_utf8(read_all(path, opener=opener), name=str(path), errors=errors, replaced=replaced), 0
+        data, base = without_bom(read_all(path, opener=opener), 0)
+        yield decode_utf8(data, name=str(path), base=base, errors=errors, replaced=replaced), 0
 
 
 def _line_batches(path: Path, errors: Errors, opener=None,
@@ -573,6 +586,7 @@ def _line_batches(path: Path, errors: Errors, opener=None,
     batches of up to ``_BATCH_DOCS`` lines of a block, told blank or not by C loops."""
     row = 0
     for offset, block in _blocks(path, b"\n", what="line", opener=opener):
+        block, offset = without_bom(block, offset)
         lines = decode_utf8(block, name=str(path), base=offset, errors=errors, replaced=replaced).splitlines()
         for lo in range(0, len(lines), _BATCH_DOCS):
             part = lines[lo : lo + _BATCH_DOCS]
@@ -609,8 +623,22 @@ class FileSource(Source):
             raise ConfigError(f"errors={self.errors!r}; use 'strict' or 'replace'")
         if self.split_lines and self.separator is not None:
             raise ConfigError("pass either split_lines=True or separator=..., not both")
+        if self.separator is not None and not isinstance(self.separator, str):
+            raise ConfigError(f"separator={self.separator!r} is a {type(self.separator).__name__}; pass the text "
+                              "that separates documents (a str)")
         if self.separator == "":
             raise ConfigError("separator must not be empty")
+        if self.separator is not None:
+            try:
+                self.separator.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ConfigError(f"separator={self.separator!r} holds a lone surrogate, which no UTF-8 text "
+                                  "holds; pass the text that separates documents") from None
+        for p in self.paths:  # (read as text, an archive or another compression made garbage documents)
+            name = p.name.lower()
+            if name.endswith(_UNREAD) or ".tar." in name:
+                raise InputError(f"{p}: an archive or a compression tokenmill does not read (it reads .gz and .zst); "
+                                 "extract or decompress it first")
         if not isinstance(self.field, str) or not self.field:
             raise ConfigError(f"field={self.field!r} must be a non-empty column or field name")
 
@@ -645,10 +673,10 @@ class FileSource(Source):
         for i, p in enumerate(self.paths):
             kind = self.kind_of(p)
             if utf8 and kind == "text" and not self.split_lines and self.separator is None:
-                data = read_all(p)
+                data, base = without_bom(read_all(p), 0)
                 docs = utf8_docs(data)
                 yield (docs if docs is not None else
-                       [decode_utf8(data, name=str(p), errors=self.errors, replaced=self.replaced)]), i, [0]
+                       [decode_utf8(data, name=str(p), base=base, errors=self.errors, replaced=self.replaced)]), i, [0]
                 continue
             if kind == "jsonl":  # a block of records at a time
                 groups = self._jsonl_blocks(p)
@@ -724,7 +752,7 @@ class FileSource(Source):
                 line = decode_utf8(raw, name=f"{p}:{line_no}", base=start, errors=self.errors,
                                    replaced=self.replaced)
                 try:
-                    rec = json.loads(line)
+                    rec = json.loads(line, parse_int=_json_int)
                 except json.JSONDecodeError as e:  # (its msg may end in "at": "Invalid control character at")
                     raise InputError(f"{p}:{line_no}: not valid JSON ({e.msg.removesuffix(' at')} at column "
                                      f"{e.colno}); every line of a JSONL file must be one JSON object") from None
@@ -732,6 +760,14 @@ class FileSource(Source):
                     raise InputError(f"{p}:{line_no}: its JSON nests too deeply to read; every line of a JSONL "
                                      "file must be one JSON object (of reasonable depth)") from None
                 text = _field_of(rec, self.field, f"{p}:{line_no}")
+                if self.errors == "strict" and not text.isascii():
+                    try:
+                        text.encode("utf-8")
+                    except UnicodeEncodeError as e:  # (found here, by its line, not when encoding it)
+                        raise InputError(f"{p}:{line_no}: field {self.field!r} holds a lone surrogate escape "
+                                         f"(U+{ord(text[e.start]):04X} at character {e.start:,d}), which no UTF-8 "
+                                         "text holds; pass errors='replace' (CLI: --errors replace) to make it "
+                                         "U+FFFD, or fix the file") from None
                 if self.errors == "replace":  # a lone surrogate escaped ("\\ud83d" of a cut emoji): U+FFFD
                     fixed = replace_surrogates(text)
                     if fixed is not text:
@@ -769,15 +805,31 @@ class FileSource(Source):
         row = 0
         for g in range(pf.num_row_groups):
             try:
-                col = pf.read_row_group(g, columns=[self.field]).column(0).to_pylist()
+                arr = pf.read_row_group(g, columns=[self.field]).column(0)
             except Exception as e:  # noqa: BLE001 (pyarrow's ArrowInvalid / OSError of a damaged page)
                 raise InputError(f"{p}: row group {g:,d} (from row {row:,d}) is not readable ({e}); the file is "
                                  "damaged: write or fetch it again") from e
+            try:
+                col = arr.to_pylist()
+            except UnicodeDecodeError:  # a string column holding invalid UTF-8 (older writers): its bytes, each
+                import pyarrow as pa  # value decoded as errors= says, a bad one named by its row
+
+                col = arr.cast(pa.large_binary()).to_pylist()
             if set(map(type, col)) - {str}:
                 col = [_as_text(v, f"{p}: row {row + i:,d}", self.field, self.errors, self.replaced)
                        for i, v in enumerate(col)]
             yield col, range(row, row + len(col))
             row += len(col)
+
+
+def _json_int(digits: str):
+    """``json.loads``' integers: an int, or past Python's digit limit (4,300) a Decimal (a value no text field
+    takes, named as such), where int() raised a bare ValueError naming no file or line."""
+    if len(digits) <= 4000:
+        return int(digits)
+    import decimal
+
+    return decimal.Decimal(digits)
 
 
 @functools.lru_cache(maxsize=16)
@@ -866,6 +918,14 @@ class HFSource(Source):
     errors: str = "strict"  # bytes values that are not UTF-8: "replace" makes them U+FFFD, counted
     kind = "hf_dataset"
     replaced: Replaced = _field(default_factory=Replaced, init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        from .._validate import check_int
+
+        # (0 made datasets' iter() spin forever, -1 a SystemError; 2.5 was taken)
+        self.batch_size = check_int(self.batch_size, "batch_size", min=1, max=1 << 30)
+        if self.errors not in ("strict", "replace"):
+            raise ConfigError(f"errors={self.errors!r}; use 'strict' or 'replace'")
 
     def files(self) -> list[str]:
         name = getattr(getattr(self.dataset, "info", None), "dataset_name", None) or "<datasets>"
