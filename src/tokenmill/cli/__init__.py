@@ -110,7 +110,9 @@ def cli_names(text: str, command: argparse.ArgumentParser | None) -> str:
     names = {**{d: o for d, o in options.items() if o.startswith("--")},
              **{k: options[v] for k, v in _ALIASES.items() if v in options}}
     for name, option in sorted(names.items(), key=lambda kv: -len(kv[0])):
-        text = re.sub(rf"(?<![\w-]){re.escape(name)}(?=(=| '))", option, text)
+        # name=value, and out_dir '...' (a word such as "field" before a quote is prose, not a parameter)
+        after = "(=| ')" if name == "out_dir" else "="
+        text = re.sub(rf"(?<![\w-]){re.escape(name)}(?={after})", option, text)
     return text
 
 

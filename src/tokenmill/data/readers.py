@@ -540,15 +540,6 @@ def read_all(path: Path, *, opener=None) -> bytes:
     return b"".join(parts) if len(parts) != 1 else parts[0]
 
 
-_BOM = b"\xef\xbb\xbf"
-
-
-def without_bom(block: bytes, offset: int) -> tuple[bytes, int]:
-    """``(block, offset)`` past a UTF-8 byte-order mark at a file's start (``offset`` 0): an encoding
-    signature editors on Windows write, no text (JSONL skips it too); elsewhere the block as it is."""
-    return (block[3:], 3) if offset == 0 and block.startswith(_BOM) else (block, offset)
-
-
 def text_documents(path: Path, *, split_lines: bool = False, separator: str | None = None,
                    errors: Errors = "strict", opener=None,
                    replaced: Replaced | None = None) -> Iterator[tuple[str, int]]:
@@ -563,7 +554,6 @@ def text_documents(path: Path, *, split_lines: bool = False, separator: str | No
         sep = separator.encode("utf-8")  # UTF-8 is self-synchronizing: bytes split == str split
         row, ended = 0, True  # str.split: "" -> [""], "a|" -> ["a", ""]
         for offset, block in _blocks(path, sep, what="document", opener=opener):
-            block, offset = without_bom(block, offset)
             pieces = block.split(sep)
             ended = block.endswith(sep)
             if ended:
@@ -576,8 +566,7 @@ def text_documents(path: Path, *, split_lines: bool = False, separator: str | No
         if ended:
             yield "", row
     else:
-        data, base = without_bom(read_all(path, opener=opener), 0)
-        yield decode_utf8(data, name=str(path), base=base, errors=errors, replaced=replaced), 0
+        yield decode_utf8(read_all(path, opener=opener), name=str(path), errors=errors, replaced=replaced), 0
 
 
 def _line_batches(path: Path, errors: Errors, opener=None,
@@ -586,7 +575,6 @@ def _line_batches(path: Path, errors: Errors, opener=None,
     batches of up to ``_BATCH_DOCS`` lines of a block, told blank or not by C loops."""
     row = 0
     for offset, block in _blocks(path, b"\n", what="line", opener=opener):
-        block, offset = without_bom(block, offset)
         lines = decode_utf8(block, name=str(path), base=offset, errors=errors, replaced=replaced).splitlines()
         for lo in range(0, len(lines), _BATCH_DOCS):
             part = lines[lo : lo + _BATCH_DOCS]
@@ -673,10 +661,10 @@ class FileSource(Source):
         for i, p in enumerate(self.paths):
             kind = self.kind_of(p)
             if utf8 and kind == "text" and not self.split_lines and self.separator is None:
-                data, base = without_bom(read_all(p), 0)
+                data = read_all(p)
                 docs = utf8_docs(data)
                 yield (docs if docs is not None else
-                       [decode_utf8(data, name=str(p), base=base, errors=self.errors, replaced=self.replaced)]), i, [0]
+                       [decode_utf8(data, name=str(p), errors=self.errors, replaced=self.replaced)]), i, [0]
                 continue
             if kind == "jsonl":  # a block of records at a time
                 groups = self._jsonl_blocks(p)
