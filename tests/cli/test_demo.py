@@ -59,3 +59,17 @@ def test_demo_refuses_a_folder_it_did_not_write_and_blocks_too_small(tmp_path, c
         assert main(["demo", "--quick", "--no-plots", "--out", str(tmp_path / "d"), "--block-size", b, "-q"]) == 1
         assert f"--block-size {b} must be an integer >= 4" in capsys.readouterr().err
     assert not (tmp_path / "d").exists()  # refused before anything was written
+
+
+def test_demo_reads_a_corpus_with_errors_replace_and_needs_two_documents(tmp_path, capsys):
+    """The demo's UTF-8 error advised --errors replace, which the demo did not take; a corpus of one
+    document failed after the store was built (a split into train and validation needs two)."""
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"ok text\n\xff byte\n")
+    assert main(["demo", "--quick", "--no-plots", "--corpus", str(bad), "--out", str(tmp_path / "d"), "-q"]) == 1
+    err = capsys.readouterr().err
+    assert "invalid UTF-8 at byte offset 8" in err and "--errors replace" in err
+    assert main(["demo", "--quick", "--no-plots", "--corpus", str(bad), "--errors", "replace",
+                 "--out", str(tmp_path / "d"), "-q"]) == 1
+    err = capsys.readouterr().err
+    assert "replaced 1 invalid UTF-8 sequence" in err and "holds 1 document(s); the demo needs 2 or more" in err

@@ -102,7 +102,7 @@ def cli_names(text: str, command: argparse.ArgumentParser | None) -> str:
     >>> cli_names("block_size=0 is out of range; window_size=0 too; my_block_size=1", p)
     '--block-size=0 is out of range; --window=0 too; my_block_size=1'
     """
-    if command is None:
+    if command is None or "(CLI:" in text:  # (a message that says the command line's spelling itself)
         return text
     import re
 

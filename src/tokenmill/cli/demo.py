@@ -31,6 +31,8 @@ def register(sub) -> None:
                     example="tokenmill demo --out demo-out      (in seconds: tokenmill demo --quick)", func=cmd_demo)
     p.add_argument("--corpus", nargs="+", metavar="PATH", default=None,
                    help="text files (one document each) or folders of .txt files (default: the embedded corpus)")
+    p.add_argument("--errors", choices=["strict", "replace"], default="strict",
+                   help="--corpus files of invalid UTF-8: fail naming file and byte offset, or replace with U+FFFD")
     p.add_argument("--out", default="demo-out", help="output folder (tokenizer, store, checkpoint, plots, report)")
     p.add_argument("--vocab-size", type=int, default=2048)
     p.add_argument("--steps", type=int, default=400, help="training steps of the uninterrupted run (even)")
@@ -66,8 +68,9 @@ def cmd_demo(args) -> int:
     _own_folder(out, args.out)
     report: dict = {"out": str(out)}
     docs, what = _corpus(args)
-    if not docs:
-        raise ConfigError("the corpus holds no documents; pass --corpus with text files or folders of .txt files")
+    if len(docs) < 2:  # (one document cannot be split into training and validation documents)
+        raise ConfigError(f"the corpus holds {len(docs)} document(s); the demo needs 2 or more (it holds some out "
+                          "for validation): pass --corpus with more text files or folders of .txt files")
     n_bytes = sum(len(d.encode()) for d in docs)
     report["corpus"] = {"documents": len(docs), "bytes": n_bytes, "source": what}
     _say(args, f"corpus: {len(docs):,d} documents, {n_bytes:,d} bytes ({what})")
@@ -105,9 +108,12 @@ def _corpus(args):
         docs = default_corpus()
         what = "the embedded corpus: Python's own help topics and docstrings"
     else:
-        from ..data.text import expand_inputs, iter_documents
+        from ..data.text import Replaced, expand_inputs, iter_documents
+        from ._common import say_replaced
 
-        docs = [d for d in iter_documents(expand_inputs(args.corpus)) if d]
+        replaced = Replaced()
+        docs = [d for d in iter_documents(expand_inputs(args.corpus), errors=args.errors, replaced=replaced) if d]
+        say_replaced(replaced)
         what = ", ".join(args.corpus)
     if args.quick:
         docs = docs[:40]
