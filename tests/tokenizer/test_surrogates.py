@@ -92,8 +92,10 @@ def test_a_store_build_names_the_file_and_row(tmp_path, tok):
     src = tmp_path / "docs.jsonl"
     # a JSON escape of one half of a pair: valid JSON and valid UTF-8, but not a text UTF-8 can hold
     src.write_text("\n".join(json.dumps({"text": t}) for t in ["the cat", "sat \ud800 on", "the mat"]) + "\n")
-    with pytest.raises(InputError, match=r"docs\.jsonl: document at row 1 .*the text holds a lone surrogate at "
-                                         r"character 4 \(U\+D800\)"):
+    # named when read, by its line, with the remedy (it was "document at row 1 (shard 0): LoneSurrogateError"
+    # at encode time, advising a Python function)
+    with pytest.raises(InputError, match=r"docs\.jsonl:2: field 'text' holds a lone surrogate escape \(U\+D800 at "
+                                         r"character 4\).*pass errors='replace'"):
         TokenStore.build(tmp_path / "store", files([src]), tok, progress=False, workers=1)
     # errors="replace" makes each lone surrogate U+FFFD (as tiktoken does), counted with invalid UTF-8
     src.write_bytes(src.read_bytes() + b'{"text": "cut \\ud83d, reversed \\ude42\\ud83d, pair \\ud83d\\ude42"}\n'
