@@ -36,7 +36,9 @@ def test_pack_command_empty_or_binary_lengths(capsys, tmp_path):
     codec error."""
     (tmp_path / "empty.txt").write_text("")
     (tmp_path / "bin.dat").write_bytes(bytes(range(128, 256)))
-    for name, says in (("empty.txt", "it holds no lengths"), ("bin.dat", "not a text file (byte offset 0")):
+    np.save(tmp_path / "empty.npy", np.zeros(0, np.int64))  # (an empty array was taken: 0 documents, 100% fill)
+    for name, says in (("empty.txt", "it holds no lengths"), ("bin.dat", "not a text file (byte offset 0"),
+                       ("empty.npy", "it holds no lengths (an empty array)")):
         assert main(["pack", "--lengths", str(tmp_path / name), "--block-size", "7"]) == 1
         err = capsys.readouterr().err
         assert f"cannot read lengths from {tmp_path / name}: {says}" in err and "Warning" not in err

@@ -312,3 +312,12 @@ def test_unknown_options_and_library_names_are_said_as_the_command_line_says_the
     (tmp_path / "f").write_text("a file")
     fails(capsys, ["store", "build", "--tokenizer", str(tok), "--input", str(tmp_path / "c.txt"), "--no-eos",
                    "--out", str(tmp_path / "f")], "--out '", "exists and is not a folder")
+
+
+def test_store_without_a_subcommand_is_a_usage_error(capsys):
+    """`tokenmill store` alone printed the whole help to stdout and exited 2 with no error line."""
+    with pytest.raises(SystemExit) as e:
+        main(["store"])
+    out = capsys.readouterr()
+    assert e.value.code == 2 and not out.out
+    assert "tokenmill store: error: the following arguments are required: SUBCOMMAND" in out.err

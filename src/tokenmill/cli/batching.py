@@ -62,7 +62,10 @@ def _read_lengths(args):
     try:
         check_input_file(args.lengths)  # a clear error for a folder, a device or a missing file
         if args.lengths.endswith(".npy"):
-            return np.load(args.lengths, allow_pickle=False)
+            arr = np.load(args.lengths, allow_pickle=False)
+            if arr.size == 0:  # (as an empty text file: 0 documents "packed" at 100% fill)
+                raise InputError("it holds no lengths (an empty array); pass one length per document")
+            return arr
         with open(args.lengths, "rb") as f:
             raw = f.read()
         try:

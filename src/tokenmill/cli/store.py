@@ -17,7 +17,8 @@ def register(sub) -> None:
                     example="tokenmill store build --tokenizer tok.json --input corpus/ --out store/",
                     func=lambda args: args.store_parser.print_help() or 2)
     p.set_defaults(store_parser=p)
-    inner = p.add_subparsers(dest="store_command", metavar="SUBCOMMAND")
+    # required: `tokenmill store` alone is a usage error naming the subcommands (it printed the help to stdout)
+    inner = p.add_subparsers(dest="store_command", metavar="SUBCOMMAND", required=True)
 
     b = add_command(inner, "build", help="encode text sources into a token store (resumable, same bytes for "
                     "any --workers)", example=EXAMPLE_BUILD, func=cmd_build)
