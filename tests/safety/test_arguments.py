@@ -3,6 +3,8 @@ work is a ConfigError (an InputError for data) naming the argument and what it a
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -321,3 +323,19 @@ def test_store_without_a_subcommand_is_a_usage_error(capsys):
     out = capsys.readouterr()
     assert e.value.code == 2 and not out.out
     assert "tokenmill store: error: the following arguments are required: SUBCOMMAND" in out.err
+
+
+def test_a_failed_write_to_a_full_stdout_says_so(tmp_path):
+    """`tokenmill encode ... > /dev/full` said "cannot access: No space left on device", naming nothing."""
+    import subprocess
+    import sys
+
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full on this system")
+    tok = tmp_path / "t.json"
+    train_bpe(["hello world"] * 3, 260).save(tok)
+    with open("/dev/full", "w") as full:
+        r = subprocess.run([sys.executable, "-m", "tokenmill", "encode", "--tokenizer", str(tok), "hello"],
+                           stdout=full, stderr=subprocess.PIPE, text=True)
+    assert r.returncode == 1
+    assert "tokenmill encode: error: cannot read or write the standard streams (or a file): No space left" in r.stderr

@@ -140,8 +140,8 @@ def _one_line(e: BaseException) -> str:
     if isinstance(e, TokenmillError):
         text = str(e)
     elif isinstance(e, OSError):
-        name = f" {e.filename!r}" if e.filename else ""
-        text = f"cannot access{name}: {e.strerror or e}"
+        text = (f"cannot access {e.filename!r}: {e.strerror or e}" if e.filename else  # (a write to a full stdout
+                f"cannot read or write the standard streams (or a file): {e.strerror or e}")  # named nothing)
     elif isinstance(e, MemoryError):
         text = "out of memory; use smaller inputs or options (e.g. --sample, a smaller --vocab-size)"
     else:
