@@ -15,8 +15,7 @@ EXAMPLE_BUILD = ("tokenmill store build --tokenizer tok.json --input corpus/ dat
 def register(sub) -> None:
     p = add_command(sub, "store", help="build, verify and describe token stores (corpora encoded once)",
                     example="tokenmill store build --tokenizer tok.json --input corpus/ --out store/",
-                    func=lambda args: args.store_parser.print_help() or 2)
-    p.set_defaults(store_parser=p)
+                    func=None)  # (a subcommand is required: its own func runs)
     # required: `tokenmill store` alone is a usage error naming the subcommands (it printed the help to stdout)
     inner = p.add_subparsers(dest="store_command", metavar="SUBCOMMAND", required=True)
 

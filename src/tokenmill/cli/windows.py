@@ -51,7 +51,7 @@ def cmd_windows(args) -> int:
     from ..data.text import Replaced
     from ..windows import SlidingWindows, coverage_report, preview
 
-    check_int(args.preview, "--preview", min=0)  # (before any work: "n=-1" named preview's argument)
+    n_preview = check_int(args.preview, "--preview", min=0)  # (before any work: "n=-1" named preview's argument)
     tok = load_tokenizer(args)
     stride = args.stride if args.stride is not None else max(1, args.window // 2)
     sw = SlidingWindows(args.window, stride, start_offset=args.start_offset, tail=args.tail, short=args.short,
@@ -63,7 +63,7 @@ def cmd_windows(args) -> int:
     source = ArraySource(docs)
     plan = sw.plan(source.lengths, epoch=args.epoch)
     report = coverage_report(plan, source.lengths)
-    previews = preview(plan, source, tok, n=check_int(args.preview, "--preview", min=0))
+    previews = preview(plan, source, tok, n=n_preview)
     if args.json:
         print(json.dumps({
             "config": {"window": args.window, "stride": stride, "start_offset": args.start_offset,

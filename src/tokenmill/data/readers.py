@@ -249,11 +249,11 @@ def _is_known(path: Path) -> bool:
     return name.endswith(_TEXT_EXT + _JSONL_EXT + _PARQUET_EXT)
 
 
-def visible_files(folder: Path, pattern: str = "*") -> list[Path]:
-    """The files under ``folder`` matching ``pattern`` (recursively, sorted), but those inside a hidden
-    folder or hidden themselves (a name starting with "."), as a glob leaves them: a folder's
-    ``.ipynb_checkpoints`` copies read a second time, its ``.git`` read as data."""
-    return sorted(f for f in folder.rglob(pattern)
+def visible_files(folder: Path) -> list[Path]:
+    """The files under ``folder`` (recursively, sorted), but those inside a hidden folder or hidden
+    themselves (a name starting with "."), as a glob leaves them: a folder's ``.ipynb_checkpoints``
+    copies read a second time, its ``.git`` read as data."""
+    return sorted(f for f in folder.rglob("*")
                   if not any(part.startswith(".") for part in f.relative_to(folder).parts) and f.is_file())
 
 

@@ -238,8 +238,9 @@ def _describe_difference(old, new, where: str = "", out: list | None = None) -> 
             if a != b:
                 _describe_difference(a, b, f"{where}[{i}]", out)
     elif isinstance(old, list) and isinstance(new, list) and where.endswith(".files"):
-        gone = [x for x in old if x not in new]  # a folder's files: which were added or removed
-        came = [x for x in new if x not in old]
+        before, now = set(old), set(new)  # a folder's files: which were added or removed
+        gone = [x for x in old if x not in now]
+        came = [x for x in new if x not in before]
         for verb, xs in (("added", came), ("removed", gone)):
             if xs:
                 out.append(f"{where}: {len(xs)} {verb} ({', '.join(map(str, xs[:3]))}{', ...' if len(xs) > 3 else ''})")

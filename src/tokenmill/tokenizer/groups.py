@@ -184,3 +184,12 @@ def flat_ids(arrays: list) -> tuple[np.ndarray, np.ndarray]:
     np.cumsum(np.fromiter((a.size for a in arrays), np.int64, len(arrays)), out=bounds[1:])
     ids = np.concatenate(arrays).astype(np.int64, copy=False) if arrays else np.zeros(0, np.int64)
     return ids, bounds
+
+
+def encode_flat_by_batch(self, texts, *, num_threads=None, allowed_special=(),
+                         disallowed_special="all") -> tuple[np.ndarray, np.ndarray]:
+    """``encode_batch``'s ids in one flat int64 array, with ``bounds`` (``len(texts) + 1``): text ``i``'s ids
+    are ``ids[bounds[i]:bounds[i + 1]]``, as ``Tokenizer.encode_flat``: the ``encode_flat`` method of the
+    tokenizers whose kernels do not write one flat array themselves (the SentencePiece families)."""
+    return flat_ids(self.encode_batch(texts, num_threads=num_threads, as_arrays=True,
+                                      allowed_special=allowed_special, disallowed_special=disallowed_special))

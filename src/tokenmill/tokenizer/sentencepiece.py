@@ -60,7 +60,7 @@ from .formats.sentencepiece import (
     read_model,
     write_model_proto,
 )
-from .groups import batch_args, flat_ids, in_groups
+from .groups import batch_args, encode_flat_by_batch, in_groups
 from .sp_types import BYTE, CONTROL, NORMAL, UNKNOWN, UNUSED, USER_DEFINED, WS
 from .special import names_batch_text, requested
 from .surrogates import batch_surrogate_error, lone_surrogate_error
@@ -686,12 +686,7 @@ class SentencePieceTokenizer:
 
         return in_groups(texts, threads, group)
 
-    def encode_flat(self, texts, *, num_threads=None, allowed_special=(),
-                    disallowed_special="all") -> tuple[np.ndarray, np.ndarray]:
-        """``encode_batch``'s ids in one flat int64 array, with ``bounds`` (``len(texts) + 1``): text ``i``'s ids
-        are ``ids[bounds[i]:bounds[i + 1]]``, as ``Tokenizer.encode_flat``."""
-        return flat_ids(self.encode_batch(texts, num_threads=num_threads, as_arrays=True,
-                                          allowed_special=allowed_special, disallowed_special=disallowed_special))
+    encode_flat = encode_flat_by_batch  # (one flat array of encode_batch's ids, as Tokenizer.encode_flat)
 
     def save_huggingface(self, path) -> None:
         """Write a Hugging Face tokenizer.json (see :func:`save_huggingface`: HF then gives these ids on

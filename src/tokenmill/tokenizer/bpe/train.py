@@ -216,15 +216,7 @@ def count_chunks(
 
     def pieces():
         for doc in docs:
-            if not isinstance(doc, str):
-                raise InputError(f"document {stats['documents_used']:,d} is a {type(doc).__name__}, not str; "
-                                 "pass text documents")
-            try:
-                data = doc.encode("utf-8")
-            except UnicodeEncodeError:
-                from ..surrogates import lone_surrogate_error
-
-                raise lone_surrogate_error(doc, f"document {stats['documents_used']:,d}") from None
+            data = doc_utf8(doc, stats["documents_used"])
             stats["documents_used"] += 1
             stats["bytes_used"] += len(data)
             if bar is not None:
@@ -413,13 +405,13 @@ def _positive_budget(budget: int, sample) -> int:
     return budget
 
 
-def _doc_size(doc, index: int) -> int:
-    """UTF-8 size of document ``index``, which is refused here as in counting (not a str, a lone surrogate):
-    the sampler sees every document, the counter only the sampled ones."""
+def doc_utf8(doc, index: int) -> bytes:
+    """The UTF-8 of document ``index``, or an InputError naming it (not a str, a lone surrogate): the
+    sampler checks every document by its index in the input, the counter the documents it counts."""
     if not isinstance(doc, str):
         raise InputError(f"document {index:,d} is a {type(doc).__name__}, not str; pass text documents")
     try:
-        return len(doc.encode("utf-8"))
+        return doc.encode("utf-8")
     except UnicodeEncodeError:
         from ..surrogates import lone_surrogate_error
 
@@ -440,7 +432,7 @@ def _sampled(texts: Iterable[str], sample, seed: int):
         def gen():
             for i, doc in enumerate(texts):
                 out.seen[0] += 1
-                out.seen[1] += _doc_size(doc, i)
+                out.seen[1] += len(doc_utf8(doc, i))
                 if _priority(seed, i) < limit:
                     yield doc
         out._it = gen()
@@ -450,7 +442,7 @@ def _sampled(texts: Iterable[str], sample, seed: int):
         heap: list[tuple[int, int, str, int]] = []  # max-heap by priority: (-prio, index, doc, nbytes)
         total = 0
         for i, doc in enumerate(texts):
-            nb = _doc_size(doc, i)
+            nb = len(doc_utf8(doc, i))
             out.seen[0] += 1
             out.seen[1] += nb
             heapq.heappush(heap, (-_priority(seed, i), i, doc, nb))

@@ -238,8 +238,9 @@ def _tiktoken_rule_holds(tok, vocab: dict[int, bytes]) -> None:
             if left is not None and right is not None and (left, right) not in merges:
                 raise ConfigError(f"token {i} ({b!r}) splits into tokens {left} and {right}, which no merge joins: "
                                   "tiktoken would join them, this tokenizer does not" + use)
-    if not spec.whole_chunk_lookup and tok._compiled().unreached:
-        raise ConfigError(f"{tok._compiled().unreached:,d} tokens are not what BPE makes of their own bytes, and "
+    unreached = 0 if spec.whole_chunk_lookup else tok._compiled().unreached
+    if unreached:
+        raise ConfigError(f"{unreached:,d} tokens are not what BPE makes of their own bytes, and "
                           "this tokenizer has no ignore_merges: tiktoken maps such a chunk to the token" + use)
 
 

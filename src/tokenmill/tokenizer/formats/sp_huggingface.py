@@ -33,7 +33,7 @@ import numpy as np
 from msgspec import UNSET, UnsetType
 
 from ...errors import ConfigError, FormatError, SpecialTokenError, UnsupportedTokenizerError
-from ..groups import batch_args, flat_ids, in_groups
+from ..groups import batch_args, encode_flat_by_batch, in_groups
 from ..sentencepiece import WS, first_of, ids_by_pieces, utf8_of
 from ..special import names_batch_text, requested
 from .schemas import ID_RULE, HFAddedToken, Lenient, decode_file, is_id
@@ -487,12 +487,7 @@ class SentencePieceJsonTokenizer:
 
         write_bytes_atomic(path, self._raw)
 
-    def encode_flat(self, texts, *, num_threads=None, allowed_special=(),
-                    disallowed_special="all") -> tuple[np.ndarray, np.ndarray]:
-        """``encode_batch``'s ids in one flat int64 array, with ``bounds`` (``len(texts) + 1``): text ``i``'s ids
-        are ``ids[bounds[i]:bounds[i + 1]]``, as ``Tokenizer.encode_flat``."""
-        return flat_ids(self.encode_batch(texts, num_threads=num_threads, as_arrays=True,
-                                          allowed_special=allowed_special, disallowed_special=disallowed_special))
+    encode_flat = encode_flat_by_batch  # (one flat array of encode_batch's ids, as Tokenizer.encode_flat)
 
     def save(self, path) -> None:
         """Refused: a SentencePiece-family tokenizer.json has no tokenmill file form (it is run as the file
