@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import errno
 import hashlib
 import json
 import os
@@ -51,7 +52,8 @@ def resolve_output(path: str | os.PathLike, *, what: str = "output", inputs: Ite
     Refused: an empty path, a symbolic link (writing through it would replace a file elsewhere, such
     as a store's manifest, under another name), a directory, anything that exists and is not a
     regular file (a device such as /dev/null, a FIFO, a socket), and a file that is one of the
-    command's inputs (``inputs`` or :func:`protect_inputs`; hard links to an input too).
+    command's inputs (``inputs`` or :func:`protect_inputs`; hard links to an input too), or lies in a
+    folder that is one (a new file there is let be).
     """
     raw = fs_path(path, f"the {what} path is {{kind}}, not a str or a path; pass a file name")
     if not raw:
@@ -73,9 +75,13 @@ def resolve_output(path: str | os.PathLike, *, what: str = "output", inputs: Ite
         if not stat.S_ISREG(st.st_mode):
             raise ConfigError(f"{what} {raw!r} exists and is not a regular file (a device, FIFO or socket); "
                               "tokenmill only creates or replaces regular files")
+        real = None
         for inp in (*inputs, *_INPUTS.get()):
             try:
                 same = os.path.samefile(target, inp)
+                if not same and os.path.isdir(inp):  # a folder input (a tokenizer's, a corpus'): its files are read
+                    real = real or os.path.realpath(target)
+                    same = real.startswith(os.path.join(os.path.realpath(inp), ""))
             except OSError:
                 continue
             if same:
@@ -135,8 +141,72 @@ def _umask() -> int:
     return old
 
 
+def _flush_to_disk(path: str | os.PathLike, *, folder: bool = False) -> None:
+    """``fsync`` a file's data (or a folder's entries) to the disk. A file system that cannot
+    (``EINVAL``/``ENOTSUP``: some network and virtual ones) is let be: nothing better can be done there."""
+    flags = os.O_RDONLY | (getattr(os, "O_DIRECTORY", 0) if folder else 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        if folder:
+            return  # (a folder that cannot be opened for reading: Windows)
+        raise
+    try:
+        os.fsync(fd)
+    except OSError as e:
+        if e.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EBADF):
+            raise
+    finally:
+        os.close(fd)
+
+
+def sync_folder(path: str | os.PathLike) -> None:
+    """Make a rename or a removal in folder ``path`` survive a power loss (``fsync`` of the folder)."""
+    _flush_to_disk(path, folder=True)
+
+
+class LaterFlush:
+    """Files written with ``durable=False`` (:func:`atomic_path`), flushed to the disk by one background
+    thread while the writer goes on; :meth:`wait` returns once they and their folders are on the disk.
+    For a writer with a commit point: a token store's shard files are flushed while the next shard is
+    encoded, and its manifest (which says they are whole) is written after ``wait``. Flushing each file
+    before its rename instead held the build up for the disk (53 MB of English text, 7 shards: 0.38 ->
+    0.56 s)."""
+
+    def __init__(self):
+        self._pool = None
+        self._pending: list = []
+        self._folders: set[str] = set()
+
+    def add(self, path: str | os.PathLike) -> None:
+        """Flush ``path`` (a file, renamed into place already) and, at :meth:`wait`, its folder."""
+        if self._pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="tokenmill-flush")
+        self._folders.add(os.path.dirname(os.path.abspath(path)))
+        self._pending.append(self._pool.submit(_flush_to_disk, path))
+
+    def wait(self) -> None:
+        """Block until every file added is on the disk, then flush their folders; the first error raised."""
+        try:
+            for f in self._pending:
+                f.result()
+            for d in sorted(self._folders):
+                sync_folder(d)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Stop the thread (what it has not flushed yet the system writes in its own time)."""
+        self._pending, self._folders = [], set()
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+
+
 @contextlib.contextmanager
-def atomic_path(path: str | os.PathLike, *, inputs: Iterable = ()) -> Iterator[Path]:
+def atomic_path(path: str | os.PathLike, *, inputs: Iterable = (), durable: bool = True) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; on success rename it over ``path``.
 
     The target is checked first (:func:`resolve_output`: no symlink, directory, device, FIFO, or
@@ -144,6 +214,11 @@ def atomic_path(path: str | os.PathLike, *, inputs: Iterable = ()) -> Iterator[P
     replaces, or gets ``0o666 & ~umask`` when new (as ``open()`` would create it). Leftover
     temporaries of killed processes for the same target are removed first. On failure the temporary
     file is removed and the original error propagates unchanged.
+
+    ``durable``: the temporary's data is flushed to the disk before the rename and the folder after it,
+    so that a power loss leaves the old file or the new one, never an empty or partial file under the
+    target's name (renaming without the flush lets the file system write the name first: ~0.8 ms a
+    file on this project's machines; off only for caches, which are checked on read and can be lost).
     """
     target = resolve_output(path, inputs=inputs)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -158,7 +233,11 @@ def atomic_path(path: str | os.PathLike, *, inputs: Iterable = ()) -> Iterator[P
     try:
         yield Path(tmp)
         os.chmod(tmp, mode)
+        if durable:
+            _flush_to_disk(tmp)
         os.replace(tmp, target)
+        if durable:
+            sync_folder(target.parent)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
@@ -190,10 +269,11 @@ def write_bytes_atomic(path: str | os.PathLike, data, *, inputs: Iterable = ()) 
             f.write(data)
 
 
-def write_with(path: str | os.PathLike, write: Callable[[BinaryIO], None], *, inputs: Iterable = ()) -> None:
+def write_with(path: str | os.PathLike, write: Callable[[BinaryIO], None], *, inputs: Iterable = (),
+               durable: bool = True) -> None:
     """Call ``write(binary file)`` on a temporary beside ``path``, then rename it into place
     (:func:`atomic_path`): for writers that stream (``np.save``, a shard's ids)."""
-    with atomic_path(path, inputs=inputs) as tmp:
+    with atomic_path(path, inputs=inputs, durable=durable) as tmp:
         with open(tmp, "wb") as f:
             write(f)
 
@@ -204,8 +284,8 @@ class StreamedFile:
     ``(bytes, "sha256:<hex>")``, ``abort()`` removes it. For a writer whose data arrives over time (a token
     store shard's ids, job by job: no shard-sized block to join and hash at its end)."""
 
-    def __init__(self, path: str | os.PathLike, *, inputs: Iterable = ()):
-        self._cm = atomic_path(path, inputs=inputs)
+    def __init__(self, path: str | os.PathLike, *, inputs: Iterable = (), durable: bool = True):
+        self._cm = atomic_path(path, inputs=inputs, durable=durable)
         tmp = self._cm.__enter__()
         try:
             self._f = open(tmp, "wb")
@@ -249,7 +329,7 @@ def write_cache(path: str | os.PathLike, write: Callable[[BinaryIO], None]) -> b
     """Best effort :func:`write_with` for a cache file: False (nothing written, no temporary left)
     where it cannot be written, for a cache is never needed to be right."""
     try:
-        write_with(path, write)
+        write_with(path, write, durable=False)
         return True
     except (OSError, ConfigError):
         return False

@@ -51,6 +51,38 @@ def test_from_megatron_round_trip_and_views(store, tmp_path, wide_tok):
     assert back.fingerprint == TokenStore.from_megatron(tmp_path / "m").fingerprint != v.fingerprint
 
 
+def test_megatron_prefix_file_changed_under_the_map_and_int32_limit(store, tmp_path):
+    """A prefix naming no file is a ConfigError (it was a bare ValueError); a .bin truncated after it was
+    opened is a FormatError on the next read (it was a SIGBUS that killed the interpreter); ids up to
+    2**31 - 1 (a vocabulary of 2**31) fit Megatron's int32 (refused one short)."""
+    from tokenmill.errors import ConfigError
+
+    for bad in ("", ".", "/", "out/"):
+        with pytest.raises(ConfigError, match="Megatron prefix"):
+            store.export_megatron(bad)
+        with pytest.raises(ConfigError, match="Megatron prefix"):
+            TokenStore.from_megatron(bad)
+    store.export_megatron(tmp_path / "m")
+    m = TokenStore.from_megatron(tmp_path / "m")
+    first = m.get(0).tolist()
+    assert first == store.get(0).tolist()
+    with open(tmp_path / "m.bin", "r+b") as f:
+        f.truncate(2)
+    with pytest.raises(FormatError, match=r"m.bin: 2 bytes now, .* when it was opened"):
+        m.get(len(m) - 1)
+    with pytest.raises(FormatError, match="when it was opened"):
+        pack(m.lengths, 64).batches(m, batch_size=2, pad_id=0).__next__()
+    from tokenmill.errors import InputError
+
+    empty = TokenStore.from_token_arrays(tmp_path / "empty", [([0, 0], [])], vocab_size=10)
+    with pytest.raises(InputError, match="2 documents and no tokens.*nothing was written"):
+        empty.export_megatron(tmp_path / "e")  # (megatron-core cannot map the empty .bin it would be)
+    assert not list(tmp_path.glob("e.*"))
+    top = TokenStore.from_token_arrays(tmp_path / "top", [([1], [2**31 - 1])], vocab_size=2**31)
+    top.export_megatron(tmp_path / "top32")
+    assert TokenStore.from_megatron(tmp_path / "top32").get(0).tolist() == [2**31 - 1]
+
+
 def test_from_megatron_refuses_damaged_files(store, tmp_path):
     store.export_megatron(tmp_path / "m")
     idx = tmp_path / "m.idx"
@@ -60,6 +92,14 @@ def test_from_megatron_refuses_damaged_files(store, tmp_path):
         TokenStore.from_megatron(tmp_path / "m")
     idx.write_bytes(data[:40])
     with pytest.raises(FormatError, match="truncated"):
+        TokenStore.from_megatron(tmp_path / "m")
+    # a multimodal index (a mode byte a sequence) and a negative length: named as such ("trailing data" before)
+    idx.write_bytes(data + bytes(len(store)))
+    with pytest.raises(FormatError, match="a multimodal index") as e:
+        TokenStore.from_megatron(tmp_path / "m")
+    assert "trailing" not in str(e.value)
+    idx.write_bytes(data[:38] + (-1).to_bytes(4, "little", signed=True) + data[42:])
+    with pytest.raises(FormatError, match="sequence 1 has length -1"):
         TokenStore.from_megatron(tmp_path / "m")
     idx.write_bytes(data)
     b = tmp_path / "m.bin"

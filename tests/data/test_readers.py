@@ -289,8 +289,20 @@ def test_paths_globs_folders_and_bad_inputs(tmp_path):
         files(tmp_path / "empty")
     with pytest.raises(InputError, match="does not exist"):
         as_sources(["hello world"])  # a list of str is a list of paths
+    # a list of paths in the list: one source of their files (their names were stored as two documents)
+    a, b = tmp_path / "d" / "b.txt", tmp_path / "d" / "sub" / "a.txt"
+    two = as_sources([[str(a), b], str(a)])
+    assert len(two) == 2 and two[0].files() == [str(a), str(b)]
+    assert [t for t, _, _ in docs(two[0])] == [a.read_text(), b.read_text()]
+    with pytest.raises(InputError, match="does not exist"):
+        as_sources([["hello", "world"]])
     with pytest.raises(ConfigError, match="split_lines=True or separator"):
         files(tmp_path / "d", split_lines=True, separator="|")
+    odd = os.path.join(os.fsencode(tmp_path / "d"), b"x\xffy.txt")
+    with open(odd, "w") as f:
+        f.write("text")
+    with pytest.raises(InputError, match=r"x\\xffy.txt' is not valid UTF-8.*rename"):
+        files(tmp_path / "d")
 
 
 def test_fifo_is_refused(tmp_path):

@@ -159,6 +159,16 @@ def test_bounded_on_a_large_store(tok, tmp_path, monkeypatch):
     assert again.path.read_bytes() == r.path.read_bytes()
 
 
+def test_statistics_of_texts_are_bounded_by_stat_tokens(tok, tmp_path):
+    """A text's statistics took all its tokens (a 50 MB text: 40 s, 3 GB); ``stat_tokens`` bounds them as
+    it bounds a store's, the windows and the samples still see the texts as they are."""
+    texts = ["the cat sat on the mat. " * 400, "a dog ran. " * 400]
+    d = tokenmill.report(tok, texts=texts, out=tmp_path / "r.html", stat_tokens=300, sample_tokens=50).data
+    full = sum(len(tok.encode(t)) for t in texts)
+    assert full > 2_000 and d.vocabulary["sample_tokens"] == 300 and d.vocabulary["sample_documents"] == 2
+    assert d.windows["documents"] == 2 and sum(s["tokens"] for s in d.tokens["samples"]) == 100
+
+
 def test_errors_name_the_input(tok, store, tmp_path):
     with pytest.raises(ConfigError, match="nothing to report"):
         tokenmill.report(tok, out=tmp_path / "r.html")
@@ -166,6 +176,14 @@ def test_errors_name_the_input(tok, store, tmp_path):
         tokenmill.report(tok, texts=["x"], out=tmp_path / "r.html", windw=3)
     with pytest.raises(ConfigError, match="also an input"):
         tokenmill.report(tok, store=store, out=store.path / "manifest.json")
+    folder = tmp_path / "tokdir"  # a tokenizer named by its folder: the file in it is an input too
+    folder.mkdir()
+    tok.save_huggingface(folder / "tokenizer.json")
+    saved = (folder / "tokenizer.json").read_bytes()
+    with pytest.raises(ConfigError, match="also an input"):
+        tokenmill.report(str(folder), texts=["x"], out=folder / "tokenizer.json")
+    assert (folder / "tokenizer.json").read_bytes() == saved
+    assert tokenmill.report(str(folder), texts=["x"], out=folder / "new.html").path.exists()  # a new file: fine
     with pytest.raises(ConfigError, match="list"):
         tokenmill.report(tok, files="a.txt", out=tmp_path / "r.html")
     other = tokenmill.train_bpe(["something else entirely"] * 3, 260)

@@ -100,6 +100,19 @@ def test_unexpected_errors_are_one_line_with_a_debug_hint(capsys, monkeypatch, t
         main(["inspect", "--debug", tok_file])
 
 
+def test_a_library_connection_error_is_not_called_a_stream_failure(capsys, monkeypatch, tok_file):
+    """Ray's "Could not find any running Ray instance" (a ConnectionError, so an OSError) read "cannot read
+    or write the standard streams (or a file)"."""
+    from tokenmill.cli import tokenizer_cmds
+
+    def no_cluster(args):
+        raise ConnectionError("Could not find any running Ray instance. Please specify the one to connect to.")
+
+    monkeypatch.setattr(tokenizer_cmds, "cmd_inspect", no_cluster)
+    err = fails(capsys, ["inspect", tok_file], "cannot connect: Could not find any running Ray instance")
+    assert "standard streams" not in err
+
+
 def test_debug_shows_the_traceback(tmp_path):
     env = {**os.environ, "TOKENMILL_DEBUG": ""}
     cmd = [sys.executable, "-m", "tokenmill", "encode", "--tokenizer", str(tmp_path / "none.json"), "x"]

@@ -110,6 +110,76 @@ def test_failure_leaves_the_old_file_and_no_temporary(tmp_path):
     assert target.read_text() == "old" and list(tmp_path.glob(f"*{TMP_SUFFIX}")) == []
 
 
+def _record_syncs(monkeypatch):
+    """Log fsync calls (by what the descriptor names) and renames, in order."""
+    log = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd):
+        log.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
+        real_fsync(fd)
+
+    def replace(a, b):
+        log.append(("rename", os.fspath(b)))
+        real_replace(a, b)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    return log
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="names file descriptors through /proc (Linux)")
+def test_files_reach_the_disk_before_their_rename(tmp_path, monkeypatch):
+    """A power loss after the rename must find the new data under the name, not an empty file: the
+    temporary's data is flushed before the rename, the folder (holding the new name) after it. Streamed
+    files (store shards) the same; caches are not flushed (they are checked on read and may be lost)."""
+    from tokenmill._io import StreamedFile, write_bytes_atomic, write_cache
+
+    log = _record_syncs(monkeypatch)
+    target = tmp_path / "a.bin"
+    write_bytes_atomic(target, b"new data")
+    assert [k for k, _ in log] == ["fsync", "rename", "fsync"]
+    assert log[0][1].endswith(TMP_SUFFIX) and log[1][1] == str(target) and log[2][1] == str(tmp_path)
+    assert target.read_bytes() == b"new data"
+    log.clear()
+    f = StreamedFile(tmp_path / "s.bin")
+    f.write(b"xyz")
+    assert log == []
+    f.close()
+    assert [k for k, _ in log] == ["fsync", "rename", "fsync"] and log[2][1] == str(tmp_path)
+    log.clear()
+    assert write_cache(tmp_path / "c.npy", lambda fh: fh.write(b"c"))
+    assert [k for k, _ in log] == ["rename"]
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="names file descriptors through /proc (Linux)")
+def test_later_flush_waits_for_files_then_folders_and_reports_errors(tmp_path, monkeypatch):
+    import errno
+
+    from tokenmill._io import LaterFlush, write_bytes_atomic
+
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "a").write_bytes(b"1")
+    log = _record_syncs(monkeypatch)
+    lf = LaterFlush()
+    lf.add(tmp_path / "d" / "a")
+    lf.wait()
+    assert log == [("fsync", str(tmp_path / "d" / "a")), ("fsync", str(tmp_path / "d"))]
+    lf.wait()  # nothing left: nothing done
+    assert len(log) == 2
+
+    def failing(fd):
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(os, "fsync", failing)
+    lf.add(tmp_path / "d" / "a")
+    with pytest.raises(OSError, match="Input/output"):
+        lf.wait()
+    with pytest.raises(OSError, match="Input/output"):
+        write_bytes_atomic(tmp_path / "d" / "b", b"x")  # a file that cannot be flushed is not renamed in
+    assert not (tmp_path / "d" / "b").exists() and os.listdir(tmp_path / "d") == ["a"]
+
+
 def test_streamed_file_appears_whole_or_not_at_all(tmp_path):
     """``StreamedFile``: pieces written over time to a temporary (hashed as written), renamed into place by
     ``close``; ``abort`` leaves the previous file and no temporary; the same target checks as atomic_path."""

@@ -8,6 +8,7 @@ import base64
 import json
 import os
 import random
+import re
 import time
 from pathlib import Path
 
@@ -198,6 +199,12 @@ def test_rank_file_lines_are_strict(tmp_path):
             Tokenizer.from_tiktoken(_write(tmp_path / "r.tiktoken", "\n".join(lines)))
     ok = _write(tmp_path / "ok.tiktoken", "\r\n".join(_rank_lines()) + "\r\n\n")
     assert Tokenizer.from_tiktoken(ok).encode("hi") == [256]
+    # the checks of the ranks as a whole name the file too
+    for name, body, says in (("blank.tiktoken", "\n", "holds no tokens"),
+                             ("gap.tiktoken", "\n".join(_rank_lines()[1:]), "lacks single-byte tokens")):
+        path = _write(tmp_path / name, body)
+        with pytest.raises(FormatError, match=f"^{re.escape(str(path))}: .*{says}"):
+            Tokenizer.from_tiktoken(path)
 
 
 # ----------------------------------------------------------------------------- 4. nothing else escapes
@@ -476,3 +483,10 @@ def test_a_reader_handed_another_formats_file_names_the_reader_it_wants(tmp_path
     assert "as_tokenizer" not in str(e.value)
     with pytest.raises(FormatError, match="not valid JSON"):
         Tokenizer.load(_write(tmp_path / "notes.txt", "a text file\n"))  # no format's: as before
+    # its format field damaged: still tokenmill's (it was taken for a tokenizer.json, whose reader then failed)
+    tok.save(files["tokenmill"])
+    files["tokenmill"].write_text(files["tokenmill"].read_text().replace('"tokenmill.tokenizer"', '"tokenmill.tokenizeR"'))
+    with pytest.raises(FormatError, match=r"format='tokenmill.tokenizeR' where a tokenmill file has .*damaged"):
+        Tokenizer.load(files["tokenmill"])
+    with pytest.raises(FormatError, match=r"a tokenmill tokenizer file, not a Hugging Face"):
+        Tokenizer.from_huggingface(files["tokenmill"])

@@ -54,6 +54,33 @@ def test_hf_object_converted_when_exact(trained, tmp_path):
     assert isinstance(as_tokenizer(FastLike()), Tokenizer)
 
 
+def test_wrapped_hf_tokenizers_give_their_tokens_raw_bytes():
+    """A byte-level tokenizer.json tokenmill runs through HF (an NFKC normalizer): token_bytes and
+    decode_bytes gave each token's *decoded* text, U+FFFD for a token holding part of a character (a
+    report showed 'hello ������' and counted 37 bytes for 17). Its raw bytes now; a WordPiece one's
+    decode_bytes is its decoded text (its tokens' text depends on their neighbours: "##")."""
+    tokenizers = pytest.importorskip("tokenizers")
+    from tokenizers import decoders, models, normalizers, pre_tokenizers, trainers
+
+    hf = tokenizers.Tokenizer(models.BPE())
+    hf.normalizer = normalizers.NFKC()
+    hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    hf.decoder = decoders.ByteLevel()
+    hf.train_from_iterator(["hello world"] * 10, trainers.BpeTrainer(
+        vocab_size=300, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False))
+    tok = as_tokenizer(hf)
+    assert isinstance(tok, ForeignTokenizer)
+    text = "hello 世界 🙂"
+    ids = tok.encode(text)
+    assert tok.decode(ids) == text and tok.decode_bytes(ids) == text.encode()
+    assert [len(tok.token_bytes(i)) for i in ids] == [len(hf.id_to_token(i)) for i in ids]  # one byte a char
+    wp = tokenizers.Tokenizer(models.WordPiece({"[UNK]": 0, "hello": 1, "world": 2, "##s": 3}, unk_token="[UNK]"))
+    wp.pre_tokenizer = pre_tokenizers.Whitespace()
+    wp.decoder = decoders.WordPiece()
+    w = as_tokenizer(wp)
+    assert w.decode_bytes(w.encode("hello worlds")) == b"hello worlds"
+
+
 def test_hf_wordpiece_wrapped(tmp_path):
     tokenizers = pytest.importorskip("tokenizers")
     from tokenizers import models, pre_tokenizers

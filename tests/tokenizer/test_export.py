@@ -49,6 +49,29 @@ def test_exports_agree_on_real_text(trained, corpora, tmp_path):
             assert hf.encode(text, add_special_tokens=False).ids == trained.encode_ordinary(text)
 
 
+def test_huggingface_export_keeps_special_ids_after_a_gap(tmp_path):
+    """cl100k's and o200k's specials sit past a gap after the ranks (100,257 with 100,256 unused): refused
+    ("HF would give it id 100,256"). They go in the model's vocabulary, where HF keeps every id."""
+    tiktoken = pytest.importorskip("tiktoken")
+    from tokenizers import Tokenizer as HFTokenizer
+
+    import tokenmill
+    from tokenmill import Tokenizer
+
+    ranks = {bytes([b]): b for b in range(256)} | {b"th": 256, b"the": 257}
+    enc = tiktoken.Encoding("gap", pat_str=r" ?\p{L}+| ?[^\s\p{L}]+|\s+", mergeable_ranks=ranks,
+                            special_tokens={"<|a|>": 259, "<|b|>": 262})
+    tok = tokenmill.as_tokenizer(enc)
+    tok.save_huggingface(tmp_path / "tokenizer.json")
+    hf = HFTokenizer.from_file(str(tmp_path / "tokenizer.json"))
+    back = Tokenizer.from_huggingface(tmp_path / "tokenizer.json")
+    text = "the <|a|> thethe <|b|> x"
+    want = enc.encode(text, allowed_special="all")
+    assert 259 in want and 262 in want
+    assert hf.encode(text, add_special_tokens=False).ids == want == back.encode(text, allowed_special="all")
+    assert back.special_tokens == {"<|a|>": 259, "<|b|>": 262} and hf.decode(want, skip_special_tokens=False) == text
+
+
 def test_to_tiktoken_keeps_the_text_between_matches():
     """A pattern that leaves gaps (``\\w+``) exported as it is: tiktoken dropped the text between words
     (tokenmill encodes it), silently; one matching the empty string panicked inside tiktoken."""
@@ -127,6 +150,9 @@ def test_to_tiktoken_refuses_imported_merge_lists_whose_ids_tiktoken_would_not_g
         assert tok.encode(text) == hf.encode(text, add_special_tokens=False).ids
         with pytest.raises(ConfigError, match=says):
             tok.to_tiktoken()
+        with pytest.raises(ConfigError, match=says):  # the rank file alone too (read back: other ids)
+            tok.save_tiktoken(tmp_path / "x.tiktoken")
+        assert not (tmp_path / "x.tiktoken").exists()
     # complete merges (every split of every token, in id order) go, and give HF's ids
     hf = HFTokenizer(models.BPE(vocab=alpha | {"ab": 256, "bc": 257, "abc": 258},
                                 merges=[("a", "b"), ("b", "c"), ("a", "bc"), ("ab", "c")], ignore_merges=True))

@@ -193,6 +193,8 @@ def test_encode_special_tokens_as_text(pairs):
     (lambda b: b["model"].pop("merges"), "the BPE model has no merges"),
     (lambda b: b["model"].pop("vocab"), "the BPE model has no vocab"),
     (lambda b: b.update(added_tokens=None), "added_tokens"),
+    (lambda b: b.update(version="2.0"), "version = '2.0'"),  # HF: "Unknown tokenizer version"
+    (lambda b: b.update(version=1), "version = 1"),
 ])
 def test_refuses_what_it_cannot_reproduce(base, tmp_path, edit, named):
     body = copy.deepcopy(base)

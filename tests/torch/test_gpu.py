@@ -23,3 +23,20 @@ def test_cuda_attention_paths_are_equivalent(attention, dtype, tol, positions):
     assert report.passed, str(report)
     stream = packing_equivalence(model, docs, 256, attention=attention, layout="stream", atol=tol, rtol=tol)
     assert not stream.passed
+
+
+def test_step_normalizer_and_masks_with_cpu_counts_and_cuda_logits():
+    """Targets counted on the CPU (a loader's labels before the copy), loss on the GPU: the running loss
+    follows the loss; sdpa_mask of a batch on the GPU is made there."""
+    from tokenmill.batching import pack
+    from tokenmill.torch import StepNormalizer, sdpa_mask, to_tensors
+
+    labels = torch.tensor([[1, 2, -100], [3, -100, -100]])
+    logits = torch.randn(2, 3, 8, device="cuda")
+    norm = StepNormalizer()
+    assert norm.begin_step([labels]) == 3
+    loss = norm.loss(logits, labels.cuda())
+    assert loss.device.type == "cuda" and abs(norm.end_step() - float(loss)) < 1e-6
+    block = next(pack([2, 1], 3).blocks([[1, 2], [3]], pad_id=0))
+    t = {k: (v.cuda() if isinstance(v, torch.Tensor) else v) for k, v in to_tensors(block).items()}
+    assert sdpa_mask(t).device.type == "cuda"

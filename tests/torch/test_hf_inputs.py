@@ -236,6 +236,23 @@ def test_what_cannot_be_exact_is_refused_by_name():
         hf_inputs(BATCH, _fake("eager", sliding_window=0))
 
 
+@pytest.mark.parametrize("name,config", [
+    ("Rwkv", dict(hidden_size=32, num_hidden_layers=2, attention_hidden_size=32, intermediate_size=64,
+                  context_length=64)),
+    ("Bloom", dict(hidden_size=32, n_layer=2, n_head=4)),
+    ("Falcon", dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, alibi=True)),
+])
+def test_models_whose_state_or_bias_runs_through_the_row_are_refused(name, config):
+    """Their attention implementation reads "eager", yet a packed row is one sequence to them: RWKV's
+    recurrent state and BLOOM's / Falcon's ALiBi bias ran across documents (RWKV's logits 2.2 away from a
+    document alone; BLOOM and Falcon crashed on the 4-D mask with a bare ValueError)."""
+    Config, Model = getattr(transformers, f"{name}Config"), getattr(transformers, f"{name}ForCausalLM")
+    torch.manual_seed(0)
+    m = Model(Config(vocab_size=300, **config)).eval()
+    with pytest.raises(ConfigError, match=rf"{name}ForCausalLM cannot score the documents of a packed row"):
+        hf_inputs(BATCH, m)
+
+
 def test_bad_batches_are_refused_by_name():
     m = _fake("sdpa")
     t = to_tensors(BATCH)

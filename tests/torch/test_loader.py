@@ -198,6 +198,11 @@ def test_state_checks_name_what_differs():
     c = TrainingLoader(DOCS, batch_size=4, **OPTS)
     c.load_state_dict({k: np.int64(v) if isinstance(v, int) else v for k, v in state.items()})
     assert (c.epoch, c.batches_consumed) == (a.epoch, a.batches_consumed) == (0, 1)
+    t = TrainingLoader(DOCS, batch_size=4, **OPTS)  # and 0-d integer tensors (a tensor-typed checkpoint)
+    t.load_state_dict({k: torch.tensor(v) if isinstance(v, int) else v for k, v in state.items()})
+    assert (t.epoch, t.batches_consumed) == (0, 1)
+    with pytest.raises(FormatError):  # a float tensor is no int
+        t.load_state_dict({k: torch.tensor(float(v)) if isinstance(v, int) else v for k, v in state.items()})
     other = [d.copy() for d in DOCS]
     other[7] = other[7].copy()
     other[7][0] += 1

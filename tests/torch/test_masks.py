@@ -35,6 +35,15 @@ def test_sdpa_mask_is_hand_drawn():
     assert (mask[0, 0].numpy() == HAND_DRAWN).all()
 
 
+def test_sdpa_mask_of_a_tensor_batch_is_made_where_the_batch_is():
+    """A batch moved to an accelerator got its mask on the CPU (SDPA then fails, or worse, copies each step);
+    the meta device stands in for a GPU here."""
+    t = {k: (v.to("meta") if isinstance(v, torch.Tensor) else v) for k, v in to_tensors(packed_batch()).items()}
+    assert sdpa_mask(t).device.type == "meta" and sdpa_mask(t).shape == (1, 1, 8, 8)
+    assert sdpa_mask(to_tensors(packed_batch()), device="meta").device.type == "meta"
+    assert sdpa_mask(to_tensors(packed_batch())).device.type == "cpu"
+
+
 def test_mask_mod_densely_equals_hand_drawn():
     seg = torch.from_numpy(packed_batch().segment_ids)
     mod = document_mask_mod(seg)
@@ -61,6 +70,9 @@ def test_flex_block_mask_matches_on_cpu():
         got = flex_attention(q, k, v, block_mask=bm)
     want = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=sdpa_mask(batch))
     assert torch.allclose(got, want, atol=1e-5)
+    # a loader's dict of tensors: the same mask (it was refused, where sdpa_mask took it)
+    bm2 = flex_block_mask(to_tensors(batch))
+    assert torch.equal(bm2.to_dense(), bm.to_dense())
 
 
 def test_padded_rows_have_no_nan():
@@ -113,7 +125,7 @@ def test_what_is_not_a_batch_is_named():
     from tokenmill.torch import flex_block_mask, sdpa_mask, to_tensors
 
     for fn, also in ((to_tensors, ""), (sdpa_mask, r" \(or a dict of tensors from to_tensors\)"),
-                     (flex_block_mask, "")):
+                     (flex_block_mask, r" \(or a dict of tensors from to_tensors\)")):
         for bad, kind in ((None, "NoneType"), (np.zeros((2, 4), np.int64), "ndarray")):
             with pytest.raises(ConfigError, match=rf"^{fn.__name__} takes a tokenmill Batch or Block{also}, not {kind}"):
                 fn(bad)

@@ -587,8 +587,9 @@ class BatchSchedule:
         """Validate a state from :meth:`state_dict` against this schedule; return (epoch, consumed)."""
         if not isinstance(state, dict):
             raise FormatError(f"a loader state must be a dict (from state_dict()), got {type(state).__name__}")
-        # numpy integers (a state kept in an array-typed checkpoint format) are the ints they hold
-        state = {k: int(v) if isinstance(v, np.integer) else v for k, v in state.items()}
+        # numpy integers and 0-d integer tensors (a state kept in an array- or tensor-typed checkpoint format)
+        # are the ints they hold
+        state = {k: _plain_int(v) for k, v in state.items()}
         if state.get("format") != STATE_FORMAT:
             raise FormatError(f"this is not a TrainingLoader state (format={state.get('format')!r}); pass "
                               "the dict that TrainingLoader.state_dict() returned")
@@ -606,7 +607,8 @@ class BatchSchedule:
         if state["data"] != self.data_fingerprint:
             raise ConfigError(f"the state was saved for other data: data fingerprint {state['data']} in the "
                               f"state, {self.data_fingerprint} here; load it with the same store, split or "
-                              "mixture (a moved folder is fine: the fingerprint is of the content)")
+                              "mixture (a moved folder is fine: the fingerprint is of the content; a store built "
+                              "again into other shards, another --shard-mb, is other data)")
         try:
             saved = parse_json(state["plan"].encode(), what="the loader state's 'plan'")
         except FormatError:  # (parse_json's advice is a file's: "write it again")
@@ -641,6 +643,17 @@ class BatchSchedule:
             raise ConfigError(f"the state says {consumed:,d} batches of epoch {epoch} were consumed, but the "
                               f"epoch has {nb:,d}: the data or options differ from the saved run")
         return epoch, consumed
+
+
+def _plain_int(v):
+    """``v``, or the int a numpy integer or a 0-d integer tensor holds (torch is not imported here)."""
+    if isinstance(v, np.integer):
+        return int(v)
+    if type(v).__module__.split(".")[0] == "torch" and getattr(v, "ndim", None) == 0:
+        dtype = str(getattr(v, "dtype", ""))
+        if dtype.startswith(("torch.int", "torch.uint")):
+            return int(v.item())
+    return v
 
 
 def _checksum(state: dict) -> str:

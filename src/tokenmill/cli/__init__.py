@@ -139,6 +139,8 @@ def _one_line(e: BaseException) -> str:
     """The message for an exception: ours as they are; files, memory and bugs explained."""
     if isinstance(e, TokenmillError):
         text = str(e)
+    elif isinstance(e, ConnectionError) and e.errno is None:  # (a library's own: Ray finding no cluster)
+        text = f"cannot connect: {e}"
     elif isinstance(e, OSError):
         text = (f"cannot access {e.filename!r}: {e.strerror or e}" if e.filename else  # (a write to a full stdout
                 f"cannot read or write the standard streams (or a file): {e.strerror or e}")  # named nothing)

@@ -17,6 +17,7 @@ megatron-core's ``IndexedDataset(prefix)`` reads the export (tested).
 
 from __future__ import annotations
 
+import os
 import struct
 from pathlib import Path
 from typing import Annotated, Literal
@@ -26,7 +27,7 @@ import numpy as np
 from .._arrays import offsets_of
 from .._io import canonical_hash, fs_path, resolve_output, write_with
 from .._schema import Meta, Struct, check
-from ..errors import FormatError, InputError
+from ..errors import ConfigError, FormatError, InputError
 from .source import KnownLengths, doc_index
 
 HEADER = b"MMIDIDX\x00\x00"
@@ -36,24 +37,40 @@ CODE_OF = {np.dtype(v): k for k, v in CODES.items()}
 INT32_MAX = 2**31 - 1
 
 
+def pair(prefix) -> tuple[Path, Path]:
+    """``prefix.bin`` and ``prefix.idx``, or a ConfigError where ``prefix`` names no file (``""``, ``"."``,
+    ``"out/"``)."""
+    raw = fs_path(prefix, "a Megatron prefix is a path (a str or a Path), not a {kind}; pass the path without "
+                          ".bin/.idx")
+    p = Path(raw)
+    if not raw or raw.endswith(("/", os.sep)) or p.name in ("", ".", ".."):
+        raise ConfigError(f"the Megatron prefix {raw!r} {'names a folder, not a file' if raw else 'is empty'}; "
+                          "pass a path such as "
+                          "'out/data' (for out/data.bin and out/data.idx)")
+    return p.with_name(p.name + ".bin"), p.with_name(p.name + ".idx")
+
+
 def export_megatron(store, prefix, *, inputs=()) -> tuple[Path, Path]:
     """Write ``prefix.bin``/``prefix.idx`` from a token source; ``inputs``: the files it reads (never
     written onto)."""
-    prefix = Path(prefix)
+    bin_path, idx_path = pair(prefix)
     dtype = np.dtype(store.dtype).newbyteorder("=")
     if dtype == np.uint32:  # Megatron has no uint32 code: int32 holds every id below 2**31
-        if store.vocab_size > INT32_MAX:
+        if store.vocab_size - 1 > INT32_MAX:
             raise InputError(f"vocab_size {store.vocab_size:,d} does not fit Megatron's int32 ids")
         dtype = np.dtype(np.int32)
     lengths = np.asarray(store.lengths, np.int64)
-    if lengths.size and lengths.max() > INT32_MAX:
+    if not lengths.sum():
+        raise InputError(f"nothing to export: the source has {lengths.size:,d} documents and no tokens, and "
+                         "megatron-core's IndexedDataset cannot open an empty .bin (it memory-maps it); nothing "
+                         "was written")
+    if lengths.max() > INT32_MAX:
         i = int(np.argmax(lengths > INT32_MAX))
         raise InputError(f"document {i:,d} has {int(lengths[i]):,d} tokens, more than Megatron's int32 "
                          "sequence lengths hold; split it first")
     pointers = np.zeros(lengths.size, np.int64)
     if lengths.size:
         np.cumsum(lengths[:-1] * dtype.itemsize, out=pointers[1:])
-    bin_path, idx_path = prefix.with_name(prefix.name + ".bin"), prefix.with_name(prefix.name + ".idx")
     # never onto the store being read (a link or hard link to one of its files): its files are inputs
     inputs = list(inputs)
     le = dtype.newbyteorder("<")
@@ -98,6 +115,8 @@ class IndexHeader(Struct):
             raise ValueError(f"{self.documents:,d} document indices for {self.sequences:,d} sequences "
                              "(at most one more than the sequences)")
         need = 34 + 12 * self.sequences + 8 * self.documents
+        if need + self.sequences == self.file_bytes and self.sequences:
+            raise ValueError("a multimodal index (a mode byte for every sequence after the document indices)")
         if need != self.file_bytes:
             raise ValueError(f"the header describes a {need:,d}-byte index, the file has {self.file_bytes:,d} "
                              f"bytes ({'truncated' if need > self.file_bytes else 'trailing data'})")
@@ -111,11 +130,8 @@ class MegatronSource(KnownLengths):
     """
 
     def __init__(self, prefix):
-        prefix = Path(fs_path(prefix, "a Megatron prefix is a path (a str or a Path), not a {kind}; pass the "
-                                      "path without .bin/.idx"))
-        self.prefix = prefix
-        idx = prefix.with_name(prefix.name + ".idx")
-        bin_ = prefix.with_name(prefix.name + ".bin")
+        bin_, idx = pair(prefix)
+        self.prefix = Path(fs_path(prefix, ""))
         for p in (idx, bin_):
             if not p.exists():
                 raise FormatError(f"Megatron file {p} does not exist")
@@ -129,11 +145,14 @@ class MegatronSource(KnownLengths):
         version, code, n, d = struct.unpack("<QBQQ", head[9:34])
         check({"magic": "MMIDIDX", "version": version, "dtype_code": code, "sequences": n, "documents": d,
                "file_bytes": size}, IndexHeader, what=f"Megatron index {str(idx)!r}",
-              hint="tokenmill reads version-1 indexes of uint16 or int32 ids, one sequence per document")
+              hint="tokenmill reads text-only version-1 indexes of uint16 or int32 ids")
         raw = np.memmap(idx, np.uint8, mode="r")
         self.dtype = np.dtype(CODES[code]).newbyteorder("<")
         lengths = np.frombuffer(raw, "<i4", n, 34).astype(np.int64)
         pointers = np.frombuffer(raw, "<i8", n, 34 + 4 * n).astype(np.int64)
+        if (lengths < 0).any():
+            i = int(np.argmax(lengths < 0))
+            raise FormatError(f"{idx}: sequence {i:,d} has length {int(lengths[i]):,d}; the index is corrupted")
         total = int(lengths.sum())
         have = bin_.stat().st_size
         if have != total * self.dtype.itemsize:  # (trailing data: the two files are not one export)
@@ -155,17 +174,32 @@ class MegatronSource(KnownLengths):
         lengths = np.diff(offsets)
         self._lengths = lengths
         self.doc_offsets = offsets
-        self.token_array = (np.asarray(np.memmap(bin_, self.dtype, mode="r", shape=(total,))) if total
-                            else np.zeros(0, self.dtype))
-        if self.dtype.kind == "i" and total and int(self.token_array.min()) < 0:  # one pass, at open
-            i = int(np.argmax(self.token_array < 0))
+        tokens = (np.asarray(np.memmap(bin_, self.dtype, mode="r", shape=(total,))) if total
+                  else np.zeros(0, self.dtype))
+        if self.dtype.kind == "i" and total and int(tokens.min()) < 0:  # one pass, at open
+            i = int(np.argmax(tokens < 0))
             doc = int(np.searchsorted(offsets, i, side="right")) - 1
-            raise FormatError(f"{bin_}: id {int(self.token_array[i]):,d} (document {doc:,d}, position "
+            raise FormatError(f"{bin_}: id {int(tokens[i]):,d} (document {doc:,d}, position "
                               f"{i - int(offsets[doc]):,d}) is negative; token ids are >= 0: the file is corrupted")
+        self._tokens, self._bin_bytes = tokens, have
         self._files = (idx, bin_)
         self._fingerprint = None
 
     vocab_size = None  # the .idx does not record it
+
+    @property
+    def token_array(self) -> np.ndarray:
+        """All ids (a read-only memory map of the .bin), once the .bin is checked to have its size still (a
+        FormatError instead of a SIGBUS when it was truncated under the map)."""
+        bin_ = self._files[1]
+        try:
+            have = os.stat(bin_).st_size
+        except OSError as e:
+            raise FormatError(f"cannot read Megatron file {bin_}: {e.strerror or e}") from None
+        if have != self._bin_bytes:
+            raise FormatError(f"{bin_}: {have:,d} bytes now, {self._bin_bytes:,d} when it was opened: the file was "
+                              "modified while in use; open it again (or restore it)")
+        return self._tokens
 
     @property
     def fingerprint(self) -> str:

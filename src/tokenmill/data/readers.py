@@ -302,6 +302,12 @@ def expand_paths(inputs) -> list[Path]:
             raise InputError(f"input {s!r} does not exist" + (
                 "; a list of strings is taken as a list of paths: for in-memory texts pass "
                 "tokenmill.data.texts([...])" if not os.path.dirname(s) else ""))
+    for p in out:  # (a name is recorded in the store's manifest, which is UTF-8 JSON)
+        try:
+            os.fspath(p).encode("utf-8")
+        except UnicodeEncodeError:
+            raise InputError(f"the file name {os.fsencode(p)!r} is not valid UTF-8 (a store records its input "
+                             "files by name); rename the file") from None
     return out
 
 
@@ -638,7 +644,8 @@ class FileSource(Source):
 
     def spec(self) -> dict:
         stats = [check_regular(p) for p in self.paths]
-        # size and modification time: a resumed build refuses input files changed since it started
+        # size and modification time: a rerun with other ones reads and hashes the input to tell an edit
+        # (the shards its input hashes no longer match are encoded again) from a touch (nothing to do)
         return {"kind": "files", "format": self.format, "field": self.field, "split_lines": self.split_lines,
                 "separator": self.separator, "errors": self.errors, "files": self.files(),
                 "sizes": [st.st_size for st in stats], "mtimes_ns": [st.st_mtime_ns for st in stats]}
@@ -980,17 +987,25 @@ def as_sources(sources, *, field: str = "text", format: Format = "auto", split_l
     """Normalize what :meth:`TokenStore.build` accepts into a list of :class:`Source`.
 
     ``sources``: one source or a list/tuple of them. A source is a :class:`Source`, a path (str or
-    ``os.PathLike``: file, folder or glob), a ``datasets`` Dataset/IterableDataset, or any other
-    iterable of str (e.g. a generator). A plain list of strings is a list of *paths*; wrap in-memory
-    texts with :func:`texts`. Each path (file, folder or glob) is one source.
+    ``os.PathLike``: file, folder or glob), a list/tuple of paths (one source of all their files), a
+    ``datasets`` Dataset/IterableDataset, or any other iterable of str (e.g. a generator). A plain list
+    of strings is a list of *paths*, and so is a list of strings in the list; wrap in-memory texts with
+    :func:`texts`. Each path (file, folder or glob) is one source.
     """
     opts = dict(field=field, format=format, split_lines=split_lines, separator=separator, errors=errors)
     items = list(sources) if isinstance(sources, (list, tuple)) else [sources]
     if not items:
         raise InputError("no sources given; pass at least one file, folder, glob, dataset or iterable of str")
-    # each path (a file, a folder, a glob) is one source: the unit of ``split(by="source")``
-    return [files(item, **opts) if isinstance(item, (str, os.PathLike)) else _one(item, field, errors)
-            for item in items]
+    # each path (a file, a folder, a glob) is one source: the unit of ``split(by="source")``; a list of
+    # paths in the list is one source of their files (read as texts, the paths became the documents)
+    return [files(item, **opts) if _paths(item) else _one(item, field, errors) for item in items]
+
+
+def _paths(item) -> bool:
+    """A path, or a non-empty list/tuple of paths."""
+    if isinstance(item, (str, os.PathLike)):
+        return True
+    return isinstance(item, (list, tuple)) and bool(item) and all(isinstance(x, (str, os.PathLike)) for x in item)
 
 
 def _one(item, field: str, errors: Errors = "strict") -> Source:

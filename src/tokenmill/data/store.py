@@ -49,11 +49,13 @@ import numpy as np
 from .._arrays import offsets_of
 from .._io import (
     TMP_SUFFIX,
+    LaterFlush,
     StreamedFile,
     atomic_path,
     canonical_hash,
     fs_path,
     remove_stale_temporaries,
+    sync_folder,
     write_json_atomic,
 )
 from .._schema import BIG, Count, Meta, Sha256, Struct, check, load_json
@@ -310,6 +312,17 @@ def _recorded_fingerprint(d: Path, name: str) -> tuple[str | None, dict]:
     return raw["build_fingerprint"], raw["build"]
 
 
+def _strip_file_stats(args: dict) -> dict:
+    """A build's arguments without its input files' sizes and modification times (``touch`` changes
+    those, an edit too; neither is an argument: the input hashes tell an edit)."""
+    sources = args.get("sources")
+    if not isinstance(sources, list):
+        return args
+    return {**args, "sources": [{k: v for k, v in spec.items() if k not in ("sizes", "mtimes_ns")}
+                                if isinstance(spec, dict) and spec.get("kind") == "files" else spec
+                                for spec in sources]}
+
+
 def _prepare(out: Path, args: dict, fingerprint: str, overwrite: bool) -> tuple[str, Path]:
     """What to do with ``out``: ``("new" | "resume" | "done" | "replace", folder to build in)``."""
     state, ours = _classify(out)
@@ -322,7 +335,9 @@ def _prepare(out: Path, args: dict, fingerprint: str, overwrite: bool) -> tuple[
         _say(f"tokenmill: the store at {out} is damaged (its {MANIFEST} is not valid); building it again in "
              f"{staging_dir(out)} (the damaged store stays as it is until the new one is verified)")
         return "replace", staging_dir(out)
-    if fp == fingerprint:
+    if fp == fingerprint or (fp is not None and _strip_file_stats(old_args) == _strip_file_stats(args)):
+        # the same arguments (the input files' sizes or times may differ: the input hashes of the store's
+        # shards then say what changed, and only that is encoded again)
         return ("done" if state == "store" else "resume"), out
     if state == "partial":
         if overwrite or not any(_SHARD_RE.match(p.name) for p in ours):
@@ -390,6 +405,7 @@ def _replace_store(stage: Path, out: Path) -> None:
             old.rmdir()
         os.rename(out, old)
         os.rename(stage, out)
+    sync_folder(out.parent)  # (the swap survives a power loss before the old store goes)
     _test_hook("swapped", 0)
     _clear(_classify(old)[1])
     old.rmdir()
@@ -493,7 +509,9 @@ def build(out_dir, sources, tokenizer, *, workers: int | None = None, engine: st
         _not_the_working_folder(out)
         mode = _prepare_staging(work, canonical_hash(args))
 
-    work.mkdir(parents=True, exist_ok=True)  # (a path that cannot be made fails here, before any encoding)
+    if not work.is_dir():
+        work.mkdir(parents=True)  # (a path that cannot be made fails here, before any encoding)
+        sync_folder(work.parent)
     remove_stale_temporaries(work)
 
     def begin() -> str:
@@ -511,12 +529,15 @@ def build(out_dir, sources, tokenizer, *, workers: int | None = None, engine: st
     builder.begin, builder.specs = begin, args["sources"]
     try:
         builder.run(engine, workers, ray_address)
-    except Exception:
-        if builder.fingerprint is None:  # failed before its first shard: the journal still marks the folder
-            with contextlib.suppress(Exception):  # as an interrupted build (what open() then reports)
+    except BaseException as e:
+        builder.flush.close()
+        # failed before its first shard: the journal still marks the folder as an interrupted build (what
+        # open() then reports)
+        if isinstance(e, Exception) and builder.fingerprint is None:
+            with contextlib.suppress(Exception):
                 builder.started()
         raise
-    replaced = _finish(work, srcs, args, builder.started(), opts, builder.records)
+    replaced = _finish(work, srcs, args, builder.started(), opts, builder.records, builder.flush)
     if replaced.count:
         _say(f"tokenmill: {replaced.note()}")
     if work != out:  # a replacement: verify every byte of the new store, then swap it in
@@ -527,6 +548,15 @@ def build(out_dir, sources, tokenizer, *, workers: int | None = None, engine: st
             raise WriteError(f"cannot put the new store {work} in place of {out}: {e.strerror or e}; {out} "
                              "is unchanged and the new store is complete in the staging folder") from e
     return TokenStore.open(out)
+
+
+def _doc_where(name: str, row: int) -> str:
+    """Where a document is, as the readers' errors say it: a JSONL record by its line (``data.jsonl:3``, from
+    1, as an editor counts), any other by its row (from 0, as ``store.provenance`` and Python count)."""
+    base = name.lower().removesuffix(".gz").removesuffix(".zst")
+    if base.endswith((".jsonl", ".ndjson")):
+        return f"{name}:{row + 1}: document on line {row + 1:,d}"
+    return f"{name}: document at row {row:,d}"
 
 
 def _say(msg: str) -> None:
@@ -546,16 +576,19 @@ def _little(arr: np.ndarray) -> np.ndarray:
     return data.astype(data.dtype.newbyteorder("<")) if data.dtype.byteorder == ">" else data
 
 
-def _write_array(path: Path, arr: np.ndarray) -> tuple[int, str]:
-    """Write ``arr`` (little-endian) atomically; return its size and sha256."""
+def _write_array(path: Path, arr: np.ndarray, flush: LaterFlush | None = None) -> tuple[int, str]:
+    """Write ``arr`` (little-endian) atomically; return its size and sha256. ``flush``: flushed to the disk
+    there (in the background) rather than before its rename."""
     data = _little(arr)
     view = memoryview(data.reshape(-1)).cast("B") if data.size else memoryview(b"")  # (0, 2) meta: no bytes
     try:
-        with atomic_path(path) as tmp:
+        with atomic_path(path, durable=flush is None) as tmp:
             with open(tmp, "wb") as f:
                 f.write(view)
     except OSError as e:
         raise _write_error(path, e) from e
+    if flush is not None:
+        flush.add(path)
     return len(view), "sha256:" + hashlib.sha256(view).hexdigest()
 
 
@@ -654,7 +687,7 @@ def _batch_bytes(texts: list, src, f: int, rows) -> tuple[np.ndarray, Any, np.nd
         return np.diff(texts.offsets), texts.data, texts.offsets, True
     bad = next((i for i, t in enumerate(texts) if not isinstance(t, str)), -1) if set(map(type, texts)) - {str} else -1
     if bad >= 0:
-        raise InputError(f"{src.files()[f]}: document at row {list(rows)[bad]:,d} is a {type(texts[bad]).__name__}, "
+        raise InputError(f"{_doc_where(src.files()[f], list(rows)[bad])} is a {type(texts[bad]).__name__}, "
                          "not a str; a source yields the text of each document")
     joined = texts_utf8(texts)
     if joined is not None:
@@ -689,6 +722,8 @@ class _Builder:
         self.bytes_in = _takes_utf8(tokenizer)
         self.begin: Callable[[], str] | None = None  # the build's fingerprint (and journal): see build()
         self.fingerprint: str | None = None
+        # the shard files reach the disk in the background, before the manifest (see _finish)
+        self.flush = LaterFlush()
 
     def started(self) -> str:
         """The build's fingerprint, the journal of a new build written first (once, before any shard file)."""
@@ -847,7 +882,7 @@ class _Builder:
                 if res is not None:  # a job's ids, written as they come (a finished shard has none)
                     if writing is None:
                         self.started()  # (the journal before any shard file)
-                        writing = _ShardTokens(self.out / f"{shard_name(k)}.tokens")
+                        writing = _ShardTokens(self.out / f"{shard_name(k)}.tokens", self.flush)
                     writing.add(first, res)
                 if not last:
                     continue
@@ -878,19 +913,19 @@ class _Builder:
         meta, size, digest = self.pending_meta.pop(k)
         if writing is None:  # (a shard of no job: not made by _cut, kept for safety)
             self.started()
-            writing = _ShardTokens(self.out / f"{shard_name(k)}.tokens")
+            writing = _ShardTokens(self.out / f"{shard_name(k)}.tokens", self.flush)
         if writing.error is not None:
             first, res = writing.error
             writing.tokens.abort()
             f, row = meta[first + res.index]
-            raise InputError(f"{self.files[f]}: document at row {int(row):,d} (shard {k}): {res.message}")
+            raise InputError(f"{_doc_where(self.files[f], int(row))} (shard {k}): {res.message}")
         lengths = np.concatenate(writing.lengths) if writing.lengths else np.zeros(0, np.int64)
         offsets = offsets_of(lengths)
         name = shard_name(k)
         info = {}
         for part, arr in (("meta", meta), ("offsets", offsets)):
             _test_hook(f"before-{part}", k)
-            n, h = _write_array(self.out / f"{name}.{part}", arr)
+            n, h = _write_array(self.out / f"{name}.{part}", arr, self.flush)
             info[part] = {"bytes": n, "sha256": h}
         _test_hook("before-tokens", k)
         n, h = writing.close()
@@ -908,12 +943,12 @@ class _ShardTokens:
     into place when the shard is done), each job's ids appended as its result arrives, in job order; a job
     that failed is kept (``error``: its first document and the JobError) and nothing after it written."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, flush: LaterFlush):
         try:
-            self.tokens = StreamedFile(path)
+            self.tokens = StreamedFile(path, durable=False)
         except OSError as e:
             raise _write_error(path, e) from e
-        self.path = path
+        self.path, self.flush = path, flush
         self.lengths: list[np.ndarray] = []
         self.count = 0
         self.error: tuple[int, engines.JobError] | None = None
@@ -933,15 +968,19 @@ class _ShardTokens:
         self.count += int(ids.size)
 
     def close(self) -> tuple[int, str]:
-        """Rename the tokens into place: ``(bytes, sha256)``."""
+        """Rename the tokens into place (flushed to the disk in the background): ``(bytes, sha256)``."""
         try:
-            return self.tokens.close()
+            done = self.tokens.close()
         except OSError as e:
             raise _write_error(self.path, e) from e
+        self.flush.add(self.path)
+        return done
 
 
-def _finish(out: Path, srcs: list[Source], args: dict, fingerprint: str, opts, shards: list[dict]) -> Replaced:
-    """Write the manifest of the finished build in ``out``; the invalid UTF-8 its read replaced."""
+def _finish(out: Path, srcs: list[Source], args: dict, fingerprint: str, opts, shards: list[dict],
+            flush: LaterFlush) -> Replaced:
+    """Write the manifest of the finished build in ``out`` once its shard files are on the disk (``flush``);
+    the invalid UTF-8 its read replaced."""
     files, file_source = [], []
     replaced = Replaced()  # what the build's read of the files replaced (errors="replace")
     for i, s in enumerate(srcs):
@@ -962,6 +1001,11 @@ def _finish(out: Path, srcs: list[Source], args: dict, fingerprint: str, opts, s
     }
     body["hash"] = canonical_hash(body)
     check(body, Manifest, what=f"the manifest of {out}")  # what open() will accept, before it is written
+    try:
+        flush.wait()
+    except OSError as e:
+        raise WriteError(f"cannot flush the shard files of {out} to the disk: {e.strerror or e}; run the build "
+                         "again to finish it") from e
     _write_json(out / MANIFEST, body)
     _test_hook("manifest", 0)
     _tidy(out, len(shards))

@@ -16,7 +16,7 @@ class ForeignTokenizer:
     ones are encoded by the wrapped tokenizer (which recognises them itself)."""
 
     def __init__(self, kind: str, obj, *, vocab_size: int, special_tokens: dict[str, int], content_hash: str,
-                 encode_fn, decode_fn, token_bytes_fn):
+                 encode_fn, decode_fn, token_bytes_fn, joined_bytes: bool = False):
         self.kind = kind
         self.wrapped = obj
         self._vocab_size = vocab_size
@@ -25,6 +25,9 @@ class ForeignTokenizer:
         self._encode_fn = encode_fn  # (texts, with_specials) -> list[list[int]]
         self._decode_fn = decode_fn
         self._token_bytes_fn = token_bytes_fn
+        # decode_bytes as the decoded text's UTF-8 (a tokenizer whose tokens' text depends on their neighbours:
+        # WordPiece's "##", Metaspace's leading space), not the tokens' bytes joined
+        self._joined_bytes = joined_bytes
 
     @classmethod
     def from_hf(cls, hf, body: str) -> "ForeignTokenizer":
@@ -38,13 +41,27 @@ class ForeignTokenizer:
             finally:
                 hf.encode_special_tokens = old
 
-        def token_bytes(i):
-            return hf.decode([i], skip_special_tokens=False).encode("utf-8")
+        added = {i: t.content for i, t in hf.get_added_tokens_decoder().items()}
+        if _byte_level(body):  # each vocabulary token spells its raw bytes, one character a byte
+            from .formats.export import bytes_to_unicode
+
+            byte_of = {c: b for b, c in bytes_to_unicode().items()}
+
+            def token_bytes(i):
+                if i in added:
+                    return added[i].encode("utf-8")
+                piece = hf.id_to_token(i)
+                if piece is None:
+                    raise ConfigError(f"token id {i:,d} is not in the vocabulary (0 .. {hf.get_vocab_size() - 1:,d})")
+                return bytes(byte_of[c] for c in piece) if all(c in byte_of for c in piece) else piece.encode("utf-8")
+        else:  # WordPiece, Metaspace, byte fallback...: a token's text depends on its neighbours
+            def token_bytes(i):
+                return hf.decode([i], skip_special_tokens=False).encode("utf-8")
 
         return cls("tokenizers", hf, vocab_size=hf.get_vocab_size(), special_tokens=specials,
                    content_hash=hashlib.sha256(body.encode("utf-8")).hexdigest(),
                    encode_fn=enc, decode_fn=lambda ids: hf.decode(list(ids), skip_special_tokens=False),
-                   token_bytes_fn=token_bytes)
+                   token_bytes_fn=token_bytes, joined_bytes=not _byte_level(body))
 
     @classmethod
     def from_tiktoken(cls, e) -> "ForeignTokenizer":
@@ -119,10 +136,29 @@ class ForeignTokenizer:
     def decode_bytes(self, ids) -> bytes:
         from .._validate import check_ids
 
-        return b"".join(self.token_bytes(i) for i in check_ids(ids))
+        ids = check_ids(ids)
+        if self._joined_bytes:
+            return self._decode_fn(ids).encode("utf-8", "surrogatepass")
+        return b"".join(self.token_bytes(i) for i in ids)
 
     def token_bytes(self, token_id: int) -> bytes:
         return self._token_bytes_fn(int(token_id))
 
     def __repr__(self) -> str:
         return f"ForeignTokenizer({self.kind}, vocab_size={self.vocab_size:,d}, special_tokens={len(self._special)})"
+
+
+def _byte_level(body: str) -> bool:
+    """Whether a tokenizer.json decodes with ``ByteLevel`` (alone or in a ``Sequence``): its vocabulary
+    spells raw bytes one character each (GPT-2's table)."""
+    import json
+
+    def types(d) -> list:
+        if not isinstance(d, dict):
+            return []
+        return [d.get("type")] + [t for x in (d.get("decoders") or []) for t in types(x)]
+
+    try:
+        return "ByteLevel" in types(json.loads(body).get("decoder"))
+    except (ValueError, AttributeError):
+        return False

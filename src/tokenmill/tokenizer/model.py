@@ -20,7 +20,7 @@ from typing import Literal
 import numpy as np
 
 from .._validate import check_decode_errors, check_ids, check_int, check_path
-from ..errors import ConfigError
+from ..errors import ConfigError, FormatError
 from .bpe import tables
 from .encoding import Encoding
 from .formats import tokenmill as tokenmill_format
@@ -99,7 +99,10 @@ class Tokenizer:
         from .formats.tiktoken import load_rank_file
 
         vocab, pairs = load_rank_file(check_path(path))
-        return cls(vocab, pairs, pattern=pattern, special_tokens=special_tokens, whole_chunk_lookup=True)
+        try:
+            return cls(vocab, pairs, pattern=pattern, special_tokens=special_tokens, whole_chunk_lookup=True)
+        except FormatError as e:  # (the vocabulary as a whole: a byte token missing)
+            raise FormatError(f"{os.fspath(path)}: {e}") from None
 
     @classmethod
     def from_tekken(cls, path: str | os.PathLike) -> "Tokenizer":

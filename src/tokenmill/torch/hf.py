@@ -61,7 +61,9 @@ def hf_inputs(batch, model, *, labels: bool = True, device=None) -> dict:
     ``flash_attention_2`` or ``flex_attention``.
 
     Fine-tuning (with ``num_items_in_batch``, transformers' loss is the summed token loss divided by it;
-    clamped to 1, a batch without targets has loss 0 instead of transformers' ``0 / 0``)::
+    clamped to 1, a batch without targets has loss 0 instead of transformers' ``0 / 0``; with the count of
+    all ranks under DDP, which averages gradients, multiply ``out.loss`` by the world size first, as
+    transformers' ``Trainer`` does)::
 
         for batch in loader:                                   # a TrainingLoader
             out = model(**hf_inputs(batch, model), num_items_in_batch=batch["num_targets"].clamp(min=1))
@@ -216,7 +218,28 @@ def _attention_of(model):
         raise ConfigError(f"model.config._attn_implementation={impl!r} cannot be given per-document attention "
                           f"exactly by tokenmill (it would attend across the documents of a packed row); load the "
                           f"model with attn_implementation= one of {', '.join(DENSE + VARLEN + FLEX)}")
+    _positions_restart(m, config)
     return config, impl
+
+
+def _positions_restart(model, config) -> None:
+    """Refuse a model for which restarting ``position_ids`` and masking attention do not make each document
+    of a row its own: a forward without ``position_ids`` (a recurrent state, RWKV, Mamba, xLSTM, runs
+    through the row; BLOOM's and MPT's ALiBi bias counts positions from the row's start) or ALiBi by
+    configuration (Falcon's ``alibi=True``). Its attention implementation says "eager" all the same."""
+    forward = getattr(type(model), "forward", None)
+    try:
+        takes = forward is None or "position_ids" in inspect.signature(forward).parameters
+    except (TypeError, ValueError):
+        takes = True  # (a forward inspect cannot read: let the model run)
+    alibi = getattr(config, "alibi", False) is True or getattr(getattr(config, "attn_config", None), "alibi", False) \
+        is True or (isinstance(getattr(config, "attn_config", None), dict) and config.attn_config.get("alibi") is True)
+    if not takes or alibi:
+        why = ("its forward takes no position_ids (a recurrent state or an ALiBi bias would run through the whole "
+               "row)" if not takes else "it uses ALiBi (its position bias would count from the row's start)")
+        raise ConfigError(f"{type(model).__name__} cannot score the documents of a packed row each on its own: {why}; "
+                          "feed such a model one document per row (windows=SlidingWindows(...) without "
+                          "block_size), or pad instead of packing")
 
 
 def _layer_types(config, max_seqlen: int) -> tuple[list[str], int | None]:

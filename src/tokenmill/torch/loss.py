@@ -109,6 +109,8 @@ class StepNormalizer:
         if self.num_targets is None:
             raise ConfigError("call begin_step(labels of all micro-batches) before loss()")
         loss = token_weighted_loss(logits, labels, num_targets=self.num_targets)
+        if self._loss_sum.device != loss.device:  # (targets counted on the CPU, the loss on an accelerator)
+            self._loss_sum = self._loss_sum.to(loss.device)
         self._loss_sum += loss.detach().to(torch.float64)
         scale = self.world_size if self.gradients_averaged else 1
         return loss * scale if scale != 1 else loss

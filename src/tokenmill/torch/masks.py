@@ -12,7 +12,7 @@ or empty, so long packed blocks skip the empty tiles entirely.
 
 from __future__ import annotations
 
-from ..batching.batch import Batch, Block, as_batch
+from ..batching.batch import as_batch
 from ..errors import require
 
 torch = require("torch", "torch")
@@ -22,7 +22,8 @@ def sdpa_mask(batch, *, device=None):
     """``(B, 1, T, T)`` bool tensor for ``torch.nn.functional.scaled_dot_product_attention``
     (``attn_mask``; True = may attend). Every row has at least its diagonal, so no NaNs.
     ``batch``: a :class:`~tokenmill.batching.Batch`, a ``Block``, or a dict of tensors from
-    :func:`to_tensors` / :class:`~tokenmill.torch.TrainingLoader` (its ``cu_seqlens`` are used).
+    :func:`to_tensors` / :class:`~tokenmill.torch.TrainingLoader` (its ``cu_seqlens`` are used; the mask
+    is made on their device unless ``device`` says otherwise).
 
     >>> from tokenmill.batching import pack
     >>> block = next(pack([2, 1], 3).blocks([[1, 2], [3]], pad_id=0))
@@ -34,10 +35,9 @@ def sdpa_mask(batch, *, device=None):
     """
     if isinstance(batch, dict):
         B, T = batch["input_ids"].shape
-        cu = batch["cu_seqlens"].to(device=device, dtype=torch.int64)
-        seg = torch.zeros(B * T, dtype=torch.int64, device=device)
-        seg[cu[1:-1]] = 1
-        seg = seg.cumsum(0).view(B, T)  # attention segment of every position
+        if device is None:  # where the batch is (a batch moved to the GPU gets its mask there)
+            device = batch["cu_seqlens"].device
+        seg = _segments_of(batch, device)
         causal = torch.ones(T, T, dtype=torch.bool, device=device).tril()
         return ((seg[:, :, None] == seg[:, None, :]) & causal).unsqueeze(1)
     return torch.from_numpy(as_batch(batch, "sdpa_mask", " (or a dict of tensors from to_tensors)").dense_mask()
@@ -54,11 +54,26 @@ def document_mask_mod(segment_ids):
     return mask_mod
 
 
-def flex_block_mask(batch: Batch | Block, *, device="cpu", BLOCK_SIZE: int = 128):
-    """A FlexAttention ``BlockMask`` for ``batch``, built from :func:`document_mask_mod`."""
+def _segments_of(batch: dict, device):
+    """``(B, T)`` int64: the attention segment of every position of a dict of tensors (its ``cu_seqlens``)."""
+    B, T = batch["input_ids"].shape
+    cu = batch["cu_seqlens"].to(device=device, dtype=torch.int64)
+    seg = torch.zeros(B * T, dtype=torch.int64, device=device)
+    seg[cu[1:-1]] = 1
+    return seg.cumsum(0).view(B, T)
+
+
+def flex_block_mask(batch, *, device="cpu", BLOCK_SIZE: int = 128):
+    """A FlexAttention ``BlockMask`` for ``batch`` (a Batch, a Block, or a dict of tensors from
+    :func:`to_tensors` / :class:`~tokenmill.torch.TrainingLoader`, as :func:`sdpa_mask`), built from
+    :func:`document_mask_mod`."""
     from torch.nn.attention.flex_attention import create_block_mask
 
-    b = as_batch(batch, "flex_block_mask")
-    B, T = b.shape
-    seg = torch.from_numpy(b.segment_ids).to(device)
+    if isinstance(batch, dict):
+        B, T = batch["input_ids"].shape
+        seg = _segments_of(batch, device)
+    else:
+        b = as_batch(batch, "flex_block_mask", " (or a dict of tensors from to_tensors)")
+        B, T = b.shape
+        seg = torch.from_numpy(b.segment_ids).to(device)
     return create_block_mask(document_mask_mod(seg), B, None, T, T, device=device, BLOCK_SIZE=BLOCK_SIZE)

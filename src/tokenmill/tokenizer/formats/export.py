@@ -167,8 +167,17 @@ def _added_for_export(tok, vocab: dict[int, bytes]) -> tuple[list[dict], dict[st
     model = tok.spec.vocab
     held = {t["content"]: t["id"] for t in items
             if t["id"] < len(model) and model[t["id"]] is None and t["content"] not in by_string}
-    by_string.update(held)
     next_id = len(vocab) + len(held)  # HF numbers the others from its model's vocabulary size on
+    for t in items:
+        if t["content"] not in by_string and t["content"] not in held:
+            if t["id"] != next_id:
+                # not the ids HF would number them with (cl100k's specials after a gap at 100,256): all of them go
+                # in the model's vocabulary too, where HF keeps every token's id
+                held.update({u["content"]: u["id"] for u in items if u["content"] not in by_string})
+                break
+            next_id += 1
+    by_string.update(held)
+    next_id = len(vocab) + len(held)
     for t in items:
         want = by_string.get(t["content"])
         if want is None:
@@ -192,6 +201,19 @@ def to_tiktoken(tok, name: str | None = None):
     from ...errors import require
 
     tiktoken = require("tiktoken", "tiktoken")
+    vocab = _tiktoken_vocab(tok)
+    return tiktoken.Encoding(
+        name or f"tokenmill-{tok.content_hash[:12]}",
+        pat_str=_tiktoken_pattern(tok.pattern),
+        mergeable_ranks={b: i for i, b in vocab.items()},
+        special_tokens=dict(tok.special_tokens),
+    )
+
+
+def _tiktoken_vocab(tok) -> dict[int, bytes]:
+    """``tok``'s ranks for tiktoken (id -> bytes), or a ConfigError where tiktoken's ranks would give other
+    ids (``to_tiktoken`` and ``save_tiktoken`` alike: a rank file read back gives the same ids or is not
+    written)."""
     if tok.spec.normalizer is not None or tok.spec.add_prefix_space or tok.spec.split_patterns:
         raise ConfigError("tiktoken has no normalizer, prefix space or second split pattern; this tokenizer "
                           "uses one (encode with tokenmill, or export with save_huggingface)")
@@ -200,12 +222,7 @@ def to_tiktoken(tok, name: str | None = None):
     vocab = _unique_vocab(tok)
     if tok.spec.merge_ids is not None:
         _tiktoken_rule_holds(tok, vocab)
-    return tiktoken.Encoding(
-        name or f"tokenmill-{tok.content_hash[:12]}",
-        pat_str=_tiktoken_pattern(tok.pattern),
-        mergeable_ranks={b: i for i, b in vocab.items()},
-        special_tokens=dict(tok.special_tokens),
-    )
+    return vocab
 
 
 def _tiktoken_rule_holds(tok, vocab: dict[int, bytes]) -> None:
@@ -278,8 +295,9 @@ def save_huggingface(tok, path: str | os.PathLike) -> None:
 
 
 def save_tiktoken(tok, path: str | os.PathLike) -> None:
-    """Write a ``.tiktoken`` rank file (special tokens are not part of it; pass them to tiktoken)."""
-    vocab = _unique_vocab(tok)
+    """Write a ``.tiktoken`` rank file (special tokens and the split pattern are not part of it; pass them
+    to tiktoken). Refused where tiktoken's ranks would give other ids, as ``to_tiktoken`` is."""
+    vocab = _tiktoken_vocab(tok)
     lines = "".join(f"{base64.b64encode(b).decode('ascii')} {i}\n" for i, b in vocab.items())
     with atomic_path(path) as tmp:
         tmp.write_text(lines, encoding="ascii")

@@ -29,8 +29,8 @@ def file_kind(head: bytes) -> str | None:
         return "sentencepiece"
     h = head.lstrip()
     if h.startswith((b"{", b"[")):
-        if b'"tokenmill.tokenizer"' in h:
-            return "tokenmill"
+        if b'"tokenmill.tokenizer"' in h or re.match(rb'\{\s*"format"\s*:', h):
+            return "tokenmill"  # (a "format" key first: tokenmill's, its value damaged; HF files have none)
         if b'"default_num_special_tokens"' in h or (b'"config"' in h and b'"token_bytes"' in h):
             return "tekken"
         if any(k in h for k in (b'"added_tokens"', b'"pre_tokenizer"', b'"normalizer"', b'"model"')):

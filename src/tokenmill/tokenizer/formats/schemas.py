@@ -160,8 +160,8 @@ class HFTokenizerJson(Struct):
     added_tokens: Union[list[HFAddedToken], UnsetType] = UNSET  # may be absent, not null (as in HF)
     normalizer: Union[HFNormalizer, None] = None
     pre_tokenizer: Union[HFPreTokenizer, None] = None
-    version: Any = None  # the parts below do not decide the ids tokenmill reproduces
-    truncation: Any = None
+    version: Union[Literal["1.0"], UnsetType] = UNSET  # HF reads "1.0" only (or none)
+    truncation: Any = None  # these do not decide the ids tokenmill reproduces
     padding: Any = None
     post_processor: Any = None
     decoder: Any = None

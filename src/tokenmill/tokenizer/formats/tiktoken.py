@@ -63,7 +63,13 @@ def load_rank_file(path) -> tuple[list, object]:
     """(vocab, pair table) of a ``.tiktoken`` file, through the cache of parsed files."""
     raw = read_bytes_limited(path, what="tiktoken rank")
     parse = lambda: parse_tiktoken(raw, os.fspath(path))
-    vocab, pairs, _ = cached_rank_model(raw, "ranks", lambda: (reading(os.fspath(path), raw, "tiktoken", parse), {}))
+    try:
+        vocab, pairs, _ = cached_rank_model(raw, "ranks", lambda: (reading(os.fspath(path), raw, "tiktoken", parse),
+                                                                   {}))
+    except FormatError as e:  # (the checks of the ranks as a whole: the file named as its lines' errors name it)
+        if str(e).startswith(os.fspath(path)):
+            raise
+        raise FormatError(f"{os.fspath(path)}: {e}") from None
     return vocab, pairs
 
 
@@ -99,7 +105,9 @@ def rank_pairs(vocab: list, ranks: dict[bytes, int]) -> tuple[np.ndarray, np.nda
     ids = np.fromiter((i for i, b in enumerate(vocab) if b is not None), np.int64)
     toks = [vocab[i] for i in ids.tolist()]
     lens = np.fromiter(map(len, toks), np.int64, len(toks))
-    if lens.size == 0 or lens.min() == 0:
+    if lens.size == 0:
+        raise FormatError("the rank file holds no tokens (a byte-level BPE needs at least the 256 byte tokens)")
+    if lens.min() == 0:
         raise FormatError("a rank file token is empty; every token needs at least one byte")
     flat = np.frombuffer(b"".join(toks), np.uint8).astype(np.uint64) + np.uint64(1)
     starts = np.cumsum(lens) - lens

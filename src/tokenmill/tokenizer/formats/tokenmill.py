@@ -227,7 +227,10 @@ def from_dict(cls, body: dict, *, source: str = "<dict>", size: int | None = Non
     (tokenmill sizes its tables by the largest id). None for a dict that is no file's (a worker's
     copy of a tokenizer already in memory): ids are then only bounded by 2**31."""
     if not isinstance(body, dict) or body.get("format") != FORMAT_NAME:
-        raise FormatError(f"{source}: not a tokenmill tokenizer file (missing format={FORMAT_NAME!r})")
+        found = body.get("format") if isinstance(body, dict) else None
+        raise FormatError(f"{source}: not a tokenmill tokenizer file (" + (
+            f"format={found!r} where a tokenmill file has {FORMAT_NAME!r}: damaged or edited; save it again"
+            if isinstance(found, str) else f"missing format={FORMAT_NAME!r}") + ")")
     version = body.get("version")
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
         raise FormatError(f"{source}: tokenizer format version {version!r} is not a format version "
