@@ -46,14 +46,16 @@ def fs_path(path, refusal: str) -> str:
     return os.fsdecode(path)
 
 
-def resolve_output(path: str | os.PathLike, *, what: str = "output", inputs: Iterable = ()) -> Path:
+def resolve_output(path: str | os.PathLike, *, what: str = "output", inputs: Iterable = (),
+                   suffix: str = ".json") -> Path:
     """The file a write to ``path`` replaces, or a ConfigError saying why it must not be written.
 
     Refused: an empty path, a symbolic link (writing through it would replace a file elsewhere, such
     as a store's manifest, under another name), a directory, anything that exists and is not a
     regular file (a device such as /dev/null, a FIFO, a socket), and a file that is one of the
     command's inputs (``inputs`` or :func:`protect_inputs`; hard links to an input too), or lies in a
-    folder that is one (a new file there is let be).
+    folder that is one (a new file there is let be). ``suffix``: of the file name a refusal of a folder
+    suggests.
     """
     raw = fs_path(path, f"the {what} path is {{kind}}, not a str or a path; pass a file name")
     if not raw:
@@ -71,7 +73,8 @@ def resolve_output(path: str | os.PathLike, *, what: str = "output", inputs: Ite
         raise ConfigError(f"cannot use {what} {raw!r}: {e.strerror or e}") from None
     if st is not None:
         if stat.S_ISDIR(st.st_mode):
-            raise ConfigError(f"{what} {raw!r} is a directory; pass a file path (e.g. {os.path.join(raw, 'out.json')!r})")
+            raise ConfigError(f"{what} {raw!r} is a directory; pass a file path (e.g. "
+                              f"{os.path.join(raw, 'out' + suffix)!r})")
         if not stat.S_ISREG(st.st_mode):
             raise ConfigError(f"{what} {raw!r} exists and is not a regular file (a device, FIFO or socket); "
                               "tokenmill only creates or replaces regular files")
@@ -170,8 +173,8 @@ class LaterFlush:
     thread while the writer goes on; :meth:`wait` returns once they and their folders are on the disk.
     For a writer with a commit point: a token store's shard files are flushed while the next shard is
     encoded, and its manifest (which says they are whole) is written after ``wait``. Flushing each file
-    before its rename instead held the build up for the disk (53 MB of English text, 7 shards: 0.38 ->
-    0.56 s)."""
+    before its rename instead held the build up for the disk (53 MB of English text, 7 shards, GPT-2, one
+    worker: 0.38 -> 0.56 s); flushed here, 0.37 s against 0.38 unflushed (median of 9 alternating builds)."""
 
     def __init__(self):
         self._pool = None

@@ -244,6 +244,9 @@ def test_hf_dataset_and_iterables(tmp_path):
     assert [(t, r) for t, _, r in docs(hf_dataset(ds, field="body"))] == [("a", 0), ("b", 1), ("c", 2)]
     it = ds.to_iterable_dataset()
     assert [t for t, _, _ in docs(as_sources(it, field="body")[0])] == ["a", "b", "c"]
+    dd = datasets.DatasetDict({"train": ds, "test": ds})  # splits: pick one (it listed the accepted types)
+    with pytest.raises(ConfigError, match=r"DatasetDict holds several splits \('train', 'test'\).*ds\['train'\]"):
+        as_sources(dd)
     with pytest.raises(InputError, match=r"no column 'text'; the columns are: body, k"):
         docs(hf_dataset(ds))
     # the dataset's own batches: rows counted across them; a batch holding a non-str goes row by row

@@ -43,6 +43,10 @@ def test_errors_are_reported_not_raised(tmp_path, tok, capsys):
     assert main(["store", "verify", str(tmp_path / "s")]) != 0
     err = capsys.readouterr().err
     assert "not a finished token store" in err and err.startswith("tokenmill store verify: error: ")
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "plain" / "a.txt").write_text("hi")
+    assert main(["store", "stats", str(tmp_path / "plain")]) != 0
+    assert "a store is what `tokenmill store build --input FILES --out FOLDER` writes" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("cmd", ["build", "verify", "stats"])

@@ -197,6 +197,8 @@ def test_errors_name_the_input(tok, store, tmp_path):
     assert "".join(r.data.tokens["samples"][0]["pieces"]) == "ok \ufffd no"
     assert "1 invalid UTF-8 sequence replaced with U+FFFD, the first at byte offset 3" in r.data.tokens["samples"][0]["note"]
     assert not (tmp_path / "r.html").with_suffix(".html.tmp").exists()
+    with pytest.raises(ConfigError, match=r"is a directory; pass a file path \(e.g. '.*out.html'\)"):
+        tokenmill.report(tok, texts=["x"], out=tmp_path)  # (it suggested a .json name)
 
 
 def test_text_files_are_read_up_to_text_bytes(tok, tmp_path):

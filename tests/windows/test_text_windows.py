@@ -126,6 +126,34 @@ def test_assemble_context_budget_merge_order():
     assert assemble_context(chunks, scores, 0) == []
 
 
+def _union_size(ranges):
+    """Tokens covered by ``ranges``, summed from scratch (the rule the running union must keep)."""
+    covered = set()
+    for a, e in ranges:
+        covered.update(range(a, e))
+    return len(covered)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 40), st.integers(1, 12), st.integers(1, 12), st.integers(0, 60), st.integers(0, 2**32 - 1))
+def test_assemble_context_picks_what_summing_the_union_again_picks(n, window, stride, budget, seed):
+    """The running union (O(log n) a chunk; it summed every chosen range again: quadratic) takes the
+    chunks the greedy rule takes with the union recomputed for each."""
+    rng = np.random.default_rng(seed)
+    text = "".join(rng.choice(list("ab c"), size=n * 3))
+    chunks = chunk_text(text, Bytes(), window, stride)
+    scores = rng.integers(0, 4, len(chunks)).astype(float)
+    chosen, ranges = [], []
+    for i in sorted(range(len(chunks)), key=lambda i: (-scores[i], i)):
+        trial = ranges + [(chunks[i].token_start, chunks[i].token_end)]
+        if _union_size(trial) <= budget:
+            chosen.append(i)
+            ranges = trial
+    got = assemble_context(chunks, scores, budget)
+    assert sorted(i for p in got for i in p.chunks) == sorted(chosen)
+    assert sum(p.token_end - p.token_start for p in got) == _union_size(ranges) <= budget
+
+
 def test_assemble_context_default_bm25():
     text = "cats sleep. dogs bark. cats purr. birds sing."
     chunks = chunk_text(text, Bytes(), 11, 11, tail="pad")

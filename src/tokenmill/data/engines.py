@@ -277,9 +277,10 @@ def _run_in_worker(texts):
 
 
 def run_jobs(jobs: Iterable, tokenizer, opts: EncodeOptions, *, engine: str, workers: int,
-             ray_address: str | None = None, ahead: int = 2) -> Iterator[tuple[Any, Any]]:
+             ray_address: str | None = None, ahead: int = 2, quiet: bool = False) -> Iterator[tuple[Any, Any]]:
     """Yield ``(job_key, result)`` in job order for ``jobs`` of ``(job_key, texts)``, up to ``ahead`` jobs a
-    worker submitted ahead of the one whose result is next.
+    worker submitted ahead of the one whose result is next. ``quiet``: a Ray tokenmill starts logs its
+    warnings and errors only (no "Started a local Ray instance", no worker output).
 
     A job whose texts are ``None`` is not run (a finished shard of a resumed build); it is yielded
     with result ``None`` in its place.
@@ -292,11 +293,12 @@ def run_jobs(jobs: Iterable, tokenizer, opts: EncodeOptions, *, engine: str, wor
         watchdog = None
         if started:  # a local Ray of our own (or the cluster at ray_address), shut down at the end
             before = _children(os.getpid())
+            logs = {"logging_level": "WARNING", "log_to_driver": False} if quiet else {}
             if ray_address is not None:
-                ray.init(address=ray_address)
+                ray.init(address=ray_address, **logs)
             else:  # no more CPUs than jobs to run
                 runnable, jobs = _runnable_first(jobs, workers)
-                ray.init(num_cpus=max(1, min(workers, runnable)))
+                ray.init(num_cpus=max(1, min(workers, runnable)), **logs)
             watchdog = _start_watchdog(sorted(_children(os.getpid()) - before))
         try:
             yield from _ordered(jobs, *_ray_submitter(ray, tokenizer, opts), workers * ahead)

@@ -1014,6 +1014,10 @@ def _one(item, field: str, errors: Errors = "strict") -> Source:
     mod = type(item).__module__ or ""
     if mod.startswith("datasets") and hasattr(item, "iter"):
         return hf_dataset(item, field=field, errors=errors)
+    if mod.startswith("datasets") and isinstance(item, dict):  # a DatasetDict: splits, each a source
+        splits = ", ".join(repr(k) for k in list(item)[:4])
+        raise ConfigError(f"a {type(item).__name__} holds several splits ({splits}); pass one of them, e.g. "
+                          f"ds[{next(iter(item), 'train')!r}], or each as its own source")
     if isinstance(item, (bytes, dict)) or not hasattr(item, "__iter__"):
         raise ConfigError(f"cannot read a source of type {type(item).__name__}; pass a path, a folder, a glob, "
                           "a datasets.Dataset, or an iterable of str")

@@ -869,7 +869,7 @@ class _Builder:
         # writes one, the workers have the next one's parts to encode
         per_shard = -(-self.shard_bytes // _PART_BYTES) if _PART_BYTES else 1
         results = engines.run_jobs(self._jobs(), self.tok, self.opts, engine=engine, workers=workers,
-                                   ray_address=ray_address, ahead=2 * min(per_shard, 32))
+                                   ray_address=ray_address, ahead=2 * min(per_shard, 32), quiet=not self.progress)
         if self.progress:
             from tqdm.auto import tqdm
 
@@ -1400,6 +1400,9 @@ class TokenStore(StoreSource):
             if not extra and path.is_dir() and any(_SHARD_RE.match(p.name) for p in path.iterdir()):
                 extra = (f" (it holds shard files: a store whose {MANIFEST} was removed; remove the folder and "
                          "build the store again)")
+            if not extra and path.is_dir():
+                extra = (" (a folder of other files: a store is what `tokenmill store build --input FILES --out "
+                         "FOLDER` writes)")
             raise FormatError(f"{path} has no {MANIFEST}: it is not a finished token store{extra}")
         m = _read_record(path / MANIFEST, Manifest)
         if m["hash"] != canonical_hash({k: v for k, v in m.items() if k != "hash"}):

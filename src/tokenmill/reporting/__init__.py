@@ -67,7 +67,7 @@ def report(tokenizer, *, out, store=None, files: Sequence = (), texts: Sequence[
         inputs.append(tokenizer)
     if store is None and not files and not texts:
         raise ConfigError("nothing to report on: pass a store (--store) or texts (--text FILE)")
-    resolve_output(out, what="report", inputs=inputs)  # fail before the work, not after
+    resolve_output(out, what="report", inputs=inputs, suffix=".html")  # fail before the work, not after
     bar = _progress(progress)
     try:
         data = collect(tokenizer, store=store, files=files, texts=texts, options=opts,

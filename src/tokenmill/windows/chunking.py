@@ -17,6 +17,7 @@ non-overlapping windows therefore partition the text exactly.
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -133,16 +134,36 @@ class ContextPiece:
         return self.token_end - self.token_start
 
 
-def _union_size(ranges: list[tuple[int, int]]) -> int:
-    total, reach = 0, None
-    for a, e in sorted(ranges):
-        if reach is None or a >= reach:
-            total += e - a
-            reach = e
-        elif e > reach:
-            total += e - reach
-            reach = e
-    return total
+class _Union:
+    """A union of token ranges as sorted disjoint ones: what a range would add to it, and adding it, in
+    O(log n + the ranges it overlaps) (summing the union of all ranges again for each chunk made
+    ``assemble_context`` quadratic: 4,000 chunks 0.6 s)."""
+
+    def __init__(self):
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+        self.size = 0
+
+    def _span(self, a: int, e: int) -> tuple[int, int, int]:
+        """``(new tokens, first, last + 1)``: the ranges ``first .. last`` overlap ``[a, e)``."""
+        i = bisect.bisect_right(self.ends, a)  # the first range ending after a
+        j, overlap = i, 0
+        while j < len(self.starts) and self.starts[j] < e:
+            overlap += min(e, self.ends[j]) - max(a, self.starts[j])
+            j += 1
+        return max(e - a, 0) - overlap, i, j
+
+    def added(self, a: int, e: int) -> int:
+        return self._span(a, e)[0]
+
+    def add(self, a: int, e: int) -> None:
+        if e <= a:
+            return
+        new, i, j = self._span(a, e)
+        if i < j:
+            a, e = min(a, self.starts[i]), max(e, self.ends[j - 1])
+        self.starts[i:j], self.ends[i:j] = [a], [e]
+        self.size += new
 
 
 def assemble_context(chunks: Sequence[Chunk], scores=None, budget_tokens: int | None = None, *,
@@ -184,13 +205,12 @@ def assemble_context(chunks: Sequence[Chunk], scores=None, budget_tokens: int | 
     if scores.shape != (len(chunks),):
         raise InputError(f"scores has shape {scores.shape} but there are {len(chunks):,d} chunks; pass one score each")
     chosen: list[int] = []
-    ranges: list[tuple[int, int]] = []
+    taken = _Union()
     for i in sorted(range(len(chunks)), key=lambda i: (-scores[i], i)):
         c = chunks[i]
-        trial = ranges + [(c.token_start, c.token_end)]
-        if _union_size(trial) <= budget:
+        if taken.size + taken.added(c.token_start, c.token_end) <= budget:
             chosen.append(i)
-            ranges = trial
+            taken.add(c.token_start, c.token_end)
     order = sorted(chosen, key=lambda i: (chunks[i].token_start, i))
     return _merge([(chunks[i], float(scores[i])) for i in order])
 
