@@ -118,6 +118,18 @@ def test_a_large_text_is_cut_across_threads_with_the_same_ids(toks, threads):
     assert calls and set(calls) == {threads}  # the cut path did run, with the thread count asked for
 
 
+def test_a_str_subclass_is_read_as_its_text_by_every_path(toks):
+    """encode() called the subclass's own encode() (the batch paths, as tiktoken, read the str's UTF-8):
+    a subclass overriding it got other ids from encode than from encode_batch."""
+    class Odd(str):
+        def encode(self, *args, **kwargs):
+            return b"something else"
+
+    for tok in toks.values():
+        s = Odd("hello world")
+        assert tok.encode(s) == tok.encode_batch([s])[0] == tok.encode("hello world")
+
+
 def test_encode_batch_raises_as_encode_does(toks):
     tok = toks["gpt4"]
     with pytest.raises(SpecialTokenError, match="<\\|end\\|>"):

@@ -72,7 +72,7 @@ def test_huggingface_export_keeps_special_ids_after_a_gap(tmp_path):
     assert back.special_tokens == {"<|a|>": 259, "<|b|>": 262} and hf.decode(want, skip_special_tokens=False) == text
 
 
-def test_to_tiktoken_keeps_the_text_between_matches():
+def test_to_tiktoken_keeps_the_text_between_matches(tmp_path):
     """A pattern that leaves gaps (``\\w+``) exported as it is: tiktoken dropped the text between words
     (tokenmill encodes it), silently; one matching the empty string panicked inside tiktoken."""
     import random
@@ -91,9 +91,12 @@ def test_to_tiktoken_keeps_the_text_between_matches():
             assert enc.decode(enc.encode(t)) == t
     preset = Tokenizer.from_merges(trained.merges, pattern="gpt4")
     assert preset.to_tiktoken()._pat_str == preset.pattern  # a preset covers all text: as it is
-    for pat, match in (("a*", "matches the empty string"), (r"(a)\1|\w+", "refers back to its own groups")):
+    for pat, match in (("a*", "matches the empty string"), (r"(a)\1|\w+", "refers back to its own groups"),
+                       (r"\w+|x*", "matches the empty string")):  # (empty only past the text's start)
         with pytest.raises(ConfigError, match=match):
             Tokenizer.from_merges(trained.merges, pattern=pat).to_tiktoken()
+    with pytest.raises(ConfigError, match="matches the empty string"):  # HF steps on after an empty match
+        Tokenizer.from_merges(trained.merges, pattern=r"\w+|x*").save_huggingface(tmp_path / "t.json")
 
 
 @pytest.mark.parametrize("pat", [r"[a-z]+$|.", r"^[a-z]+|.", r"[a-z]+\Z|.", r"\A[a-z]+|.", r"(?s:t.)|."])
@@ -109,6 +112,24 @@ def test_exports_refuse_anchors_and_flags_the_engines_read_otherwise(pat, tmp_pa
     with pytest.raises(ConfigError, match="tiktoken's engine .* reads otherwise than tokenmill"):
         tok.to_tiktoken()
     assert not (tmp_path / "tokenizer.json").exists()
+
+
+@pytest.mark.parametrize("pat", [r"[[:alpha:]]+|[^[:alpha:]]", r"\N{LATIN SMALL LETTER A}+|."])
+def test_to_tiktoken_refuses_posix_classes_and_named_characters(pat, tmp_path):
+    """tiktoken's engine reads ``[[:alpha:]]`` as ASCII (tokenmill's and HF's as Unicode: "naïve" one chunk
+    or three); to_tiktoken exported it as it was. A tiktoken Encoding using one is run as it is."""
+    tiktoken = pytest.importorskip("tiktoken")
+
+    import tokenmill
+    from tokenmill import ConfigError, Tokenizer
+
+    tok = Tokenizer.from_merges([(116, 104), (256, 101)], pattern=pat)
+    with pytest.raises(ConfigError, match="tiktoken's engine .* reads otherwise than tokenmill"):
+        tok.to_tiktoken()
+    ranks = {bytes([b]): b for b in range(256)}
+    enc = tiktoken.Encoding("posix", pat_str=pat, mergeable_ranks=ranks, special_tokens={})
+    wrapped = tokenmill.as_tokenizer(enc)
+    assert not isinstance(wrapped, Tokenizer) and wrapped.encode("naïve aa") == enc.encode("naïve aa")
 
 
 def test_a_tiktoken_encoding_with_anchors_is_run_as_it_is():

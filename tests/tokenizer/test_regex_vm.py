@@ -37,8 +37,15 @@ def test_known_patterns(pattern, text):
 
 ATOMS = [r"\p{L}", r"\p{N}", r"\s", r"\S", r"[^\s\p{L}\p{N}]", r"[\r\n]", "a", "'", " ", r"\p{Lu}", r"\p{Ll}",
          r"\p{M}", r"[^\r\n\p{L}\p{N}]", r"\d", r"\w", "[a-c]", "(?i:s)", "(?i:l)", "."]
-QUANT = ["", "", "?", "*", "+", "{1,3}", "{2}", "??", "*?", "+?", "{1,3}?"]
+QUANT = ["", "", "?", "*", "+", "{1,3}", "{2}", "??", "*?", "+?", "{1,3}?", "{,2}"]
 POSSESSIVE = ["++", "*+", "?+", "{1,3}+"]
+
+
+def test_counted_repeat_without_a_minimum_is_zero_to_n():
+    """``{,n}`` is ``{0,n}`` to the regex module, tiktoken's engine and Oniguruma; the compiler read it as
+    the text "{,n}", so encode disagreed with its own twin and with tiktoken, silently."""
+    for pattern, text in ((r"x{,2}y|[a-z]|\s", "xxxy xy y"), (r"\p{L}{,2}\.|\p{L}|\s+", "abc. wö. x")):
+        assert vm(pattern, text) == split_with_gaps(pattern, text), pattern
 
 
 @st.composite

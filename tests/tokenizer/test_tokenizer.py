@@ -49,6 +49,14 @@ def test_special_tokens_refused_unless_allowed(tok):
     assert tok.decode(tok.encode_ordinary(text)) == text
     assert tok.encode(text, disallowed_special=()) == tok.encode_ordinary(text)
     assert tok.decode([eot]) == "<|endoftext|>"
+    # the first in the text is named (it was the first by name), and a disallowed string that is no special
+    # token is not called one (the advice to allow it then failed: "not special tokens of this tokenizer")
+    both = "a <|pad|> b <|endoftext|>"
+    for text_ in (both, [both]):
+        with pytest.raises(SpecialTokenError, match=r"'<\|pad\|>' at character 2"):
+            tok.encode(text_) if isinstance(text_, str) else tok.encode_batch(text_)
+    with pytest.raises(SpecialTokenError, match=r"contains 'ell' at character 1, which disallowed_special names"):
+        tok.encode("hello", disallowed_special={"ell"})
 
 
 def test_token_bytes_and_vocab(tok):

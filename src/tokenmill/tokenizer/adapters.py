@@ -256,7 +256,7 @@ def _from_tiktoken(enc, check: bool):
     from .model import Tokenizer
     from .pretokenize.patterns import engine_differences
 
-    if engine_differences(enc._pat_str):  # anchors tiktoken's engine reads otherwise: run it as it is
+    if engine_differences(enc._pat_str, tiktoken=True):  # anchors tiktoken's engine reads otherwise: run it as it is
         return ForeignTokenizer.from_tiktoken(enc)
     try:
         tok = Tokenizer.from_ranks(dict(enc._mergeable_ranks), pattern=enc._pat_str,

@@ -4,6 +4,7 @@ itself and by the formats that carry added tokens."""
 
 from __future__ import annotations
 
+import functools
 import unicodedata
 from dataclasses import asdict, dataclass
 
@@ -39,6 +40,45 @@ class AddedToken:
         return cls(e.id, e.content, e.special, e.single_word, e.lstrip, e.rstrip, e.normalized)
 
 
+# The code points HF tokenizers' NFC (its Rust normalization tables, of an older Unicode) reads otherwise than
+# Python's ``unicodedata`` 14.0 (Python 3.11): marks it gives no combining class (so it never reorders them:
+# U+07FD, U+0898-U+089F, U+08CA-U+08D3 Arabic Quranic marks, ...) and U+11938's composition, with its parts.
+# Found by normalizing every code point both ways (``tests/tokenizer/test_huggingface_import.py`` recomputes it
+# against HF); HF reads each of them as a character of its own, so the text is normalized around them.
+_NFC_AS_IS = (
+    (0x7FD, 0x7FD), (0x898, 0x89F), (0x8CA, 0x8D3), (0x9FE, 0x9FE), (0xC3C, 0xC3C), (0xD3B, 0xD3C),
+    (0xEBA, 0xEBA), (0x1715, 0x1715), (0x1ABF, 0x1ACE), (0x1DF6, 0x1DFA), (0xA82C, 0xA82C), (0x10D24, 0x10D27),
+    (0x10EAB, 0x10EAC), (0x10F46, 0x10F50), (0x10F82, 0x10F85), (0x11070, 0x11070), (0x1133B, 0x1133B),
+    (0x1145E, 0x1145E), (0x11839, 0x1183A), (0x11930, 0x11930), (0x11935, 0x11935), (0x11938, 0x11938),
+    (0x1193D, 0x1193E), (0x11943, 0x11943), (0x119E0, 0x119E0), (0x11A34, 0x11A34), (0x11A47, 0x11A47),
+    (0x11A99, 0x11A99), (0x11D42, 0x11D42), (0x11D44, 0x11D45), (0x11D97, 0x11D97), (0x16FF0, 0x16FF1),
+    (0x1E130, 0x1E136), (0x1E2AE, 0x1E2AE), (0x1E2EC, 0x1E2EF),
+)
+
+
+@functools.cache
+def _nfc_as_is():
+    import regex
+
+    return regex.compile("[" + "".join(f"\\U{a:08X}-\\U{b:08X}" for a, b in _NFC_AS_IS) + "]")
+
+
+def nfc_as_hf(text: str) -> str:
+    """``text`` in NFC as HF tokenizers' ``NFC`` normalizer gives it: Python's NFC, but around each
+    :data:`_NFC_AS_IS` code point, which HF keeps as it is (Qwen 2's tokenizer.json normalizes with NFC:
+    Arabic with U+08D3 gave other ids than HF's)."""
+    find = _nfc_as_is()
+    if find.search(text) is None:
+        return unicodedata.normalize("NFC", text)
+    out, at = [], 0
+    for m in find.finditer(text):
+        out.append(unicodedata.normalize("NFC", text[at : m.start()]))
+        out.append(m.group())
+        at = m.end()
+    out.append(unicodedata.normalize("NFC", text[at:]))
+    return "".join(out)
+
+
 def _white_space() -> frozenset:
     import regex
 
@@ -70,7 +110,7 @@ class AddedTokenMatcher:
         return list(self._raw)
 
     def _normalize(self, s: str) -> str:
-        return unicodedata.normalize("NFC", s) if self._normalizer == "NFC" else s
+        return nfc_as_hf(s) if self._normalizer == "NFC" else s
 
     @staticmethod
     def _alternation(tokens: dict):

@@ -135,13 +135,16 @@ class SpecialTokens:
         if not check or (self._re is not None and len(check) == len(names)
                          and not holds_any(text, self._prefixes)):
             return allowed
-        for s in sorted(check):
-            if s in text:
+        found = [(text.find(s), s) for s in check if s in text]
+        if found:  # the first in the text (the longest there), as tiktoken names it
+            at, s = min(found, key=lambda f: (f[0], -len(f[1])))
+            if s in names:
                 raise SpecialTokenError(
-                    f"the text contains the special token {s!r} at character {text.index(s):,d}; "
+                    f"the text contains the special token {s!r} at character {at:,d}; "
                     f"pass allowed_special={{{s!r}}} (or 'all') to encode it as a special token, "
-                    "disallowed_special=() to encode it as plain text, or use encode_ordinary()"
-                )
+                    "disallowed_special=() to encode it as plain text, or use encode_ordinary()")
+            raise SpecialTokenError(f"the text contains {s!r} at character {at:,d}, which disallowed_special "
+                                    "names; leave it out of disallowed_special to encode it as plain text")
         return allowed
 
     def pieces(self, text: str, allowed: set[str]) -> list[tuple[str, int | None]]:

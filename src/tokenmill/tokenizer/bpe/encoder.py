@@ -340,7 +340,7 @@ class CompiledEncoder:
     def encode(self, text: str) -> np.ndarray:
         """Token ids (int64 array) of ``text`` with no special-token handling."""
         try:
-            data = text.encode("utf-8")
+            data = str.encode(text, "utf-8")  # (a str subclass's own encode() is not the text's UTF-8)
         except UnicodeEncodeError:
             from ..surrogates import lone_surrogate_error
 

@@ -97,17 +97,23 @@ def onig_pattern(regex_str: str) -> str:
     return re.sub(r"(\{\d+(?:,\d*)?\})\+", r"\1", regex_str)
 
 
-def _same_everywhere(regex_str: str, engine: str) -> None:
+def _same_everywhere(regex_str: str, engine: str, *, tiktoken: bool = False) -> None:
     """Refuse a split pattern that ``engine`` would read otherwise than tokenmill (``engine_differences``:
-    anchors, inline flags): exported as it is, it would give other ids, silently."""
-    from ..pretokenize.patterns import engine_differences
+    anchors, inline flags; POSIX classes and named characters for tiktoken's): exported as it is, it would
+    give other ids, silently."""
+    from ..pretokenize.patterns import engine_differences, matches_empty
 
-    differ = engine_differences(regex_str)
+    if matches_empty(regex_str):
+        raise ConfigError(f"the split pattern {regex_str!r} matches the empty string, after which {engine} goes "
+                          "on otherwise than tokenmill (or fails), so the export would cut other chunks; use a "
+                          "pattern that never matches nothing, or keep the tokenizer in tokenmill's own format "
+                          "(tok.save)")
+    differ = engine_differences(regex_str, tiktoken=tiktoken)
     if differ:
         raise ConfigError(f"the split pattern {regex_str!r} uses {', '.join(map(repr, differ))}, which {engine} "
                           "reads otherwise than tokenmill, so the export would cut other chunks; write the pattern "
-                          "without anchors or inline flags (other than i), or keep the tokenizer in tokenmill's "
-                          "own format (tok.save)")
+                          "without anchors, inline flags (other than i), POSIX classes or named characters (\\p{L}, "
+                          "\\x41), or keep the tokenizer in tokenmill's own format (tok.save)")
 
 
 def to_huggingface_dict(tok) -> dict:
@@ -277,10 +283,8 @@ def _tiktoken_pattern(pattern: str | None) -> str:
         return r"[\s\S]+"
     if pattern_name(pattern) is not None:
         return pattern
-    if regex.match(pattern, "") is not None:
-        raise ConfigError(f"the split pattern {pattern!r} matches the empty string, which tiktoken cannot run (its "
-                          "engine panics); export with save_huggingface, or use a pattern that never matches nothing")
-    _same_everywhere(pattern, "tiktoken's engine (fancy-regex: '$' only at the very end)")
+    _same_everywhere(pattern, "tiktoken's engine (fancy-regex: '$' only at the very end, POSIX classes ASCII)",
+                     tiktoken=True)
     if regex.search(r"\\[1-9]|\(\?P=|\\k<|\\g<", pattern):
         raise ConfigError(f"the split pattern {pattern!r} refers back to its own groups, which the tiktoken export "
                           "cannot keep; export with save_huggingface")

@@ -35,7 +35,7 @@ from msgspec import UNSET
 
 from ...errors import FormatError, UnsupportedTokenizerError
 from ..added import AddedToken
-from ..pretokenize.patterns import engine_differences
+from ..pretokenize.patterns import engine_differences, matches_empty
 from .conversion_cache import load_cached, save_cached
 from .kind import reading
 from .schemas import (
@@ -148,6 +148,9 @@ def _pre_tokenizer(spec, source: str):
                 if regex.search(r"\{\d+(?:,\d*)?\}\+", rx):
                     raise _refuse(source, f"the Split regex {rx!r}", "Oniguruma reads '{m,n}+' as a repetition")
                 patterns.append(onig_classes(rx, source))
+                if matches_empty(patterns[-1]):
+                    raise _refuse(source, f"the Split regex {rx!r}", "it can match the empty string, after which "
+                                  "Oniguruma steps one character on and tokenmill's engines do not")
             else:
                 patterns.append(regex.escape(item.pattern.String))
             if regex.fullmatch(r"[A-Za-z][A-Za-z0-9_.\-]*", patterns[-1]):  # a file's split on one literal word: a

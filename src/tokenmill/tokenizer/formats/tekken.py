@@ -55,7 +55,7 @@ def read_tekken(path, raw: bytes) -> tuple[dict[bytes, int], str, dict[str, int]
     where = f"tekken tokenizer file {src!r}"
     spec = decode_file(raw, TekkenFile, where=where, pre=lambda body: tekken_shape(body, src))
     pattern, entries = spec.config.pattern, spec.vocab
-    differ = engine_differences(pattern)
+    differ = engine_differences(pattern, tiktoken=True)
     if differ:
         raise UnsupportedTokenizerError(
             f"{src}: config.pattern {pattern!r} uses {', '.join(map(repr, differ))}, which mistral_common's engine "

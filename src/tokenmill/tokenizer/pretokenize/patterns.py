@@ -123,7 +123,7 @@ _ANCHOR_ESCAPES = frozenset("AZzG")  # \A \Z \z \G outside a class: see engine_d
 _ONIG_ONLY = frozenset("hHRXKOyY")  # escapes Oniguruma reads otherwise (\h: a hex digit) or the regex module lacks
 
 
-def engine_differences(regex_str: str, *, oniguruma: bool = False) -> list[str]:
+def engine_differences(regex_str: str, *, oniguruma: bool = False, tiktoken: bool = False) -> list[str]:
     r"""The constructs of ``regex_str`` that the engines tokenmill meets read differently, so that a split
     carried across them would cut other chunks: anchors (``^`` and ``$`` are line anchors in Oniguruma,
     HF's engine, and text anchors in the ``regex`` module and tiktoken's; ``$`` and ``\Z`` also match
@@ -131,8 +131,11 @@ def engine_differences(regex_str: str, *, oniguruma: bool = False) -> list[str]:
     starts and ends where each engine is asked to), inline flags other than ``i`` (``m`` is dot-all in
     Oniguruma), and, for a pattern in Oniguruma's syntax (``oniguruma=True``: a tokenizer.json's Split
     regex), its escapes the ``regex`` module reads otherwise or not at all (``\h``, ``\x{41}``,
-    ``\o{101}``, ...). Empty when the pattern reads alike everywhere. Classes nest, as in tiktoken's and
-    HF's engines and in tokenmill's reading of a set-syntax pattern.
+    ``\o{101}``, ...). ``tiktoken=True`` (a pattern tiktoken's engine runs: a rank file's export, an
+    ``Encoding``, a tekken file): also its POSIX classes (``[[:alpha:]]``: ASCII there, Unicode in the
+    ``regex`` module and Oniguruma) and named characters (``\N{...}``); those are flagged for Oniguruma
+    too. Empty when the pattern reads alike everywhere. Classes nest, as in tiktoken's and HF's engines
+    and in tokenmill's reading of a set-syntax pattern.
 
     >>> engine_differences(r"^\w+|\s+$"), engine_differences(r"[\^$]+|\p{^L}|(?i:ab)|\s++$")
     (['^', '$'], [])
@@ -149,7 +152,7 @@ def engine_differences(regex_str: str, *, oniguruma: bool = False) -> list[str]:
             if e in ("p", "P", "x", "N", "o", "u", "U") and regex_str.startswith("{", end):
                 close = regex_str.find("}", end)
                 end = n if close < 0 else close + 1
-                if oniguruma and e in ("x", "o"):
+                if (oniguruma and e in ("x", "o", "N")) or (tiktoken and e == "N"):
                     out.append(regex_str[i:end])
             elif (e in _ANCHOR_ESCAPES and not depth) or (oniguruma and e in _ONIG_ONLY):
                 out.append("\\" + e)
@@ -157,6 +160,8 @@ def engine_differences(regex_str: str, *, oniguruma: bool = False) -> list[str]:
             continue
         if c == "[":
             if depth and _posix_end(regex_str, i):
+                if tiktoken:
+                    out.append(regex_str[i:_posix_end(regex_str, i)])
                 i = _posix_end(regex_str, i)
                 continue
             depth += 1
@@ -209,6 +214,18 @@ def v1_source(regex_str: str) -> str:
         out.append("\\|" if c == "|" and depth else c)
         i += 1
     return "".join(out)
+
+
+_EMPTY_PROBE = "ab AB 12 \n\t\r\n.,!?'s é中🙂 x  y\u3000z"
+
+
+def matches_empty(regex_str: str) -> bool:
+    """Whether ``regex_str`` can match the empty string (at the start of an empty text, or anywhere in a
+    probe text of letters, digits, spaces, punctuation and three scripts). After an empty match the
+    engines part ways (Oniguruma, HF's, steps one character on; the ``regex`` module tries a longer match
+    at the same place; tiktoken's panics), so a split with one cannot be carried between them."""
+    rx = compiled(regex_str)
+    return rx.match("") is not None or any(m.start() == m.end() for m in rx.finditer(_EMPTY_PROBE))
 
 
 @functools.lru_cache(maxsize=32)

@@ -35,7 +35,7 @@ from .unicode import as_unicode16_table
 # preset name or regex -> kernel id of the hand-written matchers (the compiled presets)
 PRESET_IDS = {"gpt2": 0, "gpt4": 1, "cl100k": 1, "o200k": 2, GPT2: 0, GPT4: 1, O200K: 2}
 _KERNEL_NAMES = ("split_gpt2", "split_gpt4", "split_o200k")
-_TABLE_LAYOUT = 2  # bump when the meaning of the table's bits changes (2: Unicode 16's classes)
+_TABLE_LAYOUT = 3  # bump when the meaning of the table's bits changes (2: Unicode 16's classes; 3: U+0295 an Ll)
 _N_CODE_POINTS = 0x110000
 
 __all__ = ["split_offsets", "split_text", "class_table", "build_class_table"]

@@ -141,7 +141,8 @@ class _Parser:
     def _is_counted(self) -> bool:
         import re
 
-        return re.match(r"\{\d+(,\d*)?\}", self.s[self.i:]) is not None
+        # {m}, {m,}, {m,n} and {,n} (= {0,n}: as the regex module, tiktoken's engine and Oniguruma read it)
+        return re.match(r"\{(\d+(,\d*)?|,\d+)\}", self.s[self.i:]) is not None
 
     def _counted(self):
         j = self.s.index("}", self.i)
@@ -149,7 +150,7 @@ class _Parser:
         self.i = j + 1
         if "," in body:
             a, b = body.split(",")
-            return int(a), (int(b) if b else None)
+            return (int(a) if a else 0), (int(b) if b else None)
         return int(body), int(body)
 
     def _possessive(self, node, lo, hi):

@@ -177,7 +177,7 @@ def family_table(marks: bool) -> np.ndarray:
 
     from ._pretok_kernels import L_
 
-    path = cache_dir() / f"pretok-marks-v2-regex{regex.__version__}-ucd{unicodedata.unidata_version}.npy"
+    path = cache_dir() / f"pretok-marks-v3-regex{regex.__version__}-ucd{unicodedata.unidata_version}.npy"
     try:
         table = np.load(path, allow_pickle=False)
         if table.dtype == np.uint16 and table.shape == base.shape and table[0x301] & L_ and table[0x61] == base[0x61]:

@@ -5,7 +5,8 @@ tables are built from it and the pure-Python paths run it. tiktoken 0.14 and HF 
 Unicode 16, while ``regex`` 2025.11 and later follow Unicode 17 and newer (17,480 more code points
 assigned in 2026.12: U+0558, CJK Extension J...), which made a text holding one of them split, and encode,
 differently from theirs. A code point Unicode 16 leaves unassigned (``_unicode16.ASSIGNED``) is read here as
-an unassigned one (a noncharacter, unassigned in every version) wherever tokenmill splits text: its row
+an unassigned one (a noncharacter, unassigned in every version), and one a later version moved to another
+category (U+0295) as a stand-in of its Unicode 16 category, wherever tokenmill splits text: its row
 of a class table is that one's (:func:`as_unicode16_table`), and the regex engine matches a copy of the
 text with it in its place (:func:`as_unicode16`: one code point for one, so every match's span is the
 original text's). With a ``regex`` of Unicode 16 there is nothing to change.
@@ -37,12 +38,30 @@ def newer() -> np.ndarray:
     return out
 
 
+# Code points Unicode 16 assigns that a later version moved to another general category, each with a
+# stand-in that Unicode 16 and every later version give the category (and script, case and classes) it had
+# in 16: U+0295 ʕ went from Ll to Lo in Unicode 17 (under the o200k pattern "ʕAb" was one chunk, tiktoken's
+# and HF's two); U+0138 ĸ is a caseless Latin Ll.
+_RECATEGORIZED = {0x0295: (r"\p{Ll}", 0x0138)}
+
+
+@functools.cache
+def recategorized() -> dict[int, int]:
+    """``{code point: stand-in}`` of the :data:`_RECATEGORIZED` code points the installed ``regex`` reads in
+    another category than Unicode 16 (empty with a ``regex`` of Unicode 16)."""
+    import regex
+
+    return {cp: standin for cp, (was, standin) in _RECATEGORIZED.items() if not regex.fullmatch(was, chr(cp))}
+
+
 def as_unicode16_table(table: np.ndarray) -> np.ndarray:
-    """``table`` (one row per code point) with every :func:`newer` code point's row made ``STANDIN``'s, in
-    place; returned."""
+    """``table`` (one row per code point) with every :func:`newer` code point's row made ``STANDIN``'s and
+    every :func:`recategorized` one's its stand-in's, in place; returned."""
     cps = newer()
     if cps.size:
         table[cps] = table[STANDIN]
+    for cp, standin in recategorized().items():
+        table[cp] = table[standin]
     return table
 
 
@@ -53,12 +72,14 @@ def _translation():
     import regex
 
     cps = newer()
-    if not cps.size:
+    moved = recategorized()
+    if not cps.size and not moved:
         return None, None
     starts = np.flatnonzero(np.diff(cps, prepend=-2) != 1)
     ends = np.append(starts[1:], cps.size) - 1
     cls = "".join(f"\\U{int(cps[a]):08X}-\\U{int(cps[b]):08X}" for a, b in zip(starts, ends))
-    return dict.fromkeys(cps.tolist(), STANDIN), regex.compile(f"[{cls}]")
+    cls += "".join(f"\\U{cp:08X}" for cp in moved)
+    return dict.fromkeys(cps.tolist(), STANDIN) | moved, regex.compile(f"[{cls}]")
 
 
 def as_unicode16(text: str) -> str:
