@@ -82,6 +82,21 @@ def test_warmup_jobs_are_valid_python_that_runs():
         compile(code, name, "exec")
 
 
+def test_the_encode_job_reaches_the_compiled_list_builder(monkeypatch):
+    """The warm-up's lists-out line encoded a few ids, which ``tolist`` takes (up to 3,072): the compiled
+    list builder (``_cpython._build``) was left to compile on a user's first large encode."""
+    from tokenmill import _jit
+    from tokenmill.tokenizer import _cpython
+
+    calls = []
+    real = _cpython._build
+    monkeypatch.setattr(_cpython, "_build", lambda *a: calls.append(1) or real(*a))
+    monkeypatch.setenv("TOKENMILL_PYTHON_FIRST", "0")  # (as warmup runs its jobs: the kernels, not the twins)
+    code = next(c for n, c in _jit.JOBS.items() if n.startswith("encode"))
+    exec(compile(code, "encode job", "exec"), {})
+    assert calls
+
+
 def test_refcount_free_kernels_make_no_reference_counting_calls():
     """``njit(refcount=False)``: the loop binds an array anew in every pass (an inlined helper's
     argument), which with reference counting costs two NRT calls per pass; without, none."""

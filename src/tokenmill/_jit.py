@@ -236,7 +236,7 @@ JOBS: dict[str, str] = {
         "from tokenmill.tokenizer.model import Tokenizer\n"
         "t = Tokenizer.from_ranks({**{bytes([i]): i for i in range(256)}, b'he': 256, b'll': 257}, pattern='gpt2')\n"
         "t.encode('hello world 世界'); t.encode_batch(['hello', 'x y'], num_threads=1, as_arrays=True)\n"
-        "t.encode_batch(['hello', 'x y'], num_threads=1)  # lists out (_cpython)\n"
+        "t.encode_batch(['hello', 'x y ' * 2000], num_threads=1)  # lists out (_cpython; past tolist's 3,072 ids)\n"
         "Tokenizer.from_ranks({bytes([i]): i for i in range(256)}, pattern='gpt2', special_tokens={'<|e|>': 256})"
         ".encode_batch(['a <|', 'b'], num_threads=1)  # a batch's special-token scan (_special_scan)\n"
         "r = {bytes([i]): i for i in range(256)}  # 1,280 CJK characters one token each: merged ahead\n"

@@ -11,6 +11,11 @@ class ConfigError(TokenmillError, ValueError):
     """An option or argument has a value that cannot work (names the parameter and the fix)."""
 
 
+class OutOfRangeError(ConfigError, IndexError):
+    """An index past the end of what it indexes (a document of a token source): an IndexError too, so
+    code that stops at one (the sequence protocol) still does."""
+
+
 class InputError(TokenmillError, ValueError):
     """Input data is malformed: names the file, line, byte offset or document."""
 

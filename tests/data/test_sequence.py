@@ -9,7 +9,7 @@ import pytest
 
 from tokenmill import TokenStore
 from tokenmill.data import texts
-from tokenmill.errors import ConfigError, InputError
+from tokenmill.errors import ConfigError, InputError, TokenmillError
 
 DOCS = [f"doc {i} " + "the " * (i % 5) for i in range(23)]
 
@@ -70,8 +70,9 @@ def test_slice_step_zero_and_membership_are_refused_clearly(store):
 
 def test_get_refuses_negative_document_ids(store):
     # -1 is the doc id of padding in batches: get(-1) must not silently return the last document
-    with pytest.raises(IndexError, match="document -1 is outside 0 .. 22"):
+    with pytest.raises(IndexError, match="document -1 is outside 0 .. 22") as e:
         store.get(-1)
+    assert isinstance(e.value, TokenmillError)  # (every refusal is one: it was a bare IndexError)
     assert store[-1].tolist() == store.get(len(store) - 1).tolist()
 
 

@@ -249,6 +249,11 @@ def test_cli_writes_the_page_and_prints_its_path(tok, store, tmp_path, capsys):
     assert main(["report", "--tokenizer", str(tok_path), "--text", str(tmp_path / "missing.txt"),
                  "--out", str(out), "-q"]) == 1
     assert "missing.txt" in capsys.readouterr().err
+    bad = tmp_path / "bad.txt"  # --errors replace says what it replaced on stderr, as every command does
+    bad.write_bytes(b"ok \xff no \xfe")
+    assert main(["report", "--tokenizer", str(tok_path), "--text", str(bad), "--out", str(out), "-q",
+                 "--errors", "replace"]) == 0
+    assert "2 invalid UTF-8 sequences" in capsys.readouterr().err
 
 
 def test_report_options_given_as_numpy_scalars_are_checked_in_python_ints():

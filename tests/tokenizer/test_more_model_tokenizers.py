@@ -109,6 +109,20 @@ def test_deepseek_and_tekken_export_back_to_tokenizer_json(deepseek, tekken, tmp
         assert back.encode(t, add_special_tokens=False).ids == tk.encode(t, allowed_special="all")
 
 
+def test_deepseek_store_build_finds_its_end_of_sentence(deepseek, tmp_path):
+    """`tokenmill store build --tokenizer deepseek/` failed ("no EOS special token", a 43 KB line listing
+    1,283 specials) and offered only --no-eos: DeepSeek's <｜end▁of▁sentence｜> is an EOS name now."""
+    from tokenmill import TokenStore
+    from tokenmill.data import texts
+
+    ours, _ = deepseek
+    st = TokenStore.build(tmp_path / "s", texts(["hello world", "你好"]), ours, progress=False, workers=1,
+                          prepend_bos=True)
+    eos, bos = ours.special_tokens["<｜end▁of▁sentence｜>"], ours.special_tokens["<｜begin▁of▁sentence｜>"]
+    assert (st.eos_id, st.bos_id) == (eos, bos) == (1, 0)
+    assert st.get(0).tolist() == [bos] + ours.encode("hello world") + [eos]
+
+
 # ------------------------------------------------------------------------------- Mistral tekken
 @pytest.mark.corpus
 @pytest.mark.parametrize("script", SCRIPTS)

@@ -12,7 +12,7 @@ import numpy as np
 
 from .._arrays import ranks_in_groups
 from ..conventions import IGNORE_INDEX
-from ..errors import ConfigError, InputError
+from ..errors import ConfigError, InputError, OutOfRangeError
 from .stats import stats_of
 
 FragmentPositions = Literal["restart", "continue"]
@@ -221,7 +221,7 @@ class Batch:
         if isinstance(i, (bool, np.bool_)) or not isinstance(i, (int, np.integer)):
             raise TypeError(f"a batch's row index must be an integer, not {type(i).__name__}")
         if not -B <= i < B:
-            raise IndexError(f"row {int(i):,d} is outside this batch's {B:,d} rows (-{B:,d} .. {B - 1:,d})")
+            raise OutOfRangeError(f"row {int(i):,d} is outside this batch's {B:,d} rows (-{B:,d} .. {B - 1:,d})")
         i = int(i) % B
         cu = self.cu_seqlens
         lo, hi = np.searchsorted(cu, [i * T, (i + 1) * T])

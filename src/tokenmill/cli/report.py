@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from ._common import add_command, add_quiet, add_tokenizer_args, load_tokenizer, seed
 
 
@@ -41,6 +43,8 @@ def cmd_report(args) -> int:
                    samples=args.samples, sample_tokens=args.sample_tokens, window=args.window, stride=args.stride,
                    block_size=args.block_size, seed=args.seed, text_bytes=args.text_bytes,
                    allow_special=args.allow_special, errors=args.errors)
+    if r.data.meta.get("invalid_utf8_replaced"):  # (stderr, as every command with --errors replace says it)
+        print(f"tokenmill: {r.data.meta['invalid_utf8_note']}", file=sys.stderr)
     t, p = r.data.tokens["totals"], r.data.packing
     print(f"wrote {r.path} ({r.bytes:,d} bytes) in {r.seconds:.1f} s: {len(r.data.tokens['samples'])} samples, "
           f"{t['tokens']:,d} tokens shown; packing fill {p['fill']:.1%} vs padding {p['padding_fill']:.1%} "

@@ -14,12 +14,12 @@ from typing import Iterable, Protocol, Sequence, runtime_checkable
 import numpy as np
 
 from .._validate import check_array
-from ..errors import ConfigError, InputError
+from ..errors import ConfigError, InputError, OutOfRangeError
 
 
 def doc_index(i, n: int, hint: str = "") -> int:
     """``i`` as a document index of a source of ``n`` documents: an integer (not a bool) in ``0 .. n - 1``,
-    else a ConfigError (not an integer) or an IndexError naming it. Every source's ``get`` checks here: a
+    else a ConfigError (not an integer) or an OutOfRangeError (a ConfigError and an IndexError) naming it. Every source's ``get`` checks here: a
     negative index is refused rather than counted from the end (``-1`` is more often a bug than a wish)."""
     if type(i) is int and 0 <= i < n:  # the common case, first (a get per packed segment)
         return i
@@ -27,7 +27,7 @@ def doc_index(i, n: int, hint: str = "") -> int:
         raise ConfigError(f"document index {i!r} must be an integer")
     i = int(i)
     if not 0 <= i < n:
-        raise IndexError(f"document {i:,d} is outside 0 .. {n - 1:,d}"
+        raise OutOfRangeError(f"document {i:,d} is outside 0 .. {n - 1:,d}"
                          + (f" (negative indices are refused by get(){hint})" if i < 0 else ""))
     return i
 

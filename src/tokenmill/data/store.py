@@ -60,7 +60,7 @@ from .._io import (
 )
 from .._schema import BIG, Count, Meta, Sha256, Struct, check, load_json
 from .._words import counted
-from ..errors import ConfigError, FormatError, InputError, TokenmillError
+from ..errors import ConfigError, FormatError, InputError, OutOfRangeError, TokenmillError
 from . import engines
 from .readers import Replaced, Source, Utf8Docs, as_sources
 from .source import doc_index
@@ -74,8 +74,10 @@ DEFAULT_SHARD_BYTES = 16 << 20  # input (UTF-8) bytes per shard
 _PART_BYTES = 1 << 20  # input bytes per encoding job: a larger shard is encoded in parts, the first one at once
 _SHARD_RE = re.compile(r"^shard-([0-9]{5,9})\.(tokens|offsets|meta|json)$")
 _PARTS = ("tokens", "offsets", "meta")
-EOS_NAMES = ("<|endoftext|>", "</s>", "<|eos|>", "<eos>", "<|end_of_text|>", "<|im_end|>")
-BOS_NAMES = ("<|begin_of_text|>", "<s>", "<|bos|>", "<bos>", "<|startoftext|>")
+EOS_NAMES = ("<|endoftext|>", "</s>", "<|eos|>", "<eos>", "<|end_of_text|>", "<|im_end|>",
+             "<\uff5cend\u2581of\u2581sentence\uff5c>")  # (the last: DeepSeek's)
+BOS_NAMES = ("<|begin_of_text|>", "<s>", "<|bos|>", "<bos>", "<|startoftext|>",
+             "<\uff5cbegin\u2581of\u2581sentence\uff5c>")
 
 
 class WriteError(TokenmillError, OSError):
@@ -221,9 +223,11 @@ def _special_id(tokenizer, names, given, what: str, needed: bool) -> int | None:
             return int(specials[n])
     flag = "append_eos" if what == "eos" else "prepend_bos"
     cli = "--no-eos" if what == "eos" else "no --bos"
-    raise ConfigError(f"{flag}=True but the tokenizer has no {what.upper()} special token (it has: "
-                      f"{', '.join(map(repr, specials)) or 'none'}); pass {what}_id=... or {flag}=False (CLI: a rank "
-                      f"file's --special NAME=ID, or {cli})")
+    names_of = list(map(repr, specials))
+    listed = ", ".join(names_of[:12]) + (f" and {len(names_of) - 12:,d} more" if len(names_of) > 12 else "")
+    raise ConfigError(f"{flag}=True but the tokenizer has no {what.upper()} special token of a known name "
+                      f"({', '.join(names)}; it has: {listed or 'none'}); pass {what}_id=... or {flag}=False "
+                      f"(CLI: a rank file's --special NAME=ID, or {cli})")
 
 
 def _describe_difference(old, new, where: str = "", out: list | None = None) -> str:
@@ -1118,7 +1122,7 @@ class StoreSource:
             raise TypeError(f"document indices must be integers or slices, not {type(key).__name__}")
         key = int(key)
         if not -n <= key < n:
-            raise IndexError(f"document index {key:,d} is outside -{n:,d} .. {n - 1:,d}")
+            raise OutOfRangeError(f"document index {key:,d} is outside -{n:,d} .. {n - 1:,d}")
         return self.get(key % n)
 
     def __iter__(self) -> Iterator[np.ndarray]:

@@ -189,9 +189,9 @@ def whole_chars(data: bytes) -> bytes:
     return data[: j - 1] if len(data) - (j - 1) < need else data
 
 
-def _read_prefix(path, limit: int, errors: str) -> tuple[str, str]:
+def _read_prefix(path, limit: int, errors: str, total: Replaced) -> tuple[str, str]:
     """The text of the first ``limit`` bytes of a file (whole characters), and a note when cut or when
-    invalid UTF-8 was replaced (``errors="replace"``)."""
+    invalid UTF-8 was replaced (``errors="replace"``; counted in ``total`` too)."""
     raw = os.fspath(path)
     check_input_file(raw)  # missing, a directory, a device: an InputError naming it
     compressed = raw.lower().endswith((".gz", ".zst"))
@@ -208,14 +208,15 @@ def _read_prefix(path, limit: int, errors: str) -> tuple[str, str]:
                 else f"first {len(data):,d} bytes" + (" decompressed" if compressed else ""))
     replaced = Replaced()
     text = decode_utf8(data, name=raw, errors=errors, replaced=replaced)
+    total.merge(replaced)
     if replaced.count:
         note = ", ".join(filter(None, [note, f"{counted(replaced.count, 'invalid UTF-8 sequence')} replaced with "
                                              f"U+FFFD, the first at byte offset {replaced.offset:,d}"]))
     return text, note
 
 
-def _text_docs(tok, files, texts, opts: ReportOptions) -> list[_Doc]:
-    named = [(os.fspath(p), *_read_prefix(p, opts.text_bytes, opts.errors)) for p in files]
+def _text_docs(tok, files, texts, opts: ReportOptions, replaced: Replaced) -> list[_Doc]:
+    named = [(os.fspath(p), *_read_prefix(p, opts.text_bytes, opts.errors, replaced)) for p in files]
     for k, t in enumerate(texts):
         if not isinstance(t, str):
             raise ConfigError(f"texts[{k}] is a {type(t).__name__}; pass str (file paths go in files=)")
@@ -658,7 +659,8 @@ def collect(tokenizer, *, store=None, files: Sequence = (), texts: Sequence[str]
     say("vocabulary")
     vocab = _Vocab(tok)
     say("samples")
-    text_docs = _text_docs(tok, files, texts, opts)
+    replaced = Replaced()
+    text_docs = _text_docs(tok, files, texts, opts, replaced)
     store_docs = _store_docs(source, opts, np.random.default_rng([opts.seed, 0])) if source is not None else []
     tokens = _tokens_section(text_docs, store_docs, vocab, opts)
     vocabulary = _vocabulary_section(tok, vocab, _first_tokens(text_docs, opts.stat_tokens) + store_docs)
@@ -671,4 +673,8 @@ def collect(tokenizer, *, store=None, files: Sequence = (), texts: Sequence[str]
     say("packing")
     pad_id = getattr(getattr(source, "store", source), "eos_id", None) if source is not None else None
     packing = _packing_section(plans, opts, int(pad_id) if pad_id is not None else 0)
-    return ReportData(_meta(tok, source, files, texts, opts), tokens, vocabulary, store_part, windows, packing)
+    meta = _meta(tok, source, files, texts, opts)
+    meta["invalid_utf8_replaced"] = replaced.count  # (the CLI says so on stderr, as every command does)
+    if replaced.count:
+        meta["invalid_utf8_note"] = replaced.note()
+    return ReportData(meta, tokens, vocabulary, store_part, windows, packing)
