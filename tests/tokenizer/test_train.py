@@ -144,6 +144,13 @@ def test_sampling_byte_budget():
     r = tok.train_report
     assert r.bytes_used <= 1000 and r.documents_used == 10
     assert r.bytes_seen == sum(len(d) for d in docs)
+    # a document larger than the whole budget cannot fit and no longer stops the others (first by priority,
+    # it kept none of them: "the training corpus is empty"), wherever it stands
+    small = [f"{i:03d} " + "y" * 996 for i in range(20)]
+    for docs in (small + ["z" * 50_000], ["z" * 50_000] + small):
+        for seed in range(3):
+            r = train_bpe(docs, 270, sample=20_000, seed=seed).train_report
+            assert (r.documents_used, r.bytes_used) == (20, 20_000), (seed, r)
 
 
 def test_sampling_spellings_and_bad_documents_named_by_their_index():

@@ -43,8 +43,23 @@ def register(sub) -> None:
     add_quiet(p)
 
 
-def cmd_windows(args) -> int:
+def _encoded(tok, texts, per_batch: int = 4096) -> list:
+    """Each text's ids (int64 arrays) as ``encode_ordinary`` gives them: in batches through ``encode_batch``
+    where the tokenizer has it (one call a line made --split-lines of 256 MiB take 107 s, 8 s in a store
+    build), text by text otherwise."""
+    import itertools
+
     import numpy as np
+
+    if not hasattr(tok, "encode_batch"):
+        return [np.asarray(tok.encode_ordinary(t), np.int64) for t in texts]
+    out, it = [], iter(texts)
+    while batch := list(itertools.islice(it, per_batch)):
+        out.extend(tok.encode_batch(batch, as_arrays=True, allowed_special=(), disallowed_special=()))
+    return out
+
+
+def cmd_windows(args) -> int:
 
     from .._validate import check_int
     from ..data.source import ArraySource
@@ -58,7 +73,7 @@ def cmd_windows(args) -> int:
                         max_windows_per_doc=args.max_windows_per_doc, jitter=args.jitter, seed=args.seed,
                         score=args.score, reserve=args.reserve)
     replaced = Replaced()
-    docs = [np.asarray(tok.encode_ordinary(text), np.int64) for text in documents_from_args(args, None, replaced)]
+    docs = _encoded(tok, documents_from_args(args, None, replaced))
     say_replaced(replaced)
     source = ArraySource(docs)
     plan = sw.plan(source.lengths, epoch=args.epoch)
