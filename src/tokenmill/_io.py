@@ -175,7 +175,7 @@ class LaterFlush:
     encoded, and its manifest (which says they are whole) is written after ``wait``. Flushing each file
     before its rename instead held the build up for the disk (53 MB of English text, 7 shards, GPT-2, one
     worker: 0.38 -> 0.56 s); flushed here, 0.37 s against 0.38 unflushed (median of 9 alternating builds:
-    ``bench/store_durability.py``)."""
+    ``bench/_store_durability.py``)."""
 
     def __init__(self):
         self._pool = None

@@ -2,7 +2,7 @@
 a background thread, the manifest written once they are on the disk) against the same build with every
 flush turned off, alternating, in one process.
 
-    .venv/bin/python bench/store_durability.py [--corpus ../shared/corpora/en] [--repeat 9] [--shard-mb 8]
+    .venv/bin/python bench/_store_durability.py [--corpus ../shared/corpora/en] [--repeat 9] [--shard-mb 8]
 
 Prints each build's seconds and the medians (the first build of each kind warms the caches). The
 tokenizer is GPT-2's rank file (``TOKENMILL_GPT2_RANKS`` or ``.cache/gpt2.tiktoken``), one worker,
