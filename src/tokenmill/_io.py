@@ -169,7 +169,7 @@ def sync_folder(path: str | os.PathLike) -> None:
 
 
 class LaterFlush:
-    """Files written with ``durable=False`` (:func:`atomic_path`), flushed to the disk by one background
+    """Files written with ``durable=`` one of these (:func:`atomic_path`), flushed to the disk by one background
     thread while the writer goes on; :meth:`wait` returns once they and their folders are on the disk.
     For a writer with a commit point: a token store's shard files are flushed while the next shard is
     encoded, and its manifest (which says they are whole) is written after ``wait``. Flushing each file
@@ -210,7 +210,8 @@ class LaterFlush:
 
 
 @contextlib.contextmanager
-def atomic_path(path: str | os.PathLike, *, inputs: Iterable = (), durable: bool = True) -> Iterator[Path]:
+def atomic_path(path: str | os.PathLike, *, inputs: Iterable = (), durable: bool | LaterFlush = True
+                ) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; on success rename it over ``path``.
 
     The target is checked first (:func:`resolve_output`: no symlink, directory, device, FIFO, or
@@ -222,7 +223,8 @@ def atomic_path(path: str | os.PathLike, *, inputs: Iterable = (), durable: bool
     ``durable``: the temporary's data is flushed to the disk before the rename and the folder after it,
     so that a power loss leaves the old file or the new one, never an empty or partial file under the
     target's name (renaming without the flush lets the file system write the name first: ~0.8 ms a
-    file on this project's machines; off only for caches, which are checked on read and can be lost).
+    file on this project's machines; off only for caches, which are checked on read and can be lost); a
+    :class:`LaterFlush`: the renamed file is handed to it, flushed in the background.
     """
     target = resolve_output(path, inputs=inputs)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -237,10 +239,12 @@ def atomic_path(path: str | os.PathLike, *, inputs: Iterable = (), durable: bool
     try:
         yield Path(tmp)
         os.chmod(tmp, mode)
-        if durable:
+        if durable is True:
             _flush_to_disk(tmp)
         os.replace(tmp, target)
-        if durable:
+        if isinstance(durable, LaterFlush):
+            durable.add(target)
+        elif durable:
             sync_folder(target.parent)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
@@ -274,7 +278,7 @@ def write_bytes_atomic(path: str | os.PathLike, data, *, inputs: Iterable = ()) 
 
 
 def write_with(path: str | os.PathLike, write: Callable[[BinaryIO], None], *, inputs: Iterable = (),
-               durable: bool = True) -> None:
+               durable: bool | LaterFlush = True) -> None:
     """Call ``write(binary file)`` on a temporary beside ``path``, then rename it into place
     (:func:`atomic_path`): for writers that stream (``np.save``, a shard's ids)."""
     with atomic_path(path, inputs=inputs, durable=durable) as tmp:
@@ -288,7 +292,7 @@ class StreamedFile:
     ``(bytes, "sha256:<hex>")``, ``abort()`` removes it. For a writer whose data arrives over time (a token
     store shard's ids, job by job: no shard-sized block to join and hash at its end)."""
 
-    def __init__(self, path: str | os.PathLike, *, inputs: Iterable = (), durable: bool = True):
+    def __init__(self, path: str | os.PathLike, *, inputs: Iterable = (), durable: bool | LaterFlush = True):
         self._cm = atomic_path(path, inputs=inputs, durable=durable)
         tmp = self._cm.__enter__()
         try:

@@ -131,7 +131,7 @@ class MegatronSource(KnownLengths):
 
     def __init__(self, prefix):
         bin_, idx = pair(prefix)
-        self.prefix = Path(fs_path(prefix, ""))
+        self.prefix = bin_.with_name(bin_.name.removesuffix(".bin"))
         for p in (idx, bin_):
             if not p.exists():
                 raise FormatError(f"Megatron file {p} does not exist")

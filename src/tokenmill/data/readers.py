@@ -229,7 +229,8 @@ def _grouped(documents: Iterable[Document], most: int = 0) -> Iterator[Batch]:
 
 
 # ---- files ---------------------------------------------------------------------------------------
-def _kind_of(path: Path) -> str:
+def format_of(path: Path) -> str:
+    """``"jsonl"``, ``"parquet"`` or ``"text"``: what a file's name says it holds (.gz/.zst looked through)."""
     name = path.name.lower()
     for c in _COMPRESSED:
         if name.endswith(c):
@@ -637,7 +638,7 @@ class FileSource(Source):
             raise ConfigError(f"field={self.field!r} must be a non-empty column or field name")
 
     def kind_of(self, path: Path) -> str:
-        return _kind_of(path) if self.format == "auto" else self.format
+        return format_of(path) if self.format == "auto" else self.format
 
     def files(self) -> list[str]:
         return [str(p) for p in self.paths]

@@ -62,7 +62,7 @@ from .._schema import BIG, Count, Meta, Sha256, Struct, check, load_json
 from .._words import counted
 from ..errors import ConfigError, FormatError, InputError, OutOfRangeError, TokenmillError
 from . import engines
-from .readers import Replaced, Source, Utf8Docs, as_sources
+from .readers import Replaced, Source, Utf8Docs, as_sources, format_of
 from .source import doc_index
 from .verify import sha256_file
 
@@ -557,8 +557,7 @@ def build(out_dir, sources, tokenizer, *, workers: int | None = None, engine: st
 def _doc_where(name: str, row: int) -> str:
     """Where a document is, as the readers' errors say it: a JSONL record by its line (``data.jsonl:3``, from
     1, as an editor counts), any other by its row (from 0, as ``store.provenance`` and Python count)."""
-    base = name.lower().removesuffix(".gz").removesuffix(".zst")
-    if base.endswith((".jsonl", ".ndjson")):
+    if format_of(Path(name)) == "jsonl":
         return f"{name}:{row + 1}: document on line {row + 1:,d}"
     return f"{name}: document at row {row:,d}"
 
@@ -586,13 +585,11 @@ def _write_array(path: Path, arr: np.ndarray, flush: LaterFlush | None = None) -
     data = _little(arr)
     view = memoryview(data.reshape(-1)).cast("B") if data.size else memoryview(b"")  # (0, 2) meta: no bytes
     try:
-        with atomic_path(path, durable=flush is None) as tmp:
+        with atomic_path(path, durable=True if flush is None else flush) as tmp:
             with open(tmp, "wb") as f:
                 f.write(view)
     except OSError as e:
         raise _write_error(path, e) from e
-    if flush is not None:
-        flush.add(path)
     return len(view), "sha256:" + hashlib.sha256(view).hexdigest()
 
 
@@ -949,10 +946,10 @@ class _ShardTokens:
 
     def __init__(self, path: Path, flush: LaterFlush):
         try:
-            self.tokens = StreamedFile(path, durable=False)
+            self.tokens = StreamedFile(path, durable=flush)
         except OSError as e:
             raise _write_error(path, e) from e
-        self.path, self.flush = path, flush
+        self.path = path
         self.lengths: list[np.ndarray] = []
         self.count = 0
         self.error: tuple[int, engines.JobError] | None = None
@@ -974,11 +971,9 @@ class _ShardTokens:
     def close(self) -> tuple[int, str]:
         """Rename the tokens into place (flushed to the disk in the background): ``(bytes, sha256)``."""
         try:
-            done = self.tokens.close()
+            return self.tokens.close()
         except OSError as e:
             raise _write_error(self.path, e) from e
-        self.flush.add(self.path)
-        return done
 
 
 def _finish(out: Path, srcs: list[Source], args: dict, fingerprint: str, opts, shards: list[dict],

@@ -42,7 +42,8 @@ class ForeignTokenizer:
                 hf.encode_special_tokens = old
 
         added = {i: t.content for i, t in hf.get_added_tokens_decoder().items()}
-        if _byte_level(body):  # each vocabulary token spells its raw bytes, one character a byte
+        byte_level = _byte_level(body)
+        if byte_level:  # each vocabulary token spells its raw bytes, one character a byte
             from .formats.export import bytes_to_unicode
 
             byte_of = {c: b for b, c in bytes_to_unicode().items()}
@@ -61,7 +62,7 @@ class ForeignTokenizer:
         return cls("tokenizers", hf, vocab_size=hf.get_vocab_size(), special_tokens=specials,
                    content_hash=hashlib.sha256(body.encode("utf-8")).hexdigest(),
                    encode_fn=enc, decode_fn=lambda ids: hf.decode(list(ids), skip_special_tokens=False),
-                   token_bytes_fn=token_bytes, joined_bytes=not _byte_level(body))
+                   token_bytes_fn=token_bytes, joined_bytes=not byte_level)
 
     @classmethod
     def from_tiktoken(cls, e) -> "ForeignTokenizer":

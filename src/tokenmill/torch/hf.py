@@ -36,6 +36,7 @@ import numpy as np
 
 from ..batching.batch import Batch, Block
 from ..errors import ConfigError, require
+from .masks import segment_ids
 
 torch = require("torch", "torch")
 
@@ -160,14 +161,6 @@ def _fields(batch) -> dict:
     return d
 
 
-def segment_ids(cu_seqlens, rows: int, positions: int):
-    """``(rows, positions)`` int64: the attention segment of every position (a document or a padding
-    run), numbered over the flattened batch, from ``cu_seqlens``."""
-    seg = torch.zeros(rows * positions, dtype=torch.int64, device=cu_seqlens.device)
-    seg[cu_seqlens[1:-1].to(torch.int64)] = 1
-    return seg.cumsum(0).view(rows, positions)
-
-
 def _allowed(seg, window: int | None):
     """``(B, 1, T, T)`` bool, True = may attend: same segment, key at or before the query (and less
     than ``window`` positions back)."""
@@ -232,8 +225,9 @@ def _positions_restart(model, config) -> None:
         takes = forward is None or "position_ids" in inspect.signature(forward).parameters
     except (TypeError, ValueError):
         takes = True  # (a forward inspect cannot read: let the model run)
-    alibi = getattr(config, "alibi", False) is True or getattr(getattr(config, "attn_config", None), "alibi", False) \
-        is True or (isinstance(getattr(config, "attn_config", None), dict) and config.attn_config.get("alibi") is True)
+    attn = getattr(config, "attn_config", None)  # (MPT's: an object or a dict)
+    alibi = True in (getattr(config, "alibi", None), getattr(attn, "alibi", None),
+                     attn.get("alibi") if isinstance(attn, dict) else None)
     if not takes or alibi:
         why = ("its forward takes no position_ids (a recurrent state or an ALiBi bias would run through the whole "
                "row)" if not takes else "it uses ALiBi (its position bias would count from the row's start)")

@@ -37,7 +37,7 @@ def sdpa_mask(batch, *, device=None):
         B, T = batch["input_ids"].shape
         if device is None:  # where the batch is (a batch moved to the GPU gets its mask there)
             device = batch["cu_seqlens"].device
-        seg = _segments_of(batch, device)
+        seg = segment_ids(batch["cu_seqlens"].to(device), B, T)
         causal = torch.ones(T, T, dtype=torch.bool, device=device).tril()
         return ((seg[:, :, None] == seg[:, None, :]) & causal).unsqueeze(1)
     return torch.from_numpy(as_batch(batch, "sdpa_mask", " (or a dict of tensors from to_tensors)").dense_mask()
@@ -54,13 +54,12 @@ def document_mask_mod(segment_ids):
     return mask_mod
 
 
-def _segments_of(batch: dict, device):
-    """``(B, T)`` int64: the attention segment of every position of a dict of tensors (its ``cu_seqlens``)."""
-    B, T = batch["input_ids"].shape
-    cu = batch["cu_seqlens"].to(device=device, dtype=torch.int64)
-    seg = torch.zeros(B * T, dtype=torch.int64, device=device)
-    seg[cu[1:-1]] = 1
-    return seg.cumsum(0).view(B, T)
+def segment_ids(cu_seqlens, rows: int, positions: int):
+    """``(rows, positions)`` int64: the attention segment of every position (a document or a padding
+    run), numbered over the flattened batch, from ``cu_seqlens`` (on its device)."""
+    seg = torch.zeros(rows * positions, dtype=torch.int64, device=cu_seqlens.device)
+    seg[cu_seqlens[1:-1].to(torch.int64)] = 1
+    return seg.cumsum(0).view(rows, positions)
 
 
 def flex_block_mask(batch, *, device="cpu", BLOCK_SIZE: int = 128):
@@ -71,7 +70,7 @@ def flex_block_mask(batch, *, device="cpu", BLOCK_SIZE: int = 128):
 
     if isinstance(batch, dict):
         B, T = batch["input_ids"].shape
-        seg = _segments_of(batch, device)
+        seg = segment_ids(batch["cu_seqlens"].to(device), B, T)
     else:
         b = as_batch(batch, "flex_block_mask", " (or a dict of tensors from to_tensors)")
         B, T = b.shape
