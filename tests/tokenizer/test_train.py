@@ -229,6 +229,20 @@ def test_compiled_counting_equals_python_twin_any_thread_count(texts, pattern, t
     assert stats["documents_used"] == len(texts)
 
 
+def test_compiled_counting_splits_each_document_of_a_batch_on_its_own():
+    # a batch of documents is split in one call: a document's trailing spaces stay its own ("a  " is "a", "  "
+    # alone, where "a  " + "b" would give "a", " ", " b"), an empty document is no chunk
+    from tokenmill.tokenizer.bpe.train import _count_compiled, _count_python
+
+    docs = ["a  ", "b", "", "x\n\n", "\ny 12345", " ", "  z", "低 "] * 3
+    for pattern in ("gpt2", "gpt4", "o200k"):
+        rx = resolve_pattern(pattern)
+        pieces = [(d, d.encode()) for d in docs]
+        got = _count_compiled(iter(pieces), rx, 1).to_dict()
+        assert got == _count_python(iter(pieces), rx).to_dict()
+        assert got[b"a"] == 3 and got[b"  "] == 3 and b" b" not in got and b" " in got
+
+
 def test_training_identical_whatever_the_thread_count():
     from tokenmill.tokenizer.bpe.merges import learn_merges_arrays
     from tokenmill.tokenizer.bpe.train import count_chunks

@@ -302,9 +302,12 @@ def _count_compiled(pieces, regex_str, num_threads) -> ChunkCounts:
             if errors:
                 continue
             try:
-                for data in batch:
-                    buf = np.frombuffer(data, dtype=np.uint8)
-                    counter._add(buf, split_offsets(buf, regex_str))
+                # one split and one count a batch: each document split on its own (``doc_offsets``: no
+                # chunk crosses one), where a call per document cost ~10 us (334K lines of English: 4.5 s
+                # against 1.1 s for the same text as one document)
+                buf = np.frombuffer(batch[0] if len(batch) == 1 else b"".join(batch), dtype=np.uint8)
+                docs = None if len(batch) == 1 else np.cumsum([0, *map(len, batch)], dtype=np.int64)
+                counter._add(buf, split_offsets(buf, regex_str, doc_offsets=docs))
             except BaseException as e:  # noqa: BLE001  (re-raised in the main thread, whatever it is)
                 errors.append(e)
 
