@@ -345,3 +345,33 @@ def test_nfc_is_hf_tokenizers_nfc():
     for _ in range(20_000):
         t = "".join(rng.choice(pool) for _ in range(rng.randint(1, 8)))
         assert nfc_as_hf(t) == hf(t), [hex(ord(x)) for x in t]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text("ab<|", min_size=1, max_size=5), min_size=1, max_size=12, unique=True),
+       st.text("ab<|x", max_size=40))
+def test_added_tokens_found_as_the_longest_first_alternation(tokens, text):
+    # the added tokens' matcher is a trie (one path a shared prefix; DeepSeek's 1,283 tokens all start with '<'):
+    # the same matches as the alternation of the tokens longest first, HF's rule
+    import regex
+
+    from tokenmill.tokenizer.added import _trie_pattern
+
+    alternation = regex.compile("|".join(regex.escape(c) for c in sorted(tokens, key=lambda c: (-len(c), c))))
+    trie = regex.compile(_trie_pattern(tokens))
+    assert [m.span() for m in trie.finditer(text)] == [m.span() for m in alternation.finditer(text)]
+
+
+def test_many_added_tokens_sharing_a_prefix_match_as_hf(tmp_path):
+    # 302 added tokens starting with "<|", some prefixes of others, text with many '<': ids as HF's
+    from tokenizers import AddedToken, models
+    from tokenizers import Tokenizer as HFTokenizer
+    from tokenizers import pre_tokenizers as pt
+
+    hf = HFTokenizer(models.BPE(vocab={c: i for i, c in enumerate(sorted(pt.ByteLevel.alphabet()))}, merges=[]))
+    hf.pre_tokenizer = pt.ByteLevel(add_prefix_space=False)
+    hf.add_tokens([AddedToken(c) for c in [f"<|t{i}|>" for i in range(300)] + ["<|t1|>x", "<|"]])
+    hf.save(str(tmp_path / "tokenizer.json"))
+    text = "a <|t12|> b <|t1|>x <|t1|>y <| <|t299|><|t3 " * 20 + "< " * 500
+    assert Tokenizer.from_huggingface(tmp_path / "tokenizer.json").encode(text) == \
+        hf.encode(text, add_special_tokens=False).ids
