@@ -375,3 +375,14 @@ def test_many_added_tokens_sharing_a_prefix_match_as_hf(tmp_path):
     text = "a <|t12|> b <|t1|>x <|t1|>y <| <|t299|><|t3 " * 20 + "< " * 500
     assert Tokenizer.from_huggingface(tmp_path / "tokenizer.json").encode(text) == \
         hf.encode(text, add_special_tokens=False).ids
+
+
+@pytest.mark.parametrize("key", ["byte_fallback", "ignore_merges", "fuse_unk"])
+def test_a_null_model_flag_reads_as_false_as_in_hf(tmp_path, base, key):
+    # HF's BPE reader takes null for these flags (unset: false); tokenmill refused "field model.byte_fallback = null"
+    body = copy.deepcopy(base)
+    body["model"][key] = None
+    (tmp_path / "tokenizer.json").write_text(json.dumps(body))
+    text = "Hello world, hello tokens 123"
+    assert Tokenizer.from_huggingface(tmp_path).encode(text) == \
+        tokenizers.Tokenizer.from_file(str(tmp_path / "tokenizer.json")).encode(text, add_special_tokens=False).ids

@@ -367,7 +367,7 @@ def _convert(spec: HFTokenizerJson, source: str, file_size: int):
                       "a byte-level BPE needs all 256")
     added = added_tokens_of([] if spec.added_tokens is UNSET else spec.added_tokens, vocab_map, source)
     config = {"patterns": patterns, "add_prefix_space": prefix_space, "normalizer": normalizer,
-              "ignore_merges": model.ignore_merges,
+              "ignore_merges": bool(model.ignore_merges),
               "added_tokens": [t.to_dict() for t in added]}
     return vocab, arr, config
 

@@ -147,10 +147,10 @@ class HFBPE(Lenient):
     vocab: Union[dict[str, Id], UnsetType] = UNSET  # HF requires both (a missing one is named)
     merges: Union[list[Union[str, tuple[str, str]]], UnsetType] = UNSET  # no type and no merges: not a BPE
     dropout: Union[float, None] = None
-    byte_fallback: bool = False
+    byte_fallback: Union[bool, None] = False  # null reads as false, as in HF
     continuing_subword_prefix: Union[str, None] = None
     end_of_word_suffix: Union[str, None] = None
-    ignore_merges: bool = False
+    ignore_merges: Union[bool, None] = False  # likewise
 
 
 class HFTokenizerJson(Struct):

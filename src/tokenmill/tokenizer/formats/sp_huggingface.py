@@ -88,9 +88,9 @@ class _BPE(Lenient):
     unk_token: Union[str, None] = None
     continuing_subword_prefix: Union[str, None] = None
     end_of_word_suffix: Union[str, None] = None
-    fuse_unk: bool = False
-    byte_fallback: bool = False
-    ignore_merges: bool = False
+    fuse_unk: Union[bool, None] = False  # null reads as false, as in HF
+    byte_fallback: Union[bool, None] = False
+    ignore_merges: Union[bool, None] = False
 
 
 class _DReplace(Lenient, tag_field="type", tag="Replace"):
@@ -224,7 +224,7 @@ class SentencePieceJsonTokenizer:
                 if t not in vocab:
                     raise FormatError(f"{where}: merge {k} ({a!r}, {b!r}) needs {t!r}, which is not in the vocabulary")
             merges.append((a, b))
-        byte_fallback = model.byte_fallback
+        byte_fallback = bool(model.byte_fallback)
         if byte_fallback:
             missing = [b for b in range(256) if f"<0x{b:02X}>" not in vocab]
             # with none of them, HF's byte fallback finds no byte token and falls back to unk, as without it:
@@ -271,13 +271,13 @@ class SentencePieceJsonTokenizer:
         if self._prepend_norm and not spaces:
             raise _refuse(source, "a Prepend normalizer without spaces written as \u2581")
         self._spaces = spaces
-        self._ignore_merges = model.ignore_merges
+        self._ignore_merges = bool(model.ignore_merges)
         if model.ignore_merges and split:
             raise _refuse(source, "ignore_merges with a Metaspace that splits words")
         self._split = split
         self._merges = merges
         self._byte_fallback = byte_fallback
-        self._fuse_unk = model.fuse_unk
+        self._fuse_unk = bool(model.fuse_unk)
         self._decoders = self._decoder_chain(spec.decoder)
         # added tokens, as HF derives them on load
         added = added_tokens_of(spec.added_tokens or [], vocab, source)
