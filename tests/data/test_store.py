@@ -489,6 +489,26 @@ def test_finished_store_over_touched_or_edited_files(tmp_path, tok, capfd):
     assert not staging_dir(tmp_path / "s").exists()
 
 
+def test_finished_store_over_a_changed_dataset_or_iterable_is_built_again(tmp_path, tok, capfd):
+    """A dataset with other rows (a new fingerprint and length) or an iterable of another length is the same
+    build over changed input, as an edited file is: rebuilt beside the old store (it was refused as "made
+    with other arguments (sources[0].fingerprint: ...)")."""
+    datasets = pytest.importorskip("datasets")
+    for name, before, after in (
+        ("ds", datasets.Dataset.from_dict({"text": ["one doc", "two docs"]}),
+         datasets.Dataset.from_dict({"text": ["one doc", "two docs", "three"]})),
+        ("it", texts(["one doc", "two docs"]), texts(["one doc", "two docs", "three"])),
+    ):
+        build(tmp_path / name, before, tok)
+        capfd.readouterr()
+        got = build(tmp_path / name, after, tok)
+        assert "the input of" in capfd.readouterr().err
+        assert [d.tolist() for d in got] == [tok.encode(t) + [tok.special_tokens["<|endoftext|>"]]
+                                          for t in ["one doc", "two docs", "three"]]
+        build(tmp_path / (name + "-ref"), after, tok)
+        assert store_bytes(tmp_path / name) == store_bytes(tmp_path / (name + "-ref"))
+
+
 def test_write_error_names_the_path_and_keeps_finished_shards(tmp_path, tok, monkeypatch):
     import contextlib
 

@@ -316,15 +316,20 @@ def _recorded_fingerprint(d: Path, name: str) -> tuple[str | None, dict]:
     return raw["build_fingerprint"], raw["build"]
 
 
-def _strip_file_stats(args: dict) -> dict:
-    """A build's arguments without its input files' sizes and modification times (``touch`` changes
-    those, an edit too; neither is an argument: the input hashes tell an edit)."""
+# what a source's spec records of its input's identity, by kind: a rerun over other values (a touched or
+# edited file, a dataset with a new fingerprint or length, an iterable of another length) is the same build
+# over changed input, which the input hashes of the store's shards tell (a touch changes nothing)
+_INPUT_IDENTITY = {"files": ("sizes", "mtimes_ns"), "hf_dataset": ("fingerprint", "len"), "iterable": ("len",)}
+
+
+def _without_input_identity(args: dict) -> dict:
+    """A build's arguments without what its sources record of their input's identity (:data:`_INPUT_IDENTITY`):
+    those are no arguments, the input hashes tell a change."""
     sources = args.get("sources")
     if not isinstance(sources, list):
         return args
-    return {**args, "sources": [{k: v for k, v in spec.items() if k not in ("sizes", "mtimes_ns")}
-                                if isinstance(spec, dict) and spec.get("kind") == "files" else spec
-                                for spec in sources]}
+    return {**args, "sources": [{k: v for k, v in spec.items() if k not in _INPUT_IDENTITY.get(spec.get("kind"), ())}
+                                if isinstance(spec, dict) else spec for spec in sources]}
 
 
 def _prepare(out: Path, args: dict, fingerprint: str, overwrite: bool) -> tuple[str, Path]:
@@ -339,7 +344,7 @@ def _prepare(out: Path, args: dict, fingerprint: str, overwrite: bool) -> tuple[
         _say(f"tokenmill: the store at {out} is damaged (its {MANIFEST} is not valid); building it again in "
              f"{staging_dir(out)} (the damaged store stays as it is until the new one is verified)")
         return "replace", staging_dir(out)
-    if fp == fingerprint or (fp is not None and _strip_file_stats(old_args) == _strip_file_stats(args)):
+    if fp == fingerprint or (fp is not None and _without_input_identity(old_args) == _without_input_identity(args)):
         # the same arguments (the input files' sizes or times may differ: the input hashes of the store's
         # shards then say what changed, and only that is encoded again)
         return ("done" if state == "store" else "resume"), out
