@@ -742,6 +742,16 @@ def test_export_refuses_what_the_format_cannot_hold(trained, tmp_path):
     for name in ("nfkc", "suffix"):
         with pytest.raises(ConfigError, match="keep the .model file"):
             Tokenizer.from_sentencepiece(trained[name]).save_huggingface(tmp_path / "x.json")
+    # a user-defined piece spelling a space: sentencepiece matches 'ing▁' in "sing it" (spaces are '▁' by then),
+    # HF's added token would not; refused (it was written, and HF gave other ids on ~4% of texts)
+    pieces = [("<unk>", 0, S.UNKNOWN), ("▁", -1, S.NORMAL), ("s", -2, S.NORMAL), ("i", -2, S.NORMAL),
+              ("n", -2, S.NORMAL), ("g", -2, S.NORMAL), ("t", -2, S.NORMAL), ("ing▁", 0, S.USER_DEFINED)]
+    (tmp_path / "ud.model").write_bytes(_model(pieces=pieces, normalizer={"name": "identity", "add_dummy_prefix": True,
+                                                                          "remove_extra_whitespaces": False}))
+    tok = Tokenizer.from_sentencepiece(tmp_path / "ud.model")
+    assert tok.id_to_piece(7) in [tok.id_to_piece(i) for i in tok.encode("sing it")]
+    with pytest.raises(ConfigError, match="user-defined piece 'ing▁'.*keep the .model file"):
+        tok.save_huggingface(tmp_path / "x.json")
 
 
 def test_tokenizer_json_refusals_are_wrapped_by_as_tokenizer(exported, tmp_path, capsys):

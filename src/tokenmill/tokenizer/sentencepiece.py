@@ -791,7 +791,8 @@ def save_huggingface(tok: SentencePieceTokenizer, path) -> None:
     ``▁`` is put before the text after a user-defined symbol, and two merges whose pieces have equal
     scores go by their place in the list rather than leftmost first. What the format cannot hold is
     refused with the reason: a normalizer other than the identity, removing extra whitespace,
-    whitespace as suffix, unescaped whitespace, UNUSED pieces, a character of a piece that is no piece."""
+    whitespace as suffix, unescaped whitespace, UNUSED pieces, a character of a piece that is no piece, a
+    user-defined piece spelling a space (``ing▁``: sentencepiece matches it in "sing it", HF would not)."""
     import json
 
     from .._io import write_bytes_atomic
@@ -809,6 +810,12 @@ def save_huggingface(tok: SentencePieceTokenizer, path) -> None:
         lone = sorted({c for p in normal for c in p if c not in normal})
         if lone:
             why = f"the character {lone[0]!r}, part of a piece but no piece itself"
+    if why is None:
+        # sentencepiece finds a user-defined piece in the normalized text (spaces already '▁': 'ing▁' matches
+        # "sing it"), HF an added token in the text as given
+        spaced = next((p for p, t in zip(m.pieces, types) if t == USER_DEFINED and (WS in p or " " in p)), None)
+        if spaced is not None:
+            why = f"the user-defined piece {spaced!r}, which spells a space (HF matches added tokens before spaces become {WS!r})"
     if why is not None:
         raise ConfigError(f"cannot write {m.source!r} as a tokenizer.json that HF tokenizers runs with "
                           f"sentencepiece's ids: it uses {why}; keep the .model file")
