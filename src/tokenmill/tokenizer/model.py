@@ -296,6 +296,21 @@ class Tokenizer:
     def decode_bytes(self, ids: Iterable[int]) -> bytes:
         """Concatenate the bytes of ``ids`` (no UTF-8 decoding)."""
         ids = check_ids(ids)  # exact ints, one sequence
+        table = self.__dict__.get("_decode_table")
+        if table is None:  # every id's bytes (None: an id no token holds), made once
+            table = [None] * self._n_ids
+            table[: len(self._vocab)] = self._vocab
+            for i, b in self._extra_by_id.items():
+                if table[i] is None:
+                    table[i] = b
+            self._decode_table = table
+        if not ids:
+            return b""
+        if min(ids) >= 0 and max(ids) < len(table):
+            try:
+                return b"".join(map(table.__getitem__, ids))
+            except TypeError:  # an id no token holds: token_bytes names it
+                pass
         return b"".join(self.token_bytes(i) for i in ids)
 
     def decode(self, ids: Iterable[int], errors: str = "replace") -> str:
