@@ -396,3 +396,16 @@ def test_decode_checks_every_id_at_once_and_names_the_one_at_fault(tok):
                        ([1, 400], r"token id 400 is out of range")):
         with pytest.raises(ConfigError, match=match):
             tok.decode(bad)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(["<|endoftext|>", "<|pad|>", "", " ", "a b", "低低", "\n", "x<|", "|>"]),
+                         max_size=6).map("".join), max_size=8))
+def test_a_batch_with_special_tokens_equals_each_text_alone(tok, texts):
+    # the plain pieces of every text go through the kernel in one pass, the tokens' ids spliced in between
+    want = [tok.encode(t, allowed_special="all") for t in texts]
+    assert tok.encode_batch(texts, allowed_special="all") == want
+    assert [a.tolist() for a in tok.encode_batch(texts, allowed_special="all", as_arrays=True)] == want
+    ids, bounds = tok.encode_flat(texts, allowed_special={"<|pad|>"}, disallowed_special=())
+    assert [ids[a:b].tolist() for a, b in zip(bounds[:-1], bounds[1:])] == \
+        [tok.encode(t, allowed_special={"<|pad|>"}, disallowed_special=()) for t in texts]

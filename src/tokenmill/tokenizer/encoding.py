@@ -273,6 +273,9 @@ class Encoding:
                 pieces = [[(t, None)] if checked_str(t) else [] for t in chunk]
             else:
                 pieces = [self.pieces(checked_str(t), allowed_special, disallowed_special, rule) for t in chunk]
+                got = self._spliced(pieces, inner)
+                if got is not None:
+                    return got
             plain = [i for i, p in enumerate(pieces) if len(p) == 1 and p[0][1] is None]
             res: list = [np.zeros(0, np.int64) if not p else None for p in pieces]
             got = None  # None: not in one pass (tried above already where ``every``)
@@ -292,6 +295,43 @@ class Encoding:
             return _joined(res)
 
         return flat
+
+    def _spliced(self, pieces: list, threads: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """``(ids, bounds)`` of texts cut into ``pieces`` (each text's ``(piece, id)``, as :meth:`pieces` gives
+        them): every plain piece of every text in one kernel pass (``encode_many``), the tokens' ids spliced in
+        between, where a kernel call a piece cost ~20 us a text (chat records, lines ending in a special
+        token). None where one pass cannot take them (``encode_many``: a split sequence, a lone surrogate)."""
+        plain = [self.prefixed(p) for ps in pieces for p, i in ps if i is None and p]
+        if plain:
+            got = self.compiled_encoder().encode_many(plain, threads, view=True)
+            if got is None:
+                return None
+            ids, bounds = got
+            b = bounds.tolist()
+        else:
+            ids, b = np.zeros(0, np.int64), [0]
+        # every piece a segment of ``src`` (the plain pieces' ids, then the tokens' ids), gathered in order
+        starts, lens, per_text, tokens = [], [], [], []
+        j, n = 0, ids.size
+        for ps in pieces:
+            total = 0
+            for p, i in ps:
+                if i is not None:
+                    starts.append(n + len(tokens))
+                    tokens.append(i)
+                    lens.append(1)
+                    total += 1
+                elif p:
+                    starts.append(b[j])
+                    lens.append(b[j + 1] - b[j])
+                    total += b[j + 1] - b[j]
+                    j += 1
+            per_text.append(total)
+        src = np.concatenate([ids, np.array(tokens, np.int64)])
+        lens_a = np.array(lens, np.int64)
+        at = np.cumsum(lens_a) - lens_a  # where each piece's ids go
+        index = np.arange(int(lens_a.sum()), dtype=np.int64) + np.repeat(np.array(starts, np.int64) - at, lens_a)
+        return src[index], offsets_of(np.array(per_text, np.int64))
 
     def encode_array(self, text, allowed_special=(), disallowed_special="all") -> np.ndarray:
         """``encode`` as an int64 array (possibly a view of a larger buffer)."""
