@@ -15,7 +15,7 @@ import numpy as np
 from ..._arrays import offsets_of
 from .._scratch import heap_for_large_blocks, scratch
 from ..pretokenize.patterns import split_with_gaps
-from ..pretokenize.splitter import compiled_offsets, has_compiled
+from ..pretokenize.splitter import compiled_offsets
 
 _CACHE_LIMIT = 1 << 18  # cached chunks per thread before the cache is reset to its pinned part
 _NONE = np.zeros(0, np.int64)  # no document marks (one text per kernel call)
@@ -144,6 +144,8 @@ class CompiledEncoder:
         self.preset = has_kernel(pattern)  # a hand-written kernel (presets, Llama 3 / Qwen family)
         self.compiled_split = has_compiled(pattern)  # that, or the general DFA/VM (offsets checked)
         self.split_patterns = tuple(split_patterns)
+        # an HF Sequence of Splits whose every pattern is compiled: split by one kernel call a pattern
+        self.compiled_sequence = bool(split_patterns) and all(has_compiled(p) for p in (pattern, *split_patterns))
         # the seeds, shared read-only by every thread, on 64-byte boundaries (a wide row is half a cache line)
         self.vtab, self.vtab2 = (_line_aligned_copy(t) for t in self._vocab_tables(probe, pin_vocab))
         self._check_vocab_tables(len(vocab))
@@ -321,13 +323,8 @@ class CompiledEncoder:
             offs = compiled_offsets(data, self.pattern, compact=False, out_buf=scratch("split", len(data) + 2, np.int64))
             if offs is not None:
                 return offs
-        if self.split_patterns and all(has_compiled(p) for p in (self.pattern, *self.split_patterns)):
-            # HF's Sequence of Splits, compiled: each pattern splits every chunk of the one before
-            # (the chunks are passed to the kernels as documents)
-            offs = compiled_offsets(data, self.pattern)
-            for p in self.split_patterns:
-                offs = compiled_offsets(data, p, doc_offsets=offs)
-            return offs
+        if self.compiled_sequence:
+            return self._sequence_offsets(data, None)
         if self.split_patterns:
             chunks = split_with_gaps(self.pattern, text)
             for p in self.split_patterns:
@@ -336,6 +333,21 @@ class CompiledEncoder:
             return np.concatenate(([0], np.cumsum(lens, dtype=np.int64)))
         lens = [len(c.encode("utf-8")) for c in split_with_gaps(self.pattern, text)]
         return np.concatenate(([0], np.cumsum(lens, dtype=np.int64)))
+
+    def _sequence_offsets(self, data, docs) -> np.ndarray:
+        """HF's Sequence of Splits, compiled: each pattern splits every chunk of the one before (the chunks
+        are passed to the kernels as documents); ``docs``: the documents of ``data`` (None: one)."""
+        offs = compiled_offsets(data, self.pattern, doc_offsets=docs)
+        for p in self.split_patterns:
+            offs = compiled_offsets(data, p, doc_offsets=offs)
+        return offs
+
+    def _one_pass(self) -> bool:
+        """Whether a batch of texts splits in one pass (``encode_many``): no split, a compiled one, or a
+        compiled Sequence of Splits."""
+        if self.split_patterns:
+            return self.compiled_sequence
+        return self.pattern is None or self.compiled_split
 
     def encode(self, text: str) -> np.ndarray:
         """Token ids (int64 array) of ``text`` with no special-token handling."""
@@ -416,7 +428,7 @@ class CompiledEncoder:
         ``forbid``: special tokens (``_special_scan.check_needles``) none of the texts may spell: None if
         one does (the caller then goes text by text and raises). ``view``: ``ids`` may be a view of this
         thread's buffer, valid until the thread's next encode (a caller that reads them at once: no copy)."""
-        if self.split_patterns or (self.pattern is not None and not self.compiled_split):
+        if not self._one_pass():
             return None
         from .._cpython import utf8_joined
 
@@ -430,7 +442,7 @@ class CompiledEncoder:
         """:meth:`encode_many` of the texts whose UTF-8 is ``data[docs[i]:docs[i + 1]]`` (``data`` a read-only
         uint8 array of well-formed UTF-8, ``docs`` int64 offsets from 0 to ``data.size``, each text non-empty:
         checked here, the kernels' boundary; the splitters check the UTF-8 as they read it)."""
-        if self.split_patterns or (self.pattern is not None and not self.compiled_split):
+        if not self._one_pass():
             return None
         if not (isinstance(data, np.ndarray) and data.dtype == np.uint8 and data.ndim == 1
                 and data.flags.c_contiguous and not data.flags.writeable):
@@ -445,6 +457,8 @@ class CompiledEncoder:
                 return None
         if self.pattern is None:
             offs = docs
+        elif self.split_patterns:
+            offs = self._checked(self._sequence_offsets(data, docs), len(data))
         else:
             offs = compiled_offsets(data, self.pattern, doc_offsets=docs, compact=False,
                                     out_buf=scratch("split", len(data) + 2, np.int64))
