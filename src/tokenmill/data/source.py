@@ -56,26 +56,61 @@ class KnownLengths:
         return int(self._lengths.size)
 
 
+# the dtypes whose every value int64 holds: a document of one of them needs no value check
+_EXACT_IN_INT64 = frozenset(np.dtype(t).newbyteorder(order) for t in ("i1", "i2", "i4", "i8", "u1", "u2", "u4")
+                            for order in "<>")
+
+
+def _document(d, i: int) -> np.ndarray:
+    """Document ``i`` as a 1-D array of a dtype int64 holds exactly (not copied), or :func:`check_array`'s
+    verdict on it: the same array as int64, or the error naming the document (and the id and position)."""
+    if type(d) is not np.ndarray:
+        try:
+            d = np.asarray(d)
+        except (ValueError, TypeError, OverflowError):
+            return check_array(d, f"document {i}")
+    if d.ndim == 1 and d.dtype in _EXACT_IN_INT64:
+        return d
+    return check_array(d, f"document {i}")
+
+
 class ArraySource(KnownLengths):
     """A token source over in-memory sequences of ids.
 
+    The documents are checked (1-D, integers int64 holds exactly; an error names the first that is
+    not: a test of each document's dtype and shape, no value read) and copied once, here, into one
+    int64 array, ``token_array``: document ``i`` is ``token_array[doc_offsets[i]:doc_offsets[i + 1]]``
+    and ``get(i)`` a view of it (later changes to the arrays passed in do not reach the source).
+    Packing and the loader read it with the compiled pass that reads a store, one call per batch.
+    Memory: 8 bytes per id, plus 8 per document; while you keep the documents too, their ids are
+    held twice (drop them, or build a :class:`~tokenmill.data.store.TokenStore`, whose ids stay on
+    disk).
+
     >>> src = as_source([[1, 2, 3], [4]])
-    >>> len(src), src.lengths.tolist(), src.get(1).tolist()
-    (2, [3, 1], [4])
+    >>> len(src), src.lengths.tolist(), src.get(1).tolist(), src.doc_offsets.tolist()
+    (2, [3, 1], [4], [0, 3, 4])
     """
 
     def __init__(self, docs: Sequence[Sequence[int] | np.ndarray]):
-        self._docs = []
         if isinstance(docs, (str, bytes)) or not isinstance(docs, Iterable):
             raise InputError(f"docs is a {type(docs).__name__}; pass a sequence of token id sequences (one list "
                              "or array of ids per document)")
-        for i, d in enumerate(docs):
-            # exact int64 (no float truncation, no uint64 wrap-around)
-            self._docs.append(check_array(d, f"document {i}"))
-        self._lengths = np.fromiter((d.size for d in self._docs), dtype=np.int64, count=len(self._docs))
+        arrays = []
+        keep, exact, ndarray = arrays.append, _EXACT_IN_INT64, np.ndarray
+        for i, d in enumerate(docs):  # (the usual document, an int64-exact 1-D array, passes one test)
+            keep(d if type(d) is ndarray and d.ndim == 1 and d.dtype in exact else _document(d, i))
+        n = len(arrays)
+        self._lengths = np.fromiter(map(len, arrays), dtype=np.int64, count=n)
+        offsets = np.zeros(n + 1, np.int64)
+        np.cumsum(self._lengths, out=offsets[1:])
+        # exact int64 (a float, or a value int64 cannot hold, was refused above: nothing is truncated or wraps)
+        self.token_array = np.concatenate(arrays, dtype=np.int64) if n else np.zeros(0, np.int64)
+        self.doc_offsets = offsets
+        offsets.flags.writeable = False  # (the ids stay writable, as the documents were: any int64 is valid)
 
     def get(self, i: int) -> np.ndarray:
-        return self._docs[doc_index(i, len(self._docs))]
+        i = doc_index(i, self._lengths.size)
+        return self.token_array[self.doc_offsets[i]:self.doc_offsets[i + 1]]
 
 
 def as_source(obj) -> TokenSource:

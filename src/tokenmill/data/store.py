@@ -33,9 +33,11 @@ store passes its schema (``Manifest``, ``ShardRecord``, ``Journal`` below) befor
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import functools
 import hashlib
+import mmap
 import os
 import re
 import stat
@@ -1029,30 +1031,67 @@ def _tidy(out: Path, n_shards: int) -> None:
 # ==================================================================================================
 # reading
 # ==================================================================================================
+ITER_CHECK_EVERY = 256  # an iteration checks a shard's files once per this many documents it reads from it
+
+
 class Shard:
     """One shard of a store (``store.shards[k]``): its files, its record, and its memory maps,
     loaded and validated on first use.
 
     A file mapped in memory that shrinks under the mapping (truncated by another program) would
-    kill the interpreter with SIGBUS at the first read past its new end. So every access of a shard
-    (one document, one batch's segments of it; not every token) first checks that its files still
-    have their recorded sizes, and raises a FormatError instead. What remains: a file truncated
-    between that check and the read (microseconds) still raises SIGBUS; a shard rewritten in place
-    at the same size is only caught by ``verify()``.
+    kill the interpreter with SIGBUS at the first read past its new end. So every read of a shard
+    first checks that the files it reads still have their recorded sizes, and raises a FormatError
+    instead. What is checked when: each ``get(i)`` / ``store[i]`` checks the tokens and offsets
+    files of the document's shard, each ``provenance(i)`` the meta file, each batch (packing,
+    windows) the shards its segments come from, and an iteration (``for doc in store``, a view's,
+    ``reversed``) each shard once per :data:`ITER_CHECK_EVERY` documents it reads from it; never
+    every token.
+
+    A file the shard has mapped is checked through its mapping, which holds the file open: one
+    ``fstat`` of the very file mapped (about half a microsecond; no path is resolved), so a store
+    moved or built again over keeps reading, and checking, the files it mapped (the flat view of
+    all shards that batches read is made only of those same files: ``TokenStore._flat``). A file
+    not mapped yet is checked by its path. What remains: a file truncated between a check and the
+    read (microseconds; in an iteration, until its next check) still raises SIGBUS; a shard
+    rewritten in place at the same size is only caught by ``verify()``.
     """
 
     def __init__(self, root: Path, rec: dict, dtype: np.dtype):
         self.root, self.rec, self.dtype = root, rec, dtype
-        self._tokens = self._offsets = None
+        self._tokens = self._offsets = self._meta = None
+        base = os.path.join(os.fspath(root), rec["name"])
+        self._where = {part: f"{base}.{part}" for part in _PARTS}  # path strings, made once
+        self._want = {part: int(rec["files"][part]["bytes"]) for part in _PARTS}
+        self._maps: dict[str, mmap.mmap] = {}  # the parts mapped and kept (an empty file is never mapped)
+        self._mapped: dict[str, tuple[int, int]] = {}  # (device, inode) of each file in _maps
+
+    def __getstate__(self) -> dict:
+        """Pickled without its memory maps (a worker process maps the files itself, on first use)."""
+        return {**self.__dict__, "_tokens": None, "_offsets": None, "_meta": None, "_maps": {}, "_mapped": {}}
 
     def path(self, part: str) -> Path:
         return self.root / f"{self.rec['name']}.{part}"
 
     def check_files(self, parts=("tokens", "offsets")) -> None:
-        """Each file of ``parts`` is a regular file of its recorded size (see the class docstring)."""
+        """Each file of ``parts`` is a regular file of its recorded size (a file the shard mapped:
+        checked through its mapping; see the class docstring)."""
         for part in parts:
-            p = self.path(part)
-            want = self.rec["files"][part]["bytes"]
+            m = self._maps.get(part)
+            if m is None:
+                self._stat(part)
+                continue
+            try:
+                size = m.size()  # (fstat of the descriptor the mapping holds)
+            except (OSError, ValueError) as e:
+                raise FormatError(f"cannot read shard file {self._where[part]}: "
+                                  f"{getattr(e, 'strerror', None) or e}") from None
+            if size != self._want[part]:
+                self._wrong_size(part, size)
+
+    def _stat(self, part: str, st: os.stat_result | None = None) -> None:
+        """The checks of :meth:`check_files` on ``st`` (by default, the file at the part's path)."""
+        p = self._where[part]
+        if st is None:
             try:
                 st = os.stat(p)
             except FileNotFoundError:
@@ -1060,30 +1099,65 @@ class Shard:
                                   "(or restore the file)") from None
             except OSError as e:
                 raise FormatError(f"cannot read shard file {p}: {e.strerror or e}") from None
-            if not stat.S_ISREG(st.st_mode):
-                raise FormatError(f"shard file {p} is not a regular file; rebuild the store")
-            if st.st_size != want:
-                raise FormatError(f"shard file {p} has {st.st_size:,d} bytes, the manifest says {want:,d} "
-                                  f"({'truncated' if st.st_size < want else 'too long'}) since the store "
-                                  "was written: rebuild the store (or restore the file)")
+        if not stat.S_ISREG(st.st_mode):
+            raise FormatError(f"shard file {p} is not a regular file; rebuild the store")
+        if st.st_size != self._want[part]:
+            self._wrong_size(part, st.st_size)
 
-    @staticmethod
-    def _map(path: Path, dtype, count: int) -> np.ndarray:
-        if count == 0:
+    def _wrong_size(self, part: str, size: int):
+        want = self._want[part]
+        raise FormatError(f"shard file {self._where[part]} has {size:,d} bytes, the manifest says {want:,d} "
+                          f"({'truncated' if size < want else 'too long'}) since the store "
+                          "was written: rebuild the store (or restore the file)")
+
+    def _map(self, part: str, dtype: np.dtype, count: int, *, keep: bool = True) -> np.ndarray:
+        """The part's ``count`` values, mapped read-only once its file passed the checks; ``keep``: the
+        mapping checks the file from then on (else it is closed when the array is gone)."""
+        if count == 0:  # (nothing to map, nothing to read past)
+            self._stat(part)
             return np.zeros(0, dtype)
-        return np.asarray(np.memmap(path, dtype=dtype, mode="r", shape=(count,)))
+        p = self._where[part]
+        flags = os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_NONBLOCK", 0)  # (a FIFO: no wait)
+        try:
+            fd = os.open(p, flags)
+        except FileNotFoundError:
+            raise FormatError(f"shard file {p} is missing; the store is incomplete: rebuild it "
+                              "(or restore the file)") from None
+        except OSError as e:
+            raise FormatError(f"cannot read shard file {p}: {e.strerror or e}") from None
+        try:
+            st = os.fstat(fd)
+            self._stat(part, st)  # the file opened is the one checked
+            try:
+                m = mmap.mmap(fd, self._want[part], access=mmap.ACCESS_READ)
+            except (OSError, ValueError) as e:  # (e.g. truncated since the fstat)
+                raise FormatError(f"cannot map shard file {p}: {getattr(e, 'strerror', None) or e}") from None
+        finally:
+            os.close(fd)
+        if keep:
+            self._maps[part], self._mapped[part] = m, (st.st_dev, st.st_ino)
+        return np.frombuffer(m, dtype=dtype, count=count)
+
+    def _mapped_at_path(self, part: str) -> bool:
+        """Whether the file at the part's path is the one the shard mapped (an empty one: nothing to map)."""
+        if self._want[part] == 0:
+            return True
+        try:
+            st = os.stat(self._where[part])
+        except OSError:
+            return False
+        return self._mapped.get(part) == (st.st_dev, st.st_ino)
 
     @property
     def tokens(self) -> np.ndarray:
         if self._tokens is None:
-            self._tokens = self._map(self.path("tokens"), self.dtype, self.rec["tokens"])
+            self._tokens = self._map("tokens", self.dtype, self.rec["tokens"])
         return self._tokens
 
     @property
     def offsets(self) -> np.ndarray:
         if self._offsets is None:
-            self.check_files(("offsets",))
-            o = self._map(self.path("offsets"), np.dtype("<i8"), self.rec["documents"] + 1)
+            o = self._map("offsets", np.dtype("<i8"), self.rec["documents"] + 1)
             d = np.diff(o)
             if o[0] != 0 or o[-1] != self.rec["tokens"] or (d < 0).any():
                 raise FormatError(f"{self.path('offsets')}: document offsets are not monotone from 0 to "
@@ -1091,9 +1165,31 @@ class Shard:
             self._offsets = o
         return self._offsets
 
-    def meta(self) -> np.ndarray:
-        self.check_files(("meta",))
-        return self._map(self.path("meta"), np.dtype("<i8"), 2 * self.rec["documents"]).reshape(-1, 2)
+    def _read(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(tokens, offsets)`` after one check of both files (document ``j`` is
+        ``tokens[offsets[j]:offsets[j + 1]]``): what every read of documents goes through."""
+        t, o = self._maps.get("tokens"), self._maps.get("offsets")
+        try:
+            ok = t is not None and o is not None and t.size() == self._want["tokens"] \
+                and o.size() == self._want["offsets"]
+        except (OSError, ValueError):
+            ok = False
+        if not ok:  # not mapped yet (an empty tokens file never is), or a file changed: check_files names it
+            _ = self.offsets, self.tokens  # (mapped on first use)
+            self.check_files()
+        return self._tokens, self._offsets
+
+    def meta(self, *, keep: bool = False) -> np.ndarray:
+        """``(documents, 2)`` int64: file index and row of each document, the file checked first.
+        ``keep``: the mapping is kept (and checks the file) for the next calls, as ``provenance`` reads
+        one document at a time; else the file is mapped for this call only (no file stays open)."""
+        if self._meta is not None:
+            self.check_files(("meta",))
+            return self._meta
+        m = self._map("meta", np.dtype("<i8"), 2 * self.rec["documents"], keep=keep).reshape(-1, 2)
+        if keep:
+            self._meta = m
+        return m
 
 
 class StoreSource:
@@ -1126,12 +1222,20 @@ class StoreSource:
         return self.get(key % n)
 
     def __iter__(self) -> Iterator[np.ndarray]:
-        for i in range(len(self)):
-            yield self.get(i)
+        """Every document, in order, as ``get`` gives it; a shard's files are checked once per
+        :data:`ITER_CHECK_EVERY` documents read from it, not once per document."""
+        return self._documents(range(len(self)))
 
     def __reversed__(self) -> Iterator[np.ndarray]:
-        for i in range(len(self) - 1, -1, -1):
-            yield self.get(i)
+        return self._documents(range(len(self) - 1, -1, -1))
+
+    def _documents(self, ids: range) -> Iterator[np.ndarray]:
+        """The documents ``ids`` of this source, read from the store chunk by chunk (see ``__iter__``)."""
+        root = getattr(self, "store", self)
+        for lo in range(0, len(ids), ITER_CHECK_EVERY):
+            r = ids[lo : lo + ITER_CHECK_EVERY]
+            chunk = np.arange(r.start, r.stop, r.step, dtype=np.int64)
+            yield from root._read_many(chunk if root is self else self.index[chunk])
 
     def __contains__(self, item) -> bool:
         raise TypeError("`x in store` is not supported: it would compare x with every document; compare a "
@@ -1313,6 +1417,8 @@ class TokenStore(StoreSource):
         self._shards = [Shard(self.path, rec, self.dtype) for rec in manifest["shards"]]
         self._doc_start = np.zeros(len(self._shards) + 1, np.int64)
         np.cumsum([r["documents"] for r in manifest["shards"]], out=self._doc_start[1:])
+        self._starts = self._doc_start.tolist()  # (for get: bisect on a list, no numpy call per document)
+        self._n = int(manifest["documents"])
         self._lengths = None
         self._flat_cache = None  # (tokens, starts), False when unavailable
 
@@ -1483,8 +1589,13 @@ class TokenStore(StoreSource):
                 f"{counted(self.num_shards, 'shard')}, {self.dtype.name})")
 
     # ---- token source ----------------------------------------------------------------------------
+    def __getstate__(self) -> dict:
+        """Pickled without memory maps (a spawned worker maps the files itself): the flat view is
+        made again on first use, not copied."""
+        return {**self.__dict__, "_flat_cache": None}
+
     def __len__(self) -> int:
-        return int(self.manifest["documents"])
+        return self._n
 
     @property
     def lengths(self) -> np.ndarray:
@@ -1495,21 +1606,47 @@ class TokenStore(StoreSource):
         return self._lengths
 
     def _locate(self, i: int) -> tuple[Shard, int]:
-        i = self._doc_index(i)
-        s = int(np.searchsorted(self._doc_start, i, side="right")) - 1
-        return self._shards[s], i - int(self._doc_start[s])
+        i = doc_index(i, self._n, "; store[-1] counts from the end")
+        if len(self._starts) == 2:
+            return self._shards[0], i
+        s = bisect.bisect_right(self._starts, i) - 1
+        return self._shards[s], i - self._starts[s]
 
     def get(self, i: int) -> np.ndarray:
-        """Document ``i``'s ids (``0 <= i < len``): a read-only view of the memory map (no copy)."""
+        """Document ``i``'s ids (``0 <= i < len``): a read-only view of the memory map (no copy).
+        Each call first checks that its shard's tokens and offsets files still have their recorded
+        sizes (see :class:`Shard`)."""
         sh, j = self._locate(i)
-        o = sh.offsets
-        sh.check_files()
-        return sh.tokens[o[j]:o[j + 1]]
+        tokens, o = sh._read()
+        return tokens[o[j]:o[j + 1]]
+
+    def _read_many(self, doc: np.ndarray) -> Iterator[np.ndarray]:
+        """Documents ``doc`` (int64 ids, one chunk of an iteration), each shard they lie in checked once."""
+        if doc.size == 0:
+            return
+        lo, hi = int(doc.min()), int(doc.max())
+        if lo < 0 or hi >= self._n:
+            doc_index(lo if lo < 0 else hi, self._n)  # (raises, as get would)
+        shard = np.searchsorted(self._doc_start, doc, side="right") - 1
+        first, last = np.empty_like(doc), np.empty_like(doc)
+        tokens = {}
+        for s in (np.unique(shard).tolist() if len(self._shards) > 1 else [0]):
+            m = shard == s
+            local = doc[m] - self._doc_start[s]
+            tokens[s], o = self._shards[s]._read()
+            first[m], last[m] = o[local], o[local + 1]
+        if len(tokens) == 1:
+            (t,) = tokens.values()
+            for a, b in zip(first.tolist(), last.tolist()):
+                yield t[a:b]
+        else:
+            for s, a, b in zip(shard.tolist(), first.tolist(), last.tolist()):
+                yield tokens[s][a:b]
 
     def provenance(self, i: int) -> tuple[int, str, int]:
-        """``(source index, file name, row)`` of document ``i``."""
+        """``(source index, file name, row)`` of document ``i`` (each call checks its shard's meta file)."""
         sh, j = self._locate(i)
-        f, row = sh.meta()[j].tolist()
+        f, row = sh.meta(keep=True)[j].tolist()
         files = self.manifest["files"]
         if not 0 <= f < len(files) or row < 0:  # (meta rewritten in place at its size: verify() finds it too)
             raise FormatError(f"{sh.path('meta')}: document {i:,d} names file {f:,d} (of 0 .. {len(files) - 1:,d}) "
@@ -1551,9 +1688,15 @@ class TokenStore(StoreSource):
             else:
                 from ._vmap import map_files
 
+                for sh in self._shards:  # every shard's files mapped and checked by the shard: batches check them
+                    sh._read()
+
+                def same() -> bool:  # the files at the paths are those (else the per-shard copies read them)
+                    return all(sh._mapped_at_path("tokens") for sh in self._shards)
+
                 m = map_files([sh.path("tokens") for sh in self._shards],
-                              [sh.rec["files"]["tokens"]["bytes"] for sh in self._shards], self.dtype)
-                if m is None:
+                              [sh.rec["files"]["tokens"]["bytes"] for sh in self._shards], self.dtype) if same() else None
+                if m is None or not same():
                     self._flat_cache = False
                 else:
                     tokens, bases = m
