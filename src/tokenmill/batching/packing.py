@@ -38,7 +38,7 @@ from typing import Iterator, Literal
 import numpy as np
 
 from .._arrays import ranks_in_groups
-from .._validate import check_array, check_bool, check_doc_ids, check_int, check_rows, check_spans, check_total
+from .._validate import check_array, check_bool, check_int, check_rows, check_spans, check_total
 from ..data.source import ArraySource, TokenSource, as_source
 from ..errors import ConfigError, InputError
 from .batch import Batch, Block, FragmentPositions, check_fragment_positions
@@ -310,7 +310,7 @@ class PackPlan:
             raise InputError(f"document {i} has {int(lengths[i]):,d} tokens in the source but "
                              f"{int(self.doc_lengths[i]):,d} in the plan; pack the lengths of this source")
         if isinstance(src, ArraySource):  # in memory, never validated (a store's ids were): -100 would read as
-            check_doc_ids(src.get(i) for i in range(len(src)))  # an ignored label, a target dropped
+            src.check_ids()  # an ignored label, a target dropped
         return src
 
 

@@ -42,7 +42,7 @@ import numpy as np
 
 from .._arrays import ranks_in_groups
 from .._schema import BIG, Count, Meta, Struct, check, load_json, parse_json
-from .._validate import check_bool, check_doc_ids, check_int
+from .._validate import check_bool, check_int
 from ..data.mixture import Mixture, allocate_counts, source_fingerprint
 from ..data.source import ArraySource, as_source
 from ..errors import ConfigError, FormatError
@@ -209,7 +209,7 @@ class BatchSchedule:
                 raise ConfigError(f"the source's {len(self.parts[0]):,d} documents hold no tokens; there is nothing "
                                   "to train on")
             if isinstance(self.parts[0], ArraySource):  # in memory, never validated (a store's ids were)
-                check_doc_ids(self.parts[0].get(i) for i in range(len(self.parts[0])))
+                self.parts[0].check_ids()
         self._check_row_memory()
         self._streams: dict[tuple[int, int], _Stream] = {}
         self._fills: dict[tuple[int, int], object] = {}  # packing.segment_filler_of per stream (not pickled)

@@ -25,7 +25,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validate import check_doc_ids
 from ..errors import ConfigError, InputError
 from .source import ArraySource, KnownLengths, TokenSource, as_source, doc_index
 
@@ -156,7 +155,7 @@ class Mixture(KnownLengths):
         self.names = tuple(names)
         for i, (name, src) in enumerate(zip(self.names, sources)):
             if isinstance(src, ArraySource):  # in memory, never validated (a store's ids were)
-                check_doc_ids((src.get(j) for j in range(len(src))), what=f"mixture part {i} ({name!r}): ")
+                src.check_ids(what=f"mixture part {i} ({name!r}): ")
         _one_vocabulary(sources, self.names)
         self.parts: tuple[TokenSource, ...] = tuple(sources)
         w = np.asarray(weights, np.float64)

@@ -13,7 +13,7 @@ from typing import Iterable, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
-from .._validate import check_array
+from .._validate import check_array, check_doc_ids
 from ..errors import ConfigError, InputError, OutOfRangeError
 
 
@@ -111,6 +111,13 @@ class ArraySource(KnownLengths):
     def get(self, i: int) -> np.ndarray:
         i = doc_index(i, self._lengths.size)
         return self.token_array[self.doc_offsets[i]:self.doc_offsets[i + 1]]
+
+    def check_ids(self, what: str = "") -> None:
+        """Every id is >= 0 (in memory, never validated as a store's ids were: -100 would read as an
+        ignored label), one pass over ``token_array``; else ``check_doc_ids``' InputError naming the
+        document and position (``what`` prefixes it)."""
+        if self.token_array.size and int(self.token_array.min()) < 0:
+            check_doc_ids((self.get(i) for i in range(len(self))), what=what)
 
 
 def as_source(obj) -> TokenSource:
