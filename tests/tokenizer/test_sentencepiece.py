@@ -355,6 +355,84 @@ def test_special_tokens_follow_tiktokens_safety_model(small):
         tok.encode("x", allowed_special={"<nope>"})
 
 
+def _sprinkled(tokens: list[str], seed: int, n: int = 300, share: float = 0.1) -> list[str]:
+    """``_texts`` with one of ``tokens`` put into about ``share`` of them (empty texts and edge cases among them)."""
+    rng = random.Random(seed)
+    out = []
+    for t in _texts(seed, n):
+        if rng.random() < share:
+            k = rng.randrange(len(t) + 1)
+            t = t[:k] + rng.choice(tokens) + t[k:]
+        out.append(t)
+    return out
+
+
+@pytest.mark.parametrize("which", ["small", "mistral-v3"])
+def test_a_batch_mixing_texts_with_and_without_special_tokens_equals_each_text_alone(small, which):
+    """A batch's special tokens are looked for in one pass over its UTF-8: the texts before the first that holds
+    one are encoded as plain text, that one and the rest cut one by one; the ids are the pure-Python twin's of
+    each text, whatever the grouping, threads or output kind."""
+    tok = small[0] if which == "small" else Tokenizer.from_sentencepiece(_mistral(MISTRAL[2]))
+    names = sorted(tok.special_tokens)
+    texts = _sprinkled(names[:4] + names[-4:], 11) + ["", "plain", ""]
+    some = names[-1]
+    for kw in ({"disallowed_special": ()}, {"allowed_special": "all"}, {"allowed_special": {some}, "disallowed_special": ()},
+               {"allowed_special": (some,), "disallowed_special": ()}):
+        want = [tok.encode_python(t, **kw) for t in texts]
+        assert sum(some in t for t in texts) > 3
+        for threads in (1, 2):
+            assert tok.encode_batch(texts, num_threads=threads, **kw) == want, kw
+            got = tok.encode_batch(texts, num_threads=threads, as_arrays=True, **kw)
+            assert all(a.dtype == np.int64 for a in got) and [a.tolist() for a in got] == want
+            for lo in (0, 150, 290):  # the first text holding a token at other places of the group
+                assert tok.encode_batch(texts[lo:], num_threads=threads, **kw) == want[lo:]
+        assert [tok.encode(t, **kw) for t in texts[:60]] == want[:60]
+    plain = [t for t in texts if not any(s in t for s in names)]
+    assert tok.encode_batch(plain, num_threads=1) == [tok.encode_python(t) for t in plain]
+
+
+def test_a_batch_is_not_asked_text_by_text_when_no_text_holds_a_token(small, monkeypatch):
+    """The special-token rule is worked out once a call (kept between calls) and the texts are searched in one
+    pass: each text was asked on its own (sets of a model's control pieces built, a search), ~20 us a short
+    line with Mistral v3's 751 of them, where sentencepiece takes ~11 us to encode it."""
+    from tokenmill.tokenizer import special
+
+    tok = S.SentencePieceTokenizer(small[0].model)  # nothing kept from other tests
+    asked, rules = [], []
+    real_allowed, real_requested = S.SentencePieceTokenizer._allowed, special.requested
+    monkeypatch.setattr(S.SentencePieceTokenizer, "_allowed", lambda self, t, *a, **k: (
+        asked.append(t), real_allowed(self, t, *a, **k))[1])
+    monkeypatch.setattr(special, "requested", lambda *a: (rules.append(a[1:]), real_requested(*a))[1])
+    names = sorted(tok.special_tokens)
+    plain = [t for t in _texts(12, 400) if not any(s in t for s in names)]
+    want = [small[0].encode_python(t) for t in plain]
+    asked.clear()
+    rules.clear()
+    assert tok.encode_batch(plain, num_threads=1) == want and asked == [] and rules == [((), "all")]
+    assert tok.encode_batch(plain, num_threads=2, disallowed_special=()) == want and asked == []
+    assert tok.encode_batch(plain, num_threads=1) == want and rules == [((), "all"), ((), ())]  # kept
+    mixed = plain[:100] + ["x </s> y"] + plain[100:]
+    assert tok.encode_batch(mixed, allowed_special="all", num_threads=1)[:100] == want[:100]
+    assert asked == mixed[100:]  # the texts from the first that holds one
+
+
+def test_a_batch_names_the_first_text_that_fails_whatever_the_error(small):
+    """A lone surrogate or a refused special token: the batch names the first text that holds either, as
+    ``encode`` of each text in turn would fail first."""
+    from tokenmill.errors import LoneSurrogateError
+
+    tok, _ = small
+    plain = [t for t in _texts(13, 60) if "<" not in t]
+    for threads in (1, 2):
+        with pytest.raises(SpecialTokenError, match=r"^text 40 of the batch: the text contains the special token "
+                                                    r"'</s>' at character 2;"):
+            tok.encode_batch(plain[:40] + ["ab</s><ctl>", "x\ud800"] + plain[40:], num_threads=threads)
+        with pytest.raises(LoneSurrogateError, match=r"^text 40 of the batch holds a lone surrogate at character 1"):
+            tok.encode_batch(plain[:40] + ["x\ud800", "ab</s>"] + plain[40:], num_threads=threads)
+        with pytest.raises(SpecialTokenError, match=r"^the text contains the special token '<ctl>' at character 1;"):
+            tok.encode_batch(["a<ctl>b</s>"], num_threads=threads)
+
+
 def test_encode_batch_arrays_threads_and_order(small):
     tok, sp = small
     texts = _texts(3, 200) * 3
@@ -691,6 +769,51 @@ def test_tokenizer_json_of_the_family_equals_hf(exported, tmp_path, form):
             assert a == b, (form, name, repr(t[:100]))
         for ids in want[:150] + [[rng.randrange(tok.vocab_size) for _ in range(rng.randrange(10))] for _ in range(150)]:
             assert tok.decode(ids) == hf.decode(ids, skip_special_tokens=False), (form, ids)
+
+
+@pytest.mark.parametrize("form", HF_FORMS)
+def test_tokenizer_json_batches_with_and_without_added_tokens_equal_hf(exported, tmp_path, form, monkeypatch):
+    """A batch that holds no added token goes to the kernel as its UTF-8 (the ``▁`` each form puts first added to
+    the bytes), no text asked on its own; one that holds some (special or not, allowed or refused) is cut from
+    the first text holding one, as HF cuts it."""
+    import json
+
+    from tokenmill.tokenizer.formats import sp_huggingface as H
+
+    tokenizers = pytest.importorskip("tokenizers")
+    asked = []
+    real = H.SentencePieceJsonTokenizer._allowed
+    monkeypatch.setattr(H.SentencePieceJsonTokenizer, "_allowed", lambda self, t, *a, **k: (
+        asked.append(t), real(self, t, *a, **k))[1])
+    for name, (_, base) in exported.items():
+        body = _variant(base, form)
+        free = max(body["model"]["vocab"].values()) + 1  # a non-special added token: always cut out, as in HF
+        body["added_tokens"].append({"id": free, "content": "zq!", "single_word": False, "lstrip": False,
+                                     "rstrip": False, "normalized": False, "special": False})
+        path = tmp_path / f"{name}-{form}.json"
+        path.write_text(json.dumps(body, ensure_ascii=False), encoding="utf-8")
+        hf = tokenizers.Tokenizer.from_file(str(path))
+        tok = Tokenizer.from_huggingface(path)
+        added = sorted(tok.added_tokens)
+        plain = [t for t in _texts(8, 250) + [" lead", "▁lead", "", "  "] if not any(a in t for a in added)]
+        want = [e.ids for e in hf.encode_batch(plain, add_special_tokens=False)]
+        asked.clear()
+        for kw in ({}, {"disallowed_special": ()}, {"allowed_special": "all"}):
+            for threads in (1, 2):
+                assert tok.encode_batch(plain, num_threads=threads, **kw) == want, (form, name, kw)
+        assert asked == []
+        mixed = _sprinkled(["zq!", "zq!", "</s>", "<s>"], 9)
+        want = [e.ids for e in hf.encode_batch(mixed, add_special_tokens=False)]
+        first = next(i for i, t in enumerate(mixed) if any(a in t for a in added))
+        asked.clear()
+        got = tok.encode_batch(mixed, allowed_special="all", num_threads=1)
+        assert got == want and asked == mixed[first:], (form, name)
+        cut = [t for t in mixed if "zq!" in t and not any(s in t for s in tok.special_tokens)]  # only the plain added one
+        assert tok.encode_batch(cut, num_threads=2) == [e.ids for e in hf.encode_batch(cut, add_special_tokens=False)]
+        bad = next(i for i, t in enumerate(mixed) if any(s in t for s in tok.special_tokens))
+        assert bad > first  # (a text holding only the plain added token before it)
+        with pytest.raises(SpecialTokenError, match=f"^text {bad:,d} of the batch: the text contains the special token"):
+            tok.encode_batch(mixed, num_threads=2)
 
 
 def test_tokenizer_json_of_the_family_names_a_surrogate(exported, tmp_path):

@@ -7,6 +7,7 @@ the text at the allowed ones.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 from .._validate import check_int
@@ -62,13 +63,10 @@ def check_specials(special: dict[str, int], vocab: Sequence, dense: bool = True)
     return dict(special)
 
 
-def split_specials(text: str, allowed: set[str]):
+def split_specials(text: str, allowed):
     """Yield (piece, is_special) splitting ``text`` at allowed special tokens (longest first)."""
-    import regex
-
-    alternation = "|".join(regex.escape(s) for s in sorted(allowed, key=len, reverse=True))
     pos = 0
-    for m in regex.finditer(alternation, text):
+    for m in split_pattern(allowed if isinstance(allowed, frozenset) else frozenset(allowed)).finditer(text):
         if m.start() > pos:
             yield text[pos : m.start()], False
         yield m.group(), True
@@ -77,11 +75,24 @@ def split_specials(text: str, allowed: set[str]):
         yield text[pos:], False
 
 
-def requested(names, allowed_special, disallowed_special) -> tuple[set[str], set[str]]:
+@functools.lru_cache(maxsize=64)
+def split_pattern(allowed: frozenset):
+    """The compiled alternation of ``allowed`` (longest first), made once per set of tokens: escaping and
+    compiling it for every text cost ~8 us a text with Mistral v3's 751 control pieces (the ``regex``
+    module's own cache still paid for the pattern's text), and byte-level tokenizers with
+    ``allowed_special="all"`` paid it too."""
+    import regex
+
+    return regex.compile("|".join(regex.escape(s) for s in sorted(allowed, key=lambda s: (-len(s), s))))
+
+
+def requested(names, allowed_special, disallowed_special) -> tuple[frozenset[str], frozenset[str]]:
     """(allowed, to check): the special tokens ``allowed_special`` names (``"all"``, one token as a str,
-    or a collection; unknown names are an error) and the disallowed ones the text must not spell."""
+    or a collection; unknown names are an error) and the disallowed ones the text must not spell.
+    Frozensets: a rule is worked out once for a batch (or kept, :func:`rule_of`) and shared by its texts,
+    and a frozenset is its own key in the pattern caches (no copy of its names a text)."""
     allowed = _names(names, allowed_special, "allowed_special")
-    unknown = allowed - set(names)
+    unknown = allowed.difference(names)
     if unknown:
         raise ConfigError(f"allowed_special names {sorted(unknown)!r}, which are not special tokens of this tokenizer")
     disallowed = _names(names, disallowed_special, "disallowed_special")
@@ -90,15 +101,33 @@ def requested(names, allowed_special, disallowed_special) -> tuple[set[str], set
     return allowed, (disallowed - allowed) if disallowed_special == "all" else disallowed
 
 
-def _names(names, value, what: str) -> set:
+def rule_of(memo: dict, names, allowed_special, disallowed_special) -> tuple[frozenset[str], frozenset[str]]:
+    """``requested(names, allowed_special, disallowed_special)``, kept in ``memo`` (a tokenizer's own dict,
+    for its fixed ``names``; cleared past 64 entries) where the two arguments can be a dict key (``"all"``,
+    ``()``, a tuple or frozenset of names): sets of Mistral v3's 751 names were ~8 us a call, each
+    ``encode`` of a short text paying them. An error is raised again each call, never kept."""
+    try:
+        key = (allowed_special, disallowed_special)
+        rule = memo.get(key)
+    except TypeError:  # a list or a set: worked out each time
+        return requested(names, allowed_special, disallowed_special)
+    if rule is None:
+        rule = requested(names, allowed_special, disallowed_special)
+        if len(memo) >= 64:
+            memo.clear()
+        memo[key] = rule
+    return rule
+
+
+def _names(names, value, what: str) -> frozenset:
     """The special tokens ``value`` names: ``"all"``, one token as a str (not a set of characters), or a
     collection of them."""
     if value == "all":
-        return set(names)
+        return frozenset(names)
     if isinstance(value, str):
-        return {value}
+        return frozenset((value,))
     try:
-        out = set(value)
+        out = frozenset(value)
     except TypeError:
         raise ConfigError(f"{what} must be 'all', a special token or a collection of them, not "
                           f"{type(value).__name__}") from None
@@ -106,6 +135,49 @@ def _names(names, value, what: str) -> set:
     if bad is not None:
         raise ConfigError(f"{what} holds {bad!r} ({type(bad).__name__}); special tokens are named by their text")
     return out
+
+
+def union_of(*sets: frozenset) -> frozenset:
+    """The union of frozensets, the one itself where only one is not empty (a batch's usual rule: no copy of
+    751 names)."""
+    full = [s for s in sets if s]
+    return full[0] if len(full) == 1 else frozenset().union(*full)
+
+
+def first_holding(datas: list, words: frozenset) -> int | None:
+    """The index of the first of ``datas`` (texts' UTF-8) that holds one of ``words`` (the special or added
+    tokens that cut a text or refuse it), ``len(datas)`` when none does: one compiled pass over the texts'
+    joined bytes (``_special_scan``), not a Python search a text (most of the cost of a batch of short
+    lines). None where one pass cannot tell: more than 8 distinct first bytes (the scan's
+    bound), or a word that is empty or not valid text; the caller then asks each text."""
+    if not words or not datas:
+        return len(datas)
+    needles = _needles(words if isinstance(words, frozenset) else frozenset(words))
+    if needles is None:
+        return None
+    import numpy as np
+
+    from ._special_scan import find_special
+
+    docs = np.zeros(len(datas) + 1, np.int64)
+    np.cumsum(np.fromiter(map(len, datas), np.int64, len(datas)), out=docs[1:])
+    at = find_special(b"".join(datas), docs, needles)
+    return len(datas) if at < 0 else int(np.searchsorted(docs, at, side="right")) - 1
+
+
+@functools.lru_cache(maxsize=64)
+def _needles(words: frozenset):
+    """``_special_scan.check_needles`` of ``words``' UTF-8, once per set of words; None where the scan does
+    not take them (see :func:`first_holding`)."""
+    try:
+        utf8 = sorted(w.encode("utf-8") for w in words)
+    except UnicodeEncodeError:
+        return None
+    if not all(utf8) or len({b[0] for b in utf8}) > 8:
+        return None
+    from ._special_scan import check_needles
+
+    return check_needles(utf8)
 
 
 def holds_any(text: str, prefixes: tuple) -> bool:

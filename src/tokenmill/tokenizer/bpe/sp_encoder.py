@@ -345,6 +345,14 @@ class CompiledSentencePiece:
         """``_joined`` of the texts as the encoder reads them, written one after another into this
         thread's buffer (no bytes object per text, no join)."""
         if self.raw:
+            norm = self.model.normalizer if self.model is not None else None
+            if norm is None or not norm.add_dummy_prefix:
+                return self._joined(datas)
+            if datas and all(datas):  # each text with its ``▁`` (a space): one join, no bytes object a text
+                joined = b" ".join(datas)
+                joined = joined + b" " if self.model.treat_whitespace_as_suffix else b" " + joined
+                return np.frombuffer(joined, np.uint8), offsets_of(np.fromiter(map(len, datas), np.int64,
+                                                                               len(datas)) + 1)
             return self._joined([self.normalized(d) for d in datas])
         docs = np.zeros(len(datas) + 1, np.int64)
         sizes = [3 * len(d) + 16 if d else 0 for d in datas]  # the kernel's bound: most rules write 3 bytes or fewer

@@ -34,8 +34,8 @@ from msgspec import UNSET, UnsetType
 
 from ...errors import ConfigError, FormatError, SpecialTokenError, UnsupportedTokenizerError
 from ..groups import batch_args, encode_flat_by_batch, in_groups
-from ..sentencepiece import WS, first_of, ids_by_pieces, utf8_of
-from ..special import names_batch_text, requested
+from ..sentencepiece import WS, encode_group, first_of, utf8_of
+from ..special import names_batch_text, rule_of, union_of
 from .schemas import ID_RULE, HFAddedToken, Lenient, decode_file, is_id
 
 _MARKERS = (b'"Metaspace"', b'"Prepend"', b'"byte_fallback": true', b'"byte_fallback":true', b'"ByteFallback"',
@@ -290,7 +290,11 @@ class SentencePieceJsonTokenizer:
         self._added_by_id = {t.id: t.content for t in added}
         self._n = max([i + 1 for i in self._id_to_token] + [t.id + 1 for t in added] + [1])
         self._encoder = None
+        self._int_lists = None
         self._special_re: dict = {}
+        self._rules: dict = {}  # (allowed_special, disallowed_special) -> special.requested's rule
+        # added tokens that are always cut out (not special): a text holding one is more than one plain piece
+        self._always = frozenset(t.content for t in added if not t.special)
         import threading
 
         self._lock = threading.Lock()
@@ -357,10 +361,18 @@ class SentencePieceJsonTokenizer:
                 f"special_tokens={len(self._special)}, source={os.path.basename(self._source)!r})")
 
     # ----------------------------------------------------------------- encoding
-    def _allowed(self, text: str, allowed_special, disallowed_special) -> set:
+    def _rule(self, allowed_special, disallowed_special) -> tuple[frozenset, frozenset, frozenset]:
+        """(allowed, to check, to look for): ``special.requested``'s rule of these arguments (kept for hashable
+        ones, ``special.rule_of``) and the tokens whose presence makes a text more than one plain piece (a
+        special token not allowed is matched by HF's scan and then skipped: alone, it leaves the text whole)."""
+        allowed, check = rule_of(self._rules, self._special, allowed_special, disallowed_special)
+        return allowed, check, union_of(allowed, check, self._always)
+
+    def _allowed(self, text: str, allowed_special, disallowed_special, rule=None) -> frozenset:
         if not isinstance(text, str):
             utf8_of(text)
-        allowed, check = requested(self._special, allowed_special, disallowed_special)
+        allowed, check = (rule_of(self._rules, self._special, allowed_special, disallowed_special) if rule is None
+                          else rule[:2])
         if check:
             m = first_of(self._special_re, check, text)
             if m is not None:
@@ -369,6 +381,14 @@ class SentencePieceJsonTokenizer:
                     f"allowed_special={{{m.group()!r}}} (or 'all') to encode it as a special token, "
                     "disallowed_special=() to encode it as plain text, or use encode_ordinary()")
         return allowed
+
+    def _lists(self):
+        """One Python int per id, for lists out (``_cpython.IntLists``, made on first use)."""
+        if self._int_lists is None:
+            from .._cpython import IntLists
+
+            self._int_lists = IntLists(self._n)
+        return self._int_lists
 
     def _compiled(self):
         if self._encoder is None:
@@ -382,13 +402,34 @@ class SentencePieceJsonTokenizer:
                         ws_split=self._split, escape=self._spaces)
         return self._encoder
 
-    def _pieces(self, text: str, allowed: set) -> list:
+    def _pieces(self, text: str, allowed) -> list:
         """(text the kernel reads, None) or (None, id): HF's added-token split, each text piece normalized
         and pre-tokenized (``▁`` written as a space; the kernel reads it as ``▁``)."""
         if self._matcher is None:
             parts = [(text, None)] if text else []
         else:
             parts = self._matcher.pieces(text, allowed)
+        return self._read(parts)
+
+    def _plain(self, text: str) -> list:
+        """:meth:`_pieces` of a text that holds no added token to cut out (a batch's scan found none)."""
+        return self._read([(text, None)] if text else [])
+
+    @property
+    def _plain_utf8(self):
+        """:meth:`_plain` of non-empty texts as a function of their UTF-8 (the ``▁`` its normalizer or
+        pre-tokenizer puts first), or None where it is not one (characters dropped, whole words looked up)."""
+        if (self._unk < 0 and not self._byte_fallback) or self._ignore_merges:
+            return None
+        if self._prepend_norm:
+            return lambda datas: [b" " + d for d in datas]
+        if self._spaces and self._scheme != "never":  # (always or first: the text's start is a piece's)
+            ws = WS.encode("utf-8")
+            return lambda datas: [d if d[:1] == b" " or d.startswith(ws) else b" " + d for d in datas]
+        return lambda datas: datas
+
+    def _read(self, parts: list) -> list:
+        """The pieces ``parts`` (HF's added-token split of a text) as the kernel reads them."""
         out, at = [], 0
         for piece, tid in parts:
             start = at
@@ -438,15 +479,17 @@ class SentencePieceJsonTokenizer:
         at a time; the kernels release the GIL)."""
         texts, threads, as_arrays = batch_args(texts, num_threads, as_arrays)
         enc = self._compiled()
+        rule = self._rule(allowed_special, disallowed_special) if texts else None  # once a call, not a text
 
-        def encode(datas: list[bytes]) -> list[np.ndarray]:
-            ids, bounds, _ = enc.encode_many(datas, normalized=True)
-            return [ids[bounds[k]:bounds[k + 1]] for k in range(len(datas))]
+        def encode(datas: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+            return enc.encode_many(datas, normalized=True)[:2]
+
+        def pieces(t: str) -> list:
+            return self._pieces(t, self._allowed(t, allowed_special, disallowed_special, rule))
 
         def group(lo: int, hi: int) -> list:
-            got = ids_by_pieces(texts[lo:hi], lambda t: self._pieces(t, self._allowed(t, allowed_special,
-                                                                                       disallowed_special)), encode, lo)
-            return [a.copy() if as_arrays else a.tolist() for a in got]
+            return encode_group(texts[lo:hi], pieces, encode, lo, rule[2], as_arrays, self._lists, self._plain,
+                                self._plain_utf8)
 
         return in_groups(texts, threads, group)
 

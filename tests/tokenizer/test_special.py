@@ -1,0 +1,74 @@
+"""The special-token rule and its searches (``tokenizer.special``), worked out once and kept: the compiled
+split pattern per set of allowed tokens, ``requested``'s rule per hashable pair of arguments (errors never
+kept), and the one-pass search of a batch's UTF-8 (``first_holding``) against a search of each text."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from tokenmill.errors import ConfigError
+from tokenmill.tokenizer import special as S
+
+NAMES = {"<s>": 1, "</s>": 2, "[INST]": 3, "[/INST]": 4, "<s>x": 5, "低<": 6}
+
+
+def test_the_split_pattern_is_compiled_once_per_set_of_allowed_tokens():
+    """It was escaped and compiled for every text (~8 us a text with Mistral v3's 751 control pieces)."""
+    a = S.split_pattern(frozenset(["<s>", "</s>", "<s>x"]))
+    assert S.split_pattern(frozenset(["<s>x", "</s>", "<s>"])) is a  # an equal set, another object
+    assert S.split_pattern(frozenset(["<s>"])) is not a
+    text = "a<s>xb</s><s>c<s"
+    assert list(S.split_specials(text, {"<s>", "</s>", "<s>x"})) == [
+        ("a", False), ("<s>x", True), ("b", False), ("</s>", True), ("<s>", True), ("c<s", False)]
+    assert list(S.split_specials(text, frozenset({"<s>"}))) == [
+        ("a", False), ("<s>", True), ("xb</s>", False), ("<s>", True), ("c<s", False)]
+
+
+def test_a_rule_is_kept_per_hashable_arguments_and_errors_are_not():
+    memo: dict = {}
+    rule = S.rule_of(memo, NAMES, (), "all")
+    assert rule == (frozenset(), frozenset(NAMES)) and all(isinstance(x, frozenset) for x in rule)
+    assert S.rule_of(memo, NAMES, (), "all") is rule and len(memo) == 1
+    assert S.rule_of(memo, NAMES, "all", "all") == (frozenset(NAMES), frozenset())
+    assert S.rule_of(memo, NAMES, ("<s>",), "all") == (frozenset({"<s>"}), frozenset(NAMES) - {"<s>"})
+    # a list or a set: worked out each time, the same rule
+    assert S.rule_of(memo, NAMES, ["<s>"], {"</s>"}) == (frozenset({"<s>"}), frozenset({"</s>"})) and len(memo) == 3
+    for _ in range(2):
+        with pytest.raises(ConfigError, match=r"^allowed_special names \['<nope>'\], which are not special tokens"):
+            S.rule_of(memo, NAMES, ("<nope>",), "all")
+        with pytest.raises(ConfigError, match=r"^disallowed_special holds 5 \(int\)"):
+            S.rule_of(memo, NAMES, (), (5,))
+    assert len(memo) == 3
+    for k in range(70):  # bounded
+        S.rule_of(memo, NAMES, (), (f"x{k}",))
+    assert len(memo) <= 64
+
+
+def _first_holding_each(texts: list[str], words) -> int:
+    return next((i for i, t in enumerate(texts) if any(w in t for w in words)), len(texts))
+
+
+def test_first_holding_equals_a_search_of_each_text():
+    rng = random.Random(7)
+    alphabet = ["a", "b", " ", "<", "s", ">", "/", "[", "I", "N", "S", "T", "]", "低", "🙂", "é", "\n"]
+    words_sets = [frozenset({"<s>"}), frozenset({"<s>", "</s>", "[INST]"}), frozenset({"低<", "🙂a"}),
+                  frozenset({"é", "<s>x"})]
+    for _ in range(400):
+        texts = ["".join(rng.choice(alphabet) for _ in range(rng.randrange(8))) for _ in range(rng.randrange(1, 12))]
+        for words in words_sets:
+            datas = [t.encode("utf-8") for t in texts]
+            assert S.first_holding(datas, words) == _first_holding_each(texts, words), (texts, words)
+    # a token across two texts is in neither
+    assert S.first_holding([b"a<", b"s>b", b"<s"], frozenset({"<s>"})) == 3
+    assert S.first_holding([b"x", b"", b"a<s>"], {"<s>"}) == 2
+    assert S.first_holding([], frozenset({"<s>"})) == 0 and S.first_holding([b"<s>"], frozenset()) == 1
+
+
+def test_first_holding_leaves_to_the_caller_what_one_pass_cannot_tell():
+    nine = frozenset(chr(ord("a") + k) + "!" for k in range(9))  # 9 distinct first bytes
+    assert S.first_holding([b"x"], nine) is None
+    assert S.first_holding([b"x"], frozenset(list(nine)[:8])) == 1
+    assert S.first_holding([b"x"], frozenset({""})) is None
+    assert S.first_holding([b"x"], frozenset({"\ud800"})) is None
