@@ -193,6 +193,7 @@ class SpecialTokens:
     def __init__(self, special: dict[str, int]):
         self.ids = dict(special)
         self._re = None
+        self._rules: dict = {}  # (allowed_special, disallowed_special) -> requested's rule (rule_of)
         if len(special) > 4:  # one scan for all of them instead of one ``in`` per token
             import regex
 
@@ -203,7 +204,7 @@ class SpecialTokens:
         """The allowed special tokens; raises if ``text`` spells a disallowed one. ``rule``: ``requested(...)``
         of these arguments, worked out once for a batch of texts."""
         names = self.ids
-        allowed, check = requested(names, allowed_special, disallowed_special) if rule is None else rule
+        allowed, check = rule_of(self._rules, names, allowed_special, disallowed_special) if rule is None else rule
         if not check or (self._re is not None and len(check) == len(names)
                          and not holds_any(text, self._prefixes)):
             return allowed
