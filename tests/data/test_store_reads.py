@@ -126,3 +126,40 @@ def test_a_store_read_from_pickles_without_its_data(tmp_path):
     clone = pickle.loads(blob)
     assert [d.tolist() for d in clone] == docs and clone.provenance(0) == st.provenance(0)
     assert [b.input_ids.tolist() for b in plan.batches(clone, batch_size=4, pad_id=0)] == want
+
+
+_FD_SCRIPT = """
+import resource, sys
+import numpy as np
+from tokenmill import TokenStore
+from tokenmill.errors import ConfigError
+soft, hard = int(sys.argv[2]), int(sys.argv[3])
+resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+st = TokenStore.open(sys.argv[1])
+try:
+    n = sum(int(d.sum()) for d in st)
+    print("read", n, st.provenance(len(st) - 1)[2], resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+except ConfigError as e:
+    print("refused", e)
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX limits of open files")
+def test_a_store_of_more_shards_than_the_open_file_limit_reads(tmp_path):
+    """Each shard a store has read keeps its mapped files open: under the usual soft limit of open files
+    (1,024) a store of ~500 shards stopped at its first pass ("Too many open files", a bare OSError). The
+    soft limit is raised towards the hard one; past the hard one the error says what to do."""
+    shards = ((np.full(2, 1), np.full(2, k % 7)) for k in range(300))
+    TokenStore.from_token_arrays(tmp_path / "s", shards, vocab_size=10)
+    want = sum(2 * (k % 7) for k in range(300))
+
+    def run(soft, hard):
+        r = subprocess.run([sys.executable, "-c", _FD_SCRIPT, str(tmp_path / "s"), str(soft), str(hard)],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        return r.stdout
+
+    out = run(256, 4096).split()
+    assert out[:2] == ["read", str(want)] and int(out[3]) >= 3 * 300
+    out = run(256, 256)
+    assert out.startswith("refused") and "ulimit -n" in out and "shard_bytes" in out

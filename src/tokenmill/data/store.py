@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import errno
 import functools
 import hashlib
 import mmap
@@ -1032,6 +1033,37 @@ def _tidy(out: Path, n_shards: int) -> None:
 # reading
 # ==================================================================================================
 ITER_CHECK_EVERY = 256  # an iteration checks a shard's files once per this many documents it reads from it
+_FILES_PER_SHARD = 3  # a shard's mappings kept open: tokens, offsets, and meta once provenance is asked
+
+
+def _room_for_files(n: int) -> None:
+    """Let this process hold ``n`` more open files: each mapping a store keeps holds one (the kernel's
+    descriptor of the file mapped), and the usual soft limit (``ulimit -n``: 1,024) stopped a store of ~500
+    shards at the first pass over it ("Too many open files"). The soft limit is raised towards the hard one
+    where it is lower than what the store needs (as Ray and other data loaders do); beyond the hard limit,
+    opening a file says so (:func:`_too_many_files`)."""
+    try:
+        import resource
+    except ImportError:  # (not a POSIX system)
+        return
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        want = n + 1024  # (and room for everything else the process opens)
+        if soft != resource.RLIM_INFINITY and soft < want:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want if hard == resource.RLIM_INFINITY else min(want, hard),
+                                                        hard))
+    except (OSError, ValueError):  # (a sandbox that refuses: opening a file past the limit says so)
+        pass
+
+
+def _too_many_files(path: str, e: OSError) -> ConfigError:
+    import resource
+
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return ConfigError(f"cannot open shard file {path}: this process may hold {soft:,d} open files (ulimit -n), "
+                       f"and each shard a store has read keeps {_FILES_PER_SHARD} (its mapped files): raise the "
+                       "limit (ulimit -n, or your system's hard limit), or build the store with larger shards "
+                       f"(shard_bytes) ({e.strerror})")
 
 
 class Shard:
@@ -1124,13 +1156,19 @@ class Shard:
             raise FormatError(f"shard file {p} is missing; the store is incomplete: rebuild it "
                               "(or restore the file)") from None
         except OSError as e:
+            if e.errno in (errno.EMFILE, errno.ENFILE):
+                raise _too_many_files(p, e) from None
             raise FormatError(f"cannot read shard file {p}: {e.strerror or e}") from None
         try:
             st = os.fstat(fd)
             self._stat(part, st)  # the file opened is the one checked
             try:
                 m = mmap.mmap(fd, self._want[part], access=mmap.ACCESS_READ)
-            except (OSError, ValueError) as e:  # (e.g. truncated since the fstat)
+            except OSError as e:
+                if e.errno in (errno.EMFILE, errno.ENFILE):  # (the mapping's own copy of the descriptor)
+                    raise _too_many_files(p, e) from None
+                raise FormatError(f"cannot map shard file {p}: {getattr(e, 'strerror', None) or e}") from None
+            except ValueError as e:  # (e.g. truncated since the fstat)
                 raise FormatError(f"cannot map shard file {p}: {getattr(e, 'strerror', None) or e}") from None
         finally:
             os.close(fd)
@@ -1415,6 +1453,7 @@ class TokenStore(StoreSource):
         self.manifest = manifest
         self.dtype = np.dtype(manifest["dtype"]).newbyteorder("<")
         self._shards = [Shard(self.path, rec, self.dtype) for rec in manifest["shards"]]
+        _room_for_files(_FILES_PER_SHARD * len(self._shards))
         self._doc_start = np.zeros(len(self._shards) + 1, np.int64)
         np.cumsum([r["documents"] for r in manifest["shards"]], out=self._doc_start[1:])
         self._starts = self._doc_start.tolist()  # (for get: bisect on a list, no numpy call per document)
