@@ -50,6 +50,16 @@ def lines(count: int) -> list[str]:
     return out[:count]
 
 
+def tiktoken_gpt2(special_tokens: dict):
+    """tiktoken's GPT-2 encoding over the same rank file tokenmill reads."""
+    import tiktoken
+    from tiktoken.load import load_tiktoken_bpe
+    from tokenizer_speed import GPT2_RANKS
+
+    return tiktoken.Encoding("gpt2", pat_str=r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""",
+                             mergeable_ranks=load_tiktoken_bpe(str(GPT2_RANKS)), special_tokens=special_tokens)
+
+
 def timed(rounds: int, a, b) -> tuple[float, float]:
     """Median seconds of ``a()`` and ``b()`` over ``rounds`` alternating passes (each warmed once)."""
     a(), b()
@@ -95,11 +105,7 @@ def workloads(tmp: str):
         return "train_bpe, 8192 ids", len(docs), "rustbpe", ours, theirs, check
 
     def specials():
-        import tiktoken
-        from tiktoken.load import load_tiktoken_bpe
-
-        enc = tiktoken.Encoding("gpt2", pat_str=r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""",
-                                mergeable_ranks=load_tiktoken_bpe(str(GPT2_RANKS)), special_tokens={"<|endoftext|>": 50256})
+        enc = tiktoken_gpt2({"<|endoftext|>": 50256})
         texts = [t + "<|endoftext|>" for t in text_lines[:100_000]]
 
         def ours():
@@ -113,15 +119,15 @@ def workloads(tmp: str):
 
         return "GPT-2, lines ending in a special token (allowed)", len(texts), "tiktoken", ours, theirs, check
 
-    def chat():
+    def hf_rows(folder: str, texts: list[str], name: str, **kw):
+        """tokenmill's import of an HF tokenizer.json against HF tokenizers' ``encode_batch_fast``."""
         from tokenizers import Tokenizer as HF
 
-        path = CACHE / "llama3"
+        path = CACHE / folder
         tok, hf = Tokenizer.from_huggingface(path), HF.from_file(str(path / "tokenizer.json"))
-        texts = [f"<|start_header_id|>user<|end_header_id|>\n\n{t}<|eot_id|>" for t in text_lines[:50_000]]
 
         def ours():
-            return tok.encode_batch(texts, num_threads=1, allowed_special="all")
+            return tok.encode_batch(texts, num_threads=1, **kw)
 
         def theirs():
             return [e.ids for e in hf.encode_batch_fast(texts, add_special_tokens=False)]
@@ -129,7 +135,11 @@ def workloads(tmp: str):
         def check():
             assert ours() == theirs()
 
-        return "Llama 3 chat records", len(texts), "HF tokenizers", ours, theirs, check
+        return name, len(texts), "HF tokenizers", ours, theirs, check
+
+    def chat():
+        texts = [f"<|start_header_id|>user<|end_header_id|>\n\n{t}<|eot_id|>" for t in text_lines[:50_000]]
+        return hf_rows("llama3", texts, "Llama 3 chat records", allowed_special="all")
 
     def mistral():
         import sentencepiece as spm
@@ -150,29 +160,10 @@ def workloads(tmp: str):
         return "Mistral v3 .model, lines", len(texts), "sentencepiece", ours, theirs, check
 
     def deepseek():
-        from tokenizers import Tokenizer as HF
-
-        path = CACHE / "deepseek"
-        tok, hf = Tokenizer.from_huggingface(path), HF.from_file(str(path / "tokenizer.json"))
-        texts = text_lines[:30_000]
-
-        def ours():
-            return tok.encode_batch(texts, num_threads=1)
-
-        def theirs():
-            return [e.ids for e in hf.encode_batch_fast(texts, add_special_tokens=False)]
-
-        def check():
-            assert ours() == theirs()
-
-        return "DeepSeek V3, lines", len(texts), "HF tokenizers", ours, theirs, check
+        return hf_rows("deepseek", text_lines[:30_000], "DeepSeek V3, lines")
 
     def decode_short():
-        import tiktoken
-        from tiktoken.load import load_tiktoken_bpe
-
-        enc = tiktoken.Encoding("gpt2", pat_str=r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""",
-                                mergeable_ranks=load_tiktoken_bpe(str(GPT2_RANKS)), special_tokens={})
+        enc = tiktoken_gpt2({})
         ids = gpt2.encode_batch(text_lines[:20_000], num_threads=1)
         calls = [x[:7] for x in ids if x]
 
@@ -188,11 +179,7 @@ def workloads(tmp: str):
         return "decode, 7 ids a call", len(calls), "tiktoken", ours, theirs, check
 
     def decode_long():
-        import tiktoken
-        from tiktoken.load import load_tiktoken_bpe
-
-        enc = tiktoken.Encoding("gpt2", pat_str=r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""",
-                                mergeable_ranks=load_tiktoken_bpe(str(GPT2_RANKS)), special_tokens={})
+        enc = tiktoken_gpt2({})
         ids = gpt2.encode("\n".join(text_lines[:40_000]))
 
         def ours():
