@@ -8,7 +8,7 @@ import functools
 import unicodedata
 from dataclasses import asdict, dataclass
 
-from .special import holds_any
+from .special import any_of, holds_any
 
 
 @dataclass(frozen=True)
@@ -79,32 +79,6 @@ def nfc_as_hf(text: str) -> str:
     return "".join(out)
 
 
-def _trie_pattern(strings) -> str:
-    """A regex matching any of ``strings`` (non-empty), the longest where several match at one position (HF's
-    rule: at the leftmost position where a token matches, the longest wins), as a trie: one path a shared
-    prefix, each node's continuations tried before it ends there (``(?:...)?`` is greedy). The same matches as
-    the alternation of the strings longest first, which ``regex`` tries one by one at each candidate position
-    (DeepSeek's 1,283 added tokens, all starting with '<': ~10 us a '<' of the text, 30x HF's scan)."""
-    import regex
-
-    trie: dict = {}
-    for s in strings:
-        node = trie
-        for ch in s:
-            node = node.setdefault(ch, {})
-        node[None] = None  # a string ends here
-
-    def emit(node: dict) -> str:
-        alts = [regex.escape(ch) + emit(child) for ch, child in sorted((k, v) for k, v in node.items() if k is not None)]
-        if not alts:
-            return ""
-        if len(alts) == 1 and None not in node:
-            return alts[0]
-        return "(?:" + "|".join(alts) + ")" + ("?" if None in node else "")
-
-    return emit(trie)
-
-
 def _white_space() -> frozenset:
     import regex
 
@@ -144,7 +118,7 @@ class AddedTokenMatcher:
 
         if not tokens:
             return None
-        return regex.compile(_trie_pattern(tokens))
+        return regex.compile(any_of(tokens))
 
     def pieces(self, text: str, allowed) -> list[tuple[str, int | None]]:
         out: list[tuple[str, int | None]] = []

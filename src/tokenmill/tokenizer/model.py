@@ -13,6 +13,7 @@ unless the caller allows it; ``encode_ordinary`` treats such text as plain text.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Collection, Iterable, Sequence
 from typing import Literal
@@ -293,17 +294,20 @@ class Tokenizer:
         self._encoding.compiled = value
 
     # ----------------------------------------------------------------- decoding
+    @functools.cached_property
+    def _decode_table(self) -> list:
+        """Every id's bytes, as ``token_bytes`` gives them (None: an id no token holds), made on first use."""
+        table = [None] * self._n_ids
+        table[: len(self._vocab)] = self._vocab
+        for i, b in self._extra_by_id.items():
+            if table[i] is None:
+                table[i] = b
+        return table
+
     def decode_bytes(self, ids: Iterable[int]) -> bytes:
         """Concatenate the bytes of ``ids`` (no UTF-8 decoding)."""
         ids = check_ids(ids)  # exact ints, one sequence
-        table = self.__dict__.get("_decode_table")
-        if table is None:  # every id's bytes (None: an id no token holds), made once
-            table = [None] * self._n_ids
-            table[: len(self._vocab)] = self._vocab
-            for i, b in self._extra_by_id.items():
-                if table[i] is None:
-                    table[i] = b
-            self._decode_table = table
+        table = self._decode_table
         if not ids:
             return b""
         if min(ids) >= 0 and max(ids) < len(table):
