@@ -18,7 +18,8 @@ is faster). Items: the non-blank lines of the ``en`` corpus (deterministic subse
 * Mistral v3's SentencePiece ``.model`` (751 control pieces) ``encode_batch`` against
   ``sentencepiece``'s ``encode(lines, num_threads=1)``;
 * DeepSeek V3's tokenizer.json (an HF Sequence of Splits, 1,283 added tokens) against HF tokenizers;
-* ``decode`` of the GPT-2 ids of 2 MB of text, 7 ids a call and all at once, against tiktoken;
+* ``decode`` of the GPT-2 ids of 2 MB of text, 7 or 200 ids a call and all at once (a list; an int64
+  array, which tiktoken takes as its ``tolist()``), against tiktoken;
 * a token store of 500K documents read one document at a time (``store.get(i)`` in a random order)
   against megatron-core's ``IndexedDataset[i]`` on the same store exported with ``export_megatron``.
 """
@@ -178,6 +179,22 @@ def workloads(tmp: str):
 
         return "decode, 7 ids a call", len(calls), "tiktoken", ours, theirs, check
 
+    def decode_reply():
+        enc = tiktoken_gpt2({})
+        ids = gpt2.encode("\n".join(text_lines[:40_000]))
+        calls = [ids[i:i + 200] for i in range(0, len(ids) - 199, 200)][:5_000]
+
+        def ours():
+            return [gpt2.decode(c) for c in calls]
+
+        def theirs():
+            return [enc.decode(c) for c in calls]
+
+        def check():
+            assert ours() == theirs()
+
+        return "decode, 200 ids a call (a generated reply)", len(calls), "tiktoken", ours, theirs, check
+
     def decode_long():
         enc = tiktoken_gpt2({})
         ids = gpt2.encode("\n".join(text_lines[:40_000]))
@@ -192,6 +209,23 @@ def workloads(tmp: str):
             assert ours() == theirs()
 
         return "decode, one call (per id)", len(ids), "tiktoken", ours, theirs, check
+
+    def decode_array():
+        import numpy as np
+
+        enc = tiktoken_gpt2({})
+        ids = np.array(gpt2.encode("\n".join(text_lines[:40_000])), np.int64)
+
+        def ours():
+            return gpt2.decode(ids)
+
+        def theirs():
+            return enc.decode(ids.tolist())  # (tiktoken takes a list)
+
+        def check():
+            assert ours() == theirs()
+
+        return "decode, one call of an int64 array (per id)", len(ids), "tiktoken", ours, theirs, check
 
     def store_get():
         import numpy as np
@@ -220,7 +254,13 @@ def workloads(tmp: str):
 
         return "token store, one document a read", len(order), "megatron-core IndexedDataset", ours, theirs, check
 
-    return [training, specials, chat, mistral, deepseek, decode_short, decode_long, store_get]
+    return [training, specials, chat, mistral, deepseek, decode_short, decode_reply, decode_long, decode_array,
+            store_get]
+
+
+def _us(v: float) -> str:
+    """Microseconds with two decimals, three below 0.1 (an id's share of a long decode)."""
+    return f"{v:.3f}" if v < 0.1 else f"{v:.2f}"
 
 
 def main() -> None:
@@ -228,17 +268,20 @@ def main() -> None:
                                  epilog="example: .venv/bin/python bench/many_items.py --rounds 3")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--no-publish", action="store_true")
+    ap.add_argument("--only", default="", help="run only the rows whose name holds this text (not published)")
     a = ap.parse_args()
     rows, results = [], []
     with tempfile.TemporaryDirectory() as tmp:
         for make in workloads(tmp):
             name, n, anchor, ours, theirs, check = make()
+            if a.only not in name:
+                continue
             check()
             t_ours, t_theirs = timed(a.rounds, ours, theirs)
             r = dict(workload=name, items=n, anchor=anchor, tokenmill_us=t_ours / n * 1e6,
                      anchor_us=t_theirs / n * 1e6, ratio=t_theirs / t_ours)
             results.append(r)
-            rows.append(f"| {name} | {n:,d} | {anchor} | {r['tokenmill_us']:.2f} | {r['anchor_us']:.2f} | "
+            rows.append(f"| {name} | {n:,d} | {anchor} | {_us(r['tokenmill_us'])} | {_us(r['anchor_us'])} | "
                         f"**{r['ratio']:.2f}x** |")
             print(rows[-1], flush=True)
     md = ("One thread, microseconds per item (median of " + str(a.rounds) + " passes, the tools alternating; results "
@@ -246,7 +289,7 @@ def main() -> None:
           "| workload | items | anchor | tokenmill (us/item) | anchor (us/item) | anchor / tokenmill |\n"
           "|---|---:|---|---:|---:|---:|\n" + "\n".join(rows))
     print(md)
-    if not a.no_publish:
+    if not a.no_publish and not a.only:
         from _results import publish
 
         publish("many-items", {"rows": results}, md)

@@ -10,6 +10,8 @@ check they agree. Both entry points are the kernels' validating boundary: numba 
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .errors import ConfigError, InputError
@@ -106,3 +108,53 @@ def gather_segments(tokens, src, length, dst, out) -> None:
         gather_segments_py(tok, src, length, dst, out)
         return
     kernel(tok, src, length, dst, out)
+
+
+@functools.cache
+def _kernels():
+    """The kernel module, imported on first use (it imports numba, which importing tokenmill does not)."""
+    from . import _gather_kernels
+
+    return _gather_kernels
+
+
+class Pieces:
+    """Byte strings kept in one buffer: piece ``i`` is ``blob[starts[i]:starts[i + 1]]`` (a tokenizer's decode
+    table, every id's bytes; None for an id that holds none, marked in ``missing``). Made once and checked by
+    construction (``starts`` from 0, non-decreasing, ending at the buffer's size; all read-only), so
+    :meth:`concat`, the compiled join's boundary, has only the ids to check, which its kernel does before
+    using each."""
+
+    def __init__(self, pieces) -> None:
+        pieces = list(pieces)
+        if not all(p is None or type(p) is bytes for p in pieces):
+            raise ConfigError("pieces must be bytes or None")
+        lengths = np.fromiter((0 if p is None else len(p) for p in pieces), np.int64, len(pieces))
+        starts = np.zeros(len(pieces) + 1, np.int64)
+        np.cumsum(lengths, out=starts[1:])
+        missing = np.fromiter((p is None for p in pieces), np.bool_, len(pieces))
+        starts.setflags(write=False)
+        missing.setflags(write=False)
+        self.blob = np.frombuffer(b"".join(p for p in pieces if p is not None) or b"\0", np.uint8)  # read-only
+        self.starts, self.missing = starts, missing
+
+    def __len__(self) -> int:
+        return self.missing.size
+
+    def concat(self, ids: np.ndarray) -> tuple[bytes, int]:
+        """``(b"".join(piece[i] for i in ids), -1)`` for a 1-D int64 array ``ids``, compiled; ``(b"", k)`` when
+        ``ids[k]`` is the first that names no piece (out of range, or None: the caller names it)."""
+        if type(ids) is not np.ndarray or ids.dtype != np.int64 or ids.ndim != 1:
+            raise ConfigError(f"ids must be a 1-D int64 array, not {type(ids).__name__}")
+        out, bad = _kernels().concat_pieces(self.blob, self.starts, self.missing, ids)  # (compiled on first use: ~0.6 s)
+        return out.tobytes(), bad
+
+
+def concat_pieces_py(pieces: Pieces, ids: np.ndarray) -> tuple[bytes, int]:
+    """Reference of :meth:`Pieces.concat`."""
+    blob, starts, missing, out = pieces.blob, pieces.starts.tolist(), pieces.missing, []
+    for k, i in enumerate(ids.tolist()):
+        if not 0 <= i < len(missing) or missing[i]:
+            return b"", k
+        out.append(blob[starts[i]:starts[i + 1]].tobytes())
+    return b"".join(out), -1

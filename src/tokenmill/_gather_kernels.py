@@ -3,6 +3,8 @@ this module on first use, so importing tokenmill loads no numba. numba checks no
 
 from __future__ import annotations
 
+import numpy as np
+
 from ._jit import njit
 
 
@@ -25,3 +27,26 @@ def gather_segments(tokens, src, length, dst, out):
         d = dst[k]
         for j in range(length[k]):
             out[d + j] = tokens[s + j]
+
+
+@njit(cache=True, nogil=True)
+def concat_pieces(blob, starts, missing, ids):
+    # (the bytes of pieces ids[0], ids[1], ...; -1), or (nothing; k) where ids[k] names no piece: every id
+    # is checked against ``missing``'s size before it indexes anything
+    n = missing.size
+    total = 0
+    for k in range(ids.size):
+        i = ids[k]
+        if i < 0 or i >= n or missing[i]:
+            return np.empty(0, np.uint8), k
+        total += starts[i + 1] - starts[i]
+    out = np.empty(total, np.uint8)
+    d = 0
+    for k in range(ids.size):
+        i = ids[k]
+        s = starts[i]
+        e = starts[i + 1]
+        for j in range(s, e):
+            out[d] = blob[j]
+            d += 1
+    return out, -1

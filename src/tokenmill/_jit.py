@@ -244,6 +244,10 @@ JOBS: dict[str, str] = {
         "Tokenizer.from_ranks(r, pattern='llama3').encode('中文 hello 丁七')\n"
         "from tokenmill.tokenizer.encoding import well_formed_utf8; well_formed_utf8('a file é'.encode())"
         "  # the store's UTF-8 check",
+    "decode (a list of ids read through the C API, the ids' bytes joined)":
+        "import numpy as np\nfrom tokenmill.tokenizer.model import Tokenizer\n"
+        "t = Tokenizer.from_ranks({bytes([i]): i for i in range(256)}, pattern='gpt2')\n"
+        "t.decode(list(range(64))); t.decode(np.arange(64))",
     "sentencepiece (normalizer, BPE over characters)":
         "from tokenmill.tokenizer.sentencepiece import SentencePieceTokenizer as T, write_model_proto as w\n"
         "p = [('<unk>', 0, 2), ('<s>', 0, 3)] + [(c, -i, 1) for i, c in enumerate(['\u2581', 'h', 'i', 'hi', '\u2581hi'])]\n"

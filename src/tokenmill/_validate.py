@@ -199,25 +199,63 @@ def check_texts(texts, what: str, noun: str = "texts", fix: str = "pass [text]",
 
 
 def check_ids(ids) -> list[int]:
-    """The token ids a ``decode`` is given, as a list of ints: a 1-D integer array, or an iterable of exact
-    ints (``104.7``, ``True`` or ``"104"`` are refused, never truncated). A str, bytes, None, one int, or an
-    array of two or more dimensions (a batch, which flattened would read as one text) is a ConfigError
-    naming what it is. Ranges are the tokenizer's to check."""
-    from collections.abc import Iterable
-
+    """The token ids a ``decode`` is given, as a list of ints: a 1-D integer array (numpy, or anything with
+    ``__array__``: a torch tensor on the CPU, as ``generate`` returns them), or an iterable of exact ints
+    (``104.7``, ``True`` or ``"104"`` are refused, never truncated). A str, bytes, None, one int, or an array
+    of two or more dimensions (a batch, which flattened would read as one text) is a ConfigError naming what
+    it is. Ranges are the tokenizer's to check."""
+    ids = _ids_source(ids)
     if isinstance(ids, np.ndarray):
-        if ids.ndim > 1:
-            raise ConfigError(f"ids is a {ids.ndim}-D array of shape {ids.shape}; decode one sequence at a time: "
-                              "[tok.decode(row) for row in ids]")
-        return check_array(ids, "ids", ndim=None).ravel().tolist()
-    if isinstance(ids, (str, bytes)) or not isinstance(ids, Iterable):
-        raise ConfigError(f"ids must be an iterable of token ids (ints), not {type(ids).__name__}")
-    ids = list(ids)
+        return ids.tolist()
     # exact ints within int64, checked for the whole list at once (one check_int an id cost ~1.6 us: decoding
     # 322K ids took 0.5 s); anything else is checked id by id, which names the first one at fault
     if set(map(type, ids)) <= {int} and (not ids or (min(ids) >= INT64_MIN and max(ids) <= INT64_MAX)):
         return ids
     return [check_int(i, "token id") for i in ids]
+
+
+def check_ids_array(ids) -> np.ndarray:
+    """:func:`check_ids` as a 1-D int64 array, made without a Python loop over the ids: a list of ints goes
+    through ``array.array`` (C; it refuses floats, strs and ints past int64, and those fall back to the
+    id-by-id check that names the first at fault), and the bools it lets through (as 0 and 1) are looked for
+    only where an id is 0 or 1."""
+    import array
+
+    ids = _ids_source(ids)
+    if isinstance(ids, np.ndarray):
+        return ids
+    try:
+        arr = np.frombuffer(array.array("q", ids), np.int64)
+    except (TypeError, OverflowError, ValueError):
+        return np.array(check_ids(ids), np.int64)
+    for i in np.flatnonzero((arr & ~1) == 0).tolist():  # an id of 0 or 1: True or False would read so
+        if type(ids[i]) is not int:
+            check_int(ids[i], "token id")
+    return arr
+
+
+def _ids_source(ids) -> list | tuple | np.ndarray:
+    """``ids`` as a 1-D int64 array (an array's ids checked: integers, within int64) or a list or tuple (its
+    items not checked yet); a ConfigError for what cannot be one sequence of ids."""
+    from collections.abc import Iterable
+
+    if type(ids) is np.ndarray and ids.ndim == 1 and (ids.dtype == np.int64 or (ids.dtype.kind in "iu"
+                                                                                  and ids.dtype.itemsize <= 4)):
+        return np.ascontiguousarray(ids, np.int64)  # (every value fits: no range to check)
+    if not isinstance(ids, (np.ndarray, list, tuple, str, bytes)) and hasattr(ids, "__array__"):
+        try:  # a torch tensor, a jax or pandas array
+            ids = np.asarray(ids)
+        except (TypeError, ValueError, RuntimeError) as e:
+            raise ConfigError(f"ids is a {type(ids).__name__} that numpy cannot read ({e}); pass a list of ints or "
+                              "an array in main memory (a torch tensor: ids.cpu())") from None
+    if isinstance(ids, np.ndarray):
+        if ids.ndim > 1:
+            raise ConfigError(f"ids is a {ids.ndim}-D array of shape {ids.shape}; decode one sequence at a time: "
+                              "[tok.decode(row) for row in ids]")
+        return check_array(ids, "ids", ndim=None, error=ConfigError).ravel()
+    if isinstance(ids, (str, bytes)) or not isinstance(ids, Iterable):
+        raise ConfigError(f"ids must be an iterable of token ids (ints), not {type(ids).__name__}")
+    return ids if isinstance(ids, (list, tuple)) else list(ids)
 
 
 def check_decode_errors(errors) -> str:

@@ -131,3 +131,30 @@ def test_encode_batch_lists_and_arrays_through_both_bridges():
         tok.encode_batch(batch + ["a lone \ud800 surrogate"], num_threads=1)
     assert str(single.value).startswith("the text holds a lone surrogate at character 7 (U+D800)")
     assert str(batched.value) == f"text {len(batch)} of the batch" + str(single.value)[len("the text"):]
+
+
+def test_join_list_reads_exact_ints_and_joins_their_bytes():
+    """``join_list`` reads a list of ids through the C API: exact ints within int64 only (anything else is the
+    caller's to name: None here), every id checked against the table before a byte is read, the items'
+    reference counts untouched."""
+    import enum
+
+    from tokenmill._gather import Pieces
+    from tokenmill.tokenizer._cpython import join_list
+
+    table = [b"a", b"bc", None, b"", b"\xff\xfe"] + [bytes([i % 256]) * (i % 5) for i in range(300)]
+    pieces = Pieces(table)
+    ids = [0, 1, 4, 3, 1, 0] * 50 + [304]
+    assert join_list(ids, pieces) == (b"".join(table[i] for i in ids), -1)
+    assert join_list([], pieces) == (b"", -1)
+    own = int("303")  # an int object of its own (CPython shares those below 257)
+    before = sys.getrefcount(own)
+    assert join_list([own] * 100, pieces) == (table[303] * 100, -1)
+    assert sys.getrefcount(own) == before
+    flag = enum.IntEnum("Flag", {"ONE": 1})
+    for bad in (True, False, np.int64(1), 1.0, "1", None, flag.ONE, 2**63, -(2**63) - 1, 2**200):
+        assert join_list([0] * 40 + [bad, 0], pieces) is None, bad
+    for bad in (2, -1, len(table), 1 << 40, -(2**63), 2**63 - 1):  # exact ints naming no piece: their place
+        assert join_list([0] * 40 + [bad, 0], pieces) == (b"", 40), bad
+    with pytest.raises(TypeError, match="tuple"):
+        join_list((0, 1), pieces)

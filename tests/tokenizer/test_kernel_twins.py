@@ -1170,3 +1170,18 @@ def test_well_formed_utf8_gives_the_bytes_or_none(monkeypatch):
     monkeypatch.setattr(_jit, "_twin_spent", {})
     assert well_formed_utf8(good) is None  # (decoded by the caller)
     assert well_formed_utf8(b"x" * (1 << 20)) is not None  # past the first megabyte: compiled
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.binary(max_size=6)), min_size=1, max_size=40),
+       st.lists(st.integers(-3, 45), max_size=60))
+def test_concat_pieces_equals_its_twin_and_checks_every_id(table, ids):
+    """The decode join's kernel: the pieces' bytes joined, or the place of the first id that names none
+    (out of range or None), found before any byte is read (bounds-checked in ``make test-boundscheck``)."""
+    from tokenmill._gather import Pieces, concat_pieces_py
+
+    pieces = Pieces(table)
+    arr = np.array(ids, np.int64)
+    bad = next((k for k, i in enumerate(ids) if not 0 <= i < len(table) or table[i] is None), -1)
+    want = (b"", bad) if bad >= 0 else (b"".join(table[i] for i in ids), -1)
+    assert pieces.concat(arr) == concat_pieces_py(pieces, arr) == want

@@ -398,6 +398,49 @@ def test_decode_checks_every_id_at_once_and_names_the_one_at_fault(tok):
             tok.decode(bad)
 
 
+def test_long_id_sequences_decode_alike_in_every_form_and_fail_alike(tok):
+    """16 ids or more go to a compiled join (a list read through the C API, an array as it is): the same
+    bytes for lists, tuples, iterators, numpy arrays of any integer dtype, lists of numpy ints and torch
+    tensors (which ``generate`` returns; they were refused id by id), and the same errors, naming the same
+    id, as a short sequence."""
+    import torch
+
+    from tokenmill import ConfigError
+
+    eot = tok.special_tokens["<|endoftext|>"]
+    ids = tok.encode(TEXTS[1] * 4) + [eot] + tok.encode(TEXTS[2])
+    for n in (0, 1, 15, 16, 17, len(ids)):
+        part = ids[:n]
+        want = b"".join(tok.token_bytes(i) for i in part)
+        forms = (part, tuple(part), iter(part), [np.int64(i) for i in part], np.array(part, np.int64),
+                 np.array(part, np.uint16), np.array(part, np.int32), np.array(part, np.uint64),
+                 np.repeat(np.array(part, np.int64), 2)[::2], torch.tensor(part, dtype=torch.long), torch.tensor(part).int())
+        for form in forms:
+            assert tok.decode_bytes(form) == want, (n, type(form))
+    assert tok.decode(torch.tensor(ids)) == tok.decode(ids)
+    with pytest.raises(ConfigError, match=r"^ids is a 2-D array of shape \(2, 3\)"):
+        tok.decode(torch.zeros((2, 3), dtype=torch.long))
+    with pytest.raises(ConfigError, match="ids has dtype bool"):
+        tok.decode(np.ones(40, bool))
+    unassigned = Tokenizer.from_merges([(104, 105)], special_tokens={"<s>": 260})
+    for head in ([], [104] * 40):  # a short and a long sequence: the same errors
+        for bad, match in (([1, True], r"token id=True must be an integer \(got a bool\)"),
+                           ([False, 1], r"token id=False must be an integer \(got a bool\)"),
+                           ([1, 2.0], r"token id=2.0 must be an integer"),
+                           ([1, "3"], r"token id='3' must be an integer"),
+                           ([1, 2**63], r"token id=9,223,372,036,854,775,808 is out of range"),
+                           ([1, -1], r"token id -1 is out of range for vocab_size=261"),
+                           ([1, 261], r"token id 261 is out of range"),
+                           ([1, 258], r"token id 258 holds no token")):
+            for form in (head + bad, tuple(head + bad)):
+                with pytest.raises(ConfigError, match=match):
+                    unassigned.decode(form)
+        for bad, match in (([1, -1], r"token id -1 is out of range"), ([1, 258], r"token id 258 holds no token")):
+            with pytest.raises(ConfigError, match=match):
+                unassigned.decode(np.array(head + bad))
+    assert unassigned.decode([104, 105, 256, 260] * 10) == "hihi<s>" * 10
+
+
 @settings(max_examples=150, deadline=None)
 @given(st.lists(st.lists(st.sampled_from(["<|endoftext|>", "<|pad|>", "", " ", "a b", "低低", "\n", "x<|", "|>"]),
                          max_size=6).map("".join), max_size=8))

@@ -1,4 +1,5 @@
-"""Two bridges between the kernels and CPython's C API: texts in as UTF-8, ids out as Python lists.
+"""Three bridges between the kernels and CPython's C API: texts in as UTF-8, ids out as Python lists,
+and a list of ids in as an array.
 
 **UTF-8 in** (:func:`utf8_joined`): the texts' UTF-8 joined in one buffer through
 ``PyUnicode_AsUTF8AndSize``, as tiktoken, HF tokenizers and gigatoken read a str (PyO3 and pybind11
@@ -29,6 +30,16 @@ not change; there, and in free-threaded or debug builds, ``Py_IncRef`` is called
 
 Every id is checked against the table before any list is made: a kernel must never read outside an
 array (numba does not check bounds), so an id outside ``[0, n)`` raises and nothing is built.
+
+**A list of ids in** (:func:`join_list`): ``decode`` is given lists of ints, and making an int64 array of
+one costs ~13-16 ns an id through numpy or ``array.array``, which also take bools, numpy floats or strs
+("3") as ints, so an exactness check went over the list again (~18 ns an id more). :func:`join_list`
+reads the list in one compiled pass holding the GIL: its size and item array where CPython keeps them
+(read inside the kernel, so a list another thread changed before the call is read as it is now), each
+item's type compared with ``int``'s (a bool, a numpy int or a float stops it: the caller checks that
+item its own way), its value through ``PyLong_AsLongLongAndOverflow`` (never Python code: the list
+cannot change under it), ~2-3 ns an id; then the ids' bytes joined by ``_gather``'s kernel (which
+checks each id against the table before it reads a byte).
 """
 
 from __future__ import annotations
@@ -41,6 +52,7 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from .._gather_kernels import concat_pieces
 from .._intrinsics import emit_prefetch
 from .._jit import njit
 
@@ -282,6 +294,71 @@ def _build(addrs, ids, bounds, items_at, inline):
         _list_put(outer, j, inner)
         _drop(inner)  # the outer list holds it now
     return outer
+
+
+@intrinsic
+def _exact_int64(typingctx, obj, overflow):
+    """``PyLong_AsLongLongAndOverflow`` of the int at address ``obj`` (its type checked by the caller: no
+    Python code runs); ``overflow[0]`` nonzero where the value does not fit in int64."""
+    if not (isinstance(obj, types.Integer) and isinstance(overflow, types.Array) and overflow.dtype == types.int32):
+        return None
+
+    def codegen(context, builder, sig, args):
+        api = context.get_python_api(builder)
+        i32 = ir.IntType(32)
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.IntType(64), [api.pyobj, i32.as_pointer()]),
+                                            "PyLong_AsLongLongAndOverflow")
+        arr = context.make_array(sig.args[1])(context, builder, args[1])
+        return builder.call(fn, [builder.inttoptr(args[0], api.pyobj), cgutils.gep(builder, arr.data, 0)])
+
+    return types.int64(obj, overflow), codegen
+
+
+@njit(cache=True)
+def _read_ints(lst, items_at, int_type):
+    """The items of the list at address ``lst`` as int64: ``(values, -1)``, or ``(partly filled, k)`` where item
+    ``k`` is not an exact int (its type word is not ``int_type``) or does not fit in int64. The list's size is
+    the word before its item array's address (``PyObject_VAR_HEAD``), an object's type the word after its
+    reference count (standard builds: the caller passes ``items_at`` only where :data:`_ITEMS_AT` found
+    that layout)."""
+    n = _load_word(lst + items_at - 8)
+    out = np.empty(n, np.int64)
+    items = _load_word(lst + items_at)
+    overflow = np.zeros(1, np.int32)
+    for k in range(n):
+        obj = _load_word(items + 8 * k)
+        if _load_word(obj + 8) != int_type:
+            return out, k
+        v = _exact_int64(obj, overflow)
+        if overflow[0] != 0:
+            return out, k
+        out[k] = v
+    return out, -1
+
+
+@njit(cache=True)
+def _join_list(lst, items_at, int_type, blob, starts, missing):
+    """``_read_ints`` of the list, then ``_gather.Pieces.concat``'s kernel over its ids: ``(bytes, -1, -1)``,
+    ``(nothing, k, -1)`` where item ``k`` is not an exact int within int64, ``(nothing, -1, k)`` where it
+    names no piece (the kernel checks every id before it uses one)."""
+    ids, bad = _read_ints(lst, items_at, int_type)
+    if bad >= 0:
+        return np.empty(0, np.uint8), bad, -1
+    out, missing_at = concat_pieces(blob, starts, missing, ids)
+    return out, -1, missing_at
+
+
+def join_list(ids: list, pieces) -> tuple[bytes, int] | None:
+    """``b"".join(pieces[i] for i in ids)`` of a list of ids and a ``_gather.Pieces``, read and joined in one
+    compiled pass: ``(bytes, -1)``, ``(b"", k)`` where ``ids[k]`` (an exact int) names no piece, or None where
+    an item is not an exact int within int64 (a bool, a numpy int, a float: the caller's own check names
+    it) or the list's layout is not known (compiled on first use, ~0.5 s)."""
+    if type(ids) is not list:
+        raise TypeError(f"join_list takes a list, not {type(ids).__name__}")
+    if _ITEMS_AT < 0:
+        return None
+    out, bad, missing_at = _join_list(id(ids), _ITEMS_AT, id(int), pieces.blob, pieces.starts, pieces.missing)
+    return None if bad >= 0 else (out.tobytes(), missing_at)
 
 
 _TOLIST_MAX = 3072  # ids up to which ``tolist`` beats the compiled list builder (``IntLists.one``)
