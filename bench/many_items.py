@@ -20,6 +20,8 @@ is faster). Items: the non-blank lines of the ``en`` corpus (deterministic subse
 * DeepSeek V3's tokenizer.json (an HF Sequence of Splits, 1,283 added tokens) against HF tokenizers;
 * ``decode`` of the GPT-2 ids of 2 MB of text, 7 or 200 ids a call and all at once (a list; an int64
   array, which tiktoken takes as its ``tolist()``), against tiktoken;
+* Mistral v3's ``.model`` and its tokenizer.json (as tokenmill exports it) decoding 200 ids a call,
+  against sentencepiece and HF tokenizers;
 * a token store of 500K documents read one document at a time (``store.get(i)`` in a random order)
   against megatron-core's ``IndexedDataset[i]`` on the same store exported with ``export_megatron``.
 """
@@ -160,6 +162,46 @@ def workloads(tmp: str):
 
         return "Mistral v3 .model, lines", len(texts), "sentencepiece", ours, theirs, check
 
+    def mistral_decode():
+        import sentencepiece as spm
+
+        path = CACHE / "mistral" / "mistral_instruct_tokenizer_240323.model.v3"
+        tok, sp = Tokenizer.from_sentencepiece(path), spm.SentencePieceProcessor(model_file=str(path))
+        ids = sp.encode("\n".join(text_lines[:20_000]))
+        calls = [ids[i:i + 200] for i in range(0, len(ids) - 199, 200)][:2_000]
+
+        def ours():
+            return [tok.decode(c) for c in calls]
+
+        def theirs():
+            return [sp.decode(c) for c in calls]
+
+        def check():
+            assert ours() == theirs()
+
+        return "Mistral v3 .model, decode 200 ids a call", len(calls), "sentencepiece", ours, theirs, check
+
+    def mistral_json_decode():
+        from tokenizers import Tokenizer as HF
+
+        path = os.path.join(tmp, "mistral-v3.json")  # the .model's tokenizer.json, as tokenmill exports it
+        Tokenizer.from_sentencepiece(CACHE / "mistral" / "mistral_instruct_tokenizer_240323.model.v3") \
+            .save_huggingface(path)
+        tok, hf = Tokenizer.from_huggingface(path), HF.from_file(path)
+        ids = hf.encode("\n".join(text_lines[:20_000]), add_special_tokens=False).ids
+        calls = [ids[i:i + 200] for i in range(0, len(ids) - 199, 200)][:2_000]
+
+        def ours():
+            return [tok.decode(c) for c in calls]
+
+        def theirs():
+            return [hf.decode(c, skip_special_tokens=False) for c in calls]
+
+        def check():
+            assert ours() == theirs()
+
+        return "Mistral v3 tokenizer.json, decode 200 ids a call", len(calls), "HF tokenizers", ours, theirs, check
+
     def deepseek():
         return hf_rows("deepseek", text_lines[:30_000], "DeepSeek V3, lines")
 
@@ -255,7 +297,7 @@ def workloads(tmp: str):
         return "token store, one document a read", len(order), "megatron-core IndexedDataset", ours, theirs, check
 
     return [training, specials, chat, mistral, deepseek, decode_short, decode_reply, decode_long, decode_array,
-            store_get]
+            mistral_decode, mistral_json_decode, store_get]
 
 
 def _us(v: float) -> str:

@@ -248,13 +248,14 @@ JOBS: dict[str, str] = {
         "import numpy as np\nfrom tokenmill.tokenizer.model import Tokenizer\n"
         "t = Tokenizer.from_ranks({bytes([i]): i for i in range(256)}, pattern='gpt2')\n"
         "t.decode(list(range(64))); t.decode(np.arange(64))",
-    "sentencepiece (normalizer, BPE over characters)":
+    "sentencepiece (normalizer, BPE over characters, decode)":
         "from tokenmill.tokenizer.sentencepiece import SentencePieceTokenizer as T, write_model_proto as w\n"
         "p = [('<unk>', 0, 2), ('<s>', 0, 3)] + [(c, -i, 1) for i, c in enumerate(['\u2581', 'h', 'i', 'hi', '\u2581hi'])]\n"
         "p += [('<0x%02X>' % b, 0, 6) for b in range(256)]\n"
         "for norm in ({'name': 'identity', 'remove_extra_whitespaces': False}, {}):  # text as it is / normalized\n"
         "    t = T.from_bytes(w(p, trainer={'model_type': 2, 'byte_fallback': True}, normalizer=norm))\n"
-        "    t.encode_batch(['hi hi \u4e2d x ' * 40, 'hi'], num_threads=1, as_arrays=True); t.encode('hi')",
+        "    t.encode_batch(['hi hi \u4e2d x ' * 40, 'hi'], num_threads=1, as_arrays=True); t.encode('hi')\n"
+        "    t.decode(list(range(263)))  # the compiled decode (_sp_decode)",
     "split o200k":
         "from tokenmill.tokenizer.pretokenize.presets import split_offsets; split_offsets(b'Hello world 123', 'o200k')",
     "split llama3 / qwen family":

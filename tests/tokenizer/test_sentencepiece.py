@@ -65,6 +65,8 @@ def _check(tok: S.SentencePieceTokenizer, sp, texts: list[str], *, twin: bool = 
         ids = [rng.randrange(tok.vocab_size) if rng.random() < 0.6 else rng.randrange(min(tok.vocab_size, 300))
                for _ in range(rng.randrange(12))]
         assert tok.decode(ids) == sp.decode(ids), ids
+        # the compiled decode and its readable twin, byte pieces as they are
+        assert tok.decode_bytes(ids) == S.decode_reference(tok.model, ids, replace=False), ids
 
 
 # ------------------------------------------------------------------------------- models trained here
@@ -970,3 +972,37 @@ def test_tokenizer_json_of_the_family_saves_itself_and_checks_decode(exported, t
         tok.decode(ids, errors="strict")
     with pytest.raises(ConfigError):
         tok.decode(np.array([[1, 2], [3, 4]]))  # a batch: one sequence at a time
+
+
+@pytest.mark.parametrize("dummy, rew", [(True, False), (False, False), (True, True), (False, True)])
+def test_compiled_decode_equals_its_twin_and_sentencepiece(dummy, rew):
+    """The compiled decode (``_sp_decode``) against ``decode_reference`` and sentencepiece itself: runs of byte
+    pieces split by control pieces (each run checked on its own), a character's bytes across them, leading
+    pieces that are only ``▁`` (all dropped under ``remove_extra_whitespaces``), unknown pieces."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    pieces = [("<unk>", 0, S.UNKNOWN), ("<s>", 0, S.CONTROL), ("</s>", 0, S.CONTROL), ("▁", -1, S.NORMAL),
+              ("▁▁", -2, S.NORMAL), ("a", -3, S.NORMAL), ("▁a", -4, S.NORMAL), ("b▁", -5, S.NORMAL),
+              ("<x>", 0, S.USER_DEFINED), ("é", -6, S.NORMAL)]
+    pieces += [(f"<0x{b:02X}>", 0, S.BYTE) for b in range(256)]
+    raw = S.write_model_proto(pieces, trainer={"model_type": 2, "byte_fallback": True},
+                              normalizer={"name": "identity", "add_dummy_prefix": dummy,
+                                          "remove_extra_whitespaces": rew})
+    tok = S.SentencePieceTokenizer.from_bytes(raw)
+    sp = spm.SentencePieceProcessor(model_proto=raw)
+    byte = {b: tok.piece_to_id(f"<0x{b:02X}>") for b in (0x41, 0xE4, 0xB8, 0xAD, 0xF0, 0x9F, 0x98, 0x80, 0xC3, 0xA9,
+                                                         0xED, 0xA0, 0xFF, 0xC0)}
+    choices = list(range(10)) + list(byte.values())
+
+    @settings(max_examples=300, deadline=None, derandomize=True)
+    @given(st.lists(st.sampled_from(choices), max_size=24))
+    def check(ids):
+        assert tok.decode(ids) == sp.decode(ids) == S.decode_reference(tok.model, ids).decode(), ids
+        assert tok.decode_bytes(ids) == S.decode_reference(tok.model, ids, replace=False), ids
+        assert tok.decode(np.array(ids, np.int64)) == tok.decode(ids)
+
+    check()
+    run = [byte[0xE4], tok.piece_to_id("<s>"), byte[0xB8], byte[0xAD]]  # one character's bytes, split by a control
+    assert tok.decode(run) == sp.decode(run) == "\ufffd\ufffd\ufffd"
+    assert tok.decode([byte[0xE4], byte[0xB8], byte[0xAD]]) == "中"

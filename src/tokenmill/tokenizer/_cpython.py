@@ -348,6 +348,19 @@ def _join_list(lst, items_at, int_type, blob, starts, missing):
     return out, -1, missing_at
 
 
+def ids_array(ids) -> np.ndarray:
+    """The ids a decode is given as a 1-D int64 array: a list of exact ints read in one compiled pass
+    (:func:`_read_ints`), anything else (or a list holding a bool, a numpy int, a float...) through
+    ``_validate.check_ids_array``, which names what is wrong."""
+    if type(ids) is list and _ITEMS_AT > 0:
+        out, bad = _read_ints(id(ids), _ITEMS_AT, id(int))
+        if bad < 0:
+            return out
+    from .._validate import check_ids_array
+
+    return check_ids_array(ids)
+
+
 def join_list(ids: list, pieces) -> tuple[bytes, int] | None:
     """``b"".join(pieces[i] for i in ids)`` of a list of ids and a ``_gather.Pieces``, read and joined in one
     compiled pass: ``(bytes, -1)``, ``(b"", k)`` where ``ids[k]`` (an exact int) names no piece, or None where
