@@ -420,6 +420,8 @@ def test_long_id_sequences_decode_alike_in_every_form_and_fail_alike(tok):
     assert tok.decode(torch.tensor(ids)) == tok.decode(ids)
     with pytest.raises(ConfigError, match=r"^ids is a 2-D array of shape \(2, 3\)"):
         tok.decode(torch.zeros((2, 3), dtype=torch.long))
+    with pytest.raises(ConfigError, match=r"^ids is a Tensor that numpy cannot read .*\(a torch tensor: ids.cpu\(\)\)"):
+        tok.decode(torch.tensor(ids, device="meta"))  # (as a tensor on a GPU)
     with pytest.raises(ConfigError, match="ids has dtype bool"):
         tok.decode(np.ones(40, bool))
     unassigned = Tokenizer.from_merges([(104, 105)], special_tokens={"<s>": 260})
