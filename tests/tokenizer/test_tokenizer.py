@@ -454,3 +454,25 @@ def test_a_batch_with_special_tokens_equals_each_text_alone(tok, texts):
     ids, bounds = tok.encode_flat(texts, allowed_special={"<|pad|>"}, disallowed_special=())
     assert [ids[a:b].tolist() for a, b in zip(bounds[:-1], bounds[1:])] == \
         [tok.encode(t, allowed_special={"<|pad|>"}, disallowed_special=()) for t in texts]
+
+
+def test_a_tokenizer_pickles_for_other_processes(tok, tmp_path):
+    """A Tokenizer could not be pickled (its spec held a mappingproxy, its caches thread-locals): a
+    multiprocessing pool, spawned DataLoader workers or ``datasets.map(num_proc=...)`` failed to send it.
+    It goes as its checked file form; an HF import (added tokens) too."""
+    import multiprocessing
+    import pickle
+    from concurrent.futures import ProcessPoolExecutor
+
+    tok.save_huggingface(tmp_path / "tokenizer.json")
+    imported = Tokenizer.from_huggingface(tmp_path / "tokenizer.json")
+    text = TEXTS[1] + "<|endoftext|>" + TEXTS[2]
+    for t in (tok, imported):
+        want = t.encode(text, allowed_special="all")
+        assert t.decode(want) == text  # (its caches made: they are not sent)
+        back = pickle.loads(pickle.dumps(t))
+        assert type(back) is type(t) and back.content_hash == t.content_hash
+        assert back.encode(text, allowed_special="all") == want and back.decode(want) == text
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as ex:
+        assert ex.submit(Tokenizer.encode, tok, text, allowed_special="all").result() == tok.encode(
+            text, allowed_special="all")

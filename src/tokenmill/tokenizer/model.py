@@ -35,6 +35,11 @@ Specials = Literal["all"] | Collection[str]
 DECODE_JOIN_IDS = 16
 
 
+def _from_body(body: dict) -> "Tokenizer":
+    """A tokenizer sent to another process (``Tokenizer.__reduce__``): rebuilt from ``to_dict``'s form."""
+    return Tokenizer.from_dict(body, source="<a pickled tokenizer>")
+
+
 @functools.cache
 def _join_list():
     """``_cpython.join_list``, imported on first use (it imports numba, which importing tokenmill does not)."""
@@ -362,6 +367,12 @@ class Tokenizer:
         return self.decode_bytes(ids).decode("utf-8", errors if errors == "replace" else check_decode_errors(errors))
 
     # ----------------------------------------------------------------- files
+    def __reduce__(self):
+        # multiprocessing, DataLoader workers and ``datasets.map(num_proc=...)`` send it to other processes: it is
+        # rebuilt there from its file form (checked, hash included), as the store's workers get it; the caches
+        # (compiled tables, per-thread state) are made again per process
+        return _from_body, (self.to_dict(),)
+
     def to_dict(self) -> dict:
         """The body of tokenmill's tokenizer file (``formats.tokenmill``), hash included."""
         return tokenmill_format.to_dict(self._spec, self._merge_counts)
