@@ -42,9 +42,12 @@ def check_int(value, name: str, *, min: int | None = None, max: int | None = Non
     if value is None and none:
         return None
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Integral, np.integer)):
-        kind = type(value).__name__
-        raise error(f"{name}={value!r} must be an integer (got a {kind})")
-    v = int(value)
+        v = _scalar_index(value)
+        if v is None:
+            kind = type(value).__name__
+            raise error(f"{name}={value!r} must be an integer (got a {kind})")
+    else:
+        v = int(value)
     lo = INT64_MIN if min is None else min
     hi = INT64_MAX if max is None else max
     if v < lo or v > hi:
@@ -56,6 +59,32 @@ def check_int(value, name: str, *, min: int | None = None, max: int | None = Non
             want = f"<= {hi:,d}"
         raise error(f"{name}={v:,d} is out of range; pass an integer {want}")
     return v
+
+
+def as_index(value) -> int | None:
+    """``value`` as an int where it is an integer index: a Python int (not a bool), a numpy integer, or a 0-d
+    integer array (a torch scalar tensor: ``store[ids[0]]``); else None, for the caller's own message."""
+    if isinstance(value, (bool, np.bool_)):
+        return None
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    return _scalar_index(value)
+
+
+def _scalar_index(value) -> int | None:
+    """The int of a 0-d integer array that is no numpy scalar, as ``operator.index`` reads it (a torch scalar
+    tensor: ``lengths.max()``, ``ids[0]``), else None (a bool one, a float one, one of more dimensions, anything
+    else)."""
+    import operator
+
+    dtype = getattr(value, "dtype", None)
+    if (getattr(value, "ndim", None) != 0 or dtype is None or "bool" in str(dtype)
+            or not hasattr(type(value), "__index__")):
+        return None
+    try:
+        return operator.index(value)
+    except (TypeError, ValueError, RuntimeError):
+        return None
 
 
 def check_float(value, name: str, *, min: float | None = None, max: float | None = None,
@@ -110,8 +139,8 @@ def check_array(a, name: str, *, ndim: int | None = 1, dtype=np.int64, min: int 
     """
     try:
         arr = np.asarray(a)
-    except (ValueError, TypeError, OverflowError) as e:
-        raise error(f"{name} is not an array of integers ({e})") from None
+    except (ValueError, TypeError, OverflowError, RuntimeError) as e:  # (RuntimeError: a tensor that requires grad)
+        raise error(f"{name} is not an array of integers numpy can read ({e})") from None
     if ndim is not None and arr.ndim != ndim:
         raise error(f"{name} has shape {arr.shape}; it must be {ndim}-D")
     if shape is not None and arr.shape != shape:
@@ -252,6 +281,8 @@ def _ids_source(ids) -> list | tuple | np.ndarray:
         if ids.ndim > 1:
             raise ConfigError(f"ids is a {ids.ndim}-D array of shape {ids.shape}; decode one sequence at a time: "
                               "[tok.decode(row) for row in ids]")
+        if ids.ndim == 0:  # (as one int is refused)
+            raise ConfigError(f"ids is one id (a 0-d array, {ids!r}); pass a sequence of ids: [token_id]")
         return check_array(ids, "ids", ndim=None, error=ConfigError).ravel()
     if isinstance(ids, (str, bytes)) or not isinstance(ids, Iterable):
         raise ConfigError(f"ids must be an iterable of token ids (ints), not {type(ids).__name__}")
@@ -337,6 +368,26 @@ def check_total(lengths: np.ndarray, name: str, *, limit: int = 2**62, error=Inp
         raise error(f"{name} add up to about {approx:.3g}, more than {limit:,d} (2**62) tokens; "
                     "these cannot be real document lengths")
     return int(lengths.sum())
+
+
+def document_lengths(lengths, name: str = "lengths", *, error=InputError) -> np.ndarray:
+    """Documents' lengths as a 1-D int64 array (each >= 0, their total within 2**62), from an array-like of
+    them (a list, a numpy array, a torch tensor), a token source (its ``lengths``), or a list of the documents
+    themselves (1-D arrays, tensors or lists of ids: their lengths; a list of tensors was refused as an
+    "inhomogeneous shape"). One rule for the planners (``pack``, the windows, ``LengthGroupedBatches``)."""
+    if hasattr(lengths, "lengths") and not isinstance(lengths, np.ndarray):  # a token source
+        lengths = lengths.lengths
+    elif isinstance(lengths, (list, tuple)) and lengths and np.ndim(lengths[0]) >= 1:  # the documents
+        sizes = np.empty(len(lengths), np.int64)
+        for i, d in enumerate(lengths):
+            if np.ndim(d) != 1:
+                raise error(f"{name}: item {i:,d} has shape {np.shape(d)}, item 0 {np.shape(lengths[0])}; pass the "
+                            "documents' lengths, or the documents themselves (each a 1-D sequence of ids)")
+            sizes[i] = len(d)
+        lengths = sizes
+    a = check_array(lengths, name, min=0, item="document {i} has length {v}", error=error)
+    check_total(a, name, error=error)
+    return a
 
 
 def max_plan_rows() -> int:

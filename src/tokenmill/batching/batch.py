@@ -11,6 +11,7 @@ from typing import Callable, Literal
 import numpy as np
 
 from .._arrays import ranks_in_groups
+from .._validate import as_index
 from ..conventions import IGNORE_INDEX
 from ..errors import ConfigError, InputError, OutOfRangeError
 from .stats import stats_of
@@ -218,8 +219,10 @@ class Batch:
         """Row ``i`` as a :class:`Block` (its cu_seqlens re-based to start at 0); ``i`` counts from the end
         when negative, as a Python index (out of range: an IndexError naming the rows there are)."""
         B, T = self.shape
-        if isinstance(i, (bool, np.bool_)) or not isinstance(i, (int, np.integer)):
+        row = as_index(i)
+        if row is None:
             raise TypeError(f"a batch's row index must be an integer, not {type(i).__name__}")
+        i = row
         if not -B <= i < B:
             raise OutOfRangeError(f"row {int(i):,d} is outside this batch's {B:,d} rows (-{B:,d} .. {B - 1:,d})")
         i = int(i) % B

@@ -38,7 +38,7 @@ from typing import Iterator, Literal
 import numpy as np
 
 from .._arrays import ranks_in_groups
-from .._validate import check_array, check_bool, check_int, check_rows, check_spans, check_total
+from .._validate import check_array, check_bool, check_int, check_rows, check_spans, document_lengths
 from ..data.source import ArraySource, TokenSource, as_source
 from ..errors import ConfigError, InputError
 from .batch import Batch, Block, FragmentPositions, check_fragment_positions
@@ -443,7 +443,7 @@ def pack(lengths, block_size: int, *, method: Method = "best_fit", long_docs: Lo
         raise ConfigError(f"long_docs={long_docs!r} is not one of {', '.join(map(repr, LONG_DOCS))}")
     T = check_int(block_size, "block_size", min=1, max=2**62)
     seed = check_int(seed, "seed", min=0, none=True)
-    doc_lengths = _lengths(lengths)
+    doc_lengths = document_lengths(lengths)
     empty = int((doc_lengths == 0).sum())
     if method == "concat":
         doc, start, length, ptr = _concat(doc_lengths, T)
@@ -490,14 +490,6 @@ def pack(lengths, block_size: int, *, method: Method = "best_fit", long_docs: Lo
         ptr = _kernels.group_by_block(assign, perm, nblocks, doc, start, length, *out)
         doc, start, length = out
     return PackPlan(T, method, doc, start, length, ptr, doc_lengths, long_docs, empty_docs=empty, **counts)
-
-
-def _lengths(lengths) -> np.ndarray:
-    if hasattr(lengths, "lengths") and hasattr(lengths, "get"):
-        lengths = lengths.lengths
-    a = check_array(lengths, "lengths", min=0, item="document {i} has length {v}")
-    check_total(a, "lengths")
-    return a
 
 
 # A plan of up to this many items (documents, or their pieces) is placed by the pure-Python twins

@@ -19,7 +19,7 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from .._validate import check_array, check_bool, check_int
+from .._validate import check_array, check_bool, check_int, document_lengths
 from ..errors import ConfigError
 from .batch import Batch
 from .layout import assemble
@@ -117,9 +117,7 @@ class LengthGroupedBatches:
 
     def __init__(self, lengths, *, batch_size: int | None = None, max_tokens: int | None = None,
                  shuffle: bool = True, seed: int = 0, group_size: int | None = None):
-        if hasattr(lengths, "lengths") and not isinstance(lengths, np.ndarray):  # a token source: its lengths
-            lengths = lengths.lengths
-        self.lengths = check_array(lengths, "lengths", min=0, error=ConfigError)
+        self.lengths = document_lengths(lengths, error=ConfigError)  # (a token source, the documents: their lengths)
         if batch_size is None and max_tokens is None:
             raise ConfigError("pass batch_size (documents per batch), max_tokens (padded positions per "
                               "batch) or both")

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._validate import check_float, check_int, check_texts
-from ..data.split import assign_groups
+from ..data.split import assign_groups, checked_keys
 from ..errors import ConfigError
 
 
@@ -55,18 +55,20 @@ def split_documents(groups, val_fraction: float, *, seed: int = 0) -> Split:
     if not 0.0 < check_float(val_fraction, "val_fraction") < 1.0:
         raise ConfigError(f"val_fraction={val_fraction!r} must be between 0 and 1 (exclusive)")
     seed = check_int(seed, "seed", min=0, max=2**63 - 1)  # (1.5 or -1 split as some other integer would)
+    if hasattr(groups, "__array__") and not isinstance(groups, (str, bytes)):  # a numpy array, a torch tensor
+        try:
+            arr = np.asarray(groups)
+        except (TypeError, ValueError, RuntimeError) as e:
+            raise ConfigError(f"groups is a {type(groups).__name__} that numpy cannot read ({e}); pass one key per "
+                              "document, e.g. a list (a torch tensor: groups.cpu())") from None
+        if arr.ndim != 1:
+            raise ConfigError(f"groups is an array of shape {arr.shape}; pass one key per document (1-D)")
+        groups = arr.tolist()
     keys = list(check_texts(groups, "split_documents", "group keys", "pass one key per document, e.g. a list",
                             "one per document"))
-    # a numpy scalar key is its Python value: np.str_("k0") and "k0" are one group, hashed alike whichever
-    # comes first (the group's side followed the first spelling's type: it depended on document order)
-    keys = [k.item() if isinstance(k, np.generic) else k for k in keys]
-    for i, k in enumerate(keys):
-        try:
-            hash(k)
-        except TypeError:
-            raise ConfigError(f"group key {i:,d} is a {type(k).__name__}, which cannot be a group key (it is not "
-                              "hashable); pass a str, an int or a tuple per document") from None
-    ints = bool(keys) and all(isinstance(k, int) and not isinstance(k, bool) and -2**63 <= k < 2**63 for k in keys)
-    val_docs, n_train, n_val = assign_groups(np.asarray(keys, np.int64) if ints else keys, val_fraction, seed,
-                                             what="the groups")
+    # a numpy scalar or a tensor's element is its Python value: np.str_("k0") and "k0" are one group (the group's
+    # side had followed the first spelling's type), and a tensor's elements, hashed by identity, had each been
+    # a group of their own (one group on both sides)
+    keys = checked_keys(keys)
+    val_docs, n_train, n_val = assign_groups(keys, val_fraction, seed, what="the groups")
     return Split(np.flatnonzero(~val_docs), np.flatnonzero(val_docs), n_train, n_val)

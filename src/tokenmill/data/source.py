@@ -13,7 +13,7 @@ from typing import Iterable, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
-from .._validate import check_array, check_doc_ids
+from .._validate import as_index, check_array, check_doc_ids
 from ..errors import ConfigError, InputError, OutOfRangeError
 
 
@@ -23,9 +23,10 @@ def doc_index(i, n: int, hint: str = "") -> int:
     negative index is refused rather than counted from the end (``-1`` is more often a bug than a wish)."""
     if type(i) is int and 0 <= i < n:  # the common case, first (a get per packed segment)
         return i
-    if isinstance(i, (bool, np.bool_)) or not isinstance(i, (int, np.integer)):
+    j = as_index(i)
+    if j is None:
         raise ConfigError(f"document index {i!r} must be an integer")
-    i = int(i)
+    i = j
     if not 0 <= i < n:
         raise OutOfRangeError(f"document {i:,d} is outside 0 .. {n - 1:,d}"
                          + (f" (negative indices are refused by get(){hint})" if i < 0 else ""))
@@ -67,7 +68,7 @@ def _document(d, i: int) -> np.ndarray:
     if type(d) is not np.ndarray:
         try:
             d = np.asarray(d)
-        except (ValueError, TypeError, OverflowError):
+        except (ValueError, TypeError, OverflowError, RuntimeError):
             return check_array(d, f"document {i}")
     if d.ndim == 1 and d.dtype in _EXACT_IN_INT64:
         return d

@@ -17,6 +17,36 @@ import numpy as np
 from ..errors import ConfigError
 
 
+def checked_keys(keys: list, what: str = "group key"):
+    """Group keys as the split rule hashes them: a numpy scalar or a 0-d array (a torch scalar tensor, as
+    ``keys[i]`` of a tensor gives) is its Python value (a tensor hashed by identity: every document its own
+    group, one group on both sides); all ints within int64 become one int64 array. An array of one or more
+    dimensions, or anything unhashable, is a ConfigError naming the key's place."""
+    out = []
+    for i, k in enumerate(keys):
+        if isinstance(k, np.generic):
+            k = k.item()
+        elif hasattr(k, "__array__") and not isinstance(k, (str, bytes)):
+            try:
+                a = np.asarray(k)
+            except (TypeError, ValueError, RuntimeError) as e:
+                raise ConfigError(f"{what} {i:,d} is a {type(k).__name__} that numpy cannot read ({e}); pass a str, "
+                                  "an int or a tuple per document") from None
+            if a.ndim:
+                raise ConfigError(f"{what} {i:,d} is an array of shape {a.shape}; pass a str, an int or a tuple per "
+                                  "document (one key, not a row of them)")
+            k = a.item()
+        try:
+            hash(k)
+        except TypeError:
+            raise ConfigError(f"{what} {i:,d} is a {type(k).__name__}, which cannot be a group key (it is not "
+                              "hashable); pass a str, an int or a tuple per document") from None
+        out.append(k)
+    if out and all(isinstance(k, int) and not isinstance(k, bool) and -2**63 <= k < 2**63 for k in out):
+        return np.asarray(out, np.int64)
+    return out
+
+
 def _group_keys(store, by) -> np.ndarray:
     """``(num_docs,)`` int64 group ids in a deterministic order."""
     n = len(store)
@@ -33,7 +63,7 @@ def _group_keys(store, by) -> np.ndarray:
             return files
         return np.asarray(root.manifest["file_source"], np.int64)[files]
     if callable(by):
-        return [by(i) for i in range(n)]  # the keys themselves: their hash, not their order, decides
+        return checked_keys([by(i) for i in range(n)])  # the keys themselves: their hash, not their order, decides
     raise ConfigError(f"by={by!r}: use 'doc', 'source', 'file' or a callable doc_index -> group key")
 
 
@@ -44,10 +74,11 @@ def split_store(store, val_fraction: float, *, by: str | Callable = "doc", seed:
     seed, same split). ``determined``: whether the definition says which documents a view holds (a split
     by document, source or file of a store or of a view its own definition determines); a callable's
     keys are not in it, so such a view's fingerprint hashes its index."""
-    if isinstance(val_fraction, bool) or not isinstance(val_fraction, (int, float)) or not 0 < val_fraction < 1:
+    from .._validate import check_float, check_int
+
+    if not 0 < check_float(val_fraction, "val_fraction") < 1:
         raise ConfigError(f"val_fraction={val_fraction!r} must be a number strictly between 0 and 1")
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**63:
-        raise ConfigError(f"seed={seed!r} must be an integer >= 0")
+    seed = check_int(seed, "seed", min=0, max=2**63 - 1)
     keys = _group_keys(store, by)
     val_doc = assign_groups(keys, val_fraction, int(seed), what=f"the store's documents by {by!r}")[0]
     by_name = by if isinstance(by, str) else "callable:" + _callable_name(by)

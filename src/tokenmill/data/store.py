@@ -41,6 +41,7 @@ import hashlib
 import mmap
 import os
 import re
+import shutil
 import stat
 import sys
 from collections.abc import Sequence
@@ -1252,9 +1253,12 @@ class StoreSource:
                 return StoreView(self.store, self.index[picked], {"of": self.definition, "slice": [r.start, r.stop, r.step]},
                                  determined=self.determined)
             return StoreView(self, picked, {"slice": [r.start, r.stop, r.step]}, determined=True)
-        if isinstance(key, (bool, np.bool_)) or not isinstance(key, (int, np.integer)):
+        from .._validate import as_index
+
+        index = as_index(key)
+        if index is None:
             raise TypeError(f"document indices must be integers or slices, not {type(key).__name__}")
-        key = int(key)
+        key = index
         if not -n <= key < n:
             raise OutOfRangeError(f"document index {key:,d} is outside -{n:,d} .. {n - 1:,d}")
         return self.get(key % n)
@@ -1496,14 +1500,31 @@ class TokenStore(StoreSource):
         >>> st.lengths.tolist(), st.get(1).tolist()
         ([2, 1], [7])
         """
-        from .._validate import check_array, check_int
+        from .._validate import check_int
 
         out = Path(out_dir)
         if out.exists():
             raise ConfigError(f"{str(out)!r} already exists; from_token_arrays writes a new store folder")
         vocab_size = check_int(vocab_size, "vocab_size", min=1, max=2**32)
+        # (checked before anything is written: np.int64(7) or 1.5 failed at the manifest, after the shards,
+        # and left a folder no call could finish or open)
+        eos_id, bos_id = (None if v is None else check_int(v, name, min=0, max=vocab_size - 1)
+                          for v, name in ((eos_id, "eos_id"), (bos_id, "bos_id")))
+        if not isinstance(tokenizer_hash, str) or not tokenizer_hash:
+            raise ConfigError(f"tokenizer_hash={tokenizer_hash!r} must be a non-empty str (the tokenizer's "
+                              "content_hash, or 'external')")
         dtype = np.dtype("<u2") if vocab_size <= 2**16 else np.dtype("<u4")
         out.mkdir(parents=True)
+        try:
+            return cls._write_token_arrays(out, shards, vocab_size, dtype, tokenizer_hash, eos_id, bos_id)
+        except BaseException:  # a bad shard, a full disk: no half-written folder is left (it was made here)
+            shutil.rmtree(out, ignore_errors=True)
+            raise
+
+    @classmethod
+    def _write_token_arrays(cls, out: Path, shards, vocab_size: int, dtype, tokenizer_hash: str, eos_id, bos_id):
+        from .._validate import check_array
+
         recs, n_docs = [], 0
         for k, (lengths, ids) in enumerate(shards):
             lengths = check_array(lengths, f"shards[{k}] lengths", min=0)

@@ -46,7 +46,11 @@ class PackedBatches(torch.utils.data.IterableDataset):
     """
 
     def __init__(self, plan, source, *, batch_size: int, pad_id: int, **options):
+        from .._validate import check_int
+
         super().__init__()
+        # (checked here: 0 divided by zero in len(), a tensor failed inside the workers' first batch)
+        batch_size = check_int(batch_size, "batch_size", min=1)
         self.plan, self.source, self.batch_size, self.pad_id, self.options = plan, source, batch_size, pad_id, options
 
     def __len__(self) -> int:

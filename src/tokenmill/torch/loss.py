@@ -40,6 +40,10 @@ def token_weighted_loss(logits, labels, *, num_targets, ignore_index: int = IGNO
     if logits.shape[:-1] != labels.shape:
         raise ConfigError(f"logits have shape {tuple(logits.shape)} but labels {tuple(labels.shape)}; "
                           "logits must be (B, T, V) for labels (B, T)")
+    if labels.dtype.is_floating_point or labels.dtype == torch.bool:
+        raise ConfigError(f"labels are a {labels.dtype} tensor; pass integer token ids (and ignore_index)")
+    if labels.dtype != torch.int64:  # (int32, uint16 numpy labels: cross_entropy takes int64 targets only)
+        labels = labels.long()
     flat = logits[..., :-1, :].reshape(-1, logits.shape[-1])
     if flat.dtype in (torch.float16, torch.bfloat16):
         flat = flat.float()  # sum the token losses in float32

@@ -35,9 +35,10 @@ def sdpa_mask(batch, *, device=None):
     """
     if isinstance(batch, dict):
         B, T = batch["input_ids"].shape
+        cu = torch.as_tensor(batch["cu_seqlens"])  # (a numpy array too, as hf_inputs takes them)
         if device is None:  # where the batch is (a batch moved to the GPU gets its mask there)
-            device = batch["cu_seqlens"].device
-        seg = segment_ids(batch["cu_seqlens"].to(device), B, T)
+            device = cu.device
+        seg = segment_ids(cu.to(device), B, T)
         causal = torch.ones(T, T, dtype=torch.bool, device=device).tril()
         return ((seg[:, :, None] == seg[:, None, :]) & causal).unsqueeze(1)
     return torch.from_numpy(as_batch(batch, "sdpa_mask", " (or a dict of tensors from to_tensors)").dense_mask()

@@ -29,6 +29,11 @@ class TinyConfig:
     rope_base: float = 10_000.0
 
     def __post_init__(self):
+        from .._validate import check_float, check_int
+
+        for name in ("vocab_size", "d_model", "n_heads", "n_layers", "max_positions"):  # (0 heads divided by zero)
+            object.__setattr__(self, name, check_int(getattr(self, name), name, min=1))  # (frozen)
+        object.__setattr__(self, "rope_base", check_float(self.rope_base, "rope_base", min=1.0))
         if self.positions not in ("learned", "rope"):
             raise ConfigError(f"positions={self.positions!r} is not 'learned' or 'rope'")
         if self.d_model % self.n_heads or (self.d_model // self.n_heads) % 2:
@@ -131,6 +136,9 @@ class TinyCausalLM(nn.Module):
             self.to(dtype)
 
     def forward(self, input_ids, *, position_ids=None, attention_mask=None):
+        if not torch.is_tensor(input_ids) or input_ids.ndim != 2:
+            raise ConfigError(f"input_ids is a {type(input_ids).__name__} of shape {tuple(getattr(input_ids, 'shape', ()))}"
+                              "; pass a (B, T) integer tensor (torch.as_tensor(ids)[None] for one sequence)")
         B, T = input_ids.shape
         if position_ids is None:
             position_ids = torch.arange(T, device=input_ids.device).expand(B, T)

@@ -83,7 +83,10 @@ def bm25_scores(query_ids, documents: Sequence, *, k1: float = 1.5, b: float = 0
     """
     k1 = check_float(k1, "k1", min=0.0)
     b = check_float(b, "b", min=0.0, max=1.0)
-    q = np.unique(check_array(query_ids, "query_ids", ndim=None).ravel())
+    q = check_array(query_ids, "query_ids", ndim=None)
+    if q.ndim > 1:  # (flattened, several queries had read as one)
+        raise ConfigError(f"query_ids has shape {q.shape}; pass one query's ids (one call a query)")
+    q = np.unique(q.ravel())
     if isinstance(documents, (str, bytes)) or not hasattr(documents, "__iter__"):
         raise ConfigError(f"documents is a {type(documents).__name__}; pass a list of token-id sequences, one per "
                           "document")
@@ -91,7 +94,7 @@ def bm25_scores(query_ids, documents: Sequence, *, k1: float = 1.5, b: float = 0
     if any(np.ndim(d) == 0 for d in documents):  # [1, 2, 3] is one document's ids, not three documents
         raise ConfigError("documents holds a bare id; pass a list of token-id sequences, one per document "
                           "([ids] for one document)")
-    docs = [check_array(d, f"document {i}", ndim=None).ravel() for i, d in enumerate(documents)]
+    docs = [check_array(d, f"document {i}") for i, d in enumerate(documents)]  # (1-D: a 2-D one was flattened)
     n = len(docs)
     if n == 0:
         return np.zeros(0)
@@ -198,8 +201,8 @@ def assemble_context(chunks: Sequence[Chunk], scores=None, budget_tokens: int | 
         scores = bm25_scores(query_ids, [c.ids for c in chunks])
     try:
         scores = np.asarray(scores, np.float64)
-    except (TypeError, ValueError) as e:
-        raise ConfigError(f"scores must be numbers, one per chunk ({e})") from None
+    except (TypeError, ValueError, RuntimeError) as e:  # (RuntimeError: a tensor that requires grad)
+        raise ConfigError(f"scores must be numbers, one per chunk, that numpy can read ({e})") from None
     if scores.shape == (len(chunks),) and np.isnan(scores).any():
         raise InputError(f"scores hold NaN at chunk {int(np.argmax(np.isnan(scores))):,d}; NaN cannot be ranked")
     if scores.shape != (len(chunks),):

@@ -49,7 +49,7 @@ from typing import Any, Iterator, Literal, Mapping
 import numpy as np
 
 from .._arrays import ranks_in_groups
-from .._validate import check_array, check_int, check_rows, check_spans, check_total
+from .._validate import check_array, check_int, check_rows, check_spans, document_lengths
 from ..conventions import IGNORE_INDEX
 from ..errors import ConfigError, InputError
 
@@ -89,10 +89,7 @@ def as_lengths(doc_lengths) -> np.ndarray:
     >>> as_lengths([3, 0, 5]).tolist()
     [3, 0, 5]
     """
-    raw = getattr(doc_lengths, "lengths", doc_lengths)
-    a = check_array(raw, "doc_lengths", min=0, item="document {i} has length {v}")
-    check_total(a, "doc_lengths")
-    return a
+    return document_lengths(doc_lengths, "doc_lengths")
 
 
 def jitter_rng(seed: int, epoch: int) -> np.random.Generator:
@@ -587,7 +584,11 @@ class SlidingWindows:
 
 def _token_array(tokens) -> np.ndarray:
     """A flat integer token array, kept in its dtype (a memmap stays a view)."""
-    a = np.asarray(tokens)
+    try:
+        a = np.asarray(tokens)
+    except (TypeError, ValueError, RuntimeError) as e:  # a tensor on a GPU
+        raise InputError(f"tokens is a {type(tokens).__name__} numpy cannot read ({e}); pass an array in main memory "
+                         "(a torch tensor: tokens.cpu())") from None
     if a.ndim != 1:
         raise InputError(f"tokens has shape {a.shape}; pass the flat 1-D array of all documents' ids")
     if a.size and a.dtype.kind not in "iu":
