@@ -255,7 +255,7 @@ JOBS: dict[str, str] = {
         "for norm in ({'name': 'identity', 'remove_extra_whitespaces': False}, {}):  # text as it is / normalized\n"
         "    t = T.from_bytes(w(p, trainer={'model_type': 2, 'byte_fallback': True}, normalizer=norm))\n"
         "    t.encode_batch(['hi hi \u4e2d x ' * 40, 'hi'], num_threads=1, as_arrays=True); t.encode('hi')\n"
-        "    t.decode(list(range(263)))  # the compiled decode (_sp_decode)",
+        "    t.decode(list(range(263)))  # the compiled decode (_sp_kernels.decode_pieces)",
     "split o200k":
         "from tokenmill.tokenizer.pretokenize.presets import split_offsets; split_offsets(b'Hello world 123', 'o200k')",
     "split llama3 / qwen family":

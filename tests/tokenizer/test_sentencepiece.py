@@ -976,7 +976,7 @@ def test_tokenizer_json_of_the_family_saves_itself_and_checks_decode(exported, t
 
 @pytest.mark.parametrize("dummy, rew", [(True, False), (False, False), (True, True), (False, True)])
 def test_compiled_decode_equals_its_twin_and_sentencepiece(dummy, rew):
-    """The compiled decode (``_sp_decode``) against ``decode_reference`` and sentencepiece itself: runs of byte
+    """The compiled decode (``_sp_kernels.decode_pieces``) against ``decode_reference`` and sentencepiece itself: runs of byte
     pieces split by control pieces (each run checked on its own), a character's bytes across them, leading
     pieces that are only ``▁`` (all dropped under ``remove_extra_whitespaces``), unknown pieces."""
     from hypothesis import given, settings

@@ -800,16 +800,14 @@ class SentencePieceTokenizer:
         return self._decoded(ids, replace=True).decode("utf-8")
 
     def _decoded(self, ids, replace: bool) -> bytes:
-        """``decode_reference`` of ``ids``, compiled (``_sp_decode``: ids checked, then one pass)."""
-        from . import _sp_decode
+        """``decode_reference`` of ``ids``, compiled (``sp_encoder.DecodeTables``: ids checked, then one pass; a
+        Python loop of ~2.4 us an id before, sentencepiece ~0.05)."""
         from ._cpython import ids_array
 
         arr = ids_array(ids)
-        blob, starts, types, lead_ws = self._decode_tables
         norm = self.model.normalizer
-        out, bad = _sp_decode.sp_decode(arr, blob, starts, types, lead_ws,
-                                        norm.add_dummy_prefix or norm.remove_extra_whitespaces,
-                                        norm.remove_extra_whitespaces, replace)
+        out, bad = self._decode_tables.decode(arr, norm.add_dummy_prefix or norm.remove_extra_whitespaces,
+                                              norm.remove_extra_whitespaces, replace)
         if bad >= 0:
             raise ConfigError(f"token id {int(arr[bad])} is out of range for vocab_size={self.vocab_size:,d}")
         if self.model.denormalizer is not None:
@@ -817,17 +815,15 @@ class SentencePieceTokenizer:
         return out.tobytes()
 
     @functools.cached_property
-    def _decode_tables(self) -> tuple:
-        """The decode kernel's tables (``_sp_decode``): each id's surface in one buffer and its offsets (an
-        unknown piece's surface is the model's), the piece types, whether a piece starts with ``▁``."""
+    def _decode_tables(self):
+        """The compiled decode's tables (``sp_encoder.DecodeTables``): each id's surface (an unknown piece's is
+        the model's, a control piece's nothing), the piece types, whether a piece starts with ``▁``."""
+        from .bpe.sp_encoder import DecodeTables
+
         unk = self.model.unk_surface.encode("utf-8")
         types = self.model.types.astype(np.uint8)
         surfaces = [unk if t == UNKNOWN else b"" if t == CONTROL else b for b, t in zip(self._bytes, types.tolist())]
-        starts = np.zeros(len(surfaces) + 1, np.int64)
-        np.cumsum([len(b) for b in surfaces], out=starts[1:])
-        blob = np.frombuffer(b"".join(surfaces) or b"\0", np.uint8)
-        lead_ws = np.array([p.startswith(WS) for p in self.model.pieces], np.bool_)
-        return blob, starts, types, lead_ws
+        return DecodeTables(surfaces, types, np.array([p.startswith(WS) for p in self.model.pieces], np.bool_))
 
 
 # ============================================================================ as_tokenizer

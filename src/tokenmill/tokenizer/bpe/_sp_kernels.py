@@ -26,7 +26,7 @@ pair wins).
 The loops are compiled with ``refcount=False`` (``_jit.njit``): with numba's reference counting,
 each inlined helper taking an array cost two atomic calls per character. So they make no array:
 ``encode`` makes the merge buffers and calls the resumable loop ``_encode`` again with larger ones
-when a segment needs them.
+when a segment needs them. (``decode_pieces``, which makes its output, keeps the default.)
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ import numpy as np
 
 from ..._jit import njit
 from .._wide import load_u64, store_u64
+from ..sp_types import BYTE, CONTROL, UNKNOWN
 from ._hashing import fnv1a, mix64
 from ._heap import heap_pop, heap_push
 from ._pairs import pair_hash, pair_table, table_filter
@@ -1048,3 +1049,80 @@ def _encode(data, docs, cp_info, ws_info, space_ws, ws_cp, ws_rule, abig, bfilt,
         d += 1
     bounds[docs.size - 1] = nout
     return 0
+
+
+# ------------------------------------------------------------------------------ decode
+@njit(cache=True, nogil=True, inline="always")
+def _flush_bytes(queue, ql, out, o, replace):
+    """Append the run of byte pieces ``queue[:ql]`` to ``out`` at ``o`` (``replace``: each byte that starts no
+    valid character as U+FFFD); the new end of ``out``."""
+    i = 0
+    while i < ql:
+        if replace:
+            ok, n, _ = _decode(queue, i, ql)
+        else:
+            ok, n = True, 1
+        if ok:
+            for j in range(n):
+                out[o + j] = queue[i + j]
+            o += n
+        else:
+            out[o] = 0xEF
+            out[o + 1] = 0xBF
+            out[o + 2] = 0xBD
+            o += 3
+        i += n
+    return o
+
+
+@njit(cache=True, nogil=True)
+def decode_pieces(ids, blob, starts, types, lead_ws, strip_first, rew, replace):
+    """sentencepiece's ``decode`` of ``ids``: ``(the decoded bytes, -1)``, or ``(nothing, k)`` where ``ids[k]`` is
+    outside the tables (every id checked before any is used). ``sentencepiece.decode_reference`` is its
+    readable twin: control pieces dropped, ``▁`` a space (``blob``/``starts``: each id's surface, ``▁`` as a
+    space, an unknown piece's the model's, a byte piece its byte, a control piece nothing), the text's first
+    ``▁`` dropped while nothing has been written (``lead_ws``: a piece starts with one; with
+    ``remove_extra_whitespaces``, every leading piece that is only ``▁``), runs of byte pieces joined and
+    (``replace``) each byte of a run that starts no valid character made U+FFFD, sentencepiece's rule
+    (Python's ``"replace"`` makes one U+FFFD of a truncated sequence). It makes its output: compiled with
+    reference counting, unlike the encoder's loops."""
+    n = types.size
+    room = 0
+    for k in range(ids.size):
+        i = ids[k]
+        if i < 0 or i >= n:
+            return np.empty(0, np.uint8), k
+        room += starts[i + 1] - starts[i]
+    out = np.empty(3 * room, np.uint8)  # (a byte piece's one byte may become U+FFFD's three)
+    queue = np.empty(ids.size, np.uint8)
+    o = 0
+    ql = 0
+    bos_ws = True
+    for k in range(ids.size):
+        i = ids[k]
+        t = types[i]
+        if t == BYTE:
+            queue[ql] = blob[starts[i]]
+            ql += 1
+            continue
+        if ql:
+            o = _flush_bytes(queue, ql, out, o, replace)
+            ql = 0
+        if o:
+            bos_ws = False
+        if t == CONTROL:
+            continue
+        s = starts[i]
+        has_bos_ws = False
+        if bos_ws and strip_first and lead_ws[i]:
+            if t != UNKNOWN:
+                s += 1  # the first ``▁``, a space in the surface
+            has_bos_ws = not rew
+        for j in range(s, starts[i + 1]):
+            out[o] = blob[j]
+            o += 1
+        if has_bos_ws or o:
+            bos_ws = False
+    if ql:
+        o = _flush_bytes(queue, ql, out, o, replace)
+    return out[:o].copy(), -1

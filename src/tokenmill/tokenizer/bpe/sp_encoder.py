@@ -30,6 +30,37 @@ _CACHE_ENTRIES = 1 << 15  # longer segments cached per thread before that table 
 
 
 
+class DecodeTables:
+    """The tables of sentencepiece's ``decode``, compiled (``_sp_kernels.decode_pieces``), made and checked once:
+    each id's surface in one buffer (``blob[starts[i]:starts[i + 1]]``: ``▁`` as a space, an unknown piece's
+    the model's, a byte piece its byte, a control piece nothing), the piece types, whether a piece starts
+    with ``▁``; all read-only. A call checks its ids' array; the kernel checks every id before it reads a
+    table."""
+
+    def __init__(self, surfaces: list, types: np.ndarray, lead_ws: np.ndarray):
+        n = len(surfaces)
+        starts = np.zeros(n + 1, np.int64)
+        np.cumsum([len(b) for b in surfaces], out=starts[1:])
+        self.blob = np.frombuffer(b"".join(surfaces) or b"\0", np.uint8)
+        self.types = np.ascontiguousarray(types, np.uint8)
+        self.lead_ws = np.ascontiguousarray(lead_ws, np.bool_)
+        if self.types.shape != (n,) or self.lead_ws.shape != (n,):
+            raise ValueError("one type and one lead-space flag a piece")
+        self.starts = starts
+        for a in (self.starts, self.types, self.lead_ws):
+            a.setflags(write=False)
+
+    def decode(self, ids: np.ndarray, strip_first: bool, remove_extra_whitespaces: bool,
+               replace: bool) -> tuple[np.ndarray, int]:
+        """``(the decoded bytes as uint8, -1)``, or ``(nothing, k)`` where ``ids[k]`` (int64, 1-D) names no piece."""
+        from . import _sp_kernels as K
+
+        if type(ids) is not np.ndarray or ids.dtype != np.int64 or ids.ndim != 1:
+            raise ValueError("ids must be a 1-D int64 array")
+        return K.decode_pieces(ids, self.blob, self.starts, self.types, self.lead_ws, bool(strip_first),
+                               bool(remove_extra_whitespaces), bool(replace))
+
+
 def python_first(size: int) -> bool:
     """True while this machine's SentencePiece kernels are not compiled, for the first
     :data:`FIRST_RUN_PYTHON_CHARS` characters this process encodes (``_jit.python_first``): the
