@@ -162,24 +162,31 @@ def workloads(tmp: str):
 
         return "Mistral v3 .model, lines", len(texts), "sentencepiece", ours, theirs, check
 
+    def decode_row(name: str, anchor: str, ours_one, theirs_one, calls: list, items: int | None = None):
+        """A decode row: ``ours_one(c)`` against ``theirs_one(c)`` for each of ``calls`` (``items``: what a row's
+        microseconds are per; the calls by default)."""
+        def ours():
+            return [ours_one(c) for c in calls]
+
+        def theirs():
+            return [theirs_one(c) for c in calls]
+
+        def check():
+            assert ours() == theirs()
+
+        return name, len(calls) if items is None else items, anchor, ours, theirs, check
+
+    def replies(ids: list, most: int) -> list:
+        """``ids`` cut into calls of 200 (a generated reply each), at most ``most`` of them."""
+        return [ids[i:i + 200] for i in range(0, len(ids) - 199, 200)][:most]
+
     def mistral_decode():
         import sentencepiece as spm
 
         path = CACHE / "mistral" / "mistral_instruct_tokenizer_240323.model.v3"
         tok, sp = Tokenizer.from_sentencepiece(path), spm.SentencePieceProcessor(model_file=str(path))
-        ids = sp.encode("\n".join(text_lines[:20_000]))
-        calls = [ids[i:i + 200] for i in range(0, len(ids) - 199, 200)][:2_000]
-
-        def ours():
-            return [tok.decode(c) for c in calls]
-
-        def theirs():
-            return [sp.decode(c) for c in calls]
-
-        def check():
-            assert ours() == theirs()
-
-        return "Mistral v3 .model, decode 200 ids a call", len(calls), "sentencepiece", ours, theirs, check
+        calls = replies(sp.encode("\n".join(text_lines[:20_000])), 2_000)
+        return decode_row("Mistral v3 .model, decode 200 ids a call", "sentencepiece", tok.decode, sp.decode, calls)
 
     def mistral_json_decode():
         from tokenizers import Tokenizer as HF
@@ -188,86 +195,34 @@ def workloads(tmp: str):
         Tokenizer.from_sentencepiece(CACHE / "mistral" / "mistral_instruct_tokenizer_240323.model.v3") \
             .save_huggingface(path)
         tok, hf = Tokenizer.from_huggingface(path), HF.from_file(path)
-        ids = hf.encode("\n".join(text_lines[:20_000]), add_special_tokens=False).ids
-        calls = [ids[i:i + 200] for i in range(0, len(ids) - 199, 200)][:2_000]
-
-        def ours():
-            return [tok.decode(c) for c in calls]
-
-        def theirs():
-            return [hf.decode(c, skip_special_tokens=False) for c in calls]
-
-        def check():
-            assert ours() == theirs()
-
-        return "Mistral v3 tokenizer.json, decode 200 ids a call", len(calls), "HF tokenizers", ours, theirs, check
+        calls = replies(hf.encode("\n".join(text_lines[:20_000]), add_special_tokens=False).ids, 2_000)
+        return decode_row("Mistral v3 tokenizer.json, decode 200 ids a call", "HF tokenizers", tok.decode,
+                          lambda c: hf.decode(c, skip_special_tokens=False), calls)
 
     def deepseek():
         return hf_rows("deepseek", text_lines[:30_000], "DeepSeek V3, lines")
 
     def decode_short():
-        enc = tiktoken_gpt2({})
-        ids = gpt2.encode_batch(text_lines[:20_000], num_threads=1)
-        calls = [x[:7] for x in ids if x]
-
-        def ours():
-            return [gpt2.decode(c) for c in calls]
-
-        def theirs():
-            return [enc.decode(c) for c in calls]
-
-        def check():
-            assert ours() == theirs()
-
-        return "decode, 7 ids a call", len(calls), "tiktoken", ours, theirs, check
+        calls = [x[:7] for x in gpt2.encode_batch(text_lines[:20_000], num_threads=1) if x]
+        return decode_row("decode, 7 ids a call", "tiktoken", gpt2.decode, tiktoken_gpt2({}).decode, calls)
 
     def decode_reply():
-        enc = tiktoken_gpt2({})
-        ids = gpt2.encode("\n".join(text_lines[:40_000]))
-        calls = [ids[i:i + 200] for i in range(0, len(ids) - 199, 200)][:5_000]
-
-        def ours():
-            return [gpt2.decode(c) for c in calls]
-
-        def theirs():
-            return [enc.decode(c) for c in calls]
-
-        def check():
-            assert ours() == theirs()
-
-        return "decode, 200 ids a call (a generated reply)", len(calls), "tiktoken", ours, theirs, check
+        calls = replies(gpt2.encode("\n".join(text_lines[:40_000])), 5_000)
+        return decode_row("decode, 200 ids a call (a generated reply)", "tiktoken", gpt2.decode,
+                          tiktoken_gpt2({}).decode, calls)
 
     def decode_long():
-        enc = tiktoken_gpt2({})
         ids = gpt2.encode("\n".join(text_lines[:40_000]))
-
-        def ours():
-            return gpt2.decode(ids)
-
-        def theirs():
-            return enc.decode(ids)
-
-        def check():
-            assert ours() == theirs()
-
-        return "decode, one call (per id)", len(ids), "tiktoken", ours, theirs, check
+        return decode_row("decode, one call (per id)", "tiktoken", gpt2.decode, tiktoken_gpt2({}).decode, [ids],
+                          len(ids))
 
     def decode_array():
         import numpy as np
 
-        enc = tiktoken_gpt2({})
         ids = np.array(gpt2.encode("\n".join(text_lines[:40_000])), np.int64)
-
-        def ours():
-            return gpt2.decode(ids)
-
-        def theirs():
-            return enc.decode(ids.tolist())  # (tiktoken takes a list)
-
-        def check():
-            assert ours() == theirs()
-
-        return "decode, one call of an int64 array (per id)", len(ids), "tiktoken", ours, theirs, check
+        enc = tiktoken_gpt2({})
+        return decode_row("decode, one call of an int64 array (per id)", "tiktoken", gpt2.decode,
+                          lambda a: enc.decode(a.tolist()), [ids], ids.size)  # (tiktoken takes a list)
 
     def store_get():
         import numpy as np
