@@ -59,6 +59,7 @@ def first_run(monkeypatch):
 
     monkeypatch.setattr(_jit, "_twin_spent", {})
     monkeypatch.setattr(_jit, "_compiled_families", set())
+    monkeypatch.setattr(_jit, "_uncached_seen", {})
     monkeypatch.setattr(_jit, "twins_used", set())
     monkeypatch.delenv("TOKENMILL_PYTHON_FIRST", raising=False)
     monkeypatch.setattr(_jit, "is_cached", lambda k: False)

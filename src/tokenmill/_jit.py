@@ -199,6 +199,8 @@ def is_cached(obj) -> bool | None:
 _twin_spent: dict[str, int] = {}
 _compiled_families: set[str] = set()
 twins_used: set[str] = set()  # families whose twin ran in this process (commands say so on stderr)
+_uncached_seen: dict[str, float] = {}  # family -> when its kernels were last found not in the disk cache
+UNCACHED_RECHECK_S = 5.0
 
 
 def python_first(family: str, kernels, size: int, limit: int) -> bool:
@@ -215,9 +217,15 @@ def python_first(family: str, kernels, size: int, limit: int) -> bool:
     with _lock:
         if _twin_spent.get(family, 0) + size > limit:
             return False
-    if all(is_cached(k) is not False for k in (kernels if isinstance(kernels, (list, tuple)) else [kernels])):
-        _compiled_families.add(family)
-        return False
+        # "not in the disk cache" is asked again only after a while (another process may compile it): asking
+        # reads numba's index file (~170 us), which every small call of a first run paid (pad_batch: 2x its time)
+        recent = time.monotonic() - _uncached_seen.get(family, -1e9) < UNCACHED_RECHECK_S
+    if not recent:
+        if all(is_cached(k) is not False for k in (kernels if isinstance(kernels, (list, tuple)) else [kernels])):
+            _compiled_families.add(family)
+            return False
+        with _lock:
+            _uncached_seen[family] = time.monotonic()
     with _lock:
         _twin_spent[family] = _twin_spent.get(family, 0) + size
         twins_used.add(family)

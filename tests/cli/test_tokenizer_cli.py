@@ -136,6 +136,21 @@ def test_first_run_rule(monkeypatch, first_run):
     assert not _jit.python_first("g", None, 1, 25)  # known compiled: stays compiled
 
 
+def test_first_run_asks_the_disk_cache_again_only_after_a_while(monkeypatch, first_run):
+    """Each small call of a first run read numba's index file again (~170 us: pad_batch of 8 short sequences took
+    twice its time); "not cached" is now believed for ``UNCACHED_RECHECK_S``, then asked again."""
+    from tokenmill import _jit
+
+    asked, now = [], [100.0]
+    monkeypatch.setattr(_jit, "is_cached", lambda k: asked.append(k) or False)
+    monkeypatch.setattr(_jit.time, "monotonic", lambda: now[0])
+    assert all(_jit.python_first("h", "kernel", 1, 1000) for _ in range(50)) and len(asked) == 1
+    now[0] += _jit.UNCACHED_RECHECK_S + 1
+    monkeypatch.setattr(_jit, "is_cached", lambda k: asked.append(k) or True)  # compiled by another process
+    assert not _jit.python_first("h", "kernel", 1, 1000) and len(asked) == 2
+    assert not _jit.python_first("h", "kernel", 1, 1000) and len(asked) == 2  # known compiled
+
+
 def test_first_run_library_paths_equal_the_compiled_ones(monkeypatch, gpt2_ranks_path, first_run):
     """With the kernels taken as not compiled, encode / encode_ordinary / encode_batch (lists and
     arrays) and train_bpe run their twins, build no compiled encoder, and give the same results."""
