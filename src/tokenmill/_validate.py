@@ -224,6 +224,9 @@ def check_texts(texts, what: str, noun: str = "texts", fix: str = "pass [text]",
                           f"characters would be one of them); {fix}")
     if not isinstance(texts, Iterable):
         raise ConfigError(f"{what} takes an iterable of {noun} ({items}), not {type(texts).__name__}")
+    if type(texts).__name__ == "DataFrame" and hasattr(texts, "columns"):  # (iterated: its column names)
+        raise ConfigError(f"{what} takes an iterable of {noun}, not a {type(texts).__name__} (iterating one gives its "
+                          "column names); pass one column, e.g. df['text']")
     return texts
 
 

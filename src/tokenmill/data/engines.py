@@ -109,6 +109,12 @@ def encode_job(tokenizer, opts: EncodeOptions, texts):
             try:
                 one(t, **kw)
             except Exception as e:  # noqa: BLE001  (reported with the document's provenance)
+                from ..errors import SpecialTokenError
+
+                if isinstance(e, SpecialTokenError):  # (its advice, allowed_special=..., is no option of a build)
+                    return JobError(i, f"{type(e).__name__}: {str(e).split(';')[0]}; pass special_text='plain' "
+                                       "(CLI: --special-text plain) to encode such text as plain text, or clean "
+                                       "the data")
                 return JobError(i, f"{type(e).__name__}: {e}")
         raise
     return assemble_ids(arrays, opts)

@@ -12,7 +12,7 @@ the file and the byte offset, line or row, and say what to do::
     hf_dataset(ds, field="text")        a datasets.Dataset or IterableDataset column
 
 Text files are read exactly as ``tokenmill train`` reads them (:mod:`tokenmill.data.text`): one
-document per file, per line (``split_lines``: ``str.splitlines``, blank lines skipped) or per
+document per file, per line (``split_lines``: at ``\n``, ``\r\n`` or ``\r``, blank lines skipped) or per
 ``separator``; lines and separators are streamed in blocks, in time linear in the file's size, so
 memory stays bounded: one document, line or JSONL record may hold at most
 ``$TOKENMILL_MAX_DOCUMENT_BYTES`` bytes (default 1 GiB; more is an InputError naming the file and
@@ -50,6 +50,7 @@ _FIRST_BLOCK = 1 << 18  # a file's first block (then twice each, up to _BLOCK): 
 _TEXT_EXT = (".txt", ".text", ".md")
 _JSONL_EXT = (".jsonl", ".ndjson")
 _PARQUET_EXT = (".parquet",)
+_TABLE_EXT = (".json", ".csv", ".tsv")  # records a file of their own: refused by format="auto", named
 _COMPRESSED = (".gz", ".zst")
 
 Document = tuple  # (text: str, file: int, row: int)
@@ -550,7 +551,7 @@ def read_all(path: Path, *, opener=None) -> bytes:
 def text_documents(path: Path, *, split_lines: bool = False, separator: str | None = None,
                    errors: Errors = "strict", opener=None,
                    replaced: Replaced | None = None) -> Iterator[tuple[str, int]]:
-    """``(text, row)`` of one text file: the whole file, its lines (``str.splitlines``, blank lines
+    """``(text, row)`` of one text file: the whole file, its lines (:func:`_lines`, blank lines
     skipped but counted) or its pieces between ``separator`` (``str.split``). ``opener(path)``
     returns a binary reader (default: :func:`open_binary`, which refuses anything but a regular file
     and decompresses ``.gz`` and ``.zst``). Shared by :class:`FileSource` and ``tokenmill train``."""
@@ -576,13 +577,26 @@ def text_documents(path: Path, *, split_lines: bool = False, separator: str | No
         yield decode_utf8(read_all(path, opener=opener), name=str(path), errors=errors, replaced=replaced), 0
 
 
+def _lines(text: str) -> list[str]:
+    """The lines of ``text``: cut at ``\n``, ``\r\n`` and ``\r`` (universal newlines, as datasets' text loader and
+    ``open()`` read them), a line break ending the last line. ``str.splitlines`` also cut at form feeds,
+    ``\x85``, U+2028 and the other separators Unicode names, which real lines hold (source code, books, text
+    scraped from the web): one line became several documents, an end of text put inside it."""
+    if not text:
+        return []
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    if lines[-1] == "":  # (after the last line break: no line)
+        lines.pop()
+    return lines
+
+
 def _line_batches(path: Path, errors: Errors, opener=None,
                   replaced: Replaced | None = None) -> Iterator[tuple[list[str], list[int] | range]]:
-    """The lines of a text file (``str.splitlines``, blank lines skipped but counted) as ``(texts, rows)``
+    """The lines of a text file (:func:`_lines`, blank lines skipped but counted) as ``(texts, rows)``
     batches of up to ``_BATCH_DOCS`` lines of a block, told blank or not by C loops."""
     row = 0
     for offset, block in _blocks(path, b"\n", what="line", opener=opener):
-        lines = decode_utf8(block, name=str(path), base=offset, errors=errors, replaced=replaced).splitlines()
+        lines = _lines(decode_utf8(block, name=str(path), base=offset, errors=errors, replaced=replaced))
         for lo in range(0, len(lines), _BATCH_DOCS):
             part = lines[lo : lo + _BATCH_DOCS]
             if all(map(str.strip, part)):  # no blank line (the common case)
@@ -636,6 +650,16 @@ class FileSource(Source):
                                  "extract or decompress it first")
         if not isinstance(self.field, str) or not self.field:
             raise ConfigError(f"field={self.field!r} must be a non-empty column or field name")
+        if self.format == "auto":  # (read as one text document, its records and field= ignored without a word)
+            for p in self.paths:
+                name = p.name.lower()
+                for c in _COMPRESSED:
+                    name = name[: -len(c)] if name.endswith(c) else name
+                if name.endswith(_TABLE_EXT):
+                    raise ConfigError(
+                        f"{p}: a {name[name.rindex('.'):]} file, which format='auto' would read as one text document; "
+                        "pass format='jsonl' if it holds one JSON object a line (datasets' to_json writes that), "
+                        "format='text' to read it as text, or load it (pandas, datasets) and pass its text column")
 
     def kind_of(self, path: Path) -> str:
         return format_of(path) if self.format == "auto" else self.format
@@ -647,9 +671,12 @@ class FileSource(Source):
         stats = [check_regular(p) for p in self.paths]
         # size and modification time: a rerun with other ones reads and hashes the input to tell an edit
         # (the shards its input hashes no longer match are encoded again) from a touch (nothing to do)
-        return {"kind": "files", "format": self.format, "field": self.field, "split_lines": self.split_lines,
+        spec = {"kind": "files", "format": self.format, "field": self.field, "split_lines": self.split_lines,
                 "separator": self.separator, "errors": self.errors, "files": self.files(),
                 "sizes": [st.st_size for st in stats], "mtimes_ns": [st.st_mtime_ns for st in stats]}
+        # lines are cut at line breaks only since 2026-12 (str.splitlines cut at form feeds, U+2028...): a store
+        # made with the old rule is not taken for one made with this one
+        return {**spec, "lines": "newlines"} if self.split_lines else spec
 
     def documents(self) -> Iterator[Document]:
         for texts, i, rows in self.batches():
@@ -947,7 +974,13 @@ class HFSource(Source):
                              f"{', '.join(names)}; pass field=... (CLI: --field)")
         row = 0
         self.replaced = Replaced()  # a read counts its own replacements (errors="replace")
-        for batch in self.dataset.iter(batch_size=self.batch_size):
+        dataset = self.dataset
+        fmt = getattr(dataset, "format", None)
+        if isinstance(fmt, dict) and fmt.get("type") in _ARRAY_FORMATS and hasattr(dataset, "with_format"):
+            # (numpy makes a column of strs one fixed-width array, which drops each text's trailing NULs, and
+            # is as wide as the longest text a row: the rows as arrow gives them, the same values)
+            dataset = dataset.with_format("arrow")
+        for batch in dataset.iter(batch_size=self.batch_size):
             cols = list(getattr(batch, "column_names", None) or batch)  # (a dict, or a pyarrow Table: "arrow")
             if self.field not in cols:
                 raise InputError(f"dataset {self.files()[0]}: no column {self.field!r}; the columns are: "
@@ -962,6 +995,9 @@ class HFSource(Source):
             if texts:
                 yield texts, 0, range(row, row + len(texts))
             row += len(texts)
+
+
+_ARRAY_FORMATS = ("numpy", "np", "torch", "pt", "tensorflow", "tf", "jax")  # datasets' formats of fixed-width arrays
 
 
 # ---- constructors --------------------------------------------------------------------------------
@@ -1019,7 +1055,18 @@ def _one(item, field: str, errors: Errors = "strict") -> Source:
         splits = ", ".join(repr(k) for k in list(item)[:4])
         raise ConfigError(f"a {type(item).__name__} holds several splits ({splits}); pass one of them, e.g. "
                           f"ds[{next(iter(item), 'train')!r}], or each as its own source")
+    if _is_table(item):  # (iterated, a DataFrame gives its column names: they became the documents)
+        columns = [str(c) for c in item.columns]
+        if field not in columns:
+            raise ConfigError(f"a {type(item).__name__} with no column {field!r} (its columns: {', '.join(columns[:8])}); "
+                              "pass field=... (CLI: --field) naming the text column")
+        return texts(item[field], name=f"{type(item).__name__} column {field!r}")
     if isinstance(item, (bytes, dict)) or not hasattr(item, "__iter__"):
         raise ConfigError(f"cannot read a source of type {type(item).__name__}; pass a path, a folder, a glob, "
                           "a datasets.Dataset, or an iterable of str")
     return texts(item)
+
+
+def _is_table(item) -> bool:
+    """A pandas or polars DataFrame (whose iteration gives its column names)."""
+    return type(item).__name__ == "DataFrame" and hasattr(item, "columns") and hasattr(item, "__getitem__")

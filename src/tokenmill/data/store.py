@@ -1526,7 +1526,13 @@ class TokenStore(StoreSource):
         from .._validate import check_array
 
         recs, n_docs = [], 0
-        for k, (lengths, ids) in enumerate(shards):
+        if hasattr(shards, "keys") or isinstance(shards, (str, bytes)):
+            raise ConfigError(f"shards is a {type(shards).__name__}; pass a list of (lengths, ids) pairs, one a shard")
+        for k, pair in enumerate(shards):
+            if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and all(np.ndim(x) == 1 for x in pair)):
+                raise ConfigError(f"shards[{k}] is not a (lengths, ids) pair of 1-D arrays; pass a list of pairs, one "
+                                  "a shard: [(lengths, ids)] for one")
+            lengths, ids = pair
             lengths = check_array(lengths, f"shards[{k}] lengths", min=0)
             ids = check_array(ids, f"shards[{k}] ids", min=0, max=vocab_size - 1)
             if int(lengths.sum()) != ids.size:

@@ -1,0 +1,86 @@
+"""What a Hugging Face datasets / pandas user hands a store build, checked against the plain form.
+
+A probe of the data pipeline with such inputs found stores silently wrong: a pandas DataFrame stored its
+column names as the documents, a ``.json`` file from ``Dataset.to_json`` (JSON Lines) was one raw-text
+document with ``field=`` ignored, a Dataset in the numpy or torch format lost its texts' trailing NULs,
+and ``split_lines`` cut lines at form feeds and U+2028 (``str.splitlines``), an end of text inside a line."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+
+from tokenmill import ConfigError, InputError, Tokenizer, TokenStore, train_bpe
+
+
+@pytest.fixture(scope="module")
+def tok(gpt2_ranks_path):
+    return Tokenizer.from_tiktoken(gpt2_ranks_path, pattern="gpt2", special_tokens={"<|endoftext|>": 50256})
+
+
+def _texts(store, tok) -> list[str]:
+    return [store.decode(i, tok).removesuffix("<|endoftext|>") for i in range(len(store))]
+
+
+def test_a_dataframe_is_its_text_column_not_its_column_names(tok, tmp_path):
+    pd = pytest.importorskip("pandas")
+    df = pd.DataFrame({"id": [1, 2, 3], "text": ["alpha", "beta", "gamma"], "source": ["a", "b", "c"]})
+    assert _texts(TokenStore.build(tmp_path / "a", df, tok, progress=False), tok) == ["alpha", "beta", "gamma"]
+    renamed = df.rename(columns={"text": "body"})
+    assert _texts(TokenStore.build(tmp_path / "b", renamed, tok, field="body", progress=False), tok) == \
+        ["alpha", "beta", "gamma"]
+    with pytest.raises(ConfigError, match=r"a DataFrame with no column 'text' \(its columns: id, body, source\)"):
+        TokenStore.build(tmp_path / "c", renamed, tok, progress=False)
+    for call in (lambda: train_bpe(df, 260), lambda: tok.encode_batch(df)):
+        with pytest.raises(ConfigError, match=r"not a DataFrame \(iterating one gives its column names\)"):
+            call()
+
+
+def test_json_and_csv_files_are_not_read_as_one_text(tok, tmp_path):
+    datasets = pytest.importorskip("datasets")
+    path = tmp_path / "x.json"
+    datasets.Dataset.from_dict({"content": ["alpha", "beta"]}).to_json(str(path))  # (JSON Lines)
+    (tmp_path / "y.csv").write_text("text\nalpha\n")
+    for p in (path, tmp_path / "y.csv"):
+        with pytest.raises(ConfigError, match=rf"{p.name}: a \.{p.suffix[1:]} file, which format='auto' would read"):
+            TokenStore.build(tmp_path / "s", p, tok, field="content", progress=False)
+    st = TokenStore.build(tmp_path / "s", path, tok, field="content", format="jsonl", progress=False)
+    assert _texts(st, tok) == ["alpha", "beta"]
+
+
+@pytest.mark.parametrize("fmt", ["numpy", "torch"])
+def test_a_dataset_in_an_array_format_keeps_its_texts(tok, tmp_path, fmt):
+    datasets = pytest.importorskip("datasets")
+    if fmt == "torch":
+        pytest.importorskip("torch")
+    texts = ["a\x00", "b\x00\x00", "plain", ""]
+    ds = datasets.Dataset.from_dict({"text": texts}).with_format(fmt)
+    assert _texts(TokenStore.build(tmp_path / "s", ds, tok, progress=False), tok) == texts
+
+
+def test_lines_are_cut_at_line_breaks_only(tok, tmp_path):
+    path = tmp_path / "l.txt"
+    path.write_text("one\x0cline\ntwo\u2028still two\x85\r\nthree\rfour\n\n  \nfive", encoding="utf-8", newline="")
+    st = TokenStore.build(tmp_path / "s", path, tok, split_lines=True, progress=False)
+    assert _texts(st, tok) == ["one\x0cline", "two\u2028still two\x85", "three", "four", "five"]
+    assert [st.provenance(i)[2] for i in range(len(st))] == [0, 1, 2, 3, 6]  # (rows: lines, blank ones counted)
+
+
+def test_token_arrays_given_one_pair_or_a_dict_are_refused_by_name(tmp_path):
+    for shards, match in ((([2, 1], [5, 6, 7]), r"shards\[0\] is not a \(lengths, ids\) pair"),
+                          ({"lengths": [2, 1], "ids": [5, 6, 7]}, "shards is a dict")):
+        with pytest.raises(ConfigError, match=match):
+            TokenStore.from_token_arrays(tmp_path / "s", shards, vocab_size=10)
+        assert not (tmp_path / "s").exists()
+
+
+def test_special_token_text_in_a_build_names_the_build_option(tok, tmp_path):
+    path = tmp_path / "a.txt"
+    path.write_text("hello <|endoftext|> world")
+    with pytest.raises(InputError, match="pass special_text='plain' \\(CLI: --special-text plain\\)"):
+        TokenStore.build(tmp_path / "s", path, tok, progress=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        st = TokenStore.build(tmp_path / "s", path, tok, special_text="plain", progress=False)
+    assert _texts(st, tok) == ["hello <|endoftext|> world"]
