@@ -84,3 +84,22 @@ def test_special_token_text_in_a_build_names_the_build_option(tok, tmp_path):
         warnings.simplefilter("ignore")
         st = TokenStore.build(tmp_path / "s", path, tok, special_text="plain", progress=False)
     assert _texts(st, tok) == ["hello <|endoftext|> world"]
+
+
+def test_train_reads_jsonl_records_not_their_syntax(tmp_path):
+    """``tokenmill train --input corpus.jsonl`` trained on the file as one text: its keys, quotes and escapes."""
+    import json
+
+    from tokenmill.cli import main
+    from tokenmill.data.text import iter_documents
+
+    path = tmp_path / "c.jsonl"
+    path.write_text("".join(json.dumps({"body": f"hello world {i}", "id": i}) + "\n" for i in range(50)))
+    assert list(iter_documents([path], field="body")) == [f"hello world {i}" for i in range(50)]
+    assert main(["train", "--input", str(path), "--field", "body", "--vocab-size", "270", "--quiet",
+                 "--out", str(tmp_path / "t.json")]) == 0
+    tok = Tokenizer.load(tmp_path / "t.json")
+    assert not any(b'"' in tok.token_bytes(i) or b"{" in tok.token_bytes(i) for i in range(256, tok.vocab_size))
+    (tmp_path / "d.json").write_text("[]")
+    with pytest.raises(ConfigError, match="d.json: a .json file"):
+        list(iter_documents([tmp_path / "d.json"]))

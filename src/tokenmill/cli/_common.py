@@ -27,7 +27,9 @@ def add_command(sub, name: str, *, help: str, example: str, func) -> argparse.Ar
 def add_document_args(p: argparse.ArgumentParser, *, required: bool = True) -> None:
     """--input PATH... with --split-lines / --separator / --errors, as in `tokenmill train`."""
     p.add_argument("--input", nargs="+", required=required, metavar="PATH",
-                   help="text files (one document each) or directories of .txt files")
+                   help="text files (one document each), .jsonl or .parquet files (--field of each record), "
+                        "or directories of .txt files")
+    p.add_argument("--field", default="text", help="the text field of .jsonl / .parquet inputs (default: text)")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--split-lines", action="store_true", help="one document per non-blank line")
     g.add_argument("--separator", metavar="STR", help="split each file into documents on STR")
@@ -123,7 +125,7 @@ def documents_from_args(args, files=None, replaced=None):
 
     sep = separator_of(args)
     return iter_documents(input_files(args) if files is None else files, split_lines=args.split_lines,
-                          separator=sep, errors=args.errors, replaced=replaced)
+                          separator=sep, errors=args.errors, replaced=replaced, field=args.field)
 
 
 def say_replaced(replaced) -> None:

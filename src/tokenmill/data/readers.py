@@ -658,8 +658,9 @@ class FileSource(Source):
                 if name.endswith(_TABLE_EXT):
                     raise ConfigError(
                         f"{p}: a {name[name.rindex('.'):]} file, which format='auto' would read as one text document; "
-                        "pass format='jsonl' if it holds one JSON object a line (datasets' to_json writes that), "
-                        "format='text' to read it as text, or load it (pandas, datasets) and pass its text column")
+                        "if it holds one JSON object a line (datasets' to_json writes that), name it .jsonl or pass "
+                        "format='jsonl' (CLI: --format jsonl); format='text' reads it as text; or load it (pandas, "
+                        "datasets) and pass its text column")
 
     def kind_of(self, path: Path) -> str:
         return format_of(path) if self.format == "auto" else self.format

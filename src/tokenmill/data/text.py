@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Iterable, Iterator, Literal
 
 from ..errors import ConfigError, InputError
-from .readers import Replaced, decode_utf8, folder_files, text_documents
+from .readers import FileSource, Replaced, decode_utf8, folder_files, format_of, text_documents
 
 Errors = Literal["strict", "replace"]
 
@@ -26,8 +26,12 @@ def iter_documents(
     separator: str | None = None,
     errors: Errors = "strict",
     replaced: Replaced | None = None,
+    field: str = "text",
 ) -> Iterator[str]:
-    """Yield documents from text files.
+    """Yield documents from text files, and from JSONL and Parquet files (``field`` of each record or row,
+    read as a token store reads them: a ``.jsonl`` corpus was read as one text, its keys, quotes and escapes
+    trained on); a ``.json``, ``.csv`` or ``.tsv`` file is refused (which of its forms it holds is the
+    caller's to say).
 
     One document per file by default; ``split_lines=True``: one per line (line ends removed, blank
     lines skipped); ``separator``: split each file on that string. With ``errors="replace"``, invalid
@@ -43,6 +47,13 @@ def iter_documents(
     if separator == "":
         raise ConfigError("separator must not be empty")
     for path in paths:
+        if format_of(Path(path)) != "text" or Path(path).name.lower().endswith((".json", ".csv", ".tsv")):
+            source = FileSource([Path(path)], field=field, errors=errors)  # (refuses .json, .csv, .tsv by name)
+            for texts, _, _ in source.batches():
+                yield from texts
+            if replaced is not None:
+                replaced.merge(source.replaced)
+            continue
         for text, _ in text_documents(Path(path), split_lines=split_lines, separator=separator, errors=errors,
                                       opener=_open_input, replaced=replaced):
             yield text
