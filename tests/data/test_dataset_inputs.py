@@ -103,3 +103,16 @@ def test_train_reads_jsonl_records_not_their_syntax(tmp_path):
     (tmp_path / "d.json").write_text("[]")
     with pytest.raises(ConfigError, match="d.json: a .json file"):
         list(iter_documents([tmp_path / "d.json"]))
+
+
+def test_arrow_tables_and_columns_are_their_texts(tok, tmp_path):
+    """A pyarrow Table was refused ("cannot read a source of type Table"), a string column read item by item as
+    StringScalars (refused): both are their texts now, read a chunk at a time."""
+    pa = pytest.importorskip("pyarrow")
+    table = pa.table({"id": [1, 2, 3], "text": ["alpha", "beta", "gamma"]})
+    for i, src in enumerate((table, table.to_batches()[0], table.column("text"), pa.chunked_array([["alpha"], ["beta", "gamma"]]))):
+        assert _texts(TokenStore.build(tmp_path / f"s{i}", src, tok, progress=False), tok) == ["alpha", "beta", "gamma"]
+    with pytest.raises(ConfigError, match=r"a pyarrow Table with no column 'text' \(its columns: body\)"):
+        TokenStore.build(tmp_path / "bad", pa.table({"body": ["x"]}), tok, progress=False)
+    with pytest.raises(InputError, match="pyarrow StringArray: item 1 is a NoneType, not a str"):
+        TokenStore.build(tmp_path / "bad", pa.array(["x", None]), tok, progress=False)

@@ -1054,8 +1054,10 @@ def _one(item, field: str, errors: Errors = "strict") -> Source:
         return hf_dataset(item, field=field, errors=errors)
     if mod.startswith("datasets") and isinstance(item, dict):  # a DatasetDict: splits, each a source
         splits = ", ".join(repr(k) for k in list(item)[:4])
-        raise ConfigError(f"a {type(item).__name__} holds several splits ({splits}); pass one of them, e.g. "
+        raise ConfigError(f"the {type(item).__name__} holds several splits ({splits}); pass one of them, e.g. "
                           f"ds[{next(iter(item), 'train')!r}], or each as its own source")
+    if (type(item).__module__ or "").startswith("pyarrow") and hasattr(item, "to_pylist"):
+        return _arrow_texts(item, field)
     if _is_table(item):  # (iterated, a DataFrame gives its column names: they became the documents)
         columns = [str(c) for c in item.columns]
         if field not in columns:
@@ -1066,6 +1068,31 @@ def _one(item, field: str, errors: Errors = "strict") -> Source:
         raise ConfigError(f"cannot read a source of type {type(item).__name__}; pass a path, a folder, a glob, "
                           "a datasets.Dataset, or an iterable of str")
     return texts(item)
+
+
+class _ArrowColumn:
+    """A pyarrow string column (Array or ChunkedArray) as a re-iterable sequence of Python values, a chunk at
+    a time (a resumed build reads it again)."""
+
+    def __init__(self, column):
+        self.column = column
+
+    def __len__(self) -> int:
+        return len(self.column)
+
+    def __iter__(self):
+        for chunk in getattr(self.column, "chunks", [self.column]):
+            yield from chunk.to_pylist()
+
+
+def _arrow_texts(item, field: str) -> Source:
+    """A pyarrow Table or RecordBatch (its column ``field``), or a string Array / ChunkedArray, as a source."""
+    if hasattr(item, "column_names"):
+        if field not in item.column_names:
+            raise ConfigError(f"a pyarrow {type(item).__name__} with no column {field!r} (its columns: "
+                              f"{', '.join(item.column_names[:8])}); pass field=... (CLI: --field)")
+        return texts(_ArrowColumn(item.column(field)), name=f"pyarrow {type(item).__name__} column {field!r}")
+    return texts(_ArrowColumn(item), name=f"pyarrow {type(item).__name__}")
 
 
 def _is_table(item) -> bool:
