@@ -191,7 +191,8 @@ def test_gather_refuses_offsets_outside_tokens(tokens, offsets):
     [True, False],
     ["3", "4"],
     [2**64 - 1],
-    [[1, 2]],
+    np.array([[1, 2]]),  # (a 2-D array; a list of lists is the documents themselves: their lengths)
+    [[1, 2], [[3]]],
 ])
 def test_lengths_are_exact_or_refused(lengths):
     with pytest.raises(TokenmillError):
