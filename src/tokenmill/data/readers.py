@@ -230,12 +230,24 @@ def _grouped(documents: Iterable[Document], most: int = 0) -> Iterator[Batch]:
 
 
 # ---- files ---------------------------------------------------------------------------------------
-def format_of(path: Path) -> str:
-    """``"jsonl"``, ``"parquet"`` or ``"text"``: what a file's name says it holds (.gz/.zst looked through)."""
+def _plain_name(path: Path) -> str:
+    """A file's name, lower case, its .gz/.zst suffix taken off: what it says the file holds."""
     name = path.name.lower()
     for c in _COMPRESSED:
         if name.endswith(c):
             name = name[: -len(c)]
+    return name
+
+
+def holds_records(path: Path) -> bool:
+    """A ``.json``, ``.csv`` or ``.tsv`` file (.gz/.zst looked through): records in a form the name does not
+    settle, which no reader takes as text without being told."""
+    return _plain_name(path).endswith(_TABLE_EXT)
+
+
+def format_of(path: Path) -> str:
+    """``"jsonl"``, ``"parquet"`` or ``"text"``: what a file's name says it holds (.gz/.zst looked through)."""
+    name = _plain_name(path)
     if name.endswith(_JSONL_EXT):
         return "jsonl"
     if name.endswith(_PARQUET_EXT):
@@ -244,11 +256,7 @@ def format_of(path: Path) -> str:
 
 
 def _is_known(path: Path) -> bool:
-    name = path.name.lower()
-    for c in _COMPRESSED:
-        if name.endswith(c):
-            name = name[: -len(c)]
-    return name.endswith(_TEXT_EXT + _JSONL_EXT + _PARQUET_EXT)
+    return _plain_name(path).endswith(_TEXT_EXT + _JSONL_EXT + _PARQUET_EXT)
 
 
 def visible_files(folder: Path) -> list[Path]:
@@ -652,10 +660,8 @@ class FileSource(Source):
             raise ConfigError(f"field={self.field!r} must be a non-empty column or field name")
         if self.format == "auto":  # (read as one text document, its records and field= ignored without a word)
             for p in self.paths:
-                name = p.name.lower()
-                for c in _COMPRESSED:
-                    name = name[: -len(c)] if name.endswith(c) else name
-                if name.endswith(_TABLE_EXT):
+                if holds_records(p):
+                    name = _plain_name(p)
                     raise ConfigError(
                         f"{p}: a {name[name.rindex('.'):]} file, which format='auto' would read as one text document; "
                         "if it holds one JSON object a line (datasets' to_json writes that), name it .jsonl or pass "

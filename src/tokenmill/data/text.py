@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Iterable, Iterator, Literal
 
 from ..errors import ConfigError, InputError
-from .readers import FileSource, Replaced, decode_utf8, folder_files, format_of, text_documents
+from .readers import FileSource, Replaced, decode_utf8, folder_files, format_of, holds_records, text_documents
 
 Errors = Literal["strict", "replace"]
 
@@ -47,7 +47,7 @@ def iter_documents(
     if separator == "":
         raise ConfigError("separator must not be empty")
     for path in paths:
-        if format_of(Path(path)) != "text" or Path(path).name.lower().endswith((".json", ".csv", ".tsv")):
+        if format_of(Path(path)) != "text" or holds_records(Path(path)):
             source = FileSource([Path(path)], field=field, errors=errors)  # (refuses .json, .csv, .tsv by name)
             for texts, _, _ in source.batches():
                 yield from texts

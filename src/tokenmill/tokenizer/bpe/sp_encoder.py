@@ -38,16 +38,15 @@ class DecodeTables:
     table."""
 
     def __init__(self, surfaces: list, types: np.ndarray, lead_ws: np.ndarray):
-        n = len(surfaces)
-        starts = np.zeros(n + 1, np.int64)
-        np.cumsum([len(b) for b in surfaces], out=starts[1:])
-        self.blob = np.frombuffer(b"".join(surfaces) or b"\0", np.uint8)
+        from ..._gather import Pieces
+
+        pieces = Pieces(surfaces)  # (the surfaces in one buffer, as the byte-level decode keeps its tokens)
+        self.blob, self.starts = pieces.blob, pieces.starts
         self.types = np.ascontiguousarray(types, np.uint8)
         self.lead_ws = np.ascontiguousarray(lead_ws, np.bool_)
-        if self.types.shape != (n,) or self.lead_ws.shape != (n,):
+        if self.types.shape != (len(pieces),) or self.lead_ws.shape != (len(pieces),):
             raise ValueError("one type and one lead-space flag a piece")
-        self.starts = starts
-        for a in (self.starts, self.types, self.lead_ws):
+        for a in (self.types, self.lead_ws):
             a.setflags(write=False)
 
     def decode(self, ids: np.ndarray, strip_first: bool, remove_extra_whitespaces: bool,

@@ -539,20 +539,12 @@ class SentencePieceJsonTokenizer:
             tokens = [table[i] if 0 <= i < n else None for i in arr.tolist()]
             if None in tokens:
                 self._token(int(arr[tokens.index(None)]))  # names it
-            return tokens, rest, None
-        if (int(arr.min()) < 0 or int(arr.max()) >= len(table) or bool(missing[arr].any())):
-            for i in arr.tolist():
-                self._token(i)  # names the first id that holds no token
-        tokens = list(map(table.__getitem__, arr.tolist()))
-        runs = None
-        if rest and isinstance(rest[0], _DByteFallback):
-            values = byte_of[arr]
-            at = np.flatnonzero(values >= 0)
-            new_run = np.flatnonzero(np.diff(at) != 1) + 1  # (positions in ``at``)
-            firsts = np.concatenate(([0], new_run))
-            lasts = np.concatenate((new_run - 1, [at.size - 1]))
-            runs = (at[firsts].tolist(), (at[lasts] + 1).tolist(), values[at].astype(np.uint8).tobytes()) \
-                if at.size else ([], [], b"")
+        else:
+            if int(arr.min()) < 0 or int(arr.max()) >= len(table) or bool(missing[arr].any()):
+                for i in arr.tolist():
+                    self._token(i)  # names the first id that holds no token
+            tokens = list(map(table.__getitem__, arr.tolist()))
+        runs = _runs(byte_of[arr]) if rest and isinstance(rest[0], _DByteFallback) else None
         return tokens, rest, runs
 
     @functools.cached_property
@@ -601,11 +593,18 @@ def _byte_value(t: str) -> int:
 def _byte_fallback(tokens: list[str]) -> list[str]:
     """HF's ByteFallback decoder: a run of ``<0xNN>`` tokens becomes its UTF-8 text, or one U+FFFD per
     token when it is not valid UTF-8."""
-    values = [_byte_value(t) for t in tokens]
-    at = [k for k, v in enumerate(values) if v >= 0]
-    starts = [k for j, k in enumerate(at) if j == 0 or at[j - 1] != k - 1]
-    ends = [k + 1 for j, k in enumerate(at) if j == len(at) - 1 or at[j + 1] != k + 1]
-    return _byte_runs(tokens, starts, ends, bytes(values[k] for k in at))
+    return _byte_runs(tokens, *_runs(np.array([_byte_value(t) for t in tokens], np.int16)))
+
+
+def _runs(values: np.ndarray) -> tuple[list, list, bytes]:
+    """``(starts, ends, bytes)`` of the runs of byte tokens, ``values`` each token's byte (-1: not a byte token)."""
+    at = np.flatnonzero(values >= 0)
+    if not at.size:
+        return [], [], b""
+    new_run = np.flatnonzero(np.diff(at) != 1) + 1  # (positions in ``at``)
+    firsts = np.concatenate(([0], new_run))
+    lasts = np.concatenate((new_run - 1, [at.size - 1]))
+    return at[firsts].tolist(), (at[lasts] + 1).tolist(), values[at].astype(np.uint8).tobytes()
 
 
 def _byte_runs(tokens: list[str], starts: list, ends: list, data: bytes) -> list[str]:
