@@ -193,6 +193,24 @@ def is_cached(obj) -> bool | None:
     return True if found else None
 
 
+def exact_overload(dispatcher, args: tuple):
+    """The machine code ``dispatcher`` already holds for exactly the types of ``args``, as a callable, or
+    None (none compiled for those types yet, or numba's ``overloads`` changed: call the dispatcher).
+
+    Calling it skips numba's per-call dispatch on the argument types (~30 ns an argument: ~1 us of a
+    BPE kernel call of ~40 arrays, a tenth of a one-sentence ``encode``). The machine code then trusts
+    its arguments unchecked, so it is only for a caller whose every later call passes arguments of the
+    very same types (dtype, ndim, layout, writability), each made the same way every time; such a
+    caller looks it up again whenever an argument may have been made another way."""
+    try:
+        from numba import typeof
+
+        cres = dispatcher.overloads.get(tuple(typeof(a) for a in args))
+        return None if cres is None else cres.entry_point
+    except (AttributeError, TypeError, ValueError):  # numba internals changed: take the dispatcher
+        return None
+
+
 # ------------------------------------------------------------------------------------------------
 # first runs: small work takes the exact pure-Python twin instead of waiting for a compile
 

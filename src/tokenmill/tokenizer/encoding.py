@@ -341,6 +341,8 @@ class Encoding:
             raise lone_surrogate_error(text) from None
 
     def encode_pieces(self, pieces) -> np.ndarray:
+        if len(pieces) == 1 and pieces[0][1] is None:  # no special token in the text (the common call)
+            return (self.compiled or self.compiled_encoder()).encode(self.prefixed(pieces[0][0]))
         parts = [np.array([i], np.int64) if i is not None else self.compiled_encoder().encode(self.prefixed(p))
                  for p, i in pieces]
         if len(parts) == 1:

@@ -13,9 +13,11 @@ import threading
 import numpy as np
 
 from ..._arrays import offsets_of
+from ..._jit import exact_overload
 from .._scratch import heap_for_large_blocks, scratch
 from ..pretokenize.patterns import split_with_gaps
-from ..pretokenize.splitter import compiled_offsets
+from ..pretokenize.presets import raise_not_utf8
+from ..pretokenize.splitter import compiled_offsets, kernel_splitter
 
 _CACHE_LIMIT = 1 << 18  # cached chunks per thread before the cache is reset to its pinned part
 _NONE = np.zeros(0, np.int64)  # no document marks (one text per kernel call)
@@ -152,6 +154,7 @@ class CompiledEncoder:
         # the pinned cache every thread's state starts from (``_state``: a copy, and empty tables)
         self._template = self._pinned_cache(pinned)
         self._local = threading.local()
+        self._splitter = None  # ``kernel_splitter(pattern)``, resolved on the first split
 
     def _char_tables(self, vocab, lefts, rights, prio):
         """The tables ``_premerge`` needs (see ``_encode_kernels``), or empty ones (nothing merged ahead):
@@ -359,7 +362,39 @@ class CompiledEncoder:
             raise lone_surrogate_error(text) from None
         if not data:
             return np.zeros(0, np.int64)
+        if self.preset and not self.split_patterns:
+            return self._encode_whole(data)
         return self._run(data, self._checked(self.offsets(data, text), len(data)), _NONE, _NONE)
+
+    def _encode_whole(self, data: bytes) -> np.ndarray:
+        """``encode`` of the UTF-8 ``data`` of one text under a hand-written splitter: ``offsets`` and ``_run``
+        with their per-call glue cut for short texts (a sentence's split and BPE take ~1 us of kernel
+        work against ~10 us a call before). The splitter is resolved once (``kernel_splitter``), and the
+        BPE kernel is called through its machine code for this call's argument types
+        (``_jit.exact_overload``): every argument is made here the same way every call (the text's
+        bytes read-only, the splitter's offsets, a new output array, the encoder's tables and this
+        thread's state), so their types never change; it is looked up again when the state is replaced."""
+        if self._splitter is None:
+            self._splitter = kernel_splitter(self.pattern)
+        n = len(data)
+        buf = np.frombuffer(data, np.uint8)
+        offs, bad = self._splitter(buf, np.array([0, n], np.int64), scratch("split", n + 2, np.int64))
+        if bad >= 0:
+            raise_not_utf8(buf, bad)
+        out = np.empty(n, np.int64)
+        st = self._state()
+        args = (buf, offs, _NONE, _NONE, self.byte_ids, self.byte_pairs, self.pairs, self.filt, self.chars,
+                self.vtab, self.vtab2, self.imask, st, _CACHE_LIMIT, out)
+        local = self._local
+        bound = getattr(local, "bound", None)
+        if bound is not None and bound[0] is st:
+            k, state = bound[1](*args)
+        else:  # the dispatcher (compiles or loads on a first call), then its machine code for these types
+            k, state = self._K.encode_chunks(*args)
+            local.bound = (st, exact_overload(self._K.encode_chunks, args) or self._K.encode_chunks)
+        if state is not None:  # the cache outgrew its arrays (else they were updated in place)
+            local.state = state
+        return _shrunk(out, k)
 
     def _checked(self, offs: np.ndarray, n: int) -> np.ndarray:
         """The kernel writes one id slot per byte of each chunk: chunks that overlap or run past the text

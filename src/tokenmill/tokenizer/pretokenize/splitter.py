@@ -124,6 +124,24 @@ def compiled_offsets(data: bytes, pattern: str, *, allow_general: bool | None = 
     return offsets.copy() if compact else offsets
 
 
+def kernel_splitter(pattern: str):
+    """The hand-written kernel of ``pattern`` (``has_kernel``) with its tables bound: a function
+    ``(buf, docs, out_buf) -> (offsets, bad)`` taking what ``split_offsets``' kernel call takes, checked by
+    the caller (a read-only uint8 ``buf``, int64 ``docs`` from 0 to its size, an ``out_buf`` of its size + 2
+    slots). Resolved once, for a caller that splits one short text after another (``split_offsets``'
+    lookups and checks cost more than the kernel on a sentence)."""
+    if pattern in PRESET_IDS:
+        from .presets import class_table, preset_kernel
+
+        kernel, table = preset_kernel(pattern), class_table()
+        return lambda buf, docs, out_buf: kernel(buf, table, docs, out_buf)
+    k, marks = family_params(pattern)
+    from . import _family_kernels as K
+
+    table, machine = family_table(marks), K.family_machine(k)
+    return lambda buf, docs, out_buf: K.split_family(buf, table, docs, machine, k, out_buf)
+
+
 # The arrays of "no DFA" (same dtypes as a real one, so the kernel compiles once): never read.
 _NO_DFA = (np.zeros(1, np.uint16), np.zeros((2, 1), np.int32), np.zeros((2, 1), np.uint8), 0, 0)
 
