@@ -158,3 +158,28 @@ def test_kernel_caches_are_keyed_on_every_kernel_module(tmp_path):
     loc = _family_kernels.split_family_k3._cache._impl._locator
     assert type(loc).__name__.startswith("Kernel")
     assert loc.get_source_stamp()[1] == _jit.kernel_sources_digest()
+
+
+def test_exact_overload_is_the_machine_code_for_exactly_those_types():
+    """``exact_overload`` finds the compiled code for exactly the argument types of a call already made
+    (and gives the same result as the dispatcher), and None for types nothing was compiled for: it never
+    compiles, and never hands out code compiled for other types."""
+    import numpy as np
+
+    from tokenmill._jit import exact_overload, njit
+
+    @njit(cache=False)
+    def total(a, k):
+        return a.sum() + k
+
+    ints = np.arange(5, dtype=np.int64)
+    assert exact_overload(total, (ints, 2)) is None  # nothing compiled yet
+    assert total(ints, 2) == 12
+    call = exact_overload(total, (ints, 2))
+    assert call is not None and call is not total and call(ints, 7) == total(ints, 7) == 17
+    assert exact_overload(total, (ints.astype(np.float64), 2)) is None  # another dtype
+    assert exact_overload(total, (ints[::2], 2)) is None  # another layout
+    assert exact_overload(total, (ints, 2.0)) is None
+    ro = ints.copy()
+    ro.flags.writeable = False
+    assert exact_overload(total, (ro, 2)) is None  # read-only is another type

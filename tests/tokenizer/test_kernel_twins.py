@@ -1069,6 +1069,10 @@ def test_a_cache_that_outgrows_its_arrays_is_kept():
     kept = enc._state()
     assert kept[1].size > cap and kept[8][0] > cap  # grown, and the grown arrays are the thread's state
     assert enc.encode(text).tolist() == want
+    # one text's path calls the kernel's machine code bound to the state it was looked up for: bound
+    # again to the grown state (not the dispatcher: its types are those of the first state's arrays)
+    st, call = enc._local.bound
+    assert st is enc._state() and call is not enc._K.encode_chunks
 
 
 def test_chunks_bpe_leaves_as_bytes(tmp_path):
