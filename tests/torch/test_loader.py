@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 
 import numpy as np
 import pytest
@@ -452,6 +453,26 @@ def test_plan_cache_gives_the_same_batches_and_refuses_a_damaged_one(tmp_path, m
     np.save(folder / "length.npy", np.load(folder / "length.npy") + 1000)
     with pytest.raises(FormatError, match="delete the folder"):
         TrainingLoader(DOCS, batch_size=4, plan_cache=tmp_path, **OPTS)
+
+
+def test_plan_cache_refuses_a_flipped_bit_that_keeps_every_index_in_range(tmp_path):
+    """One bit of a cached plan's documents flipped (document 1 read as 0: in range, and every segment still
+    fits its document) would repeat one document in an epoch and drop another: the arrays' sha256 in
+    plan.json refuses it, naming the folder."""
+    docs = [np.arange(1, 41, dtype=np.int64) + 100 * k for k in range(6)]  # equal lengths: any doc fits
+    ref = run(TrainingLoader(docs, batch_size=2, plan_cache=tmp_path, **OPTS), 1)
+    (folder,) = list(tmp_path.iterdir())
+    meta = json.loads((folder / "plan.json").read_text())
+    assert meta["version"] == 2 and meta["arrays_sha256"].startswith("sha256:")
+    doc = np.load(folder / "doc.npy")
+    k = int(np.flatnonzero(doc == 1)[0])
+    doc[k] = 0
+    np.save(folder / "doc.npy", doc)
+    with pytest.raises(FormatError, match=r"damaged \(its arrays do not hash.*delete the folder"):
+        run(TrainingLoader(docs, batch_size=2, plan_cache=tmp_path, **OPTS), 1)
+    doc[k] = 1
+    np.save(folder / "doc.npy", doc)  # mended: loads, and gives the batches planned before
+    assert run(TrainingLoader(docs, batch_size=2, plan_cache=tmp_path, **OPTS), 1) == ref
 
 
 @pytest.mark.slow

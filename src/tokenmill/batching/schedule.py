@@ -41,7 +41,7 @@ from typing import Annotated, Literal
 import numpy as np
 
 from .._arrays import ranks_in_groups
-from .._schema import BIG, Count, Meta, Struct, check, load_json, parse_json
+from .._schema import BIG, Count, Meta, Sha256, Struct, check, load_json, parse_json
 from .._validate import check_bool, check_int
 from ..data.mixture import Mixture, allocate_counts, source_fingerprint
 from ..data.source import ArraySource, as_source
@@ -63,7 +63,7 @@ class PlanCacheMeta(Struct):
     """``plan.json`` of a cached packing plan (its arrays are .npy files beside it)."""
 
     format: Literal["tokenmill.pack-plan"]
-    version: Literal[1]
+    version: Literal[2]
     block_size: Annotated[int, Meta(ge=1, le=BIG)]
     method: str
     long_docs: str
@@ -73,6 +73,19 @@ class PlanCacheMeta(Struct):
     truncated_tokens: Count
     split_docs: Count
     empty_docs: Count
+    arrays_sha256: Sha256  # of the arrays' int64 bytes in _PLAN_ARRAYS order (plan_digest)
+
+
+def plan_digest(arrays) -> str:
+    """sha256 of a packing plan's arrays (``_PLAN_ARRAYS`` order, each as int64 bytes, its length first):
+    what a cached plan is checked against, so a flipped bit that keeps every index in range (document 803
+    read as 802: one document seen twice in an epoch, another never) is refused."""
+    h = hashlib.sha256()
+    for a in arrays:
+        a = np.ascontiguousarray(a, np.int64)
+        h.update(int(a.size).to_bytes(8, "little"))
+        h.update(a.data)
+    return "sha256:" + h.hexdigest()
 
 
 class LoaderState(Struct):
@@ -325,7 +338,7 @@ class BatchSchedule:
     # ---- the packing plan cache (startup of a resumed run) ---------------------------------------
     def _cache_dir(self, part: int) -> Path:
         src = self.parts[part]
-        key = json.dumps({"v": 1, "data": source_fingerprint(src), "block_size": self.block_size,
+        key = json.dumps({"v": 2, "data": source_fingerprint(src), "block_size": self.block_size,
                           "method": self.method, "long_docs": self.long_docs, "seed": self.seed}, sort_keys=True)
         return self.plan_cache / ("pack-" + hashlib.sha256(key.encode()).hexdigest()[:24])
 
@@ -339,9 +352,10 @@ class BatchSchedule:
             with atomic_path(d / f"{name}.npy") as tmp:
                 with open(tmp, "wb") as f:
                     np.save(f, np.ascontiguousarray(getattr(plan, name), np.int64), allow_pickle=False)
-        meta = {"format": "tokenmill.pack-plan", "version": 1, "block_size": plan.block_size, "method": plan.method,
+        meta = {"format": "tokenmill.pack-plan", "version": 2, "block_size": plan.block_size, "method": plan.method,
                 "long_docs": plan.long_docs, "stream": plan.stream, "num_docs": plan.num_docs,
-                **{k: int(getattr(plan, k)) for k in _PLAN_COUNTS}}
+                **{k: int(getattr(plan, k)) for k in _PLAN_COUNTS},
+                "arrays_sha256": plan_digest(getattr(plan, name) for name in _PLAN_ARRAYS)}
         write_json_atomic(d / "plan.json", meta)
 
     def _cached_pack(self, part: int) -> PackPlan | None:
@@ -357,6 +371,10 @@ class BatchSchedule:
         except (OSError, ValueError) as e:
             raise FormatError(f"packing plan cache {d} is damaged ({e}); delete the folder to plan again") from None
         doc, start, length, ptr = (arrays[k] for k in _PLAN_ARRAYS)
+        if not all(a.dtype == np.int64 and a.ndim == 1 for a in arrays.values()) \
+                or plan_digest(arrays[k] for k in _PLAN_ARRAYS) != meta["arrays_sha256"]:
+            raise FormatError(f"packing plan cache {d} is damaged (its arrays do not hash to the sha256 its "
+                              "plan.json records); delete the folder to plan again")
         ok = (meta["num_docs"] == lengths.size and meta["method"] in METHODS and meta["long_docs"] in LONG_DOCS and meta.get("block_size") == self.block_size
               and all(a.dtype == np.int64 and a.ndim == 1 for a in arrays.values())
               and doc.size == start.size == length.size and ptr.size >= 1 and ptr[0] == 0 and ptr[-1] == doc.size
