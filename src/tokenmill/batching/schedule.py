@@ -323,7 +323,10 @@ class BatchSchedule:
         n = plan.num_blocks
         if self.shuffle:
             # a tag first: default_rng([seed, 0, 0]) would equal pack's default_rng(seed) (trailing zeros)
-            order = np.random.default_rng([_ORDER_TAG, self.seed, part, epoch]).permutation(n).astype(np.int64)
+            # a mixture's own seed last; none for seed 0, the default (a mixture of seed 0 keeps the order
+            # it had when loaders ignored a mixture's seed)
+            mseed = [] if self.mixture is None or not self.mixture.seed else [self.mixture.seed]
+            order = np.random.default_rng([_ORDER_TAG, self.seed, part, epoch, *mseed]).permutation(n).astype(np.int64)
         else:
             order = np.arange(n, dtype=np.int64)
         s = _Stream(base, plan, order, wstats)

@@ -108,7 +108,8 @@ class Mixture(KnownLengths):
     ``parts``: a dict ``{source: weight}`` or a list of ``(source, weight)`` pairs; weights are
     positive finite real numbers (not bool, not str, not NaN or infinity), normalized to sum to 1.
     In-memory parts (lists, arrays) must hold ids ``>= 0`` (an InputError names part and document). ``names``: one per part (default ``part0``,
-    ``part1``, ... or a source's ``name``). ``seed`` shuffles each part's samples per part epoch.
+    ``part1``, ... or a source's ``name``). ``seed`` shuffles each part's samples per part epoch, together
+    with the loader's seed (a ``TrainingLoader`` over the mixture: either seed changes the order).
 
     >>> a, b = [[1, 2, 3]] * 6, [[7, 8]] * 2
     >>> m = Mixture([(a, 3), (b, 1)], seed=0, names=["a", "b"])
@@ -186,7 +187,9 @@ class Mixture(KnownLengths):
     def fingerprint(self) -> str:
         """Hash of the parts' fingerprints, names, weights and seed."""
         if self._fingerprint is None:
-            blob = "\x00".join(["tokenmill.mixture.v1", str(self.seed)] +
+            # v2 where the seed is not 0: before, a loader ignored a mixture's seed (its order was seed 0's),
+            # so a state saved then is refused as other data instead of resumed on another order
+            blob = "\x00".join(["tokenmill.mixture.v2" if self.seed else "tokenmill.mixture.v1", str(self.seed)] +
                                [f"{n}\x01{w!r}\x01{source_fingerprint(s)}"
                                 for n, w, s in zip(self.names, self.weights.tolist(), self.parts)])
             self._fingerprint = "sha256:" + hashlib.sha256(blob.encode()).hexdigest()
