@@ -43,6 +43,8 @@ def test_errors_are_reported_not_raised(tmp_path, tok, capsys):
     assert main(["store", "verify", str(tmp_path / "s")]) != 0
     err = capsys.readouterr().err
     assert "not a finished token store" in err and err.startswith("tokenmill store verify: error: ")
+    assert main(["store", "verify", str(tmp_path / "bad.jsonl")]) != 0  # an input file given for the store
+    assert "bad.jsonl is a file, not a token store" in capsys.readouterr().err
     (tmp_path / "plain").mkdir()
     (tmp_path / "plain" / "a.txt").write_text("hi")
     assert main(["store", "stats", str(tmp_path / "plain")]) != 0

@@ -1573,6 +1573,9 @@ class TokenStore(StoreSource):
                                       "back) and the new one in the staging folder "
                                       f"{str(staging_dir(path))!r}; or rerun the build")
                 raise FormatError(f"token store {str(path)!r} does not exist")
+            if not path.is_dir():
+                raise FormatError(f"{path} is a file, not a token store (a store is the folder `tokenmill store "
+                                  "build --input FILES --out FOLDER` writes); pass that folder")
             if not extra and path.is_dir() and any(_SHARD_RE.match(p.name) for p in path.iterdir()):
                 extra = (f" (it holds shard files: a store whose {MANIFEST} was removed; remove the folder and "
                          "build the store again)")
