@@ -1071,8 +1071,8 @@ def test_a_cache_that_outgrows_its_arrays_is_kept():
     assert enc.encode(text).tolist() == want
     # one text's path calls the kernel's machine code bound to the state it was looked up for: bound
     # again to the grown state (not the dispatcher: its types are those of the first state's arrays)
-    st, call = enc._local.bound
-    assert st is enc._state() and call is not enc._K.encode_chunks
+    one = enc._local.one
+    assert one.state is enc._state() and one.bpe is not enc._K.encode_chunks and one.split is not None
 
 
 def test_chunks_bpe_leaves_as_bytes(tmp_path):

@@ -8,7 +8,7 @@ import functools
 import unicodedata
 from dataclasses import asdict, dataclass
 
-from .special import any_of, holds_any
+from .special import Prefixes, any_of, holds_any
 
 
 @dataclass(frozen=True)
@@ -99,7 +99,7 @@ class AddedTokenMatcher:
         self._space = _white_space()
         self._word = regex.compile(r"\w")
         # a text holding none of these two-character prefixes holds no raw added token: skip the scan
-        self._raw_prefixes = tuple({c[:2] for c in self._raw})
+        self._raw_prefixes = Prefixes(sorted({c[:2] for c in self._raw}))
 
     def plain_unless_spelled(self) -> list[str] | None:
         """The strings whose absence from a text makes ``pieces`` return the text as it is, one plain piece

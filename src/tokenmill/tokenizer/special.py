@@ -212,10 +212,25 @@ def _needles(words: frozenset):
 
 
 def holds_any(text: str, prefixes: tuple) -> bool:
-    """Whether ``text`` holds one of ``prefixes`` (short strings): their first characters are looked for
-    first, one character at a time (a ``memchr``-like scan, ~20x faster than a two-character search on a
-    3 MB text), the prefixes themselves only where one occurs."""
-    return any(c in text for c in {p[:1] for p in prefixes}) and any(p in text for p in prefixes)
+    """Whether ``text`` holds one of ``prefixes`` (short strings; ``Prefixes`` of them computes their first
+    characters once): their first characters are looked for first, one character at a time (a
+    ``memchr``-like scan, ~20x faster than a two-character search on a 3 MB text), the prefixes
+    themselves only where one occurs."""
+    firsts = prefixes.firsts if isinstance(prefixes, Prefixes) else {p[:1] for p in prefixes}
+    for c in firsts:
+        if c in text:
+            return any(p in text for p in prefixes)
+    return False
+
+
+class Prefixes(tuple):
+    """A tuple of prefixes for :func:`holds_any`, their distinct first characters worked out once (a set
+    built on every call cost ~0.4 us of a sentence's ``encode``)."""
+
+    def __new__(cls, prefixes):
+        self = super().__new__(cls, prefixes)
+        self.firsts = tuple(sorted({p[:1] for p in self}))
+        return self
 
 
 class SpecialTokens:
@@ -229,7 +244,7 @@ class SpecialTokens:
             import regex
 
             self._re = regex.compile("|".join(regex.escape(s) for s in sorted(special)))
-            self._prefixes = tuple({s[:2] for s in special})
+            self._prefixes = Prefixes(sorted({s[:2] for s in special}))
 
     def allowed(self, text: str, allowed_special, disallowed_special, rule=None) -> set[str]:
         """The allowed special tokens; raises if ``text`` spells a disallowed one. ``rule``: ``requested(...)``

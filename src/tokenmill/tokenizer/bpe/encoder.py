@@ -102,6 +102,24 @@ def _shrunk(out: np.ndarray, n: int) -> np.ndarray:
     return out
 
 
+class _OneText:
+    """What one thread's ``encode`` of one text (``CompiledEncoder._encode_whole``) keeps from call to call:
+    the documents array ``[0, n]`` (its ``n`` set each call) and the split and BPE kernels' machine code for
+    the argument types of those calls (``_jit.exact_overload``: no per-call dispatch on ~45 arguments, ~1.5
+    us). That code trusts its arguments unchecked; every one is made the same way each call (the text's
+    bytes read-only, these documents, the thread's split buffer, the splitter's offsets, a new output
+    array, the encoder's tables), so their types never change, and the BPE kernel's is looked up again
+    for a new ``state`` (the thread's cache, replaced where it outgrew its arrays)."""
+
+    __slots__ = ("docs", "split", "state", "bpe")
+
+    def __init__(self):
+        self.docs = np.zeros(2, np.int64)
+        self.split = None
+        self.state = None
+        self.bpe = None
+
+
 class CompiledEncoder:
     def __init__(self, vocab: list, pair_table: dict, byte_ids: list[int], pattern: str | None,
                  pin_vocab: bool, merge_ids=None, split_patterns: tuple = ()):
@@ -154,7 +172,7 @@ class CompiledEncoder:
         # the pinned cache every thread's state starts from (``_state``: a copy, and empty tables)
         self._template = self._pinned_cache(pinned)
         self._local = threading.local()
-        self._splitter = None  # ``kernel_splitter(pattern)``, resolved on the first split
+        self._splitter = None  # ``kernel_splitter(pattern)``, resolved on one text's first encode
 
     def _char_tables(self, vocab, lefts, rights, prio):
         """The tables ``_premerge`` needs (see ``_encode_kernels``), or empty ones (nothing merged ahead):
@@ -368,32 +386,39 @@ class CompiledEncoder:
 
     def _encode_whole(self, data: bytes) -> np.ndarray:
         """``encode`` of the UTF-8 ``data`` of one text under a hand-written splitter: ``offsets`` and ``_run``
-        with their per-call glue cut for short texts (a sentence's split and BPE take ~1 us of kernel
-        work against ~10 us a call before). The splitter is resolved once (``kernel_splitter``), and the
-        BPE kernel is called through its machine code for this call's argument types
-        (``_jit.exact_overload``): every argument is made here the same way every call (the text's
-        bytes read-only, the splitter's offsets, a new output array, the encoder's tables and this
-        thread's state), so their types never change; it is looked up again when the state is replaced."""
+        with their per-call glue cut for short texts (a sentence's split and BPE take ~1 us of kernel work,
+        where a call took ~10 us before). The splitter is resolved once (``kernel_splitter``), and both
+        kernels are called through their machine code for these calls' argument types
+        (``_jit.exact_overload``; see ``_OneText``)."""
+        one = getattr(self._local, "one", None)
+        if one is None:
+            one = self._local.one = _OneText()
         if self._splitter is None:
             self._splitter = kernel_splitter(self.pattern)
+        kernel, table, tail = self._splitter
         n = len(data)
         buf = np.frombuffer(data, np.uint8)
-        offs, bad = self._splitter(buf, np.array([0, n], np.int64), scratch("split", n + 2, np.int64))
+        docs = one.docs
+        docs[1] = n
+        args = (buf, table, docs, *tail, scratch("split", n + 2, np.int64))
+        if one.split is not None:
+            offs, bad = one.split(*args)
+        else:  # the dispatcher (compiles or loads on a first call), then its machine code for these types
+            offs, bad = kernel(*args)
+            one.split = exact_overload(kernel, args) or kernel
         if bad >= 0:
             raise_not_utf8(buf, bad)
         out = np.empty(n, np.int64)
         st = self._state()
         args = (buf, offs, _NONE, _NONE, self.byte_ids, self.byte_pairs, self.pairs, self.filt, self.chars,
                 self.vtab, self.vtab2, self.imask, st, _CACHE_LIMIT, out)
-        local = self._local
-        bound = getattr(local, "bound", None)
-        if bound is not None and bound[0] is st:
-            k, state = bound[1](*args)
-        else:  # the dispatcher (compiles or loads on a first call), then its machine code for these types
+        if one.state is st:
+            k, state = one.bpe(*args)
+        else:
             k, state = self._K.encode_chunks(*args)
-            local.bound = (st, exact_overload(self._K.encode_chunks, args) or self._K.encode_chunks)
+            one.state, one.bpe = st, exact_overload(self._K.encode_chunks, args) or self._K.encode_chunks
         if state is not None:  # the cache outgrew its arrays (else they were updated in place)
-            local.state = state
+            self._local.state = state
         return _shrunk(out, k)
 
     def _checked(self, offs: np.ndarray, n: int) -> np.ndarray:

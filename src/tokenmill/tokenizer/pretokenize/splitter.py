@@ -124,22 +124,22 @@ def compiled_offsets(data: bytes, pattern: str, *, allow_general: bool | None = 
     return offsets.copy() if compact else offsets
 
 
-def kernel_splitter(pattern: str):
-    """The hand-written kernel of ``pattern`` (``has_kernel``) with its tables bound: a function
-    ``(buf, docs, out_buf) -> (offsets, bad)`` taking what ``split_offsets``' kernel call takes, checked by
-    the caller (a read-only uint8 ``buf``, int64 ``docs`` from 0 to its size, an ``out_buf`` of its size + 2
-    slots). Resolved once, for a caller that splits one short text after another (``split_offsets``'
-    lookups and checks cost more than the kernel on a sentence)."""
+def kernel_splitter(pattern: str) -> tuple:
+    """The hand-written kernel of ``pattern`` (``has_kernel``) and its bound tables: ``(kernel, table, tail)``,
+    called as ``kernel(buf, table, docs, *tail, out_buf)`` -> ``(offsets, bad)`` with what ``split_offsets``'
+    kernel call takes, checked by the caller (a read-only uint8 ``buf``, int64 ``docs`` from 0 to its size,
+    an int64 ``out_buf`` of its size + 2 slots or more). Resolved once, for a caller that splits one short
+    text after another (``split_offsets``' lookups and checks cost more than the kernel on a sentence)."""
     if pattern in PRESET_IDS:
         from .presets import class_table, preset_kernel
 
-        kernel, table = preset_kernel(pattern), class_table()
-        return lambda buf, docs, out_buf: kernel(buf, table, docs, out_buf)
+        return preset_kernel(pattern), class_table(), ()
     k, marks = family_params(pattern)
     from . import _family_kernels as K
 
-    table, machine = family_table(marks), K.family_machine(k)
-    return lambda buf, docs, out_buf: K.split_family(buf, table, docs, machine, k, out_buf)
+    if k in (1, 3):  # the compiled kernel itself (``split_family`` picks it by K and checks ``out_buf``)
+        return (K.split_family_k3 if k == 3 else K.split_family_k1), family_table(marks), ()
+    return K.split_family, family_table(marks), (K.family_machine(k), k)
 
 
 # The arrays of "no DFA" (same dtypes as a real one, so the kernel compiles once): never read.
