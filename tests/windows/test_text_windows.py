@@ -126,6 +126,29 @@ def test_assemble_context_budget_merge_order():
     assert assemble_context(chunks, scores, 0) == []
 
 
+def test_assemble_context_keeps_the_chunks_of_different_texts_apart():
+    """Chunks of two texts in one list (a corpus searched at once): each piece is text of one source (its
+    span in that text), chunks of different texts never merge, their tokens never count as overlap, and
+    the pieces come text by text (the order of each text's first chunk), in document order within one.
+    They had merged by token range into text found in neither, under a budget the union undercounted."""
+    a, b = "The capital of France is Paris.", "Bananas are rich in potassium."
+    ca, cb = chunk_text(a, Bytes(), 8, 8), chunk_text(b, Bytes(), 8, 8)
+    assert {c.source for c in ca} == {tokenmill.windows.chunking.text_digest(a)} != {c.source for c in cb}
+    chunks = cb + ca  # b's first: b's pieces come first
+    scores = np.zeros(len(chunks))
+    scores[[0, 1, len(cb), len(cb) + 1]] = [0.9, 0.2, 0.8, 0.1]  # b0, b1, a0, a1 ([0, 8) and [8, 16) of each)
+    pieces = assemble_context(chunks, scores, 24)  # b0 + a0 + b1 = 24 tokens (a1 would be 32)
+    assert [(p.source == cb[0].source, p.span, p.chunks) for p in pieces] == [
+        (True, slice(0, 16), (0, 1)), (False, slice(0, 8), (0,))]
+    for p in pieces:
+        assert (a if p.source == ca[0].source else b)[p.span] == p.text
+    assert sum(p.num_tokens for p in pieces) == 24
+    assert len(assemble_context(chunks, scores, 16)) == 2  # b0 and a0 (8 + 8), not one merged piece
+    # the same text chunked twice is one source: its chunks merge as one text's
+    twice = chunk_text(a, Bytes(), 8, 8) + ca
+    assert [p.text for p in assemble_context(twice, np.ones(len(twice)), None)] == [a]
+
+
 def _union_size(ranges):
     """Tokens covered by ``ranges``, summed from scratch (the rule the running union must keep)."""
     covered = set()
