@@ -155,6 +155,30 @@ def test_extras_are_cut_the_same_way():
     assert [w.doc for w in got] == [0, 0, 1]
     with pytest.raises(InputError, match="extra 'x'"):
         next(SlidingWindows(4, 4).windows(ids, x=np.zeros(3)))
+    # an extra named like a window's own field would replace it in to_dict (an extra 'labels' made the
+    # bos a target): refused, by windows and by materialize
+    for name in ("labels", "input_ids", "attention_mask", "position_ids", "offset"):
+        with pytest.raises(ConfigError, match=f"extra '{name}' has the name of a window's own field"):
+            next(SlidingWindows(4, 2, template=(99, None)).windows(ids, **{name: ids}))
+        with pytest.raises(ConfigError, match=f"extra '{name}'"):
+            next(plan.materialize([ids, ids[:3]], extras={name: [tt, tt[:3]]}))
+
+
+def test_place_windows_refuses_out_columns_longer_than_the_plan():
+    """Columns of more rows than the plan's windows: the rows past them would hold whatever ``out`` held
+    (the compiled path returned them, and counted them as windows; the numpy path refused)."""
+    sw = SlidingWindows(4, 2)
+    lengths = np.array([9, 5], np.int64)
+    n = sw.count_windows(lengths, 0)
+    cols, stats = sw.place_windows(lengths, 0)
+    assert stats.num_windows == n == cols["doc"].size
+    exact = {k: np.empty(n, np.int64) for k in ("doc", "start", "length", "target_start")}
+    got, _ = sw.place_windows(lengths, 0, out=exact)
+    assert all(got[k].tolist() == cols[k].tolist() for k in cols)
+    for rows in (n + 3, n - 1):
+        out = {k: np.full(rows, 7, np.int64) for k in ("doc", "start", "length", "target_start")}
+        with pytest.raises(ConfigError, match=f"out columns hold {rows}|of the plan's {n} rows"):  # compiled|numpy
+            sw.place_windows(lengths, 0, out=out)
 
 
 def test_jitter_is_reproducible_and_in_range():

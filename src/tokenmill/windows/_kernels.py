@@ -59,7 +59,9 @@ def plan_rows(L, offset, C, S, tail: str, keep_short: bool, k: int, lead: int, s
         raise ConfigError("out columns must be writeable 1-D int64 arrays of one length")
     acc = np.zeros(len(ACC), np.int64)
     ok = K.fill(L, offs, int(C), int(S), code, bool(keep_short), int(k), int(lead), bool(score_new), *cols, acc)
-    if not ok:
-        raise ConfigError(f"out columns hold {cols[0].size:,d} rows, fewer than the plan's windows; "
-                          "size them with count_rows")
-    return out, dict(zip(ACC, (int(a) for a in acc)))
+    stats = dict(zip(ACC, (int(a) for a in acc)))
+    placed = stats["full"] + stats["tail"] + stats["short"]  # every window is one of these
+    if not ok or placed != cols[0].size:  # (rows past the plan's would be whatever ``out`` held)
+        raise ConfigError(f"out columns hold {cols[0].size:,d} rows, " + ("fewer than the plan's windows" if not ok
+                          else f"the plan has {placed:,d} windows") + "; size them with count_windows")
+    return out, stats

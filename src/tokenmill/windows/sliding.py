@@ -201,6 +201,18 @@ class PlanStats:
         return "\n".join(lines)
 
 
+_WINDOW_FIELDS = ("input_ids", "attention_mask", "position_ids", "labels", "doc", "offset", "index")
+
+
+def _check_extra_names(names) -> None:
+    """Extras named like a window's own fields would replace them in ``Window.to_dict`` (an extra ``labels``
+    made the template's ignored positions targets): refused."""
+    clash = [k for k in names if k in _WINDOW_FIELDS]
+    if clash:
+        raise ConfigError(f"extra {clash[0]!r} has the name of a window's own field ({', '.join(_WINDOW_FIELDS)}); "
+                          "name it otherwise (e.g. 'loss_mask' to weight the labels the window makes)")
+
+
 @dataclass(frozen=True, eq=False)
 class Window:
     """One materialized window; every per-token array has the same length.
@@ -316,6 +328,7 @@ class WindowPlan:
         from ..data.source import as_source
 
         src = as_source(source)
+        _check_extra_names(extras or {})
         ext = {k: as_source(v) for k, v in (extras or {}).items()}
         lengths = np.asarray(src.lengths)
         picked = self.row_indices(rows)
@@ -570,6 +583,7 @@ class SlidingWindows:
         [[5, 6, 7], [6, 7, 8]]
         """
         ids = check_array(token_ids, "token_ids", min=0)  # (an id of -100 would read as an ignored label)
+        _check_extra_names(extras)
         for k, a in extras.items():
             if np.shape(a) != ids.shape:
                 raise InputError(f"extra {k!r} has shape {np.shape(a)} but token_ids has {ids.shape}; "
