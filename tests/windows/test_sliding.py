@@ -164,6 +164,17 @@ def test_extras_are_cut_the_same_way():
             next(plan.materialize([ids, ids[:3]], extras={name: [tt, tt[:3]]}))
 
 
+def test_low_level_planners_take_lists_and_refuse_bad_counts():
+    """``count_windows``/``place_windows`` take a list of lengths (an AttributeError before);
+    ``jitter_offsets`` refuses a negative count by name (numpy's "negative dimensions" before)."""
+    sw = SlidingWindows(4, 2)
+    assert sw.count_windows([10, 3], 0) == sw.count_windows(np.array([10, 3]), 0) == sw.place_windows([10, 3], 0)[1].num_windows
+    with pytest.raises(InputError, match="lengths"):
+        sw.count_windows([10, -3], 0)
+    with pytest.raises(ConfigError, match="num_docs"):
+        SlidingWindows(4, 2, jitter="per_doc").jitter_offsets(-1, 0)
+
+
 def test_place_windows_refuses_out_columns_longer_than_the_plan():
     """Columns of more rows than the plan's windows: the rows past them would hold whatever ``out`` held
     (the compiled path returned them, and counted them as windows; the numpy path refused)."""

@@ -205,6 +205,9 @@ def test_preview_marks_overlap_and_gaps():
     assert gap[1].gap_tokens == 2 and "gap of 2" in str(gap[1])
     with pytest.raises(ConfigError):
         preview(plan, docs, Bytes(), n=-1)
+    assert [p.new_text for p in preview(plan, docs, Bytes(), n=np.int64(2))] == ["abcd", "efg"]
+    with pytest.raises(ConfigError, match="plan is a list; pass the WindowPlan"):  # (an AttributeError before)
+        preview([1, 2], docs, Bytes())
 
     class TextOnly:  # a tokenizer with decode but no decode_bytes
         def decode(self, ids):
@@ -263,6 +266,17 @@ def test_oversize_units():
     assert truncated == 2 and plan.stats.uncovered_gap == 2
     s = SemanticWindows(4, oversize="split", overlap_units=0).plan_units(units, atomic)
     assert s.stats.covered_tokens == 10
+
+
+def test_plan_units_refuses_bare_lengths_and_deeper_nesting():
+    """``plan_units([3, 4])`` had read two documents of one unit each, and ``[[[3, 1]]]`` was flattened: one
+    list of unit lengths per document, each 1-D, or a ConfigError/InputError saying so."""
+    sw = SemanticWindows(8, overlap_units=0)
+    with pytest.raises(ConfigError, match=r"pass \[\[3, 4\]\] for one document"):
+        sw.plan_units([3, 4])
+    with pytest.raises(InputError, match="document 0: unit lengths"):
+        sw.plan_units([[[3, 1]]])
+    assert sw.plan_units([[3, 4]]).doc.tolist() == [0]
 
 
 def test_semantic_text_windows(tok):

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._validate import check_int
 from ..data.source import as_source
 from ..errors import ConfigError
 from .sliding import WindowPlan
@@ -79,8 +80,10 @@ def preview(plan: WindowPlan, source, tokenizer, n: int = 5, *, rows=None) -> li
     window 3  doc 0  tokens [7, 11) of 11  overlap 3
     [[hij]]k
     """
-    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-        raise ConfigError(f"n={n!r}; pass the number of windows to preview (>= 0)")
+    if not isinstance(plan, WindowPlan):
+        raise ConfigError(f"plan is a {type(plan).__name__}; pass the WindowPlan of SlidingWindows(...).plan(lengths) "
+                          "(or another planner's)")
+    n = check_int(n, "n", min=0)
     from ..tokenizer.adapters import tokenizer_with
 
     if not hasattr(tokenizer, "decode_bytes"):  # (``_bytes``: decode_bytes, else decode)

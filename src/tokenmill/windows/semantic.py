@@ -231,8 +231,10 @@ class SemanticWindows:
         epoch = check_size("epoch", epoch, 0)  # (as SlidingWindows.plan: -5 or 1.5 was stored in the plan)
         unit_lengths = check_texts(unit_lengths, "plan_units", "per-document unit lengths",
                                    "pass one list of unit lengths per document", "arrays of ints")
-        lens = [check_array(u, f"document {d:,d}: unit lengths", ndim=None, min=0).ravel()
-                for d, u in enumerate(unit_lengths)]
+        if any(np.ndim(u) == 0 for u in unit_lengths):  # [3, 4] is one document's units, not two documents
+            raise ConfigError("plan_units takes one list of unit lengths per document; [3, 4] is read as two "
+                              "documents of a bare length each: pass [[3, 4]] for one document of two units")
+        lens = [check_array(u, f"document {d:,d}: unit lengths", min=0) for d, u in enumerate(unit_lengths)]
         D = len(lens)
         if atomic is not None:
             atomic = list(check_texts(atomic, "plan_units' atomic", "flag arrays", "pass one flag array per document",

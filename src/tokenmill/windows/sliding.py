@@ -523,6 +523,8 @@ class SlidingWindows:
         """This epoch's jitter: an int (global), an int64 array (per_doc: documents ``first_doc`` to
         ``first_doc + num_docs - 1``) or 0 (no jitter)."""
         epoch = check_size("epoch", epoch, 0)
+        num_docs = check_size("num_docs", num_docs, 0)
+        first_doc = check_size("first_doc", first_doc, 0)
         if self.jitter is None:
             return 0
         rng = jitter_rng(self.seed, epoch)
@@ -553,6 +555,7 @@ class SlidingWindows:
         """The plan's columns (``doc, start, length, target_start``) and statistics for int64 ``lengths``;
         ``out``: preallocated columns of exactly :meth:`count_windows` rows (a multi-scale plan's slices);
         ``first_doc``: the corpus index of ``lengths[0]`` (its ``per_doc`` jitter; the columns count from 0)."""
+        lengths = check_array(lengths, "lengths", min=0)
         jit = self.jitter_offsets(lengths.size, epoch, first_doc)
         cols, stats = place(lengths, self.capacity, self.stride, self.start_offset + jit, tail=self.tail,
                             short=self.short, max_windows_per_doc=self.max_windows_per_doc,
@@ -565,6 +568,7 @@ class SlidingWindows:
         """How many windows :meth:`place_windows` will place (the planner's first pass alone)."""
         from ._kernels import count_rows
 
+        lengths = check_array(lengths, "lengths", min=0)
         if not lengths.size:
             return 0
         off = self.start_offset + self.jitter_offsets(lengths.size, epoch)
