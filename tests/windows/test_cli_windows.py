@@ -44,3 +44,18 @@ def test_cli_error(tmp_path, capsys):
     _, (t, a, _) = setup(tmp_path)
     assert main(["windows", "--tokenizer", t, "--input", a, "--window", "8", "--stride", "0"]) == 1
     assert "stride" in capsys.readouterr().err
+
+
+def test_cli_default_stride_is_half_the_content_and_no_documents_is_an_error(tmp_path, capsys):
+    """The default stride is half of what --reserve leaves of the window (it was half the window: with
+    --window 8 --reserve 6, windows of 2 tokens every 4 left half the text uncovered); an input with no
+    documents is an error naming it (it printed "coverage 100.00%" and exited 0)."""
+    tok, (t, a, b) = setup(tmp_path)
+    assert main(["windows", "--tokenizer", t, "--input", a, "--window", "8", "--reserve", "6", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["config"]["stride"] == 1 and got["coverage"]["coverage"] == 1.0
+    (tmp_path / "blank.txt").write_text("\n\n", encoding="utf-8")
+    assert main(["windows", "--tokenizer", t, "--input", str(tmp_path / "blank.txt"), "--split-lines",
+                 "--window", "8"]) != 0
+    err = capsys.readouterr().err
+    assert "blank.txt holds no documents" in err and "blank lines" in err

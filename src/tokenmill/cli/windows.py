@@ -25,7 +25,7 @@ def register(sub) -> None:
     add_tokenizer_args(p)
     add_document_args(p)
     p.add_argument("--window", type=int, required=True, help="tokens per window (special tokens included)")
-    p.add_argument("--stride", type=int, default=None, help="step between window starts (default: window // 2)")
+    p.add_argument("--stride", type=int, default=None, help="step between window starts (default: half the content, (window - reserve) // 2)")
     p.add_argument("--start-offset", type=int, default=0, help="first start (clamped to max(N - window, 0))")
     p.add_argument("--tail", choices=["align", "drop", "pad"], default="align",
                    help="tokens after the last full window: aligned last window, leave uncovered, short window")
@@ -68,13 +68,20 @@ def cmd_windows(args) -> int:
 
     n_preview = check_int(args.preview, "--preview", min=0)  # (before any work: "n=-1" named preview's argument)
     tok = load_tokenizer(args)
-    stride = args.stride if args.stride is not None else max(1, args.window // 2)
+    # half the content by default (the window less --reserve: half the window left gaps where --reserve
+    # took half or more of it)
+    stride = args.stride if args.stride is not None else max(1, (args.window - args.reserve) // 2)
     sw = SlidingWindows(args.window, stride, start_offset=args.start_offset, tail=args.tail, short=args.short,
                         max_windows_per_doc=args.max_windows_per_doc, jitter=args.jitter, seed=args.seed,
                         score=args.score, reserve=args.reserve)
     replaced = Replaced()
     docs = _encoded(tok, documents_from_args(args, None, replaced))
     say_replaced(replaced)
+    if not docs:  # (an empty plan read "coverage 100.00%")
+        from ..errors import InputError
+
+        raise InputError(f"--input {' '.join(map(str, args.input))} holds no documents (every file is empty"
+                         + (", or holds only blank lines" if args.split_lines else "") + "); nothing to plan")
     source = ArraySource(docs)
     plan = sw.plan(source.lengths, epoch=args.epoch)
     report = coverage_report(plan, source.lengths)
