@@ -35,7 +35,13 @@ class UnsupportedTokenizerError(FormatError):
 
 
 class SpecialTokenError(TokenmillError, ValueError):
-    """Text spells a special token that the caller did not allow."""
+    """Text spells a special token that the caller did not allow. ``found``: what the text holds and where
+    (``the text contains the special token '<|x|>' at character 5``), the message without the advice that
+    follows it, for a caller whose options differ (a store build, the CLI) to give its own."""
+
+    def __init__(self, message: str, found: str | None = None):
+        super().__init__(message)
+        self.found = message if found is None else found
 
 
 class MissingExtraError(TokenmillError, ImportError):

@@ -86,6 +86,21 @@ def test_special_token_text_in_a_build_names_the_build_option(tok, tmp_path):
     assert _texts(st, tok) == ["hello <|endoftext|> world"]
 
 
+def test_a_special_token_holding_a_semicolon_is_named_whole(gpt2_ranks_path, tmp_path):
+    """The build's message gives what the text holds and where (``SpecialTokenError.found``) and its own advice;
+    it had cut the tokenizer's message at its first ';', inside a token that holds one."""
+    from tokenmill.errors import SpecialTokenError
+
+    semi = Tokenizer.from_tiktoken(gpt2_ranks_path, pattern="gpt2", special_tokens={"<;eot;>": 50256})
+    with pytest.raises(SpecialTokenError) as e:
+        semi.encode("ab <;eot;>")
+    assert e.value.found == "the text contains the special token '<;eot;>' at character 3"
+    assert str(e.value).startswith(e.value.found + "; pass allowed_special=")
+    (tmp_path / "a.txt").write_text("ab <;eot;>")
+    with pytest.raises(InputError, match="special token '<;eot;>' at character 3; pass special_text='plain'"):
+        TokenStore.build(tmp_path / "s", tmp_path / "a.txt", semi, eos_id=50256, progress=False)
+
+
 def test_train_reads_jsonl_records_not_their_syntax(tmp_path):
     """``tokenmill train --input corpus.jsonl`` trained on the file as one text: its keys, quotes and escapes."""
     import json

@@ -113,8 +113,8 @@ def cmd_encode(args) -> int:
         ids = tok.encode(text, allowed_special="all" if mode == "special" else (),
                          disallowed_special=() if mode == "plain" else "all")
     except SpecialTokenError as e:  # (its advice names the Python arguments: say the options)
-        raise SpecialTokenError(str(e).split("; pass ")[0] + "; pass --special-text special (or --allow-special) "
-                                "to encode it as the special token, or --special-text plain to encode it as text") from None
+        raise SpecialTokenError(e.found + "; pass --special-text special (or --allow-special) to encode it as the "
+                                "special token, or --special-text plain to encode it as text", e.found) from None
     from .._jit import twins_used
 
     if "encode" in twins_used and getattr(args, "notices", not args.quiet):

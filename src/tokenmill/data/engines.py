@@ -112,7 +112,7 @@ def encode_job(tokenizer, opts: EncodeOptions, texts):
                 from ..errors import SpecialTokenError
 
                 if isinstance(e, SpecialTokenError):  # (its advice, allowed_special=..., is no option of a build)
-                    return JobError(i, f"{type(e).__name__}: {str(e).split(';')[0]}; pass special_text='plain' "
+                    return JobError(i, f"{type(e).__name__}: {e.found}; pass special_text='plain' "
                                        "(CLI: --special-text plain) to encode such text as plain text, or clean "
                                        "the data")
                 return JobError(i, f"{type(e).__name__}: {e}")

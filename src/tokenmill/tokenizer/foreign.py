@@ -102,8 +102,8 @@ class ForeignTokenizer:
         for t in texts:
             for s in sorted(disallowed - allowed):
                 if s in t:
-                    raise SpecialTokenError(f"the text contains the special token {s!r} at character {t.index(s):,d}; "
-                                            "pass allowed_special='all' or disallowed_special=()")
+                    found = f"the text contains the special token {s!r} at character {t.index(s):,d}"
+                    raise SpecialTokenError(f"{found}; pass allowed_special='all' or disallowed_special=()", found)
         if allowed and allowed != set(self._special):
             raise ConfigError(f"a wrapped {self.kind} tokenizer allows all special tokens or none; "
                               "pass allowed_special='all' or ()")

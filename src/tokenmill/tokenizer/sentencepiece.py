@@ -651,11 +651,11 @@ class SentencePieceTokenizer:
             m = first_of(self._special_re, check, text)
             if m is not None:
                 s = m.group()
+                found = f"the text contains the special token {s!r} at character {m.start():,d}"
                 raise SpecialTokenError(
-                    f"the text contains the special token {s!r} at character {m.start():,d}; "
-                    f"pass allowed_special={{{s!r}}} (or 'all') to encode it as a special token, "
+                    f"{found}; pass allowed_special={{{s!r}}} (or 'all') to encode it as a special token, "
                     "disallowed_special=() to encode it as plain text (as sentencepiece does), or use "
-                    "encode_ordinary()")
+                    "encode_ordinary()", found)
         return allowed
 
     def _pieces(self, text: str, allowed) -> list[tuple[str, int | None]]:

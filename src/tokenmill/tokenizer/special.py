@@ -258,12 +258,12 @@ class SpecialTokens:
         if found:  # the first in the text (the longest there), as tiktoken names it
             at, s = min(found, key=lambda f: (f[0], -len(f[1])))
             if s in names:
+                found = f"the text contains the special token {s!r} at character {at:,d}"
                 raise SpecialTokenError(
-                    f"the text contains the special token {s!r} at character {at:,d}; "
-                    f"pass allowed_special={{{s!r}}} (or 'all') to encode it as a special token, "
-                    "disallowed_special=() to encode it as plain text, or use encode_ordinary()")
-            raise SpecialTokenError(f"the text contains {s!r} at character {at:,d}, which disallowed_special "
-                                    "names; leave it out of disallowed_special to encode it as plain text")
+                    f"{found}; pass allowed_special={{{s!r}}} (or 'all') to encode it as a special token, "
+                    "disallowed_special=() to encode it as plain text, or use encode_ordinary()", found)
+            found = f"the text contains {s!r} at character {at:,d}, which disallowed_special names"
+            raise SpecialTokenError(f"{found}; leave it out of disallowed_special to encode it as plain text", found)
         return allowed
 
     def pieces(self, text: str, allowed: set[str]) -> list[tuple[str, int | None]]:
@@ -282,7 +282,7 @@ def batch_special_error(texts: list, error: SpecialTokenError, check) -> Special
         try:
             check(t)
         except SpecialTokenError as e:
-            return SpecialTokenError(f"text {k:,d} of the batch: {e}")
+            return SpecialTokenError(f"text {k:,d} of the batch: {e}", f"text {k:,d} of the batch: {e.found}")
     return error
 
 

@@ -377,10 +377,10 @@ class SentencePieceJsonTokenizer:
         if check:
             m = first_of(self._special_re, check, text)
             if m is not None:
+                found = f"the text contains the special token {m.group()!r} at character {m.start():,d}"
                 raise SpecialTokenError(
-                    f"the text contains the special token {m.group()!r} at character {m.start():,d}; pass "
-                    f"allowed_special={{{m.group()!r}}} (or 'all') to encode it as a special token, "
-                    "disallowed_special=() to encode it as plain text, or use encode_ordinary()")
+                    f"{found}; pass allowed_special={{{m.group()!r}}} (or 'all') to encode it as a special token, "
+                    "disallowed_special=() to encode it as plain text, or use encode_ordinary()", found)
         return allowed
 
     def _lists(self):
