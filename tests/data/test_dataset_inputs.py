@@ -131,3 +131,21 @@ def test_arrow_tables_and_columns_are_their_texts(tok, tmp_path):
         TokenStore.build(tmp_path / "bad", pa.table({"body": ["x"]}), tok, progress=False)
     with pytest.raises(InputError, match="pyarrow StringArray: item 1 is a NoneType, not a str"):
         TokenStore.build(tmp_path / "bad", pa.array(["x", None]), tok, progress=False)
+
+
+def test_a_tokenized_dataset_is_a_token_source_and_records_are_refused_by_name():
+    """A ``datasets.Dataset`` with an ``input_ids`` column is a token source (a TrainingLoader, a Mixture and
+    the planners take it as the column); one without, and a list of records, are refused naming the fix
+    (both had failed with "document 0 has shape ()")."""
+    datasets = pytest.importorskip("datasets")
+    from tokenmill.data.source import as_source
+
+    ids = [[5, 6, 7], [8], [9, 10]]
+    ds = datasets.Dataset.from_dict({"input_ids": ids, "text": ["a", "b", "c"]})
+    src = as_source(ds)
+    assert src.lengths.tolist() == [3, 1, 2] and [src.get(i).tolist() for i in range(3)] == ids
+    assert src.token_array.tolist() == as_source(ids).token_array.tolist()
+    with pytest.raises(InputError, match="no 'input_ids' column \\(its columns: text\\)"):
+        as_source(datasets.Dataset.from_dict({"text": ["a"]}))
+    with pytest.raises(InputError, match="document 1 is a record"):
+        as_source([[1, 2], {"input_ids": [3]}])

@@ -66,6 +66,10 @@ def _document(d, i: int) -> np.ndarray:
     """Document ``i`` as a 1-D array of a dtype int64 holds exactly (not copied), or :func:`check_array`'s
     verdict on it: the same array as int64, or the error naming the document (and the id and position)."""
     if type(d) is not np.ndarray:
+        if isinstance(d, dict):  # a record (a row of a datasets.Dataset, a list of dicts)
+            raise InputError(f"document {i} is a record (a dict of {', '.join(map(repr, list(d)[:5]))}), not a "
+                             "sequence of ids; pass the column of ids (ds['input_ids'], [r['input_ids'] for r in "
+                             "rows]), or the Dataset itself where it has an 'input_ids' column")
         try:
             d = np.asarray(d)
         except (ValueError, TypeError, OverflowError, RuntimeError):
@@ -122,7 +126,16 @@ class ArraySource(KnownLengths):
 
 
 def as_source(obj) -> TokenSource:
-    """Return ``obj`` if it already is a token source, else wrap a sequence of id sequences."""
+    """Return ``obj`` if it already is a token source, else wrap a sequence of id sequences. A
+    ``datasets.Dataset`` is its ``input_ids`` column (the tokenized datasets' convention), read into
+    memory as an :class:`ArraySource`."""
     if isinstance(obj, TokenSource) and not isinstance(obj, (list, tuple)):
         return obj
+    columns = getattr(obj, "column_names", None)
+    if isinstance(columns, list) and hasattr(obj, "with_format"):  # a datasets.Dataset
+        if "input_ids" not in columns:
+            raise InputError(f"the Dataset has no 'input_ids' column (its columns: {', '.join(columns)}); tokenize "
+                             "it first (ds.map), pass its column of ids (ds['my_ids']), or build a token store "
+                             "from its text (TokenStore.build(out, ds, tokenizer, field=...))")
+        return ArraySource(obj.with_format("numpy")["input_ids"])
     return ArraySource(obj)
