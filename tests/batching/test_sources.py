@@ -67,3 +67,43 @@ def test_a_slice_whose_end_overflows_is_refused():
         with pytest.raises(InputError, match="reaches outside its document"):
             SliceSource([np.arange(10)], doc=[0], start=[start], length=[length])
     assert SliceSource([np.arange(10)], doc=[0], start=[2], length=[3]).get(0).tolist() == [2, 3, 4]
+
+
+class _UserSource:
+    """A user's token source: ``lengths``, ``__len__`` and ``get`` (nothing tokenmill made or checked)."""
+
+    def __init__(self, docs, lengths=None):
+        self.docs = docs
+        self.lengths = np.array(lengths if lengths is not None else [len(d) for d in docs], np.int64)
+
+    def __len__(self):
+        return len(self.docs)
+
+    def get(self, i):
+        return np.asarray(self.docs[i])
+
+
+def test_ids_no_one_checked_are_checked_as_they_are_read():
+    """A SliceSource over in-memory documents and a user's own source had reached batches unchecked: -100
+    became an ignored label (a target dropped, counted nowhere), -7 a label cross-entropy fails on, float
+    ids were truncated and a short document failed inside numpy. Each is now an InputError naming the
+    document, in packed batches and in materialized windows; good documents give the same batches."""
+    from tokenmill.windows import SlidingWindows
+
+    sliced = SliceSource([np.array([1, -100, 3, 4, 5, 6]), np.array([7, 8, 9])], doc=[0, 1], start=[0, 0],
+                         length=[6, 3])
+    with pytest.raises(InputError, match="document 0 holds token id -100 at position 1"):
+        next(pack(sliced, 16).batches(sliced, batch_size=1, pad_id=0))
+    for docs, lengths, match in (([[1, 2, 3], [4, -7, 6]], None, "document 1 holds token id -7 at position 1"),
+                                 ([[1.7, 2.2, 3.0]], None, "document 0 has dtype float64"),
+                                 ([[1, 2, 3]], [5], r"document 0: get\(\) gave 3 ids where the source's lengths say 5")):
+        src = _UserSource(docs, lengths)
+        with pytest.raises(InputError, match=match):
+            list(pack(src, 16).batches(src, batch_size=2, pad_id=0))
+        plan = SlidingWindows(4, 4).plan(src.lengths)
+        with pytest.raises(InputError, match=match):
+            list(plan.materialize(src))
+    good = [[1, 2, 3], [4, 5]]
+    a, b = _UserSource(good), [np.array(d) for d in good]
+    assert [x.input_ids.tolist() for x in pack(a, 8).batches(a, batch_size=1, pad_id=0)] == \
+        [x.input_ids.tolist() for x in pack(b, 8).batches(b, batch_size=1, pad_id=0)]

@@ -39,7 +39,7 @@ import numpy as np
 
 from .._arrays import ranks_in_groups
 from .._validate import check_array, check_bool, check_int, check_rows, check_spans, document_lengths
-from ..data.source import ArraySource, TokenSource, as_source
+from ..data.source import TokenSource, as_source, check_memory_ids, checked_get, ids_checked
 from ..errors import ConfigError, InputError
 from .batch import Batch, Block, FragmentPositions, check_fragment_positions
 from .layout import (
@@ -309,8 +309,7 @@ class PackPlan:
             i = int(np.argmax(lengths != self.doc_lengths))
             raise InputError(f"document {i} has {int(lengths[i]):,d} tokens in the source but "
                              f"{int(self.doc_lengths[i]):,d} in the plan; pack the lengths of this source")
-        if isinstance(src, ArraySource):  # in memory, never validated (a store's ids were): -100 would read as
-            src.check_ids()  # an ignored label, a target dropped
+        check_memory_ids(src)  # in memory, never validated (a store's ids were): -100 would read as an ignored label
         return src
 
 
@@ -410,10 +409,14 @@ def segment_filler_of(src: TokenSource, lengths: np.ndarray):
         check_spans(offsets[:n], lengths, tokens.size, "the source's token_array/doc_offsets")
         return lambda doc, start, length: (tokens, offsets[doc] + start)
 
+    # a source of another kind (a user's class): each document checked as it is read (``checked_get``),
+    # unless it is one tokenmill made (its ids checked when it was made or written)
+    get = src.get if ids_checked(src) else (lambda d: checked_get(src, d, int(lengths[d])))
+
     def fill_each(doc, start, length):
         def fill(out, dst):
             for d, s, n, o in zip(doc.tolist(), start.tolist(), length.tolist(), dst.tolist()):
-                out[o : o + n] = src.get(d)[s : s + n]
+                out[o : o + n] = get(d)[s : s + n]
         return fill
 
     return fill_each

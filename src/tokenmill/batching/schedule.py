@@ -44,7 +44,7 @@ from .._arrays import ranks_in_groups
 from .._schema import BIG, Count, Meta, Sha256, Struct, check, load_json, parse_json
 from .._validate import check_bool, check_int
 from ..data.mixture import Mixture, allocate_counts, source_fingerprint
-from ..data.source import ArraySource, as_source
+from ..data.source import as_source, check_memory_ids
 from ..errors import ConfigError, FormatError
 from .batch import Batch, check_fragment_positions
 from .layout import Buffers, assemble_segments
@@ -221,8 +221,7 @@ class BatchSchedule:
             if int(np.sum(self.parts[0].lengths)) == 0:  # (was "the global batch is larger than epoch 0")
                 raise ConfigError(f"the source's {len(self.parts[0]):,d} documents hold no tokens; there is nothing "
                                   "to train on")
-            if isinstance(self.parts[0], ArraySource):  # in memory, never validated (a store's ids were)
-                self.parts[0].check_ids()
+            check_memory_ids(self.parts[0])  # in memory, never validated (a store's ids were)
         self._check_row_memory()
         self._streams: dict[tuple[int, int], _Stream] = {}
         self._fills: dict[tuple[int, int], object] = {}  # packing.segment_filler_of per stream (not pickled)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._validate import check_array
-from ..data.source import TokenSource, as_source, doc_index
+from ..data.source import TokenSource, as_source, doc_index, ids_checked
 from ..errors import InputError
 
 
@@ -71,6 +71,10 @@ class SliceSource:
     @property
     def lengths(self) -> np.ndarray:
         return self._lengths
+
+    @property
+    def ids_checked(self) -> bool:
+        return ids_checked(self.base)
 
     def __len__(self) -> int:
         return int(self._lengths.size)

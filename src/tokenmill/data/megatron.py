@@ -129,6 +129,8 @@ class MegatronSource(KnownLengths):
     Exposes ``token_array``/``doc_offsets`` (the packing fast path reads them directly).
     """
 
+    ids_checked = True  # (data.source.checked_get: an int32 .bin is scanned for negative ids when opened)
+
     def __init__(self, prefix):
         bin_, idx = pair(prefix)
         self.prefix = bin_.with_name(bin_.name.removesuffix(".bin"))

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ConfigError, InputError
-from .source import ArraySource, KnownLengths, TokenSource, as_source, doc_index
+from .source import KnownLengths, TokenSource, as_source, check_memory_ids, doc_index, ids_checked
 
 
 def source_fingerprint(source) -> str:
@@ -155,8 +155,7 @@ class Mixture(KnownLengths):
             raise ConfigError(f"names={names!r}: pass one distinct name per part ({len(sources)} parts)")
         self.names = tuple(names)
         for i, (name, src) in enumerate(zip(self.names, sources)):
-            if isinstance(src, ArraySource):  # in memory, never validated (a store's ids were)
-                src.check_ids(what=f"mixture part {i} ({name!r}): ")
+            check_memory_ids(src, what=f"mixture part {i} ({name!r}): ")  # in memory, never validated
         _one_vocabulary(sources, self.names)
         self.parts: tuple[TokenSource, ...] = tuple(sources)
         w = np.asarray(weights, np.float64)
@@ -178,6 +177,10 @@ class Mixture(KnownLengths):
         self._fingerprint = None
 
     # ---- token source over the concatenated parts ------------------------------------------------
+    @property
+    def ids_checked(self) -> bool:
+        return all(ids_checked(p) for p in self.parts)
+
     def get(self, i: int) -> np.ndarray:
         i = doc_index(i, len(self))
         p = int(np.searchsorted(self.doc_base, i, side="right") - 1)

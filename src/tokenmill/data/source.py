@@ -4,7 +4,8 @@ A *token source* is anything with ``__len__`` (number of documents), ``lengths``
 document lengths, shape ``(num_docs,)``) and ``get(i)`` (the ids of document ``i`` as a 1-D numpy
 integer array). A list of arrays satisfies it through :func:`as_source`; the memory-mapped token
 store satisfies it directly. Windows and packing plans are computed from ``lengths`` alone; tokens
-are touched only when a batch is materialized.
+are touched only when a batch is materialized. A source tokenmill did not make is checked as it is
+read (:func:`checked_get`); tokenmill's own set ``ids_checked = True``.
 """
 
 from __future__ import annotations
@@ -113,6 +114,8 @@ class ArraySource(KnownLengths):
         self.doc_offsets = offsets
         offsets.flags.writeable = False  # (the ids stay writable, as the documents were: any int64 is valid)
 
+    ids_checked = True  # (checked_get: by check_memory_ids, wherever an ArraySource reaches batches)
+
     def get(self, i: int) -> np.ndarray:
         i = doc_index(i, self._lengths.size)
         return self.token_array[self.doc_offsets[i]:self.doc_offsets[i + 1]]
@@ -123,6 +126,38 @@ class ArraySource(KnownLengths):
         document and position (``what`` prefixes it)."""
         if self.token_array.size and int(self.token_array.min()) < 0:
             check_doc_ids((self.get(i) for i in range(len(self))), what=what)
+
+
+def check_memory_ids(src, what: str = "") -> None:
+    """Every id of a source held in memory is >= 0: an :class:`ArraySource` (never validated as a store's
+    ids were: -100 would read as an ignored label, a target dropped without a word), also under a view of
+    it (a ``SliceSource``'s ``base``). Other sources: a store's ids were checked when written; a user's
+    class is checked document by document as it is read (:func:`checked_get`)."""
+    if isinstance(src, ArraySource):
+        src.check_ids(what)
+    base = getattr(src, "base", None)
+    if base is not None:
+        check_memory_ids(base, what)
+
+
+def ids_checked(src) -> bool:
+    """Whether ``src`` is a source whose documents need no check as they are read: one of tokenmill's
+    (``ids_checked = True``: a store, a Megatron file, an ArraySource; a view of one asks its base)."""
+    return getattr(src, "ids_checked", False) is True
+
+
+def checked_get(src, d: int, n: int) -> np.ndarray:
+    """``src.get(d)`` of a source whose ids nothing checked (a user's class with ``lengths`` and ``get``): a
+    1-D array of integers int64 holds exactly, ``n`` of them (the document's entry in ``lengths``), none
+    negative; else an InputError naming the document (a float was truncated into the batch, a short
+    document failed in numpy's broadcasting, and a negative id reached the batch as input and label)."""
+    a = _document(src.get(d), d)
+    if a.shape[0] != n:
+        raise InputError(f"document {d:,d}: get() gave {a.shape[0]:,d} ids where the source's lengths say {n:,d}; "
+                         "a token source's get(i) must hold lengths[i] ids")
+    if a.size and a.dtype.kind == "i" and int(a.min()) < 0:
+        check_doc_ids([np.zeros(0, np.int64)] * d + [a])  # (names document d and the position)
+    return a
 
 
 def as_source(obj) -> TokenSource:

@@ -1243,6 +1243,8 @@ class StoreSource:
     batches' ``doc_ids``). ``x in source`` is refused: it would compare every document.
     """
 
+    ids_checked = True  # (data.source.checked_get: ids checked when the store was written)
+
     # ---- a read-only sequence of documents ---------------------------------------------------------
     def __getitem__(self, key):
         n = len(self)

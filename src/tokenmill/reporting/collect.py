@@ -36,7 +36,7 @@ from ..batching.packing import pack
 from ..batching.padding import pad_batch
 from ..conventions import IGNORE_INDEX
 from ..data.readers import open_binary, read_chunk
-from ..data.source import as_source
+from ..data.source import as_source, ids_checked
 from ..data.stats import PERCENTILES, store_stats
 from ..data.store import TokenStore
 from ..data.text import Replaced, check_input_file, decode_utf8
@@ -492,6 +492,7 @@ class _Picked:
 
     def __init__(self, source, docs: np.ndarray, lengths: np.ndarray):
         self._source, self._docs, self._lengths = source, docs, lengths
+        self.ids_checked = ids_checked(source)
 
     @property
     def lengths(self) -> np.ndarray:

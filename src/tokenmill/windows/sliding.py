@@ -325,7 +325,7 @@ class WindowPlan:
         ``extras`` maps names to sources of per-token arrays aligned with ``source`` (for example
         ``{"token_type_ids": [...]}``); each is cut the same way.
         """
-        from ..data.source import as_source
+        from ..data.source import as_source, check_memory_ids, checked_get, ids_checked
 
         src = as_source(source)
         _check_extra_names(extras or {})
@@ -341,9 +341,11 @@ class WindowPlan:
                     f"it holds {el.size:,d} documents, the source {lengths.size:,d}" if d is None else
                     f"its document {d:,d} has {int(el[d]):,d} values, the source's {int(lengths[d]):,d} tokens")
                     + "; pass one value per token")
+        check_memory_ids(src)  # ids nothing checked: -100 would read as an ignored label
+        get = src.get if ids_checked(src) else (lambda d: checked_get(src, d, int(lengths[d])))
         for r in picked.tolist():
             d = int(self.doc[r])
-            yield self._window(r, src.get(d), int(lengths[d]), {k: s.get(d) for k, s in ext.items()})
+            yield self._window(r, get(d), int(lengths[d]), {k: s.get(d) for k, s in ext.items()})
 
     def check_source(self, lengths: np.ndarray, rows: np.ndarray | None = None, *, what: str = "source",
                      fix: str = "plan the source you read from") -> None:
