@@ -222,6 +222,47 @@ def test_flex_block_mask_is_the_per_document_pattern(window):
     assert float((got - want).abs().max()) < 1e-5
 
 
+def test_wrapped_models_are_read_through_their_wrappers():
+    """torch.compile's OptimizedModule and PEFT's PeftModel forward ``config`` to the model they wrap, so
+    the unwrapping stopped at them and read the wrapper's forward(**kwargs), refusing the model as one
+    whose forward takes no position_ids. Each is now unwrapped by what it is: the same inputs as the bare
+    model, also under DDP-like ``.module`` wrappers; a wrapped RWKV is still refused."""
+
+    class PeftLike(torch.nn.Module):  # PeftModel's shape: get_base_model(), attributes forwarded
+        def __init__(self, model):
+            super().__init__()
+            self.base_model = model
+
+        def get_base_model(self):
+            return self.base_model
+
+        def __getattr__(self, name):
+            try:
+                return super().__getattr__(name)
+            except AttributeError:
+                return getattr(self.base_model, name)
+
+        def forward(self, *args, **kwargs):
+            return self.base_model(*args, **kwargs)
+
+    class DdpLike(torch.nn.Module):
+        def __init__(self, model):
+            super().__init__()
+            self.module = model
+
+    bare = model("llama", "sdpa")
+    want = hf_inputs(BATCH, bare)
+    for wrapped in (torch.compile(bare), PeftLike(bare), DdpLike(PeftLike(torch.compile(bare)))):
+        got = hf_inputs(BATCH, wrapped)
+        assert got.keys() == want.keys()
+        assert all(torch.equal(got[k], want[k]) for k in want if isinstance(want[k], torch.Tensor))
+    rwkv = transformers.RwkvForCausalLM(transformers.RwkvConfig(
+        vocab_size=300, hidden_size=32, num_hidden_layers=2, attention_hidden_size=32, intermediate_size=64,
+        context_length=64))
+    with pytest.raises(ConfigError, match="RwkvForCausalLM cannot score the documents of a packed row"):
+        hf_inputs(BATCH, torch.compile(rwkv))
+
+
 # ---- refusals ---------------------------------------------------------------------------------------------------
 def test_what_cannot_be_exact_is_refused_by_name():
     with pytest.raises(ConfigError, match=r"model.config._attn_implementation='paged\|sdpa' cannot .* across"):

@@ -57,7 +57,7 @@ def hf_inputs(batch, model, *, labels: bool = True, device=None) -> dict:
     ``batch``: a :class:`~tokenmill.batching.Batch` or ``Block`` (numpy), or a dict of tensors from
     :class:`~tokenmill.torch.TrainingLoader` / :func:`~tokenmill.torch.to_tensors` (needs
     ``input_ids``, ``labels``, ``position_ids``, ``cu_seqlens``, ``max_seqlen``). ``model``: a
-    transformers model (also wrapped in DDP or ``torch.compile``). ``device``: where the tensors go
+    transformers model (also wrapped in DDP, FSDP, PEFT or ``torch.compile``). ``device``: where the tensors go
     (default: the model's). The dense masks cost ``B*T*T`` elements: for long rows prefer
     ``flash_attention_2`` or ``flex_attention``.
 
@@ -194,14 +194,32 @@ def _block_mask(seg, window: int | None):
 
 
 # ---- the model ---------------------------------------------------------------------------------------
-def _attention_of(model):
+def _model_of(model):
+    """The model inside its wrappers: torch.compile's (``_orig_mod``), PEFT's (``get_base_model()``), DDP's
+    and FSDP's (``module``). torch.compile's and PEFT's forward attribute lookups to the model they wrap
+    (``config`` included), so each is unwrapped by what it is, not by whether it answers ``config``: the
+    checks of the model (its forward takes ``position_ids``) must read the model's own forward."""
     m = model
-    for _ in range(4):  # DDP / FSDP (.module), torch.compile (._orig_mod)
-        if hasattr(m, "config"):
-            break
-        m = getattr(m, "module", None) or getattr(m, "_orig_mod", None)
-        if m is None:
-            break
+    for _ in range(8):
+        children = getattr(m, "_modules", None) or {}
+        if "_orig_mod" in children:  # torch.compile
+            m = children["_orig_mod"]
+            continue
+        base = getattr(type(m), "get_base_model", None)  # PEFT (PeftModel; its LoRA layers stay in the model)
+        if callable(base):
+            inner = m.get_base_model()
+            if inner is not m and inner is not None:
+                m = inner
+                continue
+        if not hasattr(m, "config") and children.get("module") is not None:  # DDP, FSDP
+            m = children["module"]
+            continue
+        break
+    return m
+
+
+def _attention_of(model):
+    m = _model_of(model)
     config = getattr(m, "config", None)
     impl = getattr(config, "_attn_implementation", None)
     if config is None or not isinstance(impl, str):
