@@ -5,6 +5,8 @@ import warnings
 import numpy as np
 import pytest
 
+import tokenmill
+
 torch = pytest.importorskip("torch")
 
 from tokenmill.batching import pack, pad_batch
@@ -73,6 +75,23 @@ def test_flex_block_mask_matches_on_cpu():
     # a loader's dict of tensors: the same mask (it was refused, where sdpa_mask took it)
     bm2 = flex_block_mask(to_tensors(batch))
     assert torch.equal(bm2.to_dense(), bm.to_dense())
+
+
+def test_a_dict_whose_cu_seqlens_do_not_fit_its_rows_is_refused():
+    """``cu_seqlens`` of another batch (or a dict whose rows were sliced for micro-batches) had given a mask
+    letting one document read another, or an IndexError; a dict of numpy arrays failed in flex_block_mask
+    with an AttributeError, one without cu_seqlens with a bare KeyError."""
+    big = next(pack([4, 3, 2, 5], 8).batches([A, B, [1, 2], [1, 3, 4, 5, 2]], batch_size=2, pad_id=0))
+    t = to_tensors(big)
+    halves = {k: v[:1] if torch.is_tensor(v) and v.ndim == 2 else v for k, v in t.items()}  # rows sliced
+    for make in (sdpa_mask, flex_block_mask):
+        with pytest.raises(tokenmill.ConfigError, match=r"cu_seqlens'\] must rise strictly from 0 to rows x positions = 8"):
+            make(halves)
+        with pytest.raises(tokenmill.ConfigError, match="the batch has no cu_seqlens"):
+            make({k: v for k, v in t.items() if k != "cu_seqlens"})
+    as_numpy = {k: v.numpy() if torch.is_tensor(v) else v for k, v in t.items()}
+    assert torch.equal(flex_block_mask(as_numpy).to_dense(), flex_block_mask(t).to_dense())
+    assert torch.equal(sdpa_mask(as_numpy), sdpa_mask(big))
 
 
 def test_padded_rows_have_no_nan():

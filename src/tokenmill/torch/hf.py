@@ -36,7 +36,7 @@ import numpy as np
 
 from ..batching.batch import Batch, Block
 from ..errors import ConfigError, require
-from .masks import segment_ids
+from .masks import check_cu_seqlens, segment_ids
 
 torch = require("torch", "torch")
 
@@ -147,13 +147,9 @@ def _fields(batch) -> dict:
                               "they must be equal")
     B, T = ids.shape
     cu = d["cu_seqlens"]
-    if cu.ndim != 1 or cu.numel() < 2:
-        raise ConfigError(f"batch['cu_seqlens'] must be 1-D with at least 2 entries (got shape {tuple(cu.shape)})")
+    check_cu_seqlens(cu, B, T)
     if cu.device.type == "cpu":  # on an accelerator, a check would wait for it: the batch is trusted there
         c = cu.to(torch.int64)
-        if int(c[0]) != 0 or int(c[-1]) != B * T or bool((c[1:] <= c[:-1]).any()):
-            raise ConfigError(f"batch['cu_seqlens'] must rise strictly from 0 to rows x positions = {B * T:,d} "
-                              f"(got {c[:4].tolist()} .. {int(c[-1]):,d}); it is the batch's, over the flattened rows")
         longest = int((c[1:] - c[:-1]).max())
         if d["max_seqlen"] != longest:
             raise ConfigError(f"batch['max_seqlen'] is {d['max_seqlen']:,d} but the longest segment of cu_seqlens "

@@ -13,7 +13,7 @@ or empty, so long packed blocks skip the empty tiles entirely.
 from __future__ import annotations
 
 from ..batching.batch import as_batch
-from ..errors import require
+from ..errors import ConfigError, require
 
 torch = require("torch", "torch")
 
@@ -34,8 +34,7 @@ def sdpa_mask(batch, *, device=None):
     True
     """
     if isinstance(batch, dict):
-        B, T = batch["input_ids"].shape
-        cu = torch.as_tensor(batch["cu_seqlens"])  # (a numpy array too, as hf_inputs takes them)
+        B, T, cu = dict_segments(batch, "sdpa_mask")
         if device is None:  # where the batch is (a batch moved to the GPU gets its mask there)
             device = cu.device
         seg = segment_ids(cu.to(device), B, T)
@@ -43,6 +42,39 @@ def sdpa_mask(batch, *, device=None):
         return ((seg[:, :, None] == seg[:, None, :]) & causal).unsqueeze(1)
     return torch.from_numpy(as_batch(batch, "sdpa_mask", " (or a dict of tensors from to_tensors)").dense_mask()
                             ).unsqueeze(1).to(device)
+
+
+def dict_segments(batch: dict, what: str):
+    """``(rows, positions, cu_seqlens)`` of a batch dict (``to_tensors``' / a TrainingLoader's; numpy arrays
+    too), ``cu_seqlens`` checked against ``input_ids``' shape (:func:`check_cu_seqlens`): a dict whose rows
+    were sliced for micro-batches, or whose ``cu_seqlens`` came from another batch, had given a mask that
+    let documents attend to each other, or an IndexError."""
+    missing = [k for k in ("input_ids", "cu_seqlens") if k not in batch]
+    if missing:
+        raise ConfigError(f"{what}: the batch has no {' or '.join(missing)}; pass a tokenmill Batch or a "
+                          "TrainingLoader / to_tensors() batch dict")
+    shape = tuple(getattr(batch["input_ids"], "shape", ()))
+    if len(shape) != 2:
+        raise ConfigError(f"{what}: batch['input_ids'] must be 2-D (rows, positions) (got shape {shape})")
+    B, T = shape
+    cu = torch.as_tensor(batch["cu_seqlens"])
+    check_cu_seqlens(cu, B, T)
+    return B, T, cu
+
+
+def check_cu_seqlens(cu, rows: int, positions: int) -> None:
+    """``cu_seqlens`` (a tensor) is 1-D, integer, and on the CPU rises strictly from 0 to rows x positions (on
+    an accelerator a check would wait for it: the batch is trusted there); else a ConfigError naming it."""
+    if cu.ndim != 1 or cu.numel() < 2 or cu.dtype.is_floating_point or cu.dtype == torch.bool:
+        raise ConfigError(f"batch['cu_seqlens'] must be a 1-D integer tensor of at least 2 entries (got shape "
+                          f"{tuple(cu.shape)}, {cu.dtype})")
+    if cu.device.type == "cpu":
+        c = cu.to(torch.int64)
+        if int(c[0]) != 0 or int(c[-1]) != rows * positions or bool((c[1:] <= c[:-1]).any()):
+            raise ConfigError(f"batch['cu_seqlens'] must rise strictly from 0 to rows x positions = "
+                              f"{rows * positions:,d} (got {c[:4].tolist()} .. {int(c[-1]):,d}); it is the batch's, "
+                              "over the flattened rows (a dict whose rows were sliced needs cu_seqlens cut to "
+                              "them: slice the Batch, or make one batch per micro-batch)")
 
 
 def document_mask_mod(segment_ids):
@@ -70,8 +102,8 @@ def flex_block_mask(batch, *, device="cpu", BLOCK_SIZE: int = 128):
     from torch.nn.attention.flex_attention import create_block_mask
 
     if isinstance(batch, dict):
-        B, T = batch["input_ids"].shape
-        seg = segment_ids(batch["cu_seqlens"].to(device), B, T)
+        B, T, cu = dict_segments(batch, "flex_block_mask")
+        seg = segment_ids(cu.to(device), B, T)
     else:
         b = as_batch(batch, "flex_block_mask", " (or a dict of tensors from to_tensors)")
         B, T = b.shape
