@@ -92,6 +92,22 @@ def test_split_fragments_restart_or_continue():
     assert sum(b.stats().targets for b in restart) == 9 - plan.boundary_targets
 
 
+def test_concat_counts_every_block_start_as_a_lost_target():
+    """In stream layout every token of the stream but its first is a target, so each block's first token
+    is lost, a document's start as well as a continuation; ``boundary_targets`` had counted continuations
+    only (``[4, 4, 6]`` in blocks of 4 scored 10 of 13, and said 1 lost)."""
+    rng = np.random.default_rng(0)
+    for _ in range(100):
+        lengths = rng.integers(0, 9, int(rng.integers(1, 8))).tolist()
+        if not sum(lengths):
+            continue
+        plan = pack(lengths, int(rng.integers(1, 7)), method="concat")
+        docs = [list(range(1, n + 1)) for n in lengths]
+        scored = sum(b.stats().targets for b in plan.batches(docs, batch_size=1, pad_id=PAD))
+        assert scored == sum(lengths) - 1 - plan.boundary_targets
+    assert pack([4, 4, 6], 4, method="concat").boundary_targets == 3
+
+
 def test_long_docs_truncate_and_error():
     plan = pack([10, 3], 4, long_docs="truncate")
     assert (plan.tokens, plan.truncated_docs, plan.truncated_tokens) == (7, 1, 6)

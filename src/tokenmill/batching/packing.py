@@ -128,12 +128,18 @@ class PackPlan:
 
     @property
     def boundary_targets(self) -> int:
-        """Targets lost at cuts: the first token of a continuation piece starts an attention segment
-        (a block, in stream layout), so it has no context there and is not scored."""
-        cont = self.start > 0
+        """Targets lost at cuts: the first token of a continuation piece starts an attention segment, so it
+        has no context there and is not scored. In stream layout (``concat``) a block is the segment and
+        every token of the stream but its first is a target (a document's first token is predicted from
+        the token before it), so each block's first token is lost, whether it continues a document or
+        starts one, except the one that starts the data (it had no context in the stream either)."""
         if self.stream:
-            return int(cont[self.block_ptr[:-1][np.diff(self.block_ptr) > 0]].sum())
-        return int(cont.sum())
+            ptr = self.block_ptr
+            firsts = ptr[:-1][np.diff(ptr) > 0]  # the first segment of each block that holds one
+            kept = np.flatnonzero(np.bincount(self.doc, minlength=self.num_docs) > 0)
+            first_doc = int(kept[0]) if kept.size else -1
+            return int(((self.doc[firsts] != first_doc) | (self.start[firsts] != 0)).sum())
+        return int((self.start > 0).sum())
 
     def segments(self, b: int) -> list[tuple[int, int, int]]:
         """Block ``b`` as a list of ``(doc, start, length)`` (``b`` in ``[0, num_blocks)``; -1 is no block:
