@@ -36,6 +36,12 @@ def test_first_run_says_it_compiles_and_later_runs_load_from_cache(tmp_path):
     quiet = _run(PROBE.replace("tokenmill.pack([3, 2, 4], 5)", "tokenmill.pack([3, 2, 4], 5, method='greedy')"),
                  str(tmp_path / "other"), TOKENMILL_QUIET="1")
     assert "compiling" not in quiet.stderr
+    # the command line's --quiet says nothing either (it set no TOKENMILL_QUIET: every command printed it)
+    cli = "from tokenmill.cli import main; raise SystemExit(main(['pack', '--lognormal', '50', '--block-size', '64', {}]))"
+    loud = _run(cli.format("'--json'"), str(tmp_path / "cli"))
+    assert "compiling kernels" in loud.stderr
+    hushed = _run(cli.format("'--quiet'"), str(tmp_path / "cli2"))
+    assert "compiling" not in hushed.stderr and "PackPlan(best_fit" in hushed.stdout
 
 
 def test_compile_time_is_kept_out_of_progress_bars():

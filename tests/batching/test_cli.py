@@ -31,6 +31,24 @@ def test_verify_packing_command(capsys):
                  "--expect", "fail", "--positions", "rope"]) == 0
 
 
+def test_verify_packing_json_and_quiet(capsys):
+    """``verify-packing --json`` prints each report's counts (it had no --json), and both commands take
+    ``--quiet`` (argparse had refused it, exit 2)."""
+    import json
+
+    pytest.importorskip("torch")
+    assert main(["verify-packing", "--docs", "6", "--block-size", "24", "--json", "--quiet"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert [r["positions"] for r in got] == ["learned", "rope"] and all(r["passed"] for r in got)
+    assert all(r["targets_compared"] > 0 and r["mismatched_targets"] == 0 for r in got)
+    assert main(["verify-packing", "--docs", "6", "--block-size", "24", "--layout", "stream", "--json"]) == 1
+    assert not any(r["passed"] for r in json.loads(capsys.readouterr().out))
+    assert main(["pack", "--lognormal", "20", "--block-size", "64", "--quiet"]) == 0
+    assert "20 documents" in capsys.readouterr().out
+    assert main(["pack", "--lognormal", "0", "--block-size", "64"]) == 1  # (0 documents "at 100% fill")
+    assert "--lognormal" in capsys.readouterr().err
+
+
 def test_pack_command_empty_or_binary_lengths(capsys, tmp_path):
     """An empty file "packed" 0 documents at 100% fill after numpy's warning; a binary one raised a bare
     codec error."""

@@ -60,6 +60,11 @@ def main(argv: list[str] | None = None) -> int:
         if not args.quiet and not getattr(args, "progress", False):
             args.quiet = not _is_terminal(sys.stderr)
     quiet = not getattr(args, "notices", True)
+    # --quiet also silences the first run's "compiling kernels" notice (``_jit``; read from the environment,
+    # so that the command's worker processes stay quiet too), for this command only
+    restore = os.environ.get("TOKENMILL_QUIET")
+    if quiet:
+        os.environ["TOKENMILL_QUIET"] = "1"
     # the command as typed: "store build", not "store" (a subcommand's messages name it)
     name = _command_of(args)
     try:
@@ -84,6 +89,12 @@ def main(argv: list[str] | None = None) -> int:
             return 130
         print(f"tokenmill {name}: error: {cli_names(_one_line(e), COMMANDS.get(name))}", file=sys.stderr)
         return 1
+    finally:
+        if quiet:
+            if restore is None:
+                os.environ.pop("TOKENMILL_QUIET", None)
+            else:
+                os.environ["TOKENMILL_QUIET"] = restore
 
 
 def _command_of(args) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from ._common import add_command, seed
+from ._common import add_command, add_quiet, seed
 
 
 def register(sub) -> None:
@@ -21,6 +21,7 @@ def register(sub) -> None:
     p.add_argument("--compare", action="store_true", help="run every method and print one line each")
     p.add_argument("--json", action="store_true", help="print each plan's counts as JSON (a list, one per method)")
     p.add_argument("--seed", type=seed, default=0)
+    add_quiet(p)
 
     v = add_command(sub, "verify-packing",
                     help="check that packed blocks give the same logits as documents run alone (tiny reference "
@@ -38,6 +39,8 @@ def register(sub) -> None:
     v.add_argument("--expect", default="pass", choices=["pass", "fail"],
                    help="exit 0 when every check has this outcome (use 'fail' to demonstrate the stream baseline)")
     v.add_argument("--seed", type=seed, default=0)
+    v.add_argument("--json", action="store_true", help="print one JSON object per --positions value (a list)")
+    add_quiet(v)
 
 
 def _read_lengths(args):
@@ -47,7 +50,7 @@ def _read_lengths(args):
     from ..errors import ConfigError, InputError
 
     if args.lognormal is not None:
-        n = check_int(args.lognormal, "--lognormal", min=0, max=2**31)
+        n = check_int(args.lognormal, "--lognormal", min=1, max=2**31)  # (0: "0 documents at 100% fill")
         mu = check_float(args.mu, "--mu", min=-1e3, max=1e3)
         sigma = check_float(args.sigma, "--sigma", min=0.0, max=1e3) + 0.0  # -0.0 -> 0.0 (numpy refuses -0.0)
         rng = np.random.default_rng(check_int(args.seed, "--seed", min=0))
@@ -130,7 +133,16 @@ def cmd_verify(args) -> int:
         model = TinyCausalLM(TinyConfig(positions=pos, **cfg_kw), seed=args.seed, dtype=dtype)
         report = packing_equivalence(model, docs, args.block_size, method=args.method, layout=args.layout,
                                      attention=args.attention, atol=atol, rtol=0.0, seed=args.seed)
-        print(f"{pos:>7} positions: {report}")
-        outcomes.append(report.passed)
+        if not args.json:
+            print(f"{pos:>7} positions: {report}")
+        outcomes.append(report)
+    if args.json:
+        import dataclasses
+        import json
+
+        print(json.dumps([{"positions": pos, **dataclasses.asdict(r), "equivalent": r.equivalent,
+                           "isolated": r.isolated, "passed": r.passed} for pos, r in zip(args.positions, outcomes)],
+                         indent=1))
+    outcomes = [r.passed for r in outcomes]
     want = args.expect == "pass"
     return 0 if all(o == want for o in outcomes) else 1
