@@ -72,3 +72,23 @@ def test_first_holding_leaves_to_the_caller_what_one_pass_cannot_tell():
     assert S.first_holding([b"x"], frozenset(list(nine)[:8])) == 1
     assert S.first_holding([b"x"], frozenset({""})) is None
     assert S.first_holding([b"x"], frozenset({"\ud800"})) is None
+
+
+def test_special_token_arguments_of_the_wrong_kind_are_refused_by_name():
+    """``from_ranks``/``from_tiktoken`` given a list, set or str of specials failed with an AttributeError;
+    ``train_bpe`` given a dict dropped its ids in silence; repeated ids printed every id of the tokenizer."""
+    import tokenmill
+    from tokenmill.errors import ConfigError
+
+    ranks = {bytes([i]): i for i in range(256)}
+    for bad in (["<|eot|>"], {"<|eot|>"}, "<|eot|>"):
+        with pytest.raises(ConfigError, match=f"special_tokens is a {type(bad).__name__}; pass a dict name -> id"):
+            tokenmill.Tokenizer.from_ranks(ranks, pattern="gpt2", special_tokens=bad)
+    with pytest.raises(ConfigError, match="training gives special tokens the ids after the learned vocabulary"):
+        tokenmill.train_bpe(["hello"], 300, special_tokens={"<a>": 1000, "<b>": 5})
+    with pytest.raises(ConfigError, match=r"pass a list \(its order gives the ids\)$"):
+        tokenmill.train_bpe(["hello"], 300, special_tokens={"<a>", "<b>"})
+    many = {f"<s{k}>": 300 + k for k in range(1000)} | {"<again>": 300}
+    with pytest.raises(ConfigError) as e:
+        tokenmill.Tokenizer.from_ranks(ranks, pattern="gpt2", special_tokens=many)
+    assert str(e.value) == "special tokens '<s0>' and '<again>' both have id 300; each special token needs its own id"

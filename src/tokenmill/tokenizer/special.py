@@ -8,22 +8,23 @@ the text at the allowed ones.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from .._validate import check_int
 from ..errors import ConfigError, SpecialTokenError
 
 
-def special_token_names(special_tokens) -> list[str]:
+def special_token_names(special_tokens, *, takes_ids: bool = True) -> list[str]:
     """Special token names: a str is one token (not one per character); each must be a non-empty,
-    encodable (no lone surrogate) string, listed once."""
+    encodable (no lone surrogate) string, listed once. ``takes_ids``: the caller also takes a dict name ->
+    id (said in the advice)."""
     if special_tokens is None:
         return []
     if isinstance(special_tokens, (set, frozenset)):
         if len(special_tokens) > 1:  # (its order changes with PYTHONHASHSEED: so would the ids it gives)
             raise ConfigError(f"special_tokens is a {type(special_tokens).__name__}, whose order Python does not "
                               "keep from one run to the next, so the ids it gives would change; pass a list (its "
-                              "order gives the ids) or a dict name -> id")
+                              "order gives the ids)" + (" or a dict name -> id" if takes_ids else ""))
     if not isinstance(special_tokens, str) and not hasattr(special_tokens, "__iter__"):
         raise ConfigError(f"special_tokens={special_tokens!r}: pass a list of names or a dict name -> id")
     names = [special_tokens] if isinstance(special_tokens, str) else list(special_tokens)
@@ -46,15 +47,24 @@ def check_specials(special: dict[str, int], vocab: Sequence, dense: bool = True)
     """Special tokens: distinct names and ids, anywhere an id is not held by other vocabulary bytes
     (after the vocabulary, in a gap, or, when not ``dense`` (tokenizer.json imports), on a token with
     the same bytes)."""
+    if not isinstance(special, Mapping):  # (a list, set or str reached .items() as an AttributeError)
+        raise ConfigError(f"special_tokens is a {type(special).__name__}; pass a dict name -> id (e.g. "
+                          "{'<|endoftext|>': 50256}): a vocabulary of ranks gives its special tokens no ids of its own")
     special_token_names(special)
     # tables are sized by the largest id (a Python int per id for lists out: an id of 2**31 - 1 took the
     # process's memory at its first encode): ids stay within 2**20 of the vocabulary
     top = len(vocab) + (1 << 20) - 1
     for s, i in special.items():
         check_int(i, f"special token {s!r} id", min=0, max=top)
-    ids = sorted(special.values())
-    if len(set(ids)) != len(ids):
-        raise ConfigError(f"special token ids {ids} repeat; each special token needs its own id")
+    holders: dict[int, list[str]] = {}
+    for s, i in special.items():
+        holders.setdefault(i, []).append(s)
+    twice = next((i for i, names in holders.items() if len(names) > 1), None)
+    if twice is not None:  # (the whole sorted list of ids had been the message: 1,000 of them for tekken)
+        held = holders[twice]
+        raise ConfigError(f"special tokens {held[0]!r} and {held[1]!r} both have id {twice:,d}"
+                          + (f" ({len(held) - 2:,d} more too)" if len(held) > 2 else "")
+                          + "; each special token needs its own id")
     n_vocab = len(vocab)
     for s, i in special.items():
         if i < n_vocab and vocab[i] is not None and (dense or vocab[i] != s.encode("utf-8")):

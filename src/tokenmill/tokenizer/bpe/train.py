@@ -17,7 +17,7 @@ import re
 import sys
 import warnings
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -81,7 +81,10 @@ def train_bpe(
     check_texts(texts, "train_bpe", "documents")  # (one str was one document per character, in silence)
     if isinstance(special_tokens, str):  # one token, not one per character
         special_tokens = [special_tokens]
-    names = special_token_names(special_tokens)
+    if isinstance(special_tokens, Mapping):  # (its ids had been dropped in silence)
+        raise ConfigError("special_tokens is a dict, but training gives special tokens the ids after the learned "
+                          "vocabulary (in list order), not ids of your choosing; pass a list of names")
+    names = special_token_names(special_tokens, takes_ids=False)
     vocab_size = check_int(vocab_size, "vocab_size")
     min_frequency = check_int(min_frequency, "min_frequency", min=1)
     max_token_bytes = check_int(max_token_bytes, "max_token_bytes", none=True)
