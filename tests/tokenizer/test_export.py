@@ -182,3 +182,19 @@ def test_to_tiktoken_refuses_imported_merge_lists_whose_ids_tiktoken_would_not_g
     enc = Tokenizer.from_huggingface(tmp_path / "tokenizer.json").to_tiktoken()
     for text in ("abc", "abcabc", "bcab", "cab"):
         assert enc.encode(text) == hf.encode(text, add_special_tokens=False).ids
+
+
+def test_to_tiktoken_refuses_a_special_token_that_starts_another():
+    """tokenmill takes the longest special token at a place; tiktoken tries its specials in no fixed order,
+    so "<a><b>" came back as <a> and text where tokenmill gives <a><b>'s id: refused, naming both. Specials
+    that only overlap elsewhere are exported (the leftmost match is the same for both)."""
+    pytest.importorskip("tiktoken")
+    from tokenmill.errors import ConfigError
+
+    tok = Tokenizer.from_merges([], pattern="gpt4", special_tokens=["<a>", "<a><b>"])
+    assert tok.encode("<a><b>", allowed_special="all") == [257]
+    with pytest.raises(ConfigError, match="the special token '<a>' is the start of '<a><b>'"):
+        tok.to_tiktoken()
+    ok = Tokenizer.from_merges([], pattern="gpt4", special_tokens=["ab", "bc"])
+    for text in ("abc", "xbcab"):
+        assert ok.to_tiktoken().encode(text, allowed_special="all") == ok.encode(text, allowed_special="all")

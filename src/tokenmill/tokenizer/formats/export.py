@@ -208,6 +208,14 @@ def to_tiktoken(tok, name: str | None = None):
 
     tiktoken = require("tiktoken", "tiktoken")
     vocab = _tiktoken_vocab(tok)
+    # tokenmill (and HF) take the longest special token starting at a place; tiktoken tries them in no fixed
+    # order (its Rust side keeps them in a hash map), so where one is the start of another it may take either
+    specials = sorted(tok.special_tokens)
+    for a, b in zip(specials, specials[1:]):
+        if b.startswith(a):
+            raise ConfigError(f"the special token {a!r} is the start of {b!r}: tokenmill encodes {b!r} as its own "
+                              "id, tiktoken tries its special tokens in no fixed order and may give "
+                              f"{a!r} and text; export with save_huggingface, or rename one of them")
     return tiktoken.Encoding(
         name or f"tokenmill-{tok.content_hash[:12]}",
         pat_str=_tiktoken_pattern(tok.pattern),
