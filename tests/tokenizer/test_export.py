@@ -198,3 +198,45 @@ def test_to_tiktoken_refuses_a_special_token_that_starts_another():
     ok = Tokenizer.from_merges([], pattern="gpt4", special_tokens=["ab", "bc"])
     for text in ("abc", "xbcab"):
         assert ok.to_tiktoken().encode(text, allowed_special="all") == ok.encode(text, allowed_special="all")
+
+
+def test_damaged_files_are_named_with_their_field(trained, tmp_path):
+    """A tokenizer.json whose Split regex does not compile named neither file nor field; a tokenmill file
+    whose first merge has 3 ids blamed merges[1] and asked for 3 (and rows of 3 everywhere were re-paired
+    by a reshape); a tekken.json listing two special tokens on one id printed every id, and no file."""
+    import json
+
+    from tokenmill._io import canonical_hash
+    from tokenmill.errors import FormatError
+
+    trained.save_huggingface(tmp_path / "tokenizer.json")
+    body = json.loads((tmp_path / "tokenizer.json").read_text())
+    pre = body["pre_tokenizer"]
+    split = pre["pretokenizers"][0] if pre["type"] == "Sequence" else pre
+    split["pattern"]["Regex"] = "(unclosed"
+    (tmp_path / "bad.json").write_text(json.dumps(body))
+    field = r"pre_tokenizer\.pretokenizers\[0\]" if pre["type"] == "Sequence" else "pre_tokenizer"
+    with pytest.raises(FormatError, match=rf"bad.json: {field}.pattern.Regex = '\(unclosed' is not a valid regex"):
+        Tokenizer.from_huggingface(tmp_path / "bad.json")
+
+    trained.save(tmp_path / "tok.json")
+    own = json.loads((tmp_path / "tok.json").read_text())
+    for rows, where in (([[97, 98, 99]] + own["model"]["merges"][1:], "merges\\[0\\] .* 3 entries"),
+                        ([m + [0] for m in own["model"]["merges"]], "merges\\[0\\] .* 3 entries")):
+        edited = dict(own, model=dict(own["model"], merges=rows))
+        edited.pop("hash")
+        edited["hash"] = canonical_hash(edited)
+        (tmp_path / "edited.json").write_text(json.dumps(edited))
+        with pytest.raises(FormatError, match=f"{where}; every entry must be a list of 2 integers"):
+            Tokenizer.load(tmp_path / "edited.json")
+
+    tekken = {"config": {"pattern": r"[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+|\s+",
+                         "num_vocab_tokens": 256, "default_vocab_size": 258, "default_num_special_tokens": 2},
+              "vocab": [{"rank": i, "token_bytes": __import__("base64").b64encode(bytes([i])).decode()}
+                        for i in range(256)],
+              "special_tokens": [{"rank": 0, "token_str": "<unk>", "is_control": True},
+                                 {"rank": 0, "token_str": "<s>", "is_control": True}]}
+    (tmp_path / "tekken.json").write_text(json.dumps(tekken))
+    with pytest.raises(FormatError) as e:
+        Tokenizer.from_tekken(tmp_path / "tekken.json")
+    assert "tekken.json" in str(e.value) and len(str(e.value)) < 400

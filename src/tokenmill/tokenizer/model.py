@@ -129,7 +129,10 @@ class Tokenizer:
         from .formats.tekken import load_tekken
 
         vocab, pairs, pattern, specials = load_tekken(check_path(path))
-        return cls(vocab, pairs, pattern=pattern, special_tokens=specials, whole_chunk_lookup=True)
+        try:
+            return cls(vocab, pairs, pattern=pattern, special_tokens=specials, whole_chunk_lookup=True)
+        except ConfigError as e:  # what the file asks of the tokenizer (two special tokens on one id...)
+            raise FormatError(f"{os.fspath(path)}: {e}") from None
 
     @classmethod
     def from_merge_list(cls, vocab, merges, *, pattern, special_tokens=None, added_tokens=None,

@@ -141,6 +141,12 @@ def _pre_tokenizer(spec, source: str):
                               "only 'Isolated' is supported")
             rx = item.pattern.Regex
             if rx is not UNSET:
+                try:
+                    regex.compile(rx)
+                except regex.error as e:  # (a damaged file: said without its name or field before)
+                    field = "pre_tokenizer" + (f".pretokenizers[{k}]" if isinstance(spec, HFPreSequence) else "")
+                    raise FormatError(f"{source}: {field}.pattern.Regex = {rx!r} is not a valid regex ({e}); the "
+                                      "file is damaged or hand-edited, get it again") from None
                 differ = engine_differences(rx, oniguruma=True)
                 if differ:
                     raise _refuse(source, f"the Split regex {rx!r}", f"Oniguruma (HF's engine) reads "

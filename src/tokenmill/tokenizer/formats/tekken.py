@@ -55,6 +55,13 @@ def read_tekken(path, raw: bytes) -> tuple[dict[bytes, int], str, dict[str, int]
     where = f"tekken tokenizer file {src!r}"
     spec = decode_file(raw, TekkenFile, where=where, pre=lambda body: tekken_shape(body, src))
     pattern, entries = spec.config.pattern, spec.vocab
+    import regex
+
+    try:
+        regex.compile(pattern)
+    except regex.error as e:  # (a damaged file: said without its name or field before)
+        raise FormatError(f"{src}: config.pattern = {pattern!r} is not a valid regex ({e}); the file is damaged or "
+                          "hand-edited, get it again") from None
     differ = engine_differences(pattern, tiktoken=True)
     if differ:
         raise UnsupportedTokenizerError(

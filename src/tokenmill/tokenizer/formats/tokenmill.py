@@ -267,8 +267,8 @@ def _build(cls, spec, source: str, size: int | None):
                         what="special token id")
     if isinstance(model, MergesModel):
         counts = model.merge_counts
-        merges = json_ints(model.merges, "merges", source, hi=2**31 - 1)
-        return cls.from_merges(merges.reshape(-1, 2) if merges.size == 0 else merges,
+        merges = json_ints(model.merges, "merges", source, hi=2**31 - 1, width=2)
+        return cls.from_merges(merges,
                                pattern=spec.pattern, special_tokens=specials,
                                merge_counts=None if counts is None else json_ints(counts, "merge_counts", source))
     vocab = b64_tokens(model.tokens, source)
@@ -285,10 +285,10 @@ def _build(cls, spec, source: str, size: int | None):
     if added is not None and size is not None:
         check_ids_below(size, ((f"added_tokens[{k}].id", t.id) for k, t in enumerate(added)), where=source,
                         what="added token id")
-    merges = json_ints(model.merges, "merges", source, hi=2**31 - 1)
+    merges = json_ints(model.merges, "merges", source, hi=2**31 - 1, width=2)
     merge_ids = json_ints(model.merge_ids, "merge_ids", source, hi=2**31 - 1) if model.merge_ids else None
     return cls.from_merge_list(
-        vocab, merges.reshape(-1, 2), pattern=spec.pattern,
+        vocab, merges, pattern=spec.pattern,
         special_tokens=None if added is not None else specials,
         added_tokens=None if added is None else [AddedToken.from_entry(t) for t in added],
         ignore_merges=model.ignore_merges, normalizer=spec.normalizer, merge_ids=merge_ids,
@@ -315,14 +315,17 @@ def json_int(v, what: str, source: str, hi: int = 2**63 - 1) -> int:
     return v
 
 
-def json_ints(value, what: str, source: str, hi: int = 2**63 - 1) -> np.ndarray:
-    """A JSON list of integers, or of equal-length lists of integers, as an int64 array (each entry
-    checked as :func:`json_int`)."""
+def json_ints(value, what: str, source: str, hi: int = 2**63 - 1, width: int | None = None) -> np.ndarray:
+    """A JSON list of integers, or (``width``: lists of ``width`` integers each; else of equal-length lists,
+    the first's length) a 2-D int64 array (each entry checked as :func:`json_int`)."""
     if not isinstance(value, list):
         raise FormatError(f"{source}: {what} must be a list, got {type(value).__name__}")
-    if not (value and isinstance(value[0], list)):
+    if width is None and not (value and isinstance(value[0], list)):
         return np.array([json_int(v, f"{what}[{i:,d}]", source, hi) for i, v in enumerate(value)], np.int64)
-    width = len(value[0])
+    if width is None:
+        width = len(value[0])
+    if not value:
+        return np.zeros((0, width), np.int64)
     flat = []
     for i, row in enumerate(value):
         if not isinstance(row, list) or len(row) != width:
