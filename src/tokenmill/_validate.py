@@ -289,6 +289,11 @@ def _ids_source(ids) -> list | tuple | np.ndarray:
         return check_array(ids, "ids", ndim=None, error=ConfigError).ravel()
     if isinstance(ids, (str, bytes)) or not isinstance(ids, Iterable):
         raise ConfigError(f"ids must be an iterable of token ids (ints), not {type(ids).__name__}")
+    from collections.abc import Mapping, Set
+
+    if isinstance(ids, (Set, Mapping)):  # (a dict decoded its keys, a set its ids in hash order)
+        what = "its keys would be decoded" if isinstance(ids, Mapping) else "it keeps no order of its own"
+        raise ConfigError(f"ids is a {type(ids).__name__} ({what}); pass the ids in order, as a list or array")
     return ids if isinstance(ids, (list, tuple)) else list(ids)
 
 

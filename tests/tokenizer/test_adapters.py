@@ -110,7 +110,9 @@ def test_hf_wordpiece_wrapped(tmp_path):
     with pytest.raises(ConfigError, match="^as_arrays='no' must be True or False"):
         tok.encode_batch(["hello"], as_arrays="no")
     for bad, message in ((np.array([[2, 3]]), r"^ids is a 2-D array of shape \(1, 2\); decode one sequence"),
-                         (None, "^ids must be an iterable of token ids"), ([2.5], r"^token id=2.5 must be an integer")):
+                         (None, "^ids must be an iterable of token ids"), ([2.5], r"^token id=2.5 must be an integer"),
+                         ({2: 0, 3: 1}, r"^ids is a dict \(its keys would be decoded\)"),  # (decoded its keys)
+                         ({2, 3}, r"^ids is a set \(it keeps no order of its own\)")):  # (decoded in hash order)
         for fn in (tok.decode, tok.decode_bytes):
             with pytest.raises(ConfigError, match=message):
                 fn(bad)
