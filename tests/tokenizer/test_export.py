@@ -240,3 +240,23 @@ def test_damaged_files_are_named_with_their_field(trained, tmp_path):
     with pytest.raises(FormatError) as e:
         Tokenizer.from_tekken(tmp_path / "tekken.json")
     assert "tekken.json" in str(e.value) and len(str(e.value)) < 400
+
+
+def test_a_tokenizer_json_that_truncates_or_pads_says_so_on_every_load(trained, tmp_path):
+    """HF's encode truncates and pads where the file enables it (a tokenizer saved after enable_truncation);
+    tokenmill's encode gives every id: a warning naming the file and the settings, on each load (the first
+    conversion is cached), where the file had loaded in silence with other ids than HF's."""
+    import json
+    import warnings
+
+    trained.save_huggingface(tmp_path / "tokenizer.json")
+    body = json.loads((tmp_path / "tokenizer.json").read_text())
+    body["truncation"] = {"direction": "Right", "max_length": 3, "strategy": "LongestFirst", "stride": 0}
+    (tmp_path / "cut.json").write_text(json.dumps(body))
+    for _ in range(2):
+        with pytest.warns(UserWarning, match=r"cut.json enables truncation \(max_length=3, .*tokenmill's does not"):
+            tok = Tokenizer.from_huggingface(tmp_path / "cut.json")
+    assert len(tok.encode("hello world and more words")) > 3
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Tokenizer.from_huggingface(tmp_path / "tokenizer.json")  # (none asked: no warning)

@@ -271,7 +271,7 @@ def load_tokenizer_json(path: str | os.PathLike, build):
     source = str(p)
     raw = read_bytes_limited(p, what="tokenizer.json")
     key = hashlib.sha256(raw).hexdigest()[:32]
-    cache_key = f"hf-{key}"
+    cache_key = f"hf2-{key}"  # (2: the config says what is not applied)
     cached = load_cached(cache_key)
     if cached is not None:
         try:
@@ -297,6 +297,7 @@ def _build(vocab, arr, config, *, source, build):
     from ...errors import ConfigError
 
     conf = check(config, HFCacheConfig, what=f"the cached conversion of {source}")
+    warn_not_applied(source, conf.not_applied, stacklevel=5)
     patterns = conf.patterns
     try:
         return build(
@@ -306,6 +307,30 @@ def _build(vocab, arr, config, *, source, build):
             add_prefix_space=conf.add_prefix_space, split_patterns=patterns[1:], source=source)
     except ConfigError as e:  # what the file asks of the tokenizer (a pattern, a special token's id) tokenmill refuses
         raise _refuse(source, "this file", f"{e}") from None
+
+
+def not_applied_of(spec) -> list[str]:
+    """What a tokenizer.json asks of HF's ``encode`` that tokenmill's does not do: truncation and padding
+    (a tokenizer saved after ``enable_truncation`` / ``enable_padding``), with their settings."""
+    return [f"{k} ({_settings(getattr(spec, k))})" for k in ("truncation", "padding") if getattr(spec, k) is not None]
+
+
+def warn_not_applied(source: str, not_applied: list[str], stacklevel: int) -> None:
+    """A warning (on every load) that ``source`` enables what tokenmill's encode does not apply."""
+    if not_applied:
+        import warnings
+
+        warnings.warn(f"{source} enables {' and '.join(not_applied)}, which HF tokenizers' encode applies and "
+                      "tokenmill's does not: its ids are every id of the text, unpadded (cut or pad them where "
+                      "you need to)", stacklevel=stacklevel)
+
+
+def _settings(value) -> str:
+    """A truncation or padding setting of a tokenizer.json, in short: ``max_length=3`` or the like."""
+    if not isinstance(value, dict):
+        return "on"
+    keys = [k for k in ("max_length", "strategy", "direction", "pad_to_multiple_of") if value.get(k) is not None]
+    return ", ".join(f"{k}={value[k]!r}" for k in keys) or "on"
 
 
 def _convert(spec: HFTokenizerJson, source: str, file_size: int):
@@ -372,8 +397,11 @@ def _convert(spec: HFTokenizerJson, source: str, file_size: int):
         raise _refuse(source, f"a vocabulary without the byte tokens for bytes {missing[:8]}",
                       "a byte-level BPE needs all 256")
     added = added_tokens_of([] if spec.added_tokens is UNSET else spec.added_tokens, vocab_map, source)
+    # HF's encode also truncates and pads where the file enables it (a tokenizer saved after
+    # enable_truncation / enable_padding); tokenmill's encode gives every id, unpadded: said on each load
+    not_applied = not_applied_of(spec)
     config = {"patterns": patterns, "add_prefix_space": prefix_space, "normalizer": normalizer,
-              "ignore_merges": bool(model.ignore_merges),
+              "ignore_merges": bool(model.ignore_merges), "not_applied": not_applied,
               "added_tokens": [t.to_dict() for t in added]}
     return vocab, arr, config
 

@@ -175,6 +175,7 @@ class HFCacheConfig(Struct):
     normalizer: Union[Literal["NFC"], None]
     ignore_merges: bool
     added_tokens: list[AddedTokenEntry]
+    not_applied: list[str] = []  # what HF's encode does as the file asks and tokenmill's does not (said on load)
 
 
 class RankCacheConfig(Struct):

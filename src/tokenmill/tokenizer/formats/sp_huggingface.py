@@ -28,7 +28,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
-from typing import Literal, Union
+from typing import Any, Literal, Union
 
 import numpy as np
 from msgspec import UNSET, UnsetType
@@ -133,6 +133,8 @@ class _File(Lenient):
     normalizer: Union[_Prepend, _Replace, _NormSequence, None] = None
     pre_tokenizer: Union[_Metaspace, _PreSequence, None] = None
     decoder: Union[_DReplace, _DByteFallback, _DFuse, _DStrip, _DMetaspace, _DSequence, None] = None
+    truncation: Any = None  # (not applied: said on load, huggingface.warn_not_applied)
+    padding: Any = None
 
 
 _KNOWN = {"normalizer": {"Prepend", "Replace", "Sequence"}, "pre_tokenizer": {"Metaspace", "Sequence"},
@@ -198,6 +200,9 @@ class SentencePieceJsonTokenizer:
         spec = decode_file(self._raw, _File, where=where, pre=lambda body: _refuse_components(body, source),
                            maps=lambda body: [("model.vocab", body["model"].get("vocab"), is_id, ID_RULE)])
         model = spec.model
+        from .huggingface import not_applied_of, warn_not_applied
+
+        warn_not_applied(source, not_applied_of(spec), stacklevel=5)
         if model.dropout not in (None, 0.0):
             raise _refuse(source, f"BPE dropout={model.dropout}")
         for key in ("continuing_subword_prefix", "end_of_word_suffix"):
