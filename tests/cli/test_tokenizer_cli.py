@@ -269,3 +269,22 @@ def test_encode_names_invalid_bytes_on_the_command_line(gpt2_ranks_path, capsys)
     assert main(["encode", "--tokenizer", str(gpt2_ranks_path), "--pattern", "gpt2", "ab\udcffc"]) == 1
     err = capsys.readouterr().err
     assert "the text argument holds bytes that are not UTF-8 (at character 2)" in err and "--input FILE" in err
+
+
+def test_encode_reads_stdin_and_decode_takes_what_encode_json_prints(corpus, tmp_path):
+    """``encode --input -`` reads standard input ("input '-' does not exist" before); ``decode`` takes the
+    JSON list ``encode --json`` prints, as an argument or on standard input (``-``), besides integers."""
+    out = tmp_path / "tok.json"
+    assert main(["train", "--input", str(corpus), "--vocab-size", "280", "--out", str(out), "--quiet"]) == 0
+    text = "the cat 低低"
+    ids = Tokenizer.load(out).encode(text)
+    enc = subprocess.run([sys.executable, "-m", "tokenmill", "encode", "--tokenizer", str(out), "--input", "-",
+                          "--json"], input=text.encode(), capture_output=True)
+    assert json.loads(enc.stdout) == ids
+    dec = subprocess.run([sys.executable, "-m", "tokenmill", "decode", "--tokenizer", str(out), "-"],
+                         input=enc.stdout, capture_output=True)
+    assert dec.stdout.decode() == text + "\n"
+    both = run("decode", "--tokenizer", str(out), json.dumps(ids[:2]), *map(str, ids[2:]))
+    assert both.stdout == text + "\n"
+    bad = run("decode", "--tokenizer", str(out), "x1")
+    assert bad.returncode == 1 and "ids: 'x1' is not an integer" in bad.stderr

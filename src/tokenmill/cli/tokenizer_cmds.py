@@ -44,7 +44,7 @@ def register(sub) -> None:
     add_tokenizer_args(p)
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("text", nargs="?", help="text to encode")
-    g.add_argument("--input", help="file to encode (UTF-8)")
+    g.add_argument("--input", help="file to encode (UTF-8); - reads standard input")
     p.add_argument("--allow-special", action="store_true", help="encode special-token text as special tokens "
                    "(= --special-text special)")
     p.add_argument("--special-text", choices=["error", "special", "plain"], default=None,
@@ -56,9 +56,13 @@ def register(sub) -> None:
     add_quiet(p)
 
     p = add_command(sub, "decode", help="decode token ids to text",
-                    example="tokenmill decode --tokenizer tok.json 72 101 108 108 111", func=cmd_decode)
+                    example="tokenmill decode --tokenizer tok.json 72 101 108 108 111\n"
+                            "  tokenmill encode --tokenizer tok.json --json 'Hello' | tokenmill decode --tokenizer "
+                            "tok.json -", func=cmd_decode)
     add_tokenizer_args(p)
-    p.add_argument("ids", nargs="+", type=int)
+    p.add_argument("ids", nargs="+", metavar="ID",
+                   help="token ids: integers, a JSON list ('[72, 101]', as encode --json prints), or - to read "
+                        "either from standard input")
 
     p = add_command(sub, "inspect", help="summarize a tokenizer file",
                     example="tokenmill inspect tok.json", func=cmd_inspect)
@@ -97,7 +101,9 @@ def cmd_encode(args) -> int:
         from ..data.text import Replaced, decode_utf8, read_input_bytes
 
         replaced = Replaced()
-        text = decode_utf8(read_input_bytes(args.input), name=args.input, errors=args.errors, replaced=replaced)
+        raw = sys.stdin.buffer.read() if args.input == "-" else read_input_bytes(args.input)
+        name = "<stdin>" if args.input == "-" else args.input
+        text = decode_utf8(raw, name=name, errors=args.errors, replaced=replaced)
         say_replaced(replaced)
     else:
         text = args.text
@@ -125,8 +131,34 @@ def cmd_encode(args) -> int:
     return 0
 
 
+def _ids_of(values: list[str]) -> list[int]:
+    """The ids of decode's arguments: integers, JSON lists of integers, or ``-`` (standard input holding
+    either); anything else is a ConfigError naming the argument."""
+    ids: list[int] = []
+    for v in values:
+        if v == "-":
+            v = sys.stdin.read()
+        text = v.strip()
+        if text.startswith("["):
+            try:
+                got = json.loads(text)
+            except json.JSONDecodeError as e:
+                raise ConfigError(f"ids: {text[:40]!r} is not a JSON list ({e})") from None
+            if not isinstance(got, list) or not all(type(i) is int for i in got):
+                raise ConfigError(f"ids: {text[:40]!r} must be a JSON list of integers")
+            ids.extend(got)
+            continue
+        for word in text.split():
+            try:
+                ids.append(int(word))
+            except ValueError:
+                raise ConfigError(f"ids: {word[:40]!r} is not an integer; pass ids as integers, a JSON list, "
+                                  "or - to read them from standard input") from None
+    return ids
+
+
 def cmd_decode(args) -> int:
-    sys.stdout.write(load_tokenizer(args).decode(args.ids))
+    sys.stdout.write(load_tokenizer(args).decode(_ids_of(args.ids)))
     sys.stdout.write("\n")
     return 0
 
