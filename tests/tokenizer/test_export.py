@@ -260,3 +260,13 @@ def test_a_tokenizer_json_that_truncates_or_pads_says_so_on_every_load(trained, 
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         Tokenizer.from_huggingface(tmp_path / "tokenizer.json")  # (none asked: no warning)
+
+
+def test_a_special_token_spelling_a_vocabulary_token_is_refused_for_that_reason(tmp_path):
+    """A special token "x" (byte 120's token too): HF keeps one id per string, so the export is refused,
+    saying so (the message had blamed the order of ids after the vocabulary)."""
+    from tokenmill.errors import ConfigError
+
+    tok = train_bpe(["hello x world"], 262, special_tokens=["x"])
+    with pytest.raises(ConfigError, match="the vocabulary holds 'x' as a token of its own at id 120"):
+        tok.save_huggingface(tmp_path / "t.json")

@@ -189,10 +189,12 @@ def _added_for_export(tok, vocab: dict[int, bytes]) -> tuple[list[dict], dict[st
         if want is None:
             want, next_id = next_id, next_id + 1
         if want != t["id"]:
-            raise ConfigError(
-                f"added token {t['content']!r} has id {t['id']:,d}, but HF tokenizers would give it id {want:,d} "
-                "(added tokens outside the vocabulary must take the ids right after it, in order)"
-            )
+            why = (f"the vocabulary holds {t['content']!r} as a token of its own at id {want:,d}, and HF keeps "
+                   "one id per string: rename the special token (e.g. '<x>')" if t["content"] in by_string and
+                   t["content"] not in held else "added tokens outside the vocabulary must take the ids right "
+                   "after it, in order")
+            raise ConfigError(f"added token {t['content']!r} has id {t['id']:,d}, but HF tokenizers would give it "
+                              f"id {want:,d} ({why})")
     return [{"id": t["id"], "content": t["content"], "single_word": t["single_word"], "lstrip": t["lstrip"],
              "rstrip": t["rstrip"], "normalized": t["normalized"], "special": t["special"]} for t in items], held
 
