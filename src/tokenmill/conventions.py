@@ -41,8 +41,14 @@ def count_targets(labels, *, ignore_index: int = IGNORE_INDEX):
 
 
 def _labels(labels):
-    """``labels`` if it is an array or tensor of one dimension or more; else a ConfigError naming it (a list,
-    None or a scalar gave a bare TypeError or IndexError, or a list compared with an int: one False)."""
+    """``labels`` if it is an array or tensor of one dimension or more (a list or tuple of ints is read as a
+    numpy array, as ``token_weighted_loss`` reads it); else a ConfigError naming it (None or a scalar gave a
+    bare TypeError or IndexError, a list compared with an int one False)."""
+    if isinstance(labels, (list, tuple)):
+        from ._validate import check_array
+        from .errors import ConfigError
+
+        labels = check_array(labels, "labels", ndim=None, error=ConfigError)
     if getattr(labels, "ndim", 0) < 1:
         from .errors import ConfigError
 

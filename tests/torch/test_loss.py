@@ -39,17 +39,22 @@ def test_micro_batches_give_2_6_not_2_0():
 
 
 def test_labels_that_are_not_an_array_are_named():
-    """A list, None or a 0-d array gave a bare TypeError or IndexError (a list compared with -100: one
-    False, then an index error): a ConfigError naming what was passed, from both helpers."""
+    """None or a 0-d array gave a bare TypeError or IndexError (a list compared with -100: one False, then an
+    index error): a ConfigError naming what was passed, from both helpers. A list of labels is read as an
+    array, as token_weighted_loss reads it (it had been refused); a list of floats is named."""
     import numpy as np
 
     from tokenmill import ConfigError
     from tokenmill.conventions import target_mask
 
     for fn in (count_targets, target_mask):
-        for bad, kind in (([[1, -100, 2]], "list"), (None, "NoneType"), (np.array(5), "ndarray of 0 dimensions")):
+        for bad, kind in ((None, "NoneType"), (np.array(5), "ndarray of 0 dimensions")):
             with pytest.raises(ConfigError, match=f"^labels must be a numpy array or torch tensor .*not {kind}"):
                 fn(bad)
+        with pytest.raises(ConfigError, match="^labels has dtype float64"):
+            fn([[1.0, -100.0]])
+    assert int(count_targets([[-100, 1, 2], [5, -100, 3]])) == 3 == int(count_targets(np.array([[-100, 1, 2], [5, -100, 3]])))
+    assert target_mask([[1, -100, 2]]).tolist() == target_mask(np.array([[1, -100, 2]])).tolist()
     assert int(count_targets(np.array([[-100, 1, 2]]))) == 2 == int(count_targets(torch.tensor([[-100, 1, 2]])))
     with pytest.raises(ConfigError, match="^gradients_averaged='no' must be True or False"):
         StepNormalizer(gradients_averaged="no")
