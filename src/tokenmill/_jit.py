@@ -211,6 +211,26 @@ def exact_overload(dispatcher, args: tuple):
         return None
 
 
+class ExactCall:
+    """A kernel called again and again with arguments made the same way each time: the first call (and the
+    first after ``key`` changes) through the dispatcher, the others through its machine code for those
+    arguments' types (:func:`exact_overload`). ``key``: an object whose identity vouches that the
+    arguments' types are those of the call that looked the code up (a thread's cache arrays, replaced
+    when they grow; ``True`` where nothing changes). One per thread and call site (not thread-safe)."""
+
+    __slots__ = ("kernel", "key", "call")
+
+    def __init__(self, kernel):
+        self.kernel, self.key, self.call = kernel, None, None
+
+    def __call__(self, key, *args):
+        if self.key is key:
+            return self.call(*args)
+        out = self.kernel(*args)
+        self.call, self.key = exact_overload(self.kernel, args) or self.kernel, key
+        return out
+
+
 # ------------------------------------------------------------------------------------------------
 # first runs: small work takes the exact pure-Python twin instead of waiting for a compile
 

@@ -1072,7 +1072,7 @@ def test_a_cache_that_outgrows_its_arrays_is_kept():
     # one text's path calls the kernel's machine code bound to the state it was looked up for: bound
     # again to the grown state (not the dispatcher: its types are those of the first state's arrays)
     one = enc._local.one
-    assert one.state is enc._state() and one.bpe is not enc._K.encode_chunks and one.split is not None
+    assert one.bpe.key is enc._state() and one.bpe.call is not enc._K.encode_chunks and one.split.key is True
 
 
 def test_chunks_bpe_leaves_as_bytes(tmp_path):

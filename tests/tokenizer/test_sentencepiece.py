@@ -55,6 +55,8 @@ def _check(tok: S.SentencePieceTokenizer, sp, texts: list[str], *, twin: bool = 
     got = tok.encode_batch(texts, disallowed_special=(), num_threads=1)
     for t, a, b in zip(texts, got, want):
         assert a == b, repr(t[:200])
+    for t, b in zip(texts[:300], want):  # one text a call: its own path (no batch), the same ids
+        assert tok.encode(t, disallowed_special=()) == b, repr(t[:200])
     if twin:
         for t, b in zip(texts[:150], want):
             assert tok.encode_python(t, disallowed_special=()) == b, repr(t[:200])
@@ -769,6 +771,7 @@ def test_tokenizer_json_of_the_family_equals_hf(exported, tmp_path, form):
         got = tok.encode_batch(texts, allowed_special="all", num_threads=1)
         for t, a, b in zip(texts, got, want):
             assert a == b, (form, name, repr(t[:100]))
+            assert tok.encode(t, allowed_special="all") == b, (form, name, repr(t[:100]))  # (one text's own path)
         for ids in want[:150] + [[rng.randrange(tok.vocab_size) for _ in range(rng.randrange(10))] for _ in range(150)]:
             assert tok.decode(ids) == hf.decode(ids, skip_special_tokens=False), (form, ids)
 

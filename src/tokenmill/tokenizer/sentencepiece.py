@@ -704,11 +704,25 @@ class SentencePieceTokenizer:
             utf8_of(text)  # raises: names what it is
         if self._python_first(len(text)):
             return self.encode_python(text, allowed_special=allowed_special, disallowed_special=disallowed_special)
-        try:
+        pieces = self._pieces(text, self._allowed(text, allowed_special, disallowed_special))
+        if len(pieces) == 1 and pieces[0][1] is None:  # no special token (the common call): the kernel on it
+            return self._encode_one(utf8_of(text))
+        try:  # (the batch's path: each piece, one kernel call)
             return self.encode_batch([text], num_threads=1, allowed_special=allowed_special,
                                      disallowed_special=disallowed_special)[0]
         except LoneSurrogateError:  # "the text", not "text 0 of the batch"
             raise lone_surrogate_error(text) from None
+
+    def _encode_one(self, data: bytes) -> list[int]:
+        """The ids of one text's UTF-8 ``data`` holding no special token: one kernel call, without the batch's
+        groups, pieces and joins (~80 us a sentence through ``encode_batch([text])``, against ~12 for
+        sentencepiece's own ``encode``)."""
+        if not data:
+            return []
+        ids, slow = self._compiled().encode_one(data)
+        if slow:  # an UNUSED piece left: sentencepiece's split-back, in Python (as the batch does)
+            return encode_reference(self.model, data.decode("utf-8"))
+        return self._lists().one(ids)
 
     def _python_first(self, size: int) -> bool:
         if self._encoder is not None:

@@ -13,7 +13,7 @@ import threading
 import numpy as np
 
 from ..._arrays import offsets_of
-from ..._jit import exact_overload
+from ..._jit import ExactCall
 from .._scratch import heap_for_large_blocks, scratch
 from ..pretokenize.patterns import split_with_gaps
 from ..pretokenize.presets import raise_not_utf8
@@ -104,19 +104,18 @@ def _shrunk(out: np.ndarray, n: int) -> np.ndarray:
 
 class _OneText:
     """What one thread's ``encode`` of one text (``CompiledEncoder._encode_whole``) keeps from call to call:
-    the documents array ``[0, n]`` (its ``n`` set each call) and the split and BPE kernels' machine code for
-    the argument types of those calls (``_jit.exact_overload``: no per-call dispatch on ~45 arguments, ~1.5
-    us). That code trusts its arguments unchecked; every one is made the same way each call (the text's
-    bytes read-only, these documents, the thread's split buffer, the splitter's offsets, a new output
-    array, the encoder's tables), so their types never change, and the BPE kernel's is looked up again
-    for a new ``state`` (the thread's cache, replaced where it outgrew its arrays)."""
+    the documents array ``[0, n]`` (its ``n`` set each call) and the split and BPE kernels called through
+    their machine code for the argument types of those calls (``_jit.ExactCall``: no per-call dispatch on
+    ~45 arguments, ~1.5 us). That code trusts its arguments unchecked; every one is made the same way each
+    call (the text's bytes read-only, these documents, the thread's split buffer, the splitter's offsets, a
+    new output array, the encoder's tables), so their types never change, and the BPE kernel's is looked
+    up again for a new ``state`` (the thread's cache, replaced where it outgrew its arrays)."""
 
-    __slots__ = ("docs", "split", "state", "bpe")
+    __slots__ = ("docs", "split", "bpe")
 
     def __init__(self):
         self.docs = np.zeros(2, np.int64)
         self.split = None
-        self.state = None
         self.bpe = None
 
 
@@ -400,23 +399,15 @@ class CompiledEncoder:
         buf = np.frombuffer(data, np.uint8)
         docs = one.docs
         docs[1] = n
-        args = (buf, table, docs, *tail, scratch("split", n + 2, np.int64))
-        if one.split is not None:
-            offs, bad = one.split(*args)
-        else:  # the dispatcher (compiles or loads on a first call), then its machine code for these types
-            offs, bad = kernel(*args)
-            one.split = exact_overload(kernel, args) or kernel
+        if one.split is None:
+            one.split, one.bpe = ExactCall(kernel), ExactCall(self._K.encode_chunks)
+        offs, bad = one.split(True, buf, table, docs, *tail, scratch("split", n + 2, np.int64))
         if bad >= 0:
             raise_not_utf8(buf, bad)
         out = np.empty(n, np.int64)
         st = self._state()
-        args = (buf, offs, _NONE, _NONE, self.byte_ids, self.byte_pairs, self.pairs, self.filt, self.chars,
-                self.vtab, self.vtab2, self.imask, st, _CACHE_LIMIT, out)
-        if one.state is st:
-            k, state = one.bpe(*args)
-        else:
-            k, state = self._K.encode_chunks(*args)
-            one.state, one.bpe = st, exact_overload(self._K.encode_chunks, args) or self._K.encode_chunks
+        k, state = one.bpe(st, buf, offs, _NONE, _NONE, self.byte_ids, self.byte_pairs, self.pairs, self.filt,
+                           self.chars, self.vtab, self.vtab2, self.imask, st, _CACHE_LIMIT, out)
         if state is not None:  # the cache outgrew its arrays (else they were updated in place)
             self._local.state = state
         return _shrunk(out, k)
