@@ -270,6 +270,40 @@ def _child_encode(tok, texts, q):
     q.put(tok.encode_batch(texts, num_threads=2))
 
 
+def test_calls_that_grow_the_pool_while_others_use_it_all_succeed(toks):
+    """A call asking for more threads replaces the process-wide pool (and shuts the old one down); a call on
+    another thread that had fetched the old pool then submitted to it: "cannot schedule new futures after
+    shutdown". Fetching and submitting are one step under the pool's lock now: every call gives its ids."""
+    import threading
+
+    tok = toks["gpt4"]
+    texts = ["hello world, 滑动窗口 123 don't " * 300] * 40
+    want = [a.tolist() for a in tok.encode_batch(texts, num_threads=1, as_arrays=True)]
+    errors, stop = [], threading.Event()
+
+    def steady():
+        while not stop.is_set():
+            try:
+                assert [a.tolist() for a in tok.encode_batch(texts, num_threads=2, as_arrays=True)] == want
+            except Exception as e:  # noqa: BLE001 (collected: the assertion below names them)
+                errors.append(repr(e))
+
+    def growing():
+        for n in range(3, 24):
+            try:
+                assert [a.tolist() for a in tok.encode_batch(texts, num_threads=n, as_arrays=True)] == want
+            except Exception as e:  # noqa: BLE001
+                errors.append(repr(e))
+        stop.set()
+
+    threads = [threading.Thread(target=steady), threading.Thread(target=steady), threading.Thread(target=growing)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+
+
 def test_a_forked_child_gets_its_own_threads(toks):
     """A forked process (a DataLoader worker) has none of its parent's pool threads: it makes its own."""
     import multiprocessing

@@ -25,9 +25,12 @@ _pool = None  # (process id, executor, helper threads)
 _pool_lock = threading.Lock()
 
 
-def _helpers(n: int):
-    """The process-wide executor with at least ``n`` helper threads (made again in a forked child, whose
-    copy of the parent's has no threads; a larger one replaces a smaller one, whose threads exit when idle)."""
+def _submit(n: int, fn) -> None:
+    """``fn`` submitted ``n`` times to the process-wide executor of at least ``n`` helper threads (made again
+    in a forked child, whose copy of the parent's has no threads; a larger one replaces a smaller one, whose
+    threads exit when idle). Under the lock that replaces it: a call that had fetched the executor and
+    submitted after another call replaced it (and shut it down) failed with "cannot schedule new futures
+    after shutdown"; what was submitted before a replacement still runs."""
     global _pool
     with _pool_lock:
         if _pool is None or _pool[0] != os.getpid() or _pool[2] < n:
@@ -36,7 +39,8 @@ def _helpers(n: int):
             if _pool is not None and _pool[0] == os.getpid():
                 _pool[1].shutdown(wait=False)
             _pool = (os.getpid(), ThreadPoolExecutor(n, thread_name_prefix="tokenmill-encode"), n)
-        return _pool[1]
+        for _ in range(n):
+            _pool[1].submit(fn)
 
 
 def batch_texts(texts, what: str = "encode_batch", items: bool = True) -> list:
@@ -165,9 +169,7 @@ def in_parts(weights, threads: int, part) -> list:
                 done[k].set()
 
     helpers = min(threads, n) - 1
-    pool = _helpers(helpers)
-    for _ in range(helpers):
-        pool.submit(drain)
+    _submit(helpers, drain)
     try:
         drain()
     finally:
