@@ -38,6 +38,37 @@ def protect_inputs(paths: Iterable[str | os.PathLike]) -> Iterator[None]:
         _INPUTS.reset(token)
 
 
+@contextlib.contextmanager
+def exclusive(target: str | os.PathLike, say: Callable[[str], None]) -> Iterator[None]:
+    """Hold the machine-wide lock of the output ``target`` (an absolute path) while the block runs: a second
+    writer of the same output, in this process or another, waits for the first (``say`` tells it why)
+    instead of taking the first's half-written files for its own. The lock is an ``flock`` on a file named
+    by the path's hash in the temporary folder (nothing is added beside or inside the output); it goes
+    with the process, however it ends. Not across machines (a shared file system's locks are not
+    reliable): there, build on one of them. Where ``fcntl`` is missing, nothing is locked."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover (not a POSIX system)
+        yield
+        return
+    folder = Path(tempfile.gettempdir()) / f"tokenmill-locks-{os.getuid()}"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    name = hashlib.sha256(os.fsencode(os.fspath(target))).hexdigest()[:32] + ".lock"
+    fd = os.open(folder / name, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip() or "another process"
+            say(f"tokenmill: {os.fspath(target)} is being written by {holder}; waiting for it to finish")
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"process {os.getpid()} on {_HOST}".encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # (releases the lock)
+
+
 def fs_path(path, refusal: str) -> str:
     """``path`` (a str, bytes or ``os.PathLike``) as a str, else a ConfigError: ``refusal`` with ``{kind}`` the
     name of what it is."""

@@ -718,3 +718,38 @@ def test_replacing_a_store_through_a_link_or_from_inside_it(tmp_path, tok, monke
     old = {"sources": [{"files": ["a.txt", "b.txt"], "sizes": [1, 2], "mtimes_ns": [5, 6]}]}
     new = {"sources": [{"files": ["a.txt", "b.txt", "zz.txt"], "sizes": [1, 2, 3], "mtimes_ns": [5, 6, 7]}]}
     assert _describe_difference(old, new) == "sources[0].files: 1 added (zz.txt)"
+
+
+def test_a_second_build_of_the_same_folder_waits_for_the_first(tmp_path, tok, capsys):
+    """Two builds of one folder at once (every rank of a job calling build) had taken each other's journal
+    and shards for their own: one failed, the other said it had built a store that did not open. A build
+    holds the folder's lock; a second waits, saying so, then finds the store built and returns it."""
+    import threading
+    import time
+
+    from tokenmill._io import exclusive
+    from tokenmill.data import store as store_mod
+
+    make_corpus(tmp_path / "corpus")
+    src = str(tmp_path / "corpus")
+    out = tmp_path / "s"
+    got = {}
+    with exclusive(os.path.realpath(out), store_mod._say):  # another writer holds the folder
+        t = threading.Thread(target=lambda: got.setdefault("store", build(out, src, tok)))
+        t.start()
+        time.sleep(0.5)
+        assert t.is_alive() and not out.exists()  # waiting, nothing written
+    t.join(60)
+    assert "is being written by process" in capsys.readouterr().err
+    ref = build(tmp_path / "ref", src, tok)
+    assert store_bytes(out) == store_bytes(tmp_path / "ref") and len(got["store"]) == len(ref)
+    # the two at once, in two processes: both succeed, one store, verified
+    out2 = tmp_path / "s2"
+    code = ("import sys, tokenmill; from tokenmill import TokenStore; tok = tokenmill.Tokenizer.load(sys.argv[1]); "
+            "TokenStore.build(sys.argv[2], sys.argv[3], tok, workers=1, progress=False)")
+    tok.save(tmp_path / "tok.json")
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "tok.json"), str(out2), str(src)],
+                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    assert [p.wait(120) for p in procs] == [0, 0], [p.stderr.read() for p in procs]
+    TokenStore.open(out2).verify()
+    assert store_bytes(out2) == store_bytes(tmp_path / "ref")

@@ -57,6 +57,7 @@ from .._io import (
     StreamedFile,
     atomic_path,
     canonical_hash,
+    exclusive,
     fs_path,
     remove_stale_temporaries,
     sync_folder,
@@ -474,6 +475,16 @@ def build(out_dir, sources, tokenizer, *, workers: int | None = None, engine: st
     # link was swapped with the new store and the old one's files deleted through it), and "." is a folder
     # with a parent to stage beside
     out = Path(os.path.realpath(out_dir))
+    # one writer at a time (another process's build of the same folder, e.g. every rank of a job calling
+    # build: the second waits, then finds the store built); its files were taken for this one's before
+    with exclusive(out, _say):
+        return _build_at(out, srcs, tokenizer, opts, args, int(shard_bytes), bool(overwrite), bool(progress),
+                         engine, workers, ray_address)
+
+
+def _build_at(out: Path, srcs, tokenizer, opts, args: dict, shard_bytes: int, overwrite: bool, progress: bool,
+              engine: str, workers: int, ray_address) -> "TokenStore":
+    """:func:`build` at ``out`` (links resolved), under its lock."""
     state, ours = _classify(out)
     if state in ("missing", "empty"):
         # a new build: nothing on disk to compare the fingerprint with, so the tokenizer's content hash
