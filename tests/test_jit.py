@@ -189,3 +189,36 @@ def test_exact_overload_is_the_machine_code_for_exactly_those_types():
     ro = ints.copy()
     ro.flags.writeable = False
     assert exact_overload(total, (ro, 2)) is None  # read-only is another type
+
+
+def test_a_fork_waits_while_another_thread_holds_numbas_compiler_lock():
+    """A child forked while another thread compiled (or loaded a kernel from the cache) inherited numba's
+    compiler lock held by a thread it does not have, and hung at its first kernel: the fork now waits for
+    the lock, and the child can take it."""
+    import threading
+    import time
+
+    from numba.core.compiler_lock import global_compiler_lock
+
+    from tokenmill import _jit
+
+    _jit._listen()  # (what every kernel module's njit does first: installs the fork handler once)
+    held, release = threading.Event(), threading.Event()
+
+    def hold():
+        with global_compiler_lock:
+            held.set()
+            release.wait(10)
+
+    t = threading.Thread(target=hold)
+    t.start()
+    held.wait()
+    threading.Timer(0.5, release.set).start()
+    t0 = time.monotonic()
+    pid = os.fork()
+    if pid == 0:  # the child: the lock is free for it (it waited forever before)
+        os._exit(0 if global_compiler_lock._lock.acquire(timeout=5) else 1)
+    waited = time.monotonic() - t0
+    _, status = os.waitpid(pid, 0)
+    t.join()
+    assert os.waitstatus_to_exitcode(status) == 0 and waited >= 0.4

@@ -152,6 +152,24 @@ def _listen() -> None:
             _state["bars"] = []
 
     event.register("numba:compile", _CompileListener())
+    _fork_waits_for_compiles()
+
+
+def _fork_waits_for_compiles() -> None:
+    """A fork (a DataLoader's or a store build's worker, ``multiprocessing`` with fork) waits while another
+    thread holds numba's compiler lock (compiling, or loading machine code from the disk cache): a child
+    forked then inherited the lock held by a thread it does not have, and hung at its first kernel. The
+    forking thread takes the lock before the fork and lets it go after, in both processes (it is the
+    thread that continues in the child, so it owns the child's copy)."""
+    try:
+        from numba.core.compiler_lock import global_compiler_lock
+
+        lock = global_compiler_lock._lock
+        if not hasattr(os, "register_at_fork") or not callable(getattr(lock, "acquire", None)):
+            return
+    except (ImportError, AttributeError):  # numba internals changed: the fork hazard stays as it was
+        return
+    os.register_at_fork(before=lock.acquire, after_in_parent=lock.release, after_in_child=lock.release)
 
 
 def _active_bars() -> list:
