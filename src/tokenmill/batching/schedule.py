@@ -425,6 +425,35 @@ class BatchSchedule:
             return 0
         return self.num_samples(epoch) % self.global_batch_size
 
+    def epoch_counts(self, epoch: int) -> dict:
+        """What epoch ``epoch`` yields, from the plans alone (no token is read): ``rows`` (every batch row, the
+        empty samples that complete a last batch under ``drop_last=False`` included), ``samples`` (those
+        holding tokens), ``tokens``, effective ``targets`` (a segment's first label is not one; in stream
+        layout only a block's first), and per part the ``part_samples`` and ``part_tokens`` drawn (a
+        mixture's parts as the epoch draws them: upsampled ones more than once)."""
+        epoch = self.check_epoch(epoch)
+        rows = self.num_batches(epoch) * self.global_batch_size
+        drawn = ([min(rows, self.num_samples(epoch))] if self.mixture is None
+                 else self._mixture()[3][-1].tolist())  # samples of each part in a mixture epoch
+        part_samples, part_tokens, targets = [], [], 0
+        for i, n in enumerate(drawn):
+            if self.mixture is None:
+                p_ep, idx = np.full(n, epoch, np.int64), np.arange(n, dtype=np.int64)
+            else:
+                p_ep, idx = self._part_position(i, epoch * n + np.arange(n, dtype=np.int64))
+            tokens = 0
+            for e in np.unique(p_ep).tolist():
+                s = self.stream(i, int(e))
+                blocks = s.order[idx[p_ep == e]]
+                held = s.plan.block_tokens[blocks]
+                segments = np.diff(s.plan.block_ptr)[blocks]
+                tokens += int(held.sum())
+                targets += int((held - (np.minimum(segments, 1) if s.plan.stream else segments)).sum())
+            part_samples.append(int(n))
+            part_tokens.append(tokens)
+        return {"rows": rows, "samples": sum(part_samples), "tokens": sum(part_tokens), "targets": targets,
+                "part_samples": part_samples, "part_tokens": part_tokens}
+
     # ---- mixtures --------------------------------------------------------------------------------
     def _mixture(self):
         """(samples per epoch, sample fractions, per-batch counts (nb, k), cumulative counts (nb+1, k))."""
