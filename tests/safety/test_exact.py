@@ -33,7 +33,7 @@ def _tampered(tmp_path, change) -> str:
     (lambda b: b["model"].__setitem__("merges", [["104", 105], [256, 33]]), "'104'"),
     (lambda b: b["model"].__setitem__("merges", [[2**64, 105], [256, 33]]), "18,446,744,073,709,551,616"),
     (lambda b: b["model"].__setitem__("merges", [[-1, 10], [256, 33]]), "refers to id -1"),
-    (lambda b: b["model"].__setitem__("merges", [[104, 105, 3], [256, 33, 1]]), "shape"),
+    (lambda b: b["model"].__setitem__("merges", [[104, 105, 3], [256, 33, 1]]), "merges[0] is a JSON array of 3 entries"),
     (lambda b: b["model"].__setitem__("merge_counts", [5]), "merge_counts has 1 entries for 2 merges"),
     (lambda b: b["model"].__setitem__("merge_counts", [5, 2.5]), "2.5"),
     (lambda b: b["special_tokens"].__setitem__("<eos>", "258"), "'258'"),

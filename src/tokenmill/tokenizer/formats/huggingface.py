@@ -141,12 +141,6 @@ def _pre_tokenizer(spec, source: str):
                               "only 'Isolated' is supported")
             rx = item.pattern.Regex
             if rx is not UNSET:
-                try:
-                    regex.compile(rx)
-                except regex.error as e:  # (a damaged file: said without its name or field before)
-                    field = "pre_tokenizer" + (f".pretokenizers[{k}]" if isinstance(spec, HFPreSequence) else "")
-                    raise FormatError(f"{source}: {field}.pattern.Regex = {rx!r} is not a valid regex ({e}); the "
-                                      "file is damaged or hand-edited, get it again") from None
                 differ = engine_differences(rx, oniguruma=True)
                 if differ:
                     raise _refuse(source, f"the Split regex {rx!r}", f"Oniguruma (HF's engine) reads "
@@ -154,6 +148,12 @@ def _pre_tokenizer(spec, source: str):
                 if regex.search(r"\{\d+(?:,\d*)?\}\+", rx):
                     raise _refuse(source, f"the Split regex {rx!r}", "Oniguruma reads '{m,n}+' as a repetition")
                 patterns.append(onig_classes(rx, source))
+                try:  # (Oniguruma's nested classes as the regex module reads them)
+                    regex.compile(patterns[-1])
+                except regex.error as e:  # (a damaged file: said without its name or field before)
+                    field = "pre_tokenizer" + (f".pretokenizers[{k}]" if isinstance(spec, HFPreSequence) else "")
+                    raise FormatError(f"{source}: {field}.pattern.Regex = {rx!r} is not a valid regex ({e}); the "
+                                      "file is damaged or hand-edited, get it again") from None
                 if matches_empty(patterns[-1]):
                     raise _refuse(source, f"the Split regex {rx!r}", "it can match the empty string, after which "
                                   "Oniguruma steps one character on and tokenmill's engines do not")
