@@ -753,3 +753,22 @@ def test_a_second_build_of_the_same_folder_waits_for_the_first(tmp_path, tok, ca
     assert [p.wait(120) for p in procs] == [0, 0], [p.stderr.read() for p in procs]
     TokenStore.open(out2).verify()
     assert store_bytes(out2) == store_bytes(tmp_path / "ref")
+
+
+def test_a_view_checks_its_index_and_definition(tmp_path, tok):
+    """``store.view(index, definition)``: -1 (the padding document of batches) had been read as the last
+    document by ``lengths`` (and trained on) but refused by ``get``; floats were truncated, a 2-D index
+    flattened, bools read as 0 and 1, a document past the end an IndexError later, and a definition that
+    is not JSON failed when the fingerprint was first asked for."""
+    make_corpus(tmp_path / "in")
+    store = build(tmp_path / "s", str(tmp_path / "in"), tok)
+    n = len(store)
+    v = store.view([2, 0], {"picked": "by hand"})
+    assert v.lengths.tolist() == [int(store.lengths[2]), int(store.lengths[0])] and v.get(1).tolist() == store.get(0).tolist()
+    for bad, match in (([-1, 0], "index entry 0 is -1; index must be in 0 .."), ([n], f"index entry 0 is {n}"),
+                       ([1.5], "index has dtype float64"), ([[0, 1]], "index has shape"),
+                       ([True], "index has dtype bool")):
+        with pytest.raises(ConfigError, match=match):
+            store.view(bad, {"picked": "by hand"})
+    with pytest.raises(ConfigError, match="definition must be JSON"):
+        store.view([0], {"picked": object()})

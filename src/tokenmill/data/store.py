@@ -1606,8 +1606,19 @@ class TokenStore(StoreSource):
 
     def view(self, index, definition: dict) -> "StoreView":
         """The documents ``index`` of this store as a token source and sequence (no copy);
-        ``definition`` (JSON) says how they were chosen; it and ``index`` enter the view's fingerprint."""
-        return StoreView(self, np.asarray(index, np.int64), definition)
+        ``definition`` (JSON) says how they were chosen; it and ``index`` enter the view's fingerprint.
+        ``index``: 1-D integers in ``0 .. len - 1`` (a negative one, -1 the padding document of batches,
+        had been read as the last document by ``lengths`` and refused by ``get``; floats were truncated)."""
+        from .._validate import check_array
+
+        n = len(self)
+        idx = check_array(index, "index", min=0, max=n - 1, error=ConfigError,
+                          item="index entry {i} is {v}")
+        try:
+            canonical_hash(definition)
+        except (TypeError, ValueError) as e:  # (failed later, when the fingerprint was first asked for)
+            raise ConfigError(f"definition must be JSON (a dict of str, numbers, lists): {e}") from None
+        return StoreView(self, idx, definition)
 
     @classmethod
     def from_megatron(cls, prefix):
