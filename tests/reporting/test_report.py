@@ -199,6 +199,11 @@ def test_errors_name_the_input(tok, store, tmp_path):
     assert not (tmp_path / "r.html").with_suffix(".html.tmp").exists()
     with pytest.raises(ConfigError, match=r"is a directory; pass a file path \(e.g. '.*out.html'\)"):
         tokenmill.report(tok, texts=["x"], out=tmp_path)  # (it suggested a .json name)
+    # a source that records no vocabulary (arrays, a Megatron pair) with ids past the tokenizer's, or below 0:
+    # named (an IndexError inside the report, or another token read, before)
+    for bad_id in (tok.vocab_size + 5, -3):
+        with pytest.raises(ConfigError, match=f"document 0 of the store holds token id {bad_id:,d}, outside"):
+            tokenmill.report(tok, store=[np.array([1, 2, bad_id])], out=tmp_path / "r.html")
 
 
 def test_text_files_are_read_up_to_text_bytes(tok, tmp_path):

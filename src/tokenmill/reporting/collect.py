@@ -251,8 +251,10 @@ def _sample_order(n: int, k: int, rng: np.random.Generator) -> np.ndarray:
     return rng.choice(n, size=k, replace=False)
 
 
-def _store_docs(source, opts: ReportOptions, rng) -> list[_Doc]:
-    """The documents read from the store: a seeded sample, each cut, ``stat_tokens`` in all."""
+def _store_docs(source, opts: ReportOptions, rng, n_ids: int) -> list[_Doc]:
+    """The documents read from the store: a seeded sample, each cut, ``stat_tokens`` in all; each id checked
+    to be one of the tokenizer's ``n_ids`` (a Megatron file or arrays record no vocabulary to compare: an id
+    past it failed inside the report as an IndexError, a negative one read another token)."""
     lengths = source.lengths
     order = _sample_order(len(source), opts.stat_docs, rng)
     per_doc = max(opts.sample_tokens, opts.stat_tokens // 64)
@@ -263,6 +265,10 @@ def _store_docs(source, opts: ReportOptions, rng) -> list[_Doc]:
             break
         n = int(lengths[i])
         ids = np.asarray(source.get(i)[: min(n, per_doc, budget)], np.int64)
+        if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= n_ids):
+            bad = int(ids.min()) if int(ids.min()) < 0 else int(ids.max())
+            raise ConfigError(f"document {i:,d} of the store holds token id {bad:,d}, outside the tokenizer's "
+                              f"0 .. {n_ids - 1:,d}; pass the tokenizer that made these ids")
         budget -= ids.size
         src_name = provenance(i)[1] if provenance is not None else "store"
         docs.append(_Doc(f"document {i:,d}", str(src_name), ids, n, index=i))
@@ -662,7 +668,8 @@ def collect(tokenizer, *, store=None, files: Sequence = (), texts: Sequence[str]
     say("samples")
     replaced = Replaced()
     text_docs = _text_docs(tok, files, texts, opts, replaced)
-    store_docs = _store_docs(source, opts, np.random.default_rng([opts.seed, 0])) if source is not None else []
+    store_docs = (_store_docs(source, opts, np.random.default_rng([opts.seed, 0]), int(tok.vocab_size))
+                  if source is not None else [])
     tokens = _tokens_section(text_docs, store_docs, vocab, opts)
     vocabulary = _vocabulary_section(tok, vocab, _first_tokens(text_docs, opts.stat_tokens) + store_docs)
     say("store")
