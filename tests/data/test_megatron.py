@@ -49,6 +49,10 @@ def test_from_megatron_round_trip_and_views(store, tmp_path, wide_tok):
     w.export_megatron(tmp_path / "w32")  # uint32 ids travel as int32 (Megatron has no uint32 code)
     assert TokenStore.from_megatron(tmp_path / "w32").get(0).tolist() == [70_097, 70_098, 70_299]
     assert back.fingerprint == TokenStore.from_megatron(tmp_path / "m").fingerprint != v.fingerprint
+    from tokenmill.errors import FormatError
+
+    with pytest.raises(FormatError, match=r"m.bin.idx does not exist; pass the pair's prefix without the suffix"):
+        TokenStore.from_megatron(tmp_path / "m.bin")  # (the file the user sees, for the pair's prefix)
 
 
 def test_megatron_prefix_file_changed_under_the_map_and_int32_limit(store, tmp_path):

@@ -34,6 +34,10 @@ def test_bad_input(tmp_path):
     (tmp_path / "d").mkdir()
     with pytest.raises(ConfigError, match="already exists"):
         TokenStore.from_token_arrays(tmp_path / "d", [([1], [1])], vocab_size=10)
+    # a vocabulary a manifest cannot record: the argument is named (it was a format error about "the manifest")
+    with pytest.raises(ConfigError, match="vocab_size"):
+        TokenStore.from_token_arrays(tmp_path / "e", [([1], [1])], vocab_size=2**31 + 10)
+    assert not (tmp_path / "e").exists()
 
 
 

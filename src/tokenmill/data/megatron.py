@@ -136,7 +136,10 @@ class MegatronSource(KnownLengths):
         self.prefix = bin_.with_name(bin_.name.removesuffix(".bin"))
         for p in (idx, bin_):
             if not p.exists():
-                raise FormatError(f"Megatron file {p} does not exist")
+                name = os.fspath(prefix)
+                hint = (f"; pass the pair's prefix without the suffix: {name[:-4]!r}"
+                        if name.endswith((".bin", ".idx")) and Path(name[:-4] + ".idx").exists() else "")
+                raise FormatError(f"Megatron file {p} does not exist{hint}")
             if not p.is_file():
                 raise FormatError(f"Megatron file {p} is not a regular file (a folder, device or FIFO)")
         size = idx.stat().st_size

@@ -1518,7 +1518,7 @@ class TokenStore(StoreSource):
         out = Path(out_dir)
         if out.exists():
             raise ConfigError(f"{str(out)!r} already exists; from_token_arrays writes a new store folder")
-        vocab_size = check_int(vocab_size, "vocab_size", min=1, max=2**32)
+        vocab_size = check_int(vocab_size, "vocab_size", min=1, max=2**31)  # (what a manifest holds)
         # (checked before anything is written: np.int64(7) or 1.5 failed at the manifest, after the shards,
         # and left a folder no call could finish or open)
         eos_id, bos_id = (None if v is None else check_int(v, name, min=0, max=vocab_size - 1)
