@@ -202,6 +202,45 @@ def workloads(tmp: str):
     def deepseek():
         return hf_rows("deepseek", text_lines[:30_000], "DeepSeek V3, lines")
 
+    def one_text_row(name: str, anchor: str, ours_one, theirs_one, texts: list):
+        """An encode row of one text a call (a chat message, a loader encoding as it goes)."""
+        def ours():
+            return [ours_one(t) for t in texts]
+
+        def theirs():
+            return [theirs_one(t) for t in texts]
+
+        def check():
+            assert ours() == theirs()
+
+        return name, len(texts), anchor, ours, theirs, check
+
+    def mistral_one():
+        import sentencepiece as spm
+
+        path = CACHE / "mistral" / "mistral_instruct_tokenizer_240323.model.v3"
+        tok, sp = Tokenizer.from_sentencepiece(path), spm.SentencePieceProcessor(model_file=str(path))
+        return one_text_row("Mistral v3 .model, one line a call", "sentencepiece", tok.encode_ordinary, sp.encode,
+                            text_lines[:20_000])
+
+    def mistral_json_one():
+        from tokenizers import Tokenizer as HF
+
+        path = os.path.join(tmp, "mistral-v3-one.json")
+        Tokenizer.from_sentencepiece(CACHE / "mistral" / "mistral_instruct_tokenizer_240323.model.v3") \
+            .save_huggingface(path)
+        tok, hf = Tokenizer.from_huggingface(path), HF.from_file(path)
+        return one_text_row("Mistral v3 tokenizer.json, one line a call", "HF tokenizers", tok.encode_ordinary,
+                            lambda t: hf.encode(t, add_special_tokens=False).ids, text_lines[:20_000])
+
+    def llama3_one():
+        from tokenizers import Tokenizer as HF
+
+        path = CACHE / "llama3" / "tokenizer.json"
+        tok, hf = Tokenizer.from_huggingface(path), HF.from_file(str(path))
+        return one_text_row("Llama 3 tokenizer.json, one line a call", "HF tokenizers", tok.encode_ordinary,
+                            lambda t: hf.encode(t, add_special_tokens=False).ids, text_lines[:20_000])
+
     def decode_short():
         calls = [x[:7] for x in gpt2.encode_batch(text_lines[:20_000], num_threads=1) if x]
         return decode_row("decode, 7 ids a call", "tiktoken", gpt2.decode, tiktoken_gpt2({}).decode, calls)
@@ -251,7 +290,7 @@ def workloads(tmp: str):
 
         return "token store, one document a read", len(order), "megatron-core IndexedDataset", ours, theirs, check
 
-    return [training, specials, chat, mistral, deepseek, decode_short, decode_reply, decode_long, decode_array,
+    return [training, specials, chat, mistral, deepseek, mistral_one, mistral_json_one, llama3_one, decode_short, decode_reply, decode_long, decode_array,
             mistral_decode, mistral_json_decode, store_get]
 
 
