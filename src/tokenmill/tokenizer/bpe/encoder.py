@@ -388,7 +388,7 @@ class CompiledEncoder:
         with their per-call glue cut for short texts (a sentence's split and BPE take ~1 us of kernel work,
         where a call took ~10 us before). The splitter is resolved once (``kernel_splitter``), and both
         kernels are called through their machine code for these calls' argument types
-        (``_jit.exact_overload``; see ``_OneText``)."""
+        (``_jit.ExactCall``; see ``_OneText``)."""
         one = getattr(self._local, "one", None)
         if one is None:
             one = self._local.one = _OneText()
