@@ -162,9 +162,9 @@ def workloads(tmp: str):
 
         return "Mistral v3 .model, lines", len(texts), "sentencepiece", ours, theirs, check
 
-    def decode_row(name: str, anchor: str, ours_one, theirs_one, calls: list, items: int | None = None):
-        """A decode row: ``ours_one(c)`` against ``theirs_one(c)`` for each of ``calls`` (``items``: what a row's
-        microseconds are per; the calls by default)."""
+    def call_row(name: str, anchor: str, ours_one, theirs_one, calls: list, items: int | None = None):
+        """A row of one call an item (a decode, one text's encode): ``ours_one(c)`` against ``theirs_one(c)`` for
+        each of ``calls`` (``items``: what a row's microseconds are per; the calls by default)."""
         def ours():
             return [ours_one(c) for c in calls]
 
@@ -186,7 +186,7 @@ def workloads(tmp: str):
         path = CACHE / "mistral" / "mistral_instruct_tokenizer_240323.model.v3"
         tok, sp = Tokenizer.from_sentencepiece(path), spm.SentencePieceProcessor(model_file=str(path))
         calls = replies(sp.encode("\n".join(text_lines[:20_000])), 2_000)
-        return decode_row("Mistral v3 .model, decode 200 ids a call", "sentencepiece", tok.decode, sp.decode, calls)
+        return call_row("Mistral v3 .model, decode 200 ids a call", "sentencepiece", tok.decode, sp.decode, calls)
 
     def mistral_json_decode():
         from tokenizers import Tokenizer as HF
@@ -196,31 +196,18 @@ def workloads(tmp: str):
             .save_huggingface(path)
         tok, hf = Tokenizer.from_huggingface(path), HF.from_file(path)
         calls = replies(hf.encode("\n".join(text_lines[:20_000]), add_special_tokens=False).ids, 2_000)
-        return decode_row("Mistral v3 tokenizer.json, decode 200 ids a call", "HF tokenizers", tok.decode,
+        return call_row("Mistral v3 tokenizer.json, decode 200 ids a call", "HF tokenizers", tok.decode,
                           lambda c: hf.decode(c, skip_special_tokens=False), calls)
 
     def deepseek():
         return hf_rows("deepseek", text_lines[:30_000], "DeepSeek V3, lines")
-
-    def one_text_row(name: str, anchor: str, ours_one, theirs_one, texts: list):
-        """An encode row of one text a call (a chat message, a loader encoding as it goes)."""
-        def ours():
-            return [ours_one(t) for t in texts]
-
-        def theirs():
-            return [theirs_one(t) for t in texts]
-
-        def check():
-            assert ours() == theirs()
-
-        return name, len(texts), anchor, ours, theirs, check
 
     def mistral_one():
         import sentencepiece as spm
 
         path = CACHE / "mistral" / "mistral_instruct_tokenizer_240323.model.v3"
         tok, sp = Tokenizer.from_sentencepiece(path), spm.SentencePieceProcessor(model_file=str(path))
-        return one_text_row("Mistral v3 .model, one line a call", "sentencepiece", tok.encode_ordinary, sp.encode,
+        return call_row("Mistral v3 .model, one line a call", "sentencepiece", tok.encode_ordinary, sp.encode,
                             text_lines[:20_000])
 
     def mistral_json_one():
@@ -230,7 +217,7 @@ def workloads(tmp: str):
         Tokenizer.from_sentencepiece(CACHE / "mistral" / "mistral_instruct_tokenizer_240323.model.v3") \
             .save_huggingface(path)
         tok, hf = Tokenizer.from_huggingface(path), HF.from_file(path)
-        return one_text_row("Mistral v3 tokenizer.json, one line a call", "HF tokenizers", tok.encode_ordinary,
+        return call_row("Mistral v3 tokenizer.json, one line a call", "HF tokenizers", tok.encode_ordinary,
                             lambda t: hf.encode(t, add_special_tokens=False).ids, text_lines[:20_000])
 
     def llama3_one():
@@ -238,21 +225,21 @@ def workloads(tmp: str):
 
         path = CACHE / "llama3" / "tokenizer.json"
         tok, hf = Tokenizer.from_huggingface(path), HF.from_file(str(path))
-        return one_text_row("Llama 3 tokenizer.json, one line a call", "HF tokenizers", tok.encode_ordinary,
+        return call_row("Llama 3 tokenizer.json, one line a call", "HF tokenizers", tok.encode_ordinary,
                             lambda t: hf.encode(t, add_special_tokens=False).ids, text_lines[:20_000])
 
     def decode_short():
         calls = [x[:7] for x in gpt2.encode_batch(text_lines[:20_000], num_threads=1) if x]
-        return decode_row("decode, 7 ids a call", "tiktoken", gpt2.decode, tiktoken_gpt2({}).decode, calls)
+        return call_row("decode, 7 ids a call", "tiktoken", gpt2.decode, tiktoken_gpt2({}).decode, calls)
 
     def decode_reply():
         calls = replies(gpt2.encode("\n".join(text_lines[:40_000])), 5_000)
-        return decode_row("decode, 200 ids a call (a generated reply)", "tiktoken", gpt2.decode,
+        return call_row("decode, 200 ids a call (a generated reply)", "tiktoken", gpt2.decode,
                           tiktoken_gpt2({}).decode, calls)
 
     def decode_long():
         ids = gpt2.encode("\n".join(text_lines[:40_000]))
-        return decode_row("decode, one call (per id)", "tiktoken", gpt2.decode, tiktoken_gpt2({}).decode, [ids],
+        return call_row("decode, one call (per id)", "tiktoken", gpt2.decode, tiktoken_gpt2({}).decode, [ids],
                           len(ids))
 
     def decode_array():
@@ -260,7 +247,7 @@ def workloads(tmp: str):
 
         ids = np.array(gpt2.encode("\n".join(text_lines[:40_000])), np.int64)
         enc = tiktoken_gpt2({})
-        return decode_row("decode, one call of an int64 array (per id)", "tiktoken", gpt2.decode,
+        return call_row("decode, one call of an int64 array (per id)", "tiktoken", gpt2.decode,
                           lambda a: enc.decode(a.tolist()), [ids], ids.size)  # (tiktoken takes a list)
 
     def store_get():
