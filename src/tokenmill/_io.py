@@ -55,6 +55,10 @@ def exclusive(target: str | os.PathLike, say: Callable[[str], None]) -> Iterator
     folder.mkdir(mode=0o700, exist_ok=True)
     name = hashlib.sha256(os.fsencode(os.fspath(target))).hexdigest()[:32] + ".lock"
     fd = os.open(folder / name, os.O_RDWR | os.O_CREAT, 0o600)
+    _held_locks.add(fd)
+    if not _held_locks_forget[0]:  # a forked child (a build's worker process) closes its copies: a child that
+        _held_locks_forget[0] = True  # outlived the build would have held the lock on (an flock is shared by
+        os.register_at_fork(after_in_child=_forget_held_locks)  # every copy of its descriptor)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -66,7 +70,19 @@ def exclusive(target: str | os.PathLike, say: Callable[[str], None]) -> Iterator
         os.pwrite(fd, f"process {os.getpid()} on {_HOST}".encode(), 0)
         yield
     finally:
+        _held_locks.discard(fd)
         os.close(fd)  # (releases the lock)
+
+
+_held_locks: set[int] = set()  # descriptors of the locks ``exclusive`` holds in this process
+_held_locks_forget = [False]
+
+
+def _forget_held_locks() -> None:
+    for fd in list(_held_locks):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    _held_locks.clear()
 
 
 def fs_path(path, refusal: str) -> str:

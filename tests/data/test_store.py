@@ -772,3 +772,23 @@ def test_a_view_checks_its_index_and_definition(tmp_path, tok):
             store.view(bad, {"picked": "by hand"})
     with pytest.raises(ConfigError, match="definition must be JSON"):
         store.view([0], {"picked": object()})
+
+
+def test_a_forked_child_does_not_keep_a_builds_lock():
+    """An flock is shared by every copy of its descriptor: a worker process forked during a build (the process
+    engine) that outlived it would have kept the folder locked, and the next build would have waited for it."""
+    import multiprocessing
+    import time
+
+    from tokenmill._io import exclusive
+
+    quiet = lambda msg: None  # noqa: E731
+    with exclusive("/tmp/tokenmill-test-fork-lock", quiet):
+        child = multiprocessing.get_context("fork").Process(target=time.sleep, args=(5,))
+        child.start()
+    t0 = time.monotonic()
+    with exclusive("/tmp/tokenmill-test-fork-lock", quiet):
+        waited = time.monotonic() - t0
+    assert child.is_alive() and waited < 2
+    child.terminate()
+    child.join()
