@@ -52,9 +52,13 @@ def exclusive(target: str | os.PathLike, say: Callable[[str], None]) -> Iterator
         yield
         return
     folder = Path(tempfile.gettempdir()) / f"tokenmill-locks-{os.getuid()}"
-    folder.mkdir(mode=0o700, exist_ok=True)
     name = hashlib.sha256(os.fsencode(os.fspath(target))).hexdigest()[:32] + ".lock"
-    fd = os.open(folder / name, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        folder.mkdir(mode=0o700, exist_ok=True)
+        fd = os.open(folder / name, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError:  # no writable temporary folder: the write goes on unlocked, as it did before the lock
+        yield
+        return
     _held_locks.add(fd)
     if not _held_locks_forget[0]:  # a forked child (a build's worker process) closes its copies: a child that
         _held_locks_forget[0] = True  # outlived the build would have held the lock on (an flock is shared by

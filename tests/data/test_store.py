@@ -792,3 +792,15 @@ def test_a_forked_child_does_not_keep_a_builds_lock():
     assert child.is_alive() and waited < 2
     child.terminate()
     child.join()
+
+
+def test_a_build_goes_on_unlocked_where_no_lock_file_can_be_made(tmp_path, tok, monkeypatch):
+    """No writable temporary folder (a read-only /tmp): the build runs as it did before the lock, unlocked,
+    rather than failing."""
+    import tempfile
+
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("x")  # the lock folder would have to be made inside a file
+    monkeypatch.setattr(tempfile, "gettempdir", lambda: str(blocker))
+    make_corpus(tmp_path / "in")
+    assert len(build(tmp_path / "s", str(tmp_path / "in"), tok)) > 0
