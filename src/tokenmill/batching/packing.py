@@ -39,7 +39,7 @@ import numpy as np
 
 from .._arrays import ranks_in_groups
 from .._validate import check_array, check_bool, check_int, check_rows, check_spans, document_lengths
-from ..data.source import TokenSource, as_source, check_memory_ids, checked_get, ids_checked
+from ..data.source import TokenSource, as_source, check_memory_ids, reader
 from ..errors import ConfigError, InputError
 from .batch import Batch, Block, FragmentPositions, check_fragment_positions
 from .layout import (
@@ -415,9 +415,7 @@ def segment_filler_of(src: TokenSource, lengths: np.ndarray):
         check_spans(offsets[:n], lengths, tokens.size, "the source's token_array/doc_offsets")
         return lambda doc, start, length: (tokens, offsets[doc] + start)
 
-    # a source of another kind (a user's class): each document checked as it is read (``checked_get``),
-    # unless it is one tokenmill made (its ids checked when it was made or written)
-    get = src.get if ids_checked(src) else (lambda d: checked_get(src, d, int(lengths[d])))
+    get = reader(src, lengths)  # (a user's class: each document checked as it is read)
 
     def fill_each(doc, start, length):
         def fill(out, dst):

@@ -378,7 +378,6 @@ class BatchSchedule:
             raise FormatError(f"packing plan cache {d} is damaged (its arrays do not hash to the sha256 its "
                               "plan.json records); delete the folder to plan again")
         ok = (meta["num_docs"] == lengths.size and meta["method"] in METHODS and meta["long_docs"] in LONG_DOCS and meta.get("block_size") == self.block_size
-              and all(a.dtype == np.int64 and a.ndim == 1 for a in arrays.values())
               and doc.size == start.size == length.size and ptr.size >= 1 and ptr[0] == 0 and ptr[-1] == doc.size
               and not (np.diff(ptr) < 0).any())
         if ok and doc.size:

@@ -155,9 +155,16 @@ def checked_get(src, d: int, n: int) -> np.ndarray:
     if a.shape[0] != n:
         raise InputError(f"document {d:,d}: get() gave {a.shape[0]:,d} ids where the source's lengths say {n:,d}; "
                          "a token source's get(i) must hold lengths[i] ids")
-    if a.size and a.dtype.kind == "i" and int(a.min()) < 0:
-        check_doc_ids([np.zeros(0, np.int64)] * d + [a])  # (names document d and the position)
+    if a.size and a.dtype.kind == "i" and int(a.min()) < 0:  # (check_doc_ids' message, for document d)
+        pos = int(np.argmax(a < 0))
+        raise InputError(f"document {d} holds token id {int(a[pos])} at position {pos}; token ids must be >= 0")
     return a
+
+
+def reader(src, lengths: np.ndarray):
+    """``get(d)`` of ``src`` as batches and windows read it: its own ``get`` where ``ids_checked``, else
+    :func:`checked_get` against ``lengths``."""
+    return src.get if ids_checked(src) else (lambda d: checked_get(src, d, int(lengths[d])))
 
 
 def as_source(obj) -> TokenSource:

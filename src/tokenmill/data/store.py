@@ -1589,10 +1589,10 @@ class TokenStore(StoreSource):
             if not path.is_dir():
                 raise FormatError(f"{path} is a file, not a token store (a store is the folder `tokenmill store "
                                   "build --input FILES --out FOLDER` writes); pass that folder")
-            if not extra and path.is_dir() and any(_SHARD_RE.match(p.name) for p in path.iterdir()):
+            if not extra and any(_SHARD_RE.match(p.name) for p in path.iterdir()):
                 extra = (f" (it holds shard files: a store whose {MANIFEST} was removed; remove the folder and "
                          "build the store again)")
-            if not extra and path.is_dir():
+            if not extra:
                 extra = (" (a folder of other files: a store is what `tokenmill store build --input FILES --out "
                          "FOLDER` writes)")
             raise FormatError(f"{path} has no {MANIFEST}: it is not a finished token store{extra}")

@@ -325,7 +325,7 @@ class WindowPlan:
         ``extras`` maps names to sources of per-token arrays aligned with ``source`` (for example
         ``{"token_type_ids": [...]}``); each is cut the same way.
         """
-        from ..data.source import as_source, check_memory_ids, checked_get, ids_checked
+        from ..data.source import as_source, check_memory_ids, reader
 
         src = as_source(source)
         _check_extra_names(extras or {})
@@ -342,7 +342,7 @@ class WindowPlan:
                     f"its document {d:,d} has {int(el[d]):,d} values, the source's {int(lengths[d]):,d} tokens")
                     + "; pass one value per token")
         check_memory_ids(src)  # ids nothing checked: -100 would read as an ignored label
-        get = src.get if ids_checked(src) else (lambda d: checked_get(src, d, int(lengths[d])))
+        get = reader(src, lengths)
         for r in picked.tolist():
             d = int(self.doc[r])
             yield self._window(r, get(d), int(lengths[d]), {k: s.get(d) for k, s in ext.items()})

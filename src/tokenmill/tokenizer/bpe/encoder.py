@@ -171,6 +171,9 @@ class CompiledEncoder:
         # the pinned cache every thread's state starts from (``_state``: a copy, and empty tables)
         self._template = self._pinned_cache(pinned)
         self._local = threading.local()
+        # the BPE kernel's tables, as every call passes them (``_run``, ``_encode_whole``)
+        self._tables = (self.byte_ids, self.byte_pairs, self.pairs, self.filt, self.chars, self.vtab, self.vtab2,
+                        self.imask)
         self._splitter = None  # ``kernel_splitter(pattern)``, resolved on one text's first encode
 
     def _char_tables(self, vocab, lefts, rights, prio):
@@ -406,8 +409,7 @@ class CompiledEncoder:
             raise_not_utf8(buf, bad)
         out = np.empty(n, np.int64)
         st = self._state()
-        k, state = one.bpe(st, buf, offs, _NONE, _NONE, self.byte_ids, self.byte_pairs, self.pairs, self.filt,
-                           self.chars, self.vtab, self.vtab2, self.imask, st, _CACHE_LIMIT, out)
+        k, state = one.bpe(st, buf, offs, _NONE, _NONE, *self._tables, st, _CACHE_LIMIT, out)
         if state is not None:  # the cache outgrew its arrays (else they were updated in place)
             self._local.state = state
         return _shrunk(out, k)
@@ -437,9 +439,8 @@ class CompiledEncoder:
         # in place (a copy out of the thread's buffer measured 3-5% slower where the heap had room)
         size = len(data) if offs.size < 2 else int(offs[-1] - offs[0])
         out = scratch("bpe_ids", size, np.int64) if view else np.empty(size, np.int64)
-        n, state = self._K.encode_chunks(np.frombuffer(data, np.uint8), offs, marks, pos, self.byte_ids,
-                                         self.byte_pairs, self.pairs, self.filt, self.chars, self.vtab,
-                                         self.vtab2, self.imask, self._state(), _CACHE_LIMIT, out)
+        n, state = self._K.encode_chunks(np.frombuffer(data, np.uint8), offs, marks, pos, *self._tables,
+                                         self._state(), _CACHE_LIMIT, out)
         if state is not None:  # the cache outgrew its arrays (else they were updated in place)
             self._local.state = state
         return out[:n] if view else _shrunk(out, n)

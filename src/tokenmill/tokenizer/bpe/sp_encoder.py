@@ -239,6 +239,10 @@ class CompiledSentencePiece:
         self._normalizer_tables()
         self._check()
         self._local = threading.local()
+        # the kernel's tables, as every call passes them (``encode_one``, ``encode_many``)
+        self._tables = (self.cp_info, self.ws_info, self.space_ws, self.ws_cp, self.ws_rule, self.abig, self.bfilt,
+                        self.table, self.filt, self.kind, self.byte_fallback, self.byte_ids, self.unk, self.fuse_unk,
+                        self.ud_ptr, self.ud_start, self.ud_len, self.ud_bytes, self.ud_id)
 
     def _normalizer_tables(self) -> None:
         """The character map and its fast paths, for models whose text is normalized by the kernel."""
@@ -424,10 +428,7 @@ class CompiledSentencePiece:
         slow[0] = False
         state = self._state()
         ids = scratch("sp_ids", self.ids_per_byte * buf.size + 1, np.int64)
-        kernel(state, buf, docs, self.cp_info, self.ws_info, self.space_ws, self.ws_cp, self.ws_rule, self.abig,
-               self.bfilt, self.table, self.filt, self.kind, self.byte_fallback, self.byte_ids, self.unk,
-               self.fuse_unk, self.ud_ptr, self.ud_start, self.ud_len, self.ud_bytes, self.ud_id, *state, ids,
-               bounds, slow)
+        kernel(state, buf, docs, *self._tables, *state, ids, bounds, slow)
         return ids[: bounds[1]], bool(slow[0])
 
     def encode_many(self, datas: list[bytes], *, normalized: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -441,8 +442,5 @@ class CompiledSentencePiece:
         out = scratch("sp_ids", self.ids_per_byte * data.size + 1, np.int64)
         bounds = np.empty(len(datas) + 1, np.int64)
         slow = np.zeros(len(datas), np.bool_)
-        self._K.encode(data, docs, self.cp_info, self.ws_info, self.space_ws, self.ws_cp, self.ws_rule, self.abig,
-                       self.bfilt, self.table, self.filt, self.kind, self.byte_fallback, self.byte_ids, self.unk,
-                       self.fuse_unk, self.ud_ptr, self.ud_start, self.ud_len, self.ud_bytes, self.ud_id,
-                       *state, out, bounds, slow)
+        self._K.encode(data, docs, *self._tables, *state, out, bounds, slow)
         return out, bounds, slow
