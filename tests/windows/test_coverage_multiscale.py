@@ -83,10 +83,15 @@ def test_multiscale_plan():
 
 
 @pytest.mark.parametrize("args, kw", [([], {}), ([4, 4], {}), ([4], {"stride_ratio": 0}),
-                                      ([4], {"stride": 2}), ([0], {})])
+                                      ([4], {"stride": 2}), ([0], {}), ([4], {"stide_ratio": 0.5})])
 def test_multiscale_errors(args, kw):
     with pytest.raises(ConfigError):
         MultiScaleWindows(args, **kw)
+
+
+def test_multiscale_names_an_unknown_option_and_the_known_ones():
+    with pytest.raises(ConfigError, match=r"unknown option\(s\) foo;.*\bjitter\b.*\breserve\b"):
+        MultiScaleWindows([4], foo=1)
 
 
 @settings(max_examples=60, deadline=None)

@@ -21,7 +21,7 @@ gives the union over scales.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import fields, replace
 from fractions import Fraction
 from typing import Sequence
 
@@ -48,6 +48,11 @@ class MultiScaleWindows:
         for bad in ("window_size", "stride"):
             if bad in options:
                 raise ConfigError(f"{bad} is set per scale; pass window_sizes and stride_ratio instead")
+        known = {f.name for f in fields(SlidingWindows)} - {"window_size", "stride"}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise ConfigError(f"MultiScaleWindows got unknown option(s) {', '.join(unknown)}; the shared options "
+                              f"are SlidingWindows' keywords: {', '.join(sorted(known))}")
         self.stride_ratio = check_float(stride_ratio, "stride_ratio", min=1e-9, max=1e9)  # (0.5: half-window stride)
         # the ratio as written (0.7 is 7/10, not the double just below it, whose floor made 10 * 0.7 a stride
         # of 6); its shortest decimal form, which str gives for a Python or a numpy float
