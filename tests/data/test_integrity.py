@@ -206,6 +206,26 @@ def test_finished_store_with_changed_input_is_rebuilt_beside_it(tmp_path, tok, c
     assert not staging_dir(tmp_path / "s").exists()
 
 
+def test_finished_store_whose_documents_moved_between_files_or_rows_is_rebuilt(tmp_path, tok, capfd):
+    # the same documents' bytes in the same order (so the input hashes agree), from other lines and files:
+    # the store handed back must record where each document is now, as a fresh build does
+    src = tmp_path / "in"
+    src.mkdir()
+    (src / "a.jsonl").write_text('{"text":"one"}\n{"text":"two"}\n{"text":"three"}\n')
+    (src / "b.jsonl").write_text('{"text":"four"}\n')
+    build(tmp_path / "s", str(src), tok)
+    (src / "a.jsonl").write_text('\n\n{"text":"one","id":1}\n\n{"text":"two"}\n')
+    (src / "b.jsonl").write_text('{"text":"three"}\n{"text":"four"}\n')
+    again = build(tmp_path / "s", str(src), tok)
+    assert "its documents come from other files or rows now" in capfd.readouterr().err
+    fresh = build(tmp_path / "fresh", str(src), tok)
+    where = [again.provenance(i)[1:] for i in range(len(again))]
+    assert where == [fresh.provenance(i)[1:] for i in range(len(fresh))]
+    assert [Path(f).name for f, _ in where] == ["a.jsonl", "a.jsonl", "b.jsonl", "b.jsonl"]
+    assert [row for _, row in where] == [2, 4, 0, 1]
+    assert snapshot(tmp_path / "s") == snapshot(tmp_path / "fresh")
+
+
 # ---- 3. only files tokenmill made and recorded are removed ---------------------------------------
 def test_user_files_in_the_output_folder_are_never_removed(tmp_path, tok):
     out = tmp_path / "mine"

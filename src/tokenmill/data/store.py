@@ -833,6 +833,11 @@ class _Builder:
             return "its documents' bytes differ (same count and size)"
         return ""
 
+    def _same_meta(self, k: int, meta: np.ndarray) -> bool:
+        """Whether shard ``k``'s ``.meta`` (its sha256 checked by the caller) records ``meta``'s files and rows."""
+        stored = np.fromfile(self.out / f"{shard_name(k)}.meta", dtype="<i8").reshape(-1, 2)
+        return np.array_equal(stored, meta)
+
     def input_changes(self, records: list[dict]) -> str:
         """How the input differs from what a finished store's ``records`` were built from ("" when it
         is the same): the input is read and hashed, never encoded."""
@@ -846,6 +851,10 @@ class _Builder:
                 return f"shard {k}: {why}"
             if records[k].get("input_sha256") is None:  # a store from before input hashes: as before
                 return ""
+            # the same documents' bytes from other files or rows (lines moved, blank lines added, documents
+            # moved from one file to the next): the tokens stand, but each document's provenance would not
+            if not self._same_meta(k, meta):
+                return f"shard {k}: its documents come from other files or rows now"
         return "" if n == len(records) else f"it now gives {n:,d} shards, the store has {len(records):,d}"
 
     def _finished(self, k: int, meta: np.ndarray, size: int, digest: str) -> dict | None:
@@ -870,10 +879,8 @@ class _Builder:
         why = self._same_input(rec, meta, size, digest)
         if not why and rec.get("input_sha256") is None:  # a record without an input hash proves nothing
             why = "its record has no input hash"
-        if not why:
-            stored = np.fromfile(self.out / f"{shard_name(k)}.meta", dtype="<i8").reshape(-1, 2)
-            if not np.array_equal(stored, meta):
-                why = "its documents come from other files or rows now"
+        if not why and not self._same_meta(k, meta):
+            why = "its documents come from other files or rows now"
         if why:
             self.rebuilt.append(k)
             if len(self.rebuilt) <= 5:
