@@ -245,7 +245,7 @@ def test_hf_dataset_and_iterables(tmp_path):
     it = ds.to_iterable_dataset()
     assert [t for t, _, _ in docs(as_sources(it, field="body")[0])] == ["a", "b", "c"]
     dd = datasets.DatasetDict({"train": ds, "test": ds})  # splits: pick one (it listed the accepted types)
-    with pytest.raises(ConfigError, match=r"DatasetDict holds several splits \('train', 'test'\).*ds\['train'\]"):
+    with pytest.raises(ConfigError, match=r"DatasetDict holds splits \('train', 'test'\), not rows.*ds\['train'\]"):
         as_sources(dd)
     with pytest.raises(InputError, match=r"no column 'text'; the columns are: body, k"):
         docs(hf_dataset(ds))
@@ -294,9 +294,32 @@ def test_paths_globs_folders_and_bad_inputs(tmp_path):
         as_sources(["hello world"])  # a list of str is a list of paths
     # a list of paths in the list: one source of their files (their names were stored as two documents)
     a, b = tmp_path / "d" / "b.txt", tmp_path / "d" / "sub" / "a.txt"
-    two = as_sources([[str(a), b], str(a)])
+    c = tmp_path / "c.txt"
+    c.write_text("c")
+    two = as_sources([[str(a), b], str(c)])
     assert len(two) == 2 and two[0].files() == [str(a), str(b)]
     assert [t for t, _, _ in docs(two[0])] == [a.read_text(), b.read_text()]
+    # one file named twice (a path twice, a folder and a file in it, a link) would be read and stored twice
+    (tmp_path / "d" / "link.txt").symlink_to(a)
+    for twice in ([[str(a), b], str(a)], [str(a), str(tmp_path / "d" / "." / "b.txt")], [str(tmp_path / "d")],
+                  [str(tmp_path / "d" / "sub"), str(tmp_path / "d" / "sub" / "a.txt")]):
+        with pytest.raises(InputError, match="read, stored and counted twice"):
+            as_sources(twice)
+    (tmp_path / "d" / "link.txt").unlink()
+    # a glob's folders are read as folders named as inputs are (the shell's expansion of the pattern)
+    (tmp_path / "g" / "en").mkdir(parents=True)
+    (tmp_path / "g" / "fr").mkdir()
+    (tmp_path / "g" / "en" / "a.txt").write_text("en")
+    (tmp_path / "g" / "fr" / "a.txt").write_text("fr")
+    (tmp_path / "g" / "top.txt").write_text("top")
+    assert [t for t, _, _ in docs(files(str(tmp_path / "g" / "*")))] == ["en", "fr", "top"]
+    (tmp_path / "g" / "top.txt").unlink()
+    assert [t for t, _, _ in docs(files(str(tmp_path / "g" / "*")))] == ["en", "fr"]
+    (tmp_path / "h" / "x").mkdir(parents=True)
+    with pytest.raises(InputError, match="matches only folders"):
+        files(str(tmp_path / "h" / "*"))
+    with pytest.raises(InputError, match="no input given"):
+        files([])
     with pytest.raises(InputError, match="does not exist"):
         as_sources([["hello", "world"]])
     with pytest.raises(ConfigError, match="split_lines=True or separator"):
@@ -404,6 +427,8 @@ def test_a_folders_files_of_another_type_are_counted_not_dropped_silently(tmp_pa
         ["data.json"]
     with pytest.warns(UserWarning, match=r"5 files of another type left out \(b.md, data.json, sub/x.bz2, \.\.\.\)"):
         assert [p.name for p in expand_inputs([folder])] == ["a.txt"]  # `tokenmill train --input DIR`: .txt only
+    with pytest.raises(InputError, match="read, stored and counted twice"), pytest.warns(UserWarning):
+        expand_inputs([folder, folder / "a.txt"])  # training would have counted its chunks twice
 
 
 def test_a_compressed_parquet_file_is_named_as_such(tmp_path):

@@ -284,10 +284,13 @@ def folder_files(folder: Path, keep) -> list[Path]:
     return found
 
 
+_KNOWN_FILES = ".txt, .text, .md, .jsonl, .ndjson or .parquet file (optionally .gz or .zst) outside hidden folders"
+
+
 def expand_paths(inputs) -> list[Path]:
     """Paths as given; folders expand to their known files (recursively, sorted, hidden ones left out);
-    globs (``*``, ``?``, ``[``) to their sorted matches. A missing path, an empty folder or an unmatched
-    glob is an error."""
+    globs (``*``, ``?``, ``[``) to their sorted matches, a matched folder to its known files. A missing
+    path, an empty folder or a glob that gives no file is an error."""
     if isinstance(inputs, (str, os.PathLike)):
         inputs = [inputs]
     out: list[Path] = []
@@ -295,16 +298,20 @@ def expand_paths(inputs) -> list[Path]:
         s = os.fspath(item)
         if any(c in s for c in "*?[") and not os.path.exists(s):
             matches = sorted(_glob.glob(s, recursive=True))
-            if not matches:
-                raise InputError(f"the pattern {s!r} matches no file")
-            out.extend(Path(m) for m in matches if not Path(m).is_dir())
+            # a matched folder is read as a folder named as an input is (as the shell's expansion of the
+            # same pattern would give it), not left out: 'data/*' over data/en/ and data/fr/ reads both
+            found = [f for m in matches for f in (folder_files(Path(m), _is_known) if os.path.isdir(m) else [Path(m)])]
+            if not found:
+                raise InputError(f"the pattern {s!r} matches no file" + (
+                    f" (it matches only folders, and they hold no {_KNOWN_FILES})"
+                    if matches else ""))
+            out.extend(found)
             continue
         p = Path(s)
         if p.is_dir():
             found = folder_files(p, _is_known)
             if not found:
-                raise InputError(f"the folder {s!r} holds no .txt, .text, .md, .jsonl, .ndjson or .parquet file "
-                                 "(optionally .gz or .zst) outside hidden folders")
+                raise InputError(f"the folder {s!r} holds no {_KNOWN_FILES}")
             out.extend(found)
         elif os.path.lexists(p):
             out.append(p)
@@ -312,6 +319,9 @@ def expand_paths(inputs) -> list[Path]:
             raise InputError(f"input {s!r} does not exist" + (
                 "; a list of strings is taken as a list of paths: for in-memory texts pass "
                 "tokenmill.data.texts([...])" if not os.path.dirname(s) else ""))
+    if not out:
+        raise InputError("no input given (an empty list of paths); pass files, folders or glob patterns")
+    refuse_repeated_files(out)
     for p in out:  # (a name is recorded in the store's manifest, which is UTF-8 JSON)
         try:
             os.fspath(p).encode("utf-8")
@@ -1042,7 +1052,27 @@ def as_sources(sources, *, field: str = "text", format: Format = "auto", split_l
         raise InputError("no sources given; pass at least one file, folder, glob, dataset or iterable of str")
     # each path (a file, a folder, a glob) is one source: the unit of ``split(by="source")``; a list of
     # paths in the list is one source of their files (read as texts, the paths became the documents)
-    return [files(item, **opts) if _paths(item) else _one(item, field, errors) for item in items]
+    srcs = [files(item, **opts) if _paths(item) else _one(item, field, errors) for item in items]
+    refuse_repeated_files([p for s in srcs if isinstance(s, FileSource) for p in s.paths])
+    return srcs
+
+
+def refuse_repeated_files(paths: Iterable[Path]) -> None:
+    """An InputError naming two of ``paths`` that are one file (one path spelled twice, a folder and a file
+    in it, a symbolic or hard link): read twice, its documents would be stored, trained on and counted twice."""
+    seen: dict[tuple[int, int], Path] = {}
+    for p in paths:
+        try:
+            st = os.stat(p)
+        except OSError:  # (missing or unreadable: the read names it)
+            continue
+        first = seen.setdefault((st.st_dev, st.st_ino), p)
+        if first is not p:
+            same = "the same path" if os.path.abspath(first) == os.path.abspath(p) else "the same file"
+            raise InputError(f"the inputs name {str(first)!r} and {str(p)!r}, {same}: its documents would be read, "
+                             "stored and counted twice; name each file once (a folder and a file in it, or a link "
+                             "to a file, count twice too). To weight some data more, use tokenmill.Mixture's "
+                             "weights over stores")
 
 
 def _paths(item) -> bool:
@@ -1060,7 +1090,7 @@ def _one(item, field: str, errors: Errors = "strict") -> Source:
         return hf_dataset(item, field=field, errors=errors)
     if mod.startswith("datasets") and isinstance(item, dict):  # a DatasetDict: splits, each a source
         splits = ", ".join(repr(k) for k in list(item)[:4])
-        raise ConfigError(f"the {type(item).__name__} holds several splits ({splits}); pass one of them, e.g. "
+        raise ConfigError(f"the {type(item).__name__} holds splits ({splits}), not rows; pass one of them, e.g. "
                           f"ds[{next(iter(item), 'train')!r}], or each as its own source")
     if (type(item).__module__ or "").startswith("pyarrow") and hasattr(item, "to_pylist"):
         return _arrow_texts(item, field)

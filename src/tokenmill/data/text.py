@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Iterable, Iterator, Literal
 
 from ..errors import ConfigError, InputError
-from .readers import FileSource, Replaced, decode_utf8, folder_files, format_of, holds_records, text_documents
+from .readers import (FileSource, Replaced, decode_utf8, folder_files, format_of, holds_records, refuse_repeated_files,
+                      text_documents)
 
 Errors = Literal["strict", "replace"]
 
@@ -112,4 +113,5 @@ def expand_inputs(inputs: Iterable[str | os.PathLike]) -> list[Path]:
             out.append(p)
         else:
             raise InputError(f"input {str(p)!r} does not exist")
+    refuse_repeated_files(out)
     return out
