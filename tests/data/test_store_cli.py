@@ -32,6 +32,19 @@ def test_build_verify_stats(tmp_path, tok, capsys):
     assert 1.0 < st["bytes_per_token"] < 4.0
 
 
+def test_quiet_silences_progress_not_a_warning_about_the_data(tmp_path, tok, capsys):
+    """``-q`` had hidden the warning that a folder's ``b.json`` was left out: the output said "from 1 file"."""
+    tok.save(tmp_path / "tok.json")
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.jsonl").write_text('{"text": "kept"}\n')
+    (tmp_path / "in" / "b.json").write_text('{"text": "left out"}\n')
+    assert main(["store", "build", "--tokenizer", str(tmp_path / "tok.json"), "--input", str(tmp_path / "in"),
+                 "--out", str(tmp_path / "s"), "-q"]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("tokenmill store build: warning: the folder") and "1 file of another type left out (b.json)" \
+        in err and err.count("\n") == 1
+
+
 def test_errors_are_reported_not_raised(tmp_path, tok, capsys):
     tok.save(tmp_path / "tok.json")
     (tmp_path / "bad.jsonl").write_text('{"body": 1}\n')

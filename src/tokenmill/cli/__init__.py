@@ -70,8 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with warnings.catch_warnings():
             # a warning is one line, as an error is (Python's shows the file, line and source of the call);
-            # --quiet silences it (what it says is in the command's own output: e.g. train's merges count)
-            warnings.showwarning = lambda message, category, *_, **__: None if quiet else print(
+            # --quiet does not silence it: a warning says something about the user's data (files of a folder
+            # left out, a tokenizer setting not applied, fewer merges than asked) that no output repeats
+            warnings.showwarning = lambda message, category, *_, **__: print(
                 f"tokenmill {name}: warning: {' '.join(str(message).split())}", file=sys.stderr)
             return int(args.func(args) or 0)
     except BrokenPipeError:  # e.g. `tokenmill encode ... | head`
