@@ -44,7 +44,7 @@ def register(sub) -> None:
     b.add_argument("--special-text", choices=["error", "plain"], default="error",
                    help="text that spells a special token: fail (default) or encode it as plain text")
     b.add_argument("--shard-mb", type=float, default=16,
-                   help="input megabytes per shard, a positive number (default 16)")
+                   help="megabytes of text (the documents' UTF-8) per shard, a positive number (default 16)")
     b.add_argument("--overwrite", action="store_true", help="replace a store built with other arguments")
     add_quiet(b)
 
@@ -73,7 +73,8 @@ def cmd_build(args: argparse.Namespace) -> int:
                              progress=not args.quiet)
     m = store.manifest
     print(f"{store}")
-    print(f"  input {counted(m['input_bytes'], 'byte')} from {counted(len(m['files']), 'file')}; "
+    print(f"  input {counted(m['input_bytes'], 'byte')} of text (the documents' UTF-8) from "
+          f"{counted(len(m['files']), 'file')}; "
           f"fingerprint {store.fingerprint}")
     if m.get("invalid_utf8_replaced"):
         print(f"  {counted(m['invalid_utf8_replaced'], 'invalid UTF-8 sequence')} replaced with U+FFFD "

@@ -901,7 +901,12 @@ class _Builder:
         if self.progress:
             from tqdm.auto import tqdm
 
-            total = sum(sum(spec.get("sizes") or []) for spec in self.specs) or None
+            # the files' sizes, where they bound the text they hold (not compressed: a .gz holds more text than
+            # its size, a Parquet file's columns are compressed); the bar advances by the documents' UTF-8 bytes,
+            # which a JSONL file's syntax makes fewer than its size, and ends at its total
+            names = [str(f).lower() for f in self.files]
+            total = None if any(n.endswith((".gz", ".zst", ".parquet")) for n in names) else \
+                sum(sum(spec.get("sizes") or []) for spec in self.specs) or None
             self.bar = tqdm(total=total, unit="B", unit_scale=True, desc="store build", file=sys.stderr,
                             dynamic_ncols=True)
         writing = None  # the shard whose jobs' results are being written: a _ShardTokens
@@ -926,6 +931,8 @@ class _Builder:
                     el = self.bar.format_dict.get("elapsed") or 0
                     self.bar.set_postfix(docs=f"{self.docs_done:,d}",
                                          tok_s=f"{self.tokens_done / el:,.0f}" if el else "-", refresh=False)
+            if self.bar is not None and self.bar.total:
+                self.bar.update(max(0, self.bar.total - self.bar.n))  # (the JSONL syntax read, no document bytes)
         finally:
             if writing is not None:
                 writing.tokens.abort()
