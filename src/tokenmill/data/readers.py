@@ -317,8 +317,8 @@ def expand_paths(inputs) -> list[Path]:
             out.append(p)
         else:
             raise InputError(f"input {s!r} does not exist" + (
-                "; a list of strings is taken as a list of paths: for in-memory texts pass "
-                "tokenmill.data.texts([...])" if not os.path.dirname(s) else ""))
+                " (if it is a text given in Python: a list of strings is taken as a list of paths; for in-memory "
+                "texts pass tokenmill.data.texts([...]))" if not os.path.dirname(s) else ""))
     if not out:
         raise InputError("no input given (an empty list of paths); pass files, folders or glob patterns")
     refuse_repeated_files(out)
@@ -677,6 +677,7 @@ class FileSource(Source):
                         "if it holds one JSON object a line (datasets' to_json writes that), name it .jsonl or pass "
                         "format='jsonl' (CLI: --format jsonl); format='text' reads it as text; or load it (pandas, "
                         "datasets) and pass its text column")
+
 
     def kind_of(self, path: Path) -> str:
         return format_of(path) if self.format == "auto" else self.format
@@ -1054,6 +1055,17 @@ def as_sources(sources, *, field: str = "text", format: Format = "auto", split_l
     # paths in the list is one source of their files (read as texts, the paths became the documents)
     srcs = [files(item, **opts) if _paths(item) else _one(item, field, errors) for item in items]
     refuse_repeated_files([p for s in srcs if isinstance(s, FileSource) for p in s.paths])
+    # an option nothing reads (it had been ignored without a word: JSONL "split" by line is one document a
+    # line anyway, a text file has no fields)
+    kinds = {s.kind_of(p) for s in srcs if isinstance(s, FileSource) for p in s.paths}
+    only_files = all(isinstance(s, FileSource) for s in srcs)
+    if only_files and (split_lines or separator is not None) and "text" not in kinds:
+        what = "split_lines=True" if split_lines else f"separator={separator!r}"
+        raise ConfigError(f"{what} cuts text files into documents, but the input holds {' and '.join(sorted(kinds))} "
+                          "files only, whose records are the documents; leave it out")
+    if only_files and field != "text" and not kinds & {"jsonl", "parquet"}:
+        raise ConfigError(f"field={field!r} names a JSONL field or Parquet column, but the input holds text files "
+                          "only (a document a file, line or piece); leave it out")
     return srcs
 
 
