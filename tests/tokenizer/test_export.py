@@ -114,6 +114,18 @@ def test_exports_refuse_anchors_and_flags_the_engines_read_otherwise(pat, tmp_pa
     assert not (tmp_path / "tokenizer.json").exists()
 
 
+@pytest.mark.parametrize("pat", [r"\pL+|\PL+", r"\d{2}?|\D+|\d"])
+def test_save_huggingface_refuses_what_oniguruma_reads_otherwise(pat, tmp_path):
+    """``\\pL`` (a letter here, the letters "pL" to Oniguruma) and ``x{2}?`` (two x here, ``(?:x{2})?`` there)
+    were exported as they were: HF gave other ids than tokenmill, silently."""
+    from tokenmill import ConfigError, Tokenizer
+
+    tok = Tokenizer.from_merges([(116, 104), (256, 101)], pattern=pat)
+    with pytest.raises(ConfigError, match="HF tokenizers' engine .* reads otherwise than tokenmill"):
+        tok.save_huggingface(tmp_path / "tokenizer.json")
+    assert not (tmp_path / "tokenizer.json").exists()
+
+
 @pytest.mark.parametrize("pat", [r"[[:alpha:]]+|[^[:alpha:]]", r"\N{LATIN SMALL LETTER A}+|."])
 def test_to_tiktoken_refuses_posix_classes_and_named_characters(pat, tmp_path):
     """tiktoken's engine reads ``[[:alpha:]]`` as ASCII (tokenmill's and HF's as Unicode: "naïve" one chunk
@@ -216,7 +228,8 @@ def test_damaged_files_are_named_with_their_field(trained, tmp_path):
     split["pattern"]["Regex"] = "(unclosed"
     (tmp_path / "bad.json").write_text(json.dumps(body))
     field = r"pre_tokenizer\.pretokenizers\[0\]" if pre["type"] == "Sequence" else "pre_tokenizer"
-    with pytest.raises(FormatError, match=rf"bad.json: {field}.pattern.Regex = '\(unclosed' is not a valid regex"):
+    with pytest.raises(FormatError, match=rf"bad.json: {field}.pattern.Regex = '\(unclosed' cannot be reproduced "
+                       "exactly by tokenmill: the regex module cannot compile it"):
         Tokenizer.from_huggingface(tmp_path / "bad.json")
 
     trained.save(tmp_path / "tok.json")

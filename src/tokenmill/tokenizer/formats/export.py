@@ -93,11 +93,11 @@ def onig_pattern(regex_str: str) -> str:
     """
     import re
 
-    _same_everywhere(regex_str, "HF tokenizers' engine (Oniguruma: '^' and '$' at every line)")
+    _same_everywhere(regex_str, "HF tokenizers' engine (Oniguruma: '^' and '$' at every line)", oniguruma=True)
     return re.sub(r"(\{\d+(?:,\d*)?\})\+", r"\1", regex_str)
 
 
-def _same_everywhere(regex_str: str, engine: str, *, tiktoken: bool = False) -> None:
+def _same_everywhere(regex_str: str, engine: str, *, tiktoken: bool = False, oniguruma: bool = False) -> None:
     """Refuse a split pattern that ``engine`` would read otherwise than tokenmill (``engine_differences``:
     anchors, inline flags; POSIX classes and named characters for tiktoken's): exported as it is, it would
     give other ids, silently."""
@@ -108,7 +108,7 @@ def _same_everywhere(regex_str: str, engine: str, *, tiktoken: bool = False) -> 
                           "on otherwise than tokenmill (or fails), so the export would cut other chunks; use a "
                           "pattern that never matches nothing, or keep the tokenizer in tokenmill's own format "
                           "(tok.save)")
-    differ = engine_differences(regex_str, tiktoken=tiktoken)
+    differ = engine_differences(regex_str, tiktoken=tiktoken, oniguruma=oniguruma)
     if differ:
         raise ConfigError(f"the split pattern {regex_str!r} uses {', '.join(map(repr, differ))}, which {engine} "
                           "reads otherwise than tokenmill, so the export would cut other chunks; write the pattern "

@@ -93,7 +93,9 @@ def _refuse_components(body, source: str) -> None:
     for item in items if isinstance(items, list) else []:
         kind = item.get("type") if isinstance(item, dict) else None
         if isinstance(kind, str) and kind not in _PRE_TOKENIZERS:
-            raise _refuse(source, f"the {kind!r} pre-tokenizer")
+            nested = kind == "Sequence" and pre.get("type") == "Sequence"
+            raise _refuse(source, "a pre-tokenizer Sequence inside the pre-tokenizer Sequence" if nested
+                          else f"the {kind!r} pre-tokenizer")
 
 
 def _normalizer(spec, source: str) -> str | None:
@@ -150,10 +152,13 @@ def _pre_tokenizer(spec, source: str):
                 patterns.append(onig_classes(rx, source))
                 try:  # (Oniguruma's nested classes as the regex module reads them)
                     regex.compile(patterns[-1])
-                except regex.error as e:  # (a damaged file: said without its name or field before)
+                except regex.error as e:  # (said without the file's name or field before)
+                    # Oniguruma takes some the regex module cannot compile (\e, \Q...\E, a{2}{3}): not a damaged
+                    # file, one tokenmill cannot run (as_tokenizer then runs it through HF tokenizers, which
+                    # refuses it in turn where it is damaged)
                     field = "pre_tokenizer" + (f".pretokenizers[{k}]" if isinstance(spec, HFPreSequence) else "")
-                    raise FormatError(f"{source}: {field}.pattern.Regex = {rx!r} is not a valid regex ({e}); the "
-                                      "file is damaged or hand-edited, get it again") from None
+                    raise _refuse(source, f"{field}.pattern.Regex = {rx!r}", f"the regex module cannot compile it "
+                                  f"as tokenmill reads it ({e})") from None
                 if matches_empty(patterns[-1]):
                     raise _refuse(source, f"the Split regex {rx!r}", "it can match the empty string, after which "
                                   "Oniguruma steps one character on and tokenmill's engines do not")

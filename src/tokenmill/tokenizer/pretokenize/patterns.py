@@ -131,7 +131,8 @@ def engine_differences(regex_str: str, *, oniguruma: bool = False, tiktoken: boo
     starts and ends where each engine is asked to), inline flags other than ``i`` (``m`` is dot-all in
     Oniguruma), and, for a pattern in Oniguruma's syntax (``oniguruma=True``: a tokenizer.json's Split
     regex), its escapes the ``regex`` module reads otherwise or not at all (``\h``, ``\x{41}``,
-    ``\o{101}``, ...). ``tiktoken=True`` (a pattern tiktoken's engine runs: a rank file's export, an
+    ``\o{101}``, ``\pL`` without braces: the letters "pL" there; ``x{n}?``: ``(?:x{n})?`` there, ``x{n}``
+    here, ...). ``tiktoken=True`` (a pattern tiktoken's engine runs: a rank file's export, an
     ``Encoding``, a tekken file): also its POSIX classes (``[[:alpha:]]``: ASCII there, Unicode in the
     ``regex`` module and Oniguruma) and named characters (``\N{...}``); those are flagged for Oniguruma
     too. Empty when the pattern reads alike everywhere. Classes nest, as in tiktoken's and HF's engines
@@ -141,6 +142,8 @@ def engine_differences(regex_str: str, *, oniguruma: bool = False, tiktoken: boo
     (['^', '$'], [])
     >>> print(*engine_differences(r"\h+|\x{41}", oniguruma=True), *engine_differences(r"(?m:a.)|\Z"))
     \h \x{41} (?m: \Z
+    >>> print(*engine_differences(r"\pL+|\PN|\p{L}|\d{2}?|\d{2,}?", oniguruma=True))
+    \pL \PN {2}?
     """
     out: list[str] = []
     depth, i, n = 0, 0, len(regex_str)
@@ -156,6 +159,9 @@ def engine_differences(regex_str: str, *, oniguruma: bool = False, tiktoken: boo
                     out.append(regex_str[i:end])
             elif (e in _ANCHOR_ESCAPES and not depth) or (oniguruma and e in _ONIG_ONLY):
                 out.append("\\" + e)
+            elif oniguruma and e in ("p", "P"):  # \pL: a letter class in the regex module, the letters "pL" in
+                end = min(end + 1, n)  # Oniguruma's Ruby syntax (which takes a property in braces only)
+                out.append(regex_str[i:end])
             i = end
             continue
         if c == "[":
@@ -170,6 +176,9 @@ def engine_differences(regex_str: str, *, oniguruma: bool = False, tiktoken: boo
         if depth:
             if c == "]":
                 depth -= 1
+        elif oniguruma and c == "{" and re.match(r"\{\d+\}\?", regex_str[i:]):
+            out.append(re.match(r"\{\d+\}\?", regex_str[i:]).group(0))  # Ruby syntax: x{n}? is (?:x{n})?, not
+            # a lazy x{n} (which is x{n})
         elif c == "^" or c == "$" and not regex_str.endswith(r"\s++", 0, i):
             out.append(c)  # (after a possessive run of white space, as tiktoken's presets have it, "$" can
             # only be the end: the run took every line break)
