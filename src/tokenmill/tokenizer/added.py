@@ -8,6 +8,7 @@ import functools
 import unicodedata
 from dataclasses import asdict, dataclass
 
+from .pretokenize.unicode import as_unicode16
 from .special import Prefixes, any_of, holds_any
 
 
@@ -149,9 +150,10 @@ class AddedTokenMatcher:
             tok = tokens[m.group()]
             if tok.special and tok.content not in allowed:
                 continue  # a special token not allowed here is plain text (HF's encode_special_tokens)
-            if tok.single_word:
-                start_space = start == 0 or not self._word.match(s[start - 1])
-                stop_space = stop == n or not self._word.match(s[stop])
+            if tok.single_word:  # (a word character as Unicode 16 reads it, as HF's does; the regex module's
+                # \w is a newer Unicode's, in which U+0558 and CJK Extension J are letters)
+                start_space = start == 0 or not self._word.match(as_unicode16(s[start - 1]))
+                stop_space = stop == n or not self._word.match(as_unicode16(s[stop]))
                 if not (start_space and stop_space):
                     continue
             if tok.lstrip:
