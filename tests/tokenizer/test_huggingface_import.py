@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import json
 import random
+import re
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -398,3 +399,35 @@ def test_a_null_model_flag_reads_as_false_as_in_hf(tmp_path, base, key):
     text = "Hello world, hello tokens 123"
     assert Tokenizer.from_huggingface(tmp_path).encode(text) == \
         tokenizers.Tokenizer.from_file(str(tmp_path / "tokenizer.json")).encode(text, add_special_tokens=False).ids
+
+
+def test_a_decoder_other_than_byte_level_is_said_on_load(tmp_path):
+    """The importer never read the decoder: a file whose decoder strips the leading space or replaces 'Ġ' (or
+    has none, where HF's decode joins the raw pieces) decoded otherwise than HF's, without a word."""
+    import warnings
+
+    from tokenizers import Tokenizer as HFTokenizer
+    from tokenizers import decoders, models
+    from tokenizers import pre_tokenizers as pt
+
+    alpha = {c: i for i, c in enumerate(sorted(pt.ByteLevel.alphabet()))}
+    cases = [(decoders.ByteLevel(), None), (decoders.Sequence([decoders.ByteLevel()]), None),
+             (None, "null"), (decoders.Sequence([decoders.ByteLevel(), decoders.Strip(" ", 1, 0)]),
+                              r"Sequence\[ByteLevel, Strip\]")]
+    for k, (dec, says) in enumerate(cases):
+        hf = HFTokenizer(models.BPE(vocab=alpha, merges=[]))
+        hf.pre_tokenizer = pt.ByteLevel(add_prefix_space=False)
+        if dec is not None:
+            hf.decoder = dec
+        path = tmp_path / f"t{k}.json"
+        hf.save(str(path))
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            ours = Tokenizer.from_huggingface(path)
+        said = [str(w.message) for w in seen if "decoder" in str(w.message)]
+        if says is None:
+            assert said == []
+            assert ours.decode(ours.encode(" Hi there")) == hf.decode(hf.encode(" Hi there").ids)
+        else:
+            assert len(said) == 1 and re.search(f"{re.escape(str(path))}'s decoder is {says}, not ByteLevel", said[0])
+        assert ours.encode(" Hi there") == hf.encode(" Hi there", add_special_tokens=False).ids

@@ -276,7 +276,7 @@ def load_tokenizer_json(path: str | os.PathLike, build):
     source = str(p)
     raw = read_bytes_limited(p, what="tokenizer.json")
     key = hashlib.sha256(raw).hexdigest()[:32]
-    cache_key = f"hf2-{key}"  # (2: the config says what is not applied)
+    cache_key = f"hf3-{key}"  # (2: the config says what is not applied; 3: and a decoder other than ByteLevel)
     cached = load_cached(cache_key)
     if cached is not None:
         try:
@@ -303,6 +303,12 @@ def _build(vocab, arr, config, *, source, build):
 
     conf = check(config, HFCacheConfig, what=f"the cached conversion of {source}")
     warn_not_applied(source, conf.not_applied, stacklevel=5)
+    if conf.decoder is not None:
+        import warnings
+
+        warnings.warn(f"{source}'s decoder is {conf.decoder}, not ByteLevel: tokenmill's decode gives the tokens' "
+                      "bytes as text (what a ByteLevel decoder gives), and HF's decode of the same ids may differ "
+                      "(the ids themselves are HF's)", stacklevel=5)
     patterns = conf.patterns
     try:
         return build(
@@ -312,6 +318,22 @@ def _build(vocab, arr, config, *, source, build):
             add_prefix_space=conf.add_prefix_space, split_patterns=patterns[1:], source=source)
     except ConfigError as e:  # what the file asks of the tokenizer (a pattern, a special token's id) tokenmill refuses
         raise _refuse(source, "this file", f"{e}") from None
+
+
+def _other_decoder(decoder) -> str | None:
+    """None for a ByteLevel decoder (alone or the one step of a Sequence): tokenmill's ``decode`` gives what it
+    gives, the tokens' bytes as text; else the decoder in short (``"null"``, ``"Sequence[ByteLevel, Strip]"``),
+    which HF's ``decode`` applies and tokenmill's does not."""
+    def name(d) -> str:
+        if not isinstance(d, dict):
+            return "null" if d is None else type(d).__name__
+        steps = d.get("decoders")
+        if d.get("type") == "Sequence" and isinstance(steps, list):
+            return f"Sequence[{', '.join(map(name, steps))}]"
+        return str(d.get("type"))
+
+    said = name(decoder)
+    return None if said in ("ByteLevel", "Sequence[ByteLevel]") else said
 
 
 def not_applied_of(spec) -> list[str]:
@@ -407,7 +429,7 @@ def _convert(spec: HFTokenizerJson, source: str, file_size: int):
     not_applied = not_applied_of(spec)
     config = {"patterns": patterns, "add_prefix_space": prefix_space, "normalizer": normalizer,
               "ignore_merges": bool(model.ignore_merges), "not_applied": not_applied,
-              "added_tokens": [t.to_dict() for t in added]}
+              "added_tokens": [t.to_dict() for t in added], "decoder": _other_decoder(spec.decoder)}
     return vocab, arr, config
 
 

@@ -176,6 +176,7 @@ class HFCacheConfig(Struct):
     ignore_merges: bool
     added_tokens: list[AddedTokenEntry]
     not_applied: list[str] = []  # what HF's encode does as the file asks and tokenmill's does not (said on load)
+    decoder: Union[str, None] = None  # a decoder other than ByteLevel, which tokenmill's decode does not apply
 
 
 class RankCacheConfig(Struct):
