@@ -654,6 +654,32 @@ def test_hostile_files_are_format_errors_naming_the_file(tmp_path, raw, match):
     assert "bad.model" in str(e.value)
 
 
+def test_a_model_cut_after_a_piece_is_refused_not_read_as_unigram(tmp_path, trained):
+    """A .model cut between two pieces has no trainer_spec, whose model_type then defaulted to Unigram: a cut
+    BPE model was refused as a Unigram model, or (through as_tokenizer) run as one, other ids and no error."""
+    raw = Path(trained[next(iter(TRAINED))]).read_bytes()
+
+    def varint(i):
+        n, shift = 0, 0
+        while True:
+            n |= (raw[i] & 0x7F) << shift
+            shift += 7
+            i += 1
+            if raw[i - 1] < 0x80:
+                return n, i
+
+    cut = 0
+    for _ in range(200):  # the pieces (field 1, each a tag 0x0A, a length, the piece) come first
+        assert raw[cut] == 0x0A
+        n, at = varint(cut + 1)
+        cut = at + n
+    p = tmp_path / "cut.model"
+    p.write_bytes(raw[:cut])
+    for load in (Tokenizer.from_sentencepiece, as_tokenizer):
+        with pytest.raises(FormatError, match="cut.model' holds .* pieces and no trainer_spec .* cut short"):
+            load(p)
+
+
 def test_a_valid_charsmap_with_a_hostile_trie_is_refused(trained):
     m = S.read_model(trained["nfkc"])
     blob = bytearray(m.normalizer.charsmap)
@@ -909,6 +935,13 @@ def test_tokenizer_json_refusals_are_wrapped_by_as_tokenizer(exported, tmp_path,
     (lambda j: j.update(normalizer={"type": "Replace", "pattern": {"Regex": " +"}, "content": WS}), "Replace"),
     (lambda j: j.update(pre_tokenizer={"type": "Metaspace", "replacement": "_", "prepend_scheme": "first"}),
      "replacement"),
+    # HF refuses these; they had loaded as a tokenizer without merges (every text its characters), or without
+    # anything (every text []), or as one with the replacement '▁'
+    (lambda j: j["model"].pop("merges"), "missing required field merges"),
+    (lambda j: [j["model"].pop("merges"), j["model"].pop("vocab")], "missing required field vocab"),
+    (lambda j: j["model"]["merges"].insert(0, "abc"), "merge 0 'abc' is not two tokens separated by one space"),
+    (lambda j: j.update(pre_tokenizer={"type": "Metaspace", "prepend_scheme": "first"}),
+     "missing required field replacement"),
 ])
 def test_hostile_tokenizer_json(exported, tmp_path, edit, match):
     import json

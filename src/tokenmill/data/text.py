@@ -12,8 +12,16 @@ from pathlib import Path
 from typing import Iterable, Iterator, Literal
 
 from ..errors import ConfigError, InputError
-from .readers import (FileSource, Replaced, decode_utf8, folder_files, format_of, holds_records, refuse_repeated_files,
-                      text_documents)
+from .readers import (
+    FileSource,
+    Replaced,
+    decode_utf8,
+    folder_files,
+    format_of,
+    holds_records,
+    refuse_repeated_files,
+    text_documents,
+)
 
 Errors = Literal["strict", "replace"]
 

@@ -298,7 +298,11 @@ def parse_model(raw: bytes, *, source: str = "<bytes>") -> SentencePieceModel:
         raise FormatError(f"{what} is empty")
     msg = _parse(raw, 0, len(raw), "model", what, "", {}, 0)
     pieces = msg.get("pieces", [])
-    trainer = msg.get("trainer_spec", {})
+    if "trainer_spec" not in msg:  # (its model_type would default to Unigram: a cut BPE model read as another)
+        raise FormatError(f"{what} holds {len(pieces):,d} pieces and no trainer_spec (the model's settings, which "
+                          "sentencepiece writes after the pieces): the file is cut short or not a whole model; get "
+                          "it again")
+    trainer = msg["trainer_spec"]
     model_type = trainer.get("model_type", 1)
     if model_type not in MODEL_TYPES:
         raise FormatError(f"{_where(what, 'trainer_spec.model_type')} = {model_type}: not a model type "

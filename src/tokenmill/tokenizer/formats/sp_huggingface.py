@@ -71,7 +71,7 @@ class _NormSequence(Lenient, tag_field="type", tag="Sequence"):
 
 
 class _Metaspace(Lenient, tag_field="type", tag="Metaspace"):
-    replacement: str = WS
+    replacement: str  # (required, as HF's reader has it: a file without one is not taken for one with '▁')
     prepend_scheme: Union[Literal["always", "first", "never"], UnsetType] = UNSET
     add_prefix_space: Union[bool, UnsetType] = UNSET
     split: bool = True
@@ -82,9 +82,9 @@ class _PreSequence(Lenient, tag_field="type", tag="Sequence"):
 
 
 class _BPE(Lenient):
+    vocab: dict[str, int]  # (both required, as HF's reader has them: a file without merges is not an empty list's)
+    merges: list[Union[str, tuple[str, str]]]
     type: Union[Literal["BPE"], UnsetType] = UNSET
-    vocab: dict[str, int] = {}
-    merges: list[Union[str, tuple[str, str]]] = []
     dropout: Union[float, None] = None
     unk_token: Union[str, None] = None
     continuing_subword_prefix: Union[str, None] = None
@@ -114,7 +114,7 @@ class _DStrip(Lenient, tag_field="type", tag="Strip"):
 
 
 class _DMetaspace(Lenient, tag_field="type", tag="Metaspace"):
-    replacement: str = WS
+    replacement: str
     prepend_scheme: Union[Literal["always", "first", "never"], UnsetType] = UNSET
     add_prefix_space: Union[bool, UnsetType] = UNSET
     split: bool = True
@@ -223,9 +223,9 @@ class SentencePieceJsonTokenizer:
             self._id_to_token[i] = t
         merges = []
         for k, m in enumerate(model.merges):
-            a, b = m.split(" ", 1) if isinstance(m, str) else m
-            if isinstance(m, str) and (" " in b or not a or not b):
+            if isinstance(m, str) and (m.count(" ") != 1 or m.startswith(" ") or m.endswith(" ")):
                 raise FormatError(f"{where}: merge {k} {m!r} is not two tokens separated by one space")
+            a, b = m.split(" ") if isinstance(m, str) else m
             for t in (a, b, a + b):
                 if t not in vocab:
                     raise FormatError(f"{where}: merge {k} ({a!r}, {b!r}) needs {t!r}, which is not in the vocabulary")

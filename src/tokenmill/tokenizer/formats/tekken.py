@@ -73,7 +73,8 @@ def read_tekken(path, raw: bytes) -> tuple[dict[bytes, int], str, dict[str, int]
     inner = size - n_special
     if not 256 <= inner <= len(entries):
         raise FormatError(f"{src}: default_vocab_size {size:,d} - {n_special:,d} special tokens = {inner:,d} ranked "
-                          f"tokens, but the vocab holds {len(entries):,d} (at least 256 needed)")
+                          + ("tokens, fewer than the 256 byte tokens a byte-level BPE needs" if inner < 256 else
+                             f"tokens, more than the {len(entries):,d} its vocab holds"))
     ranks: dict[bytes, int] = {}
     for i, e in enumerate(entries[:inner]):
         try:
