@@ -147,8 +147,7 @@ def load_tokenizer_path(path, *, pattern=None, special_tokens=None):
         return Tokenizer.load(p)
     if kind == "tekken":  # Mistral's tekken.json
         return Tokenizer.from_tekken(p)
-    head = head.lstrip()
-    if head.startswith((b"{", b"[")):
+    if head.lstrip().startswith((b"{", b"[")):
         return _huggingface_file(p)
     _check_rank_file(p, head)
     if pattern is None:
@@ -198,6 +197,8 @@ def _check_rank_file(p: Path, head: bytes) -> None:
     """A file that is not JSON must look like a rank file (its first 4 kB); else say what it is."""
     import re
 
+    model = p.name.endswith(".model") and head[:1] == b"\x0a"  # (a SentencePiece model starts with a piece)
+    head = head.lstrip()
     if not head:
         raise FormatError(f"tokenizer file {str(p)!r} is empty; {EXPECTED}")
     if head.startswith(b"PAR1"):
@@ -213,7 +214,9 @@ def _check_rank_file(p: Path, head: bytes) -> None:
     first = head.splitlines()[0]
     if not re.fullmatch(rb"[A-Za-z0-9+/]+={0,2} [0-9]+", first):
         raise FormatError(f"tokenizer file {str(p)!r} is neither JSON nor a rank file (its first line {first[:60]!r} "
-                          f"is not '<base64 token> <rank>'); {EXPECTED}")
+                          f"is not '<base64 token> <rank>')" + (
+                              "; it starts as a SentencePiece .model does, so it may be one cut short or damaged: get "
+                              "it again" if model else "") + f"; {EXPECTED}")
 
 
 # ----------------------------------------------------------------------------------- HF objects
