@@ -79,5 +79,6 @@ def verify_store(store, *, progress: bool = False) -> dict:
     if problems:
         raise FormatError(f"token store {store.path} failed verification ({len(problems)} problem"
                           f"{'s' if len(problems) != 1 else ''}):\n  " + ";\n  ".join(problems)
-                          + ".\nRebuild the store (or restore the files).")
+                          + (".\nRebuild the store (or restore the files)." if not all(
+                              "rebuild the store" in p for p in problems) else "."))
     return {"shards": len(shards), "documents": len(store), "tokens": store.num_tokens, "bytes": total_bytes}
