@@ -32,6 +32,9 @@ def test_a_dataframe_is_its_text_column_not_its_column_names(tok, tmp_path):
         ["alpha", "beta", "gamma"]
     with pytest.raises(ConfigError, match=r"a DataFrame with no column 'text' \(its columns: id, body, source\)"):
         TokenStore.build(tmp_path / "c", renamed, tok, progress=False)
+    holes = pd.DataFrame({"text": ["alpha", None, "gamma"]})  # (pandas reads the empty cell as NaN)
+    with pytest.raises(InputError, match=r"item 1 is missing \(nan, as a table's empty cell reads\): drop or fill"):
+        TokenStore.build(tmp_path / "d", holes, tok, progress=False)
     for call in (lambda: train_bpe(df, 260), lambda: tok.encode_batch(df)):
         with pytest.raises(ConfigError, match=r"not a DataFrame \(iterating one gives its column names\)"):
             call()

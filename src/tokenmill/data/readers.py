@@ -932,7 +932,7 @@ class IterableSource(Source):
     def documents(self) -> Iterator[Document]:
         for row, t in enumerate(self.items):
             if not isinstance(t, str):
-                raise InputError(f"{self.name}: item {row:,d} is a {type(t).__name__}, not a str")
+                raise InputError(f"{self.name}: item {row:,d} {_not_text(t)}")
             yield t, 0, row
 
     def batches(self) -> Iterator[Batch]:
@@ -945,8 +945,16 @@ class IterableSource(Source):
             if set(map(type, part)) - {str}:
                 for i, t in enumerate(part):
                     if not isinstance(t, str):
-                        raise InputError(f"{self.name}: item {lo + i:,d} is a {type(t).__name__}, not a str")
+                        raise InputError(f"{self.name}: item {lo + i:,d} {_not_text(t)}")
             yield part, 0, range(lo, lo + len(part))
+
+
+def _not_text(t) -> str:
+    """What an item that is not a str is, said for an error: a missing value (None, or a float NaN, as pandas
+    reads a missing cell) by that name."""
+    if t is None or (isinstance(t, float) and t != t):
+        return f"is missing ({t!r}, as a table's empty cell reads): drop or fill the rows without text"
+    return f"is a {type(t).__name__}, not a str"
 
 
 @dataclass
