@@ -909,6 +909,17 @@ def test_export_refuses_what_the_format_cannot_hold(trained, tmp_path):
     assert tok.id_to_piece(7) in [tok.id_to_piece(i) for i in tok.encode("sing it")]
     with pytest.raises(ConfigError, match="user-defined piece 'ing▁'.*keep the .model file"):
         tok.save_huggingface(tmp_path / "x.json")
+    # user-defined pieces the format holds, with the one difference it has there: said when written
+    pieces[-1] = ("<x>", 0, S.USER_DEFINED)
+    (tmp_path / "ud2.model").write_bytes(_model(pieces=pieces, normalizer={"name": "identity", "add_dummy_prefix": True,
+                                                                           "remove_extra_whitespaces": False}))
+    with pytest.warns(UserWarning, match=r"has 1 user-defined piece \(such as '<x>'\).*puts a '▁' before the text"):
+        Tokenizer.from_sentencepiece(tmp_path / "ud2.model").save_huggingface(tmp_path / "x.json")
+    import warnings
+
+    with warnings.catch_warnings():  # (a model without them: nothing said)
+        warnings.simplefilter("error")
+        Tokenizer.from_sentencepiece(trained["identity_keep_ws"]).save_huggingface(tmp_path / "y.json")
 
 
 def test_tokenizer_json_refusals_are_wrapped_by_as_tokenizer(exported, tmp_path, capsys):
