@@ -150,3 +150,33 @@ def test_document_indices_group_sequences_and_mismatched_files_are_refused(store
         TokenStore.from_megatron(tmp_path / "u")
     with pytest.raises(ConfigError, match="a Megatron prefix is a path"):
         TokenStore.from_megatron(5)
+
+
+def test_a_re_export_stopped_between_its_two_renames_leaves_no_pair_that_opens(store, tmp_path, monkeypatch):
+    """The .bin and .idx were replaced one after the other: killed between the two, a new .bin sat beside the
+    old .idx, and where the token totals agreed it opened without error, every document boundary wrong."""
+    import os
+
+    import tokenmill._io as io
+
+    store.export_megatron(tmp_path / "m")
+    reordered = store.view(np.arange(len(store))[::-1], {"reversed": True})  # the same tokens, in another order
+    replace, calls = os.replace, []
+
+    def stopped_after_the_first(src, dst):  # the process dies right after the .bin took its name
+        calls.append(dst)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        replace(src, dst)
+
+    monkeypatch.setattr(io.os, "replace", stopped_after_the_first)
+    with pytest.raises(KeyboardInterrupt):
+        reordered.export_megatron(tmp_path / "m")
+    monkeypatch.setattr(io.os, "replace", replace)
+    assert [os.path.basename(c) for c in calls] == ["m.bin", "m.idx"]
+    assert not (tmp_path / "m.idx").exists() and not list(tmp_path.glob(".m.*tokenmill-tmp"))
+    with pytest.raises(FormatError, match="m.idx does not exist"):
+        TokenStore.from_megatron(tmp_path / "m")
+    reordered.export_megatron(tmp_path / "m")  # run again: the new pair
+    back = TokenStore.from_megatron(tmp_path / "m")
+    assert [back.get(i).tolist() for i in range(len(back))] == [reordered.get(i).tolist() for i in range(len(back))]

@@ -17,6 +17,7 @@ megatron-core's ``IndexedDataset(prefix)`` reads the export (tested).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import struct
 from pathlib import Path
@@ -25,7 +26,7 @@ from typing import Annotated, Literal
 import numpy as np
 
 from .._arrays import offsets_of
-from .._io import canonical_hash, fs_path, resolve_output, write_with
+from .._io import atomic_path, canonical_hash, fs_path, resolve_output
 from .._schema import Meta, Struct, check
 from ..errors import ConfigError, FormatError, InputError
 from .source import KnownLengths, doc_index
@@ -95,8 +96,16 @@ def export_megatron(store, prefix, *, inputs=()) -> tuple[Path, Path]:
 
     for path in (bin_path, idx_path):  # both checked before either is written
         resolve_output(path, what="Megatron output", inputs=inputs)
-    write_with(bin_path, write_bin, inputs=inputs)
-    write_with(idx_path, write_idx, inputs=inputs)
+    # A pair replaced one file after the other left, when killed between the two renames, a new .bin beside
+    # the old .idx, which opens without error where the token counts agree (the format has no checksum):
+    # both are written first, then the old .idx goes, then the .bin and the .idx take their names. Killed
+    # in between, the folder holds a .bin without its .idx, which nothing opens.
+    with atomic_path(idx_path, inputs=inputs) as idx_tmp, atomic_path(bin_path, inputs=inputs) as bin_tmp:
+        for tmp, write in ((bin_tmp, write_bin), (idx_tmp, write_idx)):
+            with open(tmp, "wb") as f:
+                write(f)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(idx_path)
     return bin_path, idx_path
 
 
