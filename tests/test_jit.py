@@ -166,6 +166,22 @@ def test_kernel_caches_are_keyed_on_every_kernel_module(tmp_path):
     assert loc.get_source_stamp()[1] == _jit.kernel_sources_digest()
 
 
+@pytest.mark.slow
+def test_a_damaged_kernel_cache_is_compiled_again_not_a_crash(tmp_path):
+    """An emptied or cut index or data file of a kernel's cache (a power loss; the cache is numba's pickle
+    format) raised numba's unpickling error at the kernel's first call, on every run: now a miss, compiled
+    again and saved over the damaged file."""
+    _run(PROBE, str(tmp_path))
+    files = sorted(p for p in tmp_path.rglob("*best_fit*") if p.suffix in (".nbi", ".nbc"))
+    assert {p.suffix for p in files} == {".nbi", ".nbc"}
+    for damage in (lambda b: b"", lambda b: b[: len(b) // 2]):
+        for p in files:
+            p.write_bytes(damage(p.read_bytes()))
+        run = _run(PROBE, str(tmp_path))
+        assert run.stdout.split()[1] == "True" and float(run.stdout.split()[2]) > 0  # compiled again
+        assert _run(PROBE, str(tmp_path)).stdout.split() == ["True", "True", "0.0"]  # and saved: a hit
+
+
 def test_exact_overload_is_the_machine_code_for_exactly_those_types():
     """``exact_overload`` finds the compiled code for exactly the argument types of a call already made
     (and gives the same result as the dispatcher), and None for types nothing was compiled for: it never

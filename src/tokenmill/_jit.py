@@ -17,6 +17,7 @@ tokenizer kernels on 2 cores). This module
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import subprocess
@@ -104,6 +105,34 @@ def _key_caches_on_every_kernel_source() -> None:
     made = [type(f"Kernel{base.__name__}", (_Keyed, base), {})
             for base in (caching.UserProvidedCacheLocator, caching.InTreeCacheLocator, caching.UserWideCacheLocator)]
     caching.CacheImpl._locator_classes[:0] = made
+
+    # A damaged cache file of a tokenmill kernel (an index or data file emptied by a power loss, cut short, or
+    # edited) raised numba's unpickling error at the kernel's first call, on every run, the file never
+    # rewritten: read as a miss (compiled again), and a save over such an index starts a new one.
+    load, save = caching.Cache.load_overload, caching.Cache.save_overload
+
+    def ours(cache) -> bool:
+        return isinstance(getattr(getattr(cache, "_impl", None), "locator", None), _Keyed)
+
+    def load_overload(self, sig, target_context):
+        if not ours(self):
+            return load(self, sig, target_context)
+        try:
+            return load(self, sig, target_context)
+        except Exception:  # noqa: BLE001 -- whatever a damaged file raises: a miss
+            return None
+
+    def save_overload(self, sig, data):
+        if not ours(self):
+            return save(self, sig, data)
+        try:
+            return save(self, sig, data)
+        except Exception:  # noqa: BLE001 -- the index it adds to is damaged: a new one, else no cache
+            with contextlib.suppress(Exception):
+                os.unlink(self._cache_file._index_path)
+                return save(self, sig, data)
+
+    caching.Cache.load_overload, caching.Cache.save_overload = load_overload, save_overload
 
 
 def compile_seconds() -> float:
