@@ -394,6 +394,49 @@ def write_cache(path: str | os.PathLike, write: Callable[[BinaryIO], None]) -> b
         return False
 
 
+def _arrays_digest(arrays: dict) -> str:
+    """sha256 of named arrays: each one's name, dtype, shape and bytes, in name order."""
+    h = hashlib.sha256()
+    for name in sorted(arrays):
+        a = arrays[name]
+        h.update(json.dumps([name, a.dtype.str, list(a.shape)]).encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+def write_cache_arrays(path: str | os.PathLike, arrays: dict, *, stale: Iterable[Path] = ()) -> bool:
+    """A cache file of named numpy arrays (``.npz``, no pickle) with their sha256, through :func:`write_cache`;
+    ``stale``: older cache files this one replaces (other layouts or versions), removed once it is written."""
+    import numpy as np
+
+    digest = _arrays_digest(arrays)
+    done = write_cache(path, lambda f: np.savez(f, **arrays, sha256=np.array(digest)))
+    if done:
+        for old in stale:
+            if os.fspath(old) != os.fspath(path):
+                with contextlib.suppress(OSError):
+                    os.unlink(old)
+    return done
+
+
+def read_cache_arrays(path: str | os.PathLike, names: Iterable[str]) -> dict | None:
+    """The arrays :func:`write_cache_arrays` wrote at ``path``, exactly ``names`` and their sha256 checked; None
+    when the file is absent or anything about it is off (cut short, emptied, edited, another layout): a cache
+    is rebuilt then, never trusted and never an error."""
+    import numpy as np
+
+    names = set(names)
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            if set(z.files) != names | {"sha256"}:
+                return None
+            arrays = {n: z[n] for n in names}
+            want = str(z["sha256"])
+        return arrays if _arrays_digest(arrays) == want else None
+    except Exception:  # noqa: BLE001 -- whatever a damaged file raises (EOFError, BadZipFile, ...): rebuilt
+        return None
+
+
 FIGURE_FORMATS = ("png", "svg", "pdf")
 
 

@@ -297,6 +297,20 @@ def test_rank_file_cache(gpt2_ranks_path, tmp_path, monkeypatch):
     parts["merges"][:, 2] = parts["merges"][:, 0]  # merged ids no longer match their parts
     np.savez(files[0], **parts)
     assert Tokenizer.from_tiktoken(gpt2_ranks_path).encode(text) == first.encode(text)
+    # an edit every shape check passes (two tokens' bytes swapped: " the" had encoded as another id, silently),
+    # an emptied file (a power loss: EOFError had failed every later load) and a cut one (BadZipFile)
+    with np.load(files[0]) as z:
+        parts = dict(z)
+    blob, starts = parts["blob"], parts["starts"]
+    a, b = starts[262], starts[290]
+    blob[a], blob[b] = blob[b], blob[a]
+    np.savez(files[0], **parts)
+    assert Tokenizer.from_tiktoken(gpt2_ranks_path).encode(text) == first.encode(text)
+    good = files[0].read_bytes()
+    for bad in (b"", good[: len(good) // 2]):
+        files[0].write_bytes(bad)
+        assert Tokenizer.from_tiktoken(gpt2_ranks_path).encode(text) == first.encode(text)
+        assert files[0].read_bytes() == good  # written again
 
 
 # Kimi K2's split regex (its tokenization_kimi.py): classes with set operations, `[...&&[^\p{Han}]]`,

@@ -295,12 +295,22 @@ def test_class_table_is_what_regex_says():
 def test_class_table_cache_round_trip(tmp_path):
     fresh = build_class_table()
     assert np.array_equal(fresh, class_table())
-    path = tmp_path / "t.npy"
+    path = tmp_path / "t.npz"
     pretokenize._save_table(path, fresh)
     assert np.array_equal(pretokenize._load_table(path), fresh)
-    path.write_bytes(b"garbage")
-    assert pretokenize._load_table(path) is None  # rebuilt, never trusted
-    np.save(path, np.zeros(0x110000, np.uint16))
+    good = path.read_bytes()
+    # every damage is a miss (rebuilt), never trusted nor an error: an entry edited under the same sha256 ('b'
+    # classed as a space had split every text otherwise, silently), emptied (a power loss: EOFError had failed
+    # every later run), cut short (BadZipFile), garbage, another array
+    with np.load(path) as z:
+        parts = dict(z)
+    parts["table"][0x62] = parts["table"][0x20]
+    np.savez(path, **parts)
+    assert pretokenize._load_table(path) is None
+    for bad in (b"", good[: len(good) // 2], b"garbage"):
+        path.write_bytes(bad)
+        assert pretokenize._load_table(path) is None
+    np.savez(path, table=np.zeros(0x110000, np.uint16))
     assert pretokenize._load_table(path) is None
 
 

@@ -10,12 +10,12 @@ import json
 
 import numpy as np
 
-_CACHE_LAYOUT = 8  # 2: Split regexes with nested classes flattened (onig_classes); 3: files checked by schemas;
+_CACHE_LAYOUT = 9  # 2: Split regexes with nested classes flattened (onig_classes); 3: files checked by schemas;
 # 4: Split regexes whose anchors or escapes Oniguruma reads otherwise refused (engine_differences); 5: the
 # special tokens of tekken files up to v7 named as mistral_common names them; 6: a tokenizer.json's version
 # other than "1.0" refused (as HF); 7: Split regexes that can match the empty string, or (to tiktoken's
 # engine) use POSIX classes or \N{...}, refused; 8: Split regexes with \pL (no braces: "pL" to Oniguruma) or
-# x{n}? ((?:x{n})? to Oniguruma) refused
+# x{n}? ((?:x{n})? to Oniguruma) refused; 9: the arrays' sha256 in the file, checked on read
 
 
 def cache_file(key: str):
@@ -25,28 +25,38 @@ def cache_file(key: str):
 
 
 def load_cached(key: str):
-    """(vocab, merges, config) from the cache, or None when absent or unreadable (then rebuilt)."""
+    """(vocab, merges, config) from the cache, or None when absent or unusable (cut short, emptied, edited:
+    its sha256 is checked, then its shapes; it is then rebuilt). The caller checks the config's schema."""
+    from ..._io import read_cache_arrays
+
+    z = read_cache_arrays(cache_file(key), ["blob", "starts", "lens", "merges", "config"])
+    if z is None:
+        return None
     try:
-        with np.load(cache_file(key), allow_pickle=False) as z:
-            blob, starts, lens, arr = z["blob"], z["starts"], z["lens"], z["merges"]
-            config = json.loads(str(z["config"]))
+        blob, starts, lens, arr = z["blob"], z["starts"], z["lens"], z["merges"]
+        config = json.loads(str(z["config"]))
         data = blob.tobytes()
-        vocab = [None if n < 0 else data[a : a + n] for a, n in zip(starts.tolist(), lens.tolist())]
-        if arr.ndim != 2 or arr.shape[1] != 3:
+        if blob.dtype != np.uint8 or starts.shape != lens.shape or starts.ndim != 1 or arr.ndim != 2 or \
+                arr.shape[1] != 3 or (lens.size and (int((starts + np.maximum(lens, 0)).max()) > len(data)
+                                                     or int(starts.min()) < 0)):
             return None
+        vocab = [None if n < 0 else data[a : a + n] for a, n in zip(starts.tolist(), lens.tolist())]
         return vocab, arr.astype(np.int64, copy=False), config
-    except (OSError, ValueError, KeyError, TypeError, RecursionError):
+    except (ValueError, TypeError, RecursionError):
         return None
 
 
 def save_cached(key: str, vocab, arr, config) -> None:
     """Write the cache atomically; a cache that cannot be written is skipped."""
-    from ..._io import write_cache
+    from ..._io import write_cache_arrays
 
     path = cache_file(key)
     lens = np.fromiter((-1 if b is None else len(b) for b in vocab), np.int64, len(vocab))
     sizes = np.maximum(lens, 0)
     starts = np.cumsum(sizes) - sizes
     blob = np.frombuffer(b"".join(b for b in vocab if b is not None), np.uint8)
-    write_cache(path, lambda f: np.savez(f, blob=blob, starts=starts, lens=lens, merges=arr,
-                                         config=np.array(json.dumps(config))))
+    from ..pretokenize.presets import older_caches
+
+    write_cache_arrays(path, {"blob": blob, "starts": starts, "lens": lens, "merges": arr,
+                              "config": np.array(json.dumps(config))},
+                       stale=older_caches(path.parent, "tokenizer-v", _CACHE_LAYOUT))

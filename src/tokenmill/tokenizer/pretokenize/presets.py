@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..._io import write_cache
+from ..._io import read_cache_arrays, write_cache_arrays
 from ..._validate import check_offsets
 from ...errors import ConfigError, InputError
 from .patterns import GPT2, GPT4, O200K, findall_bounded, resolve_pattern
@@ -258,18 +258,31 @@ def cache_dir() -> Path:
     return Path(base) / "tokenmill"
 
 
+def older_caches(folder: Path, prefix: str, layout: int) -> list[Path]:
+    """The cache files ``<prefix><n>-...`` in ``folder`` of a layout ``n`` before ``layout``, and those of the
+    ``.npy`` form before sha256-checked files: what a cache written now replaces (another install's entries of
+    the same or a later layout are left alone: two environments may share the folder)."""
+    out = []
+    for p in folder.glob(f"{prefix}*"):
+        n = p.name[len(prefix):].split("-", 1)[0]
+        if p.suffix == ".npy" or (n.isdigit() and int(n) < layout):
+            out.append(p)
+    return out
+
+
 def _table_file_name() -> str:
     import regex
 
-    return f"pretok-classes-v{_TABLE_LAYOUT}-regex{regex.__version__}-ucd{unicodedata.unidata_version}.npy"
+    return f"pretok-classes-v{_TABLE_LAYOUT}-regex{regex.__version__}-ucd{unicodedata.unidata_version}.npz"
 
 
 def _load_table(path: Path) -> np.ndarray | None:
-    """The cached table, or None when absent or unusable (it is then rebuilt and rewritten)."""
-    try:
-        table = np.load(path, allow_pickle=False)
-    except (OSError, ValueError):
+    """The cached table, or None when absent or unusable (cut short, edited: its sha256 is checked; it is
+    then rebuilt and rewritten)."""
+    got = read_cache_arrays(path, ["table"])
+    if got is None:
         return None
+    table = got["table"]
     if table.dtype != np.uint16 or table.shape != (_N_CODE_POINTS,):
         return None
     from . import _pretok_kernels as k
@@ -282,4 +295,4 @@ def _load_table(path: Path) -> np.ndarray | None:
 
 def _save_table(path: Path, table: np.ndarray) -> None:
     """Write atomically (temporary name, then rename); a cache that cannot be written is skipped."""
-    write_cache(path, lambda f: np.save(f, table, allow_pickle=False))
+    write_cache_arrays(path, {"table": table}, stale=older_caches(path.parent, "pretok-classes-v", _TABLE_LAYOUT))

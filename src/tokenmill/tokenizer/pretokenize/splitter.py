@@ -26,7 +26,7 @@ import unicodedata
 
 import numpy as np
 
-from ..._io import write_cache
+from ..._io import read_cache_arrays, write_cache_arrays
 from .patterns import LLAMA3, QWEN2, QWEN3_5, preset_name, resolve_pattern
 from .presets import PRESET_IDS, as_readonly_bytes, raise_not_utf8, split_offsets
 from .unicode import as_unicode16_table
@@ -186,7 +186,7 @@ def family_table(marks: bool) -> np.ndarray:
     """The class table; with ``marks`` its L bit also holds ``\\p{M}`` (Qwen 3.5's letter class).
 
     Derived from the ``regex`` module like the base table, and cached on disk next to it."""
-    from .presets import cache_dir, class_table
+    from .presets import cache_dir, class_table, older_caches
 
     base = class_table()
     if not marks:
@@ -195,19 +195,17 @@ def family_table(marks: bool) -> np.ndarray:
 
     from ._pretok_kernels import L_
 
-    path = cache_dir() / f"pretok-marks-v3-regex{regex.__version__}-ucd{unicodedata.unidata_version}.npy"
-    try:
-        table = np.load(path, allow_pickle=False)
-        if table.dtype == np.uint16 and table.shape == base.shape and table[0x301] & L_ and table[0x61] == base[0x61]:
-            table.setflags(write=False)
-            return table
-    except (OSError, ValueError):
-        pass
+    path = cache_dir() / f"pretok-marks-v4-regex{regex.__version__}-ucd{unicodedata.unidata_version}.npz"
+    table = (read_cache_arrays(path, ["table"]) or {}).get("table")  # (its sha256 checked: None if off)
+    if table is not None and table.dtype == np.uint16 and table.shape == base.shape and table[0x301] & L_ and \
+            table[0x61] == base[0x61]:
+        table.setflags(write=False)
+        return table
     every = "".join(map(chr, range(base.shape[0])))
     table = base.copy()
     for m in regex.finditer(r"\p{M}+", every):
         table[m.start() : m.end()] |= L_
     as_unicode16_table(table)  # (Unicode 16's marks: see ``unicode``)
-    write_cache(path, lambda f: np.save(f, table, allow_pickle=False))
+    write_cache_arrays(path, {"table": table}, stale=older_caches(path.parent, "pretok-marks-v", 4))
     table.setflags(write=False)
     return table
