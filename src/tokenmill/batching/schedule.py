@@ -168,6 +168,13 @@ class BatchSchedule:
                  drop_last: bool = True, pad_id: int | None = None, long_docs: str = "split",
                  plan_cache=None):
         self.plan_cache = None if plan_cache is None else Path(plan_cache)
+        if self.plan_cache is not None:
+            if self.plan_cache.exists() and not self.plan_cache.is_dir():
+                raise ConfigError(f"plan_cache={str(plan_cache)!r} is a file; pass a folder (made if missing) to "
+                                  "keep packing plans in")
+            if (self.plan_cache / "manifest.json").is_file() or (self.plan_cache / "build.json").is_file():
+                raise ConfigError(f"plan_cache={str(plan_cache)!r} is a token store's folder, whose files a build "
+                                  "owns; pass a folder of its own (e.g. one beside the store)")
         self.batch_size = _positive("batch_size", batch_size)
         self.world_size = _positive("world_size", world_size)
         if not _is_int(rank) or not 0 <= rank < self.world_size:
@@ -361,22 +368,33 @@ class BatchSchedule:
         write_json_atomic(d / "plan.json", meta)
 
     def _cached_pack(self, part: int) -> PackPlan | None:
-        """The cached plan of ``part``, checked against the source's lengths; None if absent."""
+        """The cached plan of ``part``, checked against the source's lengths; None if absent, or damaged (said,
+        then planned again and written anew: the plan is a function of the data and the options, so the
+        cache is never needed to be right; it had been an error asking the user to delete the folder, and an
+        emptied array file a bare EOFError)."""
         d = self._cache_dir(part)
         if not (d / "plan.json").exists():
             return None
-        meta, _ = load_json(d / "plan.json", PlanCacheMeta, what="packing plan cache",
-                            hint=f"delete the folder {d} to plan again")
+        try:
+            return self._read_pack(d, part)
+        except Exception as e:  # noqa: BLE001 -- whatever a damaged file raises
+            import warnings
+
+            warnings.warn(f"the packing plan cache {d} is damaged ({' '.join(str(e).split())}); planning again "
+                          "and writing it anew", stacklevel=4)
+            return None
+
+    def _read_pack(self, d: Path, part: int) -> PackPlan:
+        meta, _ = load_json(d / "plan.json", PlanCacheMeta, what="packing plan cache")
         lengths = np.asarray(self.parts[part].lengths, np.int64)
         try:
             arrays = {name: np.load(d / f"{name}.npy", mmap_mode="r", allow_pickle=False) for name in _PLAN_ARRAYS}
-        except (OSError, ValueError) as e:
-            raise FormatError(f"packing plan cache {d} is damaged ({e}); delete the folder to plan again") from None
+        except Exception as e:  # noqa: BLE001 -- (an emptied file: EOFError)
+            raise FormatError(f"an array file does not load: {type(e).__name__}: {e}") from None
         doc, start, length, ptr = (arrays[k] for k in _PLAN_ARRAYS)
         if not all(a.dtype == np.int64 and a.ndim == 1 for a in arrays.values()) \
                 or plan_digest(arrays[k] for k in _PLAN_ARRAYS) != meta["arrays_sha256"]:
-            raise FormatError(f"packing plan cache {d} is damaged (its arrays do not hash to the sha256 its "
-                              "plan.json records); delete the folder to plan again")
+            raise FormatError("its arrays do not hash to the sha256 its plan.json records")
         ok = (meta["num_docs"] == lengths.size and meta["method"] in METHODS and meta["long_docs"] in LONG_DOCS and meta.get("block_size") == self.block_size
               and doc.size == start.size == length.size and ptr.size >= 1 and ptr[0] == 0 and ptr[-1] == doc.size
               and not (np.diff(ptr) < 0).any())
@@ -386,8 +404,7 @@ class BatchSchedule:
                   and not (np.bincount(np.repeat(np.arange(ptr.size - 1), np.diff(ptr)), weights=length,
                                        minlength=ptr.size - 1) > self.block_size).any())
         if not ok:
-            raise FormatError(f"packing plan cache {d} does not match this source or is damaged; delete the "
-                              "folder to plan again")
+            raise FormatError("it does not match this source's lengths and options")
         return PackPlan(self.block_size, meta["method"], doc, start, length, ptr, lengths, meta["long_docs"],
                         stream=bool(meta["stream"]), **{k: int(meta[k]) for k in _PLAN_COUNTS})
 
