@@ -144,7 +144,20 @@ def resolve_output(path: str | os.PathLike, *, what: str = "output", inputs: Ite
     parent = target.parent
     if parent.exists() and not parent.is_dir():
         raise ConfigError(f"cannot write {what} {raw!r}: {str(parent)!r} is not a directory")
+    if parent.is_dir() and not os.access(parent, os.W_OK | os.X_OK):  # (said before the work, not after it)
+        raise ConfigError(f"cannot write {what} {raw!r}: the folder {str(parent)!r} is not writable (permissions, "
+                          "or a read-only file system); pass a path in a folder you can write")
     return target
+
+
+def _tmp_stem(name: str) -> str:
+    """``name`` as its temporaries spell it: itself, or where a temporary's ~75 added bytes would pass the
+    file system's 255 a name, its first 100 bytes and a hash of it (a legal name had failed to be written, the
+    error naming the temporary)."""
+    raw = name.encode("utf-8", "surrogateescape")
+    if len(raw) <= 150:
+        return name
+    return raw[:100].decode("utf-8", "ignore") + "-" + hashlib.sha256(raw).hexdigest()[:16]
 
 
 def remove_stale_temporaries(directory: str | os.PathLike, name: str | None = None) -> int:
@@ -152,7 +165,7 @@ def remove_stale_temporaries(directory: str | os.PathLike, name: str | None = No
     target ``name`` only, when given); returns how many were removed. A temporary whose process
     still runs is kept."""
     removed = 0
-    prefix = f".{name}~" if name else "."
+    prefix = f".{_tmp_stem(name)}~" if name else "."
     try:  # (os.scandir: pathlib's glob compiled its pattern on every call, ~1 ms per file written)
         with os.scandir(directory) as it:
             found = [Path(e.path) for e in it if e.name.startswith(prefix) and e.name.endswith(TMP_SUFFIX)]
@@ -284,7 +297,7 @@ def atomic_path(path: str | os.PathLike, *, inputs: Iterable = (), durable: bool
     except FileNotFoundError:
         mode = 0o666 & ~_umask()
     remove_stale_temporaries(target.parent, target.name)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}~{_HOST}~{os.getpid()}~", suffix=TMP_SUFFIX,
+    fd, tmp = tempfile.mkstemp(prefix=f".{_tmp_stem(target.name)}~{_HOST}~{os.getpid()}~", suffix=TMP_SUFFIX,
                                dir=target.parent)
     os.close(fd)
     try:

@@ -100,6 +100,39 @@ def test_stale_temporaries_of_killed_runs_are_removed(tmp_path):
         assert remove_stale_temporaries(tmp_path) == 0 and tmp.exists()
 
 
+def test_a_long_legal_name_is_written_and_its_leftovers_found(tmp_path):
+    """A name of ~220 bytes is legal, but its temporary (~75 bytes more) was not: the write failed after the
+    work, naming the hidden temporary. Such a name's temporaries are spelled shorter, and still found as its."""
+    target = tmp_path / ("t" * 225 + ".json")
+    write_json_atomic(target, {"v": 1})
+    assert json.loads(target.read_text()) == {"v": 1}
+    code = textwrap.dedent(f"""
+        import os, signal
+        from tokenmill._io import atomic_path
+        with atomic_path({str(target)!r}) as tmp:
+            tmp.write_text("partial")
+            os.kill(os.getpid(), signal.SIGKILL)
+    """)
+    assert subprocess.run([sys.executable, "-c", code], timeout=120).returncode == -signal.SIGKILL
+    assert len(list(tmp_path.glob(f"*{TMP_SUFFIX}"))) == 1
+    write_json_atomic(target, {"v": 2})  # the leftover of this target removed, as for any name
+    assert list(tmp_path.glob(f"*{TMP_SUFFIX}")) == [] and json.loads(target.read_text()) == {"v": 2}
+
+
+def test_a_folder_that_cannot_be_written_is_said_before_the_work(tmp_path, monkeypatch):
+    """A read-only folder (or file system) was found at the rename, after the work, the error naming the
+    temporary. (The folder's state is what ``os.access`` says: root passes mode bits, so it stands in here.)"""
+    import tokenmill._io as io
+    from tokenmill._io import resolve_output
+
+    (tmp_path / "ro").mkdir()
+    access = os.access
+    monkeypatch.setattr(io.os, "access", lambda p, mode: False if str(p).endswith("ro") else access(p, mode))
+    with pytest.raises(ConfigError, match="the folder .*ro' is not writable .*read-only file system"):
+        resolve_output(tmp_path / "ro" / "x.json")
+    assert resolve_output(tmp_path / "x.json") == tmp_path / "x.json"
+
+
 def test_failure_leaves_the_old_file_and_no_temporary(tmp_path):
     target = tmp_path / "tok.json"
     target.write_text("old")
