@@ -107,3 +107,24 @@ def test_ids_no_one_checked_are_checked_as_they_are_read():
     a, b = _UserSource(good), [np.array(d) for d in good]
     assert [x.input_ids.tolist() for x in pack(a, 8).batches(a, batch_size=1, pad_id=0)] == \
         [x.input_ids.tolist() for x in pack(b, 8).batches(b, batch_size=1, pad_id=0)]
+
+
+def test_a_slice_of_a_multi_shard_store_pickles_with_its_segment_filler(tmp_path):
+    """The slice kept its base's filler in a lambda on the instance: windows over a store of several shards
+    could not travel to a spawned DataLoader worker ("Can't pickle local object")."""
+    import pickle
+
+    from tokenmill import TokenStore
+
+    store = TokenStore.from_token_arrays(tmp_path / "s", [([3, 4], np.arange(7)), ([5], np.arange(10, 15))],
+                                         vocab_size=100)
+    src = SliceSource(store, doc=[0, 1, 2], start=[1, 0, 2], length=[2, 4, 3])
+    assert src.segment_filler is not None
+    again = pickle.loads(pickle.dumps(src))
+    plan = pack(src, 8)
+    for a, b in zip(plan.blocks(src, pad_id=0), plan.blocks(again, pad_id=0), strict=True):
+        assert np.array_equal(a.input_ids, b.input_ids)
+    assert sorted(t for blk in plan.blocks(again, pad_id=0) for t, d in zip(blk.input_ids.tolist(),
+                                                                              blk.doc_ids.tolist()) if d >= 0) == \
+        [1, 2, 3, 4, 5, 6, 12, 13, 14]
+    assert SliceSource([[1, 2, 3]], doc=[0], start=[0], length=[2]).segment_filler is None

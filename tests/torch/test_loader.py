@@ -431,6 +431,36 @@ def test_stateful_dataloader_resumes_exactly():
     assert got == full
 
 
+@pytest.mark.slow
+def test_as_dataset_goes_on_to_the_next_epoch_with_persistent_workers_and_after_a_restored_end():
+    """Persistent workers' copies never see the main process's set_epoch, and a StatefulDataLoader without
+    workers restores a finished epoch's state over set_epoch: every epoch after the first had given 0
+    batches, a training loop running its later epochs without a step."""
+    sdl = pytest.importorskip("torchdata.stateful_dataloader")
+    ref = run(TrainingLoader(DOCS, batch_size=2, **OPTS), 3)  # three epochs, in order
+    per = len(ref) // 3
+    for make_dl in (lambda ds: torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2, persistent_workers=True),
+                    lambda ds: sdl.StatefulDataLoader(ds, batch_size=None, num_workers=2, persistent_workers=True)):
+        ds = TrainingLoader(DOCS, batch_size=2, **OPTS).as_dataset()
+        dl, got = make_dl(ds), []
+        for epoch in range(3):
+            ds.set_epoch(epoch)
+            epoch_keys = [key(b) for b in dl]
+            assert len(epoch_keys) == per
+            got += epoch_keys
+        assert got == ref
+    make = lambda: TrainingLoader(DOCS, batch_size=2, **OPTS).as_dataset()
+    ds = make()
+    dl = sdl.StatefulDataLoader(ds, batch_size=None)
+    first = [key(b) for b in dl]
+    state = dl.state_dict()  # at the end of epoch 0
+    ds2 = make()
+    dl2 = sdl.StatefulDataLoader(ds2, batch_size=None)
+    dl2.load_state_dict(state)
+    ds2.set_epoch(1)
+    assert first + [key(b) for b in dl2] == ref[: 2 * per]
+
+
 def test_mixture_of_jittered_windows_resumes_across_part_epochs():
     mix = _mix(seed=1)
     sw = SlidingWindows(24, 16, jitter="per_doc", seed=3)

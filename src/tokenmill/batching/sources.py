@@ -39,16 +39,22 @@ class SliceSource:
         if self.origin_start.shape != (n,) or self._lengths.shape != (n,):
             raise InputError("doc, start and length must be 1-D arrays of equal length")
         self._check(check_array(self.base.lengths, "the source's lengths", min=0))
-        base_filler = getattr(self.base, "segment_filler", None)
-        if base_filler is not None:  # e.g. a multi-shard TokenStore: its compiled per-shard copy
-            self.segment_filler = lambda doc, start, length: base_filler(
-                self.origin_doc[doc], self.origin_start[doc] + start, length)
         tokens = getattr(self.base, "token_array", None)
         offsets = getattr(self.base, "doc_offsets", None)
         if tokens is not None and offsets is not None:
             # Flat fast path: item i starts at token_array[doc_offsets[i]] (the last entry is unused).
             self.token_array = tokens
             self.doc_offsets = np.append(np.asarray(offsets, np.int64)[self.origin_doc] + self.origin_start, 0)
+
+    @property
+    def segment_filler(self):
+        """The base's compiled filler of segments (a multi-shard TokenStore's per-shard copy), through this
+        slice, or None when the base has none. (A method, not a lambda kept on the instance: a slice travels
+        to spawned DataLoader workers pickled.)"""
+        return None if getattr(self.base, "segment_filler", None) is None else self._fill_segments
+
+    def _fill_segments(self, doc, start, length):
+        return self.base.segment_filler(self.origin_doc[doc], self.origin_start[doc] + start, length)
 
     def _check(self, base_lengths: np.ndarray) -> None:
         if self.origin_doc.size == 0:

@@ -407,7 +407,10 @@ class LoaderDataset(torch.utils.data.IterableDataset):
     Each DataLoader worker ``w`` of ``k`` builds batches ``w, w + k, ...``; its ``state_dict()`` is
     the epoch and the next batch it will build, which ``StatefulDataLoader`` snapshots per worker
     and restores, so a resumed ``StatefulDataLoader`` (same ``num_workers``) continues exactly.
-    Call ``set_epoch(e)`` before each epoch, as with a ``DistributedSampler``.
+    Call ``set_epoch(e)`` before each epoch, as with a ``DistributedSampler``. A copy that has built
+    every batch of its epoch takes the next epoch when iterated again: so persistent workers (whose
+    copies never see the main process's ``set_epoch``) and a ``StatefulDataLoader`` restored at an
+    epoch's end go on with epoch ``e + 1``, as ``set_epoch(e + 1)`` would have them.
     """
 
     def __init__(self, schedule: BatchSchedule, epoch: int = 0):
@@ -431,8 +434,14 @@ class LoaderDataset(torch.utils.data.IterableDataset):
             raise ConfigError(f"the dataset state was saved with {self._workers} workers, this DataLoader has "
                               f"{k}; StatefulDataLoader resumes with the same num_workers")
         self._workers = k
-        g = w if self._next is None else self._next
         stop = self.schedule.num_batches(self.epoch)
+        if self._next is not None and self._next >= stop:
+            # this copy built every batch of its epoch: a new iteration is the next epoch. A persistent
+            # worker's copy never sees the set_epoch of the main process's, and StatefulDataLoader (0 workers)
+            # restores a finished epoch's state over set_epoch: both had given every later epoch 0 batches
+            self.epoch, self._next = self.schedule.check_epoch(self.epoch + 1), None
+            stop = self.schedule.num_batches(self.epoch)
+        g = w if self._next is None else self._next
         while g < stop:
             batch = batch_tensors(self.schedule.batch(self.epoch, g))
             g += k
