@@ -412,6 +412,13 @@ def test_mixture_bad_input():
     ld = TrainingLoader(_mix(), batch_size=4, block_size=64)
     with pytest.raises(ConfigError, match="other data|mixture"):
         TrainingLoader(DOCS, batch_size=4, block_size=64).load_state_dict(ld.state_dict())
+    # another weight is another mixture: said as such (it read as other data only); a dataset's state is named
+    reweighted = Mixture({ArraySource(make_docs(120, seed=1, lo=20, hi=120)): 0.5,
+                          ArraySource(make_docs(15, seed=2, lo=10, hi=60, vocab=50)): 0.5})
+    with pytest.raises(ConfigError, match="A mixture's fingerprint covers its parts' data and its weights"):
+        TrainingLoader(reweighted, batch_size=4, block_size=64).load_state_dict(ld.state_dict())
+    with pytest.raises(ConfigError, match=r"the state of a loader's as_dataset\(\).*load it with the StatefulDataLoader"):
+        ld.load_state_dict(ld.as_dataset().state_dict())
 
 
 @pytest.mark.slow

@@ -661,6 +661,10 @@ class BatchSchedule:
         if state.get("version") != STATE_VERSION:
             raise FormatError(f"the loader state has version {state.get('version')!r}; this tokenmill reads "
                               f"version {STATE_VERSION}: resume with the tokenmill release that wrote it")
+        if "worker_next" in state:  # (the state's schema had called it edited or corrupted)
+            raise ConfigError("this is the state of a loader's as_dataset() (one StatefulDataLoader worker's), not "
+                              "of a TrainingLoader: load it with the StatefulDataLoader that saved it "
+                              "(dl.load_state_dict(dl_state)), or save the TrainingLoader's own state_dict()")
         missing = [k for k in _STATE_KEYS if k not in state]
         if missing:
             raise FormatError(f"the loader state is truncated: missing {', '.join(missing)}; save it again "
@@ -673,7 +677,11 @@ class BatchSchedule:
             raise ConfigError(f"the state was saved for other data: data fingerprint {state['data']} in the "
                               f"state, {self.data_fingerprint} here; load it with the same store, split or "
                               "mixture (a moved folder is fine: the fingerprint is of the content; a store built "
-                              "again into other shards, another --shard-mb, is other data)")
+                              "again into other shards, another --shard-mb, is other data)" + (
+                                  ". A mixture's fingerprint covers its parts' data and its weights, names and "
+                                  "seed: with another weight it is another mixture, whose sample sequence starts "
+                                  "anew (restore the weights to resume, or start it from its beginning)"
+                                  if self.mixture is not None else ""))
         try:
             saved = parse_json(state["plan"].encode(), what="the loader state's 'plan'")
         except FormatError:  # (parse_json's advice is a file's: "write it again")
