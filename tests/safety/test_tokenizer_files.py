@@ -128,7 +128,7 @@ def test_nested_sequences_within_reach_still_load_or_are_refused_by_name(tmp_pat
     body["normalizer"] = inner
     assert Tokenizer.from_huggingface(_write(tmp_path / "n.json", body)).encode("hi") == [256]
     body["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [body["pre_tokenizer"]]}
-    with pytest.raises(FormatError, match="the 'Sequence' pre-tokenizer"):
+    with pytest.raises(FormatError, match="a pre-tokenizer Sequence inside the pre-tokenizer Sequence"):
         Tokenizer.from_huggingface(_write(tmp_path / "p.json", body))
 
 

@@ -97,6 +97,27 @@ def test_content_hash_is_the_files_hash(tok, tmp_path, gpt2_pair):
     assert imported.to_dict()["model"]["merge_ids"] and imported.to_dict()["added_tokens"]
 
 
+def test_a_pattern_preset_that_is_not_the_pattern_is_refused(tok, tmp_path):
+    """``pattern_preset`` was written and never read: a file edited (its hash made again) to name another preset,
+    or none tokenmill knows, or whose pattern was edited under its preset's name, loaded without a word."""
+    from tokenmill._io import canonical_hash
+    from tokenmill.errors import FormatError
+
+    body = tok.to_dict()
+    assert body["pattern_preset"] is not None
+    for edit, says in (({"pattern_preset": "o200k"}, "is not the file's pattern"),
+                       ({"pattern_preset": "nope"}, "is no preset this tokenmill knows"),
+                       ({"pattern": r"\w+"}, "is not the file's pattern"), ({"pattern_preset": None}, None)):
+        edited = {k: v for k, v in body.items() if k != "hash"} | edit
+        edited["hash"] = canonical_hash(edited)
+        (tmp_path / "t.json").write_text(json.dumps(edited))
+        if says is None:
+            assert Tokenizer.load(tmp_path / "t.json").encode("hi there") == tok.encode("hi there")
+        else:
+            with pytest.raises(FormatError, match=f"t.json: pattern_preset .*{says}; the file was edited"):
+                Tokenizer.load(tmp_path / "t.json")
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.none() | st.binary(max_size=9), max_size=40),
        st.lists(st.integers(0, 2**63 - 1) | st.sampled_from([0, 9, 10, 99, 100, 2**32 - 1, 2**32, 10**18]),

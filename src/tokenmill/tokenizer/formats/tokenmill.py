@@ -260,6 +260,17 @@ def from_dict(cls, body: dict, *, source: str = "<dict>", size: int | None = Non
 
 def _build(cls, spec, source: str, size: int | None):
     model = spec.model
+    if spec.pattern_preset is not None:  # (written beside the pattern, never read back: an edit had gone unseen)
+        from ..pretokenize.patterns import resolve_pattern
+
+        try:
+            named = resolve_pattern(spec.pattern_preset)
+        except TokenmillError:
+            named = None
+        if named != spec.pattern:
+            raise FormatError(f"{source}: pattern_preset {spec.pattern_preset!r} is " + (
+                "no preset this tokenmill knows" if named is None else "not the file's pattern") +
+                "; the file was edited: save the tokenizer again (or set pattern_preset to null)")
     specials = {k: json_int(v, f"special token {k!r} id", source, hi=2**31 - 1)
                 for k, v in spec.special_tokens.items()}
     if size is not None:
