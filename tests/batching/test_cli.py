@@ -55,8 +55,16 @@ def test_pack_command_empty_or_binary_lengths(capsys, tmp_path):
     (tmp_path / "empty.txt").write_text("")
     (tmp_path / "bin.dat").write_bytes(bytes(range(128, 256)))
     np.save(tmp_path / "empty.npy", np.zeros(0, np.int64))  # (an empty array was taken: 0 documents, 100% fill)
+    np.save(tmp_path / "bool.npy", np.array([True, False]))  # (refused later, without the file's name)
+    # a header claiming 10**13 entries over 16 bytes of data: it had been read into memory ("out of memory")
+    np.save(tmp_path / "huge.npy", np.array([4, 3]))
+    raw = (tmp_path / "huge.npy").read_bytes()
+    end = raw.index(b"\n")  # the header's end; its padding spaces before it make room for a longer shape
+    header = raw[:end].replace(b"(2,)", b"(9999999999999,)", 1)
+    (tmp_path / "huge.npy").write_bytes(header[: end] + raw[end:])
     for name, says in (("empty.txt", "it holds no lengths"), ("bin.dat", "not a text file (byte offset 0"),
-                       ("empty.npy", "it holds no lengths (an empty array)")):
+                       ("empty.npy", "it holds no lengths (an empty array)"),
+                       ("bool.npy", "it holds a bool array of shape (2,)"), ("huge.npy", "mmap length is greater")):
         assert main(["pack", "--lengths", str(tmp_path / name), "--block-size", "7"]) == 1
         err = capsys.readouterr().err
         assert f"cannot read lengths from {tmp_path / name}: {says}" in err and "Warning" not in err

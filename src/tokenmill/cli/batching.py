@@ -65,10 +65,15 @@ def _read_lengths(args):
     try:
         check_input_file(args.lengths)  # a clear error for a folder, a device or a missing file
         if args.lengths.endswith(".npy"):
-            arr = np.load(args.lengths, allow_pickle=False)
+            # mapped first: a header claiming more entries than the file holds is refused by its size (it had
+            # been read into memory: "out of memory")
+            arr = np.load(args.lengths, allow_pickle=False, mmap_mode="r")
+            if arr.ndim != 1 or arr.dtype.kind not in "iu":
+                raise InputError(f"it holds a {arr.dtype} array of shape {arr.shape}; pass a 1-D integer array of "
+                                 "document lengths")
             if arr.size == 0:  # (as an empty text file: 0 documents "packed" at 100% fill)
                 raise InputError("it holds no lengths (an empty array); pass one length per document")
-            return arr
+            return np.array(arr)
         with open(args.lengths, "rb") as f:
             raw = f.read()
         try:
