@@ -305,6 +305,8 @@ def test_paths_globs_folders_and_bad_inputs(tmp_path):
                   [str(tmp_path / "d" / "sub"), str(tmp_path / "d" / "sub" / "a.txt")]):
         with pytest.raises(InputError, match="read, stored and counted twice"):
             as_sources(twice)
+    with pytest.raises(InputError, match="read, stored and counted twice"):
+        files([a, a])  # (one Path object twice)
     (tmp_path / "d" / "link.txt").unlink()
     # a glob's folders are read as folders named as inputs are (the shell's expansion of the pattern)
     (tmp_path / "g" / "en").mkdir(parents=True)

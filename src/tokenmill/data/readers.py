@@ -678,7 +678,6 @@ class FileSource(Source):
                         "format='jsonl' (CLI: --format jsonl); format='text' reads it as text; or load it (pandas, "
                         "datasets) and pass its text column")
 
-
     def kind_of(self, path: Path) -> str:
         return format_of(path) if self.format == "auto" else self.format
 
@@ -1086,8 +1085,9 @@ def refuse_repeated_files(paths: Iterable[Path]) -> None:
             st = os.stat(p)
         except OSError:  # (missing or unreadable: the read names it)
             continue
-        first = seen.setdefault((st.st_dev, st.st_ino), p)
-        if first is not p:
+        first = seen.get((st.st_dev, st.st_ino))
+        seen.setdefault((st.st_dev, st.st_ino), p)
+        if first is not None:
             same = "the same path" if os.path.abspath(first) == os.path.abspath(p) else "the same file"
             raise InputError(f"the inputs name {str(first)!r} and {str(p)!r}, {same}: its documents would be read, "
                              "stored and counted twice; name each file once (a folder and a file in it, or a link "
