@@ -450,6 +450,18 @@ def read_cache_arrays(path: str | os.PathLike, names: Iterable[str]) -> dict | N
         return None
 
 
+def older_caches(folder: Path, prefix: str, layout: int) -> list[Path]:
+    """The cache files ``<prefix><n>-...`` in ``folder`` of a layout ``n`` before ``layout``, and those of the
+    ``.npy`` form before sha256-checked files: what a cache written now replaces (another install's entries of
+    the same or a later layout are left alone: two environments may share the folder)."""
+    out = []
+    for p in folder.glob(f"{prefix}*"):
+        n = p.name[len(prefix):].split("-", 1)[0]
+        if p.suffix == ".npy" or (n.isdigit() and int(n) < layout):
+            out.append(p)
+    return out
+
+
 FIGURE_FORMATS = ("png", "svg", "pdf")
 
 

@@ -286,9 +286,14 @@ def test_from_ranks_refuses_what_is_not_a_rank_file():
 def test_rank_file_cache(gpt2_ranks_path, tmp_path, monkeypatch):
     """A rank file's parse and pair table are cached by content hash; a damaged cache is rebuilt."""
     monkeypatch.setenv("TOKENMILL_CACHE_DIR", str(tmp_path))
+    for name in ("tokenizer-v3-ranks-old.npz", "tokenizer-v99-ranks-newer.npz"):  # another layout's entries
+        (tmp_path / name).write_bytes(b"x")
     first = Tokenizer.from_tiktoken(gpt2_ranks_path, special_tokens={"<|endoftext|>": 50256})
-    files = list(tmp_path.glob("*ranks-*.npz"))
+    files = [p for p in tmp_path.glob("*ranks-*.npz") if "-v3-" not in p.name and "-v99-" not in p.name]
     assert len(files) == 1
+    # writing an entry removes those of older layouts (they had piled up: 1.2 GB over a few layouts); a later
+    # layout's (another install sharing the folder) stays
+    assert not (tmp_path / "tokenizer-v3-ranks-old.npz").exists() and (tmp_path / "tokenizer-v99-ranks-newer.npz").exists()
     again = Tokenizer.from_tiktoken(gpt2_ranks_path, pattern="gpt2")
     text = "Hello world, 你好 ok"
     assert again.encode(text) == first.encode(text) and again.vocab_size == 50256  # specials are not cached

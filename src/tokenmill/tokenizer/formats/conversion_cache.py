@@ -48,15 +48,13 @@ def load_cached(key: str):
 
 def save_cached(key: str, vocab, arr, config) -> None:
     """Write the cache atomically; a cache that cannot be written is skipped."""
-    from ..._io import write_cache_arrays
+    from ..._io import older_caches, write_cache_arrays
 
     path = cache_file(key)
     lens = np.fromiter((-1 if b is None else len(b) for b in vocab), np.int64, len(vocab))
     sizes = np.maximum(lens, 0)
     starts = np.cumsum(sizes) - sizes
     blob = np.frombuffer(b"".join(b for b in vocab if b is not None), np.uint8)
-    from ..pretokenize.presets import older_caches
-
     write_cache_arrays(path, {"blob": blob, "starts": starts, "lens": lens, "merges": arr,
                               "config": np.array(json.dumps(config))},
                        stale=older_caches(path.parent, "tokenizer-v", _CACHE_LAYOUT))

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..._io import read_cache_arrays, write_cache_arrays
+from ..._io import older_caches, read_cache_arrays, write_cache_arrays
 from ..._validate import check_offsets
 from ...errors import ConfigError, InputError
 from .patterns import GPT2, GPT4, O200K, findall_bounded, resolve_pattern
@@ -256,18 +256,6 @@ def cache_dir() -> Path:
         return Path(env)
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "tokenmill"
-
-
-def older_caches(folder: Path, prefix: str, layout: int) -> list[Path]:
-    """The cache files ``<prefix><n>-...`` in ``folder`` of a layout ``n`` before ``layout``, and those of the
-    ``.npy`` form before sha256-checked files: what a cache written now replaces (another install's entries of
-    the same or a later layout are left alone: two environments may share the folder)."""
-    out = []
-    for p in folder.glob(f"{prefix}*"):
-        n = p.name[len(prefix):].split("-", 1)[0]
-        if p.suffix == ".npy" or (n.isdigit() and int(n) < layout):
-            out.append(p)
-    return out
 
 
 def _table_file_name() -> str:

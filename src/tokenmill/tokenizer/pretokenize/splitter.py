@@ -26,7 +26,7 @@ import unicodedata
 
 import numpy as np
 
-from ..._io import read_cache_arrays, write_cache_arrays
+from ..._io import older_caches, read_cache_arrays, write_cache_arrays
 from .patterns import LLAMA3, QWEN2, QWEN3_5, preset_name, resolve_pattern
 from .presets import PRESET_IDS, as_readonly_bytes, raise_not_utf8, split_offsets
 from .unicode import as_unicode16_table
@@ -186,7 +186,7 @@ def family_table(marks: bool) -> np.ndarray:
     """The class table; with ``marks`` its L bit also holds ``\\p{M}`` (Qwen 3.5's letter class).
 
     Derived from the ``regex`` module like the base table, and cached on disk next to it."""
-    from .presets import cache_dir, class_table, older_caches
+    from .presets import cache_dir, class_table
 
     base = class_table()
     if not marks:
