@@ -223,7 +223,7 @@ def test_tekken_without_special_tokens_named_by_version(tmp_path):
     (lambda b: b["vocab"][5].update(rank=9), r"vocab\[5\] needs rank 5"),
     (lambda b: b["vocab"][7].update(token_bytes="!!"), r"vocab\[7\]"),
     (lambda b: b["vocab"][300].update(token_bytes=base64.b64encode(b"ab").decode()), "repeats the token"),
-    (lambda b: b["config"].update(default_vocab_size=100), "at least 256"),
+    (lambda b: b["config"].update(default_vocab_size=100), "fewer than the 256 byte tokens"),
     (lambda b: b.update(special_tokens=[{"rank": 5, "token_str": "<x>"}]), r"special_tokens\[0\]"),
 ])
 def test_tekken_bad_files_name_the_problem(tmp_path, edit, says):
