@@ -126,3 +126,16 @@ def test_split_fraction_by_doc_and_errors(store):
         store.split(1.0)
     with pytest.raises(ConfigError, match="1 distinct group"):
         store.split(0.5, by=lambda i: "same")
+
+
+def test_a_split_far_from_its_fraction_is_said(store):
+    """By few or uneven groups a split takes whole groups: with two sources one of them (57% of the tokens in
+    a probe of the README's example) had become validation without a word."""
+    import warnings
+
+    with pytest.warns(UserWarning, match=r"split\(0\.01, by='callable:.*validation holds documents 50\.0%.*far "
+                                         r"from 1\.0% \(1 whole group of .*pass finer ones"):
+        store.split(0.01, by=lambda i: i % 2, seed=0)
+    with warnings.catch_warnings():  # near its fraction: nothing said
+        warnings.simplefilter("error")
+        store.split(0.5, seed=0)
