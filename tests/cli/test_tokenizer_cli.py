@@ -289,3 +289,15 @@ def test_encode_reads_stdin_and_decode_takes_what_encode_json_prints(corpus, tmp
     assert both.stdout == text + "\n"
     bad = run("decode", "--tokenizer", str(out), "x1")
     assert bad.returncode == 1 and "ids: 'x1' is not an integer" in bad.stderr
+
+
+def test_train_takes_format_as_the_refusal_of_a_json_file_says(tmp_path, capsys):
+    """A .json file's refusal said "(CLI: --format jsonl)", which `tokenmill train` and `windows` did not take
+    (usage error, exit status 2): it was `store build`'s only."""
+    (tmp_path / "d.json").write_text('{"text": "hello world"}\n{"text": "second doc"}\n')
+    out = str(tmp_path / "t.json")
+    assert main(["train", "--input", str(tmp_path / "d.json"), "--vocab-size", "260", "--out", out, "-q"]) == 1
+    assert "(CLI: --format jsonl)" in capsys.readouterr().err
+    assert main(["train", "--input", str(tmp_path / "d.json"), "--format", "jsonl", "--vocab-size", "260",
+                 "--out", out, "-q"]) == 0
+    assert "documents 2 of 2 (100.0% of 21 bytes)" in capsys.readouterr().out  # the two texts, not the JSON

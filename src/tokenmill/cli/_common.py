@@ -30,6 +30,8 @@ def add_document_args(p: argparse.ArgumentParser, *, required: bool = True) -> N
                    help="text files (one document each), .jsonl or .parquet files (--field of each record), "
                         "or directories of .txt files")
     p.add_argument("--field", default="text", help="the text field of .jsonl / .parquet inputs (default: text)")
+    p.add_argument("--format", choices=["auto", "text", "jsonl", "parquet"], default="auto",
+                   help="how to read the files (default: by extension; a .json file of one object a line: jsonl)")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--split-lines", action="store_true", help="one document per non-blank line")
     g.add_argument("--separator", metavar="STR", help="split each file into documents on STR")
@@ -125,7 +127,8 @@ def documents_from_args(args, files=None, replaced=None):
 
     sep = separator_of(args)
     return iter_documents(input_files(args) if files is None else files, split_lines=args.split_lines,
-                          separator=sep, errors=args.errors, replaced=replaced, field=args.field)
+                          separator=sep, errors=args.errors, replaced=replaced, field=args.field,
+                          format=args.format)
 
 
 def say_replaced(replaced) -> None:

@@ -36,11 +36,13 @@ def iter_documents(
     errors: Errors = "strict",
     replaced: Replaced | None = None,
     field: str = "text",
+    format: str = "auto",
 ) -> Iterator[str]:
     """Yield documents from text files, and from JSONL and Parquet files (``field`` of each record or row,
     read as a token store reads them: a ``.jsonl`` corpus was read as one text, its keys, quotes and escapes
     trained on); a ``.json``, ``.csv`` or ``.tsv`` file is refused (which of its forms it holds is the
-    caller's to say).
+    caller's to say): ``format`` ("text", "jsonl" or "parquet") says how every file is read, as a store's
+    ``format=`` does.
 
     One document per file by default; ``split_lines=True``: one per line (line ends removed, blank
     lines skipped); ``separator``: split each file on that string. With ``errors="replace"``, invalid
@@ -55,9 +57,14 @@ def iter_documents(
         raise ConfigError("pass either split_lines=True or separator=..., not both")
     if separator == "":
         raise ConfigError("separator must not be empty")
+    if format not in ("auto", "text", "jsonl", "parquet"):
+        raise ConfigError(f"format={format!r} is not one of 'auto', 'text', 'jsonl', 'parquet'")
     for path in paths:
-        if format_of(Path(path)) != "text" or holds_records(Path(path)):
-            source = FileSource([Path(path)], field=field, errors=errors)  # (refuses .json, .csv, .tsv by name)
+        records = format in ("jsonl", "parquet") or (format == "auto" and (
+            format_of(Path(path)) != "text" or holds_records(Path(path))))
+        if records:
+            # (format='auto' refuses .json, .csv, .tsv by name)
+            source = FileSource([Path(path)], format=format, field=field, errors=errors)
             for texts, _, _ in source.batches():
                 yield from texts
             if replaced is not None:
