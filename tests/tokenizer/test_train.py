@@ -49,6 +49,12 @@ def test_low_times_30_through_train_bpe():
     assert tok.decode([257]) == "低"
     assert tok.encode("低" * 30) == [257] * 30
     assert [row[3] for row in tok.trace.rows()] == [30, 30]  # counts in the trace
+    # the trace reads as the README says, rows by rank (it was neither iterable nor subscriptable)
+    assert list(tok.trace) == list(tok.trace.rows()) and tok.trace[1] == tok.trace[-1] == (1, (228, 256), 257, 30,
+                                                                                           "低".encode())
+    assert repr(tok.trace) == "MergeTrace(2 merges)"
+    with pytest.raises(IndexError, match="merge rank 2 is outside 0 .. 1"):
+        tok.trace[2]
 
 
 # -- exactness ------------------------------------------------------------------------------------

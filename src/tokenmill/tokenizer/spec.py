@@ -73,3 +73,22 @@ class MergeTrace:
         """Yield ``(rank, (left, right), new_id, count, bytes)`` per merge."""
         for i, ((a, b), c, tb) in enumerate(zip(self.pairs.tolist(), self.counts.tolist(), self.token_bytes)):
             yield i, (a, b), 256 + i, c, tb
+
+    def __iter__(self):
+        """The rows, as :meth:`rows` gives them (``for rank, pair, new_id, count, token in tok.trace``)."""
+        return self.rows()
+
+    def __getitem__(self, rank: int):
+        """Merge ``rank``'s row ``(rank, (left, right), new_id, count, bytes)``; negative ranks count from the
+        last merge, as a list's do."""
+        n = len(self.counts)
+        if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)):
+            raise TypeError(f"a trace row is read by its merge rank (an int), not a {type(rank).__name__}")
+        i = int(rank) + n if rank < 0 else int(rank)
+        if not 0 <= i < n:
+            raise IndexError(f"merge rank {int(rank)} is outside 0 .. {n - 1} (the trace holds {n:,d} merges)")
+        a, b = self.pairs[i].tolist()
+        return i, (a, b), 256 + i, int(self.counts[i]), self.token_bytes[i]
+
+    def __repr__(self) -> str:  # (the dataclass's printed every array: 84 KB for 8k merges)
+        return f"MergeTrace({len(self):,d} merges)"
