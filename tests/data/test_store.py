@@ -718,6 +718,10 @@ def test_replacing_a_store_through_a_link_or_from_inside_it(tmp_path, tok, monke
     old = {"sources": [{"files": ["a.txt", "b.txt"], "sizes": [1, 2], "mtimes_ns": [5, 6]}]}
     new = {"sources": [{"files": ["a.txt", "b.txt", "zz.txt"], "sizes": [1, 2, 3], "mtimes_ns": [5, 6, 7]}]}
     assert _describe_difference(old, new) == "sources[0].files: 1 added (zz.txt)"
+    # a source removed or added: named (its spec had been printed cut before any difference)
+    two = {"sources": old["sources"] + [{"kind": "files", "files": ["extra.jsonl"]}]}
+    assert _describe_difference(two, old) == "sources: 2 before, 1 now; removed: extra.jsonl"
+    assert _describe_difference(old, two) == "sources: 1 before, 2 now; added: extra.jsonl"
 
 
 def test_a_second_build_of_the_same_folder_waits_for_the_first(tmp_path, tok, capsys):

@@ -257,6 +257,19 @@ def _describe_difference(old, new, where: str = "", out: list | None = None) -> 
                 out.append(f"{where}: {len(xs)} {verb} ({', '.join(map(str, xs[:3]))}{', ...' if len(xs) > 3 else ''})")
     elif isinstance(old, list) and isinstance(new, list) and where.endswith((".mtimes_ns", ".sizes")):
         pass  # (the files added or removed are named under .files; their sizes and times say nothing more)
+    elif isinstance(old, list) and isinstance(new, list) and where == "sources":
+        # sources added or removed (their specs had been printed cut at 100 characters, before any difference)
+        def label(spec) -> str:
+            files = spec.get("files") if isinstance(spec, dict) else None
+            if isinstance(files, list) and files:
+                return str(files[0]) if len(files) == 1 else f"{files[0]} and {len(files) - 1:,d} more files"
+            return str(spec.get("kind")) if isinstance(spec, dict) else repr(spec)[:60]
+
+        gone = [label(x) for x in old if x not in new]
+        came = [label(x) for x in new if x not in old]
+        out.append(f"sources: {len(old)} before, {len(new)} now" + "".join(
+            f"; {verb}: {', '.join(xs[:3])}{', ...' if len(xs) > 3 else ''}" for verb, xs in (("added", came),
+                                                                                            ("removed", gone)) if xs))
     elif len(out) < 4:
         a, b = repr(old), repr(new)
         out.append(f"{where}: {a if len(a) < 100 else a[:97] + '...'} before, {b if len(b) < 100 else b[:97] + '...'} now")
