@@ -15,26 +15,31 @@ def register(sub) -> None:
     src.add_argument("--lognormal", type=int, metavar="N", help="N synthetic log-normal lengths")
     p.add_argument("--mu", type=float, default=5.5, help="log-normal mean of log length (default 5.5: median ~245)")
     p.add_argument("--sigma", type=float, default=1.0, help="log-normal sigma (default 1.0)")
-    p.add_argument("--block-size", type=int, required=True)
-    p.add_argument("--method", default="best_fit", choices=["best_fit", "first_fit_decreasing", "greedy", "concat"])
-    p.add_argument("--long-docs", default="split", choices=["split", "truncate", "error"])
+    p.add_argument("--block-size", type=int, required=True, help="positions per packed block")
+    p.add_argument("--method", default="best_fit", choices=["best_fit", "first_fit_decreasing", "greedy", "concat"],
+                   help="packing algorithm (default best_fit)")
+    p.add_argument("--long-docs", default="split", choices=["split", "truncate", "error"],
+                   help="a document longer than a block: split across blocks (default), truncate, or error")
     p.add_argument("--compare", action="store_true", help="run every method and print one line each")
     p.add_argument("--json", action="store_true", help="print each plan's counts as JSON (a list, one per method)")
-    p.add_argument("--seed", type=seed, default=0)
+    p.add_argument("--seed", type=seed, default=0, help="seed of the synthetic lengths and of methods that draw "
+                   "(default 0)")
     add_quiet(p)
 
     v = add_command(sub, "verify-packing",
                     help="check that packed blocks give the same logits as documents run alone (tiny reference "
                          "transformer); exit status 1 if a check fails",
                     example="tokenmill verify-packing --positions learned rope --docs 32 --block-size 64", func=cmd_verify)
-    v.add_argument("--positions", nargs="+", default=["learned", "rope"], choices=["learned", "rope"])
+    v.add_argument("--positions", nargs="+", default=["learned", "rope"], choices=["learned", "rope"],
+                   help="position encodings to check (default: both)")
     v.add_argument("--layout", default="documents", choices=["documents", "stream"],
                    help="documents: block-diagonal mask + position reset; stream: plain stream packing (fails)")
-    v.add_argument("--attention", default="dense", choices=["dense", "flex"])
-    v.add_argument("--method", default="best_fit", choices=["best_fit", "first_fit_decreasing", "greedy"])
-    v.add_argument("--docs", type=int, default=32, help="number of random documents")
-    v.add_argument("--block-size", type=int, default=64)
-    v.add_argument("--dtype", default="float64", choices=["float32", "float64"])
+    v.add_argument("--attention", default="dense", choices=["dense", "flex"], help="attention masks (default dense)")
+    v.add_argument("--method", default="best_fit", choices=["best_fit", "first_fit_decreasing", "greedy"],
+                   help="packing algorithm (default best_fit)")
+    v.add_argument("--docs", type=int, default=32, help="number of random documents (default 32)")
+    v.add_argument("--block-size", type=int, default=64, help="positions per packed block (default 64)")
+    v.add_argument("--dtype", default="float64", choices=["float32", "float64"], help="model dtype (default float64)")
     v.add_argument("--atol", type=float, default=None, help="default: 1e-9 for float64, 1e-4 for float32")
     v.add_argument("--expect", default="pass", choices=["pass", "fail"],
                    help="exit 0 when every check has this outcome (use 'fail' to demonstrate the stream baseline)")

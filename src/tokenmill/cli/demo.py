@@ -34,9 +34,9 @@ def register(sub) -> None:
     p.add_argument("--errors", choices=["strict", "replace"], default="strict",
                    help="--corpus files of invalid UTF-8: fail naming file and byte offset, or replace with U+FFFD")
     p.add_argument("--out", default="demo-out", help="output folder (tokenizer, store, checkpoint, plots, report)")
-    p.add_argument("--vocab-size", type=int, default=2048)
-    p.add_argument("--steps", type=int, default=400, help="training steps of the uninterrupted run (even)")
-    p.add_argument("--block-size", type=int, default=128, help="positions per packed block")
+    p.add_argument("--vocab-size", type=int, default=2048, help="the tokenizer's vocabulary (default 2048)")
+    p.add_argument("--steps", type=int, default=400, help="training steps of the uninterrupted run (even; default 400)")
+    p.add_argument("--block-size", type=int, default=128, help="positions per packed block (default 128)")
     p.add_argument("--batch-size", type=int, default=8, help="blocks per step")
     p.add_argument("--seed", type=seed, default=0)
     p.add_argument("--quick", action="store_true",

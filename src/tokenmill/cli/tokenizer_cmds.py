@@ -27,10 +27,13 @@ def register(sub) -> None:
     add_document_args(p)
     p.add_argument("--vocab-size", type=int, required=True, help="ids in all: 256 bytes + merges + special tokens")
     p.add_argument("--pattern", default="gpt4",
-                   help="split preset (gpt2, gpt4, o200k), 'none' (one chunk per document) or a regex")
+                   help="split preset (gpt2, gpt4 = cl100k, o200k, llama3, qwen2, ...; default gpt4), 'none' (one "
+                        "chunk per document) or a regex")
     p.add_argument("--special", nargs="*", default=[], metavar="TOKEN", help="special tokens, e.g. '<|endoftext|>'")
-    p.add_argument("--min-frequency", type=int, default=1)
-    p.add_argument("--max-token-bytes", type=int, default=None)
+    p.add_argument("--min-frequency", type=int, default=1,
+                   help="stop merging when the most frequent pair occurs fewer times (default 1)")
+    p.add_argument("--max-token-bytes", type=int, default=None, help="no token longer than this many bytes "
+                   "(default: no limit)")
     p.add_argument("--sample", default=None, help="a fraction of documents (0.1) or a byte budget (50MB)")
     p.add_argument("--seed", type=seed, default=0, help="seed for --sample")
     p.add_argument("--out", required=True, help="tokenizer file to write (JSON)")
