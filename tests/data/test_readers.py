@@ -436,10 +436,28 @@ def test_a_folders_files_of_another_type_are_counted_not_dropped_silently(tmp_pa
         as_sources([str(folder / "data.json")])
     assert [t for s in as_sources([str(folder / "data.json")], format="text") for t, _, _ in s.documents()] == \
         ["data.json"]
-    with pytest.warns(UserWarning, match=r"5 files of another type left out \(b.md, data.json, sub/x.bz2, \.\.\.\)"):
-        assert [p.name for p in expand_inputs([folder])] == ["a.txt"]  # `tokenmill train --input DIR`: .txt only
+    # `tokenmill train --input DIR` reads what a store build reads of it (it had read the .txt files alone)
+    with pytest.warns(UserWarning, match=r"4 files of another type left out \(data.json, sub/x.bz2, sub/y.csv, \.\.\.\)"):
+        assert [p.name for p in expand_inputs([folder])] == ["a.txt", "b.md"]
     with pytest.raises(InputError, match="read, stored and counted twice"), pytest.warns(UserWarning):
         expand_inputs([folder, folder / "a.txt"])  # training would have counted its chunks twice
+
+
+def test_training_reads_a_compressed_file_as_a_store_does(tmp_path):
+    """`tokenmill train --input c.txt.gz` read the compressed bytes as text: an invalid UTF-8 error, or with
+    --errors replace a tokenizer trained on gzip's bytes."""
+    from tokenmill.data.text import Replaced, iter_documents
+
+    with gzip.open(tmp_path / "c.txt.gz", "wt", encoding="utf-8") as f:
+        f.write("hello world\nsecond line\n")
+    (tmp_path / "c.txt.bz2").write_bytes(b"BZh9")
+    for errors in ("strict", "replace"):
+        replaced = Replaced()
+        assert list(iter_documents([tmp_path / "c.txt.gz"], split_lines=True, errors=errors, replaced=replaced)) == \
+            ["hello world", "second line"] and replaced.count == 0
+    assert list(iter_documents([tmp_path / "c.txt.gz"])) == ["hello world\nsecond line\n"]
+    with pytest.raises(InputError, match="c.txt.bz2: an archive or a compression tokenmill does not read"):
+        list(iter_documents([tmp_path / "c.txt.bz2"]))
 
 
 def test_a_compressed_parquet_file_is_named_as_such(tmp_path):

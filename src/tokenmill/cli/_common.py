@@ -28,7 +28,7 @@ def add_document_args(p: argparse.ArgumentParser, *, required: bool = True) -> N
     """--input PATH... with --split-lines / --separator / --errors, as in `tokenmill train`."""
     p.add_argument("--input", nargs="+", required=required, metavar="PATH",
                    help="text files (one document each), .jsonl or .parquet files (--field of each record), "
-                        "or directories of .txt files")
+                        "or folders of them (read as store build reads a folder)")
     p.add_argument("--field", default="text", help="the text field of .jsonl / .parquet inputs (default: text)")
     p.add_argument("--format", choices=["auto", "text", "jsonl", "parquet"], default="auto",
                    help="how to read the files (default: by extension; a .json file of one object a line: jsonl)")

@@ -255,7 +255,8 @@ def format_of(path: Path) -> str:
     return "text"
 
 
-def _is_known(path: Path) -> bool:
+def is_known_file(path: Path) -> bool:
+    """A file a folder input reads: text (.txt, .text, .md), JSONL or Parquet, optionally .gz or .zst."""
     return _plain_name(path).endswith(_TEXT_EXT + _JSONL_EXT + _PARQUET_EXT)
 
 
@@ -300,7 +301,7 @@ def expand_paths(inputs) -> list[Path]:
             matches = sorted(_glob.glob(s, recursive=True))
             # a matched folder is read as a folder named as an input is (as the shell's expansion of the
             # same pattern would give it), not left out: 'data/*' over data/en/ and data/fr/ reads both
-            found = [f for m in matches for f in (folder_files(Path(m), _is_known) if os.path.isdir(m) else [Path(m)])]
+            found = [f for m in matches for f in (folder_files(Path(m), is_known_file) if os.path.isdir(m) else [Path(m)])]
             if not found:
                 raise InputError(f"the pattern {s!r} matches no file" + (
                     f" (it matches only folders, and they hold no {_KNOWN_FILES})"
@@ -309,7 +310,7 @@ def expand_paths(inputs) -> list[Path]:
             continue
         p = Path(s)
         if p.is_dir():
-            found = folder_files(p, _is_known)
+            found = folder_files(p, is_known_file)
             if not found:
                 raise InputError(f"the folder {s!r} holds no {_KNOWN_FILES}")
             out.extend(found)

@@ -17,8 +17,7 @@ from .readers import (
     Replaced,
     decode_utf8,
     folder_files,
-    format_of,
-    holds_records,
+    is_known_file,
     refuse_repeated_files,
     text_documents,
 )
@@ -60,19 +59,21 @@ def iter_documents(
     if format not in ("auto", "text", "jsonl", "parquet"):
         raise ConfigError(f"format={format!r} is not one of 'auto', 'text', 'jsonl', 'parquet'")
     for path in paths:
-        records = format in ("jsonl", "parquet") or (format == "auto" and (
-            format_of(Path(path)) != "text" or holds_records(Path(path))))
-        if records:
-            # (format='auto' refuses .json, .csv, .tsv by name)
-            source = FileSource([Path(path)], format=format, field=field, errors=errors)
-            for texts, _, _ in source.batches():
-                yield from texts
-            if replaced is not None:
-                replaced.merge(source.replaced)
+        p = Path(path)
+        if not check_input_file(p):  # a FIFO (<(cmd)): its text as it streams
+            for text, _ in text_documents(p, split_lines=split_lines, separator=separator, errors=errors,
+                                          opener=_open_input, replaced=replaced):
+                yield text
             continue
-        for text, _ in text_documents(Path(path), split_lines=split_lines, separator=separator, errors=errors,
-                                      opener=_open_input, replaced=replaced):
-            yield text
+        # a file as a store reads it: .gz and .zst decompressed (a .txt.gz had been read as its compressed
+        # bytes: an invalid UTF-8 error, or with errors="replace" a tokenizer trained on them), other
+        # compressions, archives and .json / .csv / .tsv refused by name
+        source = FileSource([p], format=format, field=field, split_lines=split_lines, separator=separator,
+                            errors=errors)
+        for texts, _, _ in source.batches():
+            yield from texts
+        if replaced is not None:
+            replaced.merge(source.replaced)
 
 
 def check_input_file(path: str | os.PathLike) -> bool:
@@ -89,7 +90,7 @@ def check_input_file(path: str | os.PathLike) -> bool:
         raise InputError(f"cannot read input {raw!r}: {e.strerror or e}") from None
     if stat.S_ISDIR(st.st_mode):
         raise InputError(f"input {raw!r} is a directory; pass a file (or, where accepted, the directory's "
-                         ".txt files are read)")
+                         "files are read)")
     if not (stat.S_ISREG(st.st_mode) or stat.S_ISFIFO(st.st_mode)):
         raise InputError(f"input {raw!r} is not a regular file (a device or socket); pass a text file")
     return stat.S_ISREG(st.st_mode)
@@ -114,15 +115,18 @@ def read_input_bytes(path: str | os.PathLike) -> bytes:
 
 
 def expand_inputs(inputs: Iterable[str | os.PathLike]) -> list[Path]:
-    """Files as given; directories expand to their ``*.txt`` files, sorted, recursively (hidden ones left
-    out, as a glob leaves them)."""
+    """Files as given; directories expand to the files a token store reads from a folder (text, JSONL and
+    Parquet, optionally .gz or .zst: :func:`~tokenmill.data.readers.is_known_file`), sorted, recursively
+    (hidden ones left out, as a glob leaves them). (Only their ``.txt`` files had been read: a tokenizer
+    trained on a folder saw other data than a store built from it.)"""
     out: list[Path] = []
     for item in inputs:
         p = Path(item)
         if p.is_dir():
-            files = folder_files(p, lambda f: f.name.endswith(".txt"))
+            files = folder_files(p, is_known_file)
             if not files:
-                raise InputError(f"input directory {str(p)!r} holds no .txt files")
+                raise InputError(f"input directory {str(p)!r} holds no .txt, .text, .md, .jsonl, .ndjson or .parquet "
+                                 "file (optionally .gz or .zst)")
             out.extend(files)
         elif p.exists():
             out.append(p)
