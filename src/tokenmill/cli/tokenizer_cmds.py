@@ -94,7 +94,9 @@ def cmd_train(args) -> int:
     r = tok.train_report
     print(f"trained {tok!r} -> {args.out}")
     print(f"  documents {r.documents_used:,d} of {r.documents_seen:,d} ({r.sampled_share:.1%} of {r.bytes_seen:,d} bytes), "
-          f"chunks {r.chunks:,d} ({r.distinct_chunks:,d} distinct), merges {r.merges:,d} ({r.stop_reason})")
+          f"chunks {r.chunks:,d} ({r.distinct_chunks:,d} distinct), merges {r.merges:,d} ("
+          + {"vocab_size": "--vocab-size reached", "no_pairs": "stopped early: no pairs left to merge",
+             "min_frequency": "stopped at --min-frequency"}.get(r.stop_reason, r.stop_reason) + ")")
     return 0
 
 
