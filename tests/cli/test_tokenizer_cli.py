@@ -285,6 +285,9 @@ def test_encode_reads_stdin_and_decode_takes_what_encode_json_prints(corpus, tmp
     dec = subprocess.run([sys.executable, "-m", "tokenmill", "decode", "--tokenizer", str(out), "-"],
                          input=enc.stdout, capture_output=True)
     assert dec.stdout.decode() == text + "\n"
+    exact = subprocess.run([sys.executable, "-m", "tokenmill", "decode", "--tokenizer", str(out), "-n", "-"],
+                           input=enc.stdout, capture_output=True)
+    assert exact.stdout.decode() == text  # -n: the bytes encoded, no line break added
     both = run("decode", "--tokenizer", str(out), json.dumps(ids[:2]), *map(str, ids[2:]))
     assert both.stdout == text + "\n"
     bad = run("decode", "--tokenizer", str(out), "x1")

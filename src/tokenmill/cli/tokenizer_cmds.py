@@ -66,6 +66,8 @@ def register(sub) -> None:
     p.add_argument("ids", nargs="+", metavar="ID",
                    help="token ids: integers, a JSON list ('[72, 101]', as encode --json prints), or - to read "
                         "either from standard input")
+    p.add_argument("-n", "--no-newline", action="store_true",
+                   help="write the text alone, without the line break after it (a byte-exact round trip of a file)")
 
     p = add_command(sub, "inspect", help="summarize a tokenizer file",
                     example="tokenmill inspect tok.json", func=cmd_inspect)
@@ -164,7 +166,8 @@ def _ids_of(values: list[str]) -> list[int]:
 
 def cmd_decode(args) -> int:
     sys.stdout.write(load_tokenizer(args).decode(_ids_of(args.ids)))
-    sys.stdout.write("\n")
+    if not args.no_newline:
+        sys.stdout.write("\n")
     return 0
 
 
