@@ -523,12 +523,45 @@ def test_batches_options_are_checked():
 def test_a_bad_plan_on_the_flat_path_is_refused_with_its_reason():
     src = _FlatSource([np.arange(5), np.arange(6)])
     lengths = np.array([5, 6], np.int64)
-    too_full = PackPlan(8, "best_fit", np.array([0, 1]), np.array([0, 0]), lengths, np.array([0, 2]), lengths)
+
+    def ro(*xs):  # read-only arrays: taken as the plan's own, unchecked (as tokenmill's own plans are)
+        out = [np.array(x, np.int64) for x in xs]
+        for a in out:
+            a.flags.writeable = False
+        return out
+
+    # made by hand (writeable arrays): checked when made
+    with pytest.raises(InputError, match="block 0 holds 11 tokens, more than block_size=8"):
+        PackPlan(8, "best_fit", np.array([0, 1]), np.array([0, 0]), lengths, np.array([0, 2]), lengths)
+    with pytest.raises(InputError, match="reaches outside its document"):
+        PackPlan(8, "best_fit", np.array([1]), np.array([3]), np.array([5]), np.array([0, 1]), lengths)
+    # unchecked, the flat path's own checks still refuse them
+    too_full = PackPlan(8, "best_fit", *ro([0, 1], [0, 0], lengths, [0, 2], lengths))
     with pytest.raises(ConfigError, match="more than row_length"):
         next(too_full.batches(src, batch_size=1, pad_id=0))
-    outside = PackPlan(8, "best_fit", np.array([1]), np.array([3]), np.array([5]), np.array([0, 1]), lengths)
+    outside = PackPlan(8, "best_fit", *ro([1], [3], [5], [0, 1], lengths))
     with pytest.raises(InputError):
         next(outside.batches(src, batch_size=1, pad_id=0))
+
+
+def test_a_plan_written_between_two_batches_cannot_reach_past_its_arrays():
+    """A plan's arrays were writeable views, its segment table checked once per chunk of batches: a
+    ``length`` written after the first batch made the layout kernel read and write past its arrays
+    (a segmentation fault). The arrays are the plan's own, read-only."""
+    docs = [np.arange(1, 5), np.arange(10, 13), np.arange(20, 26), np.arange(30, 32)]
+    plan = pack([4, 3, 6, 2], 7)
+    it = plan.batches(docs, batch_size=1, pad_id=0)
+    next(it)
+    for name in ("doc", "start", "length", "block_ptr", "doc_lengths"):
+        with pytest.raises(ValueError, match="read-only"):
+            getattr(plan, name)[:] = 10**6
+    assert [b.input_ids.tolist() for b in it] == [b.input_ids.tolist() for b in plan.batches(docs, batch_size=1,
+                                                                                                pad_id=0)][1:]
+    mine = np.array([4, 3, 6, 2])  # a plan keeps its own copy of what it was handed
+    by_hand = PackPlan(7, "best_fit", plan.doc.copy(), plan.start.copy(), plan.length.copy(), plan.block_ptr.copy(),
+                       mine)
+    mine[:] = 0
+    assert by_hand.doc_lengths.tolist() == [4, 3, 6, 2]
 
 
 @pytest.mark.parametrize("method", ["best_fit", "concat"])

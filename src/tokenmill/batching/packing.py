@@ -58,6 +58,18 @@ METHODS = ("best_fit", "first_fit_decreasing", "greedy", "concat")
 LONG_DOCS = ("split", "truncate", "error")
 
 
+def _own(*arrays):
+    """Arrays a plan is made of, made read-only where they are made (no copy): what :class:`PackPlan` takes as
+    its own, unchecked (one array: it; several: a tuple)."""
+    out = []
+    for a in arrays:
+        if a.dtype != np.int64 or not a.flags.owndata:  # (a view or another dtype: a copy of its own)
+            a = np.array(a, np.int64)
+        a.flags.writeable = False
+        out.append(a)
+    return out[0] if len(out) == 1 else tuple(out)
+
+
 @dataclass(frozen=True, eq=False)
 class PackPlan:
     """Which slice of which document goes where: arrays, one entry per segment (``S`` segments).
@@ -87,6 +99,30 @@ class PackPlan:
     split_docs: int = 0
     empty_docs: int = 0
     complete: bool = True  # False for a shard or selection: holds only some of the plan's blocks
+
+    def __post_init__(self):
+        """The plan's arrays are its own and read-only: a segment table is checked once per chunk of batches,
+        and a plan's ``length`` written between two batches (its arrays had been writeable views) made the
+        layout kernel read and write past its arrays, a segmentation fault. Arrays handed in writeable (a plan
+        made by hand) are copied and the plan is checked (:meth:`validate`); tokenmill's own come read-only."""
+        object.__setattr__(self, "block_size", check_int(self.block_size, "block_size", min=1, max=2**62))
+        handed = False
+        for name in ("doc", "start", "length", "block_ptr", "doc_lengths"):
+            a = getattr(self, name)
+            if isinstance(a, np.ndarray) and a.dtype == np.int64 and a.ndim == 1 and not a.flags.writeable:
+                continue
+            a = np.array(check_array(a, f"the plan's {name}", error=InputError), np.int64)  # (exact: no floats)
+            a.flags.writeable = False
+            object.__setattr__(self, name, a)
+            handed = handed or name != "doc_lengths"
+        if not self.doc.size == self.start.size == self.length.size or self.block_ptr.size < 1:
+            raise InputError(f"the plan's doc, start and length hold {self.doc.size:,d}, {self.start.size:,d} and "
+                             f"{self.length.size:,d} segments (one each per segment), block_ptr {self.block_ptr.size:,d} "
+                             "entries (at least 1); they must agree")
+        if handed:
+            if self.doc.size and (self.doc.min() < 0 or self.doc.max() >= self.doc_lengths.size):
+                raise InputError(f"a segment names a document outside 0 .. {self.doc_lengths.size - 1}")
+            self.validate()
 
     # ---- sizes -------------------------------------------------------------------------------
     @property
@@ -211,8 +247,8 @@ class PackPlan:
         first = np.where(real, self.block_ptr[:-1][np.where(real, blocks, 0)], 0)
         seg = np.repeat(first - (np.cumsum(counts) - counts), counts) + np.arange(int(counts.sum()))
         ptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-        return replace(self, doc=self.doc[seg], start=self.start[seg], length=self.length[seg], block_ptr=ptr,
-                       complete=False)
+        return replace(self, doc=_own(self.doc[seg]), start=_own(self.start[seg]), length=_own(self.length[seg]),
+                       block_ptr=_own(ptr), complete=False)
 
     # ---- materialization ---------------------------------------------------------------------
     def batches(self, source, *, batch_size: int, pad_id: int, fragment_positions: FragmentPositions = "restart",
@@ -454,12 +490,12 @@ def pack(lengths, block_size: int, *, method: Method = "best_fit", long_docs: Lo
     empty = int((doc_lengths == 0).sum())
     if method == "concat":
         doc, start, length, ptr = _concat(doc_lengths, T)
-        return PackPlan(T, method, doc, start, length, ptr, doc_lengths, long_docs, stream=True, empty_docs=empty)
+        return PackPlan(T, method, *_own(doc, start, length, ptr), doc_lengths, long_docs, stream=True, empty_docs=empty)
 
     if method != "first_fit_decreasing" and _python_first(doc_lengths, T, method, long_docs):
         doc, start, length, counts = _items(doc_lengths, T, long_docs, twin=True)
         doc, start, length, ptr = _place_python(doc, start, length, T, method, seed)
-        return PackPlan(T, method, doc, start, length, ptr, doc_lengths, long_docs, empty_docs=empty, **counts)
+        return PackPlan(T, method, *_own(doc, start, length, ptr), doc_lengths, long_docs, empty_docs=empty, **counts)
     doc, start, length, counts = _items(doc_lengths, T, long_docs)
     from . import _kernels
 
@@ -496,7 +532,7 @@ def pack(lengths, block_size: int, *, method: Method = "best_fit", long_docs: Lo
                     for a in unsorted)
         ptr = _kernels.group_by_block(assign, perm, nblocks, doc, start, length, *out)
         doc, start, length = out
-    return PackPlan(T, method, doc, start, length, ptr, doc_lengths, long_docs, empty_docs=empty, **counts)
+    return PackPlan(T, method, *_own(doc, start, length, ptr), doc_lengths, long_docs, empty_docs=empty, **counts)
 
 
 # A plan of up to this many items (documents, or their pieces) is placed by the pure-Python twins
