@@ -162,3 +162,58 @@ def test_a_store_of_more_shards_than_the_open_file_limit_reads(tmp_path):
     assert out[:2] == ["read", str(want)] and int(out[3]) >= 3 * 300
     out = run(256, 256)
     assert out.startswith("refused") and "ulimit -n" in out and "shard_bytes" in out
+
+
+_MID_ITERATION = """
+import os, sys, numpy as np, tokenmill as tm
+from tokenmill.errors import FormatError
+from tokenmill.torch import TrainingLoader
+d = sys.argv[1]
+def store(name):
+    return tm.TokenStore.from_token_arrays(os.path.join(d, name), [(np.full(50, 20), np.arange(1000) % 7)], vocab_size=10)
+def mega(name):
+    st = store(name + "-src")
+    st.export_megatron(os.path.join(d, name))
+    return tm.TokenStore.from_megatron(os.path.join(d, name)), os.path.join(d, name + ".bin")
+cases = []
+for threads in (1, 2):
+    st = store(f"s{threads}")
+    cases.append((f"store {threads}", lambda st=st, t=threads: iter(tm.pack(st, 64).batches(st, batch_size=1, pad_id=0,
+                                                                                           num_threads=t)),
+                  os.path.join(d, f"s{threads}", "shard-00000.tokens")))
+    src, path = mega(f"m{threads}")
+    cases.append((f"megatron {threads}", lambda src=src, t=threads: iter(tm.pack(src, 64).batches(
+        src, batch_size=1, pad_id=0, num_threads=t)), path))
+src, path = mega("ml")
+cases.append(("megatron loader", lambda src=src: iter(TrainingLoader(src, batch_size=1, block_size=64, shuffle=False)),
+              path))
+src, path = mega("mw")
+windows = tm.SlidingWindows(24, 12).plan(src.lengths)
+from tokenmill.batching import SliceSource
+sl = SliceSource.from_windows(windows, src)
+cases.append(("megatron windows", lambda sl=sl: iter(tm.pack(sl, 64).batches(sl, batch_size=1, pad_id=0)), path))
+for name, make, path in cases:
+    it = make()
+    next(it)
+    os.truncate(path, 100)
+    try:
+        while True:
+            next(it)
+        print(name, "no error")
+    except StopIteration:
+        print(name, "no error")
+    except FormatError:
+        print(name, "FormatError")
+"""
+
+
+def test_a_file_truncated_mid_iteration_is_an_error_for_the_next_batch(tmp_path):
+    """A store shard or a Megatron .bin truncated while batches were read from its memory map: checked once a
+    chunk of ~8,000 blocks (or, for a Megatron file, once), the next batch read past the file's end (SIGBUS),
+    or zeros where a part was left. Now every batch checks (in a child process: a read the check missed would
+    be SIGBUS)."""
+    r = subprocess.run([sys.executable, "-c", _MID_ITERATION, str(tmp_path)], capture_output=True, text=True,
+                       timeout=600, env={**os.environ, "TOKENMILL_PYTHON_FIRST": "0"})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split("\n")[:-1] == [f"{name} FormatError" for name in (
+        "store 1", "megatron 1", "store 2", "megatron 2", "megatron loader", "megatron windows")]

@@ -375,6 +375,10 @@ class _FlatTables:
         self.usable = batch_size * plan.block_size <= INT32_MAX  # else the per-batch path refuses it
         self.chunks: dict[int, tuple | None] = {}
         self.lock = threading.Lock()
+        # a memory-mapped source's check that its files still have their sizes, in the numbering of the
+        # documents the chunks hold (a SliceSource's: its base's)
+        base = getattr(src, "base", src) if getattr(src, "origin_doc", None) is not None else src
+        self.mapped = getattr(base, "check_mapped", None)
 
     def get(self, b0: int, b1: int):
         """``(rows, doc, start, length, tokens, seg_src)`` of blocks ``b0 .. b1`` (in one chunk)."""
@@ -394,6 +398,8 @@ class _FlatTables:
         c0, lo, rows, doc, start, length, tokens, seg_src = chunk
         ptr = self.plan.block_ptr
         k0, k1 = int(ptr[b0]) - lo, int(ptr[b1]) - lo
+        if self.mapped is not None:  # the chunk's files were checked when it was prepared; a batch's, again now
+            self.mapped(doc[k0:k1])
         return rows[k0:k1] - (b0 - c0), doc[k0:k1], start[k0:k1], length[k0:k1], tokens, seg_src[k0:k1]
 
     def _prepare(self, c0: int):
@@ -449,7 +455,13 @@ def segment_filler_of(src: TokenSource, lengths: np.ndarray):
             raise InputError(f"the source's doc_offsets has {offsets.size:,d} entries for {n:,d} documents; "
                              "it needs one per document (plus the end)")
         check_spans(offsets[:n], lengths, tokens.size, "the source's token_array/doc_offsets")
-        return lambda doc, start, length: (tokens, offsets[doc] + start)
+        mapped = getattr(src, "check_mapped", None)  # (a file under a memory map: its size, every call)
+
+        def flat(doc, start, length):
+            if mapped is not None:
+                mapped(doc)
+            return tokens, offsets[doc] + start
+        return flat
 
     get = reader(src, lengths)  # (a user's class: each document checked as it is read)
 

@@ -53,6 +53,12 @@ class SliceSource:
         to spawned DataLoader workers pickled.)"""
         return None if getattr(self.base, "segment_filler", None) is None else self._fill_segments
 
+    def check_mapped(self, doc) -> None:
+        """The base's :meth:`check_mapped` for items ``doc``, where the base has one (a memory-mapped store)."""
+        check = getattr(self.base, "check_mapped", None)
+        if check is not None:
+            check(self.origin_doc[np.asarray(doc, np.int64)])
+
     def _fill_segments(self, doc, start, length):
         return self.base.segment_filler(self.origin_doc[doc], self.origin_start[doc] + start, length)
 

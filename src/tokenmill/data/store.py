@@ -1366,6 +1366,14 @@ class StoreSource:
             return flat
         return lambda out, dst: self._fill(doc, start, length, np.asarray(dst, np.int64), out)
 
+    def check_mapped(self, doc) -> None:
+        """The shards holding documents ``doc`` (this source's numbering) still have their files' sizes: called
+        for every batch read through the flat memory map (a shard truncated mid-iteration had been read past
+        its end, a SIGBUS, where its size was checked once per chunk of batches)."""
+        root = getattr(self, "store", self)
+        doc = np.asarray(doc, np.int64)
+        root.check_shards(self.index[doc] if root is not self else doc)
+
     def _flat_segments(self, doc, start, length):
         """``(tokens, source offset of every segment)`` when the store reads as one flat array
         (one shard, or all shards mapped back to back), else None."""
