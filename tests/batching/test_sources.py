@@ -128,3 +128,17 @@ def test_a_slice_of_a_multi_shard_store_pickles_with_its_segment_filler(tmp_path
                                                                               blk.doc_ids.tolist()) if d >= 0) == \
         [1, 2, 3, 4, 5, 6, 12, 13, 14]
     assert SliceSource([[1, 2, 3]], doc=[0], start=[0], length=[2]).segment_filler is None
+
+
+def test_a_slice_keeps_its_own_columns_and_an_array_source_its_lengths():
+    """A SliceSource kept the caller's arrays (a length written afterwards read into the next document) and an
+    ArraySource's lengths were writeable (written, they merged documents in batches): both are their own now."""
+    from tokenmill.data.source import ArraySource
+
+    length = np.array([2, 3])
+    src = SliceSource([np.arange(5), np.arange(10, 15)], doc=[0, 1], start=[0, 0], length=length)
+    length[:] = 5
+    assert src.lengths.tolist() == [2, 3] and src.get(0).tolist() == [0, 1]
+    arr = ArraySource([[1, 2], [3]])
+    with pytest.raises(ValueError, match="read-only"):
+        arr.lengths[:] = 0

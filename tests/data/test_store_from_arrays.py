@@ -27,6 +27,8 @@ def test_round_trip_verify_and_batches(tmp_path):
 def test_bad_input(tmp_path):
     with pytest.raises(InputError, match="add up to 3"):
         TokenStore.from_token_arrays(tmp_path / "a", [([1, 2], [1, 2])], vocab_size=10)
+    with pytest.raises(InputError, match="add up to 18,446,744,073,709,551,619 ids but 3"):  # (int64 wrapped to 3)
+        TokenStore.from_token_arrays(tmp_path / "a", [([2**62] * 3 + [2**62 + 3], [1, 2, 3])], vocab_size=10)
     with pytest.raises(TokenmillError):
         TokenStore.from_token_arrays(tmp_path / "b", [([2], [1, 10])], vocab_size=10)  # id 10 >= vocab
     with pytest.raises(TokenmillError):

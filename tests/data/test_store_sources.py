@@ -77,7 +77,9 @@ def test_gather_windows_equals_plan_gather_on_the_flat_array(store, path):
     offsets = np.concatenate([[0], np.cumsum(store.lengths)])
     plan = SlidingWindows(12, 5).plan(store.lengths)
     rows = np.random.default_rng(1).permutation(len(plan))[:50]
-    for r in (None, rows):
+    mask = np.zeros(len(plan), bool)
+    mask[3] = True  # (a mask had been cast to 0/1 indices: every window back)
+    for r in (None, rows, mask):
         ids, n = store.gather_windows(plan, r, pad_id=7)
         want, wn = plan.gather(flat, offsets, r, pad_id=7)
         assert ids.dtype == np.uint16 and np.array_equal(ids, want) and np.array_equal(n, wn)

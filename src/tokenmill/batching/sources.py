@@ -22,6 +22,14 @@ from ..data.source import TokenSource, as_source, doc_index, ids_checked
 from ..errors import InputError
 
 
+def _own(a: np.ndarray) -> np.ndarray:
+    """A read-only int64 copy of ``a`` (``a`` itself when it already is one)."""
+    if a.flags.writeable or a.dtype != np.int64:
+        a = np.array(a, np.int64)
+        a.flags.writeable = False
+    return a
+
+
 class SliceSource:
     """Items ``(doc, start, length)`` of ``source`` as a token source.
 
@@ -32,9 +40,10 @@ class SliceSource:
 
     def __init__(self, source, *, doc, start, length):
         self.base: TokenSource = as_source(source)
-        self.origin_doc = check_array(doc, "doc")  # exact: no float truncation, no wrap-around
-        self.origin_start = check_array(start, "start")
-        self._lengths = check_array(length, "length")
+        # exact (no float truncation, no wrap-around), and the slice's own read-only copies: the caller's arrays
+        # written after it was made had made it read into the next document
+        self.origin_doc, self.origin_start, self._lengths = (
+            _own(check_array(a, name)) for a, name in ((doc, "doc"), (start, "start"), (length, "length")))
         n = self.origin_doc.size
         if self.origin_start.shape != (n,) or self._lengths.shape != (n,):
             raise InputError("doc, start and length must be 1-D arrays of equal length")

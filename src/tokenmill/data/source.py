@@ -113,6 +113,7 @@ class ArraySource(KnownLengths):
         self.token_array = np.concatenate(arrays, dtype=np.int64) if n else np.zeros(0, np.int64)
         self.doc_offsets = offsets
         offsets.flags.writeable = False  # (the ids stay writable, as the documents were: any int64 is valid)
+        self._lengths.flags.writeable = False  # (lengths written had merged documents in batches, unchecked)
 
     ids_checked = True  # (checked_get: by check_memory_ids, wherever an ArraySource reaches batches)
 

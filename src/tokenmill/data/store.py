@@ -1334,9 +1334,9 @@ class StoreSource:
         gather; where that mapping is unavailable, one compiled copy per shard present in ``rows``.
         Never one Python call per window.
         """
-        rows = np.arange(len(plan)) if rows is None else np.asarray(rows, np.int64)
-        if rows.ndim != 1 or (rows.size and (rows.min() < 0 or rows.max() >= len(plan))):
-            raise ConfigError(f"rows must be a 1-D array of window indices in 0 .. {len(plan) - 1}")
+        # the plan's own reading of rows (indices, exact, or a boolean mask), as plan.gather's: a mask had been
+        # cast to 0/1 indices (every window of a 1-window selection), 0.9 truncated to row 0
+        rows = plan.row_indices(rows)
         doc, start, length = (np.asarray(a, np.int64) for a in (plan.doc[rows], plan.start[rows], plan.length[rows]))
         width = int(length.max()) if length.size else 0
         if out is None:
@@ -1583,9 +1583,9 @@ class TokenStore(StoreSource):
             lengths, ids = pair
             lengths = check_array(lengths, f"shards[{k}] lengths", min=0)
             ids = check_array(ids, f"shards[{k}] ids", min=0, max=vocab_size - 1)
-            if int(lengths.sum()) != ids.size:
-                raise InputError(f"shards[{k}]: the lengths add up to {int(lengths.sum()):,d} ids but {ids.size:,d} "
-                                 "are given")
+            total = sum(lengths.tolist())  # (exact: an int64 sum wraps: 2**62 x 4 + 3 had added up to 3 ids)
+            if total != ids.size:
+                raise InputError(f"shards[{k}]: the lengths add up to {total:,d} ids but {ids.size:,d} are given")
             offsets = np.concatenate([[0], np.cumsum(lengths)]).astype("<i8")
             meta = np.stack([np.zeros(lengths.size, np.int64), np.arange(lengths.size) + n_docs], 1).astype("<i8")
             info = {}
