@@ -45,6 +45,13 @@ def gather_rows(tokens, src_start, lengths, out, pad_id: int) -> None:
     if tok.size and not np.can_cast(tok.dtype, out.dtype, "safe"):
         raise ConfigError(f"out has dtype {out.dtype}, which cannot hold every {tok.dtype} token id; "
                           f"pass out with dtype {tok.dtype} (or wider)")
+    for name, a in (("tokens", tok), ("out", out)):
+        if not a.dtype.isnative:  # (numba's own error: "Unsupported array dtype: >u2")
+            raise InputError(f"{name} has dtype {a.dtype.str}, not in this machine's byte order; pass " + (
+                f"np.asarray(tokens, np.dtype('{a.dtype.str}').newbyteorder('='))" if name == "tokens" else
+                "an out array in native order (or none)"))
+    if tok.size and np.may_share_memory(tok, out):  # (rows written over the ids later rows read)
+        raise ConfigError("out shares memory with tokens; pass an out array of its own")
     info = np.iinfo(out.dtype)
     pad = check_int(pad_id, "pad_id", min=int(info.min), max=int(info.max))
     if src_start.size == 0:

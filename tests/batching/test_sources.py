@@ -142,3 +142,24 @@ def test_a_slice_keeps_its_own_columns_and_an_array_source_its_lengths():
     arr = ArraySource([[1, 2], [3]])
     with pytest.raises(ValueError, match="read-only"):
         arr.lengths[:] = 0
+
+
+def test_a_flat_source_in_a_foreign_byte_order_is_named():
+    """A user's flat source of big-endian ids reached numba ("Unsupported array dtype: >i4")."""
+    lengths = np.array([3, 2], np.int64)
+
+    class Flat:
+        token_array = np.arange(5, dtype=">i4")
+        doc_offsets = np.array([0, 3, 5], np.int64)
+
+        def __init__(self):
+            self.lengths = lengths
+
+        def __len__(self):
+            return 2
+
+        def get(self, i):
+            return self.token_array[self.doc_offsets[i]:self.doc_offsets[i + 1]]
+
+    with pytest.raises(InputError, match="has dtype >i4, not in this machine's byte order"):
+        next(pack(lengths, 8).batches(Flat(), batch_size=1, pad_id=0))

@@ -476,3 +476,22 @@ def test_gather_refuses_offsets_that_disagree_with_the_plan():
     assert ids.tolist() == [[0, 1, 2, 3], [4, 5, 6, 7]] and n.tolist() == [4, 4]
     with pytest.raises(InputError, match="token_ids holds -100"):  # an id of -100 would read as an ignored label
         list(SlidingWindows(4, 2).windows([1, -100, 3, 4]))
+
+
+def test_gather_names_a_foreign_byte_order_and_an_out_over_its_tokens():
+    """A big-endian array reached numba ("Unsupported array dtype: >u2"), and an out over the tokens was
+    written while later rows read it (wrong windows)."""
+    import numpy as np
+
+    from tokenmill import SlidingWindows
+    from tokenmill.errors import ConfigError, InputError
+
+    plan = SlidingWindows(3, 2).plan([4, 2])
+    offs = np.array([0, 4, 6])
+    with pytest.raises(InputError, match="tokens has dtype >u2, not in this machine's byte order"):
+        plan.gather(np.arange(6, dtype=">u2"), offs)
+    with pytest.raises(InputError, match="out has dtype >u2, not in this machine's byte order"):
+        plan.gather(np.arange(6, dtype=np.uint16), offs, out=np.zeros((3, 3), ">u2"))
+    t = np.arange(12, dtype=np.int64)
+    with pytest.raises(ConfigError, match="out shares memory with tokens"):
+        plan.gather(t, offs, out=t[:9].reshape(3, 3))

@@ -284,6 +284,9 @@ def check_token_array(tokens, name: str) -> np.ndarray:
         return np.zeros(0, np.int64)
     if a.dtype.kind not in "iu" or a.dtype == np.uint64:
         raise InputError(f"{name} has dtype {a.dtype}; token ids must be int8..int64 or uint8..uint32")
+    if not a.dtype.isnative:  # (numba's own error: "Unsupported array dtype: >i4")
+        raise InputError(f"{name} has dtype {a.dtype.str}, not in this machine's byte order; pass its ids in native "
+                         f"order (np.asarray(ids, np.dtype('{a.dtype.str}').newbyteorder('=')))")
     if not a.flags.c_contiguous:
         a = np.ascontiguousarray(a)
     return a
