@@ -163,3 +163,31 @@ def test_a_flat_source_in_a_foreign_byte_order_is_named():
 
     with pytest.raises(InputError, match="has dtype >i4, not in this machine's byte order"):
         next(pack(lengths, 8).batches(Flat(), batch_size=1, pad_id=0))
+
+
+def test_a_users_flat_arrays_are_checked_against_their_lengths_and_for_negative_ids():
+    """A user's token_array/doc_offsets were read as they came: offsets that disagree with the lengths read the
+    next document's ids into a batch, and -100 became an ignored label."""
+
+    def flat(ids, offsets, lengths):
+        class Flat:
+            token_array = np.asarray(ids, np.int64)
+            doc_offsets = np.asarray(offsets, np.int64)
+
+            def __init__(self):
+                self.lengths = np.asarray(lengths, np.int64)
+
+            def __len__(self):
+                return len(lengths)
+
+            def get(self, i):
+                return self.token_array[self.doc_offsets[i]:self.doc_offsets[i] + self.lengths[i]]
+        return Flat()
+
+    plan = pack([2, 2], 4)
+    with pytest.raises(InputError, match="doc_offsets make document 0 1 ids long where its lengths say 2"):
+        next(plan.batches(flat(np.arange(1, 7), [0, 1, 4], [2, 2]), batch_size=1, pad_id=0))
+    with pytest.raises(InputError, match="token_array holds id -100 at position 1"):
+        next(plan.batches(flat([1, -100, 3, 4], [0, 2, 4], [2, 2]), batch_size=1, pad_id=0))
+    ok = flat([1, 2, 3, 4], [0, 2, 4], [2, 2])
+    assert sorted(next(plan.batches(ok, batch_size=1, pad_id=0)).input_ids.ravel().tolist()) == [1, 2, 3, 4]

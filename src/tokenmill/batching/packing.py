@@ -39,7 +39,7 @@ import numpy as np
 
 from .._arrays import ranks_in_groups
 from .._validate import check_array, check_bool, check_int, check_rows, check_spans, document_lengths
-from ..data.source import TokenSource, as_source, check_memory_ids, reader
+from ..data.source import TokenSource, as_source, check_memory_ids, ids_checked, reader
 from ..errors import ConfigError, InputError
 from .batch import Batch, Block, FragmentPositions, check_fragment_positions
 from .layout import (
@@ -455,6 +455,21 @@ def segment_filler_of(src: TokenSource, lengths: np.ndarray):
             raise InputError(f"the source's doc_offsets has {offsets.size:,d} entries for {n:,d} documents; "
                              "it needs one per document (plus the end)")
         check_spans(offsets[:n], lengths, tokens.size, "the source's token_array/doc_offsets")
+        if not ids_checked(src) and getattr(src, "origin_doc", None) is None:
+            # a user's flat arrays, which nothing checked: each document inside its own span (offsets that
+            # disagree with the lengths read the next document's ids into a batch), no negative id (-100 would
+            # read as an ignored label)
+            if n and offsets.size > n:
+                over = offsets[:n] + lengths > offsets[1 : n + 1]
+                if over.any():
+                    d = int(np.argmax(over))
+                    raise InputError(f"the source's doc_offsets make document {d:,d} {int(offsets[d + 1] - offsets[d]):,d} "
+                                     f"ids long where its lengths say {int(lengths[d]):,d}: its ids would run into the "
+                                     "next document's; pass offsets and lengths that agree")
+            if tokens.size and tokens.dtype.kind == "i" and int(tokens.min()) < 0:
+                i = int(np.argmax(tokens < 0))
+                raise InputError(f"the source's token_array holds id {int(tokens[i]):,d} at position {i:,d}; token ids "
+                                 "are >= 0 (-100 would read as an ignored label, a target dropped without a word)")
         mapped = getattr(src, "check_mapped", None)  # (a file under a memory map: its size, every call)
 
         def flat(doc, start, length):
