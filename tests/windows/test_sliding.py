@@ -495,3 +495,14 @@ def test_gather_names_a_foreign_byte_order_and_an_out_over_its_tokens():
     t = np.arange(12, dtype=np.int64)
     with pytest.raises(ConfigError, match="out shares memory with tokens"):
         plan.gather(t, offs, out=t[:9].reshape(3, 3))
+
+
+def test_a_window_plans_columns_are_read_only():
+    """A plan's target_start written after it was made turned a window's first token into a target when it
+    was materialized (silently); its columns are read-only."""
+    from tokenmill import SlidingWindows
+
+    plan = SlidingWindows(4, 2).plan([10, 3])
+    for name in ("doc", "start", "length", "target_start"):
+        with pytest.raises(ValueError, match="read-only"):
+            getattr(plan, name)[:] = 0

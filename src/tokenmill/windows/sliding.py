@@ -263,6 +263,16 @@ class WindowPlan:
     epoch: int = 0
     scale_stats: tuple[PlanStats, ...] = ()
 
+    def __post_init__(self):
+        # the columns read-only (views, no copy): a plan's target_start written after it was made had turned a
+        # window's first token into a target when materialized, its start a read into the next document
+        for name in ("doc", "start", "length", "target_start", "scale"):
+            a = getattr(self, name)
+            if isinstance(a, np.ndarray) and a.flags.writeable:
+                a = a.view()
+                a.flags.writeable = False
+                object.__setattr__(self, name, a)
+
     def __len__(self) -> int:
         return int(self.doc.shape[0])
 
