@@ -37,7 +37,7 @@ from typing import Iterator, Literal
 
 import numpy as np
 
-from .._arrays import ranks_in_groups
+from .._arrays import owned, ranks_in_groups
 from .._validate import check_array, check_bool, check_int, check_rows, check_spans, document_lengths
 from ..data.source import TokenSource, as_source, check_memory_ids, ids_checked, reader
 from ..errors import ConfigError, InputError
@@ -111,9 +111,7 @@ class PackPlan:
             a = getattr(self, name)
             if isinstance(a, np.ndarray) and a.dtype == np.int64 and a.ndim == 1 and not a.flags.writeable:
                 continue
-            a = np.array(check_array(a, f"the plan's {name}", error=InputError), np.int64)  # (exact: no floats)
-            a.flags.writeable = False
-            object.__setattr__(self, name, a)
+            object.__setattr__(self, name, owned(check_array(a, f"the plan's {name}", error=InputError)))  # (exact)
             handed = handed or name != "doc_lengths"
         if not self.doc.size == self.start.size == self.length.size or self.block_ptr.size < 1:
             raise InputError(f"the plan's doc, start and length hold {self.doc.size:,d}, {self.start.size:,d} and "

@@ -17,17 +17,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._arrays import owned
 from .._validate import check_array
 from ..data.source import TokenSource, as_source, doc_index, ids_checked
 from ..errors import InputError
-
-
-def _own(a: np.ndarray) -> np.ndarray:
-    """A read-only int64 copy of ``a`` (``a`` itself when it already is one)."""
-    if a.flags.writeable or a.dtype != np.int64:
-        a = np.array(a, np.int64)
-        a.flags.writeable = False
-    return a
 
 
 class SliceSource:
@@ -43,7 +36,7 @@ class SliceSource:
         # exact (no float truncation, no wrap-around), and the slice's own read-only copies: the caller's arrays
         # written after it was made had made it read into the next document
         self.origin_doc, self.origin_start, self._lengths = (
-            _own(check_array(a, name)) for a, name in ((doc, "doc"), (start, "start"), (length, "length")))
+            owned(check_array(a, name)) for a, name in ((doc, "doc"), (start, "start"), (length, "length")))
         n = self.origin_doc.size
         if self.origin_start.shape != (n,) or self._lengths.shape != (n,):
             raise InputError("doc, start and length must be 1-D arrays of equal length")

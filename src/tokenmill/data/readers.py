@@ -285,7 +285,7 @@ def folder_files(folder: Path, keep) -> list[Path]:
     return found
 
 
-_KNOWN_FILES = ".txt, .text, .md, .jsonl, .ndjson or .parquet file (optionally .gz or .zst) outside hidden folders"
+KNOWN_FILES = ".txt, .text, .md, .jsonl, .ndjson or .parquet file (optionally .gz or .zst) outside hidden folders"
 
 
 def expand_paths(inputs) -> list[Path]:
@@ -304,7 +304,7 @@ def expand_paths(inputs) -> list[Path]:
             found = [f for m in matches for f in (folder_files(Path(m), is_known_file) if os.path.isdir(m) else [Path(m)])]
             if not found:
                 raise InputError(f"the pattern {s!r} matches no file" + (
-                    f" (it matches only folders, and they hold no {_KNOWN_FILES})"
+                    f" (it matches only folders, and they hold no {KNOWN_FILES})"
                     if matches else ""))
             out.extend(found)
             continue
@@ -312,7 +312,7 @@ def expand_paths(inputs) -> list[Path]:
         if p.is_dir():
             found = folder_files(p, is_known_file)
             if not found:
-                raise InputError(f"the folder {s!r} holds no {_KNOWN_FILES}")
+                raise InputError(f"the folder {s!r} holds no {KNOWN_FILES}")
             out.extend(found)
         elif os.path.lexists(p):
             out.append(p)
@@ -1086,9 +1086,11 @@ def refuse_repeated_files(paths: Iterable[Path]) -> None:
             st = os.stat(p)
         except OSError:  # (missing or unreadable: the read names it)
             continue
-        first = seen.get((st.st_dev, st.st_ino))
-        seen.setdefault((st.st_dev, st.st_ino), p)
-        if first is not None:
+        key = (st.st_dev, st.st_ino)
+        first = seen.get(key)
+        if first is None:
+            seen[key] = p
+        else:
             same = "the same path" if os.path.abspath(first) == os.path.abspath(p) else "the same file"
             raise InputError(f"the inputs name {str(first)!r} and {str(p)!r}, {same}: its documents would be read, "
                              "stored and counted twice; name each file once (a folder and a file in it, or a link "

@@ -13,6 +13,7 @@ from typing import Iterable, Iterator, Literal
 
 from ..errors import ConfigError, InputError
 from .readers import (
+    KNOWN_FILES,
     FileSource,
     Replaced,
     decode_utf8,
@@ -125,8 +126,7 @@ def expand_inputs(inputs: Iterable[str | os.PathLike]) -> list[Path]:
         if p.is_dir():
             files = folder_files(p, is_known_file)
             if not files:
-                raise InputError(f"input directory {str(p)!r} holds no .txt, .text, .md, .jsonl, .ndjson or .parquet "
-                                 "file (optionally .gz or .zst)")
+                raise InputError(f"input directory {str(p)!r} holds no {KNOWN_FILES}")
             out.extend(files)
         elif p.exists():
             out.append(p)

@@ -176,9 +176,8 @@ def engine_differences(regex_str: str, *, oniguruma: bool = False, tiktoken: boo
         if depth:
             if c == "]":
                 depth -= 1
-        elif oniguruma and c == "{" and re.match(r"\{\d+\}\?", regex_str[i:]):
-            out.append(re.match(r"\{\d+\}\?", regex_str[i:]).group(0))  # Ruby syntax: x{n}? is (?:x{n})?, not
-            # a lazy x{n} (which is x{n})
+        elif oniguruma and c == "{" and (lazy := re.match(r"\{\d+\}\?", regex_str[i:])):
+            out.append(lazy.group(0))  # Ruby syntax: x{n}? is (?:x{n})?, not a lazy x{n} (which is x{n})
         elif c == "^" or c == "$" and not regex_str.endswith(r"\s++", 0, i):
             out.append(c)  # (after a possessive run of white space, as tiktoken's presets have it, "$" can
             # only be the end: the run took every line break)
