@@ -54,4 +54,12 @@ def _labels(labels):
 
         raise ConfigError(f"labels must be a numpy array or torch tensor of shape (..., T), not "
                           f"{type(labels).__name__}" + (" of 0 dimensions" if hasattr(labels, "ndim") else ""))
+    dtype = labels.dtype
+    integer = (not (dtype.is_floating_point or dtype.is_complex) and str(dtype) != "torch.bool"
+               if hasattr(dtype, "is_floating_point") else dtype.kind in "iu")
+    if not integer:  # (strings compared unequal to -100 everywhere, NaN too: every position counted a target)
+        from .errors import ConfigError
+
+        raise ConfigError(f"labels has dtype {dtype}; pass integer token ids, with IGNORE_INDEX "
+                          f"({IGNORE_INDEX}) where a position is not a target")
     return labels

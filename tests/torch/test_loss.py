@@ -53,7 +53,14 @@ def test_labels_that_are_not_an_array_are_named():
                 fn(bad)
         with pytest.raises(ConfigError, match="^labels has dtype float64"):
             fn([[1.0, -100.0]])
+        # arrays of strings, floats (NaN) or booleans: every position differs from -100, so each had counted a target
+        for bad, kind in ((np.array([["a", "b"]]), "<U1"), (np.array([[1.0, np.nan]]), "float64"),
+                          (np.array([[True, False]]), "bool"), (torch.tensor([[1.0, 2.0]]), "torch.float32"),
+                          (torch.tensor([[True, False]]), "torch.bool")):
+            with pytest.raises(ConfigError, match=f"^labels has dtype {kind}; pass integer token ids"):
+                fn(bad)
     assert int(count_targets([[-100, 1, 2], [5, -100, 3]])) == 3 == int(count_targets(np.array([[-100, 1, 2], [5, -100, 3]])))
+    assert int(count_targets(np.array([[7, 1, 2]], dtype=np.uint16))) == 2 == int(count_targets(torch.tensor([[7, 1, 2]], dtype=torch.int32)))
     assert target_mask([[1, -100, 2]]).tolist() == target_mask(np.array([[1, -100, 2]])).tolist()
     assert int(count_targets(np.array([[-100, 1, 2]]))) == 2 == int(count_targets(torch.tensor([[-100, 1, 2]])))
     with pytest.raises(ConfigError, match="^gradients_averaged='no' must be True or False"):
