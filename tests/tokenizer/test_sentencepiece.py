@@ -625,8 +625,11 @@ def _model(**kw) -> bytes:
     (b"\x0a\xff\xff\xff\xff\x0f", "claims"),
     (b"\x0a\x05\x0a\x03ab", "claims"),
     (b"\x0a" + b"\xff" * 11, "longer than 10 bytes"),
-    (b"\x0b\x00", "wire type 3"),
-    (b"\x00\x00", "field number 0"),
+    (b"\x0a\x02\x0b\x00", "wire type 3"),
+    (b"\x0a\x02\x00\x00", "field number 0"),
+    # not a model at all: said so from its first byte (a text file had read as "field 13 has wire type 4")
+    (b"hello world\nthis is text\n", r"does not start as a SentencePiece model does .*begins b'hello world'"),
+    (b"\x0b\x00", "not 0x0b"),
     (b"\x0a\x02\x10\x01", "wire type 0, expected 5"),
     (b"\x0a\x03\x0a\x01\xff", "not UTF-8"),
     (_model(pieces=[("<unk>", 0, 2), ("a", 0, 1), ("a", 0, 1)]), r"pieces\[2\].piece = 'a' is already piece 1"),

@@ -296,6 +296,11 @@ def parse_model(raw: bytes, *, source: str = "<bytes>") -> SentencePieceModel:
     raw = bytes(raw)
     if not raw:
         raise FormatError(f"{what} is empty")
+    if raw[0] != 0x0A:  # every model sentencepiece writes starts with its first piece (field 1, a message)
+        first = raw[:64].split(b"\n")[0]
+        raise FormatError(f"{what} does not start as a SentencePiece model does (with its first piece: byte 0x0a, "
+                          f"not 0x{raw[0]:02x}; the file begins {first!r}): it is not a .model file, or not whole. "
+                          "tokenmill.Tokenizer.load tells tokenizer file formats apart by their content")
     msg = _parse(raw, 0, len(raw), "model", what, "", {}, 0)
     pieces = msg.get("pieces", [])
     if "trainer_spec" not in msg:  # (its model_type would default to Unigram: a cut BPE model read as another)
