@@ -181,6 +181,10 @@ def test_encode_special_tokens_as_text(pairs):
         hf.encode_special_tokens = False
 
 
+def _other_form(merge):
+    return merge.split(" ") if isinstance(merge, str) else " ".join(merge)
+
+
 @pytest.mark.parametrize("edit, named", [
     (lambda b: b["model"].update(type="WordPiece"), "WordPiece"),
     (lambda b: b["model"].update(type="Unigram"), "Unigram"),
@@ -205,6 +209,10 @@ def test_encode_special_tokens_as_text(pairs):
     # after an empty match Oniguruma steps on, the regex module retries ('a*|b+' on "bb": HF b|b, tokenmill bb)
     (lambda b: b["pre_tokenizer"]["pretokenizers"][0].update(pattern={"Regex": "a*|b+"}), "match the empty string"),
     (lambda b: b.update(version=1), "version = 1"),
+    # merges as 'a b' strings and [a, b] pairs in one list (HF: "did not match any variant of untagged enum
+    # MergeType"): had loaded
+    (lambda b: b["model"]["merges"].__setitem__(1, _other_form(b["model"]["merges"][1])),
+     r"model.merges mixes forms: merge 0 is an .* merge 1 "),
 ])
 def test_refuses_what_it_cannot_reproduce(base, tmp_path, edit, named):
     body = copy.deepcopy(base)

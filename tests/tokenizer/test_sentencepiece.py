@@ -957,6 +957,8 @@ def test_tokenizer_json_refusals_are_wrapped_by_as_tokenizer(exported, tmp_path,
     (lambda j: j["model"].pop("merges"), "missing required field merges"),
     (lambda j: [j["model"].pop("merges"), j["model"].pop("vocab")], "missing required field vocab"),
     (lambda j: j["model"]["merges"].insert(0, "abc"), "merge 0 'abc' is not two tokens separated by one space"),
+    (lambda j: j["model"]["merges"].insert(1, ["a", "b"]) if isinstance(j["model"]["merges"][0], str)
+     else j["model"]["merges"].insert(1, "a b"), "model.merges mixes forms"),
     (lambda j: j.update(pre_tokenizer={"type": "Metaspace", "prepend_scheme": "first"}),
      "missing required field replacement"),
 ])

@@ -47,6 +47,7 @@ from .schemas import (
     HFSplit,
     HFTokenizerJson,
     check_ids_below,
+    check_merge_forms,
     decode_file,
     is_id,
 )
@@ -403,6 +404,7 @@ def _convert(spec: HFTokenizerJson, source: str, file_size: int):
             pass  # not byte-level text: BPE can never produce it from bytes (only an added token can)
     ids = {s: i for s, i in vocab_map.items() if vocab[i] is not None}
     raw = model.merges
+    check_merge_forms(raw, source)
     try:
         arr = np.array([(ids[a], ids[b], vocab_map[a + b]) for a, b in
                         (m.split(" ") if isinstance(m, str) else m for m in raw)], np.int64).reshape(-1, 3)

@@ -250,6 +250,20 @@ def is_id(v) -> bool:
 SMALL_FILE_IDS = 1 << 20  # ids any file may use: tables of this many entries take a few MB
 
 
+def check_merge_forms(merges: list, where: str) -> None:
+    """A tokenizer.json's ``model.merges`` are all ``"a b"`` strings or all ``[a, b]`` pairs: HF's reader
+    takes either form, never a mix (its error: "did not match any variant of untagged enum MergeType")."""
+    if not merges:
+        return
+    first = type(merges[0]) is str
+    for k, m in enumerate(merges):
+        if (type(m) is str) is not first:
+            kind = ("an 'a b' string", "an [a, b] pair")
+            raise FormatError(f"{where}: model.merges mixes forms: merge 0 is {kind[not first]}, merge {k} "
+                              f"({m!r}) {kind[first]}. A tokenizer.json holds one form (Hugging Face's reader "
+                              "refuses a mix); write every merge the same way")
+
+
 def check_ids_below(size: int, ids, *, where: str, what: str) -> None:
     """Refuse an id ``>= max(size, SMALL_FILE_IDS)`` (``size``: the file's size in bytes):
     tokenmill sizes its tables by the largest id, and every id a file really uses takes at least a

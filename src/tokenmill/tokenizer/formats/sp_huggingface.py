@@ -37,7 +37,7 @@ from ...errors import ConfigError, FormatError, SpecialTokenError, UnsupportedTo
 from ..groups import batch_args, encode_flat_by_batch, in_groups
 from ..sentencepiece import WS, encode_group, first_of, utf8_of
 from ..special import names_batch_text, rule_of, union_of
-from .schemas import ID_RULE, HFAddedToken, Lenient, decode_file, is_id
+from .schemas import ID_RULE, HFAddedToken, Lenient, check_merge_forms, decode_file, is_id
 
 _MARKERS = (b'"Metaspace"', b'"Prepend"', b'"byte_fallback": true', b'"byte_fallback":true', b'"ByteFallback"',
             '"\u2581"'.encode(), b'"\\u2581"')
@@ -222,6 +222,7 @@ class SentencePieceJsonTokenizer:
                 raise FormatError(f"{where}: model.vocab gives id {i:,d} to both {self._id_to_token[i]!r} and {t!r}")
             self._id_to_token[i] = t
         merges = []
+        check_merge_forms(model.merges, where)
         for k, m in enumerate(model.merges):
             if isinstance(m, str) and (m.count(" ") != 1 or m.startswith(" ") or m.endswith(" ")):
                 raise FormatError(f"{where}: merge {k} {m!r} is not two tokens separated by one space")
