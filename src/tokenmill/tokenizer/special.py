@@ -69,7 +69,8 @@ def check_specials(special: dict[str, int], vocab: Sequence, dense: bool = True)
     for s, i in special.items():
         if i < n_vocab and vocab[i] is not None and (dense or vocab[i] != s.encode("utf-8")):
             raise ConfigError(f"special token {s!r} has id {i:,d}, which the vocabulary token {vocab[i]!r} holds; "
-                              "give it a free id")
+                              + ("give it a free id" if dense else "one id cannot stand for both a special token's "
+                                 "text and another token's bytes in tokenmill"))
     return dict(special)
 
 
