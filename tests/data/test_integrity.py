@@ -127,7 +127,7 @@ def test_resume_with_changed_input_of_the_same_length_reencodes(tmp_path, tok, e
     assert snapshot(out) == snapshot(tmp_path / "ref") and ref.fingerprint == st.fingerprint
 
 
-def test_resume_with_the_same_input_reuses_shards_without_encoding(tmp_path, tok, monkeypatch):
+def test_resume_with_the_same_input_reuses_shards_without_encoding(tmp_path, tok, monkeypatch, capfd):
     tok.save(tmp_path / "tok.json")
     out = tmp_path / "s"
     cmd = [sys.executable, "-c", KILL_TEXTS, str(tmp_path / "tok.json"), str(out), "lower", "1", "local"]
@@ -139,9 +139,13 @@ def test_resume_with_the_same_input_reuses_shards_without_encoding(tmp_path, tok
     real = E.encode_job
     monkeypatch.setattr(E, "encode_job", lambda t, o, texts: encoded.append(len(texts)) or real(t, o, texts))
     docs = [f"document {i} the theme " * 3 for i in range(200)]
-    st = build(out, texts(docs), tok, shard_bytes=600)
+    st = TokenStore.build(out, texts(docs), tok, shard_bytes=600, workers=1, progress=True)
     rec = st.manifest["shards"]
     assert len(encoded) == len(rec) - 4  # shards 0..3 were reused, not encoded
+    kept = rec[:4]  # and the rerun says so, with their counts (it had said nothing of them)
+    assert (f"resumed an interrupted build: 4 of {len(rec)} shards ({sum(r['documents'] for r in kept)} documents, "
+            f"{sum(r['tokens'] for r in kept):,d} tokens) were finished by the earlier run and kept, their input "
+            f"checked; {len(rec) - 4} encoded now") in capfd.readouterr().err
     assert all(r["input_sha256"].startswith("sha256:") for r in rec)
 
 

@@ -575,6 +575,12 @@ def _build_at(out: Path, srcs, tokenizer, opts, args: dict, shard_bytes: int, ov
                 builder.started()
         raise
     replaced = _finish(work, srcs, args, builder.started(), opts, builder.records, builder.flush)
+    if builder.reused and progress:  # (a resumed build's counts: what was kept, what was encoded now)
+        kept = [builder.records[k] for k in builder.reused]
+        _say(f"tokenmill: resumed an interrupted build: {len(kept):,d} of {len(builder.records):,d} shards "
+             f"({sum(r['documents'] for r in kept):,d} documents, {sum(r['tokens'] for r in kept):,d} tokens) "
+             f"were finished by the earlier run and kept, their input checked; "
+             f"{len(builder.records) - len(kept):,d} encoded now")
     if replaced.count:
         _say(f"tokenmill: {replaced.note()}")
     if work != out:  # a replacement: verify every byte of the new store, then swap it in
@@ -752,6 +758,7 @@ class _Builder:
         self.pending_meta: dict[int, tuple] = {}
         self.records: list[dict] = []
         self.rebuilt: list[int] = []
+        self.reused: list[int] = []  # shards an interrupted build finished, their input checked, kept as they are
         # documents read as their UTF-8 and encoded from it (a tokenmill Tokenizer), or as strs (any other)
         self.bytes_in = _takes_utf8(tokenizer)
         self.begin: Callable[[], str] | None = None  # the build's fingerprint (and journal): see build()
@@ -829,6 +836,7 @@ class _Builder:
             rec = self._finished(k, meta, size, digest)
             self.records.append(rec)
             if rec is not None:
+                self.reused.append(k)
                 yield (k, 0, True), None
             else:
                 self.pending_meta[k] = (meta, size, digest)
