@@ -43,6 +43,33 @@ def test_bad_input(tmp_path):
 
 
 
+def test_rerun_over_its_folder_with_overwrite(tmp_path):
+    """A script run twice had no way through but deleting the folder by hand: overwrite=True replaces the
+    store, which stays whole when the new arrays are bad; a folder with a user's files is never removed."""
+    out = tmp_path / "s"
+    TokenStore.from_token_arrays(out, [([2, 1], [5, 6, 7])], vocab_size=10)
+    with pytest.raises(ConfigError, match="already exists; .* pass overwrite=True"):
+        TokenStore.from_token_arrays(out, [([1], [4])], vocab_size=10)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    with pytest.raises(TokenmillError):  # id 10 >= vocab: the old store is untouched, no staging folder is left
+        TokenStore.from_token_arrays(out, [([2], [1, 10])], vocab_size=10, overwrite=True)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s"]
+    st = TokenStore.from_token_arrays(out, [([1], [4]), ([2], [8, 9])], vocab_size=10, overwrite=True)
+    assert [x.tolist() for x in TokenStore.open(out)] == [[4], [8, 9]] and st.verify()["documents"] == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s"]
+    ref = TokenStore.from_token_arrays(tmp_path / "ref", [([1], [4]), ([2], [8, 9])], vocab_size=10)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == {p.name: p.read_bytes() for p in ref.path.iterdir()}
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me")
+    with pytest.raises(ConfigError, match="holds files that are not part of a token store"):
+        TokenStore.from_token_arrays(mine, [([1], [4])], vocab_size=10, overwrite=True)
+    assert (mine / "notes.txt").read_text() == "keep me"
+    with pytest.raises(ConfigError, match="overwrite='yes' must be True or False"):
+        TokenStore.from_token_arrays(out, [([1], [4])], vocab_size=10, overwrite="yes")
+
+
 def test_a_shard_without_documents(tmp_path):
     st = TokenStore.from_token_arrays(tmp_path / "s", [([2, 1], [5, 6, 7]), ([], []), ([1], [9])], vocab_size=10)
     assert [x.tolist() for x in st] == [[5, 6], [7], [9]] and st.num_shards == 3

@@ -1543,12 +1543,15 @@ class TokenStore(StoreSource):
 
     @classmethod
     def from_token_arrays(cls, out_dir, shards, *, vocab_size: int, tokenizer_hash: str = "external",
-                          eos_id: int | None = None, bos_id: int | None = None) -> "TokenStore":
+                          eos_id: int | None = None, bos_id: int | None = None,
+                          overwrite: bool = False) -> "TokenStore":
         """A store from ids you already have (pre-tokenized data, synthetic benchmarks), no tokenizer run.
 
         ``shards``: an iterable of ``(lengths, ids)`` per shard (document lengths and all their ids
         concatenated). Ids must lie in ``0 .. vocab_size - 1``; the store is uint16 when the vocabulary
-        fits. Written like a build (shards first, the manifest last, atomically) into a new folder.
+        fits. Written like a build (shards first, the manifest last, atomically) into a new folder; with
+        ``overwrite=True`` over a store already there, which stays whole until the new one is written and
+        verified, then the two are swapped (a folder holding anything but a store is refused).
 
         >>> import numpy as np, tempfile, os
         >>> d = os.path.join(tempfile.mkdtemp(), "s")
@@ -1559,8 +1562,14 @@ class TokenStore(StoreSource):
         from .._validate import check_int
 
         out = Path(out_dir)
+        if not isinstance(overwrite, bool):
+            raise ConfigError(f"overwrite={overwrite!r} must be True or False")
+        state = "missing"
         if out.exists():
-            raise ConfigError(f"{str(out)!r} already exists; from_token_arrays writes a new store folder")
+            if not overwrite:
+                raise ConfigError(f"{str(out)!r} already exists; from_token_arrays writes a new store folder: pass "
+                                  "overwrite=True to replace the store there, or another folder")
+            state = _classify(out)[0]  # (refuses a folder with a user's files in it)
         vocab_size = check_int(vocab_size, "vocab_size", min=1, max=2**31)  # (what a manifest holds)
         # (checked before anything is written: np.int64(7) or 1.5 failed at the manifest, after the shards,
         # and left a folder no call could finish or open)
@@ -1570,12 +1579,22 @@ class TokenStore(StoreSource):
             raise ConfigError(f"tokenizer_hash={tokenizer_hash!r} must be a non-empty str (the tokenizer's "
                               "content_hash, or 'external')")
         dtype = np.dtype("<u2") if vocab_size <= 2**16 else np.dtype("<u4")
-        out.mkdir(parents=True)
+        # into the folder when it is new; over a store (or an unfinished build), into a staging folder beside it
+        work = out if state == "missing" else staging_dir(out)
+        if work.exists():  # a staging folder an earlier replacement left: only tokenmill's files are removed
+            _clear(_classify(work)[1])
+            work.rmdir()
+        work.mkdir(parents=True)
         try:
-            return cls._write_token_arrays(out, shards, vocab_size, dtype, tokenizer_hash, eos_id, bos_id)
+            store = cls._write_token_arrays(work, shards, vocab_size, dtype, tokenizer_hash, eos_id, bos_id)
         except BaseException:  # a bad shard, a full disk: no half-written folder is left (it was made here)
-            shutil.rmtree(out, ignore_errors=True)
+            shutil.rmtree(work, ignore_errors=True)
             raise
+        if work == out:
+            return store
+        store.verify()
+        _replace_store(work, out)
+        return cls.open(out)
 
     @classmethod
     def _write_token_arrays(cls, out: Path, shards, vocab_size: int, dtype, tokenizer_hash: str, eos_id, bos_id):
