@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 
@@ -15,17 +17,46 @@ def ranks_in_groups(counts) -> np.ndarray:
     return np.arange(int(counts.sum()), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
 
 
+# the arrays tokenmill made and sealed (:func:`seal`), by id, each with a weak reference to it (an id is only
+# trusted while its array lives: the entry leaves with the array)
+_SEALED: dict[int, weakref.ref] = {}
+
+
+def seal(a: np.ndarray) -> np.ndarray:
+    """``a`` handed over to its holder for good: an int64 read-only view of ``a``'s memory (``a`` itself made
+    read-only too, so the view can never be made writeable again), marked as tokenmill's own (:func:`is_sealed`).
+    No copy when ``a`` is a C-contiguous int64 array owning its memory (what a planner just made); else a copy.
+    The caller must not write ``a`` afterwards.
+
+    >>> a = np.arange(3); b = seal(a); is_sealed(b), is_sealed(a), b.flags.writeable
+    (True, False, False)
+    """
+    if not (a.dtype == np.int64 and a.flags.owndata and a.flags.c_contiguous):
+        a = np.array(a, np.int64)
+    a.flags.writeable = False
+    v = a.view()
+    key = id(v)
+    _SEALED[key] = weakref.ref(v, lambda _ref, key=key: _SEALED.pop(key, None))
+    return v
+
+
+def is_sealed(a) -> bool:
+    """Whether ``a`` is an array :func:`seal` made (no one else holds its memory writeable): what a plan may
+    keep unchecked. A user's read-only array is not (a read-only view of an array the user still writes, a
+    memory map of a file)."""
+    ref = _SEALED.get(id(a))
+    return ref is not None and ref() is a
+
+
 def owned(a: np.ndarray) -> np.ndarray:
-    """``a`` as a read-only int64 array of its holder's own: ``a`` itself when it already is read-only int64, else
-    a read-only copy (a plan's or a slice's columns, which the caller's arrays written afterwards must not move).
+    """``a`` as a read-only int64 array of its holder's own: ``a`` itself when tokenmill sealed it, else a sealed
+    copy (a plan's or a slice's columns, which the caller's arrays written afterwards must not move; a read-only
+    view is no such array: its base may be written).
 
     >>> a = np.arange(3); b = owned(a); a[0] = 9; b.tolist(), b.flags.writeable
     ([0, 1, 2], False)
     """
-    if a.flags.writeable or a.dtype != np.int64:
-        a = np.array(a, np.int64)
-        a.flags.writeable = False
-    return a
+    return a if is_sealed(a) else seal(np.array(a, np.int64))
 
 
 def offsets_of(lengths) -> np.ndarray:

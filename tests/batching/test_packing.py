@@ -524,11 +524,10 @@ def test_a_bad_plan_on_the_flat_path_is_refused_with_its_reason():
     src = _FlatSource([np.arange(5), np.arange(6)])
     lengths = np.array([5, 6], np.int64)
 
-    def ro(*xs):  # read-only arrays: taken as the plan's own, unchecked (as tokenmill's own plans are)
-        out = [np.array(x, np.int64) for x in xs]
-        for a in out:
-            a.flags.writeable = False
-        return out
+    def ro(*xs):  # sealed arrays: taken as the plan's own, unchecked (as tokenmill's own plans are)
+        from tokenmill._arrays import seal
+
+        return [seal(np.array(x, np.int64)) for x in xs]
 
     # made by hand (writeable arrays): checked when made
     with pytest.raises(InputError, match="block 0 holds 11 tokens, more than block_size=8"):
@@ -562,6 +561,44 @@ def test_a_plan_written_between_two_batches_cannot_reach_past_its_arrays():
                        mine)
     mine[:] = 0
     assert by_hand.doc_lengths.tolist() == [4, 3, 6, 2]
+    # nor can a plan's arrays be made writeable again (that had reached the same segmentation fault)
+    for name in ("doc", "start", "length", "block_ptr", "doc_lengths"):
+        with pytest.raises(ValueError, match="cannot set WRITEABLE flag"):
+            getattr(plan, name).flags.writeable = True
+
+
+def test_a_plan_of_read_only_arrays_is_copied_and_checked():
+    """Read-only arrays had been taken as tokenmill's own, unchecked and not copied: read-only views of arrays
+    the caller kept writing (a segmentation fault when written between two batches) or a memory-mapped plan
+    whose segment ran past its document (document 1's tokens trained as document 0's). Only arrays tokenmill
+    made and sealed are kept as they are."""
+    docs = [np.arange(1, 5), np.arange(10, 13), np.arange(20, 26), np.arange(30, 32)]
+    plan = pack([4, 3, 6, 2], 7)
+    mine = {k: np.array(getattr(plan, k)) for k in ("doc", "start", "length", "block_ptr")}
+
+    def view(a):
+        v = a.view()
+        v.flags.writeable = False
+        return v
+
+    by_hand = PackPlan(7, plan.method, *(view(mine[k]) for k in ("doc", "start", "length", "block_ptr")),
+                       plan.doc_lengths)
+    it = by_hand.batches(docs, batch_size=1, pad_id=0)
+    first = next(it)
+    mine["length"][:] = 10**7  # the caller's arrays written: the plan holds its own copies
+    want = [b.input_ids.tolist() for b in plan.batches(docs, batch_size=1, pad_id=0)]
+    assert [first.input_ids.tolist()] + [b.input_ids.tolist() for b in it] == want
+
+    def frozen(*v):
+        a = np.array(v, np.int64)
+        a.flags.writeable = False
+        return a
+
+    lengths = frozen(3, 3)
+    with pytest.raises(InputError, match="reaches outside its document"):
+        PackPlan(8, "best_fit", frozen(0), frozen(0), frozen(5), frozen(0, 1), lengths)
+    with pytest.raises(InputError, match=r"names a document outside 0 \.\. 1"):  # (a raw IndexError in batches)
+        PackPlan(8, "best_fit", frozen(5), frozen(0), frozen(2), frozen(0, 1), lengths)
 
 
 @pytest.mark.parametrize("method", ["best_fit", "concat"])

@@ -37,7 +37,7 @@ from typing import Iterator, Literal
 
 import numpy as np
 
-from .._arrays import owned, ranks_in_groups
+from .._arrays import is_sealed, owned, ranks_in_groups, seal
 from .._validate import check_array, check_bool, check_int, check_rows, check_spans, document_lengths
 from ..data.source import TokenSource, as_source, check_memory_ids, ids_checked, reader
 from ..errors import ConfigError, InputError
@@ -59,14 +59,9 @@ LONG_DOCS = ("split", "truncate", "error")
 
 
 def _own(*arrays):
-    """Arrays a plan is made of, made read-only where they are made (no copy): what :class:`PackPlan` takes as
-    its own, unchecked (one array: it; several: a tuple)."""
-    out = []
-    for a in arrays:
-        if a.dtype != np.int64 or not a.flags.owndata:  # (a view or another dtype: a copy of its own)
-            a = np.array(a, np.int64)
-        a.flags.writeable = False
-        out.append(a)
+    """Arrays a plan is made of, sealed where they are made (no copy): what :class:`PackPlan` takes as its own,
+    unchecked (one array: it; several: a tuple)."""
+    out = [seal(a) for a in arrays]
     return out[0] if len(out) == 1 else tuple(out)
 
 
@@ -104,12 +99,13 @@ class PackPlan:
         """The plan's arrays are its own and read-only: a segment table is checked once per chunk of batches,
         and a plan's ``length`` written between two batches (its arrays had been writeable views) made the
         layout kernel read and write past its arrays, a segmentation fault. Arrays handed in writeable (a plan
-        made by hand) are copied and the plan is checked (:meth:`validate`); tokenmill's own come read-only."""
+        made by hand, or read-only but not tokenmill's: a view of an array still written, a memory map) are copied
+        and the plan is checked (:meth:`validate`); tokenmill's own come sealed (``_arrays.seal``), never copied."""
         object.__setattr__(self, "block_size", check_int(self.block_size, "block_size", min=1, max=2**62))
         handed = False
         for name in ("doc", "start", "length", "block_ptr", "doc_lengths"):
             a = getattr(self, name)
-            if isinstance(a, np.ndarray) and a.dtype == np.int64 and a.ndim == 1 and not a.flags.writeable:
+            if is_sealed(a) and a.ndim == 1:  # (a read-only array of the caller's is no plan's own: copied, checked)
                 continue
             object.__setattr__(self, name, owned(check_array(a, f"the plan's {name}", error=InputError)))  # (exact)
             handed = handed or name != "doc_lengths"

@@ -40,7 +40,7 @@ from typing import Annotated, Literal
 
 import numpy as np
 
-from .._arrays import ranks_in_groups
+from .._arrays import ranks_in_groups, seal
 from .._schema import BIG, Count, Meta, Sha256, Struct, check, load_json, parse_json
 from .._validate import check_bool, check_int
 from ..data.mixture import Mixture, allocate_counts, source_fingerprint
@@ -405,8 +405,9 @@ class BatchSchedule:
                                        minlength=ptr.size - 1) > self.block_size).any())
         if not ok:
             raise FormatError("it does not match this source's lengths and options")
-        return PackPlan(self.block_size, meta["method"], doc, start, length, ptr, lengths, meta["long_docs"],
-                        stream=bool(meta["stream"]), **{k: int(meta[k]) for k in _PLAN_COUNTS})
+        # checked above: copied out of the memory maps and sealed, so the plan is not checked again
+        return PackPlan(self.block_size, meta["method"], *(seal(a) for a in (doc, start, length, ptr)), lengths,
+                        meta["long_docs"], stream=bool(meta["stream"]), **{k: int(meta[k]) for k in _PLAN_COUNTS})
 
     def _part_samples(self, part: int, epoch: int) -> int:
         key = (part, epoch)
