@@ -4,7 +4,9 @@
 
 1. run every document alone (positions 0..L-1, plain causal mask) and keep its logits;
 2. pack the documents (document layout: block-diagonal mask, positions reset per document) and run
-   the blocks; compare, for every scored target, the logits that predict it;
+   the blocks; compare, for every scored target, the logits that predict it, and check every label of
+   the blocks: a document's own next token, ignored at its first token and on padding (a label that
+   crosses into the next document, A's EOS predicting B's BOS, is what stream packing trains);
 3. replace one document that shares a block with others by different ids of the same length, run
    the blocks again, and check that no other document's logits moved;
 4. all in eval mode (no dropout), with a stated tolerance.
@@ -28,6 +30,7 @@ from typing import Literal, Sequence
 import numpy as np
 
 from ._validate import check_array, check_float, check_int
+from .conventions import IGNORE_INDEX
 from .errors import ConfigError, require
 
 
@@ -46,6 +49,7 @@ class EquivalenceReport:
     isolation_max_diff: float
     atol: float
     rtol: float
+    label_errors: int = 0  # block positions whose label is not their document's own next token (or ignored)
 
     @property
     def equivalent(self) -> bool:
@@ -56,8 +60,12 @@ class EquivalenceReport:
         return self.moved_targets == 0
 
     @property
+    def labels_ok(self) -> bool:
+        return self.label_errors == 0
+
+    @property
     def passed(self) -> bool:
-        return self.equivalent and self.isolated
+        return self.equivalent and self.isolated and self.labels_ok
 
     def __str__(self) -> str:
         verdict = "PASS" if self.passed else "FAIL"
@@ -67,7 +75,9 @@ class EquivalenceReport:
         return (f"{verdict} ({self.layout} layout): {self.documents:,d} documents in {self.blocks:,d} blocks; "
                 f"{self.mismatched_targets:,d} of {self.targets_compared:,d} targets differ from the "
                 f"documents run alone (max |diff| {self.max_abs_diff:.2e}, atol {self.atol:g}, "
-                f"rtol {self.rtol:g}); {iso}")
+                f"rtol {self.rtol:g}); {iso}; "
+                + (f"{self.label_errors:,d} labels are not their document's own next token" if self.label_errors
+                   else "every label is its document's own"))
 
 
 def packing_equivalence(model, docs: Sequence, block_size: int, *, method: str = "best_fit",
@@ -133,13 +143,14 @@ def packing_equivalence(model, docs: Sequence, block_size: int, *, method: str =
         with torch.no_grad():
             alone = [runner.alone(a) for a in arrays]
             packed = runner.packed(plan, arrays, batch_size)
+            label_errors = runner.label_errors
             diff, bad = _compare(alone, packed, atol, rtol)
             replaced, iso_diff, moved = _isolation(runner, plan, arrays, packed, vocab, seed, batch_size, atol, rtol)
     finally:
         if hasattr(model, "train"):
             model.train(was_training)
     return EquivalenceReport(layout, len(arrays), plan.num_blocks, int(sum(max(n - 1, 0) for n in lengths)),
-                             bad, diff, replaced, moved, iso_diff, atol, rtol)
+                             bad, diff, replaced, moved, iso_diff, atol, rtol, label_errors)
 
 
 def _isolation(runner, plan, arrays, packed, vocab, seed, batch_size, atol, rtol):
@@ -162,6 +173,7 @@ class _Runner:
     def __init__(self, model, torch, device, attention: str, stream: bool):
         self.model, self.torch, self.device = model, torch, device
         self.attention, self.stream = attention, stream
+        self.label_errors = 0  # of the last packed()
 
     def _logits(self, input_ids, position_ids, mask):
         out = self.model(input_ids, position_ids=position_ids, attention_mask=mask)
@@ -183,7 +195,15 @@ class _Runner:
 
         t = self.torch
         out = [None] * len(arrays)
+        self.label_errors = 0
+        flat = np.concatenate(arrays)
+        starts = np.concatenate([[0], np.cumsum([a.size for a in arrays])[:-1]]).astype(np.int64)
         for batch in plan.batches(arrays, batch_size=batch_size, pad_id=0, stream=self.stream):
+            # every label: the document's token at that position, ignored at its first token and on padding
+            d, off = batch.doc_ids, batch.token_offsets
+            own = np.where((d >= 0) & (off >= 1), flat[np.where(d >= 0, starts[np.maximum(d, 0)] + off, 0)],
+                           IGNORE_INDEX)
+            self.label_errors += int((np.asarray(batch.labels) != own).sum())
             if self.attention == "flex":
                 mask = flex_block_mask(batch, device=self.device)
             elif self.attention == "varlen":

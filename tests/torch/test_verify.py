@@ -73,6 +73,31 @@ def test_masking_attention_is_needed_too(model):
     assert not report.equivalent and not report.isolated
 
 
+def test_labels_that_cross_a_document_are_found(model, monkeypatch):
+    """The mask alone is not enough either: with right masks and positions but a document's first label not
+    ignored (A's EOS trained to predict B's BOS) the check had passed, comparing logits only."""
+    from tokenmill.batching.packing import PackPlan
+
+    report = packing_equivalence(model, documents(), 40, atol=1e-9, rtol=0)
+    assert report.passed and report.labels_ok and "every label is its document's own" in str(report)
+    real = PackPlan.batches
+
+    def first_labels_kept(self, source, **kw):
+        for b in real(self, source, **kw):
+            first = (b.doc_ids >= 0) & (b.token_offsets == 0) & (np.arange(b.input_ids.shape[1]) > 0)
+            labels = np.array(b.labels)
+            labels[first] = b.input_ids[first]
+            object.__setattr__(b, "labels", labels)
+            yield b
+
+    monkeypatch.setattr(PackPlan, "batches", first_labels_kept)
+    report = packing_equivalence(model, documents(), 40, atol=1e-9, rtol=0)
+    crossing = report.label_errors
+    assert report.equivalent and report.isolated and not report.passed and crossing > 0
+    assert f"{crossing:,d} labels are not their document's own next token" in str(report)
+    assert "FAIL" in str(packing_equivalence(model, documents(), 40, layout="stream", atol=1e-6, rtol=0))
+
+
 def test_flex_attention_block_mask_path_on_cpu():
     import warnings
 
