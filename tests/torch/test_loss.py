@@ -181,6 +181,26 @@ def test_two_gloo_ranks_equal_one_process(tmp_path):
     assert abs(got["loss"] - norm.end_step()) < 1e-12
 
 
+def test_labels_outside_the_vocabulary_and_a_zero_count_are_named():
+    """A label of V or -1 gave torch's bare "Target 7 is out of bounds", integer logits a NotImplementedError
+    about log_softmax, and num_targets=0 beside labels holding targets the plain sum of their losses."""
+    import torch
+
+    from tokenmill import ConfigError
+    from tokenmill.torch import token_weighted_loss
+
+    logits = torch.zeros(1, 3, 4)
+    for labels, bad in (([[-100, 1, 7]], 7), ([[-100, -1, 2]], -1), ([[5, 4, 1]], 4)):
+        with pytest.raises(ConfigError, match=f"^labels hold {bad}, outside the logits' vocabulary of 4"):
+            token_weighted_loss(logits, torch.tensor(labels), num_targets=2)
+    with pytest.raises(ConfigError, match="^logits are a torch.int64 tensor"):
+        token_weighted_loss(logits.long(), torch.tensor([[-100, 1, 2]]), num_targets=2)
+    with pytest.raises(ConfigError, match="^num_targets=0, but these labels hold 2 targets"):
+        token_weighted_loss(logits, torch.tensor([[-100, 1, 1]]), num_targets=0)
+    assert token_weighted_loss(logits, torch.tensor([[-100, -100, -100]]), num_targets=0).item() == 0.0  # (a rank
+    # with nothing to score in a step that has nothing either)
+
+
 def test_num_targets_is_a_count():
     """``num_targets=-3`` was clamped to 1 and ``2.5`` divided by, silently."""
     import torch

@@ -44,10 +44,21 @@ def token_weighted_loss(logits, labels, *, num_targets, ignore_index: int = IGNO
         raise ConfigError(f"labels are a {labels.dtype} tensor; pass integer token ids (and ignore_index)")
     if labels.dtype != torch.int64:  # (int32, uint16 numpy labels: cross_entropy takes int64 targets only)
         labels = labels.long()
+    if not logits.dtype.is_floating_point:  # (torch: "log_softmax_lastdim_kernel_impl" not implemented for 'Long')
+        raise ConfigError(f"logits are a {logits.dtype} tensor; pass the model's floating-point logits")
     flat = logits[..., :-1, :].reshape(-1, logits.shape[-1])
     if flat.dtype in (torch.float16, torch.bfloat16):
         flat = flat.float()  # sum the token losses in float32
-    total = F.cross_entropy(flat, labels[..., 1:].reshape(-1), ignore_index=ignore_index, reduction="sum")
+    targets = labels[..., 1:].reshape(-1)
+    try:
+        total = F.cross_entropy(flat, targets, ignore_index=ignore_index, reduction="sum")
+    except (IndexError, RuntimeError) as e:  # (on the CPU; a GPU asserts on the device, which cannot be caught)
+        if "out of bounds" not in str(e):
+            raise
+        bad = targets[(targets != ignore_index) & ((targets < 0) | (targets >= logits.shape[-1]))]
+        raise ConfigError(f"labels hold {bad[0].item()}, outside the logits' vocabulary of {logits.shape[-1]:,d} "
+                          f"(labels must be token ids below it, or ignore_index={ignore_index} where a position is "
+                          "not a target): check the tokenizer matches the model's vocab_size") from None
     if torch.is_tensor(num_targets):  # (its value is not read here: that would wait for the GPU every step)
         if num_targets.dtype.is_floating_point or num_targets.dtype == torch.bool or num_targets.numel() != 1:
             raise ConfigError(f"num_targets is a {num_targets.dtype} tensor of shape {tuple(num_targets.shape)}; pass "
@@ -55,6 +66,10 @@ def token_weighted_loss(logits, labels, *, num_targets, ignore_index: int = IGNO
         n = num_targets
     else:  # a count: 2.5 or -3 is no count (-3 was clamped to 1, 2.5 divided by)
         n = torch.tensor(check_int(num_targets, "num_targets", min=0))
+        if num_targets == 0 and (targets != ignore_index).any():  # (read only here: a step with no target is rare)
+            raise ConfigError(f"num_targets=0, but these labels hold {int((targets != ignore_index).sum()):,d} "
+                              "targets; pass the step's count of effective targets over all micro-batches and "
+                              "ranks (count_targets of each, summed), which is 0 only when no label is a target")
     return total / n.to(total.device).clamp(min=1)
 
 
