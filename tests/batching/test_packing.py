@@ -70,6 +70,10 @@ def test_concat_is_a_stream_on_purpose():
     assert block.doc_ids.tolist() == [0, 0, 0, 0, 1, 1, 1]  # still says where every token came from
     assert block.cu_seqlens.tolist() == [0, 7]
     assert block.dense_mask().tolist() == np.tril(np.ones((7, 7), bool)).tolist()
+    # the documents it cuts at block edges are counted as split (it had said "split 0 documents")
+    cut = pack([4, 3, 5, 20, 2], 6, method="concat")
+    assert cut.split_docs == 2 and "split 2 documents" in str(cut)  # the 3 (tokens 4-6 of the stream) and the 20
+    assert pack([3, 3, 6], 6, method="concat").split_docs == 0
 
 
 def test_stream_override_on_document_plan():

@@ -511,7 +511,9 @@ def pack(lengths, block_size: int, *, method: Method = "best_fit", long_docs: Lo
     empty = int((doc_lengths == 0).sum())
     if method == "concat":
         doc, start, length, ptr = _concat(doc_lengths, T)
-        return PackPlan(T, method, *_own(doc, start, length, ptr), doc_lengths, long_docs, stream=True, empty_docs=empty)
+        split = int((np.bincount(doc, minlength=doc_lengths.size) > 1).sum())  # cut at a block edge (had said 0)
+        return PackPlan(T, method, *_own(doc, start, length, ptr), doc_lengths, long_docs, stream=True, empty_docs=empty,
+                        split_docs=split)
 
     if method != "first_fit_decreasing" and _python_first(doc_lengths, T, method, long_docs):
         doc, start, length, counts = _items(doc_lengths, T, long_docs, twin=True)

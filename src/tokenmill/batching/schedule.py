@@ -347,7 +347,8 @@ class BatchSchedule:
     # ---- the packing plan cache (startup of a resumed run) ---------------------------------------
     def _cache_dir(self, part: int) -> Path:
         src = self.parts[part]
-        key = json.dumps({"v": 2, "data": source_fingerprint(src), "block_size": self.block_size,
+        # (v3: concat plans count the documents they cut at block edges in split_docs; v2 plans said 0)
+        key = json.dumps({"v": 3, "data": source_fingerprint(src), "block_size": self.block_size,
                           "method": self.method, "long_docs": self.long_docs, "seed": self.seed}, sort_keys=True)
         return self.plan_cache / ("pack-" + hashlib.sha256(key.encode()).hexdigest()[:24])
 

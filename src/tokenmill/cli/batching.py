@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 
 from ._common import add_command, add_quiet, seed
@@ -88,7 +89,12 @@ def _read_lengths(args):
                              "or a .npy array") from None
         if not text.split():  # (numpy's loadtxt warns and returns nothing: 0 documents "packed" at 100% fill)
             raise InputError("it holds no lengths; pass one length per line, or a .npy array")
-        return np.loadtxt(text.splitlines(), dtype=np.int64, ndmin=1)
+        body = text.rstrip()
+        blank = re.search(r"(?m)^[ \t\r\f\v]*$", body)
+        if blank:  # (loadtxt skips it: every later document's index moved by one, without a word)
+            raise InputError(f"line {body.count(chr(10), 0, blank.start()) + 1:,d} is blank; pass one length per "
+                             "line (0 for an empty document), with no blank lines between them")
+        return np.loadtxt(body.splitlines(), dtype=np.int64, ndmin=1)
     except (InputError, OSError, ValueError, OverflowError, EOFError) as e:
         raise InputError(f"cannot read lengths from {args.lengths}: {' '.join(str(e).split())}") from e
 

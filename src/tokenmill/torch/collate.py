@@ -10,7 +10,8 @@ torch = require("torch", "torch")
 
 def to_tensors(batch: Batch | Block, *, device=None) -> dict:
     """A :class:`~tokenmill.batching.Batch` (or one Block, as a batch of 1) as a dict of tensors:
-    ``input_ids``, ``labels``, ``position_ids``, ``doc_ids`` (int64, ``(B, T)``), ``attention_mask``
+    ``input_ids``, ``labels`` (int64, ``(B, T)``), ``position_ids``, ``doc_ids`` (``(B, T)``, the batch's
+    ``index_dtype``: int64, or int32 when the batches were made with ``index_dtype=np.int32``), ``attention_mask``
     (bool non-pad, ``(B, T)``), ``cu_seqlens`` (int32) and ``max_seqlen`` (int).
 
     >>> from tokenmill.batching import pad_batch
