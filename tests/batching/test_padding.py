@@ -136,6 +136,10 @@ def test_negative_ids_doc_ids_and_starts_are_refused():
             pad_batch([[1, 2, 3]], pad_id=0, **kw)
     b = pad_batch([[1, 2, 3]], pad_id=0, doc_ids=[7], starts=[5])
     assert b.block(0).attention_mask.tolist() == [True, True, True] and b.stats().non_pad == 3
+    # a start near 2**63 had wrapped the row's token offsets to negative numbers
+    with pytest.raises(ConfigError, match=r"starts holds 9,223,372,036,854,775,806 .* must be in 0 \.\. "):
+        pad_batch([[1, 2, 3]], pad_id=0, starts=[2**63 - 2])
+    assert pad_batch([[1, 2]], pad_id=0, starts=[2**62]).token_offsets.tolist() == [[2**62, 2**62 + 1]]
 
 
 def test_block_takes_python_indices():

@@ -251,6 +251,14 @@ def test_plan_units_packing_golden():
     assert list(zip(p.start.tolist(), p.end.tolist())) == [(0, 11), (11, 19)]
 
 
+def test_unit_lengths_past_what_a_plan_holds_are_refused():
+    """Units adding up past 2**63 had wrapped the int64 sum: a plan of -2**63 tokens, without a word."""
+    with pytest.raises(InputError, match=r"^document 1: its units add up to 9,223,372,036,854,775,811 tokens"):
+        SemanticWindows(5, overlap_units=0).plan_units([[1], [2**62, 2**62, 3]])
+    with pytest.raises(InputError, match=r"^the documents' units add up to 9,223,372,036,854,775,806 tokens"):
+        SemanticWindows(5, overlap_units=0).plan_units([[2**62 - 1], [2**62 - 1]])
+
+
 def test_oversize_units():
     # a plain unit of 10 with C=4 is hard-split into 4, 4, 2
     p = SemanticWindows(4, overlap_units=0).plan_units([np.array([1, 10])])

@@ -108,8 +108,9 @@ def _positive(value, name: str) -> int:
 
 
 def _index_array(values, n: int, name: str) -> np.ndarray:
-    # (doc id -1 marks padding in a batch: a real row named so read as padding in its blocks and stats)
-    a = check_array(values, name, min=0, error=ConfigError)
+    # (doc id -1 marks padding in a batch: a real row named so read as padding in its blocks and stats; a start
+    # near 2**63 wrapped to negative token offsets once its row's positions were added)
+    a = check_array(values, name, min=0, max=2**62, error=ConfigError)
     if a.shape != (n,):
         raise ConfigError(f"{name} has shape {a.shape}; it needs one entry per sequence, shape ({n},)")
     return a

@@ -247,9 +247,14 @@ class SemanticWindows:
                 raise InputError(f"document {d:,d}: atomic has {flags[d].size:,d} flags for {lens[d].size:,d} units")
             if lens[d].size and lens[d].min() < 0:
                 raise InputError(f"document {d:,d} has a unit of negative length")
+        u_len = np.concatenate(lens) if D else np.zeros(0, np.int64)
+        if u_len.sum(dtype=np.float64) > 2**62:  # (an int64 sum past 2**63 wrapped: a plan of -2**63 tokens)
+            d = next((d for d, u in enumerate(lens) if u.sum(dtype=np.float64) > 2**62), None)
+            what = (f"document {d:,d}: its units add up to {sum(lens[d].tolist()):,d}" if d is not None else
+                    f"the documents' units add up to {sum(u_len.tolist()):,d}")
+            raise InputError(f"{what} tokens, more than a plan holds ({2**62:,d}); pass token lengths")
         doc_len = np.array([int(u.sum()) for u in lens], np.int64)
         u_doc = np.repeat(np.arange(D, dtype=np.int64), [u.size for u in lens])
-        u_len = np.concatenate(lens) if D else np.zeros(0, np.int64)
         u_atom = np.concatenate(flags) if D else np.zeros(0, bool)
         u_start = np.concatenate([np.cumsum(u) - u for u in lens]) if D else np.zeros(0, np.int64)
         keep = u_len > 0
