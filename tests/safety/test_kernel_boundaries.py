@@ -71,6 +71,13 @@ def test_learn_merges_checks_its_arrays():
     with pytest.raises(ConfigError, match="counts"):
         learn_merges_arrays(data, np.array([2, 2]), np.array([1]), 3)
     assert learn_merges_arrays(data, np.array([2, 2]), np.array([1, 1]), 3).pairs.tolist() == [[97, 98]]
+    # counts whose pairs add up past 2**62: the kernel's int64 pair counts had wrapped negative (no merges,
+    # "min_frequency", the pair (c, d) of count 5 lost too), the Python twin a bare OverflowError
+    cd = np.frombuffer(b"ababcd", np.uint8)
+    for backend in ("numba", "python"):
+        with pytest.raises(ConfigError, match="counts x chunk lengths add up to 1.38e"):
+            learn_merges_arrays(cd, np.array([4, 2]), np.array([2**62, 5]), 2, backend=backend)
+    assert learn_merges_arrays(cd, np.array([4, 2]), np.array([2**40, 5]), 2).counts.tolist() == [2**41, 2**40]
 
 
 # ---- token sources whose flat arrays disagree with their lengths -----------------------------------

@@ -127,9 +127,14 @@ def test_min_frequency_stops_early_with_warning():
 
 
 def test_max_token_bytes():
-    with pytest.warns(UserWarning, match="learned 3 of 34"):  # aa, aaa, then only 4+ byte pairs
+    # the stop is said as the option's (it had read "no pairs left to merge", with pairs such as (aaa, aaa) left)
+    with pytest.warns(UserWarning, match=r"learned 3 of 34 merges \(every pair left would make a token longer than "
+                                         r"max_token_bytes=3\)"):  # aa, aaa, then only 4+ byte pairs
         tok = train_bpe(["aaaaaaaa bbbbbbbb"] * 3, 290, max_token_bytes=3, pattern=None)
     assert max(len(tok.token_bytes(i)) for i in range(tok.vocab_size)) <= 3
+    assert tok.train_report.stop_reason == "max_token_bytes"
+    with pytest.warns(UserWarning, match=r"\(no pairs left to merge\)"):  # chunks within the limit: the corpus's
+        assert train_bpe(["ab ab"], 300, max_token_bytes=5).train_report.stop_reason == "no_pairs"
 
 
 def test_sampling_fraction_is_deterministic_and_reported():

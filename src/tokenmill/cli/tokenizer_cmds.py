@@ -98,7 +98,9 @@ def cmd_train(args) -> int:
     print(f"  documents {r.documents_used:,d} of {r.documents_seen:,d} ({r.sampled_share:.1%} of {r.bytes_seen:,d} bytes), "
           f"chunks {r.chunks:,d} ({r.distinct_chunks:,d} distinct), merges {r.merges:,d} ("
           + {"vocab_size": "--vocab-size reached", "no_pairs": "stopped early: no pairs left to merge",
-             "min_frequency": "stopped at --min-frequency"}.get(r.stop_reason, r.stop_reason) + ")")
+             "min_frequency": "stopped at --min-frequency",
+             "max_token_bytes": "stopped early: every pair left makes a token longer than --max-token-bytes",
+             }.get(r.stop_reason, r.stop_reason) + ")")
     return 0
 
 

@@ -135,6 +135,12 @@ def _checked(data, lengths, counts):
     if total != data.size or (lengths.size and int(lengths.sum()) != data.size):
         raise ConfigError(f"lengths add up to {total:,d} bytes but data holds {data.size:,d}; "
                           "they must describe the same chunks")
+    # every pair count is at most the sum of count x (length - 1) over the chunks: past 2**62 the kernel's int64
+    # counts could wrap negative (no merges, "min_frequency"), where the Python twin raised an OverflowError
+    pairs = float(np.dot(counts.astype(np.float64), np.maximum(lengths - 1, 0).astype(np.float64)))
+    if pairs > 2**62:
+        raise ConfigError(f"counts x chunk lengths add up to {pairs:.3g} pairs, more than the merge loop counts "
+                          f"exactly ({2**62:,d}); pass each chunk's number of occurrences")
     return np.ascontiguousarray(data), lengths, counts
 
 

@@ -42,7 +42,7 @@ class TrainReport:
     distinct_chunks: int
     merges: int
     merges_requested: int
-    stop_reason: str  # "vocab_size", "no_pairs", "min_frequency"
+    stop_reason: str  # "vocab_size", "no_pairs", "min_frequency", "max_token_bytes"
     special_tokens_in_text: int  # occurrences of special-token text, excluded from merges
 
     @property
@@ -116,17 +116,24 @@ def train_bpe(
     # The merges do not depend on the order of the chunks (ties are broken by the pair itself), so
     # the table's order, which depends on the thread count, never reaches the result.
     result = _learn(counts, num_merges, min_frequency, max_token_bytes, show)
+    stop = result.stop_reason
+    if stop == "no_pairs" and max_token_bytes is not None and len(counts) and counts.lengths.max() > max_token_bytes:
+        # a chunk longer than the limit is two tokens or more: pairs were left, each making a token past it (this
+        # had read "no pairs left to merge", sending the user to the corpus rather than the option)
+        stop = "max_token_bytes"
     if len(result.counts) < num_merges:
+        why = {"min_frequency": f"no pair reaches min_frequency={min_frequency}",
+               "max_token_bytes": f"every pair left would make a token longer than max_token_bytes={max_token_bytes}",
+               }.get(stop, "no pairs left to merge")
         warnings.warn(
-            f"training stopped early: learned {len(result.counts):,d} of {num_merges:,d} merges "
-            f"({'no pair reaches min_frequency=' + str(min_frequency) if result.stop_reason == 'min_frequency' else 'no pairs left to merge'}); "
+            f"training stopped early: learned {len(result.counts):,d} of {num_merges:,d} merges ({why}); "
             f"vocab_size is {256 + len(result.counts) + len(names):,d}, not {vocab_size:,d}",
             stacklevel=2,
         )
     tok = Tokenizer.from_merges(result.pairs, pattern=regex_str, special_tokens=names, merge_counts=result.counts)
     tok.train_report = TrainReport(
         chunks=int(counts.counts.sum()), distinct_chunks=len(counts), merges=len(result.counts),
-        merges_requested=num_merges, stop_reason=result.stop_reason, **stats,
+        merges_requested=num_merges, stop_reason=stop, **stats,
     )
     return tok
 
