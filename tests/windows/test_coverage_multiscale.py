@@ -139,3 +139,7 @@ def test_stride_ratios_are_read_as_written():
         want = [max(1, int(w * Fraction(str(ratio)))) for w in (10, 20, 100, 1000)]
         assert [s.stride for s in ms.scales] == want, ratio
     assert MultiScaleWindows([10], stride_ratio=0.7).plan([24]).start.tolist() == [0, 7, 14]
+    # ratios written as fractions: 2/3 is the double 0.6666666666666666, whose decimal form had made size 3 step 1
+    # (twice the windows) and 300 step 199; a ratio that is no near fraction stays as written
+    for ratio, strides in ((2 / 3, [2, 4, 6, 54, 200]), (1 / 3, [1, 2, 3, 27, 100]), (0.123456789, [1, 1, 1, 9, 37])):
+        assert [s.stride for s in MultiScaleWindows([3, 6, 9, 81, 300], stride_ratio=ratio).scales] == strides, ratio

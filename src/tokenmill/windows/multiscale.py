@@ -55,8 +55,13 @@ class MultiScaleWindows:
                               f"are SlidingWindows' keywords: {', '.join(sorted(known))}")
         self.stride_ratio = check_float(stride_ratio, "stride_ratio", min=1e-9, max=1e9)  # (0.5: half-window stride)
         # the ratio as written (0.7 is 7/10, not the double just below it, whose floor made 10 * 0.7 a stride
-        # of 6); its shortest decimal form, which str gives for a Python or a numpy float
+        # of 6); its shortest decimal form, which str gives for a Python or a numpy float; and a ratio within
+        # 1e-12 of a fraction of denominator up to 1000 is that fraction (2/3 is the double 0.6666666666666666,
+        # whose decimal form made 3 * 2/3 a stride of 1 and 300 * 2/3 one of 199)
         ratio = Fraction(str(stride_ratio))
+        near = ratio.limit_denominator(1000)
+        if abs(near - ratio) <= ratio * Fraction(1, 10**12):
+            ratio = near
         strides = {}
         for w in sizes:  # floor(size * ratio) exactly (in floats, sizes past 2**53 came out one less)
             strides[w] = max(1, int(Fraction(int(w)) * ratio))
