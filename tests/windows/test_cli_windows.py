@@ -58,4 +58,8 @@ def test_cli_default_stride_is_half_the_content_and_no_documents_is_an_error(tmp
     assert main(["windows", "--tokenizer", t, "--input", str(tmp_path / "blank.txt"), "--split-lines",
                  "--window", "8"]) != 0
     err = capsys.readouterr().err
-    assert "blank.txt holds no documents" in err and "blank lines" in err
+    assert "blank.txt holds no text" in err and "blank lines" in err
+    # an empty file (one document of 0 tokens) had passed the guard: "coverage 100.00% of 0 tokens", exit 0
+    (tmp_path / "empty.txt").write_bytes(b"")
+    assert main(["windows", "--tokenizer", t, "--input", str(tmp_path / "empty.txt"), "--window", "8"]) == 1
+    assert "empty.txt holds no text (every file is empty)" in capsys.readouterr().err
