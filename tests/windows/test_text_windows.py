@@ -480,3 +480,30 @@ def test_semantic_and_retrieval_edges_are_refused_or_read_as_documented(monkeypa
             sp.window_span(r)
     with pytest.raises(ConfigError, match="window=0"):
         chunk_text("abc", Bytes(), window=0, stride=1)
+
+
+@settings(max_examples=150, deadline=None)
+@given(text=st.lists(st.sampled_from(list("ab 。\n") + ["😀", "你", "é", "👩‍👩‍👧", "\u0301"]), max_size=30).map("".join),
+       window=st.integers(1, 9), overlap=st.integers(0, 2), boundaries=st.sampled_from(["sentence", "paragraph"]))
+def test_hard_splits_of_long_units_cut_where_a_character_starts(gpt2_ranks_path, text, window, overlap, boundaries):
+    """A unit longer than the window was cut every C tokens, inside characters (GPT-2 spells an emoji in two
+    tokens): a window began with an emoji's last byte, and window_span gave whole characters that were not the
+    window's tokens. Cuts now fall where a character starts; only a character of more than C tokens is cut."""
+    tok = _gpt2(gpt2_ranks_path)
+    sp = SemanticWindows(window, overlap_units=overlap, boundaries=boundaries).plan_texts([text], tok)
+    ids = sp.source.get(0) if len(sp.source) else np.zeros(0, np.int64)
+    covered = np.zeros(ids.size, bool)
+    for r in range(len(sp.plan)):
+        s, e = int(sp.plan.start[r]), int(sp.plan.end[r])
+        covered[s:e] = True
+        got = b"".join(tok.token_bytes(int(i)) for i in ids[s:e])
+        widest = max(len(tok.encode_ordinary(c)) for c in text)  # (a character of more tokens than the window)
+        if widest <= window:
+            assert text[sp.window_span(r)].encode() == got, (r, s, e)
+    assert covered.all()
+
+
+def _gpt2(path, cache={}):
+    if path not in cache:
+        cache[path] = tokenmill.Tokenizer.from_tiktoken(path, pattern="gpt2")
+    return cache[path]

@@ -23,8 +23,10 @@ Rules, in order:
    so a cut never lands inside a character, and :meth:`SemanticPlan.window_span` is exactly the
    text of the window's tokens.
 3. ``atomic`` character spans (e.g. an instruction with its response) become single units: no cut
-   inside them. A non-atomic unit longer than the content size ``C`` is hard-split into ``C``-token
-   pieces; an atomic one follows ``oversize``: ``"split"`` (pieces), ``"truncate"`` (keep its first
+   inside them. A non-atomic unit longer than the content size ``C`` is hard-split into pieces of at
+   most ``C`` tokens, each cut where a character starts (every ``C`` tokens with :meth:`plan_units`, which
+   knows no characters; inside a character only where one takes more than ``C`` tokens); an atomic one
+   follows ``oversize``: ``"split"`` (pieces), ``"truncate"`` (keep its first
    ``C`` tokens; the rest is counted in ``truncated_tokens`` and left uncovered) or ``"error"``.
 4. A window takes units from ``i`` while they fit in ``C``. The next window starts at
    ``max(i + 1, j - overlap_units)`` (``j``: first unit not taken), moved further right if the
@@ -153,16 +155,18 @@ class SemanticWindows:
                 raise InputError(f"atomic has {len(atomic):,d} entries for {len(texts):,d} texts; pass one list of "
                                  "(start, end) character spans per text ([] for none)")
         docs, bounds, unit_lens, unit_atomic = [], [], [], []
+        split_here = 0  # units longer than the window cut at characters' starts (_units)
         for d, text in enumerate(texts):
             ids, cb, bb = encode_with_byte_offsets(text, tokenizer)
             spans = [] if atomic is None else list(atomic[d])
-            lens, flags = self._units(text, bb, spans, d)
+            lens, flags, presplit = self._units(text, bb, spans, d)
             docs.append(ids)
             bounds.append(cb)
             unit_lens.append(lens)
             unit_atomic.append(flags)
+            split_here += presplit
         plan, units, truncated, split = self._plan(unit_lens, unit_atomic, epoch)
-        return SemanticPlan(plan, ArraySource(docs), units, tuple(bounds), truncated, split)
+        return SemanticPlan(plan, ArraySource(docs), units, tuple(bounds), truncated, split + split_here)
 
     def _units(self, text: str, bb: np.ndarray, spans, d: int) -> tuple[np.ndarray, np.ndarray]:
         n_tok = bb.size - 1
@@ -203,12 +207,35 @@ class SemanticWindows:
             cuts = {c for c in cuts if not a < c < b} | {a, b}
         edges = np.array(sorted(cuts | {0, n_tok}), np.int64) if n_tok else np.zeros(0, np.int64)
         edges = edges[(edges >= 0) & (edges <= n_tok)]
+        # a unit longer than the window is cut into pieces here, at token positions where a character starts
+        # (the last such within C tokens of the piece's start), not every C tokens (that had cut inside a
+        # character: a window starting with an emoji's last bytes); only a character of more than C tokens is cut
+        # inside. Atomic units are left to oversize unless it is "split".
+        C = self.capacity
+        long = np.flatnonzero(np.diff(edges) > C)
+        presplit = 0
+        if long.size:
+            idx = np.minimum(np.searchsorted(char_byte, bb), char_byte.size - 1)
+            aligned = np.flatnonzero(char_byte[idx] == bb)  # token positions at a character's first byte
+            extra = []
+            for u in long.tolist():
+                a, b = int(edges[u]), int(edges[u + 1])
+                if self.oversize != "split" and any(ra <= a < rb for ra, rb in regions):
+                    continue
+                presplit += 1
+                p = a
+                while b - p > C:
+                    k = int(np.searchsorted(aligned, p + C, side="right")) - 1
+                    q = int(aligned[k]) if k >= 0 and aligned[k] > p else p + C
+                    extra.append(q)
+                    p = q
+            edges = np.unique(np.concatenate([edges, np.array(extra, np.int64)]))
         lens = np.diff(edges)
         starts = edges[:-1]
         flags = np.zeros(lens.size, bool)
         for a, b in regions:
             flags |= (starts >= a) & (starts < b)
-        return lens, flags
+        return lens, flags, presplit
 
     # -- units -> windows ------------------------------------------------------------------------
 
