@@ -143,3 +143,14 @@ def test_stride_ratios_are_read_as_written():
     # (twice the windows) and 300 step 199; a ratio that is no near fraction stays as written
     for ratio, strides in ((2 / 3, [2, 4, 6, 54, 200]), (1 / 3, [1, 2, 3, 27, 100]), (0.123456789, [1, 1, 1, 9, 37])):
         assert [s.stride for s in MultiScaleWindows([3, 6, 9, 81, 300], stride_ratio=ratio).scales] == strides, ratio
+
+
+def test_multiscale_summary_counts_documents_once():
+    """Per-document counters were summed over the scales: a plan of 2 documents said "3 empty, 3 shorter than
+    the window". Empty documents are counted once; those shorter than the window are said per scale."""
+    plan = MultiScaleWindows([4, 8, 16]).plan([0, 3, 10])
+    assert plan.stats.num_docs == 3 and plan.stats.empty_docs == 1
+    first = plan.summary().split("\n")[0]
+    assert first == "documents 3 (1 empty; shorter than the window, by scale: 4: 1 (0 dropped), 8: 1 (0 dropped), " \
+                    "16: 2 (0 dropped))"
+    assert [st.short_docs for st in plan.scale_stats] == [1, 1, 2]

@@ -401,6 +401,8 @@ def test_overlapping_atomic_spans_stay_whole_and_bad_arguments_are_named():
         SemanticWindows(12).plan_texts([text, text], Bytes(), atomic=[[(0, 3)]])
     with pytest.raises(InputError, match=r"atomic span \(0, 3, 4\) is not a \(start, end\) pair"):
         SemanticWindows(12).plan_texts([text], Bytes(), atomic=[[(0, 3, 4)]])
+    with pytest.raises(InputError, match=r"atomic span \(3, 1\) starts after it ends"):  # (was "outside")
+        SemanticWindows(12).plan_texts([text], Bytes(), atomic=[[(3, 1)]])
     for call in (lambda: SemanticWindows(12).plan_texts([b"abc"], Bytes()), lambda: chunk_text(b"abc", Bytes(), 2, 1)):
         with pytest.raises(ConfigError, match=r"a bytes, not a str; decode it first"):
             call()

@@ -10,7 +10,8 @@ Small windows see local detail, large ones long-range context::
 Each scale is an ordinary :class:`SlidingWindows` with ``stride = max(1, floor(size * stride_ratio))``
 and the shared options; rows are sorted by (scale, doc, start): the plans of the scales one after
 the other, smallest window first, and ``scale`` holds the row's window size. ``score="new"`` applies within each scale (each scale is its own evaluation). The plan's
-``stats`` add the scales up (each token counted once per scale; ``num_docs`` counted once);
+``stats`` add the scales up (each token counted once per scale; ``num_docs`` and ``empty_docs`` counted
+once; ``short_docs`` summed, and said per scale by ``summary()``);
 ``scale_stats`` holds one :class:`PlanStats` per scale, and :func:`tokenmill.coverage_report`
 gives the union over scales.
 
@@ -92,7 +93,9 @@ class MultiScaleWindows:
         total = stats[0]
         for st in stats[1:]:
             total = total + st
-        total = replace(total, num_docs=int(lengths.size))
+        # documents counted once: the count and the empty ones (the same at every scale; summed, a plan of 2
+        # documents said "3 empty"); those shorter than the window differ by scale: summed, said per scale
+        total = replace(total, num_docs=int(lengths.size), empty_docs=stats[0].empty_docs)
         scale = np.repeat(np.array([s.window_size for s in self.scales], np.int64), counts)
         s0 = self.scales[0]
         return WindowPlan(**cols, scale=scale, stats=total, bos=s0.bos, eos=s0.eos, positions=s0.positions,

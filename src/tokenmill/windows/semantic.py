@@ -184,6 +184,9 @@ class SemanticWindows:
             s, e = span
             s = check_int(s, f"document {d:,d}: atomic span start", error=InputError)
             e = check_int(e, f"document {d:,d}: atomic span end", error=InputError)
+            if s > e:  # (had read "outside its N characters")
+                raise InputError(f"document {d:,d}: atomic span ({s:,d}, {e:,d}) starts after it ends; pass (start, "
+                                 "end) character offsets with start <= end")
             if not (0 <= s <= e <= len(text)):
                 raise InputError(f"document {d:,d}: atomic span ({s:,d}, {e:,d}) is outside its {len(text):,d} characters")
             if e == s:

@@ -293,7 +293,18 @@ class WindowPlan:
         return self.length + (self.bos is not None) + (self.eos is not None)
 
     def summary(self) -> str:
-        return self.stats.summary()
+        text = self.stats.summary()
+        if len(self.scale_stats) < 2:  # (a single-scale plan)
+            return text
+        # a multi-scale plan: documents shorter than the window differ by scale (their sum read as a count of
+        # documents: "documents 2 (3 empty, 3 shorter than the window...)")
+        sizes = sorted({int(w) for w in self.scale.tolist()}) if len(self) else []
+        per = ", ".join(f"{w:,d}: {st.short_docs:,d} ({st.short_docs_dropped:,d} dropped)"
+                        for w, st in zip(sizes, self.scale_stats)) if len(sizes) == len(self.scale_stats) else \
+            ", ".join(f"{st.short_docs:,d} ({st.short_docs_dropped:,d} dropped)" for st in self.scale_stats)
+        first = (f"documents {self.stats.num_docs:,d} ({self.stats.empty_docs:,d} empty; shorter than the window, "
+                 f"by scale: {per})")
+        return "\n".join([first] + text.split("\n")[1:])
 
     def select(self, rows) -> "WindowPlan":
         """A plan of the given rows (indices or boolean mask), e.g. one rank's shard.
