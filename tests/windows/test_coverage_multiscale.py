@@ -35,6 +35,14 @@ def test_report_uncovered_spans_and_checks():
         coverage_report(plan, [0, 3, 5])
     with pytest.raises(InputError, match="documents"):
         coverage_report(plan, [0, 3])
+    # a longer source or lengths (more documents, or a document grown) had passed: its extra tokens never
+    # windowed, the last window's EOS label lost
+    with pytest.raises(InputError, match=r"made for 3 documents of 18 tokens, but the lengths holds 4 of 19"):
+        coverage_report(plan, [0, 3, 15, 1])
+    eos = SlidingWindows(4, 2, template=(None, 2)).plan([5])
+    with pytest.raises(InputError, match=r"made for 1 documents of 5 tokens, but the source holds 1 of 10"):
+        list(eos.materialize([np.arange(10, 20)]))
+    assert [w.labels.tolist()[-1] for w in eos.materialize([np.arange(10, 15)])][-1] == 2
 
 
 @settings(max_examples=150, deadline=None)

@@ -373,10 +373,20 @@ class WindowPlan:
         """Every window of ``rows`` (default: all) lies inside its document of a source of ``lengths`` (the plan
         was made for it), else an InputError naming the first that does not: "plan and source disagree" (a
         shorter source gave a bare IndexError, or windows past a document's end rendered empty). The one
-        check of a plan against lengths (``coverage_report`` uses it too, ``what="lengths"``)."""
+        check of a plan against lengths (``coverage_report`` uses it too, ``what="lengths"``). The lengths must
+        also be the plan's documents: as many, as many tokens in all (its stats)."""
         rows = np.arange(len(self), dtype=np.int64) if rows is None else rows
-        if rows.size == 0:
-            return
+        if rows.size:
+            self._check_rows_inside(lengths, rows, what, fix)
+        # the documents the plan was made for (its stats): a longer source had passed, its extra tokens never
+        # windowed and the last window's EOS label lost (the window no longer ended its document)
+        n_scales = max(1, len(self.scale_stats))
+        if lengths.size != self.stats.num_docs or int(lengths.sum()) * n_scales != self.stats.num_tokens:
+            tokens = self.stats.num_tokens // n_scales
+            raise InputError(f"the plan was made for {self.stats.num_docs:,d} documents of {tokens:,d} tokens, but the "
+                             f"{what} holds {lengths.size:,d} of {int(lengths.sum()):,d}: plan and {what} disagree; {fix}")
+
+    def _check_rows_inside(self, lengths: np.ndarray, rows: np.ndarray, what: str, fix: str) -> None:
         doc = self.doc[rows]
         if int(doc.min()) < 0 or int(doc.max()) >= lengths.size:
             bad = int(doc.min()) if int(doc.min()) < 0 else int(doc.max())
