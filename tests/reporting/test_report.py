@@ -259,6 +259,10 @@ def test_cli_writes_the_page_and_prints_its_path(tok, store, tmp_path, capsys):
     assert main(["report", "--tokenizer", str(tok_path), "--text", str(bad), "--out", str(out), "-q",
                  "--errors", "replace"]) == 0
     assert "2 invalid UTF-8 sequences" in capsys.readouterr().err
+    empty = tmp_path / "empty.txt"  # no tokens: no fill to print (a None format had failed after the page was written)
+    empty.write_bytes(b"")
+    assert main(["report", "--tokenizer", str(tok_path), "--text", str(empty), "--out", str(out), "-q"]) == 0
+    assert "0 tokens shown; no tokens to pack" in capsys.readouterr().out
 
 
 def test_report_options_given_as_numpy_scalars_are_checked_in_python_ints():

@@ -46,7 +46,9 @@ def cmd_report(args) -> int:
     if r.data.meta.get("invalid_utf8_replaced"):  # (stderr, as every command with --errors replace says it)
         print(f"tokenmill: {r.data.meta['invalid_utf8_note']}", file=sys.stderr)
     t, p = r.data.tokens["totals"], r.data.packing
+    # (no tokens: no fill to say; its None had failed the format after the page was written)
+    packing = (f"packing fill {p['fill']:.1%} vs padding {p['padding_fill']:.1%} at block size {p['block_size']:,d}"
+               if p.get("fill") is not None and p.get("padding_fill") is not None else "no tokens to pack")
     print(f"wrote {r.path} ({r.bytes:,d} bytes) in {r.seconds:.1f} s: {len(r.data.tokens['samples'])} samples, "
-          f"{t['tokens']:,d} tokens shown; packing fill {p['fill']:.1%} vs padding {p['padding_fill']:.1%} "
-          f"at block size {p['block_size']:,d}")
+          f"{t['tokens']:,d} tokens shown; {packing}")
     return 0
