@@ -100,3 +100,26 @@ def test_report_in_chromium(browser, tok, store, tmp_path):
     colors = img.getcolors(maxcolors=1 << 20)
     assert len(colors) > 50 and max(c for c, _ in colors) < 0.9 * 1280 * 1000  # drawn, not blank
     page.close()
+
+
+def test_bidirectional_controls_do_not_reorder_the_page(browser, tok, tmp_path):
+    """An unclosed right-to-left override (U+202E) in a sample drew every later token of it reversed ("first
+    part trap driht"), and a file name holding one its rest backwards in the header. The character is drawn as
+    its code point, kept in the token's text but isolated; names show it by code point too."""
+    name = tmp_path / "abc\u202etxt.exe"
+    name.write_text("first part \u202e second part third part \u200b end", encoding="utf-8")
+    r = tokenmill.report(tok, files=[name], out=tmp_path / "report.html", samples=2, sample_tokens=100)
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    page.goto(r.path.resolve().as_uri())
+    page.wait_for_selector("body[data-ready]", timeout=15_000)
+    boxes = page.eval_on_selector_all(".toks [data-token-id]", "els => els.map(e => [e.textContent, "
+                                      "e.getBoundingClientRect().x, e.getBoundingClientRect().y])")
+    text = "".join(t for t, _, _ in boxes)
+    assert text == name.read_text(encoding="utf-8") and tok.decode(r.data.tokens["samples"][0]["ids"]) == text
+    xs = [x for _, x, y in boxes if y == boxes[0][2]]  # one line: tokens left to right in their order
+    assert len(xs) == len(boxes) and xs == sorted(xs), boxes
+    marks = page.eval_on_selector_all(".toks i.wc", "els => els.map(e => e.dataset.c)")
+    assert marks == ["U+202E", "U+200B"]
+    assert "abc\u27e8U+202E\u27e9txt.exe" in page.locator("header .meta").inner_text()
+    assert "abc\u27e8U+202E\u27e9txt.exe" in page.locator("section#tokens h3").first.inner_text()
+    page.close()

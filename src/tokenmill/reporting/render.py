@@ -22,16 +22,23 @@ SECTIONS = (("tokens", "Tokens over text"), ("vocabulary", "Vocabulary"), ("stor
             ("windows", "Windows"), ("packing", "Packing"))
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+# characters that change how the text around them is drawn, invisibly: bidirectional controls (an unclosed
+# U+202E drew the rest of a line reversed) and the invisible marks U+00AD, U+200B, U+2060, U+FEFF. Shown as
+# their code point (the page's script does the same in the token view, where the character is kept but isolated)
+_INVISIBLE = re.compile("[\u00ad\u061c\u200b\u200e\u200f\u202a-\u202e\u2060\u2066-\u2069\ufeff]")
 
 
 def escape_text(text: str) -> str:
     """``text`` for an HTML text node or attribute: escaped, control characters and lone surrogates
-    replaced by U+FFFD.
+    replaced by U+FFFD, bidirectional controls and invisible marks by their code point.
 
     >>> escape_text('<script>"a"\\x00</script>')
     '&lt;script&gt;&quot;a&quot;\\ufffd&lt;/script&gt;'
+    >>> escape_text('abc\\u202etxt.exe')
+    'abc⟨U+202E⟩txt.exe'
     """
-    return html.escape(_CONTROL.sub("\ufffd", clean_text(str(text))), quote=True)
+    text = _CONTROL.sub("\ufffd", clean_text(str(text)))
+    return html.escape(_INVISIBLE.sub(lambda m: f"\u27e8U+{ord(m.group()):04X}\u27e9", text), quote=True)
 
 
 def script_json(obj) -> str:
@@ -118,7 +125,7 @@ code,.mono{font:12.5px ui-monospace,Menlo,Consolas,monospace}
 .t.spec,.sw.spec{background:#111827;color:#f9fafb}
 .t.pu{box-shadow:inset 0 -2px 0 var(--bad)}
 .t.empty::before{content:"\25CC";color:var(--bad)}
-i.w{font-style:normal;position:relative}
+i.w{font-style:normal;position:relative;unicode-bidi:isolate}
 i.ws::before{content:"\00B7";position:absolute;left:0;width:100%;text-align:center;color:#64748b}
 i.wt::before{content:"\2192";position:absolute;left:0;color:#64748b}
 i.wn::before{content:"\21B5";color:#64748b}
@@ -149,7 +156,7 @@ function build(el, attrs, kids) {
     if (v === null || v === undefined) continue;
     if (k === "cls") el.setAttribute("class", v); else el.setAttribute(k, v);
   }
-  for (const c of kids.flat()) if (c !== null && c !== undefined) el.append(c);
+  for (const c of kids.flat()) if (c !== null && c !== undefined) el.append(typeof c === "string" ? visible(c) : c);
   return el;
 }
 const h = (tag, attrs, ...kids) => build(document.createElement(tag), attrs, kids);
@@ -197,14 +204,24 @@ function bars(values, labels, o) {
 // ---- tokens over text ------------------------------------------------------------------------------
 const TOK = new Map(D.tokens.table.map(r => [r[0], r]));
 const WS = {" ": "ws", "\t": "wt", "\n": "wn"};
+// bidirectional controls and invisible marks: drawn as their code point, the character kept in an isolated
+// element (an unclosed U+202E had drawn every later token of the sample reversed)
+const INVISIBLE = /[\u00ad\u061c\u200b\u200e\u200f\u202a-\u202e\u2060\u2066-\u2069\ufeff]/;
+const codeName = code => "U+" + code.toString(16).toUpperCase().padStart(4, "0");
+function visible(text) {  // a name or label from the data: its invisible characters by code point
+  return text.replace(new RegExp(INVISIBLE.source, "g"), c => "\u27e8" + codeName(c.codePointAt(0)) + "\u27e9");
+}
 function piece(span, text) {  // whitespace and control characters drawn visibly, the text kept exact
   let run = "";
   for (const ch of text) {
-    const code = ch.codePointAt(0), control = code < 32 && !WS[ch] || code === 127;
-    const cls = WS[ch] || (control ? "wc" : /\s/.test(ch) ? "wo" : null);
+    const code = ch.codePointAt(0), control = code < 32 && !WS[ch] || code === 127, mark = INVISIBLE.test(ch);
+    const cls = WS[ch] || (control || mark ? "wc" : /\s/.test(ch) ? "wo" : null);
     if (cls === null) { run += ch; continue; }
     if (run) { span.append(run); run = ""; }
-    span.append(h("i", {cls: "w " + cls, "data-c": control ? String.fromCodePoint(code === 127 ? 0x2421 : 0x2400 + code) : null}, ch));
+    const mark_ = h("i", {cls: "w " + cls, "data-c": mark ? codeName(code) :
+      control ? String.fromCodePoint(code === 127 ? 0x2421 : 0x2400 + code) : null});
+    mark_.append(ch);  // (the character itself, not its name: the token's text stays exact)
+    span.append(mark_);
   }
   if (run) span.append(run);
 }
