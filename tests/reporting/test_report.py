@@ -310,3 +310,24 @@ def test_a_block_of_many_tiny_documents_is_drawn_bounded(tok):
         segs = b["segments"]
         assert len(segs) == 65 and segs[-1][0] == -1  # 64 drawn, the rest one grey piece: [-1, count, tokens, 0]
         assert sum(s[2] for s in segs) == b["tokens"] and segs[-1][1] == b["tokens"] // 3 - 64
+
+
+def test_sentencepiece_samples_drop_the_dummy_prefix_as_decode_does(tmp_path):
+    """A SentencePiece model writes "Hello" as the token "▁Hello" and decodes it "Hello": the first piece had
+    kept the space, so the pieces did not join to decode(ids) and the sample counted one byte the text has not.
+    A byte-level tokenizer keeps a real leading space."""
+    import tokenmill
+    from tokenmill.tokenizer.formats import sentencepiece as S
+
+    raw = S.write_model_proto([("<unk>", 0, S.UNKNOWN), ("<s>", 0, S.CONTROL), ("</s>", 0, S.CONTROL),
+                               ("▁", -1, S.NORMAL), ("a", -2, S.NORMAL), ("b", -3, S.NORMAL), ("▁a", -1.5, S.NORMAL)],
+                              trainer={"model_type": 2})
+    (tmp_path / "t.model").write_bytes(raw)
+    sp = tokenmill.Tokenizer.from_sentencepiece(tmp_path / "t.model")
+    for text, decoded in (("ab ba", "ab ba"), (" ab", "ab"), ("b", "b")):  # (its normalizer drops a leading space)
+        s = tokenmill.report(sp, texts=[text], out=tmp_path / "r.html").data.tokens["samples"][0]
+        assert "".join(s["pieces"]) == sp.decode(s["ids"]) == decoded
+        assert (s["chars"], s["bytes"]) == (len(decoded), len(decoded.encode()))
+    byte_level = tokenmill.train_bpe(["a b c"] * 3, 258)
+    s = tokenmill.report(byte_level, texts=[" ab"], out=tmp_path / "r.html").data.tokens["samples"][0]
+    assert "".join(s["pieces"]) == " ab" and s["bytes"] == 3

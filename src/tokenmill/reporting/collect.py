@@ -12,7 +12,9 @@ page (:mod:`.render` draws them). The work is bounded whatever the size of the i
 
 Token pieces: the text of a sample is cut where its tokens are, with an incremental UTF-8 decoder
 fed one token's bytes at a time, so a character split across tokens appears in the token that
-completes it (the others show an empty, marked piece) and the pieces join to ``tok.decode(ids)``::
+completes it (the others show an empty, marked piece) and the pieces join to ``tok.decode(ids)`` (a
+SentencePiece-style tokenizer's first piece drops the space its encoder put before the text, as its
+``decode`` does)::
 
     ids     [20013]  [19990, 157]   ->  bytes  e4 b8  |  96 e7  |  95 8c     ("世界")
     pieces  ""        "世"           "界"                (the first two are partial UTF-8)
@@ -139,6 +141,21 @@ class _Vocab:
         self.nbytes = np.fromiter((len(b) if b is not None else 0 for b in self.bytes), np.int64, n)
         self.content = np.fromiter((b is not None for b in self.bytes), bool, n) & ~self.special
         self.partial = np.fromiter((b is not None and not _valid_utf8(b) for b in self.bytes), bool, n)
+        self.dummy_prefix = self._strips_leading_space(tok)
+
+    def _strips_leading_space(self, tok) -> bool:
+        """Whether ``tok.decode`` drops the space its encoder put before the text (SentencePiece's dummy prefix:
+        "Hello" is the token "▁Hello", decoded "Hello"): then a sample's first piece drops it too, so the pieces
+        join to the decoded text and its bytes are the text's (they had held the prefix: 12 bytes for 11)."""
+        for text in ("x", "a", "e", "1", "的"):  # (a letter its vocabulary spells, not its unknown token)
+            try:
+                ids = tok.encode(text, allowed_special=(), disallowed_special=())
+                joined, decoded = b"".join(self.of(int(i)) for i in ids), tok.decode(list(ids))
+            except Exception:  # noqa: BLE001 -- (a tokenizer without these keywords, say: no prefix assumed)
+                return False
+            if decoded == text and joined in (text.encode(), b" " + text.encode()):
+                return joined != text.encode()
+        return False
 
     def of(self, i: int) -> bytes:
         b = self.bytes[i] if 0 <= i < self.size else None
@@ -286,10 +303,10 @@ def token_pieces(ids: Sequence[int], vocab: _Vocab) -> list[str]:
     return pieces
 
 
-def _counts(ids: np.ndarray, vocab: _Vocab, chars: int) -> dict:
+def _counts(ids: np.ndarray, vocab: _Vocab, chars: int, prefix: int = 0) -> dict:
     special = int(vocab.special[ids].sum()) if ids.size else 0
     content = ids[~vocab.special[ids]] if ids.size else ids
-    nbytes = int(vocab.nbytes[content].sum())
+    nbytes = int(vocab.nbytes[content].sum()) - prefix  # (less a dummy prefix its decode drops)
     return {"chars": chars, "bytes": nbytes, "tokens": int(ids.size), "special_tokens": special,
             "bytes_per_token": round(nbytes / content.size, 4) if content.size else None}
 
@@ -297,11 +314,16 @@ def _counts(ids: np.ndarray, vocab: _Vocab, chars: int) -> dict:
 def _sample(doc: _Doc, vocab: _Vocab, opts: ReportOptions) -> dict:
     ids = doc.ids[: opts.sample_tokens]
     pieces = token_pieces(ids.tolist(), vocab)
+    prefix = 0
+    if vocab.dummy_prefix:  # the first piece with text drops the space the encoder put before the text
+        k = next((k for k, p in enumerate(pieces) if p and not vocab.special[ids[k]]), None)
+        if k is not None and pieces[k].startswith(" "):
+            pieces[k], prefix = pieces[k][1:], 1
     note = doc.note
     if doc.length > ids.size:
         note = ", ".join(filter(None, [note, f"first {ids.size:,d} of {doc.length:,d} tokens"]))
     return {"name": doc.name, "source": doc.source, "doc": doc.index, "note": note, "ids": ids.tolist(),
-            "pieces": pieces, **_counts(ids, vocab, sum(map(len, pieces)))}
+            "pieces": pieces, **_counts(ids, vocab, sum(map(len, pieces)), prefix)}
 
 
 def _token_table(samples: list[dict], vocab: _Vocab) -> list[list]:
