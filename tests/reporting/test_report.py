@@ -165,7 +165,8 @@ def test_statistics_of_texts_are_bounded_by_stat_tokens(tok, tmp_path):
     texts = ["the cat sat on the mat. " * 400, "a dog ran. " * 400]
     d = tokenmill.report(tok, texts=texts, out=tmp_path / "r.html", stat_tokens=300, sample_tokens=50).data
     full = sum(len(tok.encode(t)) for t in texts)
-    assert full > 2_000 and d.vocabulary["sample_tokens"] == 300 and d.vocabulary["sample_documents"] == 2
+    # (the first text holds the 300 tokens: the second is not in the statistics, nor counted as sampled)
+    assert full > 2_000 and d.vocabulary["sample_tokens"] == 300 and d.vocabulary["sample_documents"] == 1
     assert d.windows["documents"] == 2 and sum(s["tokens"] for s in d.tokens["samples"]) == 100
 
 
@@ -331,3 +332,16 @@ def test_sentencepiece_samples_drop_the_dummy_prefix_as_decode_does(tmp_path):
     byte_level = tokenmill.train_bpe(["a b c"] * 3, 258)
     s = tokenmill.report(byte_level, texts=[" ab"], out=tmp_path / "r.html").data.tokens["samples"][0]
     assert "".join(s["pieces"]) == " ab" and s["bytes"] == 3
+
+
+def test_statistics_count_only_the_texts_they_read(tok, tmp_path):
+    """The token budget of the statistics is taken from the first texts on; the texts past it had still been
+    counted: "1,000,000 tokens of 2,562 sampled documents" over 117 texts, the rest 0-token rows by source."""
+    import tokenmill
+
+    texts = ["hello world " * 50, "hello", "world", ""]
+    v = tokenmill.report(tok, texts=texts, out=tmp_path / "r.html", stat_tokens=60).data.vocabulary
+    assert (v["sample_tokens"], v["sample_documents"]) == (60, 1)
+    assert [r["source"] for r in v["by_source"]] == ["text 1"]
+    v = tokenmill.report(tok, texts=["hello", "", "world"], out=tmp_path / "r.html").data.vocabulary
+    assert v["sample_documents"] == 3  # (an empty text inside the budget is a sampled document of 0 tokens)

@@ -256,7 +256,9 @@ def _first_tokens(docs: list[_Doc], budget: int) -> list[_Doc]:
     store's are: a 50 MB text's whole ids took 40 s and 3 GB in the per-script table)."""
     out = []
     for d in docs:
-        out.append(replace(d, ids=d.ids[: max(budget, 0)]))
+        if budget <= 0:  # (the texts past the budget are not in the statistics: counted, they had made the page
+            break        # say "1,000,000 tokens of 2,562 sampled documents" of 117 texts, 2,445 of them 0-token rows)
+        out.append(replace(d, ids=d.ids[:budget]))
         budget -= out[-1].ids.size
     return out
 
