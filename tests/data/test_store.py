@@ -393,6 +393,23 @@ def test_tokenizer_mismatch_shows_both_hashes(tmp_path, tok):
     with pytest.raises(ConfigError) as e:
         store.decode(0, other)
     assert other.to_dict()["hash"] in str(e.value) and tok.to_dict()["hash"] in str(e.value)
+    # and what differs, where the manifest records it (the same rank file without its special token, say)
+    assert f"it has 258 ids, the store's {tok.vocab_size:,d}" in str(e.value)
+    plain = Tokenizer.from_merges([(116, 104)])  # (no special tokens)
+    with pytest.raises(ConfigError, match=r"the store's EOS id [\d,]+ is none of its special tokens"):
+        store.decode(0, plain)
+
+
+def test_a_store_of_token_arrays_is_read_with_a_tokenizer_of_its_vocabulary(tmp_path, tok):
+    """from_token_arrays without tokenizer_hash records "external", which no tokenizer's hash equals: decode and
+    the report refused every tokenizer. One of the recorded vocabulary size is taken, with a warning."""
+    ids = tok.encode("there there")
+    store = TokenStore.from_token_arrays(tmp_path / "a", [([len(ids)], ids)], vocab_size=tok.vocab_size)
+    with pytest.warns(UserWarning, match="records no tokenizer .* unchecked; write it with tokenizer_hash"):
+        assert store.decode(0, tok) == "there there"
+    small = TokenStore.from_token_arrays(tmp_path / "b", [([2], [1, 2])], vocab_size=100)
+    with pytest.raises(ConfigError, match=f"only a vocabulary of 100 ids; this tokenizer has {tok.vocab_size:,d}"):
+        small.decode(0, tok)
 
 
 def test_bad_input_leaves_no_finished_store(tmp_path, tok):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -505,7 +507,6 @@ def test_hard_splits_of_long_units_cut_where_a_character_starts(gpt2_ranks_path,
     assert covered.all()
 
 
-def _gpt2(path, cache={}):
-    if path not in cache:
-        cache[path] = tokenmill.Tokenizer.from_tiktoken(path, pattern="gpt2")
-    return cache[path]
+@functools.lru_cache(maxsize=None)
+def _gpt2(path):
+    return tokenmill.Tokenizer.from_tiktoken(path, pattern="gpt2")

@@ -44,6 +44,7 @@ import re
 import shutil
 import stat
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Callable, Iterator, Literal
@@ -1728,11 +1729,33 @@ class TokenStore(StoreSource):
         return len(self._shards)
 
     def check_tokenizer(self, tokenizer) -> None:
-        """Raise unless ``tokenizer`` is the one the store was built with (content hashes equal)."""
+        """Raise unless ``tokenizer`` is the one the store was built with (content hashes equal). A store written
+        by ``from_token_arrays`` without a tokenizer hash ("external") records only its vocabulary size: a
+        tokenizer of that size is taken, with a warning that nothing more could be checked."""
+        rec = self.manifest["tokenizer"]
+        size = int(getattr(tokenizer, "vocab_size", -1))
+        if self.tokenizer_hash == "external":
+            if size != rec["vocab_size"]:
+                raise ConfigError(f"the store {self.path} records no tokenizer (from_token_arrays without "
+                                  f"tokenizer_hash), only a vocabulary of {rec['vocab_size']:,d} ids; this tokenizer "
+                                  f"has {size:,d}: pass one of that vocabulary")
+            warnings.warn(f"the store {self.path} records no tokenizer (from_token_arrays without tokenizer_hash): "
+                          "its ids are read with this tokenizer of the same vocabulary size, unchecked; write it with "
+                          "tokenizer_hash=tok.content_hash to have it checked", stacklevel=3)
+            return
         h = engines.tokenizer_key(tokenizer)
-        if h != self.tokenizer_hash:
+        if h != self.tokenizer_hash:  # what differs, where the manifest says (a rank file without its --special...)
+            why = []
+            if size != rec["vocab_size"]:
+                why.append(f"it has {size:,d} ids, the store's {rec['vocab_size']:,d}")
+            specials = getattr(tokenizer, "special_tokens", None) or {}
+            for name, key in (("EOS", "eos_id"), ("BOS", "bos_id")):
+                if rec.get(key) is not None and rec[key] not in specials.values():
+                    why.append(f"the store's {name} id {rec[key]:,d} is none of its special tokens")
             raise ConfigError(f"the tokenizer does not match the store {self.path}: its hash is {h}, the store was "
-                              f"built with {self.tokenizer_hash}; decode with the tokenizer that built it")
+                              f"built with {self.tokenizer_hash}" + (f" ({'; '.join(why)})" if why else "") +
+                              "; use the tokenizer that built it (the same file, with the same pattern and special "
+                              "tokens)")
 
     def decode(self, i: int, tokenizer) -> str:
         """The text of document ``i`` (EOS/BOS included as their special-token text)."""
