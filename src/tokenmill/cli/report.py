@@ -19,7 +19,8 @@ def register(sub) -> None:
     p.add_argument("--text", nargs="+", default=[], metavar="FILE",
                    help="text files to show token by token (one document each, their first --text-bytes bytes)")
     p.add_argument("--out", required=True, metavar="HTML", help="the page to write, e.g. report.html")
-    p.add_argument("--samples", type=int, default=8, help="store documents (and texts) shown token by token")
+    p.add_argument("--samples", type=int, default=8, help="store documents shown token by token, and as many of the texts: up to twice this in all "
+                        "(default 8; store documents only while the statistics' budget of 1M tokens lasts)")
     p.add_argument("--sample-tokens", type=int, default=1024, help="tokens shown per sample (its first ones)")
     p.add_argument("--window", type=int, default=512, help="sliding window size drawn (with half and double)")
     p.add_argument("--stride", type=int, default=None, help="sliding window stride (default: window / 2)")
