@@ -81,6 +81,38 @@ def test_wrapped_hf_tokenizers_give_their_tokens_raw_bytes():
     assert w.decode_bytes(w.encode("hello worlds")) == b"hello worlds"
 
 
+def test_hf_objects_that_truncate_or_pad_give_every_id_unpadded(trained, tmp_path):
+    """A transformers tokenizer just called with truncation=True keeps it on its backend; an HF tokenizer can
+    have padding enabled. Both reached tokenmill's encode: a converted one failed its probe and fell back to a
+    wrapper that cut every document to max_length (a store of 17-token documents) or padded every text to the
+    longest of its batch, pad ids stored as tokens, under a warning saying the opposite. Now a copy that does
+    neither is used (converted or wrapped), with the warning; the user's object is left as it is."""
+    tokenizers = pytest.importorskip("tokenizers")
+    from tokenizers import models, normalizers, pre_tokenizers, trainers
+
+    trained.save_huggingface(tmp_path / "tokenizer.json")
+    text = " ".join(t for t in TEXTS if "<|" not in t) * 20
+    for wrapped in (False, True):
+        if wrapped:  # an NFKC normalizer: run through HF, not converted
+            hf = tokenizers.Tokenizer(models.BPE())
+            hf.normalizer = normalizers.NFKC()
+            hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+            hf.train_from_iterator([text] * 3, trainers.BpeTrainer(
+                vocab_size=300, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False))
+        else:
+            hf = tokenizers.Tokenizer.from_file(str(tmp_path / "tokenizer.json"))
+        want = hf.encode(text, add_special_tokens=False).ids
+        hf.enable_truncation(max_length=16)
+        hf.enable_padding(pad_id=0, pad_token="<pad>")
+        with pytest.warns(UserWarning, match=r"the HF tokenizer object enables truncation \(max_length=16.*and "
+                                             r"padding .*tokenmill's does not: its ids are every id"):
+            tok = as_tokenizer(hf)
+        assert isinstance(tok, ForeignTokenizer) is wrapped
+        assert tok.encode(text) == want and len(want) > 16
+        assert tok.encode_batch(["a", text]) == [tok.encode("a"), want]  # (not padded to the longest)
+        assert hf.truncation is not None and hf.padding is not None  # (the user's object as it was)
+
+
 def test_hf_wordpiece_wrapped(tmp_path):
     tokenizers = pytest.importorskip("tokenizers")
     from tokenizers import models, pre_tokenizers

@@ -189,7 +189,7 @@ def _huggingface_file(p: Path):
         _WRAPPED_NOTICE.add(key)
         print(f"tokenmill: {reason}; running it through HF tokenizers {tokenizers.__version__} instead "
               "(same ids, slower)", file=sys.stderr, flush=True)
-    return ForeignTokenizer.from_hf(hf, hf.to_str())
+    return ForeignTokenizer.from_hf(hf, hf.to_str(), str(p))
 
 
 EXPECTED = ("expected a tokenmill tokenizer file, a Hugging Face tokenizer.json (or its folder), Mistral's "
@@ -238,8 +238,10 @@ def _hf_backend(obj):
 def _from_hf(hf, check: bool):
     import tempfile
 
+    from .foreign import plain_hf
     from .model import Tokenizer
 
+    hf = plain_hf(hf, "the HF tokenizer object")  # (one that truncates or pads: a copy that does not, said)
     body = hf.to_str()
     try:
         with tempfile.TemporaryDirectory() as d:

@@ -30,7 +30,10 @@ class ForeignTokenizer:
         self._joined_bytes = joined_bytes
 
     @classmethod
-    def from_hf(cls, hf, body: str) -> "ForeignTokenizer":
+    def from_hf(cls, hf, body: str, source: str = "the HF tokenizer") -> "ForeignTokenizer":
+        if plain_hf(hf, source) is not hf:  # (its truncation or padding had reached every encode: documents cut
+            hf = plain_hf(hf, source, warn=False)  # to max_length, pad ids stored as tokens)
+            body = hf.to_str()
         specials = {t.content: i for i, t in hf.get_added_tokens_decoder().items() if t.special}
 
         def enc(texts, with_specials):
@@ -163,3 +166,23 @@ def _byte_level(body: str) -> bool:
         return "ByteLevel" in types(json.loads(body).get("decoder"))
     except (ValueError, AttributeError):
         return False
+
+
+def plain_hf(hf, source: str, *, warn: bool = True):
+    """``hf`` (a ``tokenizers.Tokenizer``), or, where it truncates or pads (a transformers tokenizer just called
+    with ``truncation=True`` keeps it on its backend; ``enable_padding``), a copy that does neither, with the
+    warning a tokenizer.json that enables them gets: tokenmill's ids are every id of a text, unpadded. The
+    user's object is left as it is."""
+    from .formats.huggingface import not_applied_of, warn_not_applied
+
+    dropped = not_applied_of(hf)
+    if not dropped:
+        return hf
+    from tokenizers import Tokenizer as HFTokenizer
+
+    copy = HFTokenizer.from_str(hf.to_str())
+    copy.no_truncation()
+    copy.no_padding()
+    if warn:
+        warn_not_applied(source, dropped, stacklevel=5)
+    return copy
