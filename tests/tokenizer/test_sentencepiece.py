@@ -566,7 +566,8 @@ def test_as_tokenizer_recognizes_model_files_and_processors(tmp_path, trained):
     p.parent.mkdir()
     p.write_bytes(trained["bf"].read_bytes())
     sp = spm.SentencePieceProcessor(model_file=str(trained["bf"]))
-    for obj in (p, p.parent, str(p), sp):
+    with_bos = spm.SentencePieceProcessor(model_file=str(trained["bf"]), add_bos=True, add_eos=True)
+    for obj in (p, p.parent, str(p), sp, with_bos):  # (a processor's add_bos/add_eos: not applied, as when wrapped)
         tok = as_tokenizer(obj)
         assert isinstance(tok, S.SentencePieceTokenizer) and tok.encode("hi there") == sp.encode("hi there")
 
@@ -581,6 +582,11 @@ def test_unigram_models_are_refused_or_run_through_sentencepiece(tmp_path, capsy
     sp = spm.SentencePieceProcessor(model_file=str(path))
     assert type(tok).__name__ == "ForeignTokenizer" and tok.encode("hello world") == sp.encode("hello world")
     assert "running it through sentencepiece" in capsys.readouterr().err
+    # a processor's own options never reach the ids, wrapped as converted (the test above): the text's ids alone
+    # (a wrapped processor with add_bos/add_eos had given them, a converted one not; a store then added a second)
+    opts = spm.SentencePieceProcessor(model_file=str(path), add_bos=True, add_eos=True)
+    assert opts.encode("hello world") == [opts.bos_id()] + sp.encode("hello world") + [opts.eos_id()]
+    assert as_tokenizer(opts).encode("hello world") == sp.encode("hello world")
 
 
 def test_cli_encode_and_decode(tmp_path, trained, capsys):

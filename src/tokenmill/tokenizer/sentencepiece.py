@@ -872,7 +872,8 @@ def load_or_wrap(path):
 
 def from_processor(proc):
     """``as_tokenizer`` of a ``sentencepiece.SentencePieceProcessor``: tokenmill's own encoder for a BPE
-    model, else the processor wrapped (same ids)."""
+    model, else the processor wrapped (same ids). Either gives a text's ids alone: the processor's
+    ``add_bos``/``add_eos``/``reverse``/sampling options are not applied (its ``encode(text)`` with them off)."""
     raw = bytes(proc.serialized_model_proto())
     try:
         return SentencePieceTokenizer.from_bytes(raw, source="<SentencePieceProcessor>")
@@ -891,7 +892,10 @@ def _wrap(proc, raw: bytes):
         if with_specials:
             raise ConfigError("a model run through sentencepiece never reads special tokens in text; pass "
                               "disallowed_special=() to encode their text as text, or add their ids yourself")
-        return proc.encode(list(texts))
+        # the text's ids alone, as from every tokenizer (a store adds BOS/EOS itself): the processor's own options
+        # (add_bos, add_eos, reverse, sampling) had reached a wrapped model's ids and not a converted BPE one's
+        return proc.encode(list(texts), add_bos=False, add_eos=False, reverse=False, enable_sampling=False,
+                           emit_unk_piece=False)
 
     def token_bytes(i):
         if proc.is_byte(i):
