@@ -290,8 +290,15 @@ def test_paths_globs_folders_and_bad_inputs(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(InputError, match="holds no .txt"):
         files(tmp_path / "empty")
-    with pytest.raises(InputError, match="does not exist"):
+    with pytest.raises(InputError, match=r"does not exist \(if it is a text given in Python"):
         as_sources(["hello world"])  # a list of str is a list of paths
+    # texts that cannot be paths: a long one had raised the file system's bare OSError ("File name too long"), one
+    # with brackets echoed itself whole as a glob that "matches no file"
+    for text, says in (("first document " * 300, r"^input 'first document .*'\.\.\. \(4,500 characters\) is no path"),
+                       ("line one\nline two", r"^input 'line one\\nline two' is no path \(it holds a line break\)"),
+                       ("x" * 200 + " [y]", r"^the pattern 'x+'\.\.\. \(204 characters\) matches no file")):
+        with pytest.raises(InputError, match=says + r".*tokenmill\.data\.texts"):
+            as_sources([text])
     # a list of paths in the list: one source of their files (their names were stored as two documents)
     a, b = tmp_path / "d" / "b.txt", tmp_path / "d" / "sub" / "a.txt"
     c = tmp_path / "c.txt"

@@ -288,6 +288,15 @@ def folder_files(folder: Path, keep) -> list[Path]:
 KNOWN_FILES = ".txt, .text, .md, .jsonl, .ndjson or .parquet file (optionally .gz or .zst) outside hidden folders"
 
 
+_TEXTS_HINT = (" (if it is a text given in Python: a list of strings is taken as a list of paths; for in-memory texts "
+               "pass tokenmill.data.texts([...]))")
+
+
+def _shown(s: str) -> str:
+    """An input as an error shows it: whole up to 100 characters, else its start and its length."""
+    return repr(s) if len(s) <= 100 else f"{s[:60]!r}... ({len(s):,d} characters)"
+
+
 def expand_paths(inputs) -> list[Path]:
     """Paths as given; folders expand to their known files (recursively, sorted, hidden ones left out);
     globs (``*``, ``?``, ``[``) to their sorted matches, a matched folder to its known files. A missing
@@ -297,19 +306,27 @@ def expand_paths(inputs) -> list[Path]:
     out: list[Path] = []
     for item in inputs:
         s = os.fspath(item)
+        if isinstance(s, str) and ("\n" in s or "\0" in s or len(s.encode("utf-8", "surrogatepass")) > 4096):
+            # (a text given where paths go: "File name too long" from the file system, or the whole text echoed)
+            why = " (it holds a line break)" if "\n" in s else " (it holds a NUL)" if "\0" in s else ""
+            raise InputError(f"input {_shown(s)} is no path{why}" + _TEXTS_HINT)
         if any(c in s for c in "*?[") and not os.path.exists(s):
             matches = sorted(_glob.glob(s, recursive=True))
             # a matched folder is read as a folder named as an input is (as the shell's expansion of the
             # same pattern would give it), not left out: 'data/*' over data/en/ and data/fr/ reads both
             found = [f for m in matches for f in (folder_files(Path(m), is_known_file) if os.path.isdir(m) else [Path(m)])]
             if not found:
-                raise InputError(f"the pattern {s!r} matches no file" + (
+                raise InputError(f"the pattern {_shown(s)} matches no file" + (
                     f" (it matches only folders, and they hold no {KNOWN_FILES})"
-                    if matches else ""))
+                    if matches else _TEXTS_HINT if " " in s else ""))
             out.extend(found)
             continue
         p = Path(s)
-        if p.is_dir():
+        try:
+            is_dir = p.is_dir()
+        except OSError as e:  # (a name too long for the file system, say)
+            raise InputError(f"input {_shown(s)} cannot be a path ({e.strerror or e})" + _TEXTS_HINT) from None
+        if is_dir:
             found = folder_files(p, is_known_file)
             if not found:
                 raise InputError(f"the folder {s!r} holds no {KNOWN_FILES}")
@@ -317,9 +334,8 @@ def expand_paths(inputs) -> list[Path]:
         elif os.path.lexists(p):
             out.append(p)
         else:
-            raise InputError(f"input {s!r} does not exist" + (
-                " (if it is a text given in Python: a list of strings is taken as a list of paths; for in-memory "
-                "texts pass tokenmill.data.texts([...]))" if not os.path.dirname(s) else ""))
+            raise InputError(f"input {_shown(s)} does not exist" + (
+                _TEXTS_HINT if not os.path.dirname(s) or " " in s else ""))
     if not out:
         raise InputError("no input given (an empty list of paths); pass files, folders or glob patterns")
     refuse_repeated_files(out)
