@@ -35,8 +35,14 @@ def test_paths(trained, tmp_path):
         as_tokenizer(tmp_path / "tok.tiktoken")
     with pytest.raises(ConfigError, match="does not exist"):
         as_tokenizer(tmp_path / "missing.json")
-    with pytest.raises(ConfigError, match="cannot use a builtins.int"):
+    with pytest.raises(ConfigError, match="cannot use a builtins.int .*SentencePiece .model.*SentencePieceProcessor"):
         as_tokenizer(3)
+
+    class SlowSentencePiece:  # a transformers tokenizer without a fast backend: its processor is what can be taken
+        sp_model = type("SentencePieceProcessor", (), {})()
+
+    with pytest.raises(ConfigError, match=r"as a tokenizer; it runs sentencepiece: pass its \.sp_model"):
+        as_tokenizer(SlowSentencePiece())
 
 
 def test_hf_object_converted_when_exact(trained, tmp_path):

@@ -88,10 +88,14 @@ def as_tokenizer(obj, *, pattern=None, special_tokens=None, check: bool = True):
         return from_processor(obj)
     if isinstance(obj, TokenizerLike):
         return obj
+    # a transformers tokenizer on sentencepiece (no fast backend): its processor or its file is what can be taken
+    hint = ("; it runs sentencepiece: pass its .sp_model (sentencepiece's ids) or its .model file"
+            if type(getattr(obj, "sp_model", None)).__name__ == "SentencePieceProcessor" else "")
     raise ConfigError(
-        f"cannot use a {type(obj).__module__}.{type(obj).__name__} as a tokenizer; pass a tokenmill Tokenizer, a "
-        "path (tokenmill file, tokenizer.json or its folder, tekken.json, .tiktoken rank file), a tokenizers.Tokenizer, "
-        "a transformers PreTrainedTokenizerFast or a tiktoken.Encoding"
+        f"cannot use a {type(obj).__module__}.{type(obj).__name__} as a tokenizer{hint}; pass a tokenmill Tokenizer, "
+        "a path (tokenmill file, tokenizer.json or its folder, tekken.json, SentencePiece .model, .tiktoken rank file), "
+        "a tokenizers.Tokenizer, a transformers PreTrainedTokenizerFast, a tiktoken.Encoding or a "
+        "sentencepiece.SentencePieceProcessor"
     )
 
 
