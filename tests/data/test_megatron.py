@@ -105,6 +105,12 @@ def test_from_megatron_refuses_damaged_files(store, tmp_path):
     idx.write_bytes(data[:38] + (-1).to_bytes(4, "little", signed=True) + data[42:])
     with pytest.raises(FormatError, match="sequence 1 has length -1"):
         TokenStore.from_megatron(tmp_path / "m")
+    # ids of another dtype Megatron's builder writes: named, with the way on (was "invalid enum value 5")
+    for code, name in ((5, "int64"), (1, "uint8")):
+        idx.write_bytes(data[:17] + bytes([code]) + data[18:])
+        with pytest.raises(FormatError, match=f"holds {name} ids \\(dtype code {code}\\); tokenmill reads uint16 or "
+                                              "int32 ids: write the pair again"):
+            TokenStore.from_megatron(tmp_path / "m")
     idx.write_bytes(data)
     b = tmp_path / "m.bin"
     b.write_bytes(b.read_bytes()[:-4])

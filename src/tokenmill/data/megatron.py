@@ -109,6 +109,10 @@ def export_megatron(store, prefix, *, inputs=()) -> tuple[Path, Path]:
     return bin_path, idx_path
 
 
+# the dtype codes of Megatron's index (megatron-core's DType): named in a refusal
+_MEGATRON_DTYPES = {1: "uint8", 2: "int8", 3: "int16", 4: "int32", 5: "int64", 6: "float64", 7: "float32", 8: "uint16"}
+
+
 class IndexHeader(Struct):
     """The fixed part of a ``.idx`` file, checked before any array of it is mapped."""
 
@@ -157,6 +161,11 @@ class MegatronSource(KnownLengths):
         if len(head) < 34 or head[:9] != HEADER:
             raise FormatError(f"{idx}: not a Megatron MMIDIDX index (bad header)")
         version, code, n, d = struct.unpack("<QBQQ", head[9:34])
+        other = _MEGATRON_DTYPES.get(code) if code not in (4, 8) else None
+        if other is not None:  # (a dtype Megatron's builder writes, named, with the way on)
+            raise FormatError(f"Megatron index {str(idx)!r} holds {other} ids (dtype code {code}); tokenmill reads "
+                              "uint16 or int32 ids: write the pair again with one of them (megatron-core's "
+                              "IndexedDatasetBuilder(..., dtype=numpy.int32), or numpy.uint16 below 65,536 ids)")
         check({"magic": "MMIDIDX", "version": version, "dtype_code": code, "sequences": n, "documents": d,
                "file_bytes": size}, IndexHeader, what=f"Megatron index {str(idx)!r}",
               hint="tokenmill reads text-only version-1 indexes of uint16 or int32 ids")
