@@ -304,3 +304,26 @@ def test_train_takes_format_as_the_refusal_of_a_json_file_says(tmp_path, capsys)
     assert main(["train", "--input", str(tmp_path / "d.json"), "--format", "jsonl", "--vocab-size", "260",
                  "--out", out, "-q"]) == 0
     assert "documents 2 of 2 (100.0% of 21 bytes)" in capsys.readouterr().out  # the two texts, not the JSON
+
+
+def test_an_empty_input_path_is_refused_not_read_as_the_current_folder(tmp_path, capsys, monkeypatch):
+    """--input '' was Path(''), the current folder: train, windows and store build read every known file under it
+    (133 files of a working folder, logs included) and exited 0; encode and store verify named '.'. And '-' where
+    standard input is not read was "does not exist"."""
+    tok = tmp_path / "t.json"
+    train_bpe(["hello world " * 20], 266, pattern="gpt2").save(tok)
+    (tmp_path / "notes.txt").write_text("some text that must not be read\n")
+    monkeypatch.chdir(tmp_path)
+    for argv in (["train", "--input", "", "--vocab-size", "260", "--out", str(tmp_path / "o.json")],
+                 ["windows", "--tokenizer", str(tok), "--input", "", "--window", "8"],
+                 ["store", "build", "--tokenizer", str(tok), "--input", "", "--out", str(tmp_path / "s")],
+                 ["encode", "--tokenizer", str(tok), "--input", ""],
+                 ["store", "verify", ""]):
+        assert main(argv) == 1, argv
+        err = capsys.readouterr().err
+        assert "path is empty ('')" in err and "'.' is" not in err, (argv, err)
+    assert not (tmp_path / "o.json").exists() and not (tmp_path / "s").exists()
+    for argv in (["store", "build", "--tokenizer", str(tok), "--input", "-", "--out", str(tmp_path / "s")],
+                 ["pack", "--lengths", "-", "--block-size", "8"]):
+        assert main(argv) == 1, argv
+        assert "input '-' (standard input) is not read here" in capsys.readouterr().err

@@ -114,7 +114,7 @@ def megabytes(value: float, option: str) -> int:
 
 
 def input_files(args) -> list:
-    """The files named by ``--input`` (directories expanded to their .txt files)."""
+    """The files named by ``--input`` (directories expanded to the files a store reads from a folder)."""
     from ..data.text import expand_inputs
 
     return expand_inputs(args.input)

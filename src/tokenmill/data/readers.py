@@ -306,6 +306,11 @@ def expand_paths(inputs) -> list[Path]:
     out: list[Path] = []
     for item in inputs:
         s = os.fspath(item)
+        if s in ("", b""):  # (Path('') is '.': the current folder had been read, every known file under it)
+            raise InputError("an input path is empty (''); pass a file, folder or glob (the current folder is '.')")
+        if s == "-" and not os.path.lexists(s):
+            raise InputError("input '-' (standard input) is not read here: the input is read more than once; write "
+                             "the data to a file first")
         if isinstance(s, str) and ("\n" in s or "\0" in s or len(s.encode("utf-8", "surrogatepass")) > 4096):
             # (a text given where paths go: "File name too long" from the file system, or the whole text echoed)
             why = " (it holds a line break)" if "\n" in s else " (it holds a NUL)" if "\0" in s else ""
@@ -358,8 +363,9 @@ def check_regular(path: Path) -> os.stat_result:
         what = ("a FIFO" if stat.S_ISFIFO(st.st_mode) else "a character device" if stat.S_ISCHR(st.st_mode)
                 else "a block device" if stat.S_ISBLK(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode)
                 else "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file")
-        raise InputError(f"input {str(path)!r} is {what}; only regular files can be read (a resumed build "
-                         "reads its input again): write the data to a file first")
+        raise InputError(f"input {str(path)!r} is {what}; only regular files can be read here (the input is "
+                         "read more than once: hashed and read again to resume or check a build, sized for a "
+                         "report): write the data to a file first")
     return st
 
 

@@ -458,6 +458,8 @@ def build(out_dir, sources, tokenizer, *, workers: int | None = None, engine: st
     from .._validate import check_int
 
     out_dir = fs_path(out_dir, "out_dir is {kind}; pass the store's folder (a str or a path)")
+    if not out_dir:  # (Path('') is '.': a store had been built into the current folder)
+        raise ConfigError("out_dir is empty (''); pass the store's folder")
     from ..tokenizer.adapters import tokenizer_with
 
     # a path (tokenizer.json, a tokenmill file, a rank file...), an HF, transformers, tiktoken or SentencePiece
@@ -1637,7 +1639,10 @@ class TokenStore(StoreSource):
     @classmethod
     def open(cls, path) -> "TokenStore":
         """Open a finished store; checks the manifest and every shard file's size (not hashes)."""
-        path = Path(fs_path(path, "path is {kind}; pass the store's folder (a str or a path)"))
+        path = fs_path(path, "path is {kind}; pass the store's folder (a str or a path)")
+        if not path:  # (Path('') is '.': "'.' has no manifest.json")
+            raise ConfigError("the store's path is empty (''); pass the store's folder (the current folder is '.')")
+        path = Path(path)
         if not (path / MANIFEST).exists():
             extra = (" (a build was interrupted: rerun it with the same arguments to resume)"
                      if (path / BUILD_STATE).exists() else "")

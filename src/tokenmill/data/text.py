@@ -83,9 +83,13 @@ def check_input_file(path: str | os.PathLike) -> bool:
     import stat
 
     raw = os.fspath(path)
+    if raw in ("", b""):  # (os.stat('') fails, Path('') is '.': "'.' is a directory")
+        raise InputError("an input path is empty (''); pass a file (the current folder is '.')")
     try:
         st = os.stat(raw)
     except FileNotFoundError:
+        if raw == "-":
+            raise InputError("input '-' (standard input) is not read here; pass a file") from None
         raise InputError(f"input {raw!r} does not exist") from None
     except OSError as e:
         raise InputError(f"cannot read input {raw!r}: {e.strerror or e}") from None
@@ -112,6 +116,8 @@ def read_input_bytes(path: str | os.PathLike) -> bytes:
     or a FIFO (``<(cmd)``, a pipe) is read in blocks, up to ``$TOKENMILL_MAX_DOCUMENT_BYTES`` (1 GiB)."""
     from .readers import read_all
 
+    if os.fspath(path) in ("", b""):  # (Path('') is '.': "'.' is a directory")
+        raise InputError("an input path is empty (''); pass a file, or - for standard input where read")
     return read_all(Path(os.fspath(path)), opener=_open_input)
 
 
@@ -122,6 +128,8 @@ def expand_inputs(inputs: Iterable[str | os.PathLike]) -> list[Path]:
     trained on a folder saw other data than a store built from it.)"""
     out: list[Path] = []
     for item in inputs:
+        if os.fspath(item) in ("", b""):  # (Path('') is '.': every known file under the current folder was read)
+            raise InputError("an input path is empty (''); pass a file or folder (the current folder is '.')")
         p = Path(item)
         if p.is_dir():
             files = folder_files(p, is_known_file)
