@@ -141,3 +141,19 @@ def test_a_split_far_from_its_fraction_is_said(store):
     with warnings.catch_warnings():  # near its fraction: nothing said
         warnings.simplefilter("error")
         store.split(0.5, seed=0)
+    # by document a split controls the documents' share; their tokens follow their lengths, which no finer group
+    # evens out (the demo's 40 documents, split by='doc', had been told to pass by='doc'): only the documents' share
+    # is said, few documents as such
+    lengths = [1] * 39 + [5000]
+    uneven = TokenStore.from_token_arrays(store.path.parent / "uneven", [(lengths, [1] * sum(lengths))], vocab_size=10)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        shares = []
+        for seed in range(10):  # 4 documents of 40 each time: 0.1% of the tokens, or 99.9% with the long one
+            _, va = uneven.split(0.1, by="doc", seed=seed)
+            shares.append(sum(len(va.get(i)) for i in range(len(va))) / sum(lengths))
+    assert min(shares) < 0.05 and max(shares) > 0.2  # (both had warned)
+    few = TokenStore.from_token_arrays(store.path.parent / "few", [([3] * 4, [1] * 12)], vocab_size=10)
+    with pytest.warns(UserWarning, match=r"validation holds documents .*: the store holds few documents \(4\), "
+                                         r"each taken with probability 0\.1"):
+        next(s for s in range(50) if len(few.split(0.1, by="doc", seed=s)[1]) >= 1)
