@@ -62,7 +62,14 @@ def test_pack_command_empty_or_binary_lengths(capsys, tmp_path):
     end = raw.index(b"\n")  # the header's end; its padding spaces before it make room for a longer shape
     header = raw[:end].replace(b"(2,)", b"(9999999999999,)", 1)
     (tmp_path / "huge.npy").write_bytes(header[: end] + raw[end:])
+    # a blank line between lengths was skipped (every later document's index moved by one); a line of several
+    # numbers was read as several documents, or failed as "shape (1, 2)" without the file's name
+    (tmp_path / "blank.txt").write_text("3\n\n5\n")
+    (tmp_path / "row.txt").write_text("5 6 7\n")
+    (tmp_path / "rows.txt").write_text("5\n6 7\n8 9\n")
     for name, says in (("empty.txt", "it holds no lengths"), ("bin.dat", "not a text file (byte offset 0"),
+                       ("blank.txt", "line 2 is blank"), ("row.txt", "line 1 holds more than one number"),
+                       ("rows.txt", "line 2 holds more than one number"),
                        ("empty.npy", "it holds no lengths (an empty array)"),
                        ("bool.npy", "it holds a bool array of shape (2,)"), ("huge.npy", "mmap length is greater")):
         assert main(["pack", "--lengths", str(tmp_path / name), "--block-size", "7"]) == 1

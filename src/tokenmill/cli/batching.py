@@ -94,6 +94,10 @@ def _read_lengths(args):
         if blank:  # (loadtxt skips it: every later document's index moved by one, without a word)
             raise InputError(f"line {body.count(chr(10), 0, blank.start()) + 1:,d} is blank; pass one length per "
                              "line (0 for an empty document), with no blank lines between them")
+        several = re.search(r"(?m)^[ \t]*\S+[ \t]+\S", body)
+        if several:  # ("5 6 7" was read as 3 documents, "5 6\n7 8" failed as "shape (1, 2)")
+            raise InputError(f"line {body.count(chr(10), 0, several.start()) + 1:,d} holds more than one number; pass "
+                             "one length per line")
         return np.loadtxt(body.splitlines(), dtype=np.int64, ndmin=1)
     except (InputError, OSError, ValueError, OverflowError, EOFError) as e:
         raise InputError(f"cannot read lengths from {args.lengths}: {' '.join(str(e).split())}") from e
