@@ -93,6 +93,12 @@ def test_every_command_has_help_with_example():
     assert sub.choices
     for name, p in sub.choices.items():
         assert "example:" in p.format_help() and "tokenmill" in p.epilog, name
+        # every command takes --quiet (a script adds -q to each call: decode, inspect, store stats and loader had
+        # refused it as a usage error)
+        inner = next((a for a in p._actions if a.dest == "store_command" or a.choices and a.nargs == "A..."), None)
+        leaves = inner.choices.items() if inner is not None else [(name, p)]
+        for leaf, q in leaves:
+            assert "--quiet" in q.format_help(), leaf
 
 
 def test_module_entry_point():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from ._common import add_command, seed
+from ._common import add_command, add_quiet, seed
 
 
 def register(sub) -> None:
@@ -30,6 +30,7 @@ def register(sub) -> None:
                    help="plan the training side of store.split(VAL_FRACTION, seed=--seed)")
     p.add_argument("--tokens", type=int, default=None, help="mixture: epochs of each part these training tokens take (default: the tokens of one epoch)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    add_quiet(p)  # (accepted by every command: a script adds -q to each call)
 
 
 def _parse(spec: str):

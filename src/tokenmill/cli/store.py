@@ -58,6 +58,7 @@ def register(sub) -> None:
     s.add_argument("dir")
     s.add_argument("--plot", metavar="PNG", help="draw the length histogram (needs matplotlib)")
     s.add_argument("--json", action="store_true", help="print the statistics as JSON")
+    add_quiet(s)
 
 
 def cmd_build(args: argparse.Namespace) -> int:

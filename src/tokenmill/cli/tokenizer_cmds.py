@@ -68,6 +68,7 @@ def register(sub) -> None:
                         "either from standard input")
     p.add_argument("-n", "--no-newline", action="store_true",
                    help="write the text alone, without the line break after it (a byte-exact round trip of a file)")
+    add_quiet(p)  # (accepted by every command: a script adds -q to each call)
 
     p = add_command(sub, "inspect", help="summarize a tokenizer file",
                     example="tokenmill inspect tok.json", func=cmd_inspect)
@@ -75,6 +76,7 @@ def register(sub) -> None:
     add_rank_options(p)
     p.add_argument("--top", type=int, default=10, help="how many merges and longest tokens to show")
     p.add_argument("--json", action="store_true", help="print the summary as JSON (tokens as lists of byte values)")
+    add_quiet(p)
 
 
 def cmd_train(args) -> int:
