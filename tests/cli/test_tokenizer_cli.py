@@ -298,6 +298,8 @@ def test_encode_reads_stdin_and_decode_takes_what_encode_json_prints(corpus, tmp
     assert both.stdout == text + "\n"
     bad = run("decode", "--tokenizer", str(out), "x1")
     assert bad.returncode == 1 and "ids: 'x1' is not an integer" in bad.stderr
+    twice = run("decode", "--tokenizer", str(out), "-", "-")  # (the second '-' had read nothing, silently)
+    assert twice.returncode == 1 and "'-' is given more than once" in twice.stderr
 
 
 def test_train_takes_format_as_the_refusal_of_a_json_file_says(tmp_path, capsys):

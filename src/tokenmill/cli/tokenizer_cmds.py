@@ -146,6 +146,8 @@ def _ids_of(values: list[str]) -> list[int]:
     """The ids of decode's arguments: integers, JSON lists of integers, or ``-`` (standard input holding
     either); anything else is a ConfigError naming the argument."""
     ids: list[int] = []
+    if values.count("-") > 1:  # (the second read nothing: standard input is read once)
+        raise ConfigError("ids: '-' is given more than once; standard input is read once: give it once")
     for v in values:
         if v == "-":
             v = sys.stdin.read()
