@@ -345,3 +345,20 @@ def test_statistics_count_only_the_texts_they_read(tok, tmp_path):
     assert [r["source"] for r in v["by_source"]] == ["text 1"]
     v = tokenmill.report(tok, texts=["hello", "", "world"], out=tmp_path / "r.html").data.vocabulary
     assert v["sample_documents"] == 3  # (an empty text inside the budget is a sampled document of 0 tokens)
+
+
+def test_sample_characters_leave_special_tokens_out_as_bytes_do(tmp_path):
+    """A sample counted a special token's text in its characters but not in its bytes (980 characters beside 977
+    bytes of an ASCII text): both leave it out, as the page says."""
+    import warnings
+
+    import tokenmill
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (a tiny corpus: training stops early)
+        tok = tokenmill.train_bpe(["hello world " * 10] * 3, 266, special_tokens=["<|endoftext|>"])
+    r = tokenmill.report(tok, texts=["hello<|endoftext|>world"], out=tmp_path / "r.html", allow_special=True)
+    s = r.data.tokens["samples"][0]
+    assert (s["chars"], s["bytes"], s["special_tokens"]) == (10, 10, 1)
+    assert "characters, bytes and bytes per token leave special tokens out" in r.path.read_text(encoding="utf-8")
+

@@ -324,8 +324,11 @@ def _sample(doc: _Doc, vocab: _Vocab, opts: ReportOptions) -> dict:
     note = doc.note
     if doc.length > ids.size:
         note = ", ".join(filter(None, [note, f"first {ids.size:,d} of {doc.length:,d} tokens"]))
+    # characters as bytes are counted: the text's, special tokens left out (their text had been counted: 980
+    # characters beside 977 bytes of one ASCII text)
+    chars = sum(len(p) for p, special in zip(pieces, vocab.special[ids].tolist()) if not special)
     return {"name": doc.name, "source": doc.source, "doc": doc.index, "note": note, "ids": ids.tolist(),
-            "pieces": pieces, **_counts(ids, vocab, sum(map(len, pieces)), prefix)}
+            "pieces": pieces, **_counts(ids, vocab, chars, prefix)}
 
 
 def _token_table(samples: list[dict], vocab: _Vocab) -> list[list]:

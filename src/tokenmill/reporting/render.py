@@ -256,7 +256,7 @@ function tokensSection() {
       h("span", {}, h("i", {cls: "sw spec"}), "special token"),
       h("span", {}, "\u00b7 space, \u2192 tab, \u21b5 newline"),
       h("span", {cls: "warn"}, "\u25cc / red underline: partial UTF-8 (a character split across tokens)")),
-    note("bytes per token leave special tokens out."));
+    note("characters, bytes and bytes per token leave special tokens out."));
   D.tokens.samples.forEach((smp, k) => add(el, sampleView(smp, k)));
   const info = document.getElementById("tok-info");
   el.addEventListener("mouseover", ev => {
