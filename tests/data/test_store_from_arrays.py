@@ -70,6 +70,52 @@ def test_rerun_over_its_folder_with_overwrite(tmp_path):
         TokenStore.from_token_arrays(out, [([1], [4])], vocab_size=10, overwrite="yes")
 
 
+KILLED_BETWEEN_SHARDS = """
+import os, signal, sys
+import numpy as np
+from tokenmill import TokenStore
+def shards():
+    yield np.array([2]), np.array([1, 2])
+    os.kill(os.getpid(), signal.SIGKILL)
+    yield np.array([2]), np.array([1, 2])
+TokenStore.from_token_arrays(sys.argv[1], shards(), vocab_size=10, overwrite=sys.argv[2] == "1")
+"""
+
+
+@pytest.mark.parametrize("overwrite", [False, True])
+def test_a_run_killed_between_shards_is_replaced_by_the_next(tmp_path, overwrite):
+    """Shards were written before anything said whose they were: a run killed between two left shard files
+    without a manifest, which every later call refused ("remove the folder yourself")."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "s"
+    if overwrite:
+        TokenStore.from_token_arrays(out, [([3], [1, 2, 3])], vocab_size=10)
+    r = subprocess.run([sys.executable, "-c", KILLED_BETWEEN_SHARDS, str(out), "1" if overwrite else "0"],
+                       capture_output=True, timeout=300)
+    assert r.returncode == -9, r.stderr.decode()
+    if overwrite:  # the old store stands, whole
+        assert [x.tolist() for x in TokenStore.open(out)] == [[1, 2, 3]]
+    st = TokenStore.from_token_arrays(out, [([3], [4, 5, 6])], vocab_size=10, overwrite=True)
+    assert [x.tolist() for x in st] == [[4, 5, 6]] and st.verify()["documents"] == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s"] and not (out / "build.json").exists()
+
+
+def test_overwrite_through_a_link_replaces_the_store_where_it_is(tmp_path):
+    """A store reached through a symbolic link had its link swapped with the new store (written beside the link,
+    on the link's disk), the old one's files deleted through it, and the call failed after all that."""
+    (tmp_path / "big").mkdir()
+    real = tmp_path / "big" / "store"
+    TokenStore.from_token_arrays(real, [([2], [7, 8])], vocab_size=10)
+    link = tmp_path / "store"
+    link.symlink_to(real, target_is_directory=True)
+    st = TokenStore.from_token_arrays(link, [([1], [9])], vocab_size=10, overwrite=True)
+    assert link.is_symlink() and [x.tolist() for x in TokenStore.open(link)] == [[9]]
+    assert [x.tolist() for x in TokenStore.open(real)] == [[9]] and st.path == real
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["big", "store"]
+
+
 def test_a_shard_without_documents(tmp_path):
     st = TokenStore.from_token_arrays(tmp_path / "s", [([2, 1], [5, 6, 7]), ([], []), ([1], [9])], vocab_size=10)
     assert [x.tolist() for x in st] == [[5, 6], [7], [9]] and st.num_shards == 3

@@ -1564,15 +1564,11 @@ class TokenStore(StoreSource):
         """
         from .._validate import check_int
 
-        out = Path(out_dir)
         if not isinstance(overwrite, bool):
             raise ConfigError(f"overwrite={overwrite!r} must be True or False")
-        state = "missing"
-        if out.exists():
-            if not overwrite:
-                raise ConfigError(f"{str(out)!r} already exists; from_token_arrays writes a new store folder: pass "
-                                  "overwrite=True to replace the store there, or another folder")
-            state = _classify(out)[0]  # (refuses a folder with a user's files in it)
+        raw = fs_path(out_dir, "out_dir is {kind}; pass the store's folder (a str or a path)")
+        if not raw:
+            raise ConfigError("out_dir is empty (''); pass the store's folder")
         vocab_size = check_int(vocab_size, "vocab_size", min=1, max=2**31)  # (what a manifest holds)
         # (checked before anything is written: np.int64(7) or 1.5 failed at the manifest, after the shards,
         # and left a folder no call could finish or open)
@@ -1582,12 +1578,31 @@ class TokenStore(StoreSource):
             raise ConfigError(f"tokenizer_hash={tokenizer_hash!r} must be a non-empty str (the tokenizer's "
                               "content_hash, or 'external')")
         dtype = np.dtype("<u2") if vocab_size <= 2**16 else np.dtype("<u4")
+        # as a build: the folder itself, links resolved (a store reached through a link is replaced where it is),
+        # one writer at a time (a build or another call staging beside the same folder)
+        out = Path(os.path.realpath(raw))
+        with exclusive(out, _say):
+            return cls._token_arrays_at(out, shards, vocab_size, dtype, tokenizer_hash, eos_id, bos_id, overwrite)
+
+    @classmethod
+    def _token_arrays_at(cls, out: Path, shards, vocab_size: int, dtype, tokenizer_hash: str, eos_id, bos_id,
+                         overwrite: bool) -> "TokenStore":
+        state = "missing"
+        if out.exists():
+            if not overwrite:
+                raise ConfigError(f"{str(out)!r} already exists; from_token_arrays writes a new store folder: pass "
+                                  "overwrite=True to replace the store there, or another folder")
+            state = _classify(out)[0]  # (refuses a folder with a user's files in it)
         # into the folder when it is new; over a store (or an unfinished build), into a staging folder beside it
         work = out if state == "missing" else staging_dir(out)
         if work.exists():  # a staging folder an earlier replacement left: only tokenmill's files are removed
             _clear(_classify(work)[1])
             work.rmdir()
         work.mkdir(parents=True)
+        # a journal first, as a build writes one: a run killed between its shards leaves a folder tokenmill knows
+        # as its own unfinished one (shards without a manifest or journal had been refused, to remove by hand)
+        _write_json(work / BUILD_STATE, {"format": FORMAT_NAME + ".build", "build": {"token_arrays": True},
+                                         "build_fingerprint": "token-arrays"})
         try:
             store = cls._write_token_arrays(work, shards, vocab_size, dtype, tokenizer_hash, eos_id, bos_id)
         except BaseException:  # a bad shard, a full disk: no half-written folder is left (it was made here)
@@ -1634,6 +1649,7 @@ class TokenStore(StoreSource):
         body["hash"] = canonical_hash(body)
         check(body, Manifest, what=f"the manifest of {out}")
         _write_json(out / MANIFEST, body)
+        (out / BUILD_STATE).unlink(missing_ok=True)  # (the journal: the manifest now records every shard)
         return cls.open(out)
 
     @classmethod
