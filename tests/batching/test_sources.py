@@ -142,6 +142,20 @@ def test_a_slice_keeps_its_own_columns_and_an_array_source_its_lengths():
     arr = ArraySource([[1, 2], [3]])
     with pytest.raises(ValueError, match="read-only"):
         arr.lengths[:] = 0
+    # a read-only view of an array its caller still writes is no slice's own either: copied
+    base = np.array([2, 3])
+    view = base.view()
+    view.flags.writeable = False
+    src = SliceSource([np.arange(5), np.arange(10, 15)], doc=[0, 1], start=[0, 0], length=view)
+    base[:] = 5
+    assert src.lengths.tolist() == [2, 3]
+    # a window plan's own columns are taken as they are (a loader over windows copied them every epoch)
+    from tokenmill import MultiScaleWindows, SemanticWindows, SlidingWindows
+
+    for plan in (SlidingWindows(4, 2).plan([9, 3]), MultiScaleWindows([4, 8]).plan([9, 3]),
+                 SemanticWindows(4).plan_units([[2, 3], [1]]), SlidingWindows(4, 2).plan([9, 3]).select([0, 2])):
+        src = SliceSource([np.arange(9), np.arange(3)], doc=plan.doc, start=plan.start, length=plan.length)
+        assert np.shares_memory(src.lengths, plan.length) and np.shares_memory(src.origin_doc, plan.doc)
 
 
 def test_a_flat_source_in_a_foreign_byte_order_is_named():

@@ -30,7 +30,7 @@ import numpy as np
 
 from .._validate import check_float, check_int, check_rows
 from ..errors import ConfigError
-from .sliding import SlidingWindows, WindowPlan, as_lengths
+from .sliding import SlidingWindows, WindowPlan, as_lengths, sealed_columns
 
 
 class MultiScaleWindows:
@@ -98,5 +98,5 @@ class MultiScaleWindows:
         total = replace(total, num_docs=int(lengths.size), empty_docs=stats[0].empty_docs)
         scale = np.repeat(np.array([s.window_size for s in self.scales], np.int64), counts)
         s0 = self.scales[0]
-        return WindowPlan(**cols, scale=scale, stats=total, bos=s0.bos, eos=s0.eos, positions=s0.positions,
+        return WindowPlan(**sealed_columns(cols), scale=scale, stats=total, bos=s0.bos, eos=s0.eos, positions=s0.positions,
                           score=s0.score, epoch=epoch, scale_stats=tuple(stats))

@@ -48,7 +48,7 @@ from .._validate import check_array, check_int, check_rows, check_texts
 from ..data.source import ArraySource
 from ..errors import ConfigError, InputError
 from ._text import char_byte_starts, encode_with_byte_offsets
-from .sliding import PlanStats, WindowPlan, check_choice, check_size
+from .sliding import PlanStats, WindowPlan, check_choice, check_size, sealed_columns
 
 BOUNDARIES = {
     "paragraph": r"\n[^\S\n]*\n(?:[^\S\n]*\n)*",  # (blank: any white space but a line break, U+3000 too)
@@ -370,7 +370,7 @@ def _semantic_plan(doc, start, length, doc_len, truncated, score, epoch, window_
         uncovered_head=head, uncovered_gap=num_tokens - covered - head - tail, uncovered_tail=tail,
         uncovered_short=0, target_tokens=int((end - target_start).sum()), unique_targets=unique_t,
         unscored_tokens=covered - unique_t - int((start[~same] == 0).sum()))
-    return WindowPlan(doc=doc, start=start, length=length, target_start=target_start,
+    return WindowPlan(**sealed_columns({"doc": doc, "start": start, "length": length, "target_start": target_start}),
                       scale=np.full(doc.size, window_size, np.int64), stats=stats, score=score, epoch=epoch,
                       scale_stats=(stats,))
 

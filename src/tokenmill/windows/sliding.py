@@ -48,7 +48,7 @@ from typing import Any, Iterator, Literal, Mapping
 
 import numpy as np
 
-from .._arrays import ranks_in_groups
+from .._arrays import ranks_in_groups, seal
 from .._validate import check_array, check_int, check_rows, check_spans, document_lengths
 from ..conventions import IGNORE_INDEX
 from ..errors import ConfigError, InputError
@@ -201,6 +201,13 @@ class PlanStats:
         return "\n".join(lines)
 
 
+def sealed_columns(cols: dict) -> dict:
+    """A planner's fresh columns sealed (``_arrays.seal``, no copy): a plan keeps them, and a slice over the plan
+    (:class:`~tokenmill.batching.SliceSource`, every epoch of a loader over windows) takes them as they are
+    instead of copying them."""
+    return {k: seal(v) if k in ("doc", "start", "length", "target_start") else v for k, v in cols.items()}
+
+
 _WINDOW_FIELDS = ("input_ids", "attention_mask", "position_ids", "labels", "doc", "offset", "index")
 
 
@@ -313,7 +320,7 @@ class WindowPlan:
         """
         rows = self.row_indices(rows)
         cols = {k: getattr(self, k)[rows] for k in ("doc", "start", "length", "target_start", "scale")}
-        return WindowPlan(**cols, stats=self.stats, bos=self.bos, eos=self.eos, positions=self.positions,
+        return WindowPlan(**sealed_columns(cols), stats=self.stats, bos=self.bos, eos=self.eos, positions=self.positions,
                           score=self.score, epoch=self.epoch, scale_stats=self.scale_stats)
 
     # -- per-token accounting --------------------------------------------------------------------
@@ -580,7 +587,7 @@ class SlidingWindows:
     def _plan(self, lengths: np.ndarray, epoch: int, first_doc: int = 0) -> WindowPlan:
         cols, stats = self.place_windows(lengths, epoch, first_doc=first_doc)
         scale = np.broadcast_to(np.int64(self.window_size), cols["doc"].shape)  # read-only view, no memory
-        return WindowPlan(**cols, scale=scale, stats=stats, bos=self.bos, eos=self.eos,
+        return WindowPlan(**sealed_columns(cols), scale=scale, stats=stats, bos=self.bos, eos=self.eos,
                           positions=self.positions, score=self.score, epoch=epoch, scale_stats=(stats,))
 
     def place_windows(self, lengths: np.ndarray, epoch: int, out=None,
