@@ -14,6 +14,7 @@ from typing import Iterable, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
+from .._arrays import seal
 from .._validate import as_index, check_array, check_doc_ids
 from ..errors import ConfigError, InputError, OutOfRangeError
 
@@ -113,7 +114,8 @@ class ArraySource(KnownLengths):
         self.token_array = np.concatenate(arrays, dtype=np.int64) if n else np.zeros(0, np.int64)
         self.doc_offsets = offsets
         offsets.flags.writeable = False  # (the ids stay writable, as the documents were: any int64 is valid)
-        self._lengths.flags.writeable = False  # (lengths written had merged documents in batches, unchecked)
+        # (lengths written had merged documents in batches, unchecked); sealed: a plan takes them without a copy
+        self._lengths = seal(self._lengths)
 
     ids_checked = True  # (checked_get: by check_memory_ids, wherever an ArraySource reaches batches)
 
