@@ -247,7 +247,8 @@ class SemanticWindows:
         """Plan from unit token lengths per document (units are contiguous, in order).
 
         ``unit_lengths[d]``: the token length of each unit of document ``d``, in order (integers
-        >= 0; empty units are skipped). ``atomic``: None, or per document a boolean array with one
+        >= 0; empty units are skipped), covering it whole: they add up to its length (a plan is checked
+        against the documents it is made for when materialized: give a trailing piece its own unit). ``atomic``: None, or per document a boolean array with one
         flag per unit, True where the unit must not be cut (an oversized one follows ``oversize``).
         Consecutive atomic units are *not* merged here: give one unit per atomic span.
 
