@@ -49,6 +49,13 @@ def test_verify_packing_json_and_quiet(capsys):
     assert "--lognormal" in capsys.readouterr().err
 
 
+def test_pack_lengths_may_hold_comments(capsys, tmp_path):
+    """np.loadtxt skips '#' comments; the checks for blank lines and several numbers a line had refused them."""
+    (tmp_path / "c.txt").write_text("# lengths of my documents\n3  # the first\n# a note\n5\n")
+    assert main(["pack", "--lengths", str(tmp_path / "c.txt"), "--block-size", "8"]) == 0
+    assert "2 documents -> 1 blocks, 8 tokens" in capsys.readouterr().out
+
+
 def test_pack_command_empty_or_binary_lengths(capsys, tmp_path):
     """An empty file "packed" 0 documents at 100% fill after numpy's warning; a binary one raised a bare
     codec error."""
@@ -67,9 +74,10 @@ def test_pack_command_empty_or_binary_lengths(capsys, tmp_path):
     (tmp_path / "blank.txt").write_text("3\n\n5\n")
     (tmp_path / "row.txt").write_text("5 6 7\n")
     (tmp_path / "rows.txt").write_text("5\n6 7\n8 9\n")
+    (tmp_path / "commented.txt").write_text("# a long comment of many words\n5\n\n6\n")  # ('#' lines are no blank)
     for name, says in (("empty.txt", "it holds no lengths"), ("bin.dat", "not a text file (byte offset 0"),
                        ("blank.txt", "line 2 is blank"), ("row.txt", "line 1 holds more than one number"),
-                       ("rows.txt", "line 2 holds more than one number"),
+                       ("rows.txt", "line 2 holds more than one number"), ("commented.txt", "line 3 is blank"),
                        ("empty.npy", "it holds no lengths (an empty array)"),
                        ("bool.npy", "it holds a bool array of shape (2,)"), ("huge.npy", "mmap length is greater")):
         assert main(["pack", "--lengths", str(tmp_path / name), "--block-size", "7"]) == 1

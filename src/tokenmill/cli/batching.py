@@ -90,13 +90,14 @@ def _read_lengths(args):
         if not text.split():  # (numpy's loadtxt warns and returns nothing: 0 documents "packed" at 100% fill)
             raise InputError("it holds no lengths; pass one length per line, or a .npy array")
         body = text.rstrip()
-        blank = re.search(r"(?m)^[ \t\r\f\v]*$", body)
+        marked = re.sub(r"#[^\n]*", "#", body)  # ('#' comments, which loadtxt skips: a comment line is no blank)
+        blank = re.search(r"(?m)^[ \t\r\f\v]*$", marked)
         if blank:  # (loadtxt skips it: every later document's index moved by one, without a word)
-            raise InputError(f"line {body.count(chr(10), 0, blank.start()) + 1:,d} is blank; pass one length per "
+            raise InputError(f"line {marked.count(chr(10), 0, blank.start()) + 1:,d} is blank; pass one length per "
                              "line (0 for an empty document), with no blank lines between them")
-        several = re.search(r"(?m)^[ \t]*\S+[ \t]+\S", body)
+        several = re.search(r"(?m)^[ \t]*[^\s#]+[ \t]+[^\s#]", marked)
         if several:  # ("5 6 7" was read as 3 documents, "5 6\n7 8" failed as "shape (1, 2)")
-            raise InputError(f"line {body.count(chr(10), 0, several.start()) + 1:,d} holds more than one number; pass "
+            raise InputError(f"line {marked.count(chr(10), 0, several.start()) + 1:,d} holds more than one number; pass "
                              "one length per line")
         return np.loadtxt(body.splitlines(), dtype=np.int64, ndmin=1)
     except (InputError, OSError, ValueError, OverflowError, EOFError) as e:
