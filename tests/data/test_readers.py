@@ -299,6 +299,9 @@ def test_paths_globs_folders_and_bad_inputs(tmp_path):
                        ("x" * 200 + " [y]", r"^the pattern 'x+'\.\.\. \(204 characters\) matches no file")):
         with pytest.raises(InputError, match=says + r".*tokenmill\.data\.texts"):
             as_sources([text])
+    named = tmp_path / "notes\nday 1.txt"  # (a real file whose name holds a line break is read)
+    named.write_text("a note")
+    assert [d for d, _, _ in files([str(named)]).documents()] == ["a note"]
     # a list of paths in the list: one source of their files (their names were stored as two documents)
     a, b = tmp_path / "d" / "b.txt", tmp_path / "d" / "sub" / "a.txt"
     c = tmp_path / "c.txt"

@@ -311,7 +311,8 @@ def expand_paths(inputs) -> list[Path]:
         if s == "-" and not os.path.lexists(s):
             raise InputError("input '-' (standard input) is not read here: the input is read more than once; write "
                              "the data to a file first")
-        if isinstance(s, str) and ("\n" in s or "\0" in s or len(s.encode("utf-8", "surrogatepass")) > 4096):
+        if (isinstance(s, str) and ("\n" in s or "\0" in s or len(s.encode("utf-8", "surrogatepass")) > 4096)
+                and not os.path.lexists(s)):  # (a file may be named with a line break)
             # (a text given where paths go: "File name too long" from the file system, or the whole text echoed)
             why = " (it holds a line break)" if "\n" in s else " (it holds a NUL)" if "\0" in s else ""
             raise InputError(f"input {_shown(s)} is no path{why}" + _TEXTS_HINT)
