@@ -31,9 +31,9 @@ class ForeignTokenizer:
 
     @classmethod
     def from_hf(cls, hf, body: str, source: str = "the HF tokenizer") -> "ForeignTokenizer":
-        if plain_hf(hf, source) is not hf:  # (its truncation or padding had reached every encode: documents cut
-            hf = plain_hf(hf, source, warn=False)  # to max_length, pad ids stored as tokens)
-            body = hf.to_str()
+        plain = plain_hf(hf, source)  # (its truncation or padding had reached every encode: documents cut to
+        if plain is not hf:           # max_length, pad ids stored as tokens)
+            hf, body = plain, plain.to_str()
         specials = {t.content: i for i, t in hf.get_added_tokens_decoder().items() if t.special}
 
         def enc(texts, with_specials):
@@ -168,7 +168,7 @@ def _byte_level(body: str) -> bool:
         return False
 
 
-def plain_hf(hf, source: str, *, warn: bool = True):
+def plain_hf(hf, source: str):
     """``hf`` (a ``tokenizers.Tokenizer``), or, where it truncates or pads (a transformers tokenizer just called
     with ``truncation=True`` keeps it on its backend; ``enable_padding``), a copy that does neither, with the
     warning a tokenizer.json that enables them gets: tokenmill's ids are every id of a text, unpadded. The
@@ -183,6 +183,5 @@ def plain_hf(hf, source: str, *, warn: bool = True):
     copy = HFTokenizer.from_str(hf.to_str())
     copy.no_truncation()
     copy.no_padding()
-    if warn:
-        warn_not_applied(source, dropped, stacklevel=5)
+    warn_not_applied(source, dropped, stacklevel=5)
     return copy
