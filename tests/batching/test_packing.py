@@ -571,6 +571,23 @@ def test_a_plan_written_between_two_batches_cannot_reach_past_its_arrays():
             getattr(plan, name).flags.writeable = True
 
 
+def test_a_pickled_plan_comes_back_sealed():
+    """A plan pickled to a spawned DataLoader worker came back with writeable, unsealed arrays (__post_init__ does
+    not run on unpickling): written there, they reached the layout kernel unchecked."""
+    import copy
+    import pickle
+
+    docs = [np.arange(1, 5), np.arange(10, 13), np.arange(20, 26), np.arange(30, 32)]
+    plan = pack([4, 3, 6, 2], 7)
+    for back in (pickle.loads(pickle.dumps(plan)), copy.deepcopy(plan)):
+        for name in ("doc", "start", "length", "block_ptr", "doc_lengths"):
+            assert getattr(back, name).tolist() == getattr(plan, name).tolist()
+            with pytest.raises(ValueError, match="cannot set WRITEABLE flag"):
+                getattr(back, name).flags.writeable = True
+        assert [b.input_ids.tolist() for b in back.batches(docs, batch_size=1, pad_id=0)] == \
+            [b.input_ids.tolist() for b in plan.batches(docs, batch_size=1, pad_id=0)]
+
+
 def test_a_plan_of_read_only_arrays_is_copied_and_checked():
     """Read-only arrays had been taken as tokenmill's own, unchecked and not copied: read-only views of arrays
     the caller kept writing (a segmentation fault when written between two batches) or a memory-mapped plan

@@ -32,7 +32,7 @@ its block: counted in ``plan.boundary_targets``), ``"truncate"`` (the tail is dr
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Iterator, Literal
 
 import numpy as np
@@ -56,6 +56,12 @@ Method = Literal["best_fit", "first_fit_decreasing", "greedy", "concat"]
 LongDocs = Literal["split", "truncate", "error"]
 METHODS = ("best_fit", "first_fit_decreasing", "greedy", "concat")
 LONG_DOCS = ("split", "truncate", "error")
+
+
+def _unpickled_plan(values: dict) -> "PackPlan":
+    """A plan from its pickled fields: the arrays pickle made (fresh, the plan's alone) sealed, not checked again."""
+    arrays = ("doc", "start", "length", "block_ptr", "doc_lengths")
+    return PackPlan(**{k: seal(v) if k in arrays and isinstance(v, np.ndarray) else v for k, v in values.items()})
 
 
 def _own(*arrays):
@@ -117,6 +123,12 @@ class PackPlan:
             if self.doc.size and (self.doc.min() < 0 or self.doc.max() >= self.doc_lengths.size):
                 raise InputError(f"a segment names a document outside 0 .. {self.doc_lengths.size - 1}")
             self.validate()
+
+    def __reduce__(self):
+        """Pickled (to DataLoader workers under spawn) and back: the arrays pickle makes are the plan's own copies,
+        sealed again (they had come back writeable and unsealed: a worker's plan could be written under its
+        kernels, and every ``shard`` copied its lengths)."""
+        return (_unpickled_plan, ({f.name: getattr(self, f.name) for f in fields(self)},))
 
     # ---- sizes -------------------------------------------------------------------------------
     @property
