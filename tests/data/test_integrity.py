@@ -362,8 +362,12 @@ def test_megatron_index_schema_and_negative_ids(tmp_path, tok):
     for code in (2, 3, 6):  # int8, int16, float64: tokenmill and Megatron write ids as uint16 or int32
         raw[17] = code
         idx.write_bytes(bytes(raw))
-        with pytest.raises(FormatError, match="dtype_code"):
+        with pytest.raises(FormatError, match=f"ids \\(dtype code {code}\\); tokenmill reads uint16 or int32 ids"):
             TokenStore.from_megatron(tmp_path / "m")
+    raw[17] = 9  # no dtype Megatron has: the schema's refusal
+    idx.write_bytes(bytes(raw))
+    with pytest.raises(FormatError, match="dtype_code"):
+        TokenStore.from_megatron(tmp_path / "m")
     raw[17] = 4  # int32, with a negative id in the data
     lengths = np.frombuffer(bytes(raw[34:42]), "<i4")
     n = int(lengths.sum())
