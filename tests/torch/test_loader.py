@@ -439,6 +439,35 @@ def test_stateful_dataloader_resumes_exactly():
 
 
 @pytest.mark.slow
+def test_as_dataset_continues_where_the_loader_is_and_its_state_is_checked():
+    """as_dataset() after load_state_dict started the epoch over (the batches the saved run had consumed were
+    trained on again, without a word); the dataset state's worker fields were outside its checksum (an edited
+    worker_next was taken: 20 batches, or a jump to the next epoch)."""
+    sdl = pytest.importorskip("torchdata.stateful_dataloader")
+    from tokenmill.errors import FormatError
+
+    full = run(TrainingLoader(DOCS, batch_size=2, **OPTS), 1)
+    saved = TrainingLoader(DOCS, batch_size=2, **OPTS)
+    it = iter(saved)
+    for _ in range(5):
+        next(it)
+    state = saved.state_dict()
+    for workers in (0, 2):
+        resumed = TrainingLoader(DOCS, batch_size=2, **OPTS)
+        resumed.load_state_dict(state)
+        dl = sdl.StatefulDataLoader(resumed.as_dataset(), batch_size=None, num_workers=workers)
+        assert [key(b) for b in dl] == full[5:], workers
+    ds = TrainingLoader(DOCS, batch_size=2, **OPTS).as_dataset()
+    it = iter(ds)
+    next(it)
+    st = ds.state_dict()
+    ds.load_state_dict(dict(st))  # an unmodified state loads
+    for field, value in (("worker_next", 7), ("worker_next", 10**6), ("num_workers", 3)):
+        with pytest.raises(FormatError, match="dataset state's checksum does not match"):
+            ds.load_state_dict({**st, field: value})
+
+
+@pytest.mark.slow
 def test_as_dataset_goes_on_to_the_next_epoch_with_persistent_workers_and_after_a_restored_end():
     """Persistent workers' copies never see the main process's set_epoch, and a StatefulDataLoader without
     workers restores a finished epoch's state over set_epoch: every epoch after the first had given 0

@@ -732,7 +732,11 @@ def _plain_int(v):
 
 
 def _checksum(state: dict) -> str:
-    body = {k: v for k, v in state.items() if k != "checksum"}
+    return checksum_of({k: v for k, v in state.items() if k != "checksum"})
+
+
+def checksum_of(body: dict) -> str:
+    """The checksum of a loader state's fields (ints and strings): what tells an edited state."""
     blob = json.dumps(body, sort_keys=True, separators=(",", ":"))
     return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()[:32]
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._validate import check_bool, check_float, check_int
-from ..batching.schedule import BatchSchedule
+from ..batching.schedule import BatchSchedule, checksum_of
 from ..conventions import count_targets
 from ..errors import ConfigError, TokenmillError, require
 
@@ -390,8 +390,10 @@ class TrainingLoader(torch.utils.data.IterableDataset):
     # ---- torchdata ---------------------------------------------------------------------------------
     def as_dataset(self) -> "LoaderDataset":
         """This loader's batches as a stateful ``IterableDataset`` for
-        ``torchdata.stateful_dataloader.StatefulDataLoader(ds, batch_size=None, num_workers=k)``."""
-        return LoaderDataset(self.schedule, self.epoch)
+        ``torchdata.stateful_dataloader.StatefulDataLoader(ds, batch_size=None, num_workers=k)``, from where
+        this loader is: its epoch and the batches of it consumed (after ``load_state_dict``, the batches the
+        saved run had; the dataset had started the epoch over, repeating them)."""
+        return LoaderDataset(self.schedule, self.epoch, self._consumed)
 
     def __repr__(self) -> str:
         s = self.schedule
@@ -413,10 +415,11 @@ class LoaderDataset(torch.utils.data.IterableDataset):
     epoch's end go on with epoch ``e + 1``, as ``set_epoch(e + 1)`` would have them.
     """
 
-    def __init__(self, schedule: BatchSchedule, epoch: int = 0):
+    def __init__(self, schedule: BatchSchedule, epoch: int = 0, start: int = 0):
         super().__init__()
         self.schedule, self.epoch = schedule, schedule.check_epoch(epoch)
-        self._next: int | None = None  # next batch this copy builds (None: its worker's first)
+        self._start = check_int(start, "start", min=0, max=schedule.num_batches(self.epoch))  # batches consumed
+        self._next: int | None = None  # next batch this copy builds (None: its worker's first: start + its id)
         self._workers: int | None = None
 
     def __len__(self) -> int:
@@ -425,7 +428,7 @@ class LoaderDataset(torch.utils.data.IterableDataset):
     def set_epoch(self, epoch: int) -> None:
         epoch = self.schedule.check_epoch(epoch)
         self.schedule.num_batches(epoch)
-        self.epoch, self._next = epoch, None
+        self.epoch, self._next, self._start = epoch, None, 0
 
     def __iter__(self):
         info = torch.utils.data.get_worker_info()
@@ -435,13 +438,15 @@ class LoaderDataset(torch.utils.data.IterableDataset):
                               f"{k}; StatefulDataLoader resumes with the same num_workers")
         self._workers = k
         stop = self.schedule.num_batches(self.epoch)
-        if self._next is not None and self._next >= stop:
-            # this copy built every batch of its epoch: a new iteration is the next epoch. A persistent
-            # worker's copy never sees the set_epoch of the main process's, and StatefulDataLoader (0 workers)
-            # restores a finished epoch's state over set_epoch: both had given every later epoch 0 batches
-            self.epoch, self._next = self.schedule.check_epoch(self.epoch + 1), None
+        if (self._next if self._next is not None else self._start) >= stop:
+            # this copy built every batch of its epoch (or took over a finished one): a new iteration is the next
+            # epoch. A persistent worker's copy never sees the set_epoch of the main process's, and
+            # StatefulDataLoader (0 workers) restores a finished epoch's state over set_epoch: both had given
+            # every later epoch 0 batches
+            self.epoch, self._next, self._start = self.schedule.check_epoch(self.epoch + 1), None, 0
             stop = self.schedule.num_batches(self.epoch)
-        g = w if self._next is None else self._next
+        # the workers take the batches from the start in turn, as StatefulDataLoader reads them
+        g = self._start + w if self._next is None else self._next
         while g < stop:
             batch = batch_tensors(self.schedule.batch(self.epoch, g))
             g += k
@@ -449,9 +454,10 @@ class LoaderDataset(torch.utils.data.IterableDataset):
             yield batch
 
     def state_dict(self) -> dict:
-        st = self.schedule.state_dict(self.epoch, 0)
+        st = self.schedule.state_dict(self.epoch, self._start)
         st.update({"worker_next": -1 if self._next is None else int(self._next),
                    "num_workers": -1 if self._workers is None else int(self._workers)})
+        st["dataset_checksum"] = checksum_of(st)  # (the worker's fields too: an edited worker_next had been taken)
         return st
 
     def load_state_dict(self, state: dict) -> None:
@@ -460,10 +466,26 @@ class LoaderDataset(torch.utils.data.IterableDataset):
         if not isinstance(state, dict) or "worker_next" not in state or "num_workers" not in state:
             raise FormatError("not a LoaderDataset state (no worker_next/num_workers); pass what "
                               "StatefulDataLoader.state_dict() saved")
-        core = {k: v for k, v in state.items() if k not in ("worker_next", "num_workers")}
-        epoch, _ = self.schedule.check_state(core)
-        self.epoch = epoch
-        nxt = check_int(state["worker_next"], "the dataset state's worker_next", min=-1, error=FormatError)
-        workers = check_int(state["num_workers"], "the dataset state's num_workers", min=-1, error=FormatError)
+        if "dataset_checksum" in state:
+            if checksum_of({k: v for k, v in state.items() if k != "dataset_checksum"}) != state["dataset_checksum"]:
+                raise FormatError("the dataset state's checksum does not match its fields: it was edited or "
+                                  "corrupted; load an unmodified StatefulDataLoader state")
+        else:  # (a state saved before the checksum covered the worker's fields: read, its ranges checked below)
+            import warnings
+
+            warnings.warn("the dataset state has no dataset_checksum (saved by an earlier tokenmill): its worker "
+                          "position is checked for range only", stacklevel=2)
+        core = {k: v for k, v in state.items() if k not in ("worker_next", "num_workers", "dataset_checksum")}
+        epoch, start = self.schedule.check_state(core)
+        stop = self.schedule.num_batches(epoch)
+        workers = check_int(state["num_workers"], "the dataset state's num_workers", min=-1, max=1 << 16,
+                            error=FormatError)
+        # a worker's next batch lies past the start, at most one round of workers past the epoch's end
+        nxt = check_int(state["worker_next"], "the dataset state's worker_next", min=-1,
+                        max=stop + max(workers, 1), error=FormatError)
+        if 0 <= nxt < start:
+            raise FormatError(f"the dataset state's worker_next={nxt:,d} lies before its start ({start:,d} batches "
+                              "consumed): it was edited or corrupted")
+        self.epoch, self._start = epoch, start
         self._next = None if nxt < 0 else nxt
         self._workers = None if workers < 0 else workers
