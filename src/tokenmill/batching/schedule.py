@@ -235,6 +235,8 @@ class BatchSchedule:
         self._buffers = Buffers()  # memory of batches nobody holds any more, lent to the next (not pickled)
         self._pack_cache: dict[int, PackPlan] = {}
         self._part_counts: dict[tuple[int, int], int] = {}
+        # per part (jittered windows: part epochs of different sizes), where each part epoch starts in its stream
+        self._part_starts: dict[int, tuple[list[int], np.ndarray]] = {}
         self._mix = None
         self._fingerprint: str | None = None
         self.max_epoch: int | None = None  # set below, from the size of epoch 0
@@ -502,19 +504,20 @@ class BatchSchedule:
         if self.windows is None or getattr(self.windows, "jitter", None) is None:
             n = self._part_samples(part, 0)
             return idx // n, idx % n
-        # part epochs of different sizes (window jitter): walk them
+        # part epochs of different sizes (window jitter): where each starts, kept as it grows and searched (a
+        # walk from part epoch 0 on every call had made a small, upsampled part's batches slower every epoch:
+        # 2 ms a batch at epoch 0, 174 ms at epoch 6)
         if k.size == 0:
             return p_ep, idx
-        p, start = 0, 0
+        starts, arr = self._part_starts.get(part, ([0], None))
         hi = int(k.max())
-        while True:
-            n = self._part_samples(part, p)
-            here = (k >= start) & (k < start + n)
-            p_ep[here], idx[here] = p, k[here] - start
-            start += n
-            if start > hi:
-                return p_ep, idx
-            p += 1
+        if arr is None or starts[-1] <= hi:
+            while starts[-1] <= hi:
+                starts.append(starts[-1] + self._part_samples(part, len(starts) - 1))
+            arr = np.asarray(starts, np.int64)
+            self._part_starts[part] = (starts, arr)
+        p_ep = np.searchsorted(arr, k, side="right") - 1  # (a part epoch of 0 samples is stepped over)
+        return p_ep, k - arr[p_ep]
 
     # ---- the sequence ----------------------------------------------------------------------------
     def global_samples(self, epoch: int, g: int):
