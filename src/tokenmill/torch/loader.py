@@ -217,7 +217,7 @@ class TrainingLoader(torch.utils.data.IterableDataset):
     the data fingerprint and the plan options, so a restarted run loads its plan instead of
     recomputing it (best-fit packing of 10 M documents takes seconds; loading takes milliseconds). A
     loaded plan is checked against the sha256 of its arrays and the data's lengths: a damaged one is
-    refused (FormatError naming the folder to delete).
+    said (a warning naming it), planned again and written anew.
 
     ``pin_memory``, ``prefetch_factor``, ``multiprocessing_context`` and ``timeout`` go to the
     DataLoader used when ``num_workers > 0`` (a new one per pass over an epoch; with 0 workers
