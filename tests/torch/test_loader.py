@@ -213,6 +213,11 @@ def test_state_checks_name_what_differs():
         TrainingLoader(DOCS, batch_size=4, block_size=32, seed=3).load_state_dict(state)
     with pytest.raises(ConfigError, match="method"):
         TrainingLoader(DOCS, batch_size=4, method="greedy", **OPTS).load_state_dict(state)
+    # windows whose one option differs: that field named (both whole option dicts had been printed)
+    w1 = TrainingLoader(DOCS, batch_size=2, windows=SlidingWindows(16, 8, jitter="global", seed=1))
+    with pytest.raises(ConfigError, match=r"differ: windows\.seed: 1 in the state, 2 here\. Pass the same"):
+        TrainingLoader(DOCS, batch_size=2, windows=SlidingWindows(16, 8, jitter="global", seed=2)).load_state_dict(
+            w1.state_dict())
     with pytest.raises(ConfigError, match="seed=3"):
         TrainingLoader(DOCS, batch_size=4, block_size=64, seed=5).load_state_dict(state)
     b = TrainingLoader(DOCS, batch_size=4, **OPTS)

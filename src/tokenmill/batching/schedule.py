@@ -695,8 +695,16 @@ class BatchSchedule:
         mine = self.plan_options()
         if not isinstance(saved, dict):
             raise FormatError("the loader state's 'plan' is not an object: the state was edited or corrupted")
-        diff = [f"{k}: {saved.get(k)!r} in the state, {mine.get(k)!r} here"
-                for k in sorted(set(saved) | set(mine)) if saved.get(k) != mine.get(k)]
+        diff = []
+        for k in sorted(set(saved) | set(mine)):
+            a, b = saved.get(k), mine.get(k)
+            if a == b:
+                continue
+            if isinstance(a, dict) and isinstance(b, dict):  # (the windows' options: the fields that differ, not
+                diff += [f"{k}.{f}: {a.get(f)!r} in the state, {b.get(f)!r} here"  # both whole 12-key dicts)
+                         for f in sorted(set(a) | set(b)) if a.get(f) != b.get(f)]
+            else:
+                diff.append(f"{k}: {a!r} in the state, {b!r} here")
         if diff:
             raise ConfigError("the state was saved with other plan options, so the sample sequence would "
                               "differ: " + "; ".join(diff) + ". Pass the same options to resume")
