@@ -213,6 +213,10 @@ def test_state_checks_name_what_differs():
         TrainingLoader(DOCS, batch_size=4, block_size=32, seed=3).load_state_dict(state)
     with pytest.raises(ConfigError, match="method"):
         TrainingLoader(DOCS, batch_size=4, method="greedy", **OPTS).load_state_dict(state)
+    # windows that leave every document out: said so (it had been "lower batch_size", which cannot help)
+    with pytest.raises(ConfigError, match=r"epoch 0 has no samples under this plan: every document is shorter "
+                                          r"than the window \(500 tokens\) and short='drop'"):
+        TrainingLoader(DOCS, batch_size=1, windows=SlidingWindows(500, 250, short="drop"))
     # windows whose one option differs: that field named (both whole option dicts had been printed)
     w1 = TrainingLoader(DOCS, batch_size=2, windows=SlidingWindows(16, 8, jitter="global", seed=1))
     with pytest.raises(ConfigError, match=r"differ: windows\.seed: 1 in the state, 2 here\. Pass the same"):

@@ -433,6 +433,11 @@ class BatchSchedule:
         epoch = self.check_epoch(epoch)
         n, G = self.num_samples(epoch), self.global_batch_size
         nb = n // G if self.drop_last else -(-n // G)
+        if n == 0:  # (no batch size helps: "lower batch_size" had been the advice)
+            raise ConfigError(f"epoch {epoch} has no samples under this plan: " + (
+                f"every document is shorter than the window ({getattr(self.windows, 'window_size', '?')} tokens) "
+                "and short='drop' leaves them out; use a smaller window or short='keep'"
+                if getattr(self.windows, "short", None) == "drop" else "add data or change the plan's options"))
         if nb == 0:
             raise ConfigError(f"the global batch (batch_size={self.batch_size} x world_size={self.world_size} = "
                               f"{G:,d} samples) is larger than epoch {epoch}, which has {n:,d} samples; lower "
