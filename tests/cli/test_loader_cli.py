@@ -41,6 +41,13 @@ def test_loader_mixture_report_and_errors(stores, capsys):
                  "--tokens", "100000"]) == 0
     text = capsys.readouterr().out
     assert "100,000 training tokens" in text and "upsampled" in text
+    # the samples the whole global batches leave carry into the next epoch: said so, as the numbers add up
+    import re
+
+    n = int(re.search(r"samples per epoch ([\d,]+)", text).group(1).replace(",", ""))
+    nb = int(re.search(r"([\d,]+) batches per epoch", text).group(1).replace(",", ""))
+    assert (f"{n - 2 * nb:,d} samples carry into the next epoch" in text) if n > 2 * nb else \
+        "drop_last leaves out 0 samples" in text
     assert main(["loader", str(stores[0]), "--batch-size", "100000", "--block-size", "64"]) == 1
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "larger than epoch 0" in err

@@ -119,8 +119,13 @@ def cmd_loader(args) -> int:
     print(f"{what}: {out['documents']:,d} documents, {out['tokens']:,d} tokens")
     print(f"samples per epoch {n:,d} of {out['sample_positions']:,d} positions (fill {out['fill']:.1%}, "
           f"{out['effective_targets_per_sample']:,.0f} effective targets each)")
+    drawn = nb * sched.global_batch_size
+    # (a mixture draws whole global batches; the rest of its samples carry into the next epoch, none is dropped:
+    # "samples per epoch 5,887", "367 batches" of 16 and "leaves out 0" had not added up)
+    left = (f"{n - drawn:,d} samples carry into the next epoch (a mixture drops none)"
+            if report is not None and n > drawn else f"drop_last leaves out {out['dropped_samples']:,d} samples")
     print(f"global batch {sched.global_batch_size:,d} = {args.world_size} rank{'s' if args.world_size != 1 else ''} x {args.batch_size}: "
-          f"{nb:,d} batches per epoch on every rank; drop_last leaves out {out['dropped_samples']:,d} samples")
+          f"{nb:,d} batches per epoch on every rank; {left}")
     if report is not None:
         print(report)
     return 0
