@@ -466,6 +466,24 @@ def test_as_dataset_continues_where_the_loader_is_and_its_state_is_checked():
         resumed.load_state_dict(state)
         dl = sdl.StatefulDataLoader(resumed.as_dataset(), batch_size=None, num_workers=workers)
         assert [key(b) for b in dl] == full[5:], workers
+    # resumed one batch before the end, persistent workers: the worker with no batch left had stayed at the start
+    # and lost its batches of every later epoch; set_epoch of the current epoch started it over
+    per = len(full)
+    both = run(TrainingLoader(DOCS, batch_size=2, **OPTS), 2)
+    saved = TrainingLoader(DOCS, batch_size=2, **OPTS)
+    it = iter(saved)
+    for _ in range(per - 1):
+        next(it)
+    resumed = TrainingLoader(DOCS, batch_size=2, **OPTS)
+    resumed.load_state_dict(saved.state_dict())
+    ds = resumed.as_dataset()
+    assert len(ds) == 1
+    dl = sdl.StatefulDataLoader(ds, batch_size=None, num_workers=2, persistent_workers=True)
+    got = []
+    for epoch in (0, 1):
+        ds.set_epoch(epoch)  # (the current one: kept where it is)
+        got += [key(b) for b in dl]
+    assert got == both[per - 1:]
     ds = TrainingLoader(DOCS, batch_size=2, **OPTS).as_dataset()
     it = iter(ds)
     next(it)

@@ -423,12 +423,15 @@ class LoaderDataset(torch.utils.data.IterableDataset):
         self._workers: int | None = None
 
     def __len__(self) -> int:
-        return self.schedule.num_batches(self.epoch)
+        return self.schedule.num_batches(self.epoch) - self._start  # (the batches this epoch still has to give)
 
     def set_epoch(self, epoch: int) -> None:
+        """Take epoch ``epoch`` from its start; the current epoch stays where it is (as ``TrainingLoader.set_epoch``:
+        ``for e in range(loader.epoch, n): ds.set_epoch(e)`` after a resume had started it over)."""
         epoch = self.schedule.check_epoch(epoch)
         self.schedule.num_batches(epoch)
-        self.epoch, self._next, self._start = epoch, None, 0
+        if epoch != self.epoch:
+            self.epoch, self._next, self._start = epoch, None, 0
 
     def __iter__(self):
         info = torch.utils.data.get_worker_info()
@@ -452,6 +455,9 @@ class LoaderDataset(torch.utils.data.IterableDataset):
             g += k
             self._next = g
             yield batch
+        # (a worker with no batch left in a resumed epoch yields none: its position is past the end all the same,
+        # or it stayed at the start and never went on to the next epoch, its batches lost from every later one)
+        self._next = g
 
     def state_dict(self) -> dict:
         st = self.schedule.state_dict(self.epoch, self._start)
