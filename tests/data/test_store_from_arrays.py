@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tokenmill import ConfigError, InputError, TokenmillError, TokenStore, pack
+from tokenmill import ConfigError, FormatError, InputError, TokenmillError, TokenStore, pack
 
 
 def test_round_trip_verify_and_batches(tmp_path):
@@ -97,6 +97,9 @@ def test_a_run_killed_between_shards_is_replaced_by_the_next(tmp_path, overwrite
     assert r.returncode == -9, r.stderr.decode()
     if overwrite:  # the old store stands, whole
         assert [x.tolist() for x in TokenStore.open(out)] == [[1, 2, 3]]
+    else:  # and the unfinished folder says how to finish it (it had said to rerun a build "to resume")
+        with pytest.raises(FormatError, match=r"from_token_arrays was interrupted: run it again with overwrite=True"):
+            TokenStore.open(out)
     st = TokenStore.from_token_arrays(out, [([3], [4, 5, 6])], vocab_size=10, overwrite=True)
     assert [x.tolist() for x in st] == [[4, 5, 6]] and st.verify()["documents"] == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s"] and not (out / "build.json").exists()

@@ -87,10 +87,11 @@ def _read_lengths(args):
         except UnicodeDecodeError as e:
             raise InputError(f"not a text file (byte offset {e.start:,d} is not UTF-8); pass one length per line, "
                              "or a .npy array") from None
-        if not text.split():  # (numpy's loadtxt warns and returns nothing: 0 documents "packed" at 100% fill)
-            raise InputError("it holds no lengths; pass one length per line, or a .npy array")
         body = text.rstrip()
         marked = re.sub(r"#[^\n]*", "#", body)  # ('#' comments, which loadtxt skips: a comment line is no blank)
+        if not marked.replace("#", "").split():  # (loadtxt warns and returns nothing: 0 documents "packed" at
+            # 100% fill; comments alone too)
+            raise InputError("it holds no lengths; pass one length per line, or a .npy array")
         blank = re.search(r"(?m)^[ \t\r\f\v]*$", marked)
         if blank:  # (loadtxt skips it: every later document's index moved by one, without a word)
             raise InputError(f"line {marked.count(chr(10), 0, blank.start()) + 1:,d} is blank; pass one length per "

@@ -1660,8 +1660,11 @@ class TokenStore(StoreSource):
             raise ConfigError("the store's path is empty (''); pass the store's folder (the current folder is '.')")
         path = Path(path)
         if not (path / MANIFEST).exists():
-            extra = (" (a build was interrupted: rerun it with the same arguments to resume)"
-                     if (path / BUILD_STATE).exists() else "")
+            extra = ""
+            if (path / BUILD_STATE).exists():  # (from_token_arrays writes no resumable journal: it is run again)
+                arrays = _recorded_fingerprint(path, BUILD_STATE)[1].get("token_arrays")
+                extra = (" (from_token_arrays was interrupted: run it again with overwrite=True)" if arrays else
+                         " (a build was interrupted: rerun it with the same arguments to resume)")
             if not path.exists():
                 old = _old_dir(path)
                 if (old / MANIFEST).exists():
