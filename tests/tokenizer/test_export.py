@@ -283,3 +283,43 @@ def test_a_special_token_spelling_a_vocabulary_token_is_refused_for_that_reason(
     tok = train_bpe(["hello x world"], 262, special_tokens=["x"])
     with pytest.raises(ConfigError, match="the vocabulary holds 'x' as a token of its own at id 120"):
         tok.save_huggingface(tmp_path / "t.json")
+
+
+def test_saves_and_exports_never_write_over_the_file_a_tokenizer_was_read_from(tmp_path, gpt2_ranks_path):
+    """save_huggingface onto a model's own rank file, tokenizer.json or .model had replaced it (the model's file
+    lost, or loadable only by Tokenizer.load); save() over a tokenmill file writes what it holds, so it stays."""
+    import shutil
+
+    from tokenmill import ConfigError, Tokenizer
+
+    ranks = tmp_path / "gpt2.tiktoken"
+    shutil.copy(gpt2_ranks_path, ranks)
+    before = ranks.read_bytes()
+    tok = Tokenizer.from_tiktoken(ranks, pattern="gpt2")
+    for write in (tok.save, tok.save_huggingface, tok.save_tiktoken):
+        with pytest.raises(ConfigError, match="is also an input"):
+            write(ranks)
+    assert ranks.read_bytes() == before
+    tok.save_huggingface(tmp_path / "tokenizer.json")
+    tj = Tokenizer.from_huggingface(tmp_path)  # (its folder: the file in it is protected)
+    with pytest.raises(ConfigError, match="is also an input"):
+        tj.save_huggingface(tmp_path / "tokenizer.json")
+    tj.save(tmp_path / "tok.json")
+    own = Tokenizer.load(tmp_path / "tok.json")
+    own.save(tmp_path / "tok.json")  # (the same bytes)
+    assert Tokenizer.load(tmp_path / "tok.json") == own
+    with pytest.raises(ConfigError, match="is also an input"):
+        own.save_huggingface(tmp_path / "tok.json")
+    from tokenmill.tokenizer.formats import sentencepiece as S  # a .model, and a SentencePiece-family tokenizer.json
+
+    model = tmp_path / "sp.model"
+    model.write_bytes(S.write_model_proto([("<unk>", 0, S.UNKNOWN), ("▁", -1, S.NORMAL), ("a", -2, S.NORMAL)],
+                                          trainer={"model_type": 2},
+                                          normalizer={"name": "identity", "remove_extra_whitespaces": False}))
+    sp = Tokenizer.from_sentencepiece(model)
+    with pytest.raises(ConfigError, match="is also an input"):
+        sp.save_huggingface(model)
+    sp.save_huggingface(tmp_path / "sp.json")
+    spj = Tokenizer.from_huggingface(tmp_path / "sp.json")
+    with pytest.raises(ConfigError, match="is also an input"):
+        spj.save_huggingface(tmp_path / "sp.json")

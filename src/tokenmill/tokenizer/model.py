@@ -90,6 +90,9 @@ class Tokenizer:
         self.train_report = None  # a TrainReport when this tokenizer came from train_bpe
 
     # ----------------------------------------------------------------- construction
+    read_from: tuple = ()  # the file this tokenizer was read from (its saves and exports never write over it)
+    read_from_own_form = False  # read from a tokenmill file (save() over it writes what it holds)
+
     @classmethod
     def from_merges(cls, merges, *, pattern="gpt4", special_tokens=None, merge_counts=None) -> "Tokenizer":
         """Build from merges in rank order: merge ``i`` joins ``merges[i]`` into id ``256 + i``.
@@ -118,7 +121,8 @@ class Tokenizer:
 
         vocab, pairs = load_rank_file(check_path(path))
         try:
-            return cls(vocab, pairs, pattern=pattern, special_tokens=special_tokens, whole_chunk_lookup=True)
+            return _read_from(cls(vocab, pairs, pattern=pattern, special_tokens=special_tokens,
+                                  whole_chunk_lookup=True), path)
         except FormatError as e:  # (the vocabulary as a whole: a byte token missing)
             raise FormatError(f"{os.fspath(path)}: {e}") from None
 
@@ -130,7 +134,8 @@ class Tokenizer:
 
         vocab, pairs, pattern, specials = load_tekken(check_path(path))
         try:
-            return cls(vocab, pairs, pattern=pattern, special_tokens=specials, whole_chunk_lookup=True)
+            return _read_from(cls(vocab, pairs, pattern=pattern, special_tokens=specials, whole_chunk_lookup=True),
+                              path)
         except ConfigError as e:  # what the file asks of the tokenizer (two special tokens on one id...)
             raise FormatError(f"{os.fspath(path)}: {e}") from None
 
@@ -163,7 +168,9 @@ class Tokenizer:
 
         if looks_sentencepiece_json(tokenizer_json_head(check_path(path))):  # Llama 2 / Mistral / Gemma: BPE over characters
             return load(path)
-        return load_tokenizer_json(path, cls.from_merge_list)
+        from .formats.huggingface import tokenizer_json_path
+
+        return _read_from(load_tokenizer_json(path, cls.from_merge_list), tokenizer_json_path(path))
 
     # ----------------------------------------------------------------- properties
     @property
@@ -381,13 +388,19 @@ class Tokenizer:
         return tokenmill_format.to_dict(self._spec, self._merge_counts)
 
     def save(self, path: str | os.PathLike) -> None:
-        """Write the versioned JSON file atomically (a temporary name, then rename)."""
-        tokenmill_format.save(self.to_dict(), path)
+        """Write the versioned JSON file atomically (a temporary name, then rename); never over the file this
+        tokenizer was read from (``read_from``: an imported model's own file had been overwritten)."""
+        from .._io import protect_inputs
+
+        with protect_inputs(() if self.read_from_own_form else self.read_from):
+            tokenmill_format.save(self.to_dict(), path)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "Tokenizer":
         """Read a file written by ``save``; a corrupted file, wrong hash or newer version fails clearly."""
-        return tokenmill_format.load(cls, check_path(path))
+        tok = _read_from(tokenmill_format.load(cls, check_path(path)), path)
+        tok.read_from_own_form = True  # (saving it again over its file writes the same bytes: not refused)
+        return tok
 
     @classmethod
     def from_dict(cls, body: dict, *, source: str = "<dict>", size: int | None = None) -> "Tokenizer":
@@ -396,9 +409,11 @@ class Tokenizer:
 
     def save_huggingface(self, path: str | os.PathLike) -> None:
         """Export to a Hugging Face ``tokenizer.json`` (same ids; see ``formats.export``)."""
+        from .._io import protect_inputs
         from .formats.export import save_huggingface
 
-        save_huggingface(self, path)
+        with protect_inputs(self.read_from):
+            save_huggingface(self, path)
 
     def to_tiktoken(self, name: str | None = None):
         """A ``tiktoken.Encoding`` with the same ranks, pattern and special tokens (``formats.export``)."""
@@ -408,9 +423,11 @@ class Tokenizer:
 
     def save_tiktoken(self, path: str | os.PathLike) -> None:
         """Export the vocabulary as a tiktoken ``.tiktoken`` rank file (see ``formats.export``)."""
+        from .._io import protect_inputs
         from .formats.export import save_tiktoken
 
-        save_tiktoken(self, path)
+        with protect_inputs(self.read_from):
+            save_tiktoken(self, path)
 
     def __repr__(self) -> str:
         from .pretokenize.splitter import pattern_name
@@ -422,4 +439,11 @@ class Tokenizer:
         return isinstance(other, Tokenizer) and self.content_hash == other.content_hash
 
     __hash__ = None  # mutable caches inside; compare by content
+
+
+def _read_from(tok, path):
+    """``tok``, remembering the file it was read from: its saves and exports refuse to write over that file
+    (``save_huggingface`` onto a model's ``tokenizer.model`` had replaced it, the model's own file lost)."""
+    tok.read_from = (os.fspath(path),)
+    return tok
 

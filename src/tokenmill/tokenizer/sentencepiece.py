@@ -788,8 +788,12 @@ class SentencePieceTokenizer:
 
     def save_huggingface(self, path) -> None:
         """Write a Hugging Face tokenizer.json (see :func:`save_huggingface`: HF then gives these ids on
-        text, where the two formats agree)."""
-        save_huggingface(self, path)
+        text, where the two formats agree); never over the ``.model`` file it was read from."""
+        from .._io import protect_inputs
+
+        source = self.model.source
+        with protect_inputs([source] if not source.startswith("<") else []):
+            save_huggingface(self, path)
 
     def save(self, path) -> None:
         """Refused: a SentencePiece model has no tokenmill file form (it is run as the ``.model`` says);

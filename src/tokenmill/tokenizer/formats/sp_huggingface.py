@@ -585,10 +585,12 @@ class SentencePieceJsonTokenizer:
         return self.decode(ids).encode("utf-8")
 
     def save_huggingface(self, path) -> None:
-        """Write the tokenizer.json this tokenizer was read from (its exact bytes), atomically."""
-        from ..._io import write_bytes_atomic
+        """Write the tokenizer.json this tokenizer was read from (its exact bytes), atomically; never over that
+        file itself."""
+        from ..._io import protect_inputs, write_bytes_atomic
 
-        write_bytes_atomic(path, self._raw)
+        with protect_inputs([self._source] if not self._source.startswith("<") else []):
+            write_bytes_atomic(path, self._raw)
 
     encode_flat = encode_flat_by_batch  # (one flat array of encode_batch's ids, as Tokenizer.encode_flat)
 
