@@ -323,3 +323,37 @@ def test_saves_and_exports_never_write_over_the_file_a_tokenizer_was_read_from(t
     spj = Tokenizer.from_huggingface(tmp_path / "sp.json")
     with pytest.raises(ConfigError, match="is also an input"):
         spj.save_huggingface(tmp_path / "sp.json")
+
+
+def test_an_imported_post_processor_is_exported_back(tmp_path, gpt2_ranks_path):
+    """save_huggingface wrote post_processor null: a tokenizer.json whose TemplateProcessing adds a BOS (Llama
+    3.1's) exported to one whose HF encode added none, silently. It is written back; a tokenmill file does not
+    keep it, and exporting from one says so."""
+    import json
+    import warnings
+
+    tokenizers = pytest.importorskip("tokenizers")
+    from tokenmill import Tokenizer
+
+    src = tmp_path / "src.json"
+    Tokenizer.from_tiktoken(gpt2_ranks_path, pattern="gpt2",
+                            special_tokens={"<|endoftext|>": 50256}).save_huggingface(src)
+    body = json.loads(src.read_text(encoding="utf-8"))
+    body["post_processor"] = {"type": "TemplateProcessing",
+                              "single": [{"SpecialToken": {"id": "<|endoftext|>", "type_id": 0}},
+                                         {"Sequence": {"id": "A", "type_id": 0}}],
+                              "pair": [{"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
+                              "special_tokens": {"<|endoftext|>": {"id": "<|endoftext|>", "ids": [50256],
+                                                                   "tokens": ["<|endoftext|>"]}}}
+    src.write_text(json.dumps(body), encoding="utf-8")
+    assert tokenizers.Tokenizer.from_file(str(src)).encode("Hello").ids == [50256, 15496]
+    tok = Tokenizer.from_huggingface(src)
+    assert tok.encode("Hello") == [15496]  # (tokenmill's ids never hold what the post-processor adds)
+    tok.save_huggingface(tmp_path / "out.json")
+    assert tokenizers.Tokenizer.from_file(str(tmp_path / "out.json")).encode("Hello").ids == [50256, 15496]
+    tok.save(tmp_path / "tok.json")
+    with pytest.warns(UserWarning, match="not its tokenizer.json's post_processor"):
+        Tokenizer.load(tmp_path / "tok.json").save_huggingface(tmp_path / "again.json")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # (a tokenizer that never had one: nothing said)
+        Tokenizer.from_tiktoken(gpt2_ranks_path, pattern="gpt2").save_huggingface(tmp_path / "plain.json")

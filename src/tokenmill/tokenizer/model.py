@@ -92,6 +92,9 @@ class Tokenizer:
     # ----------------------------------------------------------------- construction
     read_from: tuple = ()  # the file this tokenizer was read from (its saves and exports never write over it)
     read_from_own_form = False  # read from a tokenmill file (save() over it writes what it holds)
+    # an imported tokenizer.json's post_processor (what HF's encode adds with add_special_tokens=True, a BOS): not
+    # in tokenmill's ids, written back by save_huggingface (not kept by save())
+    hf_post_processor = None
 
     @classmethod
     def from_merges(cls, merges, *, pattern="gpt4", special_tokens=None, merge_counts=None) -> "Tokenizer":
@@ -412,6 +415,12 @@ class Tokenizer:
         from .._io import protect_inputs
         from .formats.export import save_huggingface
 
+        if self.read_from_own_form and self.spec.merge_ids is not None:  # (an imported tokenizer.json, saved)
+            import warnings
+
+            warnings.warn(f"{self.read_from[0]} keeps the imported tokenizer's ids, not its tokenizer.json's "
+                          "post_processor (what HF's encode adds with add_special_tokens=True, a BOS say): the export "
+                          "has none; export from the original tokenizer.json to keep it", stacklevel=2)
         with protect_inputs(self.read_from):
             save_huggingface(self, path)
 

@@ -143,7 +143,7 @@ def to_huggingface_dict(tok) -> dict:
         "added_tokens": added,
         "normalizer": {"type": "NFC"} if tok.spec.normalizer == "NFC" else None,
         "pre_tokenizer": pre,
-        "post_processor": None,
+        "post_processor": getattr(tok, "hf_post_processor", None),  # (an imported file's: its BOS, say)
         "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False},
         "model": {
             "type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,

@@ -26,6 +26,7 @@ post-processor's template tokens, e.g. a BOS, are not added: add them yourself).
 from __future__ import annotations
 
 import functools
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -277,7 +278,8 @@ def load_tokenizer_json(path: str | os.PathLike, build):
     source = str(p)
     raw = read_bytes_limited(p, what="tokenizer.json")
     key = hashlib.sha256(raw).hexdigest()[:32]
-    cache_key = f"hf3-{key}"  # (2: the config says what is not applied; 3: and a decoder other than ByteLevel)
+    # (2: the config says what is not applied; 3: and a decoder other than ByteLevel; 4: and the post-processor)
+    cache_key = f"hf4-{key}"
     cached = load_cached(cache_key)
     if cached is not None:
         try:
@@ -312,13 +314,16 @@ def _build(vocab, arr, config, *, source, build):
                       "(the ids themselves are HF's)", stacklevel=5)
     patterns = conf.patterns
     try:
-        return build(
+        tok = build(
             vocab, arr[:, :2], merge_ids=arr[:, 2], pattern=patterns[0] if patterns else None,
             added_tokens=[AddedToken.from_entry(t) for t in conf.added_tokens],
             ignore_merges=conf.ignore_merges, normalizer=conf.normalizer,
             add_prefix_space=conf.add_prefix_space, split_patterns=patterns[1:], source=source)
     except ConfigError as e:  # what the file asks of the tokenizer (a pattern, a special token's id) tokenmill refuses
         raise _refuse(source, "this file", f"{e}") from None
+    if conf.post_processor is not None:
+        tok.hf_post_processor = json.loads(conf.post_processor)
+    return tok
 
 
 def _other_decoder(decoder) -> str | None:
@@ -431,7 +436,11 @@ def _convert(spec: HFTokenizerJson, source: str, file_size: int):
     not_applied = not_applied_of(spec)
     config = {"patterns": patterns, "add_prefix_space": prefix_space, "normalizer": normalizer,
               "ignore_merges": bool(model.ignore_merges), "not_applied": not_applied,
-              "added_tokens": [t.to_dict() for t in added], "decoder": _other_decoder(spec.decoder)}
+              "added_tokens": [t.to_dict() for t in added], "decoder": _other_decoder(spec.decoder),
+              # (what HF's encode adds with add_special_tokens=True, a BOS say: tokenmill's ids never hold it, and
+              # save_huggingface writes it back; the export had written none, HF's encode then adding no BOS)
+              "post_processor": None if spec.post_processor is None else json.dumps(spec.post_processor,
+                                                                                    ensure_ascii=False)}
     return vocab, arr, config
 
 

@@ -177,6 +177,7 @@ class HFCacheConfig(Struct):
     added_tokens: list[AddedTokenEntry]
     not_applied: list[str] = []  # what HF's encode does as the file asks and tokenmill's does not (said on load)
     decoder: Union[str, None] = None  # a decoder other than ByteLevel, which tokenmill's decode does not apply
+    post_processor: Union[str, None] = None  # the file's post_processor as JSON (written back by save_huggingface)
 
 
 class RankCacheConfig(Struct):
