@@ -319,6 +319,9 @@ def test_saves_and_exports_never_write_over_the_file_a_tokenizer_was_read_from(t
     sp = Tokenizer.from_sentencepiece(model)
     with pytest.raises(ConfigError, match="is also an input"):
         sp.save_huggingface(model)
+    for write in (sp.to_tiktoken, lambda: sp.save_tiktoken(tmp_path / "sp.tiktoken")):  # (a bare AttributeError)
+        with pytest.raises(ConfigError, match="a SentencePiece model has no tiktoken form"):
+            write()
     sp.save_huggingface(tmp_path / "sp.json")
     spj = Tokenizer.from_huggingface(tmp_path / "sp.json")
     with pytest.raises(ConfigError, match="is also an input"):

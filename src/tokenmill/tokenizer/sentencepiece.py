@@ -795,6 +795,14 @@ class SentencePieceTokenizer:
         with protect_inputs([source] if not source.startswith("<") else []):
             save_huggingface(self, path)
 
+    def to_tiktoken(self, name=None):
+        """Refused: tiktoken runs byte-level BPE over regex splits, not SentencePiece's merges over characters
+        (a bare AttributeError had said nothing of why)."""
+        raise ConfigError("a SentencePiece model has no tiktoken form (tiktoken runs byte-level BPE over regex "
+                          "splits); keep its .model file, or save_huggingface(path) for HF tokenizers")
+
+    save_tiktoken = to_tiktoken
+
     def save(self, path) -> None:
         """Refused: a SentencePiece model has no tokenmill file form (it is run as the ``.model`` says);
         ``save_huggingface`` writes a tokenizer.json, or keep the ``.model`` file itself."""
