@@ -97,6 +97,14 @@ def fs_path(path, refusal: str) -> str:
     return os.fsdecode(path)
 
 
+def nonempty_path(raw, what: str, fix: str, error=ConfigError):
+    """``raw`` (a path as given, str or bytes) unless it is empty: ``Path('')`` is ``'.'``, and an empty argument
+    had been taken for the current folder (every known file under it read, a store built or opened there)."""
+    if raw in ("", b""):
+        raise error(f"{what} is empty (''); {fix} (the current folder is '.')")
+    return raw
+
+
 def resolve_output(path: str | os.PathLike, *, what: str = "output", inputs: Iterable = (),
                    suffix: str = ".json") -> Path:
     """The file a write to ``path`` replaces, or a ConfigError saying why it must not be written.

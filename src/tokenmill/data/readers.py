@@ -37,6 +37,7 @@ from typing import Any, Iterable, Iterator, Literal
 
 import numpy as np
 
+from .._io import nonempty_path
 from ..errors import ConfigError, InputError, require
 from ..tokenizer.surrogates import replace_surrogates
 
@@ -306,8 +307,7 @@ def expand_paths(inputs) -> list[Path]:
     out: list[Path] = []
     for item in inputs:
         s = os.fspath(item)
-        if s in ("", b""):  # (Path('') is '.': the current folder had been read, every known file under it)
-            raise InputError("an input path is empty (''); pass a file, folder or glob (the current folder is '.')")
+        nonempty_path(s, "an input path", "pass a file, folder or glob", InputError)
         if s == "-" and not os.path.lexists(s):
             raise InputError("input '-' (standard input) is not read here: the input is read more than once; write "
                              "the data to a file first")

@@ -60,6 +60,7 @@ from .._io import (
     canonical_hash,
     exclusive,
     fs_path,
+    nonempty_path,
     remove_stale_temporaries,
     sync_folder,
     write_json_atomic,
@@ -457,9 +458,7 @@ def build(out_dir, sources, tokenizer, *, workers: int | None = None, engine: st
     """Encode ``sources`` with ``tokenizer`` into a store at ``out_dir``; see :meth:`TokenStore.build`."""
     from .._validate import check_int
 
-    out_dir = fs_path(out_dir, "out_dir is {kind}; pass the store's folder (a str or a path)")
-    if not out_dir:  # (Path('') is '.': a store had been built into the current folder)
-        raise ConfigError("out_dir is empty (''); pass the store's folder")
+    out_dir = _out_dir(out_dir)
     from ..tokenizer.adapters import tokenizer_with
 
     # a path (tokenizer.json, a tokenmill file, a rank file...), an HF, transformers, tiktoken or SentencePiece
@@ -490,7 +489,7 @@ def build(out_dir, sources, tokenizer, *, workers: int | None = None, engine: st
     # the folder itself, links resolved: a store reached through a symbolic link is replaced where it is (the
     # link was swapped with the new store and the old one's files deleted through it), and "." is a folder
     # with a parent to stage beside
-    out = Path(os.path.realpath(out_dir))
+    out = Path(os.path.realpath(out_dir))  # (see _out_dir)
     # one writer at a time (another process's build of the same folder, e.g. every rank of a job calling
     # build: the second waits, then finds the store built); its files were taken for this one's before
     with exclusive(out, _say):
@@ -594,6 +593,12 @@ def _build_at(out: Path, srcs, tokenizer, opts, args: dict, shard_bytes: int, ov
             raise WriteError(f"cannot put the new store {work} in place of {out}: {e.strerror or e}; {out} "
                              "is unchanged and the new store is complete in the staging folder") from e
     return TokenStore.open(out)
+
+
+def _out_dir(out_dir) -> str:
+    """A store's output folder as given (a str), checked: a path, not empty."""
+    return nonempty_path(fs_path(out_dir, "out_dir is {kind}; pass the store's folder (a str or a path)"), "out_dir",
+                         "pass the store's folder")
 
 
 def _doc_where(name: str, row: int) -> str:
@@ -1566,9 +1571,7 @@ class TokenStore(StoreSource):
 
         if not isinstance(overwrite, bool):
             raise ConfigError(f"overwrite={overwrite!r} must be True or False")
-        raw = fs_path(out_dir, "out_dir is {kind}; pass the store's folder (a str or a path)")
-        if not raw:
-            raise ConfigError("out_dir is empty (''); pass the store's folder")
+        raw = _out_dir(out_dir)
         vocab_size = check_int(vocab_size, "vocab_size", min=1, max=2**31)  # (what a manifest holds)
         # (checked before anything is written: np.int64(7) or 1.5 failed at the manifest, after the shards,
         # and left a folder no call could finish or open)
@@ -1655,10 +1658,8 @@ class TokenStore(StoreSource):
     @classmethod
     def open(cls, path) -> "TokenStore":
         """Open a finished store; checks the manifest and every shard file's size (not hashes)."""
-        path = fs_path(path, "path is {kind}; pass the store's folder (a str or a path)")
-        if not path:  # (Path('') is '.': "'.' has no manifest.json")
-            raise ConfigError("the store's path is empty (''); pass the store's folder (the current folder is '.')")
-        path = Path(path)
+        path = Path(nonempty_path(fs_path(path, "path is {kind}; pass the store's folder (a str or a path)"),
+                                  "the store's path", "pass the store's folder"))
         if not (path / MANIFEST).exists():
             extra = ""
             if (path / BUILD_STATE).exists():  # (from_token_arrays writes no resumable journal: it is run again)

@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 from typing import Iterable, Iterator, Literal
 
+from .._io import nonempty_path
 from ..errors import ConfigError, InputError
 from .readers import (
     KNOWN_FILES,
@@ -82,9 +83,7 @@ def check_input_file(path: str | os.PathLike) -> bool:
     (missing, a directory, a device such as /dev/zero, a socket)."""
     import stat
 
-    raw = os.fspath(path)
-    if raw in ("", b""):  # (os.stat('') fails, Path('') is '.': "'.' is a directory")
-        raise InputError("an input path is empty (''); pass a file (the current folder is '.')")
+    raw = nonempty_path(os.fspath(path), "an input path", "pass a file", InputError)
     try:
         st = os.stat(raw)
     except FileNotFoundError:
@@ -116,9 +115,8 @@ def read_input_bytes(path: str | os.PathLike) -> bytes:
     or a FIFO (``<(cmd)``, a pipe) is read in blocks, up to ``$TOKENMILL_MAX_DOCUMENT_BYTES`` (1 GiB)."""
     from .readers import read_all
 
-    if os.fspath(path) in ("", b""):  # (Path('') is '.': "'.' is a directory")
-        raise InputError("an input path is empty (''); pass a file, or - for standard input where read")
-    return read_all(Path(os.fspath(path)), opener=_open_input)
+    return read_all(Path(nonempty_path(os.fspath(path), "an input path", "pass a file", InputError)),
+                    opener=_open_input)
 
 
 def expand_inputs(inputs: Iterable[str | os.PathLike]) -> list[Path]:
@@ -128,9 +126,7 @@ def expand_inputs(inputs: Iterable[str | os.PathLike]) -> list[Path]:
     trained on a folder saw other data than a store built from it.)"""
     out: list[Path] = []
     for item in inputs:
-        if os.fspath(item) in ("", b""):  # (Path('') is '.': every known file under the current folder was read)
-            raise InputError("an input path is empty (''); pass a file or folder (the current folder is '.')")
-        p = Path(item)
+        p = Path(nonempty_path(os.fspath(item), "an input path", "pass a file or folder", InputError))
         if p.is_dir():
             files = folder_files(p, is_known_file)
             if not files:
