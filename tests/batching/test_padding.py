@@ -195,3 +195,19 @@ def test_a_negative_pad_id_and_block_are_refused():
         with pytest.raises(ConfigError, match=f"block={b} is out of range"):
             plan.segments(b)
     assert sum(n for blk in range(plan.num_blocks) for _, _, n in plan.segments(blk)) == 12
+
+
+@pytest.mark.parametrize("cu", [[0, 4, 9, 8], [0, -1, 8], [0, 4, 4, 8], [0.0, 4.0, 8.0], [0, 8, 9], [[0, 8]]])
+def test_segment_ids_of_a_hand_made_batch_check_its_cu_seqlens(cu):
+    import dataclasses
+
+    from tokenmill.errors import InputError
+
+    b = pad_batch([[1, 10, 11, 2], [1, 12, 2]], pad_id=0)
+    assert b.segment_ids.tolist() == [[0, 0, 0, 0], [1, 1, 1, 2]]
+    bad = dataclasses.replace(b, cu_seqlens=np.asarray(cu))
+    with pytest.raises(InputError, match="cu_seqlens must be a 1-D integer array rising strictly from 0 to rows x "
+                                         "positions = 8"):
+        bad.segment_ids  # noqa: B018 (negative entries had wrapped to wrong segments, too large ones IndexError)
+    with pytest.raises(InputError, match="cu_seqlens"):
+        bad.dense_mask()

@@ -260,6 +260,15 @@ class Batch:
 
 
 def _segment_ids(cu_seqlens: np.ndarray, total: int) -> np.ndarray:
+    """The segment of each of ``total`` positions; ``cu_seqlens`` checked first (a batch made by hand,
+    or whose arrays were edited, may hold any values)."""
+    cu = np.asarray(cu_seqlens)
+    if (cu.ndim != 1 or cu.size < 2 or cu.dtype.kind not in "iu" or int(cu[0]) != 0 or int(cu[-1]) != total
+            or bool((cu[1:] <= cu[:-1]).any())):
+        raise InputError(f"this batch's cu_seqlens must be a 1-D integer array rising strictly from 0 to rows x "
+                         f"positions = {total:,d} (got {cu.dtype} of shape {cu.shape}: "
+                         f"{cu.ravel()[:4].tolist()}{' ..' if cu.size > 4 else ''}); build batches with pad_batch, "
+                         "pack(...).batches or Batch.from_blocks rather than by hand")
     seg = np.zeros(total, np.int64)
     seg[cu_seqlens[1:-1]] = 1
     return np.cumsum(seg)
