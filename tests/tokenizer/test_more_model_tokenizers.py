@@ -216,6 +216,18 @@ def test_tekken_without_special_tokens_named_by_version(tmp_path):
     (tmp_path / "v11.json").write_text(json.dumps(body))
     with pytest.raises(FormatError, match="version v11 tekken file must list its special_tokens"):
         Tokenizer.from_tekken(tmp_path / "v11.json")
+    for version in (None, "", "3", "latest"):  # which names the ids have depends on the version: not guessed
+        if version is None:
+            body["config"].pop("version")
+        else:
+            body["config"]["version"] = version
+        (tmp_path / "nov.json").write_text(json.dumps(body))
+        with pytest.raises(FormatError, match=f"lists no special_tokens and its config.version is {version!r}, not "
+                                              "v1..v7"):
+            Tokenizer.from_tekken(tmp_path / "nov.json")
+    body["special_tokens"] = [{"rank": 0, "token_str": "<unk>", "is_control": True}]  # listed: no version needed
+    (tmp_path / "listed.json").write_text(json.dumps(body))
+    assert Tokenizer.from_tekken(tmp_path / "listed.json").special_tokens["<unk>"] == 0
 
 
 @pytest.mark.parametrize("edit, says", [

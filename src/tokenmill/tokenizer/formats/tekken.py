@@ -90,7 +90,11 @@ def read_tekken(path, raw: bytes) -> tuple[dict[bytes, int], str, dict[str, int]
     listed = spec.special_tokens
     if listed is None:  # as mistral_common: the names every file up to v7 had, or a refusal after v7
         version = spec.config.version or ""
-        if version[:1] == "v" and version[1:].isdigit() and int(version[1:]) > 7:
+        if not (version[:1] == "v" and version[1:].isdigit()):
+            raise FormatError(f"{src}: lists no special_tokens and its config.version is "
+                              f"{spec.config.version!r}, not v1..v7, the versions whose special ids have known "
+                              "names (mistral_common refuses such a file too): get the file again")
+        if int(version[1:]) > 7:
             raise FormatError(f"{src}: a version {version} tekken file must list its special_tokens (mistral_common "
                               "refuses it too): get the file again")
         specials = {name: i for i, name in enumerate(_V7_SPECIALS[:n_special])}
