@@ -62,3 +62,24 @@ def require(module: str, extra: str):
         raise MissingExtraError(
             f"{module!r} is not installed; install it with: pip install 'tokenmill[{extra}]'"
         ) from e
+
+
+def warn(message: str, category: type[Warning] = UserWarning) -> None:
+    """``warnings.warn`` pointed at the first caller outside tokenmill (the user's line), however deep in
+    tokenmill the warning is raised: a fixed ``stacklevel`` points into tokenmill when the same code is
+    reached through another path (``as_tokenizer`` of a file, of an object, from a store build).
+
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True) as seen:
+    ...     warnings.simplefilter("always")
+    ...     warn("careful")
+    >>> seen[0].message.args[0], seen[0].filename.endswith("errors.py")
+    ('careful', False)
+    """
+    import sys
+    import warnings
+
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_globals.get("__name__", "").partition(".")[0] == "tokenmill":
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level + 1)

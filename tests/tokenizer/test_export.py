@@ -360,3 +360,27 @@ def test_an_imported_post_processor_is_exported_back(tmp_path, gpt2_ranks_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # (a tokenizer that never had one: nothing said)
         Tokenizer.from_tiktoken(gpt2_ranks_path, pattern="gpt2").save_huggingface(tmp_path / "plain.json")
+
+
+def test_warnings_point_at_the_users_line_whatever_the_path(trained, tmp_path):
+    """A fixed stacklevel pointed into tokenmill when the same warning was reached another way (a
+    tokenizer.json through from_huggingface, as_tokenizer of the path, of the HF object, a training that
+    stops early): every one now names this file, the caller's."""
+    import json
+    import warnings
+
+    tokenizers = pytest.importorskip("tokenizers")
+    from tokenmill import as_tokenizer
+
+    trained.save_huggingface(tmp_path / "tokenizer.json")
+    body = json.loads((tmp_path / "tokenizer.json").read_text())
+    body["truncation"] = {"direction": "Right", "max_length": 3, "strategy": "LongestFirst", "stride": 0}
+    (tmp_path / "cut.json").write_text(json.dumps(body))
+    cut = tokenizers.Tokenizer.from_file(str(tmp_path / "cut.json"))
+    calls = [lambda: Tokenizer.from_huggingface(tmp_path / "cut.json"), lambda: as_tokenizer(tmp_path / "cut.json"),
+             lambda: as_tokenizer(cut), lambda: train_bpe(["ab ab"], 300)]
+    for call in calls:
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            call()
+        assert seen and {w.filename for w in seen} == {__file__}, [(w.filename, str(w.message)[:60]) for w in seen]

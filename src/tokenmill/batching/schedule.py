@@ -381,10 +381,10 @@ class BatchSchedule:
         try:
             return self._read_pack(d, part)
         except Exception as e:  # noqa: BLE001 -- whatever a damaged file raises
-            import warnings
+            from ..errors import warn
 
-            warnings.warn(f"the packing plan cache {d} is damaged ({' '.join(str(e).split())}); planning again "
-                          "and writing it anew", stacklevel=4)
+            warn(f"the packing plan cache {d} is damaged ({' '.join(str(e).split())}); planning again "
+                 "and writing it anew")
             return None
 
     def _read_pack(self, d: Path, part: int) -> PackPlan:

@@ -276,13 +276,12 @@ def folder_files(folder: Path, keep) -> list[Path]:
     found = [f for f in files if keep(f)]
     other = [f for f in files if not keep(f)]
     if other and found:
-        import warnings
-
         from .._words import counted
+        from ..errors import warn
 
         names = ", ".join(str(f.relative_to(folder)) for f in other[:3]) + (", ..." if len(other) > 3 else "")
-        warnings.warn(f"the folder {str(folder)!r}: {counted(len(other), 'file')} of another type left out "
-                      f"({names}); name a file as an input to read it", stacklevel=3)
+        warn(f"the folder {str(folder)!r}: {counted(len(other), 'file')} of another type left out "
+             f"({names}); name a file as an input to read it")
     return found
 
 

@@ -113,14 +113,14 @@ def _say_if_far(store, val_doc: np.ndarray, fraction: float, by: str, val_groups
     far = [f"{what} {got:.1%}" for what, got in shares
            if not fraction / 2 <= got <= 2 * fraction and abs(got - fraction) > 0.005]
     if far:
-        import warnings
+        from ..errors import warn
 
         advice = (f"the store holds few documents ({n:,d}), each taken with probability {fraction:g}"
                   if by == "doc" else "its groups are few or uneven; pass finer ones (by='file' or by='doc') for a "
                   "split near the fraction")
-        warnings.warn(f"split({fraction:g}, by={by!r}): validation holds {' and '.join(far)} of the store, far from "
-                      f"{fraction:.1%} ({val_groups:,d} whole group{'s' if val_groups != 1 else ''} of "
-                      f"{int(val_doc.sum()):,d} documents): {advice}", stacklevel=4)
+        warn(f"split({fraction:g}, by={by!r}): validation holds {' and '.join(far)} of the store, far from "
+             f"{fraction:.1%} ({val_groups:,d} whole group{'s' if val_groups != 1 else ''} of "
+             f"{int(val_doc.sum()):,d} documents): {advice}")
 
 
 # ---- the one split rule ---------------------------------------------------------------------------

@@ -44,7 +44,6 @@ import re
 import shutil
 import stat
 import sys
-import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Callable, Iterator, Literal
@@ -67,7 +66,7 @@ from .._io import (
 )
 from .._schema import BIG, Count, Meta, Sha256, Struct, check, load_json
 from .._words import counted
-from ..errors import ConfigError, FormatError, InputError, OutOfRangeError, TokenmillError
+from ..errors import ConfigError, FormatError, InputError, OutOfRangeError, TokenmillError, warn
 from . import engines
 from .readers import Replaced, Source, Utf8Docs, as_sources, format_of
 from .source import doc_index
@@ -1764,9 +1763,9 @@ class TokenStore(StoreSource):
                 raise ConfigError(f"the store {self.path} records no tokenizer (from_token_arrays without "
                                   f"tokenizer_hash), only a vocabulary of {rec['vocab_size']:,d} ids; this tokenizer "
                                   f"has {size:,d}: pass one of that vocabulary")
-            warnings.warn(f"the store {self.path} records no tokenizer (from_token_arrays without tokenizer_hash): "
-                          "its ids are read with this tokenizer of the same vocabulary size, unchecked; write it with "
-                          "tokenizer_hash=tok.content_hash to have it checked", stacklevel=3)
+            warn(f"the store {self.path} records no tokenizer (from_token_arrays without tokenizer_hash): "
+                 "its ids are read with this tokenizer of the same vocabulary size, unchecked; write it with "
+                 "tokenizer_hash=tok.content_hash to have it checked")
             return
         h = engines.tokenizer_key(tokenizer)
         if h != self.tokenizer_hash:  # what differs, where the manifest says (a rank file without its --special...)

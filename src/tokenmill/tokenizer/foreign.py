@@ -183,5 +183,5 @@ def plain_hf(hf, source: str):
     copy = HFTokenizer.from_str(hf.to_str())
     copy.no_truncation()
     copy.no_padding()
-    warn_not_applied(source, dropped, stacklevel=5)
+    warn_not_applied(source, dropped)
     return copy

@@ -416,11 +416,11 @@ class Tokenizer:
         from .formats.export import save_huggingface
 
         if self.read_from_own_form and self.spec.merge_ids is not None:  # (an imported tokenizer.json, saved)
-            import warnings
+            from ..errors import warn
 
-            warnings.warn(f"{self.read_from[0]} keeps the imported tokenizer's ids, not its tokenizer.json's "
-                          "post_processor (what HF's encode adds with add_special_tokens=True, a BOS say): the export "
-                          "has none; export from the original tokenizer.json to keep it", stacklevel=2)
+            warn(f"{self.read_from[0]} keeps the imported tokenizer's ids, not its tokenizer.json's "
+                 "post_processor (what HF's encode adds with add_special_tokens=True, a BOS say): the export "
+                 "has none; export from the original tokenizer.json to keep it")
         with protect_inputs(self.read_from):
             save_huggingface(self, path)
 

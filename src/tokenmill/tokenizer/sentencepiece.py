@@ -960,12 +960,12 @@ def save_huggingface(tok: SentencePieceTokenizer, path) -> None:
                           f"sentencepiece's ids: it uses {why}; keep the .model file")
     user = [p for p, t in zip(m.pieces, types) if t == USER_DEFINED]
     if user:  # (the format's own difference: said, not refused, as a model with them may still be wanted there)
-        import warnings
+        from ..errors import warn
 
-        warnings.warn(f"{m.source!r} has {len(user):,d} user-defined piece{'s' if len(user) != 1 else ''} (such as "
-                      f"{user[0]!r}): in the tokenizer.json written, HF tokenizers puts a {WS!r} before the text "
-                      "that follows one, and the dummy prefix after one that starts the text, where sentencepiece "
-                      "does not, so HF's ids differ from the .model's on text that holds one", stacklevel=3)
+        warn(f"{m.source!r} has {len(user):,d} user-defined piece{'s' if len(user) != 1 else ''} (such as "
+             f"{user[0]!r}): in the tokenizer.json written, HF tokenizers puts a {WS!r} before the text "
+             "that follows one, and the dummy prefix after one that starts the text, where sentencepiece "
+             "does not, so HF's ids differ from the .model's on text that holds one")
     keys = m.score_keys
     ranked = []
     for p, i in normal.items():

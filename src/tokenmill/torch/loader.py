@@ -477,10 +477,10 @@ class LoaderDataset(torch.utils.data.IterableDataset):
                 raise FormatError("the dataset state's checksum does not match its fields: it was edited or "
                                   "corrupted; load an unmodified StatefulDataLoader state")
         else:  # (a state saved before the checksum covered the worker's fields: read, its ranges checked below)
-            import warnings
+            from ..errors import warn
 
-            warnings.warn("the dataset state has no dataset_checksum (saved by an earlier tokenmill): its worker "
-                          "position is checked for range only", stacklevel=2)
+            warn("the dataset state has no dataset_checksum (saved by an earlier tokenmill): its worker "
+                 "position is checked for range only")
         core = {k: v for k, v in state.items() if k not in ("worker_next", "num_workers", "dataset_checksum")}
         epoch, start = self.schedule.check_state(core)
         stop = self.schedule.num_batches(epoch)

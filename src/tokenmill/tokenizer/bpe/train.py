@@ -15,7 +15,6 @@ import heapq
 import itertools
 import re
 import sys
-import warnings
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -23,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..._validate import check_int, check_offsets, check_texts
-from ...errors import ConfigError, InputError
+from ...errors import ConfigError, InputError, warn
 from ..model import Tokenizer
 from ..pretokenize.patterns import resolve_pattern, split_with_gaps
 from ..special import special_token_names
@@ -125,11 +124,8 @@ def train_bpe(
         why = {"min_frequency": f"no pair reaches min_frequency={min_frequency}",
                "max_token_bytes": f"every pair left would make a token longer than max_token_bytes={max_token_bytes}",
                }.get(stop, "no pairs left to merge")
-        warnings.warn(
-            f"training stopped early: learned {len(result.counts):,d} of {num_merges:,d} merges ({why}); "
-            f"vocab_size is {256 + len(result.counts) + len(names):,d}, not {vocab_size:,d}",
-            stacklevel=2,
-        )
+        warn(f"training stopped early: learned {len(result.counts):,d} of {num_merges:,d} merges ({why}); "
+             f"vocab_size is {256 + len(result.counts) + len(names):,d}, not {vocab_size:,d}")
     tok = Tokenizer.from_merges(result.pairs, pattern=regex_str, special_tokens=names, merge_counts=result.counts)
     tok.train_report = TrainReport(
         chunks=int(counts.counts.sum()), distinct_chunks=len(counts), merges=len(result.counts),

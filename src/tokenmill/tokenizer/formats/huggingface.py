@@ -305,13 +305,13 @@ def _build(vocab, arr, config, *, source, build):
     from ...errors import ConfigError
 
     conf = check(config, HFCacheConfig, what=f"the cached conversion of {source}")
-    warn_not_applied(source, conf.not_applied, stacklevel=5)
+    warn_not_applied(source, conf.not_applied)
     if conf.decoder is not None:
-        import warnings
+        from ...errors import warn
 
-        warnings.warn(f"{source}'s decoder is {conf.decoder}, not ByteLevel: tokenmill's decode gives the tokens' "
-                      "bytes as text (what a ByteLevel decoder gives), and HF's decode of the same ids may differ "
-                      "(the ids themselves are HF's)", stacklevel=5)
+        warn(f"{source}'s decoder is {conf.decoder}, not ByteLevel: tokenmill's decode gives the tokens' "
+             "bytes as text (what a ByteLevel decoder gives), and HF's decode of the same ids may differ "
+             "(the ids themselves are HF's)")
     patterns = conf.patterns
     try:
         tok = build(
@@ -348,14 +348,14 @@ def not_applied_of(spec) -> list[str]:
     return [f"{k} ({_settings(getattr(spec, k))})" for k in ("truncation", "padding") if getattr(spec, k) is not None]
 
 
-def warn_not_applied(source: str, not_applied: list[str], stacklevel: int) -> None:
+def warn_not_applied(source: str, not_applied: list[str]) -> None:
     """A warning (on every load) that ``source`` enables what tokenmill's encode does not apply."""
     if not_applied:
-        import warnings
+        from ...errors import warn
 
-        warnings.warn(f"{source} enables {' and '.join(not_applied)}, which HF tokenizers' encode applies and "
-                      "tokenmill's does not: its ids are every id of the text, unpadded (cut or pad them where "
-                      "you need to)", stacklevel=stacklevel)
+        warn(f"{source} enables {' and '.join(not_applied)}, which HF tokenizers' encode applies and "
+             "tokenmill's does not: its ids are every id of the text, unpadded (cut or pad them where "
+             "you need to)")
 
 
 def _settings(value) -> str:

@@ -202,7 +202,7 @@ class SentencePieceJsonTokenizer:
         model = spec.model
         from .huggingface import not_applied_of, warn_not_applied
 
-        warn_not_applied(source, not_applied_of(spec), stacklevel=5)
+        warn_not_applied(source, not_applied_of(spec))
         if model.dropout not in (None, 0.0):
             raise _refuse(source, f"BPE dropout={model.dropout}")
         for key in ("continuing_subword_prefix", "end_of_word_suffix"):

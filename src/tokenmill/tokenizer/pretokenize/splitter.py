@@ -78,8 +78,7 @@ def use_general() -> bool:
 @functools.lru_cache(maxsize=64)
 def general(pattern: str):
     """The general compiled program for ``pattern``, or None (with one warning naming the construct)."""
-    import warnings
-
+    from ...errors import warn
     from .regex_compile import Unsupported, build_dfa, compile_pattern
 
     try:
@@ -88,7 +87,7 @@ def general(pattern: str):
         prog.dfa = build_dfa(prog)  # None past its state limit: the VM alone then
         return prog
     except Unsupported as e:
-        warnings.warn(f"split pattern runs through the regex module (slower), not compiled: {e}", stacklevel=3)
+        warn(f"split pattern runs through the regex module (slower), not compiled: {e}")
         return None
 
 
