@@ -282,7 +282,8 @@ def test_encode_reads_stdin_and_decode_takes_what_encode_json_prints(corpus, tmp
     """``encode --input -`` reads standard input ("input '-' does not exist" before); ``decode`` takes the
     JSON list ``encode --json`` prints, as an argument or on standard input (``-``), besides integers."""
     out = tmp_path / "tok.json"
-    assert main(["train", "--input", str(corpus), "--vocab-size", "280", "--out", str(out), "--quiet"]) == 0
+    assert main(["train", "--input", str(corpus), "--vocab-size", "280", "--special", "<|eos|>", "--out", str(out),
+                 "--quiet"]) == 0
     text = "the cat 低低"
     ids = Tokenizer.load(out).encode(text)
     enc = subprocess.run([sys.executable, "-m", "tokenmill", "encode", "--tokenizer", str(out), "--input", "-",
@@ -298,6 +299,9 @@ def test_encode_reads_stdin_and_decode_takes_what_encode_json_prints(corpus, tmp
     assert both.stdout == text + "\n"
     bad = run("decode", "--tokenizer", str(out), "x1")
     assert bad.returncode == 1 and "ids: 'x1' is not an integer" in bad.stderr
+    e = Tokenizer.load(out).special_tokens["<|eos|>"]  # --skip-special leaves the special tokens' ids out
+    assert run("decode", "--tokenizer", str(out), "--skip-special", json.dumps(ids + [e])).stdout == text + "\n"
+    assert run("decode", "--tokenizer", str(out), json.dumps(ids + [e])).stdout == text + "<|eos|>\n"
     twice = run("decode", "--tokenizer", str(out), "-", "-")  # (the second '-' had read nothing, silently)
     assert twice.returncode == 1 and "'-' is given more than once" in twice.stderr
 
@@ -335,3 +339,21 @@ def test_an_empty_input_path_is_refused_not_read_as_the_current_folder(tmp_path,
                  ["pack", "--lengths", "-", "--block-size", "8"]):
         assert main(argv) == 1, argv
         assert "input '-' (standard input) is not read here" in capsys.readouterr().err
+
+
+def test_allow_special_with_a_tokenizer_of_no_special_tokens_says_it_changes_nothing(gpt2_ranks_path, capsys):
+    """A rank file without --special has no special tokens: --allow-special had been taken in silence, the
+    text's '<|endoftext|>' encoded as plain text (exit 0), where the user asked for the special id."""
+    text = "hi<|endoftext|>"
+    plain = Tokenizer.from_tiktoken(gpt2_ranks_path).encode(text)
+    for option in (["--allow-special"], ["--special-text", "special"]):
+        assert main(["encode", "--tokenizer", str(gpt2_ranks_path), "--pattern", "gpt2", *option, "--json",
+                     text]) == 0
+        out, err = capsys.readouterr()
+        assert json.loads(out) == plain
+        assert err.startswith(f"tokenmill encode: warning: the tokenizer has no special tokens, so {' '.join(option)} "
+                              "changes nothing") and "--special NAME=ID" in err
+    assert main(["encode", "--tokenizer", str(gpt2_ranks_path), "--pattern", "gpt2", "--special",
+                 "<|endoftext|>=50256", "--allow-special", "--json", text]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)[-1] == 50256 and "warning" not in err

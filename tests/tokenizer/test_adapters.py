@@ -145,6 +145,8 @@ def test_hf_wordpiece_wrapped(tmp_path):
     with pytest.raises(ConfigError, match="^text 1 of the batch is not a str but bytes"):
         tok.encode_batch(["hello", b"world"])
     assert tok.decode(np.array([2, 3])) == tok.decode([2, 3]) and tok.decode_bytes((2,)) == b"hello"
+    assert tok.decode([2, 1, 3], skip_special_tokens=True) == hf.decode([2, 1, 3], skip_special_tokens=True)
+    assert tok.decode([2, 1, 3]) == hf.decode([2, 1, 3], skip_special_tokens=False) != tok.decode([2, 3])
     with pytest.raises(ConfigError, match="^as_arrays='no' must be True or False"):
         tok.encode_batch(["hello"], as_arrays="no")
     for bad, message in ((np.array([[2, 3]]), r"^ids is a 2-D array of shape \(1, 2\); decode one sequence"),
@@ -187,3 +189,29 @@ def test_cli_tokenizer_kinds(trained, tmp_path, capsys):
         assert capsys.readouterr().out.strip() == want
     assert main(["encode", "--tokenizer", str(tmp_path / "tok.tiktoken"), "--special", "oops", "x"]) != 0
     assert "NAME=ID" in capsys.readouterr().err
+
+
+def test_decode_skip_special_tokens(trained, tmp_path):
+    """A trained tokenizer's ``decode(skip_special_tokens=True)`` leaves out its special ids (as HF's decode of
+    its export does); a store's ``decode`` takes the option to its tokenizer; bad values are refused."""
+    tokenizers = pytest.importorskip("tokenizers")
+    from tokenmill import TokenStore
+
+    eos = trained.special_tokens["<|endoftext|>"]
+    ids = trained.encode("a<|endoftext|>b c<|endoftext|>", allowed_special="all")
+    assert ids.count(eos) == 2
+    assert trained.decode(ids) == "a<|endoftext|>b c<|endoftext|>"
+    assert trained.decode(ids, skip_special_tokens=True) == "ab c" == trained.decode([i for i in ids if i != eos])
+    trained.save_huggingface(tmp_path / "tokenizer.json")
+    hf = tokenizers.Tokenizer.from_file(str(tmp_path / "tokenizer.json"))
+    assert trained.decode(ids, skip_special_tokens=True) == hf.decode(ids, skip_special_tokens=True)
+    for bad in ("yes", 1, None):
+        with pytest.raises(ConfigError, match="skip_special_tokens"):
+            trained.decode(ids, skip_special_tokens=bad)
+    for k in range(20):
+        (tmp_path / f"d{k:02d}.txt").write_text(f"hello world {k}")
+    store = TokenStore.build(tmp_path / "store", sorted(tmp_path.glob("d*.txt")), trained, progress=False)
+    assert store.decode(3, trained) == "hello world 3<|endoftext|>"
+    assert store.decode(3, trained, skip_special_tokens=True) == "hello world 3"
+    train, val = store.split(0.5, by="doc", seed=0)
+    assert val.decode(0, trained, skip_special_tokens=True) + "<|endoftext|>" == val.decode(0, trained)

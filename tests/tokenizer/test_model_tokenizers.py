@@ -12,6 +12,7 @@ import os
 import random
 from pathlib import Path
 
+import numpy as np
 import pytest
 import regex
 from hypothesis import HealthCheck, given, settings
@@ -328,3 +329,17 @@ def test_han_tokens_are_found_whole(request, which):
             pass
     got = ours.encode_batch(texts, num_threads=1, disallowed_special=())
     assert got == enc.encode_ordinary_batch(texts)
+
+
+def test_decode_skip_special_tokens_equals_hf(llama3_json):
+    """``decode(ids, skip_special_tokens=True)`` leaves out the special tokens' ids, as HF's does (the chat
+    markers and BOS/EOS of an SFT sample), on the batch path too (a store's documents)."""
+    ours, hf = llama3_json
+    rng = random.Random(3)
+    specials = sorted(ours.special_tokens)
+    texts = [_with_specials(rng, "Hello there, how are you? 低 " * k, specials) for k in range(1, 30)]
+    for ids in ours.encode_batch(texts, allowed_special="all"):
+        ids = ids + [rng.randrange(ours.vocab_size) for _ in range(5)]
+        for skip in (False, True):
+            assert ours.decode(ids, skip_special_tokens=skip) == hf.decode(ids, skip_special_tokens=skip)
+        assert ours.decode(np.asarray(ids), skip_special_tokens=True) == hf.decode(ids, skip_special_tokens=True)

@@ -812,6 +812,7 @@ def test_tokenizer_json_of_the_family_equals_hf(exported, tmp_path, form):
             assert tok.encode(t, allowed_special="all") == b, (form, name, repr(t[:100]))  # (one text's own path)
         for ids in want[:150] + [[rng.randrange(tok.vocab_size) for _ in range(rng.randrange(10))] for _ in range(150)]:
             assert tok.decode(ids) == hf.decode(ids, skip_special_tokens=False), (form, ids)
+            assert tok.decode(ids, skip_special_tokens=True) == hf.decode(ids, skip_special_tokens=True), (form, ids)
 
 
 @pytest.mark.parametrize("form", HF_FORMS)
@@ -1067,3 +1068,23 @@ def test_compiled_decode_equals_its_twin_and_sentencepiece(dummy, rew):
     run = [byte[0xE4], tok.piece_to_id("<s>"), byte[0xB8], byte[0xAD]]  # one character's bytes, split by a control
     assert tok.decode(run) == sp.decode(run) == "\ufffd\ufffd\ufffd"
     assert tok.decode([byte[0xE4], byte[0xB8], byte[0xAD]]) == "中"
+
+
+def test_decode_skip_special_tokens(small):
+    """``skip_special_tokens=True`` leaves out the control and unknown pieces' ids (HF's decode does: ``<unk>`` is
+    a special token of a converted .model), where sentencepiece's decode drops the control pieces alone."""
+    from tokenmill.errors import ConfigError
+
+    tok, sp = small
+    specials = sorted(tok.special_tokens.values())
+    assert {tok.special_tokens[n] for n in ("<unk>", "<s>", "</s>", "<ctl>")} <= set(specials)
+    rng = random.Random(5)
+    for text in _texts(7, 40):
+        ids = tok.encode(text, disallowed_special=())
+        for _ in range(3):
+            ids.insert(rng.randrange(len(ids) + 1), rng.choice(specials))
+        kept = [i for i in ids if i not in specials]
+        assert tok.decode(ids, skip_special_tokens=True) == sp.decode(kept) == tok.decode(kept)
+        assert tok.decode(ids) == sp.decode(ids)  # (the default: sentencepiece's own)
+    with pytest.raises(ConfigError, match="skip_special_tokens"):
+        tok.decode([5], skip_special_tokens="yes")

@@ -68,6 +68,8 @@ def register(sub) -> None:
                         "either from standard input")
     p.add_argument("-n", "--no-newline", action="store_true",
                    help="write the text alone, without the line break after it (a byte-exact round trip of a file)")
+    p.add_argument("--skip-special", action="store_true",
+                   help="leave out the special tokens' ids (EOS, BOS, chat markers) instead of writing their names")
     add_quiet(p)  # (accepted by every command: a script adds -q to each call)
 
     p = add_command(sub, "inspect", help="summarize a tokenizer file",
@@ -126,6 +128,12 @@ def cmd_encode(args) -> int:
     mode = args.special_text or ("special" if args.allow_special else "error")
     if args.allow_special and mode != "special":
         raise ConfigError(f"--allow-special and --special-text {mode} disagree; pass one of them")
+    if mode == "special" and not tok.special_tokens:  # (a rank file lists none: they come from --special)
+        from ..errors import warn
+
+        option = "--allow-special" if args.allow_special else "--special-text special"
+        warn(f"the tokenizer has no special tokens, so {option} changes nothing: the text is encoded as plain "
+             "text (a rank file lists none: give them with --special NAME=ID)")
     try:
         ids = tok.encode(text, allowed_special="all" if mode == "special" else (),
                          disallowed_special=() if mode == "plain" else "all")
@@ -171,7 +179,7 @@ def _ids_of(values: list[str]) -> list[int]:
 
 
 def cmd_decode(args) -> int:
-    sys.stdout.write(load_tokenizer(args).decode(_ids_of(args.ids)))
+    sys.stdout.write(load_tokenizer(args).decode(_ids_of(args.ids), skip_special_tokens=args.skip_special))
     if not args.no_newline:
         sys.stdout.write("\n")
     return 0

@@ -1495,8 +1495,9 @@ class StoreView(StoreSource):
     def provenance(self, i: int):
         return self.store.provenance(int(self.index[self._doc_index(i)]))
 
-    def decode(self, i: int, tokenizer) -> str:
-        return self.store.decode(int(self.index[self._doc_index(i)]), tokenizer)
+    def decode(self, i: int, tokenizer, *, skip_special_tokens: bool = False) -> str:
+        return self.store.decode(int(self.index[self._doc_index(i)]), tokenizer,
+                                 skip_special_tokens=skip_special_tokens)
 
     def _fill(self, doc, start, length, dst, out) -> None:
         if doc.size and (doc.min() < 0 or doc.max() >= len(self)):
@@ -1781,10 +1782,12 @@ class TokenStore(StoreSource):
                               "; use the tokenizer that built it (the same file, with the same pattern and special "
                               "tokens)")
 
-    def decode(self, i: int, tokenizer) -> str:
-        """The text of document ``i`` (EOS/BOS included as their special-token text)."""
+    def decode(self, i: int, tokenizer, *, skip_special_tokens: bool = False) -> str:
+        """The text of document ``i``: EOS/BOS included as their special-token text, or left out with
+        ``skip_special_tokens=True`` (as every special token's id)."""
         self.check_tokenizer(tokenizer)
-        return tokenizer.decode(self.get(i).tolist())
+        ids = self.get(i).tolist()
+        return tokenizer.decode(ids, skip_special_tokens=True) if skip_special_tokens else tokenizer.decode(ids)
 
     def __repr__(self) -> str:
         return (f"TokenStore({str(self.path)!r}: {counted(len(self), 'document')}, {counted(self.num_tokens, 'token')}, "

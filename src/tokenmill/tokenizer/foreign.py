@@ -131,11 +131,12 @@ class ForeignTokenizer:
         out = self._encode_fn(texts, self._check(texts, allowed_special, disallowed_special))
         return [np.asarray(ids, np.int64) for ids in out] if as_arrays else [list(ids) for ids in out]
 
-    def decode(self, ids, errors: str = "replace") -> str:
+    def decode(self, ids, errors: str = "replace", *, skip_special_tokens: bool = False) -> str:
         from .._validate import check_decode_errors, check_ids
+        from .special import without_special_ids
 
         check_decode_errors(errors)
-        return self._decode_fn(check_ids(ids))
+        return self._decode_fn(check_ids(without_special_ids(ids, self._special, skip_special_tokens)))
 
     def decode_bytes(self, ids) -> bytes:
         from .._validate import check_ids

@@ -26,7 +26,7 @@ from .bpe import tables
 from .encoding import Encoding
 from .formats import tokenmill as tokenmill_format
 from .spec import MergeTrace, TokenizerSpec
-from .special import check_specials, special_token_names
+from .special import check_specials, special_token_names, without_special_ids
 
 Specials = Literal["all"] | Collection[str]
 
@@ -375,8 +375,11 @@ class Tokenizer:
                 pass
         return b"".join(map(self.token_bytes, ids))
 
-    def decode(self, ids: Iterable[int], errors: str = "replace") -> str:
-        """Decode ids to text; bytes that are not valid UTF-8 become U+FFFD unless ``errors="strict"``."""
+    def decode(self, ids: Iterable[int], errors: str = "replace", *, skip_special_tokens: bool = False) -> str:
+        """Decode ids to text; bytes that are not valid UTF-8 become U+FFFD unless ``errors="strict"``.
+        ``skip_special_tokens=True`` leaves out the special tokens' ids (EOS, BOS, chat markers), as HF's
+        ``decode`` does; by default they are their names' text."""
+        ids = without_special_ids(ids, self._spec.special_tokens, skip_special_tokens)
         return self.decode_bytes(ids).decode("utf-8", errors if errors == "replace" else check_decode_errors(errors))
 
     # ----------------------------------------------------------------- files

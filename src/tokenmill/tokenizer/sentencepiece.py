@@ -815,12 +815,17 @@ class SentencePieceTokenizer:
         valid UTF-8 character U+FFFD, as sentencepiece does)."""
         return self._decoded(ids, replace=False)
 
-    def decode(self, ids, errors: str = "replace") -> str:
+    def decode(self, ids, errors: str = "replace", *, skip_special_tokens: bool = False) -> str:
         """``sentencepiece``'s ``decode(ids)``: byte pieces joined and decoded, control pieces dropped,
         ``▁`` a space, the text's first ``▁`` dropped. ``errors="replace"`` (the default) is
         sentencepiece's own rule (each byte that starts no valid UTF-8 character becomes U+FFFD); any
         other handler applies to :meth:`decode_bytes`' bytes as for every tokenizer (``"strict"`` raises
-        on them, ``"ignore"`` drops them: it was ignored before, U+FFFD whatever was asked)."""
+        on them, ``"ignore"`` drops them: it was ignored before, U+FFFD whatever was asked).
+        ``skip_special_tokens=True`` also leaves out the ids of :attr:`special_tokens` (``<unk>`` among
+        them, which sentencepiece shows as `` ⁇ ``), as HF's ``decode`` does."""
+        from .special import without_special_ids
+
+        ids = without_special_ids(ids, self._special, skip_special_tokens)
         if errors != "replace":
             return self.decode_bytes(ids).decode("utf-8", check_decode_errors(errors))
         return self._decoded(ids, replace=True).decode("utf-8")

@@ -43,6 +43,28 @@ def special_token_names(special_tokens, *, takes_ids: bool = True) -> list[str]:
     return names
 
 
+def without_special_ids(ids, special: Mapping[str, int], skip) -> list[int]:
+    """``ids`` (checked: ints >= 0) with every id of ``special`` left out when ``skip`` (``decode``'s
+    ``skip_special_tokens``, a real bool), as HF's ``decode(skip_special_tokens=True)`` leaves out its special
+    tokens; ``ids`` as they are otherwise.
+
+    >>> without_special_ids([5, 0, 6, 1], {"<s>": 0, "</s>": 1}, True)
+    [5, 6]
+    """
+    from .._validate import check_bool
+
+    if not check_bool(skip, "skip_special_tokens"):
+        return ids
+    import numpy as np
+
+    from .._validate import check_ids_array
+
+    arr = check_ids_array(ids)
+    if special:
+        arr = arr[~np.isin(arr, np.fromiter(special.values(), np.int64, len(special)))]
+    return arr.tolist()
+
+
 def check_specials(special: dict[str, int], vocab: Sequence, dense: bool = True) -> dict[str, int]:
     """Special tokens: distinct names and ids, anywhere an id is not held by other vocabulary bytes
     (after the vocabulary, in a gap, or, when not ``dense`` (tokenizer.json imports), on a token with

@@ -511,13 +511,16 @@ class SentencePieceJsonTokenizer:
         return in_groups(texts, threads, group)
 
     # ----------------------------------------------------------------- decoding
-    def decode(self, ids, errors: str = "replace") -> str:
-        """HF's ``decode(ids, skip_special_tokens=False)``: the tokens through the file's decoder chain, where
+    def decode(self, ids, errors: str = "replace", *, skip_special_tokens: bool = False) -> str:
+        """HF's ``decode(ids, skip_special_tokens=...)``: the tokens through the file's decoder chain, where
         the bytes of byte-fallback pieces that form no character become U+FFFD (``errors="replace"``, HF's
-        only rule: another handler is refused, not ignored)."""
+        only rule: another handler is refused, not ignored); ``skip_special_tokens=True`` leaves out the ids
+        of :attr:`special_tokens` first."""
         from ..._validate import check_decode_errors
+        from ..special import without_special_ids
 
         check_decode_errors(errors)
+        ids = without_special_ids(ids, self._special, skip_special_tokens)
         if errors != "replace":
             raise ConfigError(f"errors={errors!r}: this tokenizer decodes as HF tokenizers does, whose byte "
                               "fallback makes invalid bytes U+FFFD; pass errors='replace' (the default)")
