@@ -242,6 +242,51 @@ def test_user_files_in_the_output_folder_are_never_removed(tmp_path, tok):
     assert (out / ".edits.tmp").read_text() == "my notes" and (out / "shard-00000.tokens").exists()
 
 
+def test_files_named_like_shards_that_the_manifest_does_not_record_are_never_removed(tmp_path, tok):
+    """A finished store's folder holding a user's shard-named files (a copy of a shard, notes in shard-00042.json):
+    a rebuild of the damaged store, ``overwrite=True`` and ``remove_store`` had deleted them (every shard-named
+    file counted as tokenmill's once a manifest was there) or written over them; now they are refused by name and
+    kept. A manifest that cannot be read at all still lets its store be built again, its shards being the run
+    0, 1, ... a build leaves; a shard-named file past that run is a user's there too."""
+    from tokenmill.data.store import remove_store
+
+    def add_user_files(d):
+        (d / "shard-00007.tokens").write_bytes(b"MY DATA")
+        (d / "shard-00042.json").write_text("my notes")
+
+    def kept(d):
+        return (d / "shard-00007.tokens").read_bytes() == b"MY DATA" and (d / "shard-00042.json").exists()
+
+    refusal = "named like a token store's shards that its manifest.json does not record"
+    arrays = tmp_path / "arrays"
+    TokenStore.from_token_arrays(arrays, [([2, 1], [5, 6, 7])], vocab_size=10)
+    add_user_files(arrays)
+    with pytest.raises(ConfigError, match=refusal):
+        TokenStore.from_token_arrays(arrays, [([1], [3])] * 9, vocab_size=10, overwrite=True)
+    with pytest.raises(ConfigError, match=refusal):
+        remove_store(arrays)
+    assert kept(arrays) and TokenStore.open(arrays).verify()["documents"] == 2
+
+    out = tmp_path / "s"
+    build(out, texts([f"doc {i} of the store" for i in range(30)]), tok, shard_bytes=100)
+    shards = sorted(p.name for p in out.iterdir())
+    tokens = out / "shard-00001.tokens"
+    tokens.write_bytes(b"\1" + tokens.read_bytes()[1:])  # damaged: a rerun builds it again
+    add_user_files(out)
+    for overwrite in (False, True):
+        with pytest.raises(ConfigError, match=refusal + r" \(shard-00007.tokens, shard-00042.json\)"):
+            build(out, texts([f"doc {i} of the store" for i in range(30)]), tok, shard_bytes=100, overwrite=overwrite)
+    assert kept(out)
+    (out / "manifest.json").write_text("{broken")  # unreadable: the run of whole shards is the store's
+    with pytest.raises(ConfigError, match=refusal):
+        build(out, texts([f"doc {i} of the store" for i in range(30)]), tok, shard_bytes=100)
+    assert kept(out)
+    (out / "shard-00007.tokens").unlink()
+    (out / "shard-00042.json").unlink()
+    st = build(out, texts([f"doc {i} of the store" for i in range(30)]), tok, shard_bytes=100)
+    assert st.verify()["documents"] == 30 and sorted(p.name for p in out.iterdir()) == shards
+
+
 def test_a_journal_without_shards_does_not_block_the_corrected_build(tmp_path, tok):
     src = tmp_path / "a.jsonl"
     src.write_text('{"content": "hi"}\n')

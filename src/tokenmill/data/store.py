@@ -288,26 +288,53 @@ def _old_dir(out: Path) -> Path:
     return out.parent / f".{out.name}.tokenmill-old"
 
 
+def _manifest_shards(d: Path, names: dict) -> set[str]:
+    """The shard names the manifest of folder ``d`` records, read leniently (a manifest that fails its
+    checks still names its shards); where it cannot be read at all, the shards a build leaves: 0, 1, ...
+    in a row, each with its three files."""
+    try:
+        raw = load_json(d / MANIFEST, None, what="store manifest")[0]
+    except FormatError:
+        raw = None
+    shards = raw.get("shards") if isinstance(raw, dict) else None
+    if isinstance(shards, list):
+        return {s["name"] for s in shards if isinstance(s, dict) and isinstance(s.get("name"), str)}
+    found, k = set(), 0
+    while all(f"{shard_name(k)}.{part}" in names for part in _PARTS):
+        found.add(shard_name(k))
+        k += 1
+    return found
+
+
 def _classify(d: Path) -> tuple[str, list[Path]]:
     """``(state, files tokenmill made)`` of folder ``d``; state is "missing", "empty", "partial"
-    (a build journal) or "store" (a manifest). Files are ours only when recorded by a store or its
-    journal (shard files), or named as tokenmill names its temporaries; anything else makes the
-    folder a user's, which is refused (ConfigError), never removed."""
+    (a build journal) or "store" (a manifest). Files are ours only when recorded by a store's manifest
+    (its shards' files; see :func:`_manifest_shards` for one that cannot be read) or made by a build whose
+    journal is there (every shard file), or named as tokenmill names its temporaries; anything else
+    makes the folder a user's (a file named like a shard that the manifest does not record: a user's
+    copy), which is refused (ConfigError), never removed."""
     if not d.exists():
         return "missing", []
     if not d.is_dir():
         raise ConfigError(f"out_dir {str(d)!r} exists and is not a folder")
     names = {p.name: p for p in d.iterdir()}
-    recorded = MANIFEST in names or BUILD_STATE in names
+    journal = BUILD_STATE in names
+    recorded = _manifest_shards(d, names) if MANIFEST in names and not journal else set()
     ours, other = [], []
     for n, p in names.items():
+        m = _SHARD_RE.match(n)
         if n in (MANIFEST, BUILD_STATE) or (n.startswith(".") and n.endswith(TMP_SUFFIX)):
             ours.append(p)
-        elif recorded and _SHARD_RE.match(n) and p.is_file() and not p.is_symlink():
+        elif m and (journal or n.rpartition(".")[0] in recorded) and p.is_file() and not p.is_symlink():
             ours.append(p)
         else:
             other.append(p)
     if other:
+        unrecorded = [p.name for p in other if _SHARD_RE.match(p.name)]
+        if MANIFEST in names and unrecorded:
+            raise ConfigError(f"out_dir {str(d)!r} holds files named like a token store's shards that its "
+                              f"{MANIFEST} does not record ({', '.join(sorted(unrecorded)[:5])}): not tokenmill's to "
+                              "remove or replace; move them out of the folder, or choose another out_dir")
         if all(_SHARD_RE.match(p.name) for p in other):  # a store's shards whose manifest is gone
             raise ConfigError(f"out_dir {str(d)!r} holds the shard files of a token store but no {MANIFEST} (nor a "
                               f"build journal): a store whose manifest was removed, which nothing can verify; "
@@ -1076,10 +1103,11 @@ def _finish(out: Path, srcs: list[Source], args: dict, fingerprint: str, opts, s
 def _tidy(out: Path, n_shards: int) -> None:
     """Remove what only a build needs once the manifest holds every record (also after a kill here):
     the journal, shard records, shards past the last (from an earlier, longer input), temporaries."""
-    for p in _classify(out)[1]:
+    for p in _classify(out)[1]:  # the journal last: until it goes, every shard file is the build's (_classify)
         m = _SHARD_RE.match(p.name)
-        if p.name == BUILD_STATE or (m and m.group(2) == "json") or (m and int(m.group(1)) >= n_shards):
+        if (m and m.group(2) == "json") or (m and int(m.group(1)) >= n_shards):
             p.unlink(missing_ok=True)
+    (out / BUILD_STATE).unlink(missing_ok=True)
     remove_stale_temporaries(out)  # those of killed processes; a live writer's are kept
 
 
