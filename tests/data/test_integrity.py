@@ -139,14 +139,21 @@ def test_resume_with_the_same_input_reuses_shards_without_encoding(tmp_path, tok
     real = E.encode_job
     monkeypatch.setattr(E, "encode_job", lambda t, o, texts: encoded.append(len(texts)) or real(t, o, texts))
     docs = [f"document {i} the theme " * 3 for i in range(200)]
-    st = TokenStore.build(out, texts(docs), tok, shard_bytes=600, workers=1, progress=True)
+    damaged = out / "shard-00001.tokens"  # a finished shard of the interrupted build, damaged since
+    damaged.write_bytes(b"\7" + damaged.read_bytes()[1:])
+    st = TokenStore.build(out, texts(docs), tok, shard_bytes=600, workers=1, progress=False)
     rec = st.manifest["shards"]
-    assert len(encoded) == len(rec) - 4  # shards 0..3 were reused, not encoded
-    kept = rec[:4]  # and the rerun says so, with their counts (it had said nothing of them)
-    assert (f"resumed an interrupted build: 4 of {len(rec)} shards ({sum(r['documents'] for r in kept)} documents, "
+    assert len(encoded) == len(rec) - 3  # shards 0, 2 and 3 were reused, not encoded
+    kept = [rec[0], rec[2], rec[3]]  # and the rerun says so, with their counts, without progress bars too
+    err = capfd.readouterr().err
+    assert (f"resumed an interrupted build: 3 of {len(rec)} shards ({sum(r['documents'] for r in kept)} documents, "
             f"{sum(r['tokens'] for r in kept):,d} tokens) were finished by the earlier run and kept, their input "
-            f"checked; {len(rec) - 4} encoded now") in capfd.readouterr().err
+            f"checked; {len(rec) - 3} encoded now") in err
+    # (the damaged shard had been encoded again without a word)
+    assert "shard 1 of the interrupted build: its shard-00001.tokens is damaged" in err
     assert all(r["input_sha256"].startswith("sha256:") for r in rec)
+    st.verify()
+    assert snapshot(out) == snapshot(build(tmp_path / "ref", texts(docs), tok, shard_bytes=600).path)
 
 
 @pytest.mark.parametrize("engine,workers", [("local", 1), ("local", 2), ("process", 2)])

@@ -603,7 +603,9 @@ def _build_at(out: Path, srcs, tokenizer, opts, args: dict, shard_bytes: int, ov
                 builder.started()
         raise
     replaced = _finish(work, srcs, args, builder.started(), opts, builder.records, builder.flush)
-    if builder.reused and progress:  # (a resumed build's counts: what was kept, what was encoded now)
+    if builder.reused and (progress or os.environ.get("TOKENMILL_QUIET", "") in ("", "0")):
+        # (a resumed build's counts: what was kept, what was encoded now; said without progress bars too, as
+        # the CLI writing to a log file has none, unless it was asked to be quiet)
         kept = [builder.records[k] for k in builder.reused]
         _say(f"tokenmill: resumed an interrupted build: {len(kept):,d} of {len(builder.records):,d} shards "
              f"({sum(r['documents'] for r in kept):,d} documents, {sum(r['tokens'] for r in kept):,d} tokens) "
@@ -926,11 +928,19 @@ class _Builder:
             return None
         if rec["name"] != shard_name(k):
             return None
+        why = ""
         for part in _PARTS:
             p = self.out / f"{shard_name(k)}.{part}"
             info = rec["files"][part]
-            if not p.is_file() or p.stat().st_size != info["bytes"] or sha256_file(p) != info["sha256"]:
-                return None
+            if not p.is_file():
+                why = why or f"its {p.name} is missing"
+            elif p.stat().st_size != info["bytes"] or sha256_file(p) != info["sha256"]:
+                why = why or f"its {p.name} is damaged (not the bytes its record holds)"
+        if why:
+            self.rebuilt.append(k)
+            if len(self.rebuilt) <= 5:
+                _say(f"tokenmill: shard {k} of the interrupted build: {why}; encoding it again")
+            return None
         why = self._same_input(rec, meta, size, digest)
         if not why and rec.get("input_sha256") is None:  # a record without an input hash proves nothing
             why = "its record has no input hash"
@@ -995,7 +1005,7 @@ class _Builder:
                 self.bar.close()
         if len(self.rebuilt) > 5:
             _say(f"tokenmill: {len(self.rebuilt):,d} shards of the interrupted build were made from other input "
-                 "and were encoded again")
+                 "or damaged, and were encoded again")
 
     def _write_shard(self, k: int, writing: _ShardTokens | None) -> dict:
         """Finish shard ``k``: its tokens written from its jobs' results (``writing``), its meta and offsets
