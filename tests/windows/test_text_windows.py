@@ -191,6 +191,18 @@ def test_assemble_context_default_bm25():
         assemble_context(chunks, [1.0], 10)
     with pytest.raises(ConfigError, match="budget_tokens"):
         assemble_context(chunks, None, -1, query_ids=query)
+    # never coerced, never ignored: scores of strings, bools or None (a "9" had ranked as 9.0), query_ids beside
+    # scores (they had been ignored), negative query ids
+    n = len(chunks)
+    for scores in (["0.1"] * n, [True] * n, [1.0] * (n - 1) + [None]):
+        with pytest.raises(ConfigError, match="it must hold numbers"):
+            assemble_context(chunks, scores, 10)
+    with pytest.raises(ConfigError, match="not both"):
+        assemble_context(chunks, [1.0] * n, 10, query_ids=query)
+    with pytest.raises(InputError, match="query_ids holds -1"):
+        bm25_scores([-1], [[1, 2]])
+    assert [p.text for p in assemble_context(chunks, np.arange(n, dtype=np.float32), 11)] == \
+        [p.text for p in assemble_context(chunks, list(range(n)), 11)]
 
 
 # -- preview ---------------------------------------------------------------------------------------
@@ -440,7 +452,7 @@ def test_malformed_arguments_are_named_not_bare_errors():
     from tokenmill.windows import MultiScaleWindows
 
     chunks = chunk_text("hello world foo bar", Bytes(), 4, 2)
-    cases = [(lambda: assemble_context(chunks, ["x"] * len(chunks), 3), ConfigError, "scores must be numbers"),
+    cases = [(lambda: assemble_context(chunks, ["x"] * len(chunks), 3), ConfigError, "scores has dtype <U1; it must hold"),
              (lambda: coverage_report([1, 2], [10]), ConfigError, "takes a WindowPlan first"),
              (lambda: MultiScaleWindows([[4]]), ConfigError, "window size=.* must be an integer"),
              (lambda: MultiScaleWindows(4), ConfigError, "must be a list of window sizes"),

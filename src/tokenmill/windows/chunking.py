@@ -93,7 +93,7 @@ def bm25_scores(query_ids, documents: Sequence, *, k1: float = 1.5, b: float = 0
     """
     k1 = check_float(k1, "k1", min=0.0)
     b = check_float(b, "b", min=0.0, max=1.0)
-    q = check_array(query_ids, "query_ids", ndim=None)
+    q = check_array(query_ids, "query_ids", ndim=None, min=0)
     if q.ndim > 1:  # (flattened, several queries had read as one)
         raise ConfigError(f"query_ids has shape {q.shape}; pass one query's ids (one call a query)")
     q = np.unique(q.ravel())
@@ -104,7 +104,7 @@ def bm25_scores(query_ids, documents: Sequence, *, k1: float = 1.5, b: float = 0
     if any(np.ndim(d) == 0 for d in documents):  # [1, 2, 3] is one document's ids, not three documents
         raise ConfigError("documents holds a bare id; pass a list of token-id sequences, one per document "
                           "([ids] for one document)")
-    docs = [check_array(d, f"document {i}") for i, d in enumerate(documents)]  # (1-D: a 2-D one was flattened)
+    docs = [check_array(d, f"document {i}", min=0) for i, d in enumerate(documents)]  # (1-D: 2-D was flattened)
     n = len(docs)
     if n == 0:
         return np.zeros(0)
@@ -215,10 +215,16 @@ def assemble_context(chunks: Sequence[Chunk], scores=None, budget_tokens: int | 
         if query_ids is None:
             raise ConfigError("pass scores (one per chunk) or query_ids for the default BM25 scorer")
         scores = bm25_scores(query_ids, [c.ids for c in chunks])
+    elif query_ids is not None:  # (query_ids had been ignored)
+        raise ConfigError("pass scores or query_ids, not both: query_ids are scored by BM25 only when scores is None")
     try:
-        scores = np.asarray(scores, np.float64)
+        scores = np.asarray(scores)
     except (TypeError, ValueError, RuntimeError) as e:  # (RuntimeError: a tensor that requires grad)
         raise ConfigError(f"scores must be numbers, one per chunk, that numpy can read ({e})") from None
+    if scores.size and scores.dtype.kind not in "iuf":  # ("0.1" strings, bools, None: never coerced)
+        raise ConfigError(f"scores has dtype {scores.dtype}; it must hold numbers (int or float), one per chunk: "
+                          "strings, bools and None are not converted")
+    scores = scores.astype(np.float64)
     if scores.shape == (len(chunks),) and np.isnan(scores).any():
         raise InputError(f"scores hold NaN at chunk {int(np.argmax(np.isnan(scores))):,d}; NaN cannot be ranked")
     if scores.shape != (len(chunks),):
