@@ -141,11 +141,16 @@ def test_jsonl_records_read_as_json_loads_reads_them(tmp_path_factory, recs, bad
 def test_invalid_utf8_names_file_and_byte_offset(tmp_path):
     p = tmp_path / "x.txt"
     p.write_bytes(b"good line\nbad \xff here\n")
-    with pytest.raises(InputError, match=r"x.txt: invalid UTF-8 at byte offset 14"):
+    with pytest.raises(InputError, match=r"x.txt: invalid UTF-8 at line 2, byte offset 14"):
         docs(files(p, split_lines=True))
     with pytest.raises(InputError, match=r"x.txt: invalid UTF-8 at byte offset 14"):
         docs(files(p))
     assert [t for t, _, _ in docs(files(p, split_lines=True, errors="replace"))] == ["good line", "bad \ufffd here"]
+    # its line as the lines are cut (\n, \r\n, \r; blank lines counted), in a later block of a long file too
+    q = tmp_path / "lines.txt"
+    q.write_bytes(b"a\r\nb\rc\n\n" + b"filler line\n" * 200_000 + b"x \xe2\x82 y\n")
+    with pytest.raises(InputError, match=f"lines.txt: invalid UTF-8 at line {4 + 200_000 + 1:,d}, byte offset"):
+        docs(files(q, split_lines=True))
     j = tmp_path / "x.jsonl"
     j.write_bytes(b'{"text": "a"}\n{"text": "\xc3"}\n')
     with pytest.raises(InputError, match=r"x.jsonl:2: invalid UTF-8 at byte offset 24"):

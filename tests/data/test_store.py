@@ -365,6 +365,10 @@ def test_open_refuses_truncated_or_missing_shard_and_verify_finds_corruption(tmp
     os.unlink(d / "manifest.json")
     with pytest.raises(FormatError, match="not a finished token store"):
         TokenStore.open(d)
+    (d.parent / "empty").mkdir()  # (what a build killed before its journal leaves: was "a folder of other files")
+    with pytest.raises(FormatError, match=r"has no manifest.json: it is not a finished token store \(the folder is "
+                                          "empty: a build killed"):
+        TokenStore.open(d.parent / "empty")
 
 
 def test_verify_finds_ids_beyond_the_vocabulary(tmp_path, tok):

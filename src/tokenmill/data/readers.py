@@ -150,10 +150,12 @@ class Replaced:
 
 
 def decode_utf8(data: bytes, *, name: str, errors: Errors = "strict", base: int = 0,
-                replaced: Replaced | None = None) -> str:
+                replaced: Replaced | None = None, first_line: int | None = None) -> str:
     """Decode UTF-8, or raise an InputError naming ``name`` and the first bad byte's offset (``base`` plus
-    its place in ``data``: ``data`` may be a block of a larger file). With ``errors="replace"`` each invalid
-    sequence becomes U+FFFD and is counted in ``replaced``. Every reader of text files decodes here.
+    its place in ``data``: ``data`` may be a block of a larger file), and its line where ``data`` is whole
+    lines of a file read as lines (``first_line``: the line number, from 1, of its first). With
+    ``errors="replace"`` each invalid sequence becomes U+FFFD and is counted in ``replaced``. Every reader
+    of text files decodes here.
 
     >>> decode_utf8(b"ok", name="x.txt")
     'ok'
@@ -166,8 +168,13 @@ def decode_utf8(data: bytes, *, name: str, errors: Errors = "strict", base: int 
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
         if errors != "replace":
+            where = ""
+            if first_line is not None:  # (lines cut at \n, \r\n and \r, as _lines cuts them)
+                before = data[:e.start]
+                line = first_line + before.count(b"\n") + before.count(b"\r") - before.count(b"\r\n")
+                where = f"line {line:,d}, "
             raise InputError(
-                f"{name}: invalid UTF-8 at byte offset {base + e.start:,d} ({e.reason}); fix the input, "
+                f"{name}: invalid UTF-8 at {where}byte offset {base + e.start:,d} ({e.reason}); fix the input, "
                 "or pass errors='replace' (CLI: --errors replace) to substitute U+FFFD") from None
         text = data.decode("utf-8", "replace")
         if replaced is not None:  # a U+FFFD spelled in valid UTF-8 (EF BF BD) stays one U+FFFD, not counted
@@ -637,7 +644,8 @@ def _line_batches(path: Path, errors: Errors, opener=None,
     batches of up to ``_BATCH_DOCS`` lines of a block, told blank or not by C loops."""
     row = 0
     for offset, block in _blocks(path, b"\n", what="line", opener=opener):
-        lines = _lines(decode_utf8(block, name=str(path), base=offset, errors=errors, replaced=replaced))
+        lines = _lines(decode_utf8(block, name=str(path), base=offset, errors=errors, replaced=replaced,
+                                   first_line=row + 1))
         for lo in range(0, len(lines), _BATCH_DOCS):
             part = lines[lo : lo + _BATCH_DOCS]
             if all(map(str.strip, part)):  # no blank line (the common case)

@@ -1718,6 +1718,9 @@ class TokenStore(StoreSource):
             if not extra and any(_SHARD_RE.match(p.name) for p in path.iterdir()):
                 extra = (f" (it holds shard files: a store whose {MANIFEST} was removed; remove the folder and "
                          "build the store again)")
+            if not extra and not any(path.iterdir()):
+                extra = (" (the folder is empty: a build killed before it wrote anything leaves one; rerun the "
+                         "build, or pass the folder `tokenmill store build --input FILES --out FOLDER` wrote)")
             if not extra:
                 extra = (" (a folder of other files: a store is what `tokenmill store build --input FILES --out "
                          "FOLDER` writes)")
