@@ -130,14 +130,23 @@ def test_split_fraction_by_doc_and_errors(store):
         store.split(0.5, by=lambda i: "same")
 
 
-def test_a_split_far_from_its_fraction_is_said(store):
+def test_a_split_far_from_its_fraction_is_said(store, tok):
     """By few or uneven groups a split takes whole groups: with two sources one of them (57% of the tokens in
     a probe of the README's example) had become validation without a word."""
     import warnings
 
     with pytest.warns(UserWarning, match=r"split\(0\.01, by='callable:.*validation holds documents 50\.0%.*far "
-                                         r"from 1\.0% \(1 whole group of .*pass finer ones"):
+                                         r"from 1\.0% \(1 whole group of .*pass finer ones \(by='file' or "
+                                         r"by='doc'\)"):
         store.split(0.01, by=lambda i: i % 2, seed=0)
+    # (by='file' had been told to pass by='file')
+    folder = store.path.parent / "two-files"
+    folder.mkdir()
+    (folder / "a.txt").write_text("the big file\n" * 40)
+    (folder / "b.txt").write_text("the small one\n" * 2)
+    files = TokenStore.build(store.path.parent / "by-file", folder, tok, split_lines=True, progress=False)
+    with pytest.warns(UserWarning, match=r"pass finer ones \(by='doc'\) for a split"):
+        files.split(0.05, by="file", seed=0)
     with warnings.catch_warnings():  # near its fraction: nothing said
         warnings.simplefilter("error")
         store.split(0.5, seed=0)

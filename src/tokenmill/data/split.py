@@ -116,8 +116,8 @@ def _say_if_far(store, val_doc: np.ndarray, fraction: float, by: str, val_groups
         from ..errors import warn
 
         advice = (f"the store holds few documents ({n:,d}), each taken with probability {fraction:g}"
-                  if by == "doc" else "its groups are few or uneven; pass finer ones (by='file' or by='doc') for a "
-                  "split near the fraction")
+                  if by == "doc" else "its groups are few or uneven; pass finer ones ("
+                  + ("by='doc'" if by == "file" else "by='file' or by='doc'") + ") for a split near the fraction")
         warn(f"split({fraction:g}, by={by!r}): validation holds {' and '.join(far)} of the store, far from "
              f"{fraction:.1%} ({val_groups:,d} whole group{'s' if val_groups != 1 else ''} of "
              f"{int(val_doc.sum()):,d} documents): {advice}")
