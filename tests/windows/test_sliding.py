@@ -506,3 +506,17 @@ def test_a_window_plans_columns_are_read_only():
     for name in ("doc", "start", "length", "target_start"):
         with pytest.raises(ValueError, match="read-only"):
             getattr(plan, name)[:] = 0
+
+
+def test_a_plan_made_by_hand_of_lists_is_read_as_int64_columns_or_refused():
+    """WindowPlan's columns given as lists had stayed lists: ``plan.end`` (start + length) joined two lists, and
+    materializing raised from inside numpy; they are now int64 columns, checked, one row per window."""
+    from tokenmill.windows.sliding import PlanStats, WindowPlan
+
+    stats = PlanStats(*[0] * 18)
+    plan = WindowPlan([0, 0], [0, 2], [2, 2], [0, 2], [4, 4], stats)
+    assert plan.end.tolist() == [2, 4] and plan.doc.dtype == np.int64 and not plan.doc.flags.writeable
+    with pytest.raises(ConfigError, match="WindowPlan.start has 1 rows, WindowPlan.doc 2"):
+        WindowPlan([0, 0], [0], [2, 2], [0, 2], [4, 4], stats)
+    with pytest.raises(ConfigError, match="WindowPlan.doc has dtype float64; it must hold integers"):
+        WindowPlan([0.5, 0], [0, 2], [2, 2], [0, 2], [4, 4], stats)

@@ -273,9 +273,18 @@ class WindowPlan:
     def __post_init__(self):
         # the columns read-only (views, no copy): a plan's target_start written after it was made had turned a
         # window's first token into a target when materialized, its start a read into the next document
+        n = None
         for name in ("doc", "start", "length", "target_start", "scale"):
             a = getattr(self, name)
-            if isinstance(a, np.ndarray) and a.flags.writeable:
+            if not (isinstance(a, np.ndarray) and a.dtype == np.int64 and a.ndim == 1):
+                # (a plan made by hand of lists: its end had been start + length, two lists joined)
+                a = check_array(a, f"WindowPlan.{name}", error=ConfigError)
+                object.__setattr__(self, name, a)
+            if n is not None and a.shape[0] != n:
+                raise ConfigError(f"WindowPlan.{name} has {a.shape[0]:,d} rows, WindowPlan.doc {n:,d}: a plan's "
+                                  "columns are one row per window")
+            n = a.shape[0]
+            if a.flags.writeable:
                 a = a.view()
                 a.flags.writeable = False
                 object.__setattr__(self, name, a)
