@@ -166,3 +166,28 @@ def test_a_split_far_from_its_fraction_is_said(store, tok):
     with pytest.warns(UserWarning, match=r"validation holds documents .*: the store holds few documents \(4\), "
                                          r"each taken with probability 0\.1"):
         next(s for s in range(50) if len(few.split(0.1, by="doc", seed=s)[1]) >= 1)
+
+
+def test_the_split_of_one_group_a_document_equals_the_sorted_rule():
+    """By document (keys 0 .. n-1, rising) validation is taken as the smallest hashes without sorting them (40M
+    documents: 15-24 s and 2.8 GB before): the same documents as the general rule (groups sorted by hash), which
+    the same keys reversed still take; and the hash mixed in place gives splitmix64's values."""
+    from tokenmill.data.split import _mix64, assign_groups, seeded_key_hash
+
+    def splitmix64(v: int) -> int:  # the finalizer written out on Python ints
+        m = (1 << 64) - 1
+        v = ((v ^ (v >> 30)) * 0xBF58476D1CE4E5B9) & m
+        v = ((v ^ (v >> 27)) * 0x94D049BB133111EB) & m
+        return v ^ (v >> 31)
+
+    rng = np.random.default_rng(0)
+    words = rng.integers(0, 2**64, 70_000, dtype=np.uint64)  # past one block of the in-place mixing
+    assert [int(x) for x in _mix64(words.copy())[::997]] == [splitmix64(int(x)) for x in words[::997]]
+    for n in (2, 3, 10, 1_000, 70_001):
+        keys = np.arange(n, dtype=np.int64)
+        for fraction in (0.001, 0.01, 0.5, 0.999):
+            for seed in (0, 3):
+                fast = assign_groups(keys, fraction, seed)
+                slow = assign_groups(keys[::-1].copy(), fraction, seed)  # not rising: the sorted rule
+                assert np.array_equal(fast[0], slow[0][::-1]) and fast[1:] == slow[1:], (n, fraction, seed)
+                assert seeded_key_hash(keys, seed)[fast[0]].max() < seeded_key_hash(keys, seed)[~fast[0]].min()
