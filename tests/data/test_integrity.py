@@ -431,3 +431,46 @@ def test_megatron_index_schema_and_negative_ids(tmp_path, tok):
     idx.write_bytes(bytes(raw) + b"\0")
     with pytest.raises(FormatError, match="trailing"):
         TokenStore.from_megatron(tmp_path / "m")
+
+
+def test_a_store_replaced_while_open_is_said_never_read_under_the_old_offsets(tmp_path, monkeypatch):
+    """A store built again over (overwrite=True) while another handle had it open: its shards not mapped yet, and
+    every shard a DataLoader worker (a pickled handle) maps, had been read from the new store's files under the
+    old offsets and fingerprint (a loader's batches half from each store; with other lengths, documents of
+    neither). Now such a read says the store was replaced; a new open reads the new store."""
+    import pickle
+
+    from tokenmill.data.store import Shard
+    from tokenmill.torch import TrainingLoader
+
+    d = tmp_path / "s"
+
+    def write(v0, v1, lengths=(5, 5), overwrite=False):
+        shards = [(np.array(lengths), np.full(sum(lengths), v)) for v in (v0, v1)]
+        TokenStore.from_token_arrays(d, shards, vocab_size=100, overwrite=overwrite)
+
+    write(1, 2)
+    old = TokenStore.open(d)
+    worker_copy = pickle.loads(pickle.dumps(old))  # what a DataLoader worker holds: no maps, files by path
+    loader = TrainingLoader(old, batch_size=1, block_size=10, seed=0, shuffle=False)
+    assert old.get(0).tolist() == [1] * 5  # shard 0 mapped: it keeps reading its own files
+    write(7, 8, lengths=(4, 6), overwrite=True)  # same shard sizes, other documents
+    replaced = "is no longer the file the store had when it was opened: the store at .* was built again or replaced"
+    assert old.get(1).tolist() == [1] * 5
+    for read in (lambda: old.get(2), lambda: worker_copy.get(0), lambda: [b for b in loader], old.verify):
+        with pytest.raises(FormatError, match=replaced):
+            read()
+    assert TokenStore.open(d).get(0).tolist() == [7] * 4
+
+    # replaced between reading the manifest and checking the files: opened again (it had been "damaged: rebuild")
+    real, swapped = Shard.check_files, []
+
+    def replace_once(self, parts=("tokens", "offsets")):
+        if not swapped:
+            swapped.append(1)
+            write(3, 4, lengths=(2, 2, 2), overwrite=True)  # other sizes: the old manifest's sizes fail
+        return real(self, parts)
+
+    monkeypatch.setattr(Shard, "check_files", replace_once)
+    st = TokenStore.open(d)
+    assert swapped and len(st) == 6 and st.get(0).tolist() == [3, 3]

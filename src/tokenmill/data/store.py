@@ -347,6 +347,15 @@ def _classify(d: Path) -> tuple[str, list[Path]]:
     return state, ours
 
 
+def _file_ident(p: Path) -> tuple[int, int, int] | None:
+    """``(inode, mtime, size)`` of the file at ``p`` (None where there is none): whether it was replaced."""
+    try:
+        st = os.stat(p)
+    except OSError:
+        return None
+    return st.st_ino, st.st_mtime_ns, st.st_size
+
+
 def _clear(files: list[Path]) -> None:
     for p in files:
         p.unlink(missing_ok=True)
@@ -1178,6 +1187,12 @@ class Shard:
     not mapped yet is checked by its path. What remains: a file truncated between a check and the
     read (microseconds; in an iteration, until its next check) still raises SIGBUS; a shard
     rewritten in place at the same size is only caught by ``verify()``.
+
+    A file not mapped yet is also checked to be the one the store had when it was opened (its inode and
+    modification time, recorded by ``TokenStore.open`` and carried to worker processes): a store built
+    again over (``overwrite=True``) while open had its unmapped shards, and every shard a DataLoader
+    worker maps, read from the new store's files under the old one's offsets and fingerprint (documents of
+    neither store when the sizes agreed). Such a read is a FormatError saying the store was replaced.
     """
 
     def __init__(self, root: Path, rec: dict, dtype: np.dtype):
@@ -1188,6 +1203,7 @@ class Shard:
         self._want = {part: int(rec["files"][part]["bytes"]) for part in _PARTS}
         self._maps: dict[str, mmap.mmap] = {}  # the parts mapped and kept (an empty file is never mapped)
         self._mapped: dict[str, tuple[int, int]] = {}  # (device, inode) of each file in _maps
+        self._ident: dict[str, tuple[int, int]] = {}  # (inode, mtime) of each file when first checked (open)
 
     def __getstate__(self) -> dict:
         """Pickled without its memory maps (a worker process maps the files itself, on first use)."""
@@ -1225,8 +1241,28 @@ class Shard:
                 raise FormatError(f"cannot read shard file {p}: {e.strerror or e}") from None
         if not stat.S_ISREG(st.st_mode):
             raise FormatError(f"shard file {p} is not a regular file; rebuild the store")
+        self._same_file(part, st)
         if st.st_size != self._want[part]:
             self._wrong_size(part, st.st_size)
+
+    def _same_file(self, part: str, st: os.stat_result) -> None:
+        """``st`` is of the file the part had when first checked (see the class docstring), else a FormatError."""
+        ident = (st.st_ino, st.st_mtime_ns)
+        known = self._ident.setdefault(part, ident)
+        if known != ident:
+            raise FormatError(f"shard file {self._where[part]} is no longer the file the store had when it was "
+                              f"opened: the store at {self.root} was built again or replaced since; open it again "
+                              "(TokenStore.open, and a new loader over it) to read the new one")
+
+    def check_replaced(self) -> None:
+        """Each file of the shard that is there is the one the store had when it was opened (a FormatError
+        saying the store was replaced otherwise; a missing or resized file is left to the caller's checks)."""
+        for part in _PARTS:
+            try:
+                st = os.stat(self._where[part])
+            except OSError:
+                continue
+            self._same_file(part, st)
 
     def _wrong_size(self, part: str, size: int):
         want = self._want[part]
@@ -1725,13 +1761,23 @@ class TokenStore(StoreSource):
                 extra = (" (a folder of other files: a store is what `tokenmill store build --input FILES --out "
                          "FOLDER` writes)")
             raise FormatError(f"{path} has no {MANIFEST}: it is not a finished token store{extra}")
-        m = _read_record(path / MANIFEST, Manifest)
-        if m["hash"] != canonical_hash({k: v for k, v in m.items() if k != "hash"}):
-            raise FormatError(f"{path / MANIFEST}: content hash mismatch; the manifest was modified or corrupted")
-        store = cls(path, m)
-        for sh in store._shards:
-            sh.check_files(("tokens", "offsets", "meta"))
-        return store
+        for attempt in range(3):
+            # a store replaced (built again over) between reading its manifest and checking its files had been
+            # said to be damaged ("has N bytes, the manifest says M: rebuild the store"): read again
+            seen = _file_ident(path / MANIFEST)
+            try:
+                m = _read_record(path / MANIFEST, Manifest)
+                if m["hash"] != canonical_hash({k: v for k, v in m.items() if k != "hash"}):
+                    raise FormatError(f"{path / MANIFEST}: content hash mismatch; the manifest was modified or "
+                                      "corrupted")
+                store = cls(path, m)
+                for sh in store._shards:
+                    sh.check_files(("tokens", "offsets", "meta"))
+                return store
+            except FormatError:
+                if attempt == 2 or seen is None or _file_ident(path / MANIFEST) in (seen, None):
+                    raise
+        raise AssertionError("unreachable")
 
     def view(self, index, definition: dict) -> "StoreView":
         """The documents ``index`` of this store as a token source and sequence (no copy);

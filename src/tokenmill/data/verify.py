@@ -36,6 +36,7 @@ def verify_store(store, *, progress: bool = False) -> dict:
 
         bar = tqdm(total=len(shards), unit="shard", desc="verify", file=sys.stderr)
     for sh in shards:
+        sh.check_replaced()  # (a store built again over since it was opened: said, not listed as damage)
         rec = sh.rec
         bad_hash = False
         for part in ("tokens", "offsets", "meta"):
