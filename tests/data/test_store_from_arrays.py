@@ -123,3 +123,24 @@ def test_a_shard_without_documents(tmp_path):
     st = TokenStore.from_token_arrays(tmp_path / "s", [([2, 1], [5, 6, 7]), ([], []), ([1], [9])], vocab_size=10)
     assert [x.tolist() for x in st] == [[5, 6], [7], [9]] and st.num_shards == 3
     assert st.verify()["documents"] == 3
+
+
+def test_ids_are_checked_in_their_own_dtype_and_written_without_an_int64_copy(tmp_path):
+    """The ids were copied to int64 to be checked, then cast to the store's dtype: ~10 bytes an id more than the
+    input at once (200M uint32 ids: 3 GB). Now they are checked as they are and cast once (not at all when they
+    have the store's dtype): the allocations of a write stay far below one int64 copy of the ids."""
+    import tracemalloc
+
+    n = 1 << 21
+    ids = np.full(n, 7, np.uint16)
+    lengths = np.full(1 << 10, n >> 10, np.int64)
+    tracemalloc.start()
+    try:
+        TokenStore.from_token_arrays(tmp_path / "s", [(lengths, ids)], vocab_size=1000)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < n * 4, peak  # an int64 copy alone is n * 8 bytes
+    assert TokenStore.open(tmp_path / "s").get(3).tolist() == [7] * (n >> 10)
+    with pytest.raises(InputError, match=r"shards\[0\] ids holds 1,000 \(at index 5\); shards\[0\] ids must be in 0 .. 999"):
+        TokenStore.from_token_arrays(tmp_path / "t", [([6], np.array([1, 2, 3, 4, 5, 1000], np.int64))], vocab_size=1000)

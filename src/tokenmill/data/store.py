@@ -1704,14 +1704,19 @@ class TokenStore(StoreSource):
                                   "a shard: [(lengths, ids)] for one")
             lengths, ids = pair
             lengths = check_array(lengths, f"shards[{k}] lengths", min=0)
-            ids = check_array(ids, f"shards[{k}] ids", min=0, max=vocab_size - 1)
-            total = sum(lengths.tolist())  # (exact: an int64 sum wraps: 2**62 x 4 + 3 had added up to 3 ids)
+            # checked in their own dtype and cast once to the store's (an int64 copy first had taken ~10 bytes an
+            # id more than the input: 200M ids, 3 GB)
+            ids = check_array(ids, f"shards[{k}] ids", min=0, max=vocab_size - 1, dtype=dtype)
+            # exact: an int64 sum wraps (2**62 x 4 + 3 had added up to 3 ids); it cannot where no length is above
+            # int64 max / their count, else the Python ints' sum
+            small = not lengths.size or int(lengths.max()) <= (2**63 - 1) // lengths.size
+            total = int(lengths.sum()) if small else sum(lengths.tolist())
             if total != ids.size:
                 raise InputError(f"shards[{k}]: the lengths add up to {total:,d} ids but {ids.size:,d} are given")
             offsets = np.concatenate([[0], np.cumsum(lengths)]).astype("<i8")
             meta = np.stack([np.zeros(lengths.size, np.int64), np.arange(lengths.size) + n_docs], 1).astype("<i8")
             info = {}
-            for part, arr in (("tokens", ids.astype(dtype)), ("offsets", offsets), ("meta", meta)):
+            for part, arr in (("tokens", ids), ("offsets", offsets), ("meta", meta)):
                 size, h = _write_array(out / f"{shard_name(k)}.{part}", arr)
                 info[part] = {"bytes": size, "sha256": h}
             recs.append({"name": shard_name(k), "documents": int(lengths.size), "tokens": int(ids.size),
