@@ -171,6 +171,19 @@ def test_huge_block_on_small_data(torch_loader):
     BatchSchedule(DOCS, batch_size=1, block_size=64)  # a toy run with some padding stays fine
 
 
+def test_a_batch_past_int32_positions_is_refused_when_the_loader_is_made(torch_loader):
+    """B x T over 2**31 - 1 positions overflows the int32 cu_seqlens: refused when the schedule is made, naming
+    the windows' size for windows (it was said at the first batch, as "use a smaller block_size")."""
+    from tokenmill import SlidingWindows
+
+    docs = [np.arange(1, 100)] * 3
+    with pytest.raises(ConfigError, match=r"^a batch of 2 rows of 1,073,741,824 positions \(2,147,483,648\) overflows "
+                                          r"int32 cu_seqlens .*use a smaller batch_size or block_size"):
+        torch_loader(docs, batch_size=2, block_size=2**30)
+    with pytest.raises(ConfigError, match=r"^a batch of 1 row of 2,147,483,648 positions .* or the windows' size"):
+        BatchSchedule(docs, batch_size=1, windows=SlidingWindows(2**31, 2**31))
+
+
 def test_huge_block_on_small_store(tmp_path, torch_loader):
     tok = Tokenizer.from_merges([], pattern="gpt2", special_tokens=["<|endoftext|>"])
     store = TokenStore.build(tmp_path / "s", [_text(tmp_path / "c.txt", "the cat sat\non the mat\n")], tok,

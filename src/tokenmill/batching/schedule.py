@@ -47,7 +47,7 @@ from ..data.mixture import Mixture, allocate_counts, source_fingerprint
 from ..data.source import as_source, check_memory_ids
 from ..errors import ConfigError, FormatError
 from .batch import Batch, check_fragment_positions
-from .layout import Buffers, assemble_segments
+from .layout import INT32_MAX, Buffers, assemble_segments
 from .packing import LONG_DOCS, METHODS, PackPlan, pack, segment_filler_of, segment_origins
 from .sources import SliceSource
 
@@ -252,6 +252,13 @@ class BatchSchedule:
         if not _is_int(T):
             return
         T = int(T)
+        what = "block_size" if self.block_size is not None else "the windows' size"
+        if self.batch_size * T > INT32_MAX:  # (said at the first batch before, and naming block_size for windows)
+            from .._words import counted
+
+            raise ConfigError(f"a batch of {counted(self.batch_size, 'row')} of {T:,d} positions ({self.batch_size * T:,d}) "
+                              f"overflows int32 cu_seqlens (at most {INT32_MAX:,d} positions a batch); use a smaller "
+                              f"batch_size or {what}")
         most = max(int(np.asarray(p.lengths, np.int64).sum(dtype=np.float64)) for p in self.parts)
         need = self.batch_size * T * BYTES_PER_POSITION
         if T > most and need > ROW_MEMORY_FLOOR:
