@@ -253,6 +253,9 @@ class BatchSchedule:
             return
         T = int(T)
         what = "block_size" if self.block_size is not None else "the windows' size"
+        if T < 2:  # (55 batches and not one target, in silence)
+            raise ConfigError(f"{what} is {T}: a row of one position holds no target (a row's first position is "
+                              "never one: nothing precedes it in the row); use 2 or more")
         if self.batch_size * T > INT32_MAX:  # (said at the first batch before, and naming block_size for windows)
             from .._words import counted
 
