@@ -67,15 +67,9 @@ def require(module: str, extra: str):
 def warn(message: str, category: type[Warning] = UserWarning) -> None:
     """``warnings.warn`` pointed at the first caller outside tokenmill (the user's line), however deep in
     tokenmill the warning is raised: a fixed ``stacklevel`` points into tokenmill when the same code is
-    reached through another path (``as_tokenizer`` of a file, of an object, from a store build).
-
-    >>> import warnings
-    >>> with warnings.catch_warnings(record=True) as seen:
-    ...     warnings.simplefilter("always")
-    ...     warn("careful")
-    >>> seen[0].message.args[0], seen[0].filename.endswith("errors.py")
-    ('careful', False)
-    """
+    reached through another path (``as_tokenizer`` of a file, of an object, from a store build). In a
+    thread tokenmill started, that is the thread's own first frame (``threading``). Tested in
+    ``tests/tokenizer/test_export.py`` (``test_warnings_point_at_the_users_line_whatever_the_path``)."""
     import sys
     import warnings
 

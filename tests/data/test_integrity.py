@@ -284,14 +284,31 @@ def test_files_named_like_shards_that_the_manifest_does_not_record_are_never_rem
         with pytest.raises(ConfigError, match=refusal + r" \(shard-00007.tokens, shard-00042.json\)"):
             build(out, texts([f"doc {i} of the store" for i in range(30)]), tok, shard_bytes=100, overwrite=overwrite)
     assert kept(out)
+    good_manifest = (out / "manifest.json").read_text()
     (out / "manifest.json").write_text("{broken")  # unreadable: the run of whole shards is the store's
-    with pytest.raises(ConfigError, match=refusal):
+    with pytest.raises(ConfigError, match="its damaged manifest.json cannot tell from a user's"):
         build(out, texts([f"doc {i} of the store" for i in range(30)]), tok, shard_bytes=100)
     assert kept(out)
     (out / "shard-00007.tokens").unlink()
     (out / "shard-00042.json").unlink()
     st = build(out, texts([f"doc {i} of the store" for i in range(30)]), tok, shard_bytes=100)
     assert st.verify()["documents"] == 30 and sorted(p.name for p in out.iterdir()) == shards
+    # a manifest damaged but still JSON that lost a shard's name: its shards in a row are still the store's
+    body = json.loads(good_manifest)
+    del body["shards"][1]["name"]
+    (out / "manifest.json").write_text(json.dumps(body))
+    st = build(out, texts([f"doc {i} of the store" for i in range(30)]), tok, shard_bytes=100)
+    assert st.verify()["documents"] == 30 and sorted(p.name for p in out.iterdir()) == shards
+    # a shard name that is a link: said as such, not as a file the manifest does not record
+    n = len(st.manifest["shards"])
+    (out / f"shard-{n:05d}.tokens").symlink_to(out / "shard-00000.tokens")
+    with pytest.raises(ConfigError, match=rf"shard names that are not regular files \(shard-{n:05d}.tokens: a link"):
+        build(out, texts(["other"]), tok, overwrite=True)
+    (out / f"shard-{n:05d}.tokens").unlink()
+    # shards past the manifest's last (an earlier tokenmill killed while tidying): said so
+    (out / f"shard-{n:05d}.tokens").write_bytes(b"\0\0")
+    with pytest.raises(ConfigError, match="shards past the last one the manifest records"):
+        build(out, texts([f"doc {i} of the store" for i in range(30)]), tok, shard_bytes=100)
 
 
 def test_a_journal_without_shards_does_not_block_the_corrected_build(tmp_path, tok):
@@ -474,3 +491,35 @@ def test_a_store_replaced_while_open_is_said_never_read_under_the_old_offsets(tm
     monkeypatch.setattr(Shard, "check_files", replace_once)
     st = TokenStore.open(d)
     assert swapped and len(st) == 6 and st.get(0).tolist() == [3, 3]
+    # ... and when the new files have the old sizes (nothing fails): the manifest read again all the same (its
+    # files had been taken under the old manifest, its fingerprint and lengths)
+    swapped.clear()
+
+    def same_sizes(self, parts=("tokens", "offsets")):
+        if not swapped:
+            swapped.append(1)
+            write(5, 6, lengths=(1, 2, 3), overwrite=True)  # 6 ids a shard, 3 documents: the sizes of (2, 2, 2)
+        return real(self, parts)
+
+    monkeypatch.setattr(Shard, "check_files", same_sizes)
+    st = TokenStore.open(d)
+    assert swapped and st.lengths.tolist() == [1, 2, 3] * 2 and st.get(0).tolist() == [5]
+    assert st.verify()["documents"] == 6
+    monkeypatch.setattr(Shard, "check_files", real)
+
+    # a file of the open store modified in place is not called replaced: touched, it is said modified (open it
+    # again); damaged in place, verify lists it; truncated, the read says truncated
+    st = TokenStore.open(d)
+    tokens = d / "shard-00001.tokens"
+    os.utime(tokens, ns=(tokens.stat().st_atime_ns, tokens.stat().st_mtime_ns + 10**9))
+    with pytest.raises(FormatError, match="shard-00001.tokens was modified since the store was opened"):
+        st.get(3)
+    st = TokenStore.open(d)
+    with open(tokens, "r+b") as f:
+        f.write(b"\x09")
+    with pytest.raises(FormatError, match="shard-00001.tokens: sha256 differs from the manifest"):
+        st.verify()
+    with open(tokens, "r+b") as f:
+        f.truncate(4)
+    with pytest.raises(FormatError, match=r"shard-00001.tokens has 4 bytes, the manifest says .* \(truncated\)"):
+        st.get(3)

@@ -180,12 +180,12 @@ def test_a_batch_past_int32_positions_is_refused_when_the_loader_is_made(torch_l
     with pytest.raises(ConfigError, match=r"^a batch of 2 rows of 1,073,741,824 positions \(2,147,483,648\) overflows "
                                           r"int32 cu_seqlens .*use a smaller batch_size or block_size"):
         torch_loader(docs, batch_size=2, block_size=2**30)
-    with pytest.raises(ConfigError, match=r"^a batch of 1 row of 2,147,483,648 positions .* or the windows' size"):
+    with pytest.raises(ConfigError, match=r"^a batch of 1 row of 2,147,483,648 positions .* or the windows' capacity"):
         BatchSchedule(docs, batch_size=1, windows=SlidingWindows(2**31, 2**31))
     # rows of one position: every batch without a target (a row's first position never is one)
     with pytest.raises(ConfigError, match=r"^block_size is 1: a row of one position holds no target"):
         torch_loader(docs, batch_size=4, block_size=1)
-    with pytest.raises(ConfigError, match=r"^the windows' size is 1: a row of one position holds no target"):
+    with pytest.raises(ConfigError, match=r"^the windows' capacity is 1: a row of one position holds no target"):
         BatchSchedule(docs, batch_size=4, windows=SlidingWindows(1, 1))
 
 

@@ -1071,8 +1071,10 @@ def test_compiled_decode_equals_its_twin_and_sentencepiece(dummy, rew):
 
 
 def test_decode_skip_special_tokens(small):
-    """``skip_special_tokens=True`` leaves out the control and unknown pieces' ids (HF's decode does: ``<unk>`` is
-    a special token of a converted .model), where sentencepiece's decode drops the control pieces alone."""
+    """``skip_special_tokens=True`` leaves out the control and unknown pieces' ids (as HF's decode of the
+    model's tokenizer.json does: ``<unk>`` is a special token there; compared with HF in
+    ``test_tokenizer_json_of_the_family_equals_hf``), where sentencepiece's decode drops the control pieces
+    alone: sentencepiece's decode of the ids without them."""
     from tokenmill.errors import ConfigError
 
     tok, sp = small

@@ -252,7 +252,7 @@ class BatchSchedule:
         if not _is_int(T):
             return
         T = int(T)
-        what = "block_size" if self.block_size is not None else "the windows' size"
+        what = "block_size" if self.block_size is not None else "the windows' capacity"
         if T < 2:  # (55 batches and not one target, in silence)
             raise ConfigError(f"{what} is {T}: a row of one position holds no target (a row's first position is "
                               "never one: nothing precedes it in the row); use 2 or more")

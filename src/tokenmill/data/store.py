@@ -288,22 +288,27 @@ def _old_dir(out: Path) -> Path:
     return out.parent / f".{out.name}.tokenmill-old"
 
 
-def _manifest_shards(d: Path, names: dict) -> set[str]:
-    """The shard names the manifest of folder ``d`` records, read leniently (a manifest that fails its
-    checks still names its shards); where it cannot be read at all, the shards a build leaves: 0, 1, ...
-    in a row, each with its three files."""
+def _manifest_shards(d: Path, names: dict) -> tuple[set[str], bool]:
+    """``(shard names the manifest of folder d records, whether the manifest passed its checks)``. A valid
+    manifest's names are exact; a damaged one's (still JSON, or not even that) are the names it still lists
+    and the shards a build leaves: 0, 1, ... in a row, each with its three files."""
     try:
-        raw = load_json(d / MANIFEST, None, what="store manifest")[0]
+        raw = _read_record(d / MANIFEST, Manifest)
+        if raw["hash"] == canonical_hash({k: v for k, v in raw.items() if k != "hash"}):
+            return {s["name"] for s in raw["shards"]}, True
     except FormatError:
-        raw = None
+        try:
+            raw = load_json(d / MANIFEST, None, what="store manifest")[0]
+        except FormatError:
+            raw = None
     shards = raw.get("shards") if isinstance(raw, dict) else None
-    if isinstance(shards, list):
-        return {s["name"] for s in shards if isinstance(s, dict) and isinstance(s.get("name"), str)}
-    found, k = set(), 0
+    found = {s["name"] for s in shards if isinstance(s, dict) and isinstance(s.get("name"), str)} \
+        if isinstance(shards, list) else set()
+    k = 0
     while all(f"{shard_name(k)}.{part}" in names for part in _PARTS):
         found.add(shard_name(k))
         k += 1
-    return found
+    return found, False
 
 
 def _classify(d: Path) -> tuple[str, list[Path]]:
@@ -319,7 +324,7 @@ def _classify(d: Path) -> tuple[str, list[Path]]:
         raise ConfigError(f"out_dir {str(d)!r} exists and is not a folder")
     names = {p.name: p for p in d.iterdir()}
     journal = BUILD_STATE in names
-    recorded = _manifest_shards(d, names) if MANIFEST in names and not journal else set()
+    recorded, valid = _manifest_shards(d, names) if MANIFEST in names and not journal else (set(), False)
     ours, other = [], []
     for n, p in names.items():
         m = _SHARD_RE.match(n)
@@ -330,11 +335,23 @@ def _classify(d: Path) -> tuple[str, list[Path]]:
         else:
             other.append(p)
     if other:
-        unrecorded = [p.name for p in other if _SHARD_RE.match(p.name)]
+        odd = sorted(p.name for p in other if _SHARD_RE.match(p.name) and (p.is_symlink() or not p.is_file()))
+        if odd:
+            raise ConfigError(f"out_dir {str(d)!r} holds shard names that are not regular files ({', '.join(odd[:5])}: "
+                              "a link, a folder): tokenmill writes and removes only its own regular files; move them "
+                              "out of the folder, or choose another out_dir")
+        unrecorded = sorted(p.name for p in other if _SHARD_RE.match(p.name))
         if MANIFEST in names and unrecorded:
-            raise ConfigError(f"out_dir {str(d)!r} holds files named like a token store's shards that its "
-                              f"{MANIFEST} does not record ({', '.join(sorted(unrecorded)[:5])}): not tokenmill's to "
-                              "remove or replace; move them out of the folder, or choose another out_dir")
+            past = valid and all(int(_SHARD_RE.match(n).group(1)) >= len(recorded) for n in unrecorded)
+            raise ConfigError(
+                f"out_dir {str(d)!r} holds files named like a token store's shards that "
+                + (f"its {MANIFEST} does not record" if valid else
+                   f"its damaged {MANIFEST} cannot tell from a user's (they are not among the shards 0, 1, ... that "
+                   "are there whole)")
+                + f" ({', '.join(unrecorded[:5])}): not tokenmill's to remove or replace; move them out of the folder, "
+                "or choose another out_dir"
+                + (" (shards past the last one the manifest records: a build of an earlier tokenmill killed while "
+                   "tidying up leaves such files; remove them if so)" if past else ""))
         if all(_SHARD_RE.match(p.name) for p in other):  # a store's shards whose manifest is gone
             raise ConfigError(f"out_dir {str(d)!r} holds the shard files of a token store but no {MANIFEST} (nor a "
                               f"build journal): a store whose manifest was removed, which nothing can verify; "
@@ -1186,13 +1203,15 @@ class Shard:
     all shards that batches read is made only of those same files: ``TokenStore._flat``). A file
     not mapped yet is checked by its path. What remains: a file truncated between a check and the
     read (microseconds; in an iteration, until its next check) still raises SIGBUS; a shard
-    rewritten in place at the same size is only caught by ``verify()``.
+    rewritten in place at the same size is caught by ``verify()`` once mapped (before, by its
+    modification time, below).
 
-    A file not mapped yet is also checked to be the one the store had when it was opened (its inode and
-    modification time, recorded by ``TokenStore.open`` and carried to worker processes): a store built
-    again over (``overwrite=True``) while open had its unmapped shards, and every shard a DataLoader
+    A file not mapped yet is also checked to be the one the store had when it was opened (its device,
+    inode and modification time, recorded by ``TokenStore.open`` and carried to worker processes): a store
+    built again over (``overwrite=True``) while open had its unmapped shards, and every shard a DataLoader
     worker maps, read from the new store's files under the old one's offsets and fingerprint (documents of
-    neither store when the sizes agreed). Such a read is a FormatError saying the store was replaced.
+    neither store when the sizes agreed). Such a read is a FormatError saying the store was replaced; a
+    file whose modification time moved (touched, written in place) one saying it was modified since.
     """
 
     def __init__(self, root: Path, rec: dict, dtype: np.dtype):
@@ -1203,7 +1222,7 @@ class Shard:
         self._want = {part: int(rec["files"][part]["bytes"]) for part in _PARTS}
         self._maps: dict[str, mmap.mmap] = {}  # the parts mapped and kept (an empty file is never mapped)
         self._mapped: dict[str, tuple[int, int]] = {}  # (device, inode) of each file in _maps
-        self._ident: dict[str, tuple[int, int]] = {}  # (inode, mtime) of each file when first checked (open)
+        self._ident: dict[str, tuple[int, int, int]] = {}  # (device, inode, mtime) of each file at open
 
     def __getstate__(self) -> dict:
         """Pickled without its memory maps (a worker process maps the files itself, on first use)."""
@@ -1241,28 +1260,39 @@ class Shard:
                 raise FormatError(f"cannot read shard file {p}: {e.strerror or e}") from None
         if not stat.S_ISREG(st.st_mode):
             raise FormatError(f"shard file {p} is not a regular file; rebuild the store")
-        self._same_file(part, st)
+        self._same_file(part, st, replaced_only=True)
         if st.st_size != self._want[part]:
             self._wrong_size(part, st.st_size)
+        self._same_file(part, st)
 
-    def _same_file(self, part: str, st: os.stat_result) -> None:
-        """``st`` is of the file the part had when first checked (see the class docstring), else a FormatError."""
-        ident = (st.st_ino, st.st_mtime_ns)
-        known = self._ident.setdefault(part, ident)
-        if known != ident:
+    def _same_file(self, part: str, st: os.stat_result, *, replaced_only: bool = False) -> None:
+        """``st`` is of the file the part had when the store was opened (see the class docstring), else a
+        FormatError: another file on the same device (the store built again over), or, unless ``replaced_only``,
+        one whose modification time moved (modified in place, touched, or an inode reused by a later
+        replacement). On another device (a handle pickled to where the path is another mount or copy) inodes
+        say nothing: the modification time and the size decide."""
+        dev, ino, mtime = st.st_dev, st.st_ino, st.st_mtime_ns
+        known = self._ident.setdefault(part, (dev, ino, mtime))
+        if known[0] == dev and known[1] != ino:
             raise FormatError(f"shard file {self._where[part]} is no longer the file the store had when it was "
                               f"opened: the store at {self.root} was built again or replaced since; open it again "
                               "(TokenStore.open, and a new loader over it) to read the new one")
+        if not replaced_only and known[2] != mtime:
+            raise FormatError(f"shard file {self._where[part]} was modified since the store was opened (its "
+                              "modification time moved: written again in place, touched, or another copy): open "
+                              "the store again (TokenStore.open) to read it as it is now, and verify() it if "
+                              "tokenmill did not write it")
 
     def check_replaced(self) -> None:
-        """Each file of the shard that is there is the one the store had when it was opened (a FormatError
-        saying the store was replaced otherwise; a missing or resized file is left to the caller's checks)."""
+        """Each file of the shard that is there is, on its device, the one the store had when it was opened (a
+        FormatError saying the store was replaced otherwise); a file modified in place, missing or resized is
+        left to the caller's checks (``verify`` lists it)."""
         for part in _PARTS:
             try:
                 st = os.stat(self._where[part])
             except OSError:
                 continue
-            self._same_file(part, st)
+            self._same_file(part, st, replaced_only=True)
 
     def _wrong_size(self, part: str, size: int):
         want = self._want[part]
@@ -1778,11 +1808,16 @@ class TokenStore(StoreSource):
                 store = cls(path, m)
                 for sh in store._shards:
                     sh.check_files(("tokens", "offsets", "meta"))
-                return store
             except FormatError:
                 if attempt == 2 or seen is None or _file_ident(path / MANIFEST) in (seen, None):
                     raise
-        raise AssertionError("unreachable")
+                continue
+            # (replaced after the manifest was read, its files of the same sizes: they had been taken as the old
+            # manifest's, their inodes recorded under it)
+            if _file_ident(path / MANIFEST) == seen:
+                return store
+        raise FormatError(f"the store at {path} was replaced three times while it was being opened (another process "
+                          "builds it again and again); open it once that is done")
 
     def view(self, index, definition: dict) -> "StoreView":
         """The documents ``index`` of this store as a token source and sequence (no copy);
