@@ -219,8 +219,9 @@ def test_a_long_line_is_read_in_linear_time(tmp_path):
     """, timeout=20)
 
 
-def _too_long(path, offset):
-    return rf"{path.name}: the (line|document|document \(the whole file\)) starting at byte offset {offset:,d} " \
+def _too_long(path, offset, line=None):
+    which = f"line {line:,d}" if line is not None else r"the (document|document \(the whole file\))"
+    return rf"{path.name}: {which} starting at byte offset {offset:,d} " \
            r"holds more than 1,000 bytes.*raise TOKENMILL_MAX_DOCUMENT_BYTES"
 
 
@@ -233,21 +234,25 @@ def test_documents_larger_than_the_limit_are_refused_where_they_start(tmp_path, 
     monkeypatch.setenv("TOKENMILL_MAX_DOCUMENT_BYTES", "1000")
     long = "x" * 1001
     p = tmp_path / {"jsonl": "a.jsonl", "gz": "a.txt.gz"}.get(mode, "a.txt")
-    body, opts, start = {
-        "lines": ("short\n" + "y" * 1000 + "\n" + long + "\n", {"split_lines": True}, 6 + 1001),
-        "sep": ("short||" + "y" * 1000 + "||" + long, {"separator": "||"}, 7 + 1002),
-        "jsonl": ('{"text": "a"}\n' + json.dumps({"text": long}) + "\n", {}, 14),
-        "file": (long, {}, 0),
-        "gz": (long, {}, 0),
+    body, opts, start, line = {  # (a line is named by its number too)
+        "lines": ("short\n" + "y" * 1000 + "\n" + long + "\n", {"split_lines": True}, 6 + 1001, 3),
+        "sep": ("short||" + "y" * 1000 + "||" + long, {"separator": "||"}, 7 + 1002, None),
+        "jsonl": ('{"text": "a"}\n' + json.dumps({"text": long}) + "\n", {}, 14, 2),
+        "file": (long, {}, 0, None),
+        "gz": (long, {}, 0, None),
     }[mode]
     if mode == "gz":
         p.write_bytes(gzip.compress(body.encode()))
     else:
         p.write_text(body)
-    with pytest.raises(InputError, match=_too_long(p, start)):
-        list(files(p, **opts).documents())
+    import tokenmill.data.readers as R
+
+    for block in (7, 64, 1 << 22):  # the record found inside a block, or as an unfinished one across blocks
+        monkeypatch.setattr(R, "_BLOCK", block)
+        with pytest.raises(InputError, match=_too_long(p, start, line)):
+            list(files(p, **opts).documents())
     if mode in ("lines", "sep", "file"):  # tokenmill train's reader
-        with pytest.raises(InputError, match=_too_long(p, start)):
+        with pytest.raises(InputError, match=_too_long(p, start, line)):
             list(iter_documents([p], **opts))
     if mode != "jsonl":  # exactly the limit: read
         monkeypatch.setenv("TOKENMILL_MAX_DOCUMENT_BYTES", "1001")
@@ -282,7 +287,7 @@ def test_a_compressed_stream_without_line_ends_is_refused_in_bounded_memory(tmp_
             list(files({str(p)!r}).documents())
             raise SystemExit("no error")
         except InputError as e:
-            assert "the line starting at byte offset 0 holds more than 16,777,216 bytes" in str(e), e
+            assert "line 1 starting at byte offset 0 holds more than 16,777,216 bytes" in str(e), e
         print("ok")
     """, timeout=30, env={"TOKENMILL_MAX_DOCUMENT_BYTES": str(16 << 20)})
 

@@ -417,8 +417,10 @@ def max_document_bytes() -> int:
     return value
 
 
-def _too_large(path, what: str, start: int, limit: int) -> InputError:
-    return InputError(f"{path}: the {what} starting at byte offset {start:,d} holds more than {limit:,d} bytes, "
+def _too_large(path, what: str, start: int, limit: int, line: int | None = None) -> InputError:
+    """``line``: the record's line number (from 1) where records are lines."""
+    which = f"line {line:,d}" if line is not None else f"the {what}"
+    return InputError(f"{path}: {which} starting at byte offset {start:,d} holds more than {limit:,d} bytes, "
                       "the most one document may hold; if it is genuine, raise TOKENMILL_MAX_DOCUMENT_BYTES "
                       "(bytes), or split the input")
 
@@ -521,6 +523,7 @@ def _blocks(path: Path, sep: bytes, *, what: str = "line", opener=None) -> Itera
     limit = max_document_bytes()
     k = len(sep)
     bordered = any(sep[:i] == sep[-i:] for i in range(1, k))  # "||": occurrences may overlap
+    lines = 0 if sep == b"\n" else None  # line breaks before ``offset``: a too long line is named by its number
     with (opener or open_binary)(path) as f:
         parts: list[bytes] = []  # the unfinished record: it starts at ``offset``
         held, offset = 0, 0
@@ -536,21 +539,23 @@ def _blocks(path: Path, sep: bytes, *, what: str = "line", opener=None) -> Itera
                 parts.append(chunk)
                 held += len(chunk)
                 if held > limit + k - 1:  # (its last k - 1 bytes may begin a separator)
-                    raise _too_large(path, what, offset, limit)
+                    raise _too_large(path, what, offset, limit, None if lines is None else lines + 1)
                 continue
             cut += k - len(head)  # just after the separator, inside ``chunk``
             parts.append(chunk[:cut])
             block = b"".join(parts) if len(parts) > 1 else parts[0]
             if len(block) > limit:  # a record of the block may be too long: find it
-                _check_records(path, block, sep, offset, limit, what)
+                _check_records(path, block, sep, offset, limit, what, lines)
             yield offset, block
             offset += len(block)
+            if lines is not None:
+                lines += block.count(sep)
             rest = chunk[cut:]
             parts, held = ([rest], len(rest)) if rest else ([], 0)
             if held > limit:
-                raise _too_large(path, what, offset, limit)
+                raise _too_large(path, what, offset, limit, None if lines is None else lines + 1)
         if held > limit:
-            raise _too_large(path, what, offset, limit)
+            raise _too_large(path, what, offset, limit, None if lines is None else lines + 1)
         if parts:
             yield offset, b"".join(parts) if len(parts) > 1 else parts[0]
 
@@ -567,13 +572,15 @@ def _last_split(data: bytes, sep: bytes, bordered: bool) -> int:
     return last
 
 
-def _check_records(path, block: bytes, sep: bytes, offset: int, limit: int, what: str) -> None:
+def _check_records(path, block: bytes, sep: bytes, offset: int, limit: int, what: str,
+                   lines: int | None = None) -> None:
     pos = 0
     while True:
         j = block.find(sep, pos)
         end = len(block) if j < 0 else j
         if end - pos > limit:
-            raise _too_large(path, what, offset + pos, limit)
+            line = None if lines is None else lines + block.count(sep, 0, pos) + 1
+            raise _too_large(path, what, offset + pos, limit, line)
         if j < 0:
             return
         pos = j + len(sep)
