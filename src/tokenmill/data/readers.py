@@ -417,9 +417,9 @@ def max_document_bytes() -> int:
     return value
 
 
-def _too_large(path, what: str, start: int, limit: int, line: int | None = None) -> InputError:
-    """``line``: the record's line number (from 1) where records are lines."""
-    which = f"line {line:,d}" if line is not None else f"the {what}"
+def _too_large(path, what: str, start: int, limit: int, lines_before: int | None = None) -> InputError:
+    """``lines_before``: the line breaks before the record where records are lines (it is named by its number)."""
+    which = f"line {lines_before + 1:,d}" if lines_before is not None else f"the {what}"
     return InputError(f"{path}: {which} starting at byte offset {start:,d} holds more than {limit:,d} bytes, "
                       "the most one document may hold; if it is genuine, raise TOKENMILL_MAX_DOCUMENT_BYTES "
                       "(bytes), or split the input")
@@ -539,7 +539,7 @@ def _blocks(path: Path, sep: bytes, *, what: str = "line", opener=None) -> Itera
                 parts.append(chunk)
                 held += len(chunk)
                 if held > limit + k - 1:  # (its last k - 1 bytes may begin a separator)
-                    raise _too_large(path, what, offset, limit, None if lines is None else lines + 1)
+                    raise _too_large(path, what, offset, limit, lines)
                 continue
             cut += k - len(head)  # just after the separator, inside ``chunk``
             parts.append(chunk[:cut])
@@ -553,9 +553,9 @@ def _blocks(path: Path, sep: bytes, *, what: str = "line", opener=None) -> Itera
             rest = chunk[cut:]
             parts, held = ([rest], len(rest)) if rest else ([], 0)
             if held > limit:
-                raise _too_large(path, what, offset, limit, None if lines is None else lines + 1)
+                raise _too_large(path, what, offset, limit, lines)
         if held > limit:
-            raise _too_large(path, what, offset, limit, None if lines is None else lines + 1)
+            raise _too_large(path, what, offset, limit, lines)
         if parts:
             yield offset, b"".join(parts) if len(parts) > 1 else parts[0]
 
@@ -579,8 +579,7 @@ def _check_records(path, block: bytes, sep: bytes, offset: int, limit: int, what
         j = block.find(sep, pos)
         end = len(block) if j < 0 else j
         if end - pos > limit:
-            line = None if lines is None else lines + block.count(sep, 0, pos) + 1
-            raise _too_large(path, what, offset + pos, limit, line)
+            raise _too_large(path, what, offset + pos, limit, None if lines is None else lines + block.count(sep, 0, pos))
         if j < 0:
             return
         pos = j + len(sep)

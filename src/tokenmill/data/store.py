@@ -293,9 +293,7 @@ def _manifest_shards(d: Path, names: dict) -> tuple[set[str], bool]:
     manifest's names are exact; a damaged one's (still JSON, or not even that) are the names it still lists
     and the shards a build leaves: 0, 1, ... in a row, each with its three files."""
     try:
-        raw = _read_record(d / MANIFEST, Manifest)
-        if raw["hash"] == canonical_hash({k: v for k, v in raw.items() if k != "hash"}):
-            return {s["name"] for s in raw["shards"]}, True
+        return {s["name"] for s in _checked_manifest(d)["shards"]}, True
     except FormatError:
         try:
             raw = load_json(d / MANIFEST, None, what="store manifest")[0]
@@ -362,6 +360,14 @@ def _classify(d: Path) -> tuple[str, list[Path]]:
                           "(tokenmill removes only files it made and recorded)")
     state = "store" if MANIFEST in names else "partial" if BUILD_STATE in names else "empty"
     return state, ours
+
+
+def _checked_manifest(d: Path) -> dict:
+    """The manifest of folder ``d`` through the schema layer, its content hash checked (a FormatError else)."""
+    m = _read_record(d / MANIFEST, Manifest)
+    if m["hash"] != canonical_hash({k: v for k, v in m.items() if k != "hash"}):
+        raise FormatError(f"{d / MANIFEST}: content hash mismatch; the manifest was modified or corrupted")
+    return m
 
 
 def _file_ident(p: Path) -> tuple[int, int, int] | None:
@@ -1260,28 +1266,28 @@ class Shard:
                 raise FormatError(f"cannot read shard file {p}: {e.strerror or e}") from None
         if not stat.S_ISREG(st.st_mode):
             raise FormatError(f"shard file {p} is not a regular file; rebuild the store")
-        self._same_file(part, st, replaced_only=True)
+        modified = self._same_file(part, st)  # (a replaced file said first; a modified one after its size)
         if st.st_size != self._want[part]:
             self._wrong_size(part, st.st_size)
-        self._same_file(part, st)
+        if modified:
+            raise FormatError(f"shard file {self._where[part]} was modified since the store was opened (its "
+                              "modification time moved: written again in place, touched, or another copy): open "
+                              "the store again (TokenStore.open) to read it as it is now, and verify() it if "
+                              "tokenmill did not write it")
 
-    def _same_file(self, part: str, st: os.stat_result, *, replaced_only: bool = False) -> None:
-        """``st`` is of the file the part had when the store was opened (see the class docstring), else a
-        FormatError: another file on the same device (the store built again over), or, unless ``replaced_only``,
-        one whose modification time moved (modified in place, touched, or an inode reused by a later
-        replacement). On another device (a handle pickled to where the path is another mount or copy) inodes
-        say nothing: the modification time and the size decide."""
+    def _same_file(self, part: str, st: os.stat_result) -> bool:
+        """Whether ``st``, of the file the part had when the store was opened (see the class docstring), was
+        modified since (its modification time moved: written in place, touched, or an inode reused by a later
+        replacement); another file on the same device (the store built again over) is a FormatError. On another
+        device (a handle pickled to where the path is another mount or copy) inodes say nothing: the
+        modification time and the size decide."""
         dev, ino, mtime = st.st_dev, st.st_ino, st.st_mtime_ns
         known = self._ident.setdefault(part, (dev, ino, mtime))
         if known[0] == dev and known[1] != ino:
             raise FormatError(f"shard file {self._where[part]} is no longer the file the store had when it was "
                               f"opened: the store at {self.root} was built again or replaced since; open it again "
                               "(TokenStore.open, and a new loader over it) to read the new one")
-        if not replaced_only and known[2] != mtime:
-            raise FormatError(f"shard file {self._where[part]} was modified since the store was opened (its "
-                              "modification time moved: written again in place, touched, or another copy): open "
-                              "the store again (TokenStore.open) to read it as it is now, and verify() it if "
-                              "tokenmill did not write it")
+        return known[2] != mtime
 
     def check_replaced(self) -> None:
         """Each file of the shard that is there is, on its device, the one the store had when it was opened (a
@@ -1292,7 +1298,7 @@ class Shard:
                 st = os.stat(self._where[part])
             except OSError:
                 continue
-            self._same_file(part, st, replaced_only=True)
+            self._same_file(part, st)
 
     def _wrong_size(self, part: str, size: int):
         want = self._want[part]
@@ -1801,11 +1807,7 @@ class TokenStore(StoreSource):
             # said to be damaged ("has N bytes, the manifest says M: rebuild the store"): read again
             seen = _file_ident(path / MANIFEST)
             try:
-                m = _read_record(path / MANIFEST, Manifest)
-                if m["hash"] != canonical_hash({k: v for k, v in m.items() if k != "hash"}):
-                    raise FormatError(f"{path / MANIFEST}: content hash mismatch; the manifest was modified or "
-                                      "corrupted")
-                store = cls(path, m)
+                store = cls(path, _checked_manifest(path))
                 for sh in store._shards:
                     sh.check_files(("tokens", "offsets", "meta"))
             except FormatError:
