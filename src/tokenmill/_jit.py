@@ -367,7 +367,8 @@ JOBS: dict[str, str] = {
         "    def __len__(self): return 3\n"
         "for m in ('best_fit', 'first_fit_decreasing', 'greedy', 'concat'):\n"
         "    p = tokenmill.pack([8, 3, 2], 8, method=m)\n"
-        "    for src in (docs, Flat(np.uint16), Flat(np.uint32)): next(iter(p.batches(src, batch_size=2, pad_id=0))).doc_ids",
+        "    for src in (docs, Flat(np.uint16), Flat(np.uint32)): next(iter(p.batches(src, batch_size=2, pad_id=0))).doc_ids\n"
+        "tokenmill.SliceSource(docs, doc=[0, 1], start=[2, 0], length=[4, 3])",
     "windows":
         "import numpy as np, tokenmill\n"
         "p = tokenmill.SlidingWindows(8, 4).plan(np.array([20, 5]))\n"

@@ -55,6 +55,29 @@ def test_slice_outside_document_is_refused():
         SliceSource([[1, 2, 3]], doc=[0], start=[2], length=[2])
 
 
+def test_slice_check_names_the_first_bad_slice():
+    """One compiled pass finds the first slice outside its document, as the numpy rule it replaced did (a
+    document out of range, a negative start or length, an end past the document)."""
+    rng = np.random.default_rng(7)
+    lengths = rng.integers(0, 20, 50)
+    for _ in range(300):
+        n = int(rng.integers(1, 40))
+        doc = rng.integers(-2, 52, n)
+        start = rng.integers(-2, 22, n)
+        length = rng.integers(-2, 22, n)
+        inside = (doc >= 0) & (doc < 50)
+        bad = ~inside | (start < 0) | (length < 0)
+        bad |= start + length > np.where(inside, lengths[np.clip(doc, 0, 49)], 0)
+        docs = [np.zeros(k, np.int64) for k in lengths]
+        if not bad.any():
+            assert SliceSource(docs, doc=doc, start=start, length=length).lengths.tolist() == length.tolist()
+            continue
+        i = int(np.argmax(bad))
+        what = "names a document outside 0 .. 49" if not inside[i] else "reaches outside its document"
+        with pytest.raises(InputError, match=f"slice {i} .*{what}" if inside[i] else f"slice {i} {what}"):
+            SliceSource(docs, doc=doc, start=start, length=length)
+
+
 def test_a_slice_whose_end_overflows_is_refused():
     """``start + length`` past int64 max wrapped negative and passed the bounds check: the source said 2
     tokens and gave none."""

@@ -352,6 +352,22 @@ def group_by_block(assign, perm, nblocks, doc, start, length, out_doc, out_start
 
 
 @njit(cache=True, nogil=True)
+def first_bad_slice(doc, start, length, doc_lengths):
+    """The first ``i`` whose slice ``(doc[i], start[i], length[i])`` (three int64 arrays of one size) is not
+    inside its document (``doc_lengths``: int64, each >= 0), or -1: one pass, no temporaries (the numpy
+    form made five arrays of the slices' size; 56M windows took ~2 s). Reads ``doc_lengths`` only at a
+    checked index."""
+    nd = doc_lengths.size
+    for i in range(doc.size):
+        d = doc[i]
+        n = length[i]
+        s = start[i]
+        if d < 0 or d >= nd or s < 0 or n < 0 or s > doc_lengths[d] - n:
+            return i
+    return -1
+
+
+@njit(cache=True, nogil=True)
 def segments_ok(seg_row, seg_doc, seg_start, seg_len, seg_src, num_rows, row_length, num_tokens, index32):
     """True when a segment table (five ``(S,)`` arrays of one size) is safe for ``layout`` reading
     ``tokens[seg_src[k]:]``: rows nondecreasing in ``0 .. num_rows-1``, lengths >= 0, each row's

@@ -67,13 +67,14 @@ class SliceSource:
     def _check(self, base_lengths: np.ndarray) -> None:
         if self.origin_doc.size == 0:
             return
-        if ((self.origin_doc < 0) | (self.origin_doc >= base_lengths.size)).any():
-            raise InputError(f"a slice names a document outside 0 .. {base_lengths.size - 1}")
-        end = self.origin_start + self._lengths  # (may wrap past int64 max: ``end < start`` is caught below)
-        bad = (self.origin_start < 0) | (self._lengths < 0) | (end < self.origin_start) | \
-            (end > base_lengths[self.origin_doc])
-        if bad.any():
-            i = int(np.argmax(bad))
+        from ._kernels import first_bad_slice  # (numba's compiler only when a slice is made)
+
+        i = int(first_bad_slice(*(np.ascontiguousarray(a) for a in (self.origin_doc, self.origin_start, self._lengths)),
+                                np.ascontiguousarray(base_lengths)))
+        if i >= 0:
+            if not 0 <= self.origin_doc[i] < base_lengths.size:
+                raise InputError(f"slice {i} names a document outside 0 .. {base_lengths.size - 1:,d} "
+                                 f"(document {int(self.origin_doc[i]):,d})")
             raise InputError(f"slice {i} (doc {int(self.origin_doc[i])}, start {int(self.origin_start[i]):,d}, "
                              f"length {int(self._lengths[i]):,d}) reaches outside its document")
 
