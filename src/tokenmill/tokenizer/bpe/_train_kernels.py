@@ -123,8 +123,10 @@ def learn_merges_kernel(rec, num_merges, min_frequency, max_token_bytes, progres
     pairs without a hash lookup. Rows, slots ``(key, count, head, mark)`` and table entries
     ``(key, slot)`` are each one record: the merge loop is bound by cache misses (zh: millions of
     distinct pairs), and one record per object is one miss instead of three or four.
-    Returns (pairs (M, 2), counts (M,), stop code 0 vocab, 1 no pairs, 2 min freq);
-    ``progress[0]`` counts merges done (read by a Python thread for the progress bar).
+    Returns (pairs (M, 2), counts (M,), stop code 0 vocab, 1 no pairs, 2 min freq, 3 asked to stop);
+    ``progress[0]`` counts merges done (read by a Python thread for the progress bar); a non-zero
+    ``progress[1]`` (set by the caller's thread on Ctrl-C) stops the loop at its next merge (or the next
+    million positions of its set-up).
     """
     n = rec.shape[0]
     tab = np.full((1 << 17, 2), -1, np.int64)
@@ -140,6 +142,8 @@ def learn_merges_kernel(rec, num_merges, min_frequency, max_token_bytes, progres
 
     # ---- initial pairs
     for p in range(n):
+        if (p & 0xFFFFF) == 0 and progress[1] != 0:
+            return out_pairs[:0].copy(), out_counts[:0].copy(), 3
         rec[p, 4] = -1
         q = rec[p, 1]
         if q < 0:
@@ -159,6 +163,9 @@ def learn_merges_kernel(rec, num_merges, min_frequency, max_token_bytes, progres
     m = 0
     stop = 1
     while m < num_merges:
+        if progress[1] != 0:
+            stop = 3
+            break
         # ---- pop the best valid pair
         best = -1
         bc = 0

@@ -216,7 +216,7 @@ def _apply_merge(a, b, z, positions, sym, nxt, prv, w, pair_count, where, heap):
             heapq.heappush(heap, (-c, pair[0], pair[1]))
 
 
-_STOP = ("vocab_size", "no_pairs", "min_frequency")
+_STOP = ("vocab_size", "no_pairs", "min_frequency", "interrupted")
 
 
 def _rows(data: np.ndarray, lengths: np.ndarray, counts: np.ndarray) -> np.ndarray:
@@ -244,32 +244,41 @@ def _rows(data: np.ndarray, lengths: np.ndarray, counts: np.ndarray) -> np.ndarr
 
 
 def _learn_compiled(rec, num_merges, min_frequency, max_token_bytes, on_merge):
-    """Run the compiled merge loop; a helper thread turns its progress counter into bar updates."""
+    """Run the compiled merge loop on a thread of its own while this thread turns its progress counter into
+    bar updates and stays interruptible: Ctrl-C (or any exception here) asks the loop to stop at its next
+    merge and is raised once it has. (Run on this thread, the loop had held Ctrl-C until its last merge: on
+    a large corpus the rest of the run.)"""
     import threading
 
     from . import _train_kernels
 
-    progress = np.zeros(1, np.int64)
-    done = threading.Event()
+    progress = np.zeros(2, np.int64)  # merges done, stop asked
+    result: list = []
 
-    def report():
-        shown = 0
-        while not done.wait(0.2):
+    def work():
+        try:
+            result.append(_train_kernels.learn_merges_kernel(rec, num_merges, min_frequency, max_token_bytes or 0,
+                                                             progress))
+        except BaseException as e:  # noqa: BLE001  (raised again on the calling thread)
+            result.append(e)
+
+    worker = threading.Thread(target=work, name="tokenmill-merges", daemon=True)
+    worker.start()
+    shown = 0
+    try:
+        alive = True
+        while alive:
+            worker.join(0.2)
+            alive = worker.is_alive()
             now = int(progress[0])
-            if now > shown:
+            if on_merge is not None and now > shown:
                 on_merge(now - shown)
                 shown = now
-        if int(progress[0]) > shown:
-            on_merge(int(progress[0]) - shown)
-
-    thread = threading.Thread(target=report, daemon=True) if on_merge is not None else None
-    if thread is not None:
-        thread.start()
-    try:
-        pairs, counts, stop = _train_kernels.learn_merges_kernel(
-            rec, num_merges, min_frequency, max_token_bytes or 0, progress)
-    finally:
-        done.set()
-        if thread is not None:
-            thread.join()
+    except BaseException:
+        progress[1] = 1
+        worker.join()
+        raise
+    if isinstance(result[0], BaseException):
+        raise result[0]
+    pairs, counts, stop = result[0]
     return MergeResult(pairs, counts, _STOP[stop])

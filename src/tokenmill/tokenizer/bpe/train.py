@@ -209,11 +209,14 @@ def count_chunks(
 ) -> tuple[ChunkCounts, dict]:
     """Count distinct chunks (as UTF-8 bytes) over documents; returns (counts, stats).
 
-    For the preset patterns the split and the counting are compiled kernels that release the GIL,
-    run on ``num_threads`` threads (default: all cores), each into its own table; the tables are
-    merged at the end. Counts do not depend on the number of threads or on the document order.
+    For every pattern a compiled matcher runs (the presets, the Llama 3 / Qwen family, and the regexes
+    the general compiled splitter takes: ``pretokenize.splitter.has_compiled``) the split and the counting
+    are compiled kernels that release the GIL, run on ``num_threads`` threads (default: all cores), each
+    into its own table; the tables are merged at the end. Other patterns (and ``None``) are counted by
+    ``regex`` and a Counter, on the calling thread. Counts do not depend on the number of threads, the
+    document order or the path taken.
     """
-    from ..pretokenize.presets import PRESET_IDS
+    from ..pretokenize.splitter import has_compiled
 
     special_re = (re.compile("|".join(map(re.escape, sorted(special_tokens, key=len, reverse=True))))
                   if special_tokens else None)
@@ -237,7 +240,7 @@ def count_chunks(
                     yield part, part.encode("utf-8")
 
     try:
-        if regex_str is not None and regex_str in PRESET_IDS:
+        if regex_str is not None and has_compiled(regex_str):
             counts = _count_preset(pieces(), regex_str, num_threads)
         else:
             counts = _count_python(pieces(), regex_str)
@@ -262,7 +265,7 @@ def _count_preset(pieces, regex_str, num_threads) -> ChunkCounts:
     read up to FIRST_RUN_PYTHON_BYTES; if the corpus ends there the twin counts them, else they are
     counted with the rest by the compiled kernels."""
     from ..._jit import python_first
-    from ..pretokenize.presets import preset_kernel
+    from ..pretokenize.splitter import split_kernel
     from . import _count_kernels
 
     head, size = [], 0
@@ -271,7 +274,7 @@ def _count_preset(pieces, regex_str, num_threads) -> ChunkCounts:
         size += len(piece[1])
         if size > FIRST_RUN_PYTHON_BYTES:
             return _count_compiled(itertools.chain(head, pieces), regex_str, num_threads)
-    if python_first("count", [preset_kernel(regex_str), _count_kernels.count_into], size, FIRST_RUN_PYTHON_BYTES):
+    if python_first("count", [split_kernel(regex_str), _count_kernels.count_into], size, FIRST_RUN_PYTHON_BYTES):
         return _count_python(head, regex_str)
     return _count_compiled(head, regex_str, num_threads)
 
@@ -293,7 +296,7 @@ def _count_compiled(pieces, regex_str, num_threads) -> ChunkCounts:
     import queue
     import threading
 
-    from ..pretokenize.presets import split_offsets
+    from ..pretokenize.splitter import compiled_offsets
 
     n = max(1, num_threads or os.cpu_count() or 1)
     counters = [ChunkCounter() for _ in range(n)]
@@ -313,7 +316,7 @@ def _count_compiled(pieces, regex_str, num_threads) -> ChunkCounts:
                 # against 1.1 s for the same text as one document)
                 buf = np.frombuffer(batch[0] if len(batch) == 1 else b"".join(batch), dtype=np.uint8)
                 docs = None if len(batch) == 1 else np.cumsum([0, *map(len, batch)], dtype=np.int64)
-                counter._add(buf, split_offsets(buf, regex_str, doc_offsets=docs))
+                counter._add(buf, compiled_offsets(buf, regex_str, doc_offsets=docs))
             except BaseException as e:  # noqa: BLE001  (re-raised in the main thread, whatever it is)
                 errors.append(e)
 

@@ -141,6 +141,16 @@ def kernel_splitter(pattern: str) -> tuple:
     return K.split_family, family_table(marks), (K.family_machine(k), k)
 
 
+def split_kernel(pattern: str):
+    """The compiled dispatcher that splits ``pattern`` (``has_compiled``): the hand-written kernel, or the
+    general VM's. For checking whether it is compiled yet (``_jit.python_first``)."""
+    if has_kernel(pattern):
+        return kernel_splitter(pattern)[0]
+    from ._regex_vm import split
+
+    return split
+
+
 # The arrays of "no DFA" (same dtypes as a real one, so the kernel compiles once): never read.
 _NO_DFA = (np.zeros(1, np.uint16), np.zeros((2, 1), np.int32), np.zeros((2, 1), np.uint8), 0, 0)
 
