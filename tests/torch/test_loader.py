@@ -524,6 +524,46 @@ def test_as_dataset_goes_on_to_the_next_epoch_with_persistent_workers_and_after_
     assert first + [key(b) for b in dl2] == ref[: 2 * per]
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("workers, persistent, prefetch", [(0, False, None), (2, False, 2), (2, True, 2), (2, True, 3)])
+def test_stateful_dataloader_resumes_every_save_point_exactly(workers, persistent, prefetch):
+    """A StatefulDataLoader state saved mid-epoch, after an epoch's last batch inside its loop (resumed from that
+    epoch: its pass gives none) or after the loop ended (resumed from the next epoch) gives the uninterrupted
+    run's batches, none lost or repeated. torchdata fills its prefetch from the restored copies and, for a
+    state saved after the loop, drops those batches and iterates again: copies that went on to the next epoch
+    there lost num_workers x prefetch_factor of its batches, and a state saved on the last batch repeated or
+    shifted an epoch (57 batches for 38)."""
+    sdl = pytest.importorskip("torchdata.stateful_dataloader")
+    E = 3
+    ref = run(TrainingLoader(DOCS, batch_size=2, **OPTS), E)
+    per = len(ref) // E
+    kw = dict(batch_size=None, num_workers=workers)
+    if workers:
+        kw.update(persistent_workers=persistent, prefetch_factor=prefetch)
+    make = lambda: TrainingLoader(DOCS, batch_size=2, **OPTS).as_dataset()  # noqa: E731
+    for save_at, resume_epoch, rest in (("mid", 1, ref[per + 4:]), ("last", 0, ref[per:]), ("after", 1, ref[per:])):
+        ds = make()
+        dl, state, got = sdl.StatefulDataLoader(ds, **kw), None, []
+        for e in range(E):
+            ds.set_epoch(e)
+            for i, b in enumerate(dl):
+                got.append(key(b))
+                if state is None and ((save_at == "mid" and (e, i) == (1, 3)) or
+                                      (save_at == "last" and (e, i) == (0, per - 1))):
+                    state = dl.state_dict()
+            if state is None and save_at == "after":
+                state = dl.state_dict()
+        assert got == ref  # (saving changed nothing)
+        ds2 = make()
+        dl2 = sdl.StatefulDataLoader(ds2, **kw)
+        dl2.load_state_dict(state)
+        got = []
+        for e in range(resume_epoch, E):
+            ds2.set_epoch(e)
+            got += [key(b) for b in dl2]
+        assert got == rest, save_at
+
+
 def test_a_part_position_is_found_without_walking_its_epochs():
     """Stream index -> (part epoch, index) under jittered windows walked the part's epochs from 0 on every call:
     a small, upsampled part's batches became slower every epoch (2 ms at epoch 0, 174 ms at epoch 6). The

@@ -409,10 +409,12 @@ class LoaderDataset(torch.utils.data.IterableDataset):
     Each DataLoader worker ``w`` of ``k`` builds batches ``w, w + k, ...``; its ``state_dict()`` is
     the epoch and the next batch it will build, which ``StatefulDataLoader`` snapshots per worker
     and restores, so a resumed ``StatefulDataLoader`` (same ``num_workers``) continues exactly.
-    Call ``set_epoch(e)`` before each epoch, as with a ``DistributedSampler``. A copy that has built
-    every batch of its epoch takes the next epoch when iterated again: so persistent workers (whose
-    copies never see the main process's ``set_epoch``) and a ``StatefulDataLoader`` restored at an
-    epoch's end go on with epoch ``e + 1``, as ``set_epoch(e + 1)`` would have them.
+    Call ``set_epoch(e)`` before each epoch, as with a ``DistributedSampler``. The first iteration after
+    ``load_state_dict`` goes on exactly where the state was saved, even where that is the epoch's end (it
+    then gives no batch): ``StatefulDataLoader`` iterates a restored copy once to fill its prefetch and,
+    for a state saved after the epoch's loop had ended, drops what came and starts a new iteration. A new
+    iteration of a copy at its epoch's end takes the next epoch (or a later one ``set_epoch`` asked for):
+    so persistent workers, whose copies never see the main process's ``set_epoch``, go on in order.
     """
 
     def __init__(self, schedule: BatchSchedule, epoch: int = 0, start: int = 0):
@@ -421,6 +423,8 @@ class LoaderDataset(torch.utils.data.IterableDataset):
         self._start = check_int(start, "start", min=0, max=schedule.num_batches(self.epoch))  # batches consumed
         self._next: int | None = None  # next batch this copy builds (None: its worker's first: start + its id)
         self._workers: int | None = None
+        self._restored = False  # load_state_dict ran and no iteration has started since
+        self._asked: int | None = None  # the last epoch set_epoch asked for
 
     def __len__(self) -> int:
         return self.schedule.num_batches(self.epoch) - self._start  # (the batches this epoch still has to give)
@@ -430,10 +434,13 @@ class LoaderDataset(torch.utils.data.IterableDataset):
         ``for e in range(loader.epoch, n): ds.set_epoch(e)`` after a resume had started it over)."""
         epoch = self.schedule.check_epoch(epoch)
         self.schedule.num_batches(epoch)
+        self._asked = epoch
         if epoch != self.epoch:
-            self.epoch, self._next, self._start = epoch, None, 0
+            self.epoch, self._next, self._start, self._restored = epoch, None, 0, False
 
     def __iter__(self):
+        # (where the iteration starts is settled here, when the iterator is made, not at its first batch: the
+        # DataLoader makes one for a restored copy that it may never run)
         info = torch.utils.data.get_worker_info()
         w, k = (info.id, info.num_workers) if info is not None else (0, 1)
         if self._workers is not None and self._workers != k:
@@ -441,13 +448,23 @@ class LoaderDataset(torch.utils.data.IterableDataset):
                               f"{k}; StatefulDataLoader resumes with the same num_workers")
         self._workers = k
         stop = self.schedule.num_batches(self.epoch)
-        if (self._next if self._next is not None else self._start) >= stop:
-            # this copy built every batch of its epoch (or took over a finished one): a new iteration is the next
-            # epoch. A persistent worker's copy never sees the set_epoch of the main process's, and
-            # StatefulDataLoader (0 workers) restores a finished epoch's state over set_epoch: both had given
-            # every later epoch 0 batches
-            self.epoch, self._next, self._start = self.schedule.check_epoch(self.epoch + 1), None, 0
+        if self._restored:
+            # the state's own position, even at the epoch's end (no batch). StatefulDataLoader fills its prefetch
+            # from a restored copy and, for a state saved after the epoch's loop ended, drops those batches and
+            # iterates again: a restored copy that had gone on to the next epoch here lost a prefetch's worth
+            # of it (num_workers x prefetch_factor batches), one that went on at the next set_epoch repeated or
+            # shifted epochs
+            self._restored = False
+        elif (self._next if self._next is not None else self._start) >= stop:
+            # a new iteration of a copy whose epoch has ended: the next epoch, or a later one set_epoch asked for
+            # (a persistent worker's copy never sees the main process's set_epoch; StatefulDataLoader with no
+            # workers restores a state over it)
+            nxt = self.epoch + 1 if self._asked is None else max(self.epoch + 1, self._asked)
+            self.epoch, self._next, self._start = self.schedule.check_epoch(nxt), None, 0
             stop = self.schedule.num_batches(self.epoch)
+        return self._batches(w, k, stop)
+
+    def _batches(self, w: int, k: int, stop: int):
         # the workers take the batches from the start in turn, as StatefulDataLoader reads them
         g = self._start + w if self._next is None else self._next
         while g < stop:
@@ -495,3 +512,4 @@ class LoaderDataset(torch.utils.data.IterableDataset):
         self.epoch, self._start = epoch, start
         self._next = None if nxt < 0 else nxt
         self._workers = None if workers < 0 else workers
+        self._restored = True
