@@ -69,3 +69,29 @@ def test_help_has_an_example(cmd, capsys):
     with pytest.raises(SystemExit):
         build_parser().parse_args(["store", cmd, "--help"])
     assert "example:\n  tokenmill store " + cmd in capsys.readouterr().out
+
+
+def test_blank_lines_split_lines_skips_are_counted_and_said(tmp_path, tok, capsys):
+    """``--split-lines`` skips blank and whitespace-only lines (a JSONL record of whitespace stays a document):
+    the store build and ``tokenmill train`` say how many, where they had said nothing (3 of 6 lines gone, the
+    summary read "3 documents")."""
+    from tokenmill.data.readers import FileSource
+    from tokenmill.data.text import iter_documents
+
+    path = tmp_path / "lines.txt"
+    path.write_bytes(b"hello world\n   \n\nfoo bar\r\n\t\r\nbaz\n")
+    blank = [0]
+    assert list(iter_documents([path], split_lines=True, blank=blank)) == ["hello world", "foo bar", "baz"]
+    assert blank == [3]
+    src = FileSource([path], split_lines=True)
+    for _ in range(2):  # (a second read counts its own)
+        assert [t for texts, _, _ in src.batches() for t in texts] == ["hello world", "foo bar", "baz"]
+        assert src.blank_lines == [3]
+    tok.save(tmp_path / "tok.json")
+    assert main(["store", "build", "--tokenizer", str(tmp_path / "tok.json"), "--input", str(path), "--out",
+                 str(tmp_path / "s"), "--split-lines", "--no-eos", "--quiet"]) == 0
+    assert "3 blank lines skipped" in capsys.readouterr().err
+    assert len(TokenStore.open(tmp_path / "s")) == 3
+    assert main(["train", "--input", str(path), "--split-lines", "--vocab-size", "260", "--out",
+                 str(tmp_path / "t.json"), "--quiet"]) == 0
+    assert "3 blank lines skipped" in capsys.readouterr().out

@@ -120,15 +120,16 @@ def input_files(args) -> list:
     return expand_inputs(args.input)
 
 
-def documents_from_args(args, files=None, replaced=None):
+def documents_from_args(args, files=None, replaced=None, blank=None):
     """The documents of ``--input``; invalid UTF-8 that ``--errors replace`` replaces is counted in
-    ``replaced`` (a ``data.text.Replaced``), which the command then reports (:func:`say_replaced`)."""
+    ``replaced`` (a ``data.text.Replaced``), which the command then reports (:func:`say_replaced`), and the
+    blank lines ``--split-lines`` skips in ``blank[0]``."""
     from ..data.text import iter_documents
 
     sep = separator_of(args)
     return iter_documents(input_files(args) if files is None else files, split_lines=args.split_lines,
                           separator=sep, errors=args.errors, replaced=replaced, field=args.field,
-                          format=args.format)
+                          format=args.format, blank=blank)
 
 
 def say_replaced(replaced) -> None:

@@ -90,8 +90,8 @@ def cmd_train(args) -> int:
     files = input_files(args)
     resolve_output(args.out, what="--out", inputs=files)  # fail before training, not after
     pattern = None if args.pattern.lower() == "none" else args.pattern
-    replaced = Replaced()
-    tok = train_bpe(documents_from_args(args, files, replaced), args.vocab_size, pattern=pattern,
+    replaced, blank = Replaced(), [0]
+    tok = train_bpe(documents_from_args(args, files, replaced, blank), args.vocab_size, pattern=pattern,
                     special_tokens=args.special, min_frequency=args.min_frequency,
                     max_token_bytes=args.max_token_bytes, sample=args.sample, seed=args.seed, progress=not args.quiet)
     with protect_inputs(files):
@@ -105,6 +105,9 @@ def cmd_train(args) -> int:
              "min_frequency": "stopped at --min-frequency",
              "max_token_bytes": "stopped early: every pair left makes a token longer than --max-token-bytes",
              }.get(r.stop_reason, r.stop_reason) + ")")
+    if blank[0]:
+        print(f"  {blank[0]:,d} blank line{'s' if blank[0] != 1 else ''} skipped (--split-lines takes the lines "
+              "that hold text)")
     return 0
 
 

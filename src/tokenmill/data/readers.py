@@ -603,14 +603,15 @@ def read_all(path: Path, *, opener=None) -> bytes:
 
 
 def text_documents(path: Path, *, split_lines: bool = False, separator: str | None = None,
-                   errors: Errors = "strict", opener=None,
-                   replaced: Replaced | None = None) -> Iterator[tuple[str, int]]:
+                   errors: Errors = "strict", opener=None, replaced: Replaced | None = None,
+                   blank: list | None = None) -> Iterator[tuple[str, int]]:
     """``(text, row)`` of one text file: the whole file, its lines (:func:`_lines`, blank lines
     skipped but counted) or its pieces between ``separator`` (``str.split``). ``opener(path)``
     returns a binary reader (default: :func:`open_binary`, which refuses anything but a regular file
-    and decompresses ``.gz`` and ``.zst``). Shared by :class:`FileSource` and ``tokenmill train``."""
+    and decompresses ``.gz`` and ``.zst``). Shared by :class:`FileSource` and ``tokenmill train``. ``blank``:
+    a one-item list the blank lines skipped are added to."""
     if split_lines:
-        for texts, rows in _line_batches(path, errors, opener, replaced):
+        for texts, rows in _line_batches(path, errors, opener, replaced, blank):
             yield from zip(texts, rows)
     elif separator is not None:
         sep = separator.encode("utf-8")  # UTF-8 is self-synchronizing: bytes split == str split
@@ -644,10 +645,11 @@ def _lines(text: str) -> list[str]:
     return lines
 
 
-def _line_batches(path: Path, errors: Errors, opener=None,
-                  replaced: Replaced | None = None) -> Iterator[tuple[list[str], list[int] | range]]:
-    """The lines of a text file (:func:`_lines`, blank lines skipped but counted) as ``(texts, rows)``
-    batches of up to ``_BATCH_DOCS`` lines of a block, told blank or not by C loops."""
+def _line_batches(path: Path, errors: Errors, opener=None, replaced: Replaced | None = None,
+                  blank: list | None = None) -> Iterator[tuple[list[str], list[int] | range]]:
+    """The lines of a text file (:func:`_lines`, blank lines skipped but counted: their rows kept, their
+    number added to ``blank[0]``) as ``(texts, rows)`` batches of up to ``_BATCH_DOCS`` lines of a block,
+    told blank or not by C loops."""
     row = 0
     for offset, block in _blocks(path, b"\n", what="line", opener=opener):
         lines = _lines(decode_utf8(block, name=str(path), base=offset, errors=errors, replaced=replaced,
@@ -658,6 +660,8 @@ def _line_batches(path: Path, errors: Errors, opener=None,
                 yield part, range(row, row + len(part))
             else:
                 keep = [j for j, line in enumerate(part) if line.strip()]
+                if blank is not None:
+                    blank[0] += len(part) - len(keep)
                 if keep:
                     yield [part[j] for j in keep], [row + j for j in keep]
             row += len(part)
@@ -677,6 +681,8 @@ class FileSource(Source):
     _given: list[str] = _field(default_factory=list)
     # invalid UTF-8 replaced (errors="replace") by the last read of the files: see _batches
     replaced: Replaced = _field(default_factory=Replaced, init=False, repr=False, compare=False)
+    # blank lines (split_lines) the last read skipped: a one-item list
+    blank_lines: list = _field(default_factory=lambda: [0], init=False, repr=False, compare=False)
 
     kind = "files"
 
@@ -747,6 +753,7 @@ class FileSource(Source):
 
     def _batches(self, utf8: bool) -> Iterator[Batch]:
         self.replaced = Replaced()  # a read counts its own replacements (a second read does not add to the first's)
+        self.blank_lines = [0]
         for i, p in enumerate(self.paths):
             kind = self.kind_of(p)
             if utf8 and kind == "text" and not self.split_lines and self.separator is None:
@@ -760,7 +767,7 @@ class FileSource(Source):
             elif kind == "parquet":  # a row group at a time
                 groups = self._parquet_groups(p, self._parquet_file(p))
             elif self.split_lines:  # a block of lines at a time
-                groups = _line_batches(p, self.errors, None, self.replaced)
+                groups = _line_batches(p, self.errors, None, self.replaced, self.blank_lines)
             else:  # one document per file or per separator
                 yield from _grouped((text, i, row) for text, row in self._text(p))
                 continue
@@ -771,7 +778,7 @@ class FileSource(Source):
     # -- text: per file, per line, per separator
     def _text(self, p: Path) -> Iterator[tuple[str, int]]:
         return text_documents(p, split_lines=self.split_lines, separator=self.separator, errors=self.errors,
-                              replaced=self.replaced)
+                              replaced=self.replaced, blank=self.blank_lines)
 
     # -- JSONL: one record per line, the text in ``field``
     def _jsonl_blocks(self, p: Path) -> Iterator[tuple[list[str], list[int] | range]]:

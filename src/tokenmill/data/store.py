@@ -645,6 +645,10 @@ def _build_at(out: Path, srcs, tokenizer, opts, args: dict, shard_bytes: int, ov
              f"{len(builder.records) - len(kept):,d} encoded now")
     if replaced.count:
         _say(f"tokenmill: {replaced.note()}")
+    blank = sum(s.blank_lines[0] for s in srcs if isinstance(getattr(s, "blank_lines", None), list))
+    if blank:
+        _say(f"tokenmill: {blank:,d} blank line{'s' if blank != 1 else ''} skipped (split_lines takes the lines that "
+             "hold text; their line numbers are kept as the documents' rows)")
     if work != out:  # a replacement: verify every byte of the new store, then swap it in
         TokenStore.open(work).verify(progress=bool(progress))
         try:

@@ -38,6 +38,7 @@ def iter_documents(
     replaced: Replaced | None = None,
     field: str = "text",
     format: str = "auto",
+    blank: list | None = None,
 ) -> Iterator[str]:
     """Yield documents from text files, and from JSONL and Parquet files (``field`` of each record or row,
     read as a token store reads them: a ``.jsonl`` corpus was read as one text, its keys, quotes and escapes
@@ -46,7 +47,8 @@ def iter_documents(
     ``format=`` does.
 
     One document per file by default; ``split_lines=True``: one per line (line ends removed, blank
-    lines skipped); ``separator``: split each file on that string. With ``errors="replace"``, invalid
+    lines skipped, their number added to ``blank[0]`` when a one-item list is given); ``separator``: split each
+    file on that string. With ``errors="replace"``, invalid
     UTF-8 is counted in ``replaced`` (:class:`Replaced`) as it is replaced. Files are streamed in blocks by
     :func:`tokenmill.data.readers.text_documents` (the store's reader: the same documents, in time
     linear in the size); a document larger than ``$TOKENMILL_MAX_DOCUMENT_BYTES`` (1 GiB) is an
@@ -64,7 +66,7 @@ def iter_documents(
         p = Path(path)
         if not check_input_file(p):  # a FIFO (<(cmd)): its text as it streams
             for text, _ in text_documents(p, split_lines=split_lines, separator=separator, errors=errors,
-                                          opener=_open_input, replaced=replaced):
+                                          opener=_open_input, replaced=replaced, blank=blank):
                 yield text
             continue
         # a file as a store reads it: .gz and .zst decompressed (a .txt.gz had been read as its compressed
@@ -76,6 +78,8 @@ def iter_documents(
             yield from texts
         if replaced is not None:
             replaced.merge(source.replaced)
+        if blank is not None:
+            blank[0] += source.blank_lines[0]
 
 
 def check_input_file(path: str | os.PathLike) -> bool:
