@@ -76,7 +76,11 @@ def test_pack_command_empty_or_binary_lengths(capsys, tmp_path):
     (tmp_path / "rows.txt").write_text("5\n6 7\n8 9\n")
     (tmp_path / "commented.txt").write_text("# a long comment of many words\n5\n\n6\n")  # ('#' lines are no blank)
     (tmp_path / "comments.txt").write_text("# my lengths\n# none yet\n")  # (had packed 0 documents at 100% fill)
-    for name, says in (("empty.txt", "it holds no lengths"), ("comments.txt", "it holds no lengths"), ("bin.dat", "not a text file (byte offset 0"),
+    # numpy's "at row 1, column 1" (rows from 0) for line 2; a negative length said by pack() as "document 3",
+    # neither the file nor its line named
+    (tmp_path / "frac.txt").write_text("5\n2.5\n")
+    (tmp_path / "neg.txt").write_text("5\n6\n7\n-3\n")
+    for name, says in (("frac.txt", "line 2 holds '2.5', not a whole number"), ("neg.txt", "line 4 holds -3"),("empty.txt", "it holds no lengths"), ("comments.txt", "it holds no lengths"), ("bin.dat", "not a text file (byte offset 0"),
                        ("blank.txt", "line 2 is blank"), ("row.txt", "line 1 holds more than one number"),
                        ("rows.txt", "line 2 holds more than one number"), ("commented.txt", "line 3 is blank"),
                        ("empty.npy", "it holds no lengths (an empty array)"),

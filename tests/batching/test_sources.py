@@ -228,3 +228,18 @@ def test_a_users_flat_arrays_are_checked_against_their_lengths_and_for_negative_
         next(plan.batches(flat([1, -100, 3, 4], [0, 2, 4], [2, 2]), batch_size=1, pad_id=0))
     ok = flat([1, 2, 3, 4], [0, 2, 4], [2, 2])
     assert sorted(next(plan.batches(ok, batch_size=1, pad_id=0)).input_ids.ravel().tolist()) == [1, 2, 3, 4]
+
+
+def test_from_windows_refuses_evaluation_plans_and_templates():
+    """A plan of score='new' or with a bos/eos template packed through a slice had been packed as if neither
+    were set: every token a target (71 scored became 119), no template tokens. Refused, as the loader does."""
+    from tokenmill import SlidingWindows
+    from tokenmill.errors import ConfigError
+
+    docs = [np.arange(1, 30), np.arange(1, 12)]
+    lengths = np.array([len(d) for d in docs])
+    with pytest.raises(ConfigError, match="score='new'"):
+        SliceSource.from_windows(SlidingWindows(8, 4, score="new").plan(lengths), docs)
+    with pytest.raises(ConfigError, match="template"):
+        SliceSource.from_windows(SlidingWindows(8, 4, template=(1, 2)).plan(lengths), docs)
+    assert len(SliceSource.from_windows(SlidingWindows(8, 4).plan(lengths), docs)) > 0

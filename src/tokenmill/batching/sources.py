@@ -20,7 +20,7 @@ import numpy as np
 from .._arrays import owned
 from .._validate import check_array
 from ..data.source import TokenSource, as_source, doc_index, ids_checked
-from ..errors import InputError
+from ..errors import ConfigError, InputError
 
 
 class SliceSource:
@@ -80,7 +80,19 @@ class SliceSource:
 
     @classmethod
     def from_windows(cls, plan, source) -> "SliceSource":
-        """The windows of a :class:`tokenmill.windows` plan (its ``doc``, ``start``, ``length``)."""
+        """The windows of a :class:`tokenmill.windows` plan (its ``doc``, ``start``, ``length``), as training
+        items: every token of a window a target, no bos/eos added. A plan of ``score="new"`` (each token scored
+        by one window: evaluation) or with a template is refused, as ``TrainingLoader`` refuses them: their
+        slices had been packed as if neither were set (71 scored targets became 119, the template's tokens
+        left out); ``plan.materialize`` gives such windows as planned."""
+        if getattr(plan, "score", "all") != "all":
+            raise ConfigError("a window plan of score='new' scores each token in one window only (evaluation); "
+                              "slices are packed with every token a target: plan with score='all', or use "
+                              "plan.materialize(...) for the windows as planned")
+        if getattr(plan, "bos", None) is not None or getattr(plan, "eos", None) is not None:
+            raise ConfigError("a window plan with a template (bos/eos) adds tokens that slices of the documents "
+                              "do not hold: plan without one (add the special tokens to the documents, e.g. a "
+                              "store's append_eos), or use plan.materialize(...) for the windows as planned")
         return cls(source, doc=plan.doc, start=plan.start, length=plan.length)
 
     @property

@@ -100,7 +100,21 @@ def _read_lengths(args):
         if several:  # ("5 6 7" was read as 3 documents, "5 6\n7 8" failed as "shape (1, 2)")
             raise InputError(f"line {marked.count(chr(10), 0, several.start()) + 1:,d} holds more than one number; pass "
                              "one length per line")
-        return np.loadtxt(body.splitlines(), dtype=np.int64, ndmin=1)
+        # each line read here, not by np.loadtxt: its errors said "row 1, column 1" (rows from 0, columns from 1)
+        # and a negative length came back from pack() as "document 3", the file and its line 4 unnamed
+        vals = []
+        for i, line in enumerate(body.splitlines(), 1):
+            t = line.split("#", 1)[0].strip()
+            if not t:  # a comment line
+                continue
+            if not re.fullmatch(r"[+-]?[0-9]+", t):
+                raise InputError(f"line {i:,d} holds {t[:40]!r}, not a whole number; pass one length (tokens) "
+                                 "per line")
+            v = int(t)
+            if not 0 <= v < 2**62:
+                raise InputError(f"line {i:,d} holds {v:,d}; a length must be in 0 .. 2**62 - 1")
+            vals.append(v)
+        return np.array(vals, np.int64)
     except (InputError, OSError, ValueError, OverflowError, EOFError) as e:
         raise InputError(f"cannot read lengths from {args.lengths}: {' '.join(str(e).split())}") from e
 

@@ -110,7 +110,9 @@ def cmd_loader(args) -> int:
     report = None
     if isinstance(source, Mixture):
         # training tokens: --tokens, else one epoch's (the stores' own total is not what an epoch draws)
-        report = source.report(args.tokens if args.tokens is not None else int(tokens))
+        # (each part's epoch as the plan holds it: overlapping windows count a token once per window)
+        report = source.report(args.tokens if args.tokens is not None else int(tokens),
+                               part_tokens=[sched.stream(i, 0).tokens for i in range(len(parts))])
         out["mixture"] = report.to_dict()
     if args.json:
         print(json.dumps(out, indent=1))

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._validate import check_int
 from ..errors import ConfigError, InputError
 from .source import KnownLengths, TokenSource, as_source, check_memory_ids, doc_index, ids_checked
 
@@ -203,17 +204,27 @@ class Mixture(KnownLengths):
         d = np.asarray(doc_ids, np.int64)
         return np.where(d >= 0, np.searchsorted(self.doc_base, d, side="right") - 1, -1)
 
-    def report(self, training_tokens: int) -> MixtureReport:
-        """Epochs of each part that ``training_tokens`` tokens consume (tokens of the documents;
-        a loader's plan may keep slightly fewer, e.g. windows or truncation)."""
+    def report(self, training_tokens: int, *, part_tokens=None) -> MixtureReport:
+        """Epochs of each part that ``training_tokens`` tokens consume. ``part_tokens``: the tokens of one
+        epoch of each part as the loader's plan holds them (a ``TrainingLoader``'s
+        ``schedule.stream(i, 0).tokens``), in the units ``training_tokens`` counts; default: the tokens of the
+        documents, right for documents packed whole. Overlapping windows hold a token as often as it is
+        covered (stride half the window: twice), so their epochs are ``part_tokens``' (``tokenmill loader``
+        passes them): against the documents' tokens a part read 0.8 times read as 1.6, "upsampled"."""
         if isinstance(training_tokens, bool) or int(training_tokens) != training_tokens or training_tokens < 0:
             raise ConfigError(f"training_tokens={training_tokens!r} must be an integer >= 0")
         n = int(training_tokens)
+        if part_tokens is None:
+            part_tokens = [int(lengths.sum()) for lengths in self._part_lengths]
+        else:
+            part_tokens = [check_int(t, "part_tokens", min=0) for t in part_tokens]
+            if len(part_tokens) != len(self.names):
+                raise ConfigError(f"part_tokens has {len(part_tokens)} entries for {len(self.names)} parts")
         drawn = _apportion(self.weights, n)
         parts = []
-        for name, w, lengths, d in zip(self.names, self.weights.tolist(), self._part_lengths, drawn.tolist()):
-            tokens = int(lengths.sum())
-            parts.append(PartReport(name, w, int(lengths.size), tokens, int(d), d / tokens))
+        for name, w, lengths, tokens, d in zip(self.names, self.weights.tolist(), self._part_lengths, part_tokens,
+                                               drawn.tolist()):
+            parts.append(PartReport(name, w, int(lengths.size), tokens, int(d), d / tokens if tokens else 0.0))
         return MixtureReport(n, tuple(parts))
 
     def __repr__(self) -> str:
