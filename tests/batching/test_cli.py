@@ -54,6 +54,9 @@ def test_pack_lengths_may_hold_comments(capsys, tmp_path):
     (tmp_path / "c.txt").write_text("# lengths of my documents\n3  # the first\n# a note\n5\n")
     assert main(["pack", "--lengths", str(tmp_path / "c.txt"), "--block-size", "8"]) == 0
     assert "2 documents -> 1 blocks, 8 tokens" in capsys.readouterr().out
+    (tmp_path / "crlf.txt").write_bytes(b"+3\r\n5\r\n")  # (Windows line ends, a sign)
+    assert main(["pack", "--lengths", str(tmp_path / "crlf.txt"), "--block-size", "8"]) == 0
+    assert "2 documents -> 1 blocks, 8 tokens" in capsys.readouterr().out
 
 
 def test_pack_command_empty_or_binary_lengths(capsys, tmp_path):
@@ -80,7 +83,11 @@ def test_pack_command_empty_or_binary_lengths(capsys, tmp_path):
     # neither the file nor its line named
     (tmp_path / "frac.txt").write_text("5\n2.5\n")
     (tmp_path / "neg.txt").write_text("5\n6\n7\n-3\n")
-    for name, says in (("frac.txt", "line 2 holds '2.5', not a whole number"), ("neg.txt", "line 4 holds -3"),("empty.txt", "it holds no lengths"), ("comments.txt", "it holds no lengths"), ("bin.dat", "not a text file (byte offset 0"),
+    # a form feed inside a line had cut it in two (str.splitlines), the next line's number one off
+    (tmp_path / "ff.txt").write_bytes(b"5\n6\x0c7\n-3\n")
+    (tmp_path / "us.txt").write_text("1_000\n")  # (int() reads 1000; no length file spells one so)
+    for name, says in (("frac.txt", "line 2 holds '2.5', not a whole number"), ("neg.txt", "line 4 holds -3"),
+                       ("ff.txt", "line 2 holds '6\\x0c7'"), ("us.txt", "line 1 holds '1_000'"),("empty.txt", "it holds no lengths"), ("comments.txt", "it holds no lengths"), ("bin.dat", "not a text file (byte offset 0"),
                        ("blank.txt", "line 2 is blank"), ("row.txt", "line 1 holds more than one number"),
                        ("rows.txt", "line 2 holds more than one number"), ("commented.txt", "line 3 is blank"),
                        ("empty.npy", "it holds no lengths (an empty array)"),

@@ -55,9 +55,14 @@ def test_slice_outside_document_is_refused():
         SliceSource([[1, 2, 3]], doc=[0], start=[2], length=[2])
 
 
-def test_slice_check_names_the_first_bad_slice():
-    """One compiled pass finds the first slice outside its document, as the numpy rule it replaced did (a
-    document out of range, a negative start or length, an end past the document)."""
+@pytest.mark.parametrize("compiled", [False, True])
+def test_slice_check_names_the_first_bad_slice(monkeypatch, compiled):
+    """The first slice outside its document is named, by numpy (small slice sets: no numba to load) and by one
+    compiled pass (large ones: no slice-sized temporaries), the same rule: a document out of range, a
+    negative start or length, an end past the document."""
+    from tokenmill.batching import sources
+
+    monkeypatch.setattr(sources, "COMPILED_SLICES", 0 if compiled else 1 << 16)
     rng = np.random.default_rng(7)
     lengths = rng.integers(0, 20, 50)
     for _ in range(300):
@@ -242,4 +247,6 @@ def test_from_windows_refuses_evaluation_plans_and_templates():
         SliceSource.from_windows(SlidingWindows(8, 4, score="new").plan(lengths), docs)
     with pytest.raises(ConfigError, match="template"):
         SliceSource.from_windows(SlidingWindows(8, 4, template=(1, 2)).plan(lengths), docs)
+    with pytest.raises(ConfigError, match="positions='absolute'"):
+        SliceSource.from_windows(SlidingWindows(8, 4, positions="absolute").plan(lengths), docs)
     assert len(SliceSource.from_windows(SlidingWindows(8, 4).plan(lengths), docs)) > 0

@@ -95,3 +95,6 @@ def test_blank_lines_split_lines_skips_are_counted_and_said(tmp_path, tok, capsy
     assert main(["train", "--input", str(path), "--split-lines", "--vocab-size", "260", "--out",
                  str(tmp_path / "t.json"), "--quiet"]) == 0
     assert "3 blank lines skipped" in capsys.readouterr().out
+    assert main(["windows", "--tokenizer", str(tmp_path / "t.json"), "--input", str(path), "--split-lines",
+                 "--window", "4"]) == 0
+    assert "3 blank lines skipped" in capsys.readouterr().err

@@ -100,25 +100,41 @@ def test_the_merge_loop_stops_when_asked():
     assert (pairs.shape[0], stop) == (10, 0)
 
 
-def test_ctrl_c_during_the_merge_loop_is_raised_and_leaves_no_thread():
-    """Ctrl-C reaches the calling thread while the loop runs on its own: it is raised there, the loop is asked
-    to stop and waited for (no thread left merging behind the user's back). The merge loop had run on the
-    calling thread, holding Ctrl-C until its last merge (13 s of a 20 s run on Chinese)."""
+def test_ctrl_c_during_the_merge_loop_is_raised_once_the_loop_has_stopped(monkeypatch):
+    """Ctrl-C (a real SIGINT, while the calling thread waits) reaches the calling thread while the loop runs on
+    its own: the loop is asked to stop (``progress[1]``), waited for, and the KeyboardInterrupt raised then
+    (no thread left merging behind the user's back). The merge loop had run on the calling thread, holding
+    Ctrl-C until its last merge (13 s of a 20 s run on Chinese); a first version waited with
+    ``Thread.join(timeout)``, which a SIGINT inside it leaves marking the thread stopped while it runs."""
+    import os
+    import signal
     import threading
+    import time
 
     import numpy as np
     import pytest
 
+    from tokenmill.tokenizer.bpe import _train_kernels
     from tokenmill.tokenizer.bpe.merges import learn_merges_arrays
 
-    rng = np.random.default_rng(0)
-    data = rng.integers(97, 123, 400_000).astype(np.uint8)
-    lengths = np.full(400, 1000, np.int64)
-    counts = np.ones(400, np.int64)
+    seen = {}
 
-    def ctrl_c(_n):
-        raise KeyboardInterrupt
+    def slow_kernel(rec, num_merges, min_frequency, max_token_bytes, progress):  # stops 0.5 s after it is asked
+        t0 = time.monotonic()
+        while progress[1] == 0 and time.monotonic() - t0 < 30:
+            progress[0] += 1
+            time.sleep(0.01)
+        seen["asked"] = bool(progress[1])
+        time.sleep(0.5)
+        seen["returned"] = time.monotonic()
+        return np.zeros((0, 2), np.int64), np.zeros(0, np.int64), 3
 
+    monkeypatch.setattr(_train_kernels, "learn_merges_kernel", slow_kernel)
+    timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    data = np.frombuffer(b"abcabc", np.uint8)
     with pytest.raises(KeyboardInterrupt):
-        learn_merges_arrays(data, lengths, counts, 100_000, on_merge=ctrl_c, backend="numba")
-    assert not [t for t in threading.enumerate() if t.name == "tokenmill-merges"]
+        learn_merges_arrays(data, np.array([6], np.int64), np.array([1], np.int64), 10, backend="numba")
+    raised = time.monotonic()
+    timer.join()
+    assert seen["asked"] and seen["returned"] <= raised

@@ -564,6 +564,31 @@ def test_stateful_dataloader_resumes_every_save_point_exactly(workers, persisten
         assert got == rest, save_at
 
 
+@pytest.mark.slow
+def test_as_dataset_of_a_loader_restored_at_an_epochs_end_gives_that_epoch_no_batch():
+    """A loader restored from a state saved after its epoch's last batch gives that epoch's pass no batch; its
+    as_dataset() had gone on to the next epoch at once, so the guide's loop from loader.epoch gave an epoch
+    too many (0 or persistent workers) or one twice (non-persistent workers)."""
+    sdl = pytest.importorskip("torchdata.stateful_dataloader")
+    E = 3
+    ref = run(TrainingLoader(DOCS, batch_size=2, **OPTS), E)
+    per = len(ref) // E
+    saved = TrainingLoader(DOCS, batch_size=2, **OPTS)
+    it = iter(saved)
+    for _ in range(per):  # every batch of epoch 0, its loop not ended (a checkpoint on the last step)
+        next(it)
+    state = saved.state_dict()
+    for kw in (dict(num_workers=0), dict(num_workers=2), dict(num_workers=2, persistent_workers=True)):
+        loader = TrainingLoader(DOCS, batch_size=2, **OPTS)
+        loader.load_state_dict(state)
+        ds = loader.as_dataset()
+        dl, got = sdl.StatefulDataLoader(ds, batch_size=None, **kw), []
+        for e in range(loader.epoch, E):
+            ds.set_epoch(e)
+            got += [key(b) for b in dl]
+        assert got == ref[per:], kw
+
+
 def test_a_part_position_is_found_without_walking_its_epochs():
     """Stream index -> (part epoch, index) under jittered windows walked the part's epochs from 0 on every call:
     a small, upsampled part's batches became slower every epoch (2 ms at epoch 0, 174 ms at epoch 6). The

@@ -22,6 +22,8 @@ from .._validate import check_array
 from ..data.source import TokenSource, as_source, doc_index, ids_checked
 from ..errors import ConfigError, InputError
 
+COMPILED_SLICES = 1 << 16  # from this many slices on, the bounds check is one compiled pass (first_bad_slice)
+
 
 class SliceSource:
     """Items ``(doc, start, length)`` of ``source`` as a token source.
@@ -67,10 +69,18 @@ class SliceSource:
     def _check(self, base_lengths: np.ndarray) -> None:
         if self.origin_doc.size == 0:
             return
-        from ._kernels import first_bad_slice  # (numba's compiler only when a slice is made)
+        if self.origin_doc.size < COMPILED_SLICES:  # numpy, without loading numba (~0.6 s a fresh process)
+            inside = (self.origin_doc >= 0) & (self.origin_doc < base_lengths.size)
+            end = self.origin_start + self._lengths  # (wraps past int64 max: ``end < start`` is caught)
+            bad = ~inside | (self.origin_start < 0) | (self._lengths < 0) | (end < self.origin_start) | \
+                (end > np.where(inside, base_lengths[np.where(inside, self.origin_doc, 0)], -1))
+            i = int(np.argmax(bad)) if bad.any() else -1
+        else:  # one compiled pass, no slice-sized temporaries
+            from ._kernels import first_bad_slice
 
-        i = int(first_bad_slice(*(np.ascontiguousarray(a) for a in (self.origin_doc, self.origin_start, self._lengths)),
-                                np.ascontiguousarray(base_lengths)))
+            i = int(first_bad_slice(*(np.ascontiguousarray(a) for a in (self.origin_doc, self.origin_start,
+                                                                         self._lengths)),
+                                    np.ascontiguousarray(base_lengths)))
         if i >= 0:
             if not 0 <= self.origin_doc[i] < base_lengths.size:
                 raise InputError(f"slice {i} names a document outside 0 .. {base_lengths.size - 1:,d} "
@@ -82,13 +92,19 @@ class SliceSource:
     def from_windows(cls, plan, source) -> "SliceSource":
         """The windows of a :class:`tokenmill.windows` plan (its ``doc``, ``start``, ``length``), as training
         items: every token of a window a target, no bos/eos added. A plan of ``score="new"`` (each token scored
-        by one window: evaluation) or with a template is refused, as ``TrainingLoader`` refuses them: their
-        slices had been packed as if neither were set (71 scored targets became 119, the template's tokens
-        left out); ``plan.materialize`` gives such windows as planned."""
+        by one window: evaluation) or with a template is refused, as ``TrainingLoader`` refuses them, and one of
+        ``positions="absolute"``: their slices had been packed as if none were set (71 scored targets became
+        119, the template's tokens left out, positions from 0); ``plan.materialize`` gives such windows as
+        planned."""
         if getattr(plan, "score", "all") != "all":
             raise ConfigError("a window plan of score='new' scores each token in one window only (evaluation); "
                               "slices are packed with every token a target: plan with score='all', or use "
                               "plan.materialize(...) for the windows as planned")
+        if getattr(plan, "positions", "reset") != "reset":
+            raise ConfigError("a window plan of positions='absolute' numbers a window's positions from its "
+                              "document's start; slices are packed with positions from 0: plan with "
+                              "positions='reset', or pass the windows to TrainingLoader(windows=...), which keeps "
+                              "them")
         if getattr(plan, "bos", None) is not None or getattr(plan, "eos", None) is not None:
             raise ConfigError("a window plan with a template (bos/eos) adds tokens that slices of the documents "
                               "do not hold: plan without one (add the special tokens to the documents, e.g. a "

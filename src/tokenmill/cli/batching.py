@@ -100,23 +100,44 @@ def _read_lengths(args):
         if several:  # ("5 6 7" was read as 3 documents, "5 6\n7 8" failed as "shape (1, 2)")
             raise InputError(f"line {marked.count(chr(10), 0, several.start()) + 1:,d} holds more than one number; pass "
                              "one length per line")
-        # each line read here, not by np.loadtxt: its errors said "row 1, column 1" (rows from 0, columns from 1)
-        # and a negative length came back from pack() as "document 3", the file and its line 4 unnamed
-        vals = []
-        for i, line in enumerate(body.splitlines(), 1):
-            t = line.split("#", 1)[0].strip()
-            if not t:  # a comment line
-                continue
-            if not re.fullmatch(r"[+-]?[0-9]+", t):
-                raise InputError(f"line {i:,d} holds {t[:40]!r}, not a whole number; pass one length (tokens) "
-                                 "per line")
-            v = int(t)
-            if not 0 <= v < 2**62:
-                raise InputError(f"line {i:,d} holds {v:,d}; a length must be in 0 .. 2**62 - 1")
-            vals.append(v)
-        return np.array(vals, np.int64)
+        return _parse_lengths(body)
     except (InputError, OSError, ValueError, OverflowError, EOFError) as e:
         raise InputError(f"cannot read lengths from {args.lengths}: {' '.join(str(e).split())}") from e
+
+
+def _parse_lengths(body: str):
+    """One length a line of ``body`` (lines cut at ``\n`` only, as the checks above count them; a ``#`` comment
+    line is no length), each an ASCII whole number in 0 .. 2**62 - 1, or an InputError naming its line. Read
+    here, not by np.loadtxt: its errors said "row 1, column 1" (rows from 0, columns from 1), and a negative
+    length came back from pack() as "document 3", the file and its line 4 unnamed."""
+    import numpy as np
+
+    from ..errors import InputError
+
+    lines = body.split("\n")
+    numbered = list(range(1, len(lines) + 1))
+    if "#" in body:
+        kept = [(i, line.split("#", 1)[0]) for i, line in zip(numbered, lines)]
+        kept = [(i, t) for i, t in kept if t.strip()]
+        numbered, lines = [i for i, _ in kept], [t for _, t in kept]
+    vals = None
+    if not re.search(r"[^0-9+\- \t\r\n]", "\n".join(lines)):  # digits, signs and spaces: numpy reads them at once
+        try:
+            vals = np.array(lines, dtype=np.int64)
+        except (ValueError, OverflowError):
+            vals = None
+    if vals is None:  # the first line that is not a whole number, named
+        for i, line in zip(numbered, lines):
+            t = line.strip(" \t\r")
+            if not re.fullmatch(r"[+-]?[0-9]{1,19}", t) or not -(2**63) <= int(t) < 2**63:
+                raise InputError(f"line {i:,d} holds {t[:40]!r}, not a whole number of tokens (ASCII digits, "
+                                 "at most 19); pass one length per line")
+        raise AssertionError("tokenmill bug: lengths numpy refused were all read")
+    bad = (vals < 0) | (vals >= 2**62)
+    if bad.any():
+        k = int(np.argmax(bad))
+        raise InputError(f"line {numbered[k]:,d} holds {int(vals[k]):,d}; a length must be in 0 .. 2**62 - 1")
+    return vals
 
 
 def cmd_pack(args) -> int:

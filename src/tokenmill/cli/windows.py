@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 from ._common import (
     add_command,
@@ -74,9 +75,12 @@ def cmd_windows(args) -> int:
     sw = SlidingWindows(args.window, stride, start_offset=args.start_offset, tail=args.tail, short=args.short,
                         max_windows_per_doc=args.max_windows_per_doc, jitter=args.jitter, seed=args.seed,
                         score=args.score, reserve=args.reserve)
-    replaced = Replaced()
-    docs = _encoded(tok, documents_from_args(args, None, replaced))
+    replaced, blank = Replaced(), [0]
+    docs = _encoded(tok, documents_from_args(args, None, replaced, blank))
     say_replaced(replaced)
+    if blank[0]:  # (the documents are numbered without them: "doc 1" can be the file's line 4)
+        print(f"tokenmill: {blank[0]:,d} blank line{'s' if blank[0] != 1 else ''} skipped (--split-lines takes the "
+              "lines that hold text; documents are numbered without them)", file=sys.stderr)
     if not any(len(d) for d in docs):  # (an empty plan read "coverage 100.00%", an empty file one of 0 tokens too)
         from ..errors import InputError
 

@@ -393,7 +393,12 @@ class TrainingLoader(torch.utils.data.IterableDataset):
         ``torchdata.stateful_dataloader.StatefulDataLoader(ds, batch_size=None, num_workers=k)``, from where
         this loader is: its epoch and the batches of it consumed (after ``load_state_dict``, the batches the
         saved run had; the dataset had started the epoch over, repeating them)."""
-        return LoaderDataset(self.schedule, self.epoch, self._consumed)
+        ds = LoaderDataset(self.schedule, self.epoch, self._consumed)
+        # a loaded state not iterated yet: the dataset's first pass goes on from it as the loader's would (at an
+        # epoch's end: no batch); it had gone on to the next epoch, so the guide's loop from loader.epoch gave
+        # an epoch too many, or one twice
+        ds._restored = self._resume
+        return ds
 
     def __repr__(self) -> str:
         s = self.schedule

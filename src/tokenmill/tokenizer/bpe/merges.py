@@ -254,6 +254,8 @@ def _learn_compiled(rec, num_merges, min_frequency, max_token_bytes, on_merge):
 
     progress = np.zeros(2, np.int64)  # merges done, stop asked
     result: list = []
+    done = threading.Event()  # (waited on, not Thread.join: Ctrl-C inside join(timeout) marks a thread still
+    # running as stopped on CPython 3.10-3.12, and a join after it returned at once, the loop still merging)
 
     def work():
         try:
@@ -261,22 +263,22 @@ def _learn_compiled(rec, num_merges, min_frequency, max_token_bytes, on_merge):
                                                              progress))
         except BaseException as e:  # noqa: BLE001  (raised again on the calling thread)
             result.append(e)
+        finally:
+            done.set()
 
-    worker = threading.Thread(target=work, name="tokenmill-merges", daemon=True)
-    worker.start()
+    threading.Thread(target=work, name="tokenmill-merges", daemon=True).start()
     shown = 0
     try:
-        alive = True
-        while alive:
-            worker.join(0.2)
-            alive = worker.is_alive()
+        finished = False
+        while not finished:
+            finished = done.wait(0.2)
             now = int(progress[0])
             if on_merge is not None and now > shown:
                 on_merge(now - shown)
                 shown = now
     except BaseException:
         progress[1] = 1
-        worker.join()
+        done.wait()
         raise
     if isinstance(result[0], BaseException):
         raise result[0]
