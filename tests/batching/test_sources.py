@@ -81,6 +81,8 @@ def test_slice_check_names_the_first_bad_slice(monkeypatch, compiled):
         what = "names a document outside 0 .. 49" if not inside[i] else "reaches outside its document"
         with pytest.raises(InputError, match=f"slice {i} .*{what}" if inside[i] else f"slice {i} {what}"):
             SliceSource(docs, doc=doc, start=start, length=length)
+    with pytest.raises(InputError, match=r"slice 0 names a document outside"):  # (no documents: an IndexError)
+        SliceSource([], doc=[0], start=[0], length=[1])
 
 
 def test_a_slice_whose_end_overflows_is_refused():

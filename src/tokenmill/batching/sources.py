@@ -69,7 +69,9 @@ class SliceSource:
     def _check(self, base_lengths: np.ndarray) -> None:
         if self.origin_doc.size == 0:
             return
-        if self.origin_doc.size < COMPILED_SLICES:  # numpy, without loading numba (~0.6 s a fresh process)
+        if base_lengths.size == 0:  # (no document to index: every slice is outside)
+            i = 0
+        elif self.origin_doc.size < COMPILED_SLICES:  # numpy, without loading numba (~0.6 s a fresh process)
             inside = (self.origin_doc >= 0) & (self.origin_doc < base_lengths.size)
             end = self.origin_start + self._lengths  # (wraps past int64 max: ``end < start`` is caught)
             bad = ~inside | (self.origin_start < 0) | (self._lengths < 0) | (end < self.origin_start) | \
@@ -83,8 +85,8 @@ class SliceSource:
                                     np.ascontiguousarray(base_lengths)))
         if i >= 0:
             if not 0 <= self.origin_doc[i] < base_lengths.size:
-                raise InputError(f"slice {i} names a document outside 0 .. {base_lengths.size - 1:,d} "
-                                 f"(document {int(self.origin_doc[i]):,d})")
+                where = f"0 .. {base_lengths.size - 1:,d}" if base_lengths.size else "the source, which has none"
+                raise InputError(f"slice {i} names a document outside {where} (document {int(self.origin_doc[i]):,d})")
             raise InputError(f"slice {i} (doc {int(self.origin_doc[i])}, start {int(self.origin_start[i]):,d}, "
                              f"length {int(self._lengths[i]):,d}) reaches outside its document")
 
