@@ -83,6 +83,7 @@ def register(sub) -> None:
 
 def cmd_train(args) -> int:
     from .._io import protect_inputs, resolve_output
+    from ..data.readers import blank_note
     from ..data.text import Replaced
     from ..tokenizer.bpe.train import train_bpe
     from ._common import input_files
@@ -106,8 +107,7 @@ def cmd_train(args) -> int:
              "max_token_bytes": "stopped early: every pair left makes a token longer than --max-token-bytes",
              }.get(r.stop_reason, r.stop_reason) + ")")
     if blank[0]:
-        print(f"  {blank[0]:,d} blank line{'s' if blank[0] != 1 else ''} skipped (--split-lines takes the lines "
-              "that hold text)")
+        print(f"  {blank_note(blank[0], 'none was trained on')}")
     return 0
 
 

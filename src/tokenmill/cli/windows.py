@@ -63,6 +63,7 @@ def _encoded(tok, texts, per_batch: int = 4096) -> list:
 def cmd_windows(args) -> int:
 
     from .._validate import check_int
+    from ..data.readers import blank_note
     from ..data.source import ArraySource
     from ..data.text import Replaced
     from ..windows import SlidingWindows, coverage_report, preview
@@ -79,8 +80,7 @@ def cmd_windows(args) -> int:
     docs = _encoded(tok, documents_from_args(args, None, replaced, blank))
     say_replaced(replaced)
     if blank[0]:  # (the documents are numbered without them: "doc 1" can be the file's line 4)
-        print(f"tokenmill: {blank[0]:,d} blank line{'s' if blank[0] != 1 else ''} skipped (--split-lines takes the "
-              "lines that hold text; documents are numbered without them)", file=sys.stderr)
+        print(f"tokenmill: {blank_note(blank[0], 'documents are numbered without them')}", file=sys.stderr)
     if not any(len(d) for d in docs):  # (an empty plan read "coverage 100.00%", an empty file one of 0 tokens too)
         from ..errors import InputError
 

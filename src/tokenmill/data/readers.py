@@ -632,6 +632,11 @@ def text_documents(path: Path, *, split_lines: bool = False, separator: str | No
         yield decode_utf8(read_all(path, opener=opener), name=str(path), errors=errors, replaced=replaced), 0
 
 
+def blank_note(n: int, what: str) -> str:
+    """One line for a user: ``n`` blank lines that split_lines skipped, and ``what`` that means here."""
+    return f"{n:,d} blank line{'s' if n != 1 else ''} skipped (split lines are the lines that hold text; {what})"
+
+
 def _lines(text: str) -> list[str]:
     """The lines of ``text``: cut at ``\n``, ``\r\n`` and ``\r`` (universal newlines, as datasets' text loader and
     ``open()`` read them), a line break ending the last line. ``str.splitlines`` also cut at form feeds,

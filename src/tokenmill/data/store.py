@@ -68,7 +68,7 @@ from .._schema import BIG, Count, Meta, Sha256, Struct, check, load_json
 from .._words import counted
 from ..errors import ConfigError, FormatError, InputError, OutOfRangeError, TokenmillError, warn
 from . import engines
-from .readers import Replaced, Source, Utf8Docs, as_sources, format_of
+from .readers import Replaced, Source, Utf8Docs, as_sources, blank_note, format_of
 from .source import doc_index
 from .verify import sha256_file
 
@@ -647,8 +647,7 @@ def _build_at(out: Path, srcs, tokenizer, opts, args: dict, shard_bytes: int, ov
         _say(f"tokenmill: {replaced.note()}")
     blank = sum(s.blank_lines[0] for s in srcs if isinstance(getattr(s, "blank_lines", None), list))
     if blank:
-        _say(f"tokenmill: {blank:,d} blank line{'s' if blank != 1 else ''} skipped (split_lines takes the lines that "
-             "hold text; their line numbers are kept as the documents' rows)")
+        _say("tokenmill: " + blank_note(blank, "their line numbers are kept as the documents' rows"))
     if work != out:  # a replacement: verify every byte of the new store, then swap it in
         TokenStore.open(work).verify(progress=bool(progress))
         try:

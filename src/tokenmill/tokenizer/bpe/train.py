@@ -241,7 +241,7 @@ def count_chunks(
 
     try:
         if regex_str is not None and has_compiled(regex_str):
-            counts = _count_preset(pieces(), regex_str, num_threads)
+            counts = _count_compiled_first(pieces(), regex_str, num_threads)
         else:
             counts = _count_python(pieces(), regex_str)
     finally:
@@ -260,7 +260,7 @@ FIRST_RUN_PYTHON_BYTES = 1 << 21
 FIRST_RUN_PYTHON_SYMBOLS = 1 << 19
 
 
-def _count_preset(pieces, regex_str, num_threads) -> ChunkCounts:
+def _count_compiled_first(pieces, regex_str, num_threads) -> ChunkCounts:
     """Compiled counting, or on a first run over a small corpus the twin (same counts): the pieces are
     read up to FIRST_RUN_PYTHON_BYTES; if the corpus ends there the twin counts them, else they are
     counted with the rest by the compiled kernels."""
