@@ -68,12 +68,17 @@ def warn(message: str, category: type[Warning] = UserWarning) -> None:
     """``warnings.warn`` pointed at the first caller outside tokenmill (the user's line), however deep in
     tokenmill the warning is raised: a fixed ``stacklevel`` points into tokenmill when the same code is
     reached through another path (``as_tokenizer`` of a file, of an object, from a store build). In a
-    thread tokenmill started, that is the thread's own first frame (``threading``). Tested in
-    ``tests/tokenizer/test_export.py`` (``test_warnings_point_at_the_users_line_whatever_the_path``)."""
+    thread or pool worker tokenmill started there is no user's line: the stack ends in ``threading`` or
+    ``concurrent.futures``, and the warning names the line in tokenmill's function that the thread
+    runs instead of the thread machinery's. Tested in ``tests/tokenizer/test_export.py``
+    (``test_warnings_point_at_the_users_line_whatever_the_path``, ``..._in_a_thread``)."""
     import sys
     import warnings
 
     frame, level = sys._getframe(1), 1
     while frame is not None and frame.f_globals.get("__name__", "").partition(".")[0] == "tokenmill":
         frame, level = frame.f_back, level + 1
+    outside = "" if frame is None else frame.f_globals.get("__name__", "")
+    if level > 1 and (frame is None or outside == "threading" or outside.startswith("concurrent.futures")):
+        level -= 1  # the outermost tokenmill frame: the function the thread runs
     warnings.warn(message, category, stacklevel=level + 1)

@@ -384,3 +384,34 @@ def test_warnings_point_at_the_users_line_whatever_the_path(trained, tmp_path):
             warnings.simplefilter("always")
             call()
         assert seen and {w.filename for w in seen} == {__file__}, [(w.filename, str(w.message)[:60]) for w in seen]
+
+
+def test_warnings_point_at_the_users_line_whatever_the_path_in_a_thread(tmp_path):
+    """A warning raised in a thread or pool worker tokenmill starts has no user's line on its stack: it
+    had named ``threading.py`` (or ``concurrent/futures/thread.py``); it names tokenmill's line now, the
+    function the thread runs. A call on the user's own thread still names the user's line."""
+    import threading
+    import warnings
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tokenmill.data import readers
+
+    (tmp_path / "a.txt").write_text("text")
+    (tmp_path / "b.bin").write_bytes(b"\0")
+
+    def thread():
+        t = threading.Thread(target=readers.folder_files, args=(tmp_path, lambda f: f.suffix == ".txt"))
+        t.start()
+        t.join()
+
+    def pool():
+        with ThreadPoolExecutor(1) as ex:
+            ex.submit(readers.folder_files, tmp_path, lambda f: f.suffix == ".txt").result()
+
+    for run, where in ((thread, readers.__file__), (pool, readers.__file__),
+                       (lambda: readers.folder_files(tmp_path, lambda f: f.suffix == ".txt"), __file__)):
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            run()
+        assert [w.filename for w in seen] == [where], [(w.filename, str(w.message)[:60]) for w in seen]
+        assert "b.bin" in str(seen[0].message)
