@@ -90,29 +90,35 @@ _bad = (_json_values.filter(lambda v: not isinstance(v, dict)) | st.dictionaries
 @settings(deadline=None, max_examples=150)
 @given(recs=st.lists(_good, min_size=1, max_size=8), bad=st.none() | _bad, at=st.integers(0, 8),
        ascii_only=st.booleans(), blank=st.none() | st.integers(0, 8), sep=st.sampled_from([b"\n", b"\r\n"]),
-       batch=st.sampled_from([1, 2, 3, 4096]))
-def test_jsonl_records_read_as_json_loads_reads_them(tmp_path_factory, recs, bad, at, ascii_only, blank, sep, batch):
+       batch=st.sampled_from([1, 2, 3, 4096]), space=st.sampled_from([b"  ", b"\t \r", b"\x0c", b" \x0b "]))
+def test_jsonl_records_read_as_json_loads_reads_them(tmp_path_factory, recs, bad, at, ascii_only, blank, sep, batch,
+                                                     space):
     """Every JSONL line gives the text (or the error) ``json.loads`` gives: the fast decoder's lines (valid
     UTF-8 objects whose field is a string) and the others (NaN, lone surrogates, a field missing or not a
     string, not an object), rows counted over blank lines; a batch of lines at once (``batch`` lines at most)
-    where every line is the first kind, else one by one."""
+    where every line is the first kind, else one by one. A line is blank by JSON's rules (spaces, tabs,
+    CR): a line of a form feed or vertical tab is refused as json refuses it (it had been skipped as
+    blank, by ``bytes.strip``)."""
     from tokenmill.data import readers as R
 
     if bad is not None:
         recs.insert(min(at, len(recs)), bad)
     lines = [json.dumps(r, ensure_ascii=ascii_only).encode("utf-8", "surrogatepass") for r in recs]
     if blank is not None:
-        lines.insert(min(blank, len(lines)), b"  ")
+        lines.insert(min(blank, len(lines)), space)
     p = tmp_path_factory.mktemp("j") / "r.jsonl"
     p.write_bytes(sep.join(lines) + sep)
     want, error = [], None
     for row, raw in enumerate(lines):
-        if not raw.strip():
+        if not raw.strip(b" \t\r\n"):
             continue
         try:
             rec = json.loads(raw.decode("utf-8"))
         except UnicodeDecodeError:  # a lone surrogate json.dumps wrote raw (ensure_ascii=False)
             error = "invalid UTF-8"
+            break
+        except json.JSONDecodeError:
+            error = f":{row + 1}: not valid JSON"
             break
         if not isinstance(rec, dict):
             error = "not an object"

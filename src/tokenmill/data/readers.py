@@ -292,6 +292,8 @@ def folder_files(folder: Path, keep) -> list[Path]:
     return found
 
 
+_JSON_SPACE = b" \t\r\n"  # the whitespace JSON allows (bytes.strip() would take \x0b, \x0c, \x1c-\x1f too)
+
 KNOWN_FILES = ".txt, .text, .md, .jsonl, .ndjson or .parquet file (optionally .gz or .zst) outside hidden folders"
 
 
@@ -829,8 +831,8 @@ class FileSource(Source):
         for raw in lines:
             line_no += 1
             start, pos = pos, pos + len(raw) + 1
-            if not raw.strip():
-                continue  # blank lines carry no record
+            if not raw.strip(_JSON_SPACE):
+                continue  # blank lines carry no record (blank by JSON's rules: a form feed is an error)
             text = None
             if utf8:
                 try:  # an object, its field a string: the text, as json.loads would give it
