@@ -767,12 +767,14 @@ def _variant(base: dict, name: str) -> dict:
         j["normalizer"] = None
         j["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [meta("first", False)]}
         j["decoder"] = meta("always", True)
+    elif name == "no-decoder":  # HF joins the tokens by a space (tokenmill had joined them by nothing)
+        j["decoder"] = None
     return j
 
 
 HF_FORMS = ["legacy", "metaspace-first-nosplit", "metaspace-always-split", "metaspace-never-nosplit",
             "metaspace-first-split", "old-metaspace", "gemma", "nobf-fuse", "nobf-nofuse", "nobf-nounk",
-            "ignore-merges", "sequence-metaspace-decoder"]
+            "ignore-merges", "sequence-metaspace-decoder", "no-decoder"]
 
 
 @pytest.fixture(scope="session")

@@ -286,6 +286,7 @@ class SentencePieceJsonTokenizer:
         self._byte_fallback = byte_fallback
         self._fuse_unk = bool(model.fuse_unk)
         self._decoders = self._decoder_chain(spec.decoder)
+        self._joiner = " " if spec.decoder is None else ""  # HF joins the tokens by a space where there is no decoder
         # added tokens, as HF derives them on load
         added = added_tokens_of(spec.added_tokens or [], vocab, source)
         if any(t.normalized for t in added):
@@ -512,7 +513,8 @@ class SentencePieceJsonTokenizer:
 
     # ----------------------------------------------------------------- decoding
     def decode(self, ids, errors: str = "replace", *, skip_special_tokens: bool = False) -> str:
-        """HF's ``decode(ids, skip_special_tokens=...)``: the tokens through the file's decoder chain, where
+        """HF's ``decode(ids, skip_special_tokens=...)``: the tokens through the file's decoder chain (with
+        ``"decoder": null`` none, and the tokens joined by a space, as HF joins them), where
         the bytes of byte-fallback pieces that form no character become U+FFFD (``errors="replace"``, HF's
         only rule: another handler is refused, not ignored); ``skip_special_tokens=True`` leaves out the ids
         of :attr:`special_tokens` first."""
@@ -541,7 +543,7 @@ class SentencePieceJsonTokenizer:
                     "always" if d.add_prefix_space is UNSET or d.add_prefix_space else "never")
                 tokens = ["".join(("" if i == 0 and scheme != "never" else " ") if c == d.replacement else c
                                   for c in t) for i, t in enumerate(tokens)]
-        return "".join(tokens)
+        return self._joiner.join(tokens)
 
     def _tokens_of(self, ids) -> tuple[list[str], list, tuple | None]:
         """``ids``' tokens through the decoder chain's leading per-token decoders (Replace and Strip, worked out
