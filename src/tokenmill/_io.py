@@ -42,21 +42,33 @@ def protect_inputs(paths: Iterable[str | os.PathLike]) -> Iterator[None]:
 def exclusive(target: str | os.PathLike, say: Callable[[str], None]) -> Iterator[None]:
     """Hold the machine-wide lock of the output ``target`` (an absolute path) while the block runs: a second
     writer of the same output, in this process or another, waits for the first (``say`` tells it why)
-    instead of taking the first's half-written files for its own. The lock is an ``flock`` on a file named
-    by the path's hash in the temporary folder (nothing is added beside or inside the output); it goes
-    with the process, however it ends. Not across machines (a shared file system's locks are not
-    reliable): there, build on one of them. Where ``fcntl`` is missing, nothing is locked."""
+    instead of taking the first's half-written files for its own. The lock is an ``flock`` on
+    ``.<name>.tokenmill-lock`` beside the output (where the build stages its folders too), so every
+    writer finds the same file whatever its ``TMPDIR`` or user; the holder removes it when it is done (a
+    killed one leaves it, and the next writer takes it over). Where no file can be made beside the output, a
+    file named by the path's hash in the temporary folder is locked instead (a writer with another
+    ``TMPDIR`` does not see that one). The lock goes with the process, however it ends. Not across machines
+    (a shared file system's locks are not reliable): there, build on one of them. Where ``fcntl`` is
+    missing, nothing is locked."""
     try:
         import fcntl
     except ImportError:  # pragma: no cover (not a POSIX system)
         yield
         return
-    folder = Path(tempfile.gettempdir()) / f"tokenmill-locks-{os.getuid()}"
-    name = hashlib.sha256(os.fsencode(os.fspath(target))).hexdigest()[:32] + ".lock"
-    try:
-        folder.mkdir(mode=0o700, exist_ok=True)
-        fd = os.open(folder / name, os.O_RDWR | os.O_CREAT, 0o600)
-    except OSError:  # no writable temporary folder: the write goes on unlocked, as it did before the lock
+    target = Path(target)
+    fallback = Path(tempfile.gettempdir()) / f"tokenmill-locks-{os.getuid()}"
+    places = [target.parent / f".{target.name}.tokenmill-lock",
+              fallback / (hashlib.sha256(os.fsencode(os.fspath(target))).hexdigest()[:32] + ".lock")]
+    for k, path in enumerate(places):
+        try:
+            if k:
+                fallback.mkdir(mode=0o700, exist_ok=True)
+            fd = _locked(path, fcntl, lambda holder: say(f"tokenmill: {os.fspath(target)} is being written by "
+                                                          f"{holder}; waiting for it to finish"))
+            break
+        except OSError:
+            continue
+    else:  # no lock file can be made: the write goes on unlocked, as it did before the lock
         yield
         return
     _held_locks.add(fd)
@@ -64,18 +76,45 @@ def exclusive(target: str | os.PathLike, say: Callable[[str], None]) -> Iterator
         _held_locks_forget[0] = True  # outlived the build would have held the lock on (an flock is shared by
         os.register_at_fork(after_in_child=_forget_held_locks)  # every copy of its descriptor)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip() or "another process"
-            say(f"tokenmill: {os.fspath(target)} is being written by {holder}; waiting for it to finish")
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"process {os.getpid()} on {_HOST}".encode(), 0)
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"process {os.getpid()} on {_HOST}".encode(), 0)
         yield
     finally:
         _held_locks.discard(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(path)  # while held: a writer waiting on this file finds it gone and locks a new one
         os.close(fd)  # (releases the lock)
+
+
+def _locked(path: Path, fcntl, waiting: Callable[[str], None]) -> int:
+    """A descriptor of ``path`` holding its ``flock``, once the file locked is the one at ``path`` (a holder
+    removes the file before it lets go: a writer that waited on a removed file opens the new one)."""
+    told = False
+    while True:
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        except PermissionError:  # another user's lock file: a read-only descriptor locks it as well
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if not told:
+                    told = True
+                    waiting(os.pread(fd, 64, 0).decode("ascii", "replace").strip() or "another process")
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            held = os.fstat(fd)
+            try:
+                now = os.stat(path, follow_symlinks=False)
+            except FileNotFoundError:
+                now = None
+        except BaseException:
+            os.close(fd)
+            raise
+        if now is not None and (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino):
+            return fd
+        os.close(fd)
 
 
 _held_locks: set[int] = set()  # descriptors of the locks ``exclusive`` holds in this process

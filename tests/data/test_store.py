@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -768,16 +769,30 @@ def test_a_second_build_of_the_same_folder_waits_for_the_first(tmp_path, tok, ca
     assert "is being written by process" in capsys.readouterr().err
     ref = build(tmp_path / "ref", src, tok)
     assert store_bytes(out) == store_bytes(tmp_path / "ref") and len(got["store"]) == len(ref)
-    # the two at once, in two processes: both succeed, one store, verified
+    assert not (tmp_path / ".s.tokenmill-lock").exists()  # the holder removes its lock file
+    # the two at once, in two processes, each with its own TMPDIR (a scheduler's job): both succeed, one store,
+    # verified. The lock had been a file in the temporary folder: under two TMPDIRs, two locks, and the two
+    # builds wrote into each other's shards (tokens files 2-3x their size, a manifest that did not open)
     out2 = tmp_path / "s2"
     code = ("import sys, tokenmill; from tokenmill import TokenStore; tok = tokenmill.Tokenizer.load(sys.argv[1]); "
-            "TokenStore.build(sys.argv[2], sys.argv[3], tok, workers=1, progress=False)")
+            "TokenStore.build(sys.argv[2], sys.argv[3], tok, workers=1, progress=False, shard_bytes=512)")
     tok.save(tmp_path / "tok.json")
-    procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "tok.json"), str(out2), str(src)],
-                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
-    assert [p.wait(120) for p in procs] == [0, 0], [p.stderr.read() for p in procs]
-    TokenStore.open(out2).verify()
-    assert store_bytes(out2) == store_bytes(tmp_path / "ref")
+    make_corpus(tmp_path / "corpus2", n_files=40, docs_per_file=100)
+    src = str(tmp_path / "corpus2")
+    ref2 = TokenStore.build(tmp_path / "ref2", src, tok, workers=1, progress=False, shard_bytes=512)
+    assert ref2.num_shards > 3
+    for _ in range(2):
+        shutil.rmtree(out2, ignore_errors=True)
+        procs = []
+        for k in range(2):
+            (tmp_path / f"tmp{k}").mkdir(exist_ok=True)
+            procs.append(subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "tok.json"), str(out2), str(src)],
+                                          stderr=subprocess.PIPE, text=True,
+                                          env={**os.environ, "TMPDIR": str(tmp_path / f"tmp{k}")}))
+        assert [p.wait(120) for p in procs] == [0, 0], [p.stderr.read() for p in procs]
+        TokenStore.open(out2).verify()
+        assert store_bytes(out2) == store_bytes(tmp_path / "ref2")
+        assert not (tmp_path / ".s2.tokenmill-lock").exists()
 
 
 def test_a_view_checks_its_index_and_definition(tmp_path, tok):
@@ -820,12 +835,24 @@ def test_a_forked_child_does_not_keep_a_builds_lock():
 
 
 def test_a_build_goes_on_unlocked_where_no_lock_file_can_be_made(tmp_path, tok, monkeypatch):
-    """No writable temporary folder (a read-only /tmp): the build runs as it did before the lock, unlocked,
-    rather than failing."""
+    """No lock file beside the output (a folder in its place) and no writable temporary folder (a read-only
+    /tmp): the build runs as it did before the lock, unlocked, rather than failing. With the temporary folder
+    writable, its lock file is taken instead."""
     import tempfile
+
+    from tokenmill._io import exclusive
 
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("x")  # the lock folder would have to be made inside a file
+    (tmp_path / ".s.tokenmill-lock").mkdir()  # and beside the output, a folder where the file would be
     monkeypatch.setattr(tempfile, "gettempdir", lambda: str(blocker))
     make_corpus(tmp_path / "in")
     assert len(build(tmp_path / "s", str(tmp_path / "in"), tok)) > 0
+    monkeypatch.setattr(tempfile, "gettempdir", lambda: str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    said = []
+    with exclusive(tmp_path / "s", said.append):
+        assert len(list((tmp_path / "tmp").rglob("*.lock"))) == 1
+        with exclusive(tmp_path / "other", said.append):  # another output: its own lock, no wait
+            pass
+    assert said == []
