@@ -552,3 +552,42 @@ def test_reader_edges_named_or_read_as_documented(tmp_path):
     for name in ("c.jsonl.bz2", "corpus.tar.gz"):
         with pytest.raises(InputError, match=f"{name}: an archive or a compression tokenmill does not read"):
             docs(tmp_path / name)
+
+
+def test_a_folders_symbolic_links_are_followed_as_a_glob_follows_them(tmp_path):
+    """A folder holding a link to another folder had been read without that folder's files and without a word
+    (``rglob`` did not follow it: 600 files of a probe's folder became none), and a broken link was left out
+    too, where the glob ``folder/*`` read the linked folder and named the broken link. Now a folder's links
+    are followed as the glob follows them; a broken link, a loop and a folder reached twice are errors."""
+    from tokenmill.data.text import expand_inputs
+
+    def docs(src):
+        return [t for s in as_sources([str(src)]) for t, _, _ in s.documents()]
+
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "b.txt").write_text("b")
+    (tmp_path / "other" / "c.txt").write_text("c")
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "a.txt").write_text("a")
+    (data / "sub").symlink_to("../other")
+    (data / "d.txt").symlink_to(tmp_path / "other" / "c.txt")  # (a link to a file read twice: refused below)
+    with pytest.raises(InputError, match="d.txt' and .*c.txt', the same file"):
+        docs(data)
+    (data / "d.txt").unlink()
+    (tmp_path / "e.txt").write_text("e")
+    (data / "e.txt").symlink_to(tmp_path / "e.txt")
+    assert docs(data) == ["a", "e", "b", "c"] == docs(str(data / "*"))
+    assert [p.name for p in expand_inputs([data])] == ["a.txt", "e.txt", "b.txt", "c.txt"]
+    (data / "gone.txt").symlink_to(tmp_path / "nowhere.txt")
+    for src in (data, str(data / "*")):
+        with pytest.raises(InputError, match="gone.txt"):
+            docs(src)
+    (data / "gone.txt").unlink()
+    (tmp_path / "other" / "loop").symlink_to("..")  # other/loop -> tmp_path, which holds data/sub -> other
+    with pytest.raises(InputError, match=r"loop/data' is the folder .*data' again, which holds it \(a loop"):
+        docs(data)
+    (tmp_path / "other" / "loop").unlink()
+    (data / "again").symlink_to("../other")
+    with pytest.raises(InputError, match="the same file"):
+        docs(data)

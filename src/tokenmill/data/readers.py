@@ -271,9 +271,41 @@ def is_known_file(path: Path) -> bool:
 def visible_files(folder: Path) -> list[Path]:
     """The files under ``folder`` (recursively, sorted), but those inside a hidden folder or hidden
     themselves (a name starting with "."), as a glob leaves them: a folder's ``.ipynb_checkpoints``
-    copies read a second time, its ``.git`` read as data."""
-    return sorted(f for f in folder.rglob("*")
-                  if not any(part.startswith(".") for part in f.relative_to(folder).parts) and f.is_file())
+    copies read a second time, its ``.git`` read as data. Symbolic links are followed, to files and to
+    folders, as a glob follows them (``rglob`` had left a linked folder out without a word); a link that
+    points nowhere, or to a folder around it (a loop), is an InputError naming it."""
+    found: list[Path] = []
+
+    def walk(d: Path, around: frozenset) -> None:
+        try:
+            entries = sorted(os.scandir(d), key=lambda e: e.name)
+        except OSError as e:
+            raise InputError(f"the folder {str(d)!r} cannot be read ({e.strerror or e})") from None
+        for e in entries:
+            if e.name.startswith("."):
+                continue
+            p = Path(e.path)
+            try:
+                is_dir, is_file = e.is_dir(), e.is_file()  # (both follow links)
+            except OSError:
+                is_dir = is_file = False
+            if is_dir:
+                st = os.stat(p)
+                key = (st.st_dev, st.st_ino)
+                if key in around:
+                    raise InputError(f"{str(p)!r} is the folder {os.path.realpath(p)!r} again, which holds it (a loop "
+                                     "of symbolic links): its files would be read again and again; remove the link "
+                                     "or name the files to read")
+                walk(p, around | {key})
+            elif is_file:
+                found.append(p)
+            elif e.is_symlink():
+                raise InputError(f"{str(p)!r} is a symbolic link to {os.readlink(p)!r}, which does not exist (or "
+                                 "cannot be read); remove the link, point it at a file, or name the files to read")
+
+    st = os.stat(folder)
+    walk(folder, frozenset({(st.st_dev, st.st_ino)}))
+    return sorted(found)
 
 
 def folder_files(folder: Path, keep) -> list[Path]:
