@@ -478,6 +478,19 @@ def test_a_store_replaced_while_open_is_said_never_read_under_the_old_offsets(tm
         with pytest.raises(FormatError, match=replaced):
             read()
     assert TokenStore.open(d).get(0).tolist() == [7] * 4
+    # built again with fewer shards: the old one's last shard is gone, not "missing: the store is incomplete,
+    # rebuild it" (the store on disk is whole); a shard file removed from a store that was not replaced is that
+    old, worker_copy = TokenStore.open(d), pickle.loads(pickle.dumps(TokenStore.open(d)))
+    TokenStore.from_token_arrays(d, [(np.array([3]), np.full(3, 9))], vocab_size=100, overwrite=True)
+    gone = r"shard-00001\.(tokens|offsets) is gone: the store at .* was built again, replaced or removed since it was opened"
+    for read in (lambda: old.get(3), lambda: worker_copy.get(3), old.verify):
+        with pytest.raises(FormatError, match=gone):
+            read()
+    write(7, 8, lengths=(4, 6), overwrite=True)
+    st = TokenStore.open(d)
+    (d / "shard-00001.tokens").unlink()
+    with pytest.raises(FormatError, match="shard-00001.tokens is missing; the store is incomplete"):
+        st.get(3)
 
     # replaced between reading the manifest and checking the files: opened again (it had been "damaged: rebuild")
     real, swapped = Shard.check_files, []

@@ -1232,6 +1232,7 @@ class Shard:
         self._maps: dict[str, mmap.mmap] = {}  # the parts mapped and kept (an empty file is never mapped)
         self._mapped: dict[str, tuple[int, int]] = {}  # (device, inode) of each file in _maps
         self._ident: dict[str, tuple[int, int, int]] = {}  # (device, inode, mtime) of each file at open
+        self.manifest_seen: tuple[int, int, int] | None = None  # (inode, mtime, size) of the manifest TokenStore.open read
 
     def __getstate__(self) -> dict:
         """Pickled without its memory maps (a worker process maps the files itself, on first use)."""
@@ -1263,8 +1264,7 @@ class Shard:
             try:
                 st = os.stat(p)
             except FileNotFoundError:
-                raise FormatError(f"shard file {p} is missing; the store is incomplete: rebuild it "
-                                  "(or restore the file)") from None
+                raise self._missing(p) from None
             except OSError as e:
                 raise FormatError(f"cannot read shard file {p}: {e.strerror or e}") from None
         if not stat.S_ISREG(st.st_mode):
@@ -1277,6 +1277,17 @@ class Shard:
                               "modification time moved: written again in place, touched, or another copy): open "
                               "the store again (TokenStore.open) to read it as it is now, and verify() it if "
                               "tokenmill did not write it")
+
+    def _missing(self, p: str) -> FormatError:
+        """The error for a missing file ``p`` of the shard: the store replaced since it was opened (its manifest
+        is another file now, or gone: a store built again with fewer shards had been said to be incomplete,
+        "rebuild it"), else the store incomplete."""
+        seen = self.manifest_seen
+        if seen is not None and _file_ident(self.root / MANIFEST) != seen:
+            return FormatError(f"shard file {p} is gone: the store at {self.root} was built again, replaced or "
+                               f"removed since it was opened (its {MANIFEST} is not the one read then); open it again "
+                               "(TokenStore.open, and a new loader over it) to read what is there now")
+        return FormatError(f"shard file {p} is missing; the store is incomplete: rebuild it (or restore the file)")
 
     def _same_file(self, part: str, st: os.stat_result) -> bool:
         """Whether ``st``, of the file the part had when the store was opened (see the class docstring), was
@@ -1320,8 +1331,7 @@ class Shard:
         try:
             fd = os.open(p, flags)
         except FileNotFoundError:
-            raise FormatError(f"shard file {p} is missing; the store is incomplete: rebuild it "
-                              "(or restore the file)") from None
+            raise self._missing(p) from None
         except OSError as e:
             if e.errno in (errno.EMFILE, errno.ENFILE):
                 raise _too_many_files(p, e) from None
@@ -1820,6 +1830,8 @@ class TokenStore(StoreSource):
             # (replaced after the manifest was read, its files of the same sizes: they had been taken as the old
             # manifest's, their inodes recorded under it)
             if _file_ident(path / MANIFEST) == seen:
+                for sh in store._shards:
+                    sh.manifest_seen = seen
                 return store
         raise FormatError(f"the store at {path} was replaced three times while it was being opened (another process "
                           "builds it again and again); open it once that is done")
