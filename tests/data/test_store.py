@@ -814,6 +814,27 @@ def test_a_view_checks_its_index_and_definition(tmp_path, tok):
         store.view([0], {"picked": object()})
 
 
+def test_a_shard_finished_by_another_writer_mid_build_stops_the_build(tmp_path, tok, monkeypatch):
+    """Two writers without a shared lock (two machines): a shard's record written by the other while this build
+    had sent the shard's first parts. The build had gone on writing the next shard's ids into that shard's
+    open tokens file (tokens files 2-3x their size, renamed as the wrong shard's); it stops, saying why."""
+    from tokenmill.data import store as store_mod
+
+    make_corpus(tmp_path / "in", n_files=4, docs_per_file=30)
+    real = store_mod._Builder._finished
+
+    def finished_elsewhere(self, k, meta, size, digest):
+        if k == 0:
+            return {"name": "shard-00000", "documents": len(meta), "tokens": 1, "input_bytes": size}
+        return real(self, k, meta, size, digest)
+
+    monkeypatch.setattr(store_mod, "_PART_BYTES", 64)  # (shard 0 in several parts, the first sent at once)
+    monkeypatch.setattr(store_mod._Builder, "_finished", finished_elsewhere)
+    with pytest.raises(FormatError, match=r"shard-00000.json appeared while this build wrote that shard: another "
+                                          "process is building the same store"):
+        TokenStore.build(tmp_path / "s", str(tmp_path / "in"), tok, workers=1, progress=False, shard_bytes=4096)
+
+
 def test_a_forked_child_does_not_keep_a_builds_lock():
     """An flock is shared by every copy of its descriptor: a worker process forked during a build (the process
     engine) that outlived it would have kept the folder locked, and the next build would have waited for it."""

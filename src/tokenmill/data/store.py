@@ -1020,6 +1020,11 @@ class _Builder:
                 if not last:
                     continue
                 if self.records[k] is not None:  # finished by an earlier run (never encoded: no parts)
+                    if writing is not None:  # (its record came after its first parts were sent: another writer)
+                        raise FormatError(
+                            f"{self.out / shard_name(k)}.json appeared while this build wrote that shard: another "
+                            "process is building the same store without sharing this one's lock (another machine, "
+                            "or a lock file neither could make); stop it, then build again on one machine")
                     rec = self.records[k]
                 else:
                     rec, writing = self._write_shard(k, writing), None
