@@ -43,7 +43,8 @@ def exclusive(target: str | os.PathLike, say: Callable[[str], None]) -> Iterator
     """Hold the machine-wide lock of the output ``target`` (an absolute path) while the block runs: a second
     writer of the same output, in this process or another, waits for the first (``say`` tells it why)
     instead of taking the first's half-written files for its own. The lock is an ``flock`` on
-    ``.<name>.tokenmill-lock`` beside the output (where the build stages its folders too), so every
+    ``.<name>.tokenmill-lock`` beside the output (where the build stages its folders too; the folder it is in
+    is made first, as the write would make it), so every
     writer finds the same file whatever its ``TMPDIR`` or user; the holder removes it when it is done (a
     killed one leaves it, and the next writer takes it over). Where no file can be made beside the output, a
     file named by the path's hash in the temporary folder is locked instead (a writer with another
@@ -61,8 +62,7 @@ def exclusive(target: str | os.PathLike, say: Callable[[str], None]) -> Iterator
               fallback / (hashlib.sha256(os.fsencode(os.fspath(target))).hexdigest()[:32] + ".lock")]
     for k, path in enumerate(places):
         try:
-            if k:
-                fallback.mkdir(mode=0o700, exist_ok=True)
+            (fallback if k else target.parent).mkdir(mode=0o700 if k else 0o777, parents=not k, exist_ok=True)
             fd = _locked(path, fcntl, lambda holder: say(f"tokenmill: {os.fspath(target)} is being written by "
                                                           f"{holder}; waiting for it to finish"))
             break

@@ -877,3 +877,6 @@ def test_a_build_goes_on_unlocked_where_no_lock_file_can_be_made(tmp_path, tok, 
         with exclusive(tmp_path / "other", said.append):  # another output: its own lock, no wait
             pass
     assert said == []
+    with exclusive(tmp_path / "new" / "parent" / "s", said.append):  # a folder not made yet: made, the lock in it
+        assert (tmp_path / "new" / "parent" / ".s.tokenmill-lock").is_file()
+    assert said == [] and not (tmp_path / "new" / "parent" / ".s.tokenmill-lock").exists()
