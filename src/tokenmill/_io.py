@@ -329,7 +329,8 @@ def atomic_path(path: str | os.PathLike, *, inputs: Iterable = (), durable: bool
     input of the command). The new file keeps the permission bits of the file it
     replaces, or gets ``0o666 & ~umask`` when new (as ``open()`` would create it). Leftover
     temporaries of killed processes for the same target are removed first. On failure the temporary
-    file is removed and the original error propagates unchanged.
+    file is removed and the original error propagates (an OSError that named no file, a full disk's, or
+    the temporary, names the target).
 
     ``durable``: the temporary's data is flushed to the disk before the rename and the folder after it,
     so that a power loss leaves the old file or the new one, never an empty or partial file under the
@@ -357,9 +358,11 @@ def atomic_path(path: str | os.PathLike, *, inputs: Iterable = (), durable: bool
             durable.add(target)
         elif durable:
             sync_folder(target.parent)
-    except BaseException:
+    except BaseException as e:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if isinstance(e, OSError) and e.filename in (None, tmp, os.fspath(tmp)):  # (a full disk names no file)
+            e.filename = os.fspath(target)  # the file the user asked for, not a temporary they never named
         raise
 
 

@@ -121,3 +121,29 @@ def test_debug_shows_the_traceback(tmp_path):
     r = subprocess.run([cmd[0], "-m", "tokenmill", "--debug", *cmd[3:]], capture_output=True, text=True, env=env,
                        timeout=120)
     assert r.returncode == 1 and "Traceback" in r.stderr and "does not exist" in r.stderr
+
+
+def test_a_full_disk_names_the_output_not_the_standard_streams(capsys, monkeypatch, tmp_path):
+    """A write that fails for space (ENOSPC names no file) had read "cannot read or write the standard streams
+    (or a file): No space left on device", naming neither the output nor what to do; an error naming the
+    temporary file named a file the user never gave. Both name the output now, and the temporary is gone."""
+    import errno
+    import pathlib
+
+    def full(self, *a, **k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    (tmp_path / "in.txt").write_text("the cat sat on the mat\n" * 20)
+    monkeypatch.setattr(pathlib.Path, "write_text", full)
+    out = tmp_path / "x.json"
+    fails(capsys, ["train", "--input", str(tmp_path / "in.txt"), "--vocab-size", "260", "--out", str(out), "-q"],
+          f"cannot write {str(out)!r}: No space left on device; free some space or pass a path on another disk")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt"]
+
+    def denied(self, *a, **k):
+        raise PermissionError(errno.EACCES, "Permission denied", str(self))  # (names the temporary)
+
+    monkeypatch.setattr(pathlib.Path, "write_text", denied)
+    err = fails(capsys, ["train", "--input", str(tmp_path / "in.txt"), "--vocab-size", "260", "--out", str(out), "-q"],
+                f"cannot access {str(out)!r}: Permission denied")
+    assert "tokenmill-tmp" not in err

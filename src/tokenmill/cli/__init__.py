@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import os
 import sys
@@ -147,12 +148,17 @@ def _is_terminal(stream) -> bool:
         return False
 
 
+_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}  # (a disk or quota full, a file too large for it)
+
+
 def _one_line(e: BaseException) -> str:
     """The message for an exception: ours as they are; files, memory and bugs explained."""
     if isinstance(e, TokenmillError):
         text = str(e)
     elif isinstance(e, ConnectionError) and e.errno is None:  # (a library's own: Ray finding no cluster)
         text = f"cannot connect: {e}"
+    elif isinstance(e, OSError) and e.filename and e.errno in _FULL:
+        text = f"cannot write {e.filename!r}: {e.strerror or e}; free some space or pass a path on another disk"
     elif isinstance(e, OSError):
         text = (f"cannot access {e.filename!r}: {e.strerror or e}" if e.filename else  # (a write to a full stdout
                 f"cannot read or write the standard streams (or a file): {e.strerror or e}")  # named nothing)
