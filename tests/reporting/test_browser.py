@@ -19,6 +19,7 @@ import shutil
 import pytest
 
 import tokenmill
+from tokenmill.data import texts as text_source
 
 from .conftest import TEXTS
 from .test_report import HOSTILE
@@ -123,3 +124,49 @@ def test_bidirectional_controls_do_not_reorder_the_page(browser, tok, tmp_path):
     assert "abc\u27e8U+202E\u27e9txt.exe" in page.locator("header .meta").inner_text()
     assert "abc\u27e8U+202E\u27e9txt.exe" in page.locator("section#tokens h3").first.inner_text()
     page.close()
+
+
+LAYOUT = """() => {
+  const out = {overflow: document.documentElement.scrollWidth - window.innerWidth, overlaps: [], outside: [], wide: []};
+  for (const svg of document.querySelectorAll("svg")) {
+    const box = svg.getBoundingClientRect();
+    const labs = [...svg.querySelectorAll("text.xl")].map(t => t.getBoundingClientRect());
+    labs.forEach((r, i) => {
+      if (r.left < box.left - 0.5 || r.right > box.right + 0.5) out.outside.push(svg.textContent.slice(0, 40));
+      if (i && r.left < labs[i - 1].right) out.overlaps.push(svg.textContent.slice(0, 40));
+    });
+    const ys = [...svg.querySelectorAll("text.yl")].map(t => t.getBoundingClientRect());
+    for (const y of ys) for (const r of labs)
+      if (y.right > r.left && y.left < r.right && y.bottom > r.top && y.top < r.bottom) out.overlaps.push("y " + svg.textContent.slice(0, 40));
+  }
+  for (const c of document.querySelectorAll(".chip, table")) {
+    const p = c.closest("section").getBoundingClientRect(), r = c.getBoundingClientRect();
+    if (r.width > 0 && c.closest(".tw") === null && r.right > p.right + 0.5) out.wide.push(c.tagName + " " + c.textContent.slice(0, 30));
+  }
+  return out;
+}"""
+
+
+def test_the_page_fits_its_window_and_its_labels_do_not_collide(browser, tmp_path):
+    """At 1400, 800 and 400 px: no horizontal scroll of the page, no histogram label over another (ten labels of
+    "106k-150k" had run together in a 520 px chart, the y axis's 0 over the first), none outside its chart, and no
+    chip or table past its section (a token of 48 U+3000 drew a 290-character chip wider than the window; tables
+    of long file names ran out of their sections on narrow windows: they scroll in their own box now)."""
+    docs = [("a b " * int(1.35 ** k)).strip() for k in range(42)] + ["x"] * 30
+    tok = tokenmill.train_bpe(["\u3000" * 200 + " y", "a b " * 50] * 4 + TEXTS, 360, pattern="gpt4")
+    files = []
+    for k in range(3):
+        f = tmp_path / (f"a_rather_long_file_name_of_the_corpus_part_{k}_" + "x" * 40 + ".txt")
+        f.write_text("\n".join(docs[k::3]), encoding="utf-8")
+        files.append(f)
+    store = tokenmill.TokenStore.build(tmp_path / "store", text_source(docs), tok, workers=1, progress=False,
+                                       append_eos=False)
+    r = tokenmill.report(tok, store=store, files=files, out=tmp_path / "report.html", samples=3, sample_tokens=100)
+    assert any(len(tok.decode([i])) >= 48 for i in range(tok.vocab_size))  # the long whitespace token
+    for width in (1400, 800, 400):
+        page = browser.new_page(viewport={"width": width, "height": 900})
+        page.goto(r.path.resolve().as_uri())
+        page.wait_for_selector("body[data-ready]", timeout=15_000)
+        got = page.evaluate(LAYOUT)
+        assert got["overflow"] <= 0 and not got["overlaps"] and not got["outside"] and not got["wide"], (width, got)
+        page.close()

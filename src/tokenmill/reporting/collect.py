@@ -54,6 +54,11 @@ MAX_DRAWN_POSITIONS = 1 << 22  # blocks drawn x block size: the batch materializ
 EXACT_FILE_DOCS = 4_000_000  # tokens per source file: exact (all provenance) up to this many documents
 
 
+# Tokens drawn one element each: a page of 716K of them took ~21 s to open in chromium (2 cores), the
+# default page's 8K ~2 s; 262,144 keep the largest page allowed under ~8 s.
+SHOWN_TOKENS = 1 << 18
+
+
 @dataclass(frozen=True)
 class ReportOptions:
     """How much the report reads and shows (see the module docstring); every bound is a count."""
@@ -80,9 +85,10 @@ class ReportOptions:
                              ("window", 1, 1 << 30), ("stride", 1, 1 << 30), ("block_size", 1, 1 << 24),
                              ("blocks", 1, 256), ("seed", 0, None)):
             object.__setattr__(self, name, check_int(getattr(self, name), name, min=lo, max=hi, none=name == "stride"))
-        if self.samples * self.sample_tokens > 1 << 20:
+        if self.samples * self.sample_tokens > SHOWN_TOKENS:
             raise ConfigError(f"samples={self.samples:,d} x sample_tokens={self.sample_tokens:,d} shows more than "
-                              f"{1 << 20:,d} tokens; the page would be too large: show fewer or shorter samples")
+                              f"{SHOWN_TOKENS:,d} tokens; the page would open too slowly: show fewer or shorter "
+                              "samples")
         if self.errors not in ("strict", "replace"):
             raise ConfigError(f"errors={self.errors!r}; use 'strict' or 'replace'")
 

@@ -105,17 +105,21 @@ h3{font-size:14px;margin:14px 0 6px}
 .stat b{display:block;font-size:16px}
 .stat span{color:var(--mute);font-size:12px}
 .row{display:flex;flex-wrap:wrap;gap:16px 28px;align-items:flex-start}
+.row>*{min-width:0;max-width:100%}
+h1,h2,h3,p,header{overflow-wrap:anywhere}
+svg{max-width:100%;height:auto}
 .pair>div{flex:1 1 420px;min-width:0;max-width:640px}
 svg.fit{width:100%;height:auto}
 table{border-collapse:collapse;font-size:12.5px;margin:4px 0 8px}
-th,td{border-bottom:1px solid var(--line);padding:3px 8px;text-align:right;vertical-align:top}
+th,td{border-bottom:1px solid var(--line);padding:3px 8px;text-align:right;vertical-align:top;white-space:nowrap}
 th{color:var(--mute);font-weight:600}
 td.l,th.l{text-align:left}
 tr.pick{cursor:pointer}
 tr.pick:hover{background:#eff6ff}
 tr.on{background:#dbeafe}
 code,.mono{font:12.5px ui-monospace,Menlo,Consolas,monospace}
-.chip{display:inline-block;border:1px solid var(--line);border-radius:4px;padding:0 5px;margin:2px;background:#f9fafb;white-space:pre}
+.chip{display:inline-block;border:1px solid var(--line);border-radius:4px;padding:0 5px;margin:2px;background:#f9fafb;white-space:pre;max-width:calc(100% - 16px);overflow:hidden;text-overflow:ellipsis;vertical-align:bottom}
+.tw{max-width:100%;overflow-x:auto}
 .sample{border-top:1px solid var(--line);padding:6px 0 4px}
 .sample h3{margin:4px 0}
 .toks{white-space:pre-wrap;word-break:break-all;font:13px/1.9 ui-monospace,Menlo,Consolas,monospace;max-height:340px;overflow:auto;border:1px solid var(--line);border-radius:6px;padding:6px 8px;background:#fcfcfd}
@@ -176,7 +180,7 @@ function table(head, rows, opts) {
   const left = opts.left || [0];
   const th = head.map((x, i) => h("th", {cls: left.includes(i) ? "l" : null}, x));
   const tr = rows.map(r => h("tr", {}, r.map((x, i) => h("td", {cls: left.includes(i) ? "l" : null}, x))));
-  return h("table", {}, h("thead", {}, h("tr", {}, th)), h("tbody", {}, tr));
+  return h("div", {cls: "tw"}, h("table", {}, h("thead", {}, h("tr", {}, th)), h("tbody", {}, tr)));
 }
 function bars(values, labels, o) {
   const W = o.w || 440, H = o.h || 190, L = 48, R = 22, T = 22, B = 36;
@@ -193,9 +197,18 @@ function bars(values, labels, o) {
     g.append(s("rect", {x: L + i * bw + 0.5, y: H - B - bh, width: Math.max(bw - 1, 0.5), height: bh, fill: o.color},
                s("title", {}, labels[i] + ": " + fmt(v))));
   });
-  const step = Math.ceil(values.length / 10);
+  // x labels: as many as fit without touching (up to ~7 px a character of the 11 px font), kept inside the
+  // plot's width (the first one right of the y labels, the last one inside the svg)
+  const cw = 7, widest = Math.max(0, ...labels.map(l => String(l).length)) * cw;
+  const step = Math.max(1, Math.ceil(values.length / 10), Math.ceil((widest + 8) / bw));
+  let right = -Infinity;
   labels.forEach((lab, i) => {
-    if (i % step === 0) g.append(s("text", {x: L + (i + 0.5) * bw, y: H - B + 13, cls: "xl"}, lab));
+    if (i % step) return;
+    const w = String(lab).length * cw;
+    const x = Math.min(Math.max(L + (i + 0.5) * bw, L + w / 2), W - w / 2 - 1);
+    if (x - w / 2 < right + 6) return;
+    right = x + w / 2;
+    g.append(s("text", {x: x, y: H - B + 13, cls: "xl"}, lab));
   });
   g.append(s("text", {x: (L + W - R) / 2, y: H - 5, cls: "xt"}, o.xlabel));
   return g;
@@ -395,7 +408,7 @@ function windowsSection() {
       "; window " + fmt(w.window) + " / stride " + fmt(w.stride) + ": every token in " + c.multiplicity_min + "\u2013" +
       c.multiplicity_max + " windows (mean " + fmt(c.multiplicity_mean, 3) + "), " + fmt(c.uncovered_spans) +
       " uncovered spans, " + fmt(c.tokens_never_scored) + " tokens never scored"),
-    h("h3", {}, "all sizes and strides (click a row)"), tbl);
+    h("h3", {}, "all sizes and strides (click a row)"), h("div", {cls: "tw"}, tbl));
   draw();
 }
 
