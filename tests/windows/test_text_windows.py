@@ -248,6 +248,11 @@ def test_cut_points_golden():
     assert SemanticWindows(8, boundaries="paragraph").cut_points("a.\nb\n\nc") == [6]
     assert SemanticWindows(8, boundaries="line").cut_points("a.\nb\n\nc") == [3, 6]
     assert SemanticWindows(8, boundaries=r";").cut_points("a;b;") == [2]
+    # closing quotes and brackets stay with their sentence, the same set after ".!?" and after "。": a
+    # full-width closer after ".!?" had blocked the cut, and "》】" after "。" were cut off their sentence
+    for text, cut in (("他说「Stop.」 然后走了", 9), ("Done!） Next one", 6), ("Done!) Next one", 6),
+                      ("书名《好。》下一句", 6), ("注【完。】下一句", 5), ("«Oui.» Non", 6), ("Yes.\" No", 5)):
+        assert sw.cut_points(text) == [cut], text
 
 
 def test_plan_units_packing_golden():

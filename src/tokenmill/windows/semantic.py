@@ -15,7 +15,8 @@ Rules, in order:
 1. Cut points are the ends of boundary matches (``boundaries``: ``"sentence"`` (default),
    ``"line"``, ``"paragraph"``, or a regex whose match ends are cut points). ASCII ``.!?`` cut only
    before whitespace or the end (so ``3.14`` and ``e.g.x`` stay whole); ``。！？；`` always cut; closing
-   quotes and brackets stay with their sentence; whitespace after the cut starts the next unit.
+   quotes and brackets (``"'”’»」』》】〉〕）)]``, after either kind) stay with their sentence; whitespace
+   after the cut starts the next unit.
    ``"paragraph"`` cuts after a run of blank lines (``\n``, ``\r\n`` or lines of white space only, U+3000 too), so
    the next paragraph's indentation starts the next unit.
 2. A character cut ``c`` becomes the token position "number of tokens whose first byte is before
@@ -53,7 +54,9 @@ from .sliding import PlanStats, WindowPlan, check_choice, check_size, sealed_col
 BOUNDARIES = {
     "paragraph": r"\n[^\S\n]*\n(?:[^\S\n]*\n)*",  # (blank: any white space but a line break, U+3000 too)
     "line": r"\n+",
-    "sentence": r"\n+|[。！？；]+[\"'”’」』）)\]]*|[.!?]+[\"'”’)\]]*(?=\s|$)",
+    # (one set of closers after both kinds of end: full-width ones after ".!?" had blocked the cut, and
+    # "》】" after "。" were cut off their sentence)
+    "sentence": r"\n+|[。！？；]+[\"'”’»」』》】〉〕）)\]]*|[.!?]+[\"'”’»」』》】〉〕）)\]]*(?=\s|$)",
 }
 
 
