@@ -50,7 +50,7 @@ def test_loader_mixture_report_and_errors(stores, capsys):
         "drop_last leaves out 0 samples" in text
     assert main(["loader", str(stores[0]), "--batch-size", "100000", "--block-size", "64"]) == 1
     err = capsys.readouterr().err.strip()
-    assert "\n" not in err and "larger than epoch 0" in err
+    assert "\n" not in err and "larger than epoch 0" in err and "--keep-last" in err
     assert main(["loader", f"{stores[0]}:x", "--batch-size", "2", "--block-size", "64"]) == 1
     assert "STORE:WEIGHT" in capsys.readouterr().err
     assert main(["loader", f"{stores[0]}:0", f"{stores[1]}:1", "--batch-size", "2", "--block-size", "64"]) == 1

@@ -450,9 +450,13 @@ class BatchSchedule:
                 "and short='drop' leaves them out; use a smaller window or short='keep'"
                 if getattr(self.windows, "short", None) == "drop" else "add data or change the plan's options"))
         if nb == 0:
+            from .._words import counted
+
             raise ConfigError(f"the global batch (batch_size={self.batch_size} x world_size={self.world_size} = "
-                              f"{G:,d} samples) is larger than epoch {epoch}, which has {n:,d} samples; lower "
-                              "batch_size, use a smaller block_size or window, or add data")
+                              f"{G:,d} samples) is larger than epoch {epoch}, which has {counted(n, 'sample')}, and "
+                              "drop_last=True would give no batch; lower batch_size, use a smaller block_size or "
+                              "window, add data, or pass drop_last=False (one batch, completed with empty rows; CLI: --batch-size, "
+                              "--block-size, --window, --keep-last)")
         return nb
 
     def dropped_samples(self, epoch: int) -> int:
