@@ -170,3 +170,18 @@ def test_the_page_fits_its_window_and_its_labels_do_not_collide(browser, tmp_pat
         got = page.evaluate(LAYOUT)
         assert got["overflow"] <= 0 and not got["overlaps"] and not got["outside"] and not got["wide"], (width, got)
         page.close()
+
+
+def test_counts_of_one_are_singular(browser, tmp_path):
+    """"1 windows of 4", "1 documents", "1 blocks": a count of one names one thing."""
+    import re
+
+    tok = tokenmill.train_bpe(["hello world " * 20] + TEXTS, 300, pattern="gpt4")
+    r = tokenmill.report(tok, texts=["hello world"], out=tmp_path / "one.html", samples=1, window=4)
+    page = browser.new_page()
+    page.goto(r.path.resolve().as_uri())
+    page.wait_for_selector("body[data-ready]", timeout=15_000)
+    text = page.inner_text("body")
+    page.close()
+    assert "1 window of 4" in text and not re.findall(r"\b1 (?:[a-z]+ )?[a-z]+s\b(?! (?:of|per))", text), \
+        re.findall(r".{20}\b1 [a-z ]+s\b.{10}", text)

@@ -168,6 +168,7 @@ const add = (el, ...kids) => build(el, {}, kids);  // append, skipping null (Ele
 const s = (tag, attrs, ...kids) => build(document.createElementNS(NS, tag), attrs, kids);
 const fmt = (x, d) => x === null || x === undefined ? "n/a" :
   typeof x === "number" ? x.toLocaleString("en-US", {maximumFractionDigits: d === undefined ? 2 : d}) : String(x);
+const num = (x, word) => fmt(x) + " " + word + (x === 1 ? "" : "s");  // "1 window", "2 windows"
 const pct = (x, d) => x === null || x === undefined ? "n/a" : (100 * x).toFixed(d === undefined ? 1 : d) + "%";
 const short = x => x >= 1e9 ? (x / 1e9).toFixed(1) + "G" : x >= 1e6 ? (x / 1e6).toFixed(1) + "M" :
   x >= 1e4 ? (x / 1e3).toFixed(0) + "k" : x >= 1e3 ? (x / 1e3).toFixed(1) + "k" : String(Math.round(x));
@@ -286,7 +287,7 @@ function vocabularySection() {
     stat("special tokens", fmt(v.special_tokens)), stat("longest token (bytes)", fmt(v.max_token_bytes)),
     stat("tokens in the sample", fmt(v.sample_tokens)), stat("distinct tokens used", fmt(u.distinct_used)),
     stat("merged tokens never used", fmt(u.merged)), stat("byte tokens never used", fmt(u.bytes))),
-    note("statistics over " + fmt(v.sample_tokens) + " tokens of " + fmt(v.sample_documents) + " sampled documents"),
+    note("statistics over " + num(v.sample_tokens, "token") + " of " + num(v.sample_documents, "sampled document")),
     h("div", {cls: "row"},
       bars(v.length_bins.vocabulary, labels, {title: "vocabulary: tokens by length", xlabel: "bytes", color: "#60a5fa"}),
       bars(v.length_bins.sample, labels, {title: "sample: occurrences by token length", xlabel: "bytes", color: "#34d399"})));
@@ -357,8 +358,8 @@ function windowPicture(pic, drawn, opt) {
   const x = t => L + t / n * (W - L - R);
   const g = s("svg", {width: W, height: H, viewBox: "0 0 " + W + " " + H, role: "img"});
   const full = pic.full_length > pic.length ? " (its first " + fmt(pic.length) + " of " + fmt(pic.full_length) + ")" : "";
-  g.append(s("text", {x: L, y: 13, cls: "ct"}, "document " + fmt(pic.doc, 0) + ": " + fmt(pic.length) + " tokens" + full +
-    ", " + fmt(starts.length) + " windows of " + fmt(opt.window) + ", stride " + fmt(opt.stride)));
+  g.append(s("text", {x: L, y: 13, cls: "ct"}, "document " + fmt(pic.doc, 0) + ": " + num(pic.length, "token") + full +
+    ", " + num(starts.length, "window") + " of " + fmt(opt.window) + ", stride " + fmt(opt.stride)));
   g.append(s("rect", {x: x(0), y: 22, width: x(n) - x(0), height: 8, fill: "#cbd5e1"}, s("title", {}, "the document")));
   starts.forEach((a, i) => g.append(s("rect", {x: x(a), y: top + (i % lanes) * (lh + 2), width: Math.max(x(a + lens[i]) - x(a), 1),
     height: lh, fill: i % 2 ? "#60a5fa" : "#2563eb", "fill-opacity": 0.8}, s("title", {}, "window " + i + ": tokens " + fmt(a) + "\u2013" + fmt(a + lens[i] - 1)))));
@@ -404,10 +405,10 @@ function windowsSection() {
   pick.addEventListener("change", () => { cur = Number(pick.value); draw(); });
   const c = w.coverage;
   add(el, h("p", {}, "size and stride: ", pick), summary, pics,
-    note("over " + fmt(w.documents) + (w.sampled ? " sampled documents of " + fmt(w.of) : " documents") +
+    note("over " + (w.sampled ? num(w.documents, "sampled document") + " of " + fmt(w.of) : num(w.documents, "document")) +
       "; window " + fmt(w.window) + " / stride " + fmt(w.stride) + ": every token in " + c.multiplicity_min + "\u2013" +
-      c.multiplicity_max + " windows (mean " + fmt(c.multiplicity_mean, 3) + "), " + fmt(c.uncovered_spans) +
-      " uncovered spans, " + fmt(c.tokens_never_scored) + " tokens never scored"),
+      c.multiplicity_max + (c.multiplicity_max === 1 ? " window" : " windows") + " (mean " + fmt(c.multiplicity_mean, 3) + "), " + num(c.uncovered_spans, "uncovered span") +
+      ", " + num(c.tokens_never_scored, "token") + " never scored"),
     h("h3", {}, "all sizes and strides (click a row)"), h("div", {cls: "tw"}, tbl));
   draw();
 }
@@ -426,7 +427,7 @@ function blockRows(rows, T, id, title) {
     for (const [doc, start, len, dl] of r.segments) {
       if (doc < 0) {  // the rest of a block of many small documents, drawn as one piece
         g.append(s("rect", {x: x(pos), y: y, width: Math.max(x(pos + len) - x(pos), 0.5), height: rh, fill: "#9ca3af"},
-          s("title", {}, fmt(start) + " more segments: " + fmt(len) + " tokens")));
+          s("title", {}, num(start, "more segment") + ": " + num(len, "token"))));
         pos += len;
         continue;
       }
@@ -438,7 +439,7 @@ function blockRows(rows, T, id, title) {
       pos += len;
     }
     if (pos < T) g.append(s("rect", {x: x(pos), y: y, width: x(T) - x(pos), height: rh, fill: "url(#" + id + ")"}, s("title", {}, fmt(T - pos) + " padding positions")));
-    g.append(s("text", {x: W - lab + 6, y: y + rh - 2}, pct(r.tokens / T) + " \u00b7 " + fmt(r.targets) + " targets"));
+    g.append(s("text", {x: W - lab + 6, y: y + rh - 2}, pct(r.tokens / T) + " \u00b7 " + num(r.targets, "target")));
   });
   return g;
 }
@@ -454,8 +455,8 @@ function packingSection() {
     stat("packing fill", p.fill === null ? "none (no tokens)" : pct(p.fill, 2)), stat("padded rows (one document piece each)", fmt(p.padding_rows)),
     stat("padding fill", p.padding_fill === null ? "none (no tokens)" : pct(p.padding_fill, 2)), stat("documents split", fmt(p.split_docs)),
     stat("targets lost at cuts", fmt(p.targets_lost_at_cuts))),
-    note("over " + fmt(p.documents) + (p.sampled ? " sampled documents of " + fmt(p.of) : " documents") + ", " + fmt(p.tokens) +
-      " tokens. Drawn: the first " + fmt(p.drawn_blocks.length) + " blocks of the plan (in its seeded random order); beside them the same " +
+    note("over " + (p.sampled ? num(p.documents, "sampled document") + " of " + fmt(p.of) : num(p.documents, "document")) + ", " +
+      num(p.tokens, "token") + ". Drawn: the first " + num(p.drawn_blocks.length, "block") + " of the plan (in its seeded random order); beside them the same " +
       "segments padded one per row. Colour: the document; red edge: a cut; hatched: padding; targets: the labels that are scored."),
     h("div", {cls: "row pair"},
       h("div", {}, side(p.drawn_blocks, "packed"), blockRows(p.drawn_blocks, T, "hatch-packed", "packed blocks")),
