@@ -147,3 +147,23 @@ def test_a_full_disk_names_the_output_not_the_standard_streams(capsys, monkeypat
     err = fails(capsys, ["train", "--input", str(tmp_path / "in.txt"), "--vocab-size", "260", "--out", str(out), "-q"],
                 f"cannot access {str(out)!r}: Permission denied")
     assert "tokenmill-tmp" not in err
+
+
+def test_ctrl_c_exits_130_and_an_interrupted_build_says_it_resumes(capsys, monkeypatch, tok_file, tmp_path):
+    """Ctrl-C: exit status 130, one line, no traceback; a store build's says that the same command takes it up
+    again (it had said "interrupted" alone, the partial folder left unexplained)."""
+    from tokenmill import TokenStore
+    from tokenmill.cli import tokenizer_cmds
+
+    def ctrl_c(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(TokenStore, "build", ctrl_c)
+    (tmp_path / "a.txt").write_text("the cat")
+    assert main(["store", "build", "--tokenizer", tok_file, "--input", str(tmp_path / "a.txt"), "--no-eos",
+                 "--out", str(tmp_path / "s"), "-q"]) == 130
+    assert capsys.readouterr().err == ("tokenmill store build: interrupted; the same command resumes the build from "
+                                       "the shards it finished\n")
+    monkeypatch.setattr(tokenizer_cmds, "cmd_inspect", ctrl_c)
+    assert main(["inspect", tok_file]) == 130
+    assert capsys.readouterr().err == "tokenmill inspect: interrupted\n"

@@ -81,13 +81,13 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         if debug:
             raise
-        print(f"tokenmill {name}: interrupted", file=sys.stderr)
+        print(f"tokenmill {name}: interrupted{_RESUMES.get(name, '')}", file=sys.stderr)
         return 130
     except Exception as e:  # noqa: BLE001 -- every failure becomes one line unless --debug
         if debug:
             raise
         if _interrupted(e):  # Ctrl-C inside a compiled kernel's call back into Python: numba's SystemError
-            print(f"tokenmill {name}: interrupted", file=sys.stderr)
+            print(f"tokenmill {name}: interrupted{_RESUMES.get(name, '')}", file=sys.stderr)
             return 130
         print(f"tokenmill {name}: error: {cli_names(_one_line(e), COMMANDS.get(name))}", file=sys.stderr)
         return 1
@@ -97,6 +97,10 @@ def main(argv: list[str] | None = None) -> int:
                 os.environ.pop("TOKENMILL_QUIET", None)
             else:
                 os.environ["TOKENMILL_QUIET"] = restore
+
+
+# what an interrupted command leaves, where it can be taken up again
+_RESUMES = {"store build": "; the same command resumes the build from the shards it finished"}
 
 
 def _command_of(args) -> str:
