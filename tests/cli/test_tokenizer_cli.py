@@ -203,12 +203,18 @@ def test_pattern_and_special_of_a_non_rank_file_are_refused_and_warnings_are_one
             err.count("\n") == 1 and "UserWarning" not in err
 
 
-def test_inspect_takes_a_rank_file_with_its_pattern(gpt2_ranks_path, capsys):
-    """``inspect`` of a rank file told the user to pass ``--pattern``, which ``inspect`` did not take."""
-    assert main(["inspect", str(gpt2_ranks_path)]) == 1
-    assert "--pattern" in capsys.readouterr().err
-    assert main(["inspect", str(gpt2_ranks_path), "--pattern", "gpt2", "--top", "1"]) == 0
+def test_inspect_takes_a_rank_file_with_its_pattern(gpt2_ranks_path, capsys, tmp_path):
+    """``inspect`` of a rank file told the user to pass ``--pattern``, which ``inspect`` did not take. A rank
+    file tokenmill knows (GPT-2's, by its SHA-256) takes its model's pattern; another one asks for it."""
+    assert main(["inspect", str(gpt2_ranks_path), "--top", "1"]) == 0
     assert capsys.readouterr().out.startswith("Tokenizer(vocab_size=50,256, pattern=gpt2")
+    part = tmp_path / "part.tiktoken"
+    part.write_bytes(b"".join(gpt2_ranks_path.read_bytes().splitlines(keepends=True)[:300]))
+    assert main(["inspect", str(part)]) == 1
+    assert "no split pattern, and not one whose model tokenmill knows; give its split pattern, e.g. pattern=" in \
+        capsys.readouterr().err
+    assert main(["inspect", str(part), "--pattern", "gpt2", "--top", "1"]) == 0
+    assert capsys.readouterr().out.startswith("Tokenizer(vocab_size=300, pattern=gpt2")
 
 
 def test_encode_special_text_options(gpt2_ranks_path, capsys):

@@ -173,7 +173,7 @@ def load_rank_bytes(path, data):
 
     with open(path, "wb") as f:
         f.write(data)
-    tok = Tokenizer.from_tiktoken(path)
+    tok = Tokenizer.from_tiktoken(path, pattern="gpt2")
     assert tok.decode(tok.encode_ordinary("hello")) == "hello"
     return tok.vocab_size
 

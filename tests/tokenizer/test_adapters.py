@@ -31,7 +31,7 @@ def test_paths(trained, tmp_path):
         for t in TEXTS:
             assert tok.encode(t, allowed_special="all") == trained.encode(t, allowed_special="all")
     assert as_tokenizer(trained) is trained
-    with pytest.raises(ConfigError, match="rank file; give its split pattern"):
+    with pytest.raises(ConfigError, match="is a rank file, which holds no split pattern, and not one whose model tokenmill knows; give its split pattern, e.g. pattern="):
         as_tokenizer(tmp_path / "tok.tiktoken")
     with pytest.raises(ConfigError, match="does not exist"):
         as_tokenizer(tmp_path / "missing.json")

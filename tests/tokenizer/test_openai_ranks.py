@@ -125,3 +125,24 @@ def test_generated_text_equals_tiktoken(cl100k, o200k, data):
 def test_random_unicode_equals_tiktoken(cl100k, o200k, text):
     for tok, enc in (cl100k, o200k):
         assert tok.encode_ordinary(text) == enc.encode_ordinary(text)
+
+
+@pytest.mark.parametrize("name", sorted(NAMES))
+def test_a_known_rank_file_loaded_without_a_pattern_takes_its_models(openai_dir, gpt2_ranks_path, name, tmp_path):
+    """``from_tiktoken(path)`` had taken GPT-2's pattern whatever the file: every cl100k and o200k text of a
+    probe (200 of 200) gave other ids than tiktoken's, without a word. A file tokenmill knows by its SHA-256
+    takes its model's pattern; any other is refused, asking for one."""
+    from tokenmill.errors import ConfigError
+
+    tok, enc = _pair(openai_dir, name)
+    plain = Tokenizer.from_tiktoken(openai_dir / f"{name}.tiktoken")
+    assert plain.pattern == tok.pattern
+    for text in ("hello\n\nworld", "It's 2024.", "  indented\r\n\tcode();  ", "数字 12345 and ÜBER"):
+        assert plain.encode_ordinary(text) == enc.encode_ordinary(text), text
+    assert Tokenizer.from_tiktoken(gpt2_ranks_path).pattern == Tokenizer.from_tiktoken(gpt2_ranks_path,
+                                                                                      pattern="gpt2").pattern
+    other = tmp_path / f"my_{name}.tiktoken"  # (a file of its own: the name only gives the guess)
+    other.write_bytes(b"".join((openai_dir / f"{name}.tiktoken").read_bytes().splitlines(keepends=True)[:400]))
+    with pytest.raises(ConfigError, match=f"not one whose model tokenmill knows; give its split pattern, e.g. "
+                                          f"pattern='{NAMES[name]}'"):
+        Tokenizer.from_tiktoken(other)

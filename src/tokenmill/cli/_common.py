@@ -153,7 +153,8 @@ def add_tokenizer_args(p: argparse.ArgumentParser, *, required: bool = True) -> 
 def add_rank_options(p: argparse.ArgumentParser) -> None:
     """--pattern and --special: what a rank file does not carry (``load_tokenizer`` passes them on)."""
     p.add_argument("--pattern", dest="tokenizer_pattern", default=None, metavar="PRESET|REGEX",
-                   help="split pattern of a rank file: gpt2, cl100k, o200k, llama3, qwen2, qwen3.5, or a regex")
+                   help="split pattern of a rank file: gpt2, cl100k, o200k, llama3, qwen2, qwen3.5, or a regex "
+                        "(default: the model's, for a rank file tokenmill knows by its SHA-256)")
     p.add_argument("--special", dest="tokenizer_special", action="append", default=[], metavar="NAME=ID",
                    help="a special token of a rank file (repeat), e.g. --special '<|endoftext|>=100257'")
 

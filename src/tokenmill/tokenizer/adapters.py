@@ -154,13 +154,6 @@ def load_tokenizer_path(path, *, pattern=None, special_tokens=None):
     if head.lstrip().startswith((b"{", b"[")):
         return _huggingface_file(p)
     _check_rank_file(p, head)
-    if pattern is None:
-        name = p.name.lower()
-        guess = next((preset for key, preset in (("gpt2", "gpt2"), ("r50k", "gpt2"), ("p50k", "gpt2"),
-                                                 ("cl100k", "cl100k"), ("o200k", "o200k"), ("qwen", "qwen2"))
-                      if key in name), "llama3")
-        raise ConfigError(f"{p} is a rank file; give its split pattern (a preset: 'gpt2', 'cl100k', 'o200k', "
-                          f"'llama3', 'qwen2', ... or a regex), e.g. --pattern {guess}")
     specials = dict(special_tokens or {})
     return Tokenizer.from_tiktoken(p, pattern=pattern, special_tokens=specials)
 

@@ -117,12 +117,19 @@ class Tokenizer:
         return cls(vocab, pairs, pattern=pattern, special_tokens=special_tokens, whole_chunk_lookup=True)
 
     @classmethod
-    def from_tiktoken(cls, path: str | os.PathLike, *, pattern="gpt2", special_tokens=None) -> "Tokenizer":
+    def from_tiktoken(cls, path: str | os.PathLike, *, pattern=None, special_tokens=None) -> "Tokenizer":
         """Load a ``.tiktoken`` rank file (``base64-token rank`` per line); ids equal tiktoken's. The
-        parsed file is cached on disk by its SHA-256: a 128k-token file loads in ~0.1 s the second time."""
-        from .formats.tiktoken import load_rank_file
+        parsed file is cached on disk by its SHA-256: a 128k-token file loads in ~0.1 s the second time.
+        A rank file holds no split pattern: ``pattern=None`` takes the one of its model where tokenmill
+        knows the file (GPT-2, p50k, cl100k, o200k, Llama 3, Qwen, Qwen 3.5, by its SHA-256), and is a
+        ConfigError asking for it otherwise (GPT-2's, the default before, gave cl100k and o200k ids that
+        differ from tiktoken's). Nor special tokens: give them as ``special_tokens={"<|endoftext|>": 50256}``."""
+        from .formats.tiktoken import load_rank_file, rank_file_pattern
 
-        vocab, pairs = load_rank_file(check_path(path))
+        path = check_path(path)
+        vocab, pairs = load_rank_file(path)  # (a damaged file said first)
+        if pattern is None:
+            pattern = rank_file_pattern(path)
         try:
             return _read_from(cls(vocab, pairs, pattern=pattern, special_tokens=special_tokens,
                                   whole_chunk_lookup=True), path)

@@ -59,6 +59,36 @@ def rank_model(ranks: dict[bytes, int]) -> tuple[list, object]:
     return vocab, rank_pairs(vocab, ranks)
 
 
+# Rank files whose model's split pattern is known, by the SHA-256 of the file (OpenAI's as tiktoken checks
+# them; the others as their PyPI packages ship them): loaded with no pattern given, they take it. A rank file
+# holds no pattern, and GPT-2's taken for any other had given cl100k and o200k ids that differ from tiktoken's.
+KNOWN_RANK_FILES = {
+    "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930": "gpt2",  # GPT-2 (r50k_base)
+    "94b5ca7dff4d00767bc256fdd1b27e5b17361d7b8a5f968547f9f23eb70d2069": "gpt2",  # p50k_base
+    "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7": "cl100k",  # cl100k_base
+    "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d": "o200k",  # o200k_base
+    "82e9d31979e92ab929cd544440f129d9ecd797b69e327f80f17e1c50d5551b55": "llama3",  # Llama 3's tokenizer.model
+    "b2b1b8dfb5cc5f024bafc373121c6aba3f66f9a5a0269e243470a1de16a33186": "qwen2",  # Qwen's qwen.tiktoken
+    "8dde380a6405e935f5de16a99eb61c824f3f814dd1ed298784c72babb7a03cdd": "qwen3.5",  # Qwen 3.5/3.6's
+}
+
+
+def rank_file_pattern(path) -> str:
+    """The split pattern preset of a rank file tokenmill knows (:data:`KNOWN_RANK_FILES`), else a
+    ConfigError asking for it (with a guess from the file's name)."""
+    raw = read_bytes_limited(path, what="tiktoken rank")
+    preset = KNOWN_RANK_FILES.get(hashlib.sha256(raw).hexdigest())
+    if preset is not None:
+        return preset
+    name = os.path.basename(os.fspath(path)).lower()
+    guess = next((preset for key, preset in (("gpt2", "gpt2"), ("r50k", "gpt2"), ("p50k", "gpt2"),
+                                             ("cl100k", "cl100k"), ("o200k", "o200k"), ("qwen", "qwen2"))
+                  if key in name), "llama3")
+    raise ConfigError(f"{os.fspath(path)} is a rank file, which holds no split pattern, and not one whose model "
+                      f"tokenmill knows; give its split pattern, e.g. pattern={guess!r} (a preset: 'gpt2', 'cl100k', "
+                      f"'o200k', 'llama3', 'qwen2', ... or a regex; CLI: --pattern {guess})")
+
+
 def load_rank_file(path) -> tuple[list, object]:
     """(vocab, pair table) of a ``.tiktoken`` file, through the cache of parsed files."""
     raw = read_bytes_limited(path, what="tiktoken rank")
