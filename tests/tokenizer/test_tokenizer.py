@@ -497,3 +497,16 @@ def test_a_tokenizer_pickles_for_other_processes(tok, tmp_path):
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as ex:
         assert ex.submit(Tokenizer.encode, tok, text, allowed_special="all").result() == tok.encode(
             text, allowed_special="all")
+    # a copy keeps the file it was read from: its saves and exports refuse to write over it, as the original's
+    # do (an unpickled copy had written a tokenizer.json over the rank file it came from)
+    import copy
+
+    from tokenmill.errors import ConfigError
+
+    tok.save_tiktoken(tmp_path / "r.tiktoken")
+    ranks = Tokenizer.from_tiktoken(tmp_path / "r.tiktoken", pattern="gpt2")
+    for t, own in ((ranks, tmp_path / "r.tiktoken"), (imported, tmp_path / "tokenizer.json")):
+        for c in (pickle.loads(pickle.dumps(t)), copy.copy(t), copy.deepcopy(t)):
+            assert c.read_from == t.read_from == (str(own),) and c.hf_post_processor == t.hf_post_processor
+            with pytest.raises(ConfigError, match="is also an input"):
+                c.save_huggingface(own)

@@ -35,9 +35,15 @@ Specials = Literal["all"] | Collection[str]
 DECODE_JOIN_IDS = 16
 
 
-def _from_body(body: dict) -> "Tokenizer":
-    """A tokenizer sent to another process (``Tokenizer.__reduce__``): rebuilt from ``to_dict``'s form."""
-    return Tokenizer.from_dict(body, source="<a pickled tokenizer>")
+def _from_body(body: dict, read_from: tuple = (), own_form: bool = False, post_processor=None) -> "Tokenizer":
+    """A tokenizer sent to another process (``Tokenizer.__reduce__``): rebuilt from ``to_dict``'s form, with
+    the file it was read from (its saves and exports still refuse to write over it: a copy had lost that)
+    and an imported tokenizer.json's post-processor (which its export writes back)."""
+    tok = Tokenizer.from_dict(body, source="<a pickled tokenizer>")
+    tok.read_from, tok.read_from_own_form = tuple(read_from), bool(own_form)
+    if post_processor is not None:
+        tok.hf_post_processor = post_processor
+    return tok
 
 
 @functools.cache
@@ -394,7 +400,7 @@ class Tokenizer:
         # multiprocessing, DataLoader workers and ``datasets.map(num_proc=...)`` send it to other processes: it is
         # rebuilt there from its file form (checked, hash included), as the store's workers get it; the caches
         # (compiled tables, per-thread state) are made again per process
-        return _from_body, (self.to_dict(),)
+        return _from_body, (self.to_dict(), tuple(self.read_from), bool(self.read_from_own_form), self.hf_post_processor)
 
     def to_dict(self) -> dict:
         """The body of tokenmill's tokenizer file (``formats.tokenmill``), hash included."""
