@@ -92,3 +92,18 @@ def test_special_token_arguments_of_the_wrong_kind_are_refused_by_name():
     with pytest.raises(ConfigError) as e:
         tokenmill.Tokenizer.from_ranks(ranks, pattern="gpt2", special_tokens=many)
     assert str(e.value) == "special tokens '<s0>' and '<again>' both have id 300; each special token needs its own id"
+
+
+def test_a_token_both_allowed_and_disallowed_is_refused_with_the_right_advice():
+    """As tiktoken, a token both sets name is refused when the text spells it; the message had said "pass
+    allowed_special={'<|endoftext|>'}", which the caller had done. Allowed alone it is a special token."""
+    from tokenmill import train_bpe
+    from tokenmill.errors import SpecialTokenError
+
+    tok = train_bpe(["a b c " * 20], 270, pattern="gpt2", special_tokens=["<|endoftext|>"], progress=False)
+    with pytest.raises(SpecialTokenError, match="which both allowed_special and disallowed_special name .*leave it "
+                                                "out of disallowed_special"):
+        tok.encode("a<|endoftext|>", allowed_special={"<|endoftext|>"}, disallowed_special={"<|endoftext|>"})
+    with pytest.raises(SpecialTokenError, match=r"pass allowed_special=\{'<\|endoftext\|>'\}"):
+        tok.encode("a<|endoftext|>")
+    assert tok.encode("a<|endoftext|>", allowed_special={"<|endoftext|>"})[-1] == tok.special_tokens["<|endoftext|>"]
