@@ -58,11 +58,12 @@ def exclusive(target: str | os.PathLike, say: Callable[[str], None]) -> Iterator
         return
     target = Path(target)
     fallback = Path(tempfile.gettempdir()) / f"tokenmill-locks-{os.getuid()}"
-    places = [target.parent / f".{target.name}.tokenmill-lock",
-              fallback / (hashlib.sha256(os.fsencode(os.fspath(target))).hexdigest()[:32] + ".lock")]
-    for k, path in enumerate(places):
+    places = [(target.parent, f".{target.name}.tokenmill-lock", 0o777),  # (folder, file name, the folder's mode)
+              (fallback, hashlib.sha256(os.fsencode(os.fspath(target))).hexdigest()[:32] + ".lock", 0o700)]
+    for folder, name, mode in places:
+        path = folder / name
         try:
-            (fallback if k else target.parent).mkdir(mode=0o700 if k else 0o777, parents=not k, exist_ok=True)
+            folder.mkdir(mode=mode, parents=True, exist_ok=True)
             fd = _locked(path, fcntl, lambda holder: say(f"tokenmill: {os.fspath(target)} is being written by "
                                                           f"{holder}; waiting for it to finish"))
             break

@@ -290,7 +290,7 @@ def visible_files(folder: Path) -> list[Path]:
             except OSError:
                 is_dir = is_file = False
             if is_dir:
-                st = os.stat(p)
+                st = e.stat()  # (follows the link, as is_dir did)
                 key = (st.st_dev, st.st_ino)
                 if key in around:
                     raise InputError(f"{str(p)!r} is the folder {os.path.realpath(p)!r} again, which holds it (a loop "

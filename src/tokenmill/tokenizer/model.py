@@ -130,12 +130,10 @@ class Tokenizer:
         knows the file (GPT-2, p50k, cl100k, o200k, Llama 3, Qwen, Qwen 3.5, by its SHA-256), and is a
         ConfigError asking for it otherwise (GPT-2's, the default before, gave cl100k and o200k ids that
         differ from tiktoken's). Nor special tokens: give them as ``special_tokens={"<|endoftext|>": 50256}``."""
-        from .formats.tiktoken import load_rank_file, rank_file_pattern
+        from .formats.tiktoken import load_rank_file
 
         path = check_path(path)
-        vocab, pairs = load_rank_file(path)  # (a damaged file said first)
-        if pattern is None:
-            pattern = rank_file_pattern(path)
+        vocab, pairs, pattern = load_rank_file(path, pattern)
         try:
             return _read_from(cls(vocab, pairs, pattern=pattern, special_tokens=special_tokens,
                                   whole_chunk_lookup=True), path)

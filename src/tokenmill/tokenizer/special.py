@@ -290,13 +290,12 @@ class SpecialTokens:
         found = [(text.find(s), s) for s in check if s in text]
         if found:  # the first in the text (the longest there), as tiktoken names it
             at, s = min(found, key=lambda f: (f[0], -len(f[1])))
-            if s in names and s in allowed:  # (named in both: "all" disallows only what is not allowed)
-                found = f"the text contains the special token {s!r} at character {at:,d}"
-                raise SpecialTokenError(f"{found}, which both allowed_special and disallowed_special name (as tiktoken, "
-                                        "disallowed wins); leave it out of disallowed_special to encode it as a "
-                                        "special token", found)
             if s in names:
                 found = f"the text contains the special token {s!r} at character {at:,d}"
+                if s in allowed:  # (named in both: "all" disallows only what is not allowed)
+                    raise SpecialTokenError(f"{found}, which both allowed_special and disallowed_special name (as "
+                                            "tiktoken, disallowed wins); leave it out of disallowed_special to encode "
+                                            "it as a special token", found)
                 raise SpecialTokenError(
                     f"{found}; pass allowed_special={{{s!r}}} (or 'all') to encode it as a special token, "
                     "disallowed_special=() to encode it as plain text, or use encode_ordinary()", found)

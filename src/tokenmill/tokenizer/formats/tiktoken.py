@@ -73,10 +73,9 @@ KNOWN_RANK_FILES = {
 }
 
 
-def rank_file_pattern(path) -> str:
-    """The split pattern preset of a rank file tokenmill knows (:data:`KNOWN_RANK_FILES`), else a
-    ConfigError asking for it (with a guess from the file's name)."""
-    raw = read_bytes_limited(path, what="tiktoken rank")
+def rank_file_pattern(path, raw: bytes) -> str:
+    """The split pattern preset of the rank file ``path`` (its bytes ``raw``) where tokenmill knows it
+    (:data:`KNOWN_RANK_FILES`), else a ConfigError asking for it (with a guess from the file's name)."""
     preset = KNOWN_RANK_FILES.get(hashlib.sha256(raw).hexdigest())
     if preset is not None:
         return preset
@@ -89,8 +88,10 @@ def rank_file_pattern(path) -> str:
                       f"'o200k', 'llama3', 'qwen2', ... or a regex; CLI: --pattern {guess})")
 
 
-def load_rank_file(path) -> tuple[list, object]:
-    """(vocab, pair table) of a ``.tiktoken`` file, through the cache of parsed files."""
+def load_rank_file(path, pattern=None) -> tuple[list, object, object]:
+    """(vocab, pair table, split pattern) of a ``.tiktoken`` file, through the cache of parsed files; the
+    pattern is ``pattern``, or where None the model's (:func:`rank_file_pattern`, asked once the file's
+    ranks are read: a damaged file is said first)."""
     raw = read_bytes_limited(path, what="tiktoken rank")
     parse = lambda: parse_tiktoken(raw, os.fspath(path))
     try:
@@ -100,7 +101,7 @@ def load_rank_file(path) -> tuple[list, object]:
         if str(e).startswith(os.fspath(path)):
             raise
         raise FormatError(f"{os.fspath(path)}: {e}") from None
-    return vocab, pairs
+    return vocab, pairs, pattern if pattern is not None else rank_file_pattern(path, raw)
 
 
 def cached_rank_model(raw: bytes, kind: str, parse) -> tuple[list, object, dict]:
