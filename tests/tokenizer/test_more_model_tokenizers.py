@@ -306,7 +306,7 @@ def test_rank_file_cache(gpt2_ranks_path, tmp_path, monkeypatch):
     # writing an entry removes those of older layouts (they had piled up: 1.2 GB over a few layouts); a later
     # layout's (another install sharing the folder) stays
     assert not (tmp_path / "tokenizer-v3-ranks-old.npz").exists() and (tmp_path / "tokenizer-v99-ranks-newer.npz").exists()
-    again = Tokenizer.from_tiktoken(gpt2_ranks_path, pattern="gpt2")
+    again = Tokenizer.from_tiktoken(gpt2_ranks_path, pattern="gpt2", special_tokens={})
     text = "Hello world, 你好 ok"
     assert again.encode(text) == first.encode(text) and again.vocab_size == 50256  # specials are not cached
     with np.load(files[0]) as z:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 from pathlib import Path
 from unittest import mock
 
@@ -40,18 +41,23 @@ def openai_dir() -> Path:
     return p
 
 
-def _pair(openai_dir: Path, name: str):
+def _encoding(path, name: str):
+    """tiktoken's encoding ``name`` as ``tiktoken.get_encoding(name)`` builds it, from the file at ``path``."""
     tiktoken = pytest.importorskip("tiktoken")
     from tiktoken.load import load_tiktoken_bpe
     from tiktoken_ext import openai_public
 
-    path = str(openai_dir / f"{name}.tiktoken")
-    with mock.patch.object(openai_public, "load_tiktoken_bpe", lambda *a, **k: load_tiktoken_bpe(path)):
+    with mock.patch.object(openai_public, "load_tiktoken_bpe", lambda *a, **k: load_tiktoken_bpe(str(path))):
         spec = getattr(openai_public, name)()  # tiktoken's own pat_str and special tokens, no download
-    enc = tiktoken.Encoding(name, pat_str=spec["pat_str"], mergeable_ranks=spec["mergeable_ranks"],
-                            special_tokens=spec["special_tokens"])
-    tok = Tokenizer.from_tiktoken(path, pattern=NAMES[name], special_tokens=spec["special_tokens"])
-    assert tok.pattern == spec["pat_str"], "the preset is not tiktoken's regex character for character"
+    return tiktoken.Encoding(name, pat_str=spec["pat_str"], mergeable_ranks=spec["mergeable_ranks"],
+                             special_tokens=spec["special_tokens"])
+
+
+def _pair(openai_dir: Path, name: str):
+    path = str(openai_dir / f"{name}.tiktoken")
+    enc = _encoding(path, name)
+    tok = Tokenizer.from_tiktoken(path, pattern=NAMES[name], special_tokens=enc._special_tokens)
+    assert tok.pattern == enc._pat_str, "the preset is not tiktoken's regex character for character"
     return tok, enc
 
 
@@ -146,3 +152,59 @@ def test_a_known_rank_file_loaded_without_a_pattern_takes_its_models(openai_dir,
     with pytest.raises(ConfigError, match=f"not one whose model tokenmill knows; give its split pattern, e.g. "
                                           f"pattern='{NAMES[name]}'"):
         Tokenizer.from_tiktoken(other)
+
+
+def test_a_known_rank_file_loaded_alone_is_the_encoding_tiktoken_gives(openai_dir, gpt2_ranks_path, tmp_path):
+    """``from_tiktoken(path)`` of OpenAI's files had no special tokens: ``<|endoftext|>`` in a text was
+    encoded as plain text where tiktoken refuses it, and its id (in ids tiktoken made) did not decode. With
+    nothing else given, such a file is now the encoding ``tiktoken.get_encoding`` gives: pattern, special
+    tokens, vocabulary size, refusals and ids; ``special_tokens={}`` still gives none."""
+    from tokenmill import as_tokenizer
+    from tokenmill.errors import SpecialTokenError
+
+    text = "Hi<|endoftext|> there<|endofprompt|>\n\n<|fim_prefix|>x"
+    files = {"r50k_base": gpt2_ranks_path, **{n: openai_dir / f"{n}.tiktoken" for n in NAMES}}
+    for name, path in files.items():
+        enc = _encoding(path, name)
+        for tok in (Tokenizer.from_tiktoken(path), as_tokenizer(str(path))):
+            assert tok.special_tokens == enc._special_tokens and tok.vocab_size == enc.n_vocab, name
+            assert tok.pattern == enc._pat_str
+            for special in enc.special_tokens_set:
+                with pytest.raises(SpecialTokenError):
+                    tok.encode(f"a {special} b")
+                with pytest.raises(ValueError):
+                    enc.encode(f"a {special} b")
+            assert tok.encode(text, allowed_special="all") == enc.encode(text, allowed_special="all")
+            assert tok.encode(text, disallowed_special=()) == enc.encode(text, disallowed_special=())
+            ids = enc.encode(text, allowed_special="all")
+            assert tok.decode(ids) == enc.decode(ids)
+        assert Tokenizer.from_tiktoken(path, special_tokens={}).special_tokens == {}
+    # a store built with one takes its <|endoftext|> after each document, as it does for any tokenizer
+    from tokenmill.data import texts
+    from tokenmill.data.store import build
+
+    enc = _encoding(files["cl100k_base"], "cl100k_base")
+    store = build(tmp_path / "s", texts(["one", "two"]), files["cl100k_base"], workers=1, progress=False)
+    assert [store.get(i).tolist() for i in range(2)] == [enc.encode("one") + [100257], enc.encode("two") + [100257]]
+
+
+def test_tiktokens_names_give_what_tiktoken_gives(openai_dir, gpt2_ranks_path):
+    """Code written for a ``tiktoken.Encoding`` runs on a Tokenizer: ``n_vocab``, ``max_token_value``,
+    ``eot_token``, ``special_tokens_set``, ``encode_ordinary_batch``, ``decode_single_token_bytes`` and
+    ``decode_tokens_bytes`` are there and give what tiktoken's give (they were missing: AttributeError)."""
+    texts = ["Hello world<|endoftext|>", "", "数字 12345\n\n  x", "<|endofprompt|> ok"]
+    files = {"r50k_base": gpt2_ranks_path, **{n: openai_dir / f"{n}.tiktoken" for n in NAMES}}
+    for name, path in files.items():
+        enc, tok = _encoding(path, name), Tokenizer.from_tiktoken(path)
+        for attr in ("n_vocab", "max_token_value", "eot_token", "special_tokens_set"):
+            assert getattr(tok, attr) == getattr(enc, attr), (name, attr)
+        assert tok.encode_ordinary_batch(texts) == enc.encode_ordinary_batch(texts)
+        assert [a.tolist() for a in tok.encode_ordinary_batch(texts, num_threads=1, as_arrays=True)] == \
+            enc.encode_ordinary_batch(texts)
+        ids = enc.encode(texts[0] + texts[2], allowed_special="all")
+        assert tok.decode_tokens_bytes(ids) == enc.decode_tokens_bytes(ids)
+        assert [tok.decode_single_token_bytes(i) for i in ids] == [enc.decode_single_token_bytes(i) for i in ids]
+    none = Tokenizer.from_tiktoken(gpt2_ranks_path, special_tokens={})
+    assert getattr(none, "eot_token", None) is None
+    with pytest.raises(AttributeError, match=re.escape("no '<|endoftext|>' special token, so no eot_token")):
+        assert none.eot_token is None  # (raises)

@@ -156,7 +156,8 @@ def add_rank_options(p: argparse.ArgumentParser) -> None:
                    help="split pattern of a rank file: gpt2, cl100k, o200k, llama3, qwen2, qwen3.5, or a regex "
                         "(default: the model's, for a rank file tokenmill knows by its SHA-256)")
     p.add_argument("--special", dest="tokenizer_special", action="append", default=[], metavar="NAME=ID",
-                   help="a special token of a rank file (repeat), e.g. --special '<|endoftext|>=100257'")
+                   help="a special token of a rank file (repeat; replaces the ones OpenAI's files come with), "
+                        "e.g. --special '<|endoftext|>=100257'")
 
 
 def load_tokenizer(args):

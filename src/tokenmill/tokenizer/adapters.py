@@ -154,7 +154,7 @@ def load_tokenizer_path(path, *, pattern=None, special_tokens=None):
     if head.lstrip().startswith((b"{", b"[")):
         return _huggingface_file(p)
     _check_rank_file(p, head)
-    specials = dict(special_tokens or {})
+    specials = None if special_tokens is None else dict(special_tokens)  # None: the model's, for a file it knows
     return Tokenizer.from_tiktoken(p, pattern=pattern, special_tokens=specials)
 
 

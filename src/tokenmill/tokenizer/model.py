@@ -129,11 +129,13 @@ class Tokenizer:
         A rank file holds no split pattern: ``pattern=None`` takes the one of its model where tokenmill
         knows the file (GPT-2, p50k, cl100k, o200k, Llama 3, Qwen, Qwen 3.5, by its SHA-256), and is a
         ConfigError asking for it otherwise (GPT-2's, the default before, gave cl100k and o200k ids that
-        differ from tiktoken's). Nor special tokens: give them as ``special_tokens={"<|endoftext|>": 50256}``."""
+        differ from tiktoken's). Nor special tokens: ``special_tokens=None`` takes those ``tiktoken.get_encoding``
+        gives OpenAI's files (GPT-2/r50k, p50k, cl100k, o200k: ``<|endoftext|>`` and the others), and none for
+        any other file; give them as ``special_tokens={"<|endoftext|>": 50256}``, or ``{}`` for none."""
         from .formats.tiktoken import load_rank_file
 
         path = check_path(path)
-        vocab, pairs, pattern = load_rank_file(path, pattern)
+        vocab, pairs, pattern, special_tokens = load_rank_file(path, pattern, special_tokens)
         try:
             return _read_from(cls(vocab, pairs, pattern=pattern, special_tokens=special_tokens,
                                   whole_chunk_lookup=True), path)
@@ -253,6 +255,46 @@ class Tokenizer:
             raise ConfigError(f"token id {token_id} holds no token: this tokenizer's ids 0 .. {self.vocab_size - 1:,d} "
                               "leave it unassigned")
         raise ConfigError(f"token id {token_id} is out of range for vocab_size={self.vocab_size:,d}")
+
+    # ----------------------------------------------------------------- tiktoken's names
+    # Code written for a ``tiktoken.Encoding`` runs on a Tokenizer as it is: these give what tiktoken's give.
+    @property
+    def n_vocab(self) -> int:
+        """tiktoken's name of :attr:`vocab_size` (1 + the largest id)."""
+        return self.vocab_size
+
+    @property
+    def max_token_value(self) -> int:
+        """The largest id (tiktoken's name)."""
+        return self.vocab_size - 1
+
+    @property
+    def eot_token(self) -> int:
+        """The id of the special token ``<|endoftext|>`` (tiktoken's name); an AttributeError saying so where
+        the tokenizer has none (``getattr(tok, "eot_token", None)`` gives None)."""
+        eot = self._spec.special_tokens.get("<|endoftext|>")
+        if eot is None:
+            raise AttributeError("this tokenizer has no '<|endoftext|>' special token, so no eot_token; its special "
+                                 f"tokens: {sorted(self._spec.special_tokens) or 'none'}")
+        return int(eot)
+
+    @property
+    def special_tokens_set(self) -> set[str]:
+        """The special tokens' texts (tiktoken's name; :attr:`special_tokens` maps them to their ids)."""
+        return set(self._spec.special_tokens)
+
+    def encode_ordinary_batch(self, texts: Iterable[str], *, num_threads: int | None = None,
+                              as_arrays: bool = False) -> list:
+        """``encode_batch`` with special-token text as plain text (tiktoken's name)."""
+        return self.encode_batch(texts, num_threads=num_threads, as_arrays=as_arrays, disallowed_special=())
+
+    def decode_single_token_bytes(self, token: int) -> bytes:
+        """tiktoken's name of :meth:`token_bytes`."""
+        return self.token_bytes(token)
+
+    def decode_tokens_bytes(self, tokens: Iterable[int]) -> list[bytes]:
+        """The bytes of each token of ``tokens`` (tiktoken's name)."""
+        return [self.token_bytes(t) for t in tokens]
 
     # ----------------------------------------------------------------- encoding
     def encode(self, text: str, *, allowed_special: Specials = (), disallowed_special: Specials = "all") -> list[int]:

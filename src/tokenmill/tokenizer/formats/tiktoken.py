@@ -88,10 +88,25 @@ def rank_file_pattern(path, raw: bytes) -> str:
                       f"'o200k', 'llama3', 'qwen2', ... or a regex; CLI: --pattern {guess})")
 
 
-def load_rank_file(path, pattern=None) -> tuple[list, object, object]:
-    """(vocab, pair table, split pattern) of a ``.tiktoken`` file, through the cache of parsed files; the
-    pattern is ``pattern``, or where None the model's (:func:`rank_file_pattern`, asked once the file's
-    ranks are read: a damaged file is said first)."""
+# The special tokens of OpenAI's encodings, as tiktoken's registry (``tiktoken_ext.openai_public``) gives them
+# to ``tiktoken.get_encoding``, by the SHA-256 of the rank file. The other known files are left without: one
+# rank file serves models whose special tokens differ (Llama 3 and 3.1 name ids 128004-128010 apart).
+_ENDOFTEXT, _ENDOFPROMPT = "<|endoftext|>", "<|endofprompt|>"
+KNOWN_SPECIAL_TOKENS = {
+    "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930": {_ENDOFTEXT: 50256},  # r50k_base
+    "94b5ca7dff4d00767bc256fdd1b27e5b17361d7b8a5f968547f9f23eb70d2069": {_ENDOFTEXT: 50256},  # p50k_base
+    "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7": {  # cl100k_base
+        _ENDOFTEXT: 100257, "<|fim_prefix|>": 100258, "<|fim_middle|>": 100259, "<|fim_suffix|>": 100260,
+        _ENDOFPROMPT: 100276},
+    "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d": {_ENDOFTEXT: 199999, _ENDOFPROMPT: 200018},
+}
+
+
+def load_rank_file(path, pattern=None, special_tokens=None) -> tuple[list, object, object, object]:
+    """(vocab, pair table, split pattern, special tokens) of a ``.tiktoken`` file, through the cache of
+    parsed files. The pattern is ``pattern``, or where None the model's (:func:`rank_file_pattern`, asked
+    once the file's ranks are read: a damaged file is said first); the special tokens ``special_tokens``,
+    or where None the model's for OpenAI's files (:data:`KNOWN_SPECIAL_TOKENS`), else None (none)."""
     raw = read_bytes_limited(path, what="tiktoken rank")
     parse = lambda: parse_tiktoken(raw, os.fspath(path))
     try:
@@ -101,7 +116,12 @@ def load_rank_file(path, pattern=None) -> tuple[list, object, object]:
         if str(e).startswith(os.fspath(path)):
             raise
         raise FormatError(f"{os.fspath(path)}: {e}") from None
-    return vocab, pairs, pattern if pattern is not None else rank_file_pattern(path, raw)
+    if pattern is None:
+        pattern = rank_file_pattern(path, raw)
+    if special_tokens is None:
+        known = KNOWN_SPECIAL_TOKENS.get(hashlib.sha256(raw).hexdigest())
+        special_tokens = dict(known) if known is not None else None
+    return vocab, pairs, pattern, special_tokens
 
 
 def cached_rank_model(raw: bytes, kind: str, parse) -> tuple[list, object, dict]:
