@@ -107,9 +107,13 @@ demo: $(VENV)/.demo
 	$(VENV)/bin/tokenmill warmup   # compile every kernel once, in parallel (first run only)
 	$(VENV)/bin/tokenmill demo
 
+# The suite runs on TEST_WORKERS processes (pytest-xdist), a test file to a process (its module fixtures
+# made once); every test is deterministic whatever the number (`make test TEST_WORKERS=1` is one process).
+TEST_WORKERS ?= 2
 test: $(VENV)/.test $(GPT2_RANKS) $(LLAMA3) $(QWEN) $(DEEPSEEK) $(TEKKEN) $(MISTRAL_SP) $(OPENAI) $(CHROMIUM_OK)
 	$(VENV)/bin/tokenmill warmup --quiet
-	TOKENMILL_GPT2_RANKS=$(GPT2_RANKS) $(MODEL_TOKENIZERS) $(PY) -m pytest -q -p no:cacheprovider --doctest-glob='*.md' src tests docs
+	TOKENMILL_GPT2_RANKS=$(GPT2_RANKS) $(MODEL_TOKENIZERS) $(PY) -m pytest -q -p no:cacheprovider \
+	  -n $(TEST_WORKERS) --dist loadfile --doctest-glob='*.md' src tests docs
 
 # The kernel tests once more with numba's bounds checking on (the safety tests that reach kernels;
 # the I/O, argument and process ones run once, in make test): an out-of-bounds access that slipped past
