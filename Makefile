@@ -108,7 +108,8 @@ demo: $(VENV)/.demo
 	$(VENV)/bin/tokenmill demo
 
 # The suite runs on TEST_WORKERS processes (pytest-xdist), a test file to a process (its module fixtures
-# made once); every test is deterministic whatever the number (`make test TEST_WORKERS=1` is one process).
+# made once); every test is deterministic whatever the number (`make test TEST_WORKERS=0`: in pytest's own
+# process).
 TEST_WORKERS ?= 2
 test: $(VENV)/.test $(GPT2_RANKS) $(LLAMA3) $(QWEN) $(DEEPSEEK) $(TEKKEN) $(MISTRAL_SP) $(OPENAI) $(CHROMIUM_OK)
 	$(VENV)/bin/tokenmill warmup --quiet
