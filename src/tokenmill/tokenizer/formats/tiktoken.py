@@ -62,21 +62,25 @@ def rank_model(ranks: dict[bytes, int]) -> tuple[list, object]:
 # Rank files whose model's split pattern is known, by the SHA-256 of the file (OpenAI's as tiktoken checks
 # them; the others as their PyPI packages ship them): loaded with no pattern given, they take it. A rank file
 # holds no pattern, and GPT-2's taken for any other had given cl100k and o200k ids that differ from tiktoken's.
+_R50K = "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930"
+_P50K = "94b5ca7dff4d00767bc256fdd1b27e5b17361d7b8a5f968547f9f23eb70d2069"
+_CL100K = "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"
+_O200K = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
 KNOWN_RANK_FILES = {
-    "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930": "gpt2",  # GPT-2 (r50k_base)
-    "94b5ca7dff4d00767bc256fdd1b27e5b17361d7b8a5f968547f9f23eb70d2069": "gpt2",  # p50k_base
-    "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7": "cl100k",  # cl100k_base
-    "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d": "o200k",  # o200k_base
+    _R50K: "gpt2",  # GPT-2 (r50k_base)
+    _P50K: "gpt2",  # p50k_base
+    _CL100K: "cl100k",  # cl100k_base
+    _O200K: "o200k",  # o200k_base
     "82e9d31979e92ab929cd544440f129d9ecd797b69e327f80f17e1c50d5551b55": "llama3",  # Llama 3's tokenizer.model
     "b2b1b8dfb5cc5f024bafc373121c6aba3f66f9a5a0269e243470a1de16a33186": "qwen2",  # Qwen's qwen.tiktoken
     "8dde380a6405e935f5de16a99eb61c824f3f814dd1ed298784c72babb7a03cdd": "qwen3.5",  # Qwen 3.5/3.6's
 }
 
 
-def rank_file_pattern(path, raw: bytes) -> str:
-    """The split pattern preset of the rank file ``path`` (its bytes ``raw``) where tokenmill knows it
-    (:data:`KNOWN_RANK_FILES`), else a ConfigError asking for it (with a guess from the file's name)."""
-    preset = KNOWN_RANK_FILES.get(hashlib.sha256(raw).hexdigest())
+def rank_file_pattern(path, digest: str) -> str:
+    """The split pattern preset of the rank file ``path`` (the SHA-256 of its bytes ``digest``) where tokenmill
+    knows it (:data:`KNOWN_RANK_FILES`), else a ConfigError asking for it (with a guess from the file's name)."""
+    preset = KNOWN_RANK_FILES.get(digest)
     if preset is not None:
         return preset
     name = os.path.basename(os.fspath(path)).lower()
@@ -93,12 +97,12 @@ def rank_file_pattern(path, raw: bytes) -> str:
 # rank file serves models whose special tokens differ (Llama 3 and 3.1 name ids 128004-128010 apart).
 _ENDOFTEXT, _ENDOFPROMPT = "<|endoftext|>", "<|endofprompt|>"
 KNOWN_SPECIAL_TOKENS = {
-    "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930": {_ENDOFTEXT: 50256},  # r50k_base
-    "94b5ca7dff4d00767bc256fdd1b27e5b17361d7b8a5f968547f9f23eb70d2069": {_ENDOFTEXT: 50256},  # p50k_base
-    "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7": {  # cl100k_base
+    _R50K: {_ENDOFTEXT: 50256},  # r50k_base
+    _P50K: {_ENDOFTEXT: 50256},  # p50k_base
+    _CL100K: {  # cl100k_base
         _ENDOFTEXT: 100257, "<|fim_prefix|>": 100258, "<|fim_middle|>": 100259, "<|fim_suffix|>": 100260,
         _ENDOFPROMPT: 100276},
-    "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d": {_ENDOFTEXT: 199999, _ENDOFPROMPT: 200018},
+    _O200K: {_ENDOFTEXT: 199999, _ENDOFPROMPT: 200018},
 }
 
 
@@ -116,10 +120,11 @@ def load_rank_file(path, pattern=None, special_tokens=None) -> tuple[list, objec
         if str(e).startswith(os.fspath(path)):
             raise
         raise FormatError(f"{os.fspath(path)}: {e}") from None
+    digest = hashlib.sha256(raw).hexdigest()
     if pattern is None:
-        pattern = rank_file_pattern(path, raw)
+        pattern = rank_file_pattern(path, digest)
     if special_tokens is None:
-        known = KNOWN_SPECIAL_TOKENS.get(hashlib.sha256(raw).hexdigest())
+        known = KNOWN_SPECIAL_TOKENS.get(digest)
         special_tokens = dict(known) if known is not None else None
     return vocab, pairs, pattern, special_tokens
 
