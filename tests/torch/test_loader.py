@@ -67,6 +67,10 @@ def resumed_run(make, epochs, stops):
 
 
 OPTS = dict(block_size=64, seed=3)
+# For the tests that run DataLoader workers over several epochs and save points: 35 batches an epoch (DOCS: 148).
+# Each batch's tensors cross from a worker through shared memory, ~1 ms a tensor, most of those tests' time;
+# an epoch still holds several times the batches the workers prefetch.
+FEW = DOCS[:60]
 
 
 def test_batches_follow_the_conventions_and_len_is_exact():
@@ -500,11 +504,11 @@ def test_as_dataset_goes_on_to_the_next_epoch_with_persistent_workers_and_after_
     workers restores a finished epoch's state over set_epoch: every epoch after the first had given 0
     batches, a training loop running its later epochs without a step."""
     sdl = pytest.importorskip("torchdata.stateful_dataloader")
-    ref = run(TrainingLoader(DOCS, batch_size=2, **OPTS), 3)  # three epochs, in order
+    ref = run(TrainingLoader(FEW, batch_size=2, **OPTS), 3)  # three epochs, in order
     per = len(ref) // 3
     for make_dl in (lambda ds: torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2, persistent_workers=True),
                     lambda ds: sdl.StatefulDataLoader(ds, batch_size=None, num_workers=2, persistent_workers=True)):
-        ds = TrainingLoader(DOCS, batch_size=2, **OPTS).as_dataset()
+        ds = TrainingLoader(FEW, batch_size=2, **OPTS).as_dataset()
         dl, got = make_dl(ds), []
         for epoch in range(3):
             ds.set_epoch(epoch)
@@ -512,7 +516,7 @@ def test_as_dataset_goes_on_to_the_next_epoch_with_persistent_workers_and_after_
             assert len(epoch_keys) == per
             got += epoch_keys
         assert got == ref
-    make = lambda: TrainingLoader(DOCS, batch_size=2, **OPTS).as_dataset()
+    make = lambda: TrainingLoader(FEW, batch_size=2, **OPTS).as_dataset()
     ds = make()
     dl = sdl.StatefulDataLoader(ds, batch_size=None)
     first = [key(b) for b in dl]
@@ -535,12 +539,12 @@ def test_stateful_dataloader_resumes_every_save_point_exactly(workers, persisten
     shifted an epoch (57 batches for 38)."""
     sdl = pytest.importorskip("torchdata.stateful_dataloader")
     E = 3
-    ref = run(TrainingLoader(DOCS, batch_size=2, **OPTS), E)
+    ref = run(TrainingLoader(FEW, batch_size=2, **OPTS), E)
     per = len(ref) // E
     kw = dict(batch_size=None, num_workers=workers)
     if workers:
         kw.update(persistent_workers=persistent, prefetch_factor=prefetch)
-    make = lambda: TrainingLoader(DOCS, batch_size=2, **OPTS).as_dataset()  # noqa: E731
+    make = lambda: TrainingLoader(FEW, batch_size=2, **OPTS).as_dataset()  # noqa: E731
     for save_at, resume_epoch, rest in (("mid", 1, ref[per + 4:]), ("last", 0, ref[per:]), ("after", 1, ref[per:])):
         ds = make()
         dl, state, got = sdl.StatefulDataLoader(ds, **kw), None, []
@@ -571,15 +575,15 @@ def test_as_dataset_of_a_loader_restored_at_an_epochs_end_gives_that_epoch_no_ba
     too many (0 or persistent workers) or one twice (non-persistent workers)."""
     sdl = pytest.importorskip("torchdata.stateful_dataloader")
     E = 3
-    ref = run(TrainingLoader(DOCS, batch_size=2, **OPTS), E)
+    ref = run(TrainingLoader(FEW, batch_size=2, **OPTS), E)
     per = len(ref) // E
-    saved = TrainingLoader(DOCS, batch_size=2, **OPTS)
+    saved = TrainingLoader(FEW, batch_size=2, **OPTS)
     it = iter(saved)
     for _ in range(per):  # every batch of epoch 0, its loop not ended (a checkpoint on the last step)
         next(it)
     state = saved.state_dict()
     for kw in (dict(num_workers=0), dict(num_workers=2), dict(num_workers=2, persistent_workers=True)):
-        loader = TrainingLoader(DOCS, batch_size=2, **OPTS)
+        loader = TrainingLoader(FEW, batch_size=2, **OPTS)
         loader.load_state_dict(state)
         ds = loader.as_dataset()
         dl, got = sdl.StatefulDataLoader(ds, batch_size=None, **kw), []
