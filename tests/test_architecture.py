@@ -97,3 +97,21 @@ def test_the_checks_see_an_import_inside_a_function():
     mods = _modules()
     # Tokenizer.from_huggingface imports the format lazily (inside the method): the import is seen
     assert "tokenmill.tokenizer.formats.huggingface" in {t for t, _ in _imports(mods)["tokenmill.tokenizer.model"]}
+
+
+def test_every_kernel_takes_njit_from_the_jit_module():
+    """A kernel module that took numba's ``njit`` itself had none of what ``tokenmill._jit.njit`` installs: its
+    disk cache keyed on its own file alone, a damaged cache file a crash, its compile neither said on stderr nor
+    kept out of progress-bar rates, no wait at a fork, and numba's slow inliner copies (the general splitter,
+    ``_regex_vm``, compiled in 16 s, unannounced)."""
+    bad = []
+    for mod, path in _modules().items():
+        if mod == "tokenmill._jit":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "numba":
+                bad += [f"{mod}: from {node.module} import {a.name}" for a in node.names if a.name in ("njit", "jit")]
+            elif isinstance(node, ast.Attribute) and node.attr in ("njit", "jit") and \
+                    isinstance(node.value, ast.Name) and node.value.id == "numba":
+                bad.append(f"{mod}: numba.{node.attr}")
+    assert not bad, bad

@@ -12,7 +12,8 @@ lowest priority, until some thread matched (leftmost).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from ..._jit import njit
 
 CHAR, SPLIT, JMP, MATCH, EOL, NOTNEXT, NEXT = range(7)
 
