@@ -163,13 +163,14 @@ def _one_memo_per_inlined_copy() -> None:
     code: its inliner (``inline="always"``, which the kernels' hot helpers use) deep-copies the callee's
     IR block by block, each block with a memo of its own, so each block copies the callee's whole scope
     (every variable of the function, with its own new scope). That is blocks x variables copies per
-    inlined call, and a helper inlined into a helper is copied again at every level: the splitter of
-    cl100k's machine alone compiled in 12.2 s, 9.9 of them in ``copy.deepcopy``.
+    inlined call, and a helper inlined into a helper is copied again at every level: the tests' twin
+    splitter of cl100k's machine compiled in 12.2 s (under cProfile, 38 of its 48 s in ``copy.deepcopy``).
 
     One memo for all the blocks of one copy makes each variable and the scope once (the blocks then share
     one scope, as the IR numba builds from bytecode does) and gives the same machine code: byte-identical
     assembly for every kernel ``tokenmill warmup`` compiles (``bench/inline_copies.py`` compares them).
-    That kernel then compiles in 4.9 s. numba's other uses of ``copy`` and every copy that passes its
+    That kernel then compiles in 4.9 s; every warm-up job 1.35x faster in all (docs/benchmarks.md, "Cold
+    start"). numba's other uses of ``copy`` and every copy that passes its
     own memo are untouched. Installed once per process, for every numba function (a user's own inlined
     functions compile faster too); ``TOKENMILL_NUMBA_INLINE_COPY=numba`` leaves numba as it is."""
     with _lock:
