@@ -1,7 +1,7 @@
 """numba's inliner with one memo per function copy (tokenmill's default) against numba as it is: the
 same machine code, and the compile seconds of each `tokenmill warmup` job.
 
-    .venv/bin/python bench/inline_copies.py [--jobs "encode,windows"] [--rounds 1]
+    .venv/bin/python bench/inline_copies.py [--jobs "encode,windows"] [--rounds 3] [--no-publish]
 
 Each job of ``tokenmill._jit.JOBS`` runs in a fresh child process with an empty numba cache
 (``NUMBA_CACHE_DIR``) and ``TOKENMILL_PYTHON_FIRST=0``, once as tokenmill runs it and once with
@@ -9,8 +9,8 @@ Each job of ``tokenmill._jit.JOBS`` runs in a fresh child process with an empty 
 prints, for every signature of every tokenmill kernel it compiled, the sha256 of its assembly
 (``inspect_asm``; ``PYTHONHASHSEED=0``, as numba names constant byte strings after their hash, and
 addresses in names read as ``0x?``), and the seconds it spent compiling (``_jit.compile_seconds``). The script fails
-unless every kernel's assembly is the same both ways: run it after a numba upgrade. Rerun with
-``--rounds 3`` for medians of the compile seconds.
+unless every kernel's assembly is the same both ways (and then publishes nothing): run it after a numba
+upgrade. With every job and ``--rounds 3`` it is the table in docs/benchmarks.md (~25 minutes).
 """
 
 from __future__ import annotations
@@ -64,12 +64,14 @@ def main() -> int:
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--jobs", default="", help="comma-separated words each picked job's name contains (default: all)")
-    ap.add_argument("--rounds", type=int, default=1, help="runs of each way per job (compile seconds: median)")
+    ap.add_argument("--rounds", type=int, default=3, help="runs of each way per job (compile seconds: median)")
+    ap.add_argument("--no-publish", action="store_true", help="print only; do not write results and docs")
     args = ap.parse_args()
     words = [w.strip() for w in args.jobs.split(",") if w.strip()]
     names = [n for n in JOBS if not words or any(w in n for w in words)]
-    differ, kernels, total = [], 0, {"one memo": 0.0, "numba as is": 0.0}
-    print("| warm-up job | kernels | compile s, numba as is | compile s, one memo | ratio |\n|---|---:|---:|---:|---:|")
+    differ, kernels, total, results = [], 0, {"one memo": 0.0, "numba as is": 0.0}, {}
+    rows = ["| warm-up job | kernels | compile s, numba as is | compile s, one memo | ratio |", "|---|---:|---:|---:|---:|"]
+    print("\n".join(rows))
     for name in names:
         secs = {"one memo": [], "numba as is": []}
         asm = {}
@@ -88,14 +90,25 @@ def main() -> int:
         med = {w: statistics.median(v) for w, v in secs.items()}
         for w in total:
             total[w] += med[w]
-        print(f"| {name.split(' (')[0]} | {len(a)} | {med['numba as is']:.1f} | {med['one memo']:.1f} | "
-              f"{med['numba as is'] / max(med['one memo'], 1e-9):.2f}x |", flush=True)
-    print(f"| all | {kernels} | {total['numba as is']:.1f} | {total['one memo']:.1f} | "
-          f"{total['numba as is'] / max(total['one memo'], 1e-9):.2f}x |")
+        results[name] = {"kernels": len(a), "numba_as_is_s": secs["numba as is"], "one_memo_s": secs["one memo"]}
+        rows.append(f"| {name.split(' (')[0]} | {len(a)} | {med['numba as is']:.1f} | {med['one memo']:.1f} | "
+                    f"{med['numba as is'] / max(med['one memo'], 1e-9):.2f}x |")
+        print(rows[-1], flush=True)
+    rows.append(f"| all | {kernels} | {total['numba as is']:.1f} | {total['one memo']:.1f} | "
+                f"{total['numba as is'] / max(total['one memo'], 1e-9):.2f}x |")
+    print(rows[-1])
     if differ:
         print("\nASSEMBLY DIFFERS:\n" + "\n".join(differ))
         return 1
-    print(f"\nevery one of the {kernels} kernels' assembly is byte-identical both ways")
+    verdict = f"Every one of the {kernels} kernels' assembly is byte-identical both ways."
+    print("\n" + verdict)
+    md = (f"Compile seconds of each warm-up job in a fresh process, empty cache, medians of {args.rounds} "
+          "alternating runs:\n\n" + "\n".join(rows) + "\n\n" + verdict)
+    if not args.no_publish:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from _results import publish
+
+        publish("inline-copies", {"jobs": results, "identical": True}, md)
     return 0
 
 

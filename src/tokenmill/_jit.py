@@ -169,7 +169,7 @@ def _one_memo_per_inlined_copy() -> None:
     One memo for all the blocks of one copy makes each variable and the scope once (the blocks then share
     one scope, as the IR numba builds from bytecode does) and gives the same machine code: byte-identical
     assembly for every kernel ``tokenmill warmup`` compiles (``bench/inline_copies.py`` compares them).
-    That kernel then compiles in 4.9 s; every warm-up job 1.35x faster in all (docs/benchmarks.md, "Cold
+    That kernel then compiles in 4.9 s; the warm-up jobs 1.39x faster in all (docs/benchmarks.md, "Cold
     start"). numba's other uses of ``copy`` and every copy that passes its
     own memo are untouched. Installed once per process, for every numba function (a user's own inlined
     functions compile faster too); ``TOKENMILL_NUMBA_INLINE_COPY=numba`` leaves numba as it is."""
