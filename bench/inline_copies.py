@@ -26,10 +26,8 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 CHILD = r"""
-import hashlib, json, re, sys, time
-t0 = time.perf_counter()
+import hashlib, json, re, sys
 exec(sys.argv[1])
-wall = time.perf_counter() - t0
 from tokenmill import _jit
 asm = {}
 for name, mod in list(sys.modules.items()):
@@ -41,7 +39,7 @@ for name, mod in list(sys.modules.items()):
                 # (numba names the function of an array expression after its object's address: 0x...)
                 text = re.sub(r"0x[0-9a-f]{6,}", "0x?", obj.inspect_asm(sig))
                 asm[f"{name}.{attr}{sig}"] = hashlib.sha256(text.encode()).hexdigest()
-print(json.dumps({"compile_s": _jit.compile_seconds(), "wall_s": wall, "asm": asm}))
+print(json.dumps({"compile_s": _jit.compile_seconds(), "asm": asm}))
 """
 
 

@@ -332,13 +332,13 @@ def test_one_memo_per_copy_shares_the_scope_and_never_an_earlier_copy():
     assert len(func_ir.blocks) > 3
     copier = _InlineCopier(copy)
 
-    def copy_ir(the_ir):
-        return {label: copier.deepcopy(block) for label, block in the_ir.blocks.items()}
+    def copy_blocks(blocks):
+        return {label: copier.deepcopy(block) for label, block in blocks.items()}
 
     def variables(blocks):
-        return {v.name: v for b in blocks.values() for v in b.find_insts(ir.Assign) for v in [v.target]}
+        return {a.target.name: a.target for b in blocks.values() for a in b.find_insts(ir.Assign)}
 
-    first, second = copy_ir(func_ir), copy_ir(func_ir)
+    first, second = copy_blocks(func_ir.blocks), copy_blocks(func_ir.blocks)
     for blocks in (first, second):
         assert len({id(b.scope) for b in blocks.values()}) == 1
         assert next(iter(blocks.values())).scope is not func_ir.blocks[0].scope
@@ -346,6 +346,6 @@ def test_one_memo_per_copy_shares_the_scope_and_never_an_earlier_copy():
         assert not {id(b) for b in blocks.values()} & {id(b) for b in func_ir.blocks.values()}
     assert not {id(v) for v in variables(first).values()} & {id(v) for v in variables(second).values()}
     assert next(iter(first.values())).scope is not next(iter(second.values())).scope
-    third = {label: copier.deepcopy(block) for label, block in first.items()}  # a copy of the copy
+    third = copy_blocks(first)  # a copy of the copy
     assert not {id(v) for v in variables(third).values()} & {id(v) for v in variables(first).values()}
     assert copier.deepcopy([1, [2]]) == [1, [2]] and copier.copy is copy.copy  # the rest is the copy module's
