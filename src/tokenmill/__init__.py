@@ -21,6 +21,7 @@ _EXPORTS = {
     "FormatError": ".errors",
     "SpecialTokenError": ".errors",
     "UnsupportedTokenizerError": ".errors",
+    "UnknownTokenError": ".errors",
     "MissingExtraError": ".errors",
     # the conventions every stage follows
     "IGNORE_INDEX": ".conventions",
@@ -95,6 +96,7 @@ if TYPE_CHECKING:  # pragma: no cover  (static type checkers see the lazy export
         MissingExtraError,
         SpecialTokenError,
         TokenmillError,
+        UnknownTokenError,
     )
     from .reporting import report
     from .tokenizer.adapters import ForeignTokenizer, TokenizerLike, as_tokenizer

@@ -16,6 +16,14 @@ class OutOfRangeError(ConfigError, IndexError):
     code that stops at one (the sequence protocol) still does."""
 
 
+class UnknownTokenError(ConfigError, KeyError):
+    """A token id that holds no token (out of range, or a gap between a tokenizer's ids), or a text that is no
+    single token: a KeyError too, as tiktoken's ``decode`` and ``encode_single_token`` raise, so code written
+    for tiktoken that catches one still does."""
+
+    __str__ = Exception.__str__  # (KeyError's would quote the message)
+
+
 class InputError(TokenmillError, ValueError):
     """Input data is malformed: names the file, line, byte offset or document."""
 

@@ -190,10 +190,12 @@ def test_a_known_rank_file_loaded_alone_is_the_encoding_tiktoken_gives(openai_di
 
 def test_tiktokens_names_give_what_tiktoken_gives(openai_dir, gpt2_ranks_path):
     """Code written for a ``tiktoken.Encoding`` runs on a Tokenizer: ``n_vocab``, ``max_token_value``,
-    ``eot_token``, ``special_tokens_set``, ``encode_ordinary_batch``, ``decode_single_token_bytes`` and
-    ``decode_tokens_bytes`` are there and give what tiktoken's give (they were missing: AttributeError)."""
+    ``eot_token``, ``special_tokens_set``, ``encode_ordinary_batch``, ``decode_single_token_bytes``,
+    ``decode_tokens_bytes``, ``encode_single_token`` and ``decode_with_offsets`` are there and give what
+    tiktoken's give (they were missing: AttributeError)."""
     texts = ["Hello world<|endoftext|>", "", "数字 12345\n\n  x", "<|endofprompt|> ok"]
     files = {"r50k_base": gpt2_ranks_path, **{n: openai_dir / f"{n}.tiktoken" for n in NAMES}}
+    inside = 0
     for name, path in files.items():
         enc, tok = _encoding(path, name), Tokenizer.from_tiktoken(path)
         for attr in ("n_vocab", "max_token_value", "eot_token", "special_tokens_set"):
@@ -204,6 +206,20 @@ def test_tiktokens_names_give_what_tiktoken_gives(openai_dir, gpt2_ranks_path):
         ids = enc.encode(texts[0] + texts[2], allowed_special="all")
         assert tok.decode_tokens_bytes(ids) == enc.decode_tokens_bytes(ids)
         assert [tok.decode_single_token_bytes(i) for i in ids] == [enc.decode_single_token_bytes(i) for i in ids]
+        # encode_single_token: a token's text or bytes, special tokens included; else a KeyError from both
+        for t in ["hello", b" the", "<|endoftext|>", b"\xe4", "!", b"\n\n", *enc.special_tokens_set]:
+            assert tok.encode_single_token(t) == enc.encode_single_token(t), (name, t)
+        for t in ["zzzzqqqq xx", b"\xff\xfe\xfd\xfc", "<|not special|>"]:
+            with pytest.raises(KeyError):
+                enc.encode_single_token(t)
+            with pytest.raises(KeyError, match="not a single token"):
+                tok.encode_single_token(t)
+        # decode_with_offsets: tiktoken's offsets, tokens that start inside a character included
+        for text in ["hello world", "a中b héllo 中文字符 🙂🙂 naïve", "数字 12345\n\n  x" * 3, texts[0], ""]:
+            ids = enc.encode(text, allowed_special="all")
+            assert tok.decode_with_offsets(ids) == enc.decode_with_offsets(ids), (name, text)
+            inside += sum(b[0] & 0xC0 == 0x80 for b in tok.decode_tokens_bytes(ids))
+    assert inside > 0  # (tokens that start inside a character were among them)
     none = Tokenizer.from_tiktoken(gpt2_ranks_path, special_tokens={})
     assert getattr(none, "eot_token", None) is None
     with pytest.raises(AttributeError, match=re.escape("no '<|endoftext|>' special token, so no eot_token")):

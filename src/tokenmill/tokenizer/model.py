@@ -21,12 +21,13 @@ from typing import Literal
 import numpy as np
 
 from .._validate import check_decode_errors, check_ids, check_ids_array, check_int, check_path
-from ..errors import ConfigError, FormatError
+from ..errors import ConfigError, FormatError, UnknownTokenError
 from .bpe import tables
 from .encoding import Encoding
 from .formats import tokenmill as tokenmill_format
 from .spec import MergeTrace, TokenizerSpec
 from .special import check_specials, special_token_names, without_special_ids
+from .vocab_names import VocabNames
 
 Specials = Literal["all"] | Collection[str]
 
@@ -54,7 +55,7 @@ def _join_list():
     return join_list
 
 
-class Tokenizer:
+class Tokenizer(VocabNames):
     """A byte-level BPE tokenizer.
 
     >>> tok = Tokenizer.from_merges([(104, 105)], pattern="gpt4", special_tokens={"<|eos|>": 257})
@@ -252,9 +253,9 @@ class Tokenizer:
         if token_id in self._extra_by_id:
             return self._extra_by_id[token_id]
         if 0 <= token_id < self.vocab_size:  # (a gap: e.g. cl100k's 100256, between its ranks and specials)
-            raise ConfigError(f"token id {token_id} holds no token: this tokenizer's ids 0 .. {self.vocab_size - 1:,d} "
+            raise UnknownTokenError(f"token id {token_id} holds no token: this tokenizer's ids 0 .. {self.vocab_size - 1:,d} "
                               "leave it unassigned")
-        raise ConfigError(f"token id {token_id} is out of range for vocab_size={self.vocab_size:,d}")
+        raise UnknownTokenError(f"token id {token_id} is out of range for vocab_size={self.vocab_size:,d}")
 
     # ----------------------------------------------------------------- tiktoken's names
     # Code written for a ``tiktoken.Encoding`` runs on a Tokenizer as it is: these give what tiktoken's give.
@@ -295,6 +296,52 @@ class Tokenizer:
     def decode_tokens_bytes(self, tokens: Iterable[int]) -> list[bytes]:
         """The bytes of each token of ``tokens`` (tiktoken's name)."""
         return [self.token_bytes(t) for t in tokens]
+
+    def encode_single_token(self, text_or_bytes: str | bytes) -> int:
+        """The id of the one token whose bytes (or special token's text) are ``text_or_bytes`` (tiktoken's name:
+        special tokens included); an :class:`~tokenmill.errors.UnknownTokenError` (a KeyError, as tiktoken
+        raises) where no token is."""
+        if isinstance(text_or_bytes, str):
+            raw = text_or_bytes.encode("utf-8", "surrogatepass")
+        elif isinstance(text_or_bytes, (bytes, bytearray, memoryview)):
+            raw = bytes(text_or_bytes)
+        else:
+            raise ConfigError(f"text_or_bytes is a {type(text_or_bytes).__name__}; pass a str or bytes")
+        i = self._id_of_bytes.get(raw)
+        if i is None:
+            raise UnknownTokenError(f"{text_or_bytes!r} is not a single token of this tokenizer (encode() gives its "
+                                    "ids)")
+        return i
+
+    @functools.cached_property
+    def _id_of_bytes(self) -> dict[bytes, int]:
+        """Each vocabulary token's bytes -> its id (the lower of two ids with the same bytes), then the special and
+        added tokens' text, as tiktoken's ``encode_single_token`` looks them up."""
+        out: dict[bytes, int] = {}
+        for i, b in enumerate(self._vocab):
+            if b is not None:
+                out.setdefault(b, i)
+        for i, b in sorted(self._extra_by_id.items()):
+            out.setdefault(b, i)
+        return out
+
+    def decode_with_offsets(self, tokens: Iterable[int]) -> tuple[str, list[int]]:
+        """The text of ``tokens`` and the character offset where each token starts (tiktoken's name and rule: a
+        token that starts inside a character starts at that character). Like tiktoken's, strict: ids whose
+        bytes are not whole UTF-8 raise UnicodeDecodeError. ``tokenmill.windows.encode_with_offsets`` gives the
+        offsets of a text's tokens by the rule of chunking (a character belongs to the token holding its first
+        byte).
+
+        >>> tok = Tokenizer.from_merges([(104, 105)], pattern="gpt4")
+        >>> tok.decode_with_offsets(tok.encode("hi 中"))
+        ('hi 中', [0, 2, 3, 3, 3])
+        """
+        pieces = self.decode_tokens_bytes(tokens)
+        offsets, chars = [], 0
+        for b in pieces:
+            offsets.append(max(0, chars - (0x80 <= b[0] < 0xC0)))
+            chars += len(b) - sum(0x80 <= c < 0xC0 for c in b)
+        return b"".join(pieces).decode("utf-8", "strict"), offsets
 
     # ----------------------------------------------------------------- encoding
     def encode(self, text: str, *, allowed_special: Specials = (), disallowed_special: Specials = "all") -> list[int]:
@@ -415,7 +462,7 @@ class Tokenizer:
     def _no_token(self, token_id: int):
         """Raise the ConfigError that says why ``token_id`` (out of range, or an id no token holds) has no bytes."""
         self.token_bytes(token_id)
-        raise ConfigError(f"token id {token_id} holds no token")
+        raise UnknownTokenError(f"token id {token_id} holds no token")
 
     def _joined(self, ids: list) -> bytes:
         """``decode_bytes`` of a few ids, joined in Python: a table lookup each."""
@@ -503,7 +550,21 @@ class Tokenizer:
     def __eq__(self, other) -> bool:
         return isinstance(other, Tokenizer) and self.content_hash == other.content_hash
 
-    __hash__ = None  # mutable caches inside; compare by content
+    def __hash__(self) -> int:  # by content, as ``==`` compares: a key of a dict or of functools.cache
+        return hash(self.content_hash)
+
+    def _hf_tokens(self) -> tuple[dict[int, str], dict[str, int]]:
+        """``VocabNames``' strings: each vocabulary token's bytes in GPT-2's byte-to-unicode alphabet, as a
+        tokenizer.json spells them; the special and added tokens' text. An added token in a slot of the
+        vocabulary's ids that holds no bytes (DeepSeek V3's ``<｜begin▁of▁sentence｜>`` at id 0, tekken's special
+        ids) is a vocabulary token too, as its tokenizer.json has it and ``save_huggingface`` writes it."""
+        from .formats.export import bytes_to_unicode
+
+        table = str.maketrans({chr(b): c for b, c in bytes_to_unicode().items()})
+        model = {i: b.decode("latin-1").translate(table) for i, b in enumerate(self._vocab) if b is not None}
+        added = self.added_tokens
+        model.update((i, s) for s, i in added.items() if i < len(self._vocab) and self._vocab[i] is None)
+        return dict(sorted(model.items())), added
 
 
 def _read_from(tok, path):

@@ -48,7 +48,14 @@ import numpy as np
 
 from .._arrays import offsets_of
 from .._validate import check_decode_errors, check_path
-from ..errors import ConfigError, FormatError, LoneSurrogateError, SpecialTokenError, UnsupportedTokenizerError
+from ..errors import (
+    ConfigError,
+    FormatError,
+    LoneSurrogateError,
+    SpecialTokenError,
+    UnknownTokenError,
+    UnsupportedTokenizerError,
+)
 from .formats.kind import file_head, reading
 from .formats.sentencepiece import (
     MAX_RESEGMENT_DEPTH,
@@ -66,6 +73,7 @@ from .groups import batch_args, encode_flat_by_batch, flat_ids, in_groups
 from .sp_types import BYTE, CONTROL, NORMAL, UNKNOWN, UNUSED, USER_DEFINED, WS
 from .special import any_of, first_holding, names_batch_text, rule_of, union_of
 from .surrogates import batch_surrogate_error, lone_surrogate_error
+from .vocab_names import VocabNames
 
 __all__ = ["SentencePieceModel", "SentencePieceTokenizer", "read_model", "parse_model", "write_model_proto",
            "is_sentencepiece_model", "NORMAL", "UNKNOWN", "CONTROL", "USER_DEFINED", "UNUSED", "BYTE"]
@@ -430,7 +438,7 @@ def decode_reference(model: SentencePieceModel, ids, *, replace: bool = True) ->
     bos_ws = True
     for i in ids:
         if not 0 <= i < n:
-            raise ConfigError(f"token id {i} is out of range for vocab_size={n:,d}")
+            raise UnknownTokenError(f"token id {i} is out of range for vocab_size={n:,d}")
         t = types[i]
         if t == BYTE:
             queue.append(PIECE_TO_BYTE[pieces[i]])
@@ -527,7 +535,7 @@ def _from_raw(raw: bytes, source: str) -> "SentencePieceTokenizer":
     return SentencePieceTokenizer(parse_model(raw, source=source))
 
 
-class SentencePieceTokenizer:
+class SentencePieceTokenizer(VocabNames):
     """A SentencePiece BPE model (``.model`` file) with tokenmill's tokenizer protocol.
 
     ``encode_ordinary(text)`` equals ``sentencepiece.SentencePieceProcessor(model_file=...).encode(text)``
@@ -615,6 +623,11 @@ class SentencePieceTokenizer:
         piece's text."""
         return self._bytes[self._id(token_id)]
 
+    def _hf_tokens(self) -> tuple[dict[int, str], dict[str, int]]:
+        """``VocabNames``' strings: every piece as the file spells it; the control and unknown pieces are the
+        special tokens (as transformers' conversion adds them)."""
+        return dict(enumerate(self.model.pieces)), dict(self._special)
+
     def vocab_items(self):
         """``(id, bytes)`` of every piece that is not a special token."""
         return ((i, b) for i, b in enumerate(self._bytes) if self.model.pieces[i] not in self._special
@@ -625,7 +638,7 @@ class SentencePieceTokenizer:
 
         i = check_int(token_id, "token id")
         if not 0 <= i < len(self._bytes):
-            raise ConfigError(f"token id {i} is out of range for vocab_size={self.vocab_size:,d}")
+            raise UnknownTokenError(f"token id {i} is out of range for vocab_size={self.vocab_size:,d}")
         return i
 
     def __repr__(self) -> str:
@@ -840,7 +853,7 @@ class SentencePieceTokenizer:
         out, bad = self._decode_tables.decode(arr, norm.add_dummy_prefix or norm.remove_extra_whitespaces,
                                               norm.remove_extra_whitespaces, replace)
         if bad >= 0:
-            raise ConfigError(f"token id {int(arr[bad])} is out of range for vocab_size={self.vocab_size:,d}")
+            raise UnknownTokenError(f"token id {int(arr[bad])} is out of range for vocab_size={self.vocab_size:,d}")
         if self.model.denormalizer is not None:
             return normalize(self.model.denormalizer, out.tobytes())
         return out.tobytes()

@@ -33,10 +33,11 @@ from typing import Any, Literal, Union
 import numpy as np
 from msgspec import UNSET, UnsetType
 
-from ...errors import ConfigError, FormatError, SpecialTokenError, UnsupportedTokenizerError
+from ...errors import ConfigError, FormatError, SpecialTokenError, UnknownTokenError, UnsupportedTokenizerError
 from ..groups import batch_args, encode_flat_by_batch, in_groups
 from ..sentencepiece import WS, encode_group, first_of, utf8_of
 from ..special import names_batch_text, rule_of, union_of
+from ..vocab_names import VocabNames
 from .schemas import ID_RULE, HFAddedToken, Lenient, check_merge_forms, decode_file, is_id
 
 _MARKERS = (b'"Metaspace"', b'"Prepend"', b'"byte_fallback": true', b'"byte_fallback":true', b'"ByteFallback"',
@@ -186,7 +187,7 @@ def _from_raw(raw: bytes, source: str) -> "SentencePieceJsonTokenizer":
     return SentencePieceJsonTokenizer(raw, source=source)
 
 
-class SentencePieceJsonTokenizer:
+class SentencePieceJsonTokenizer(VocabNames):
     """A tokenizer.json of the SentencePiece family, run as HF ``tokenizers`` runs it, with tokenmill's
     tokenizer protocol. Special added tokens follow tiktoken's safety model (text spelling one raises
     unless allowed); non-special ones are always matched, as in HF."""
@@ -348,7 +349,7 @@ class SentencePieceJsonTokenizer:
         i = check_int(i, "token id")
         t = self._added_by_id.get(i, self._id_to_token.get(i))
         if t is None:
-            raise ConfigError(f"token id {i} is out of range for vocab_size={self._n:,d} (or holds no token)")
+            raise UnknownTokenError(f"token id {i} is out of range for vocab_size={self._n:,d} (or holds no token)")
         return t
 
     def token_bytes(self, token_id: int) -> bytes:
@@ -363,6 +364,10 @@ class SentencePieceJsonTokenizer:
 
     def vocab_items(self):
         return ((i, self.token_bytes(i)) for i in sorted(self._id_to_token) if i not in self._added_by_id)
+
+    def _hf_tokens(self) -> tuple[dict[int, str], dict[str, int]]:
+        """``VocabNames``' strings: the file's own (its model's vocabulary, its added tokens)."""
+        return dict(sorted(self._id_to_token.items())), self.added_tokens
 
     def __repr__(self) -> str:
         return (f"SentencePieceJsonTokenizer(vocab_size={self._n:,d}, byte_fallback={self._byte_fallback}, "
