@@ -189,13 +189,24 @@ def resolve_output(path: str | os.PathLike, *, what: str = "output", inputs: Ite
             if same:
                 raise ConfigError(f"{what} {raw!r} is also an input of this command ({os.fspath(inp)!r}); "
                                   "writing it would destroy the input: pass another path")
-    parent = target.parent
-    if parent.exists() and not parent.is_dir():
-        raise ConfigError(f"cannot write {what} {raw!r}: {str(parent)!r} is not a directory")
-    if parent.is_dir() and not os.access(parent, os.W_OK | os.X_OK):  # (said before the work, not after it)
-        raise ConfigError(f"cannot write {what} {raw!r}: the folder {str(parent)!r} is not writable (permissions, "
-                          "or a read-only file system); pass a path in a folder you can write")
+    check_writable_folder(target.parent, what, raw)
     return target
+
+
+def check_writable_folder(folder: str | os.PathLike, what: str, raw: str | None = None) -> None:
+    """Raise a ConfigError naming ``what`` (an output: ``raw`` as given, else ``folder``) where ``folder`` cannot
+    be written: its nearest existing folder (it, or where the missing folders would be made) is not a directory,
+    or not writable. Said before the work, not after it (the OS's words had come after minutes of it: "cannot
+    access ...: Permission denied")."""
+    raw = os.fspath(folder) if raw is None else raw
+    near = Path(os.path.abspath(folder))
+    while not near.exists() and near != near.parent:  # (the folders a write would make: their nearest parent)
+        near = near.parent
+    if near.exists() and not near.is_dir():
+        raise ConfigError(f"cannot write {what} {raw!r}: {str(near)!r} is not a directory")
+    if near.is_dir() and not os.access(near, os.W_OK | os.X_OK):
+        raise ConfigError(f"cannot write {what} {raw!r}: the folder {str(near)!r} is not writable (permissions, "
+                          "or a read-only file system); pass a path in a folder you can write")
 
 
 def _tmp_stem(name: str) -> str:

@@ -10,12 +10,13 @@ import stat
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tokenmill import ConfigError, FormatError
+from tokenmill import ConfigError, FormatError, Tokenizer
 from tokenmill._io import TMP_SUFFIX, atomic_path, protect_inputs, remove_stale_temporaries, write_json_atomic
 from tokenmill._schema import read_json
 
@@ -131,6 +132,42 @@ def test_a_folder_that_cannot_be_written_is_said_before_the_work(tmp_path, monke
     with pytest.raises(ConfigError, match="the folder .*ro' is not writable .*read-only file system"):
         resolve_output(tmp_path / "ro" / "x.json")
     assert resolve_output(tmp_path / "x.json") == tmp_path / "x.json"
+
+
+def test_store_build_demo_and_nested_outputs_say_an_unwritable_folder_before_the_work(tmp_path, monkeypatch,
+                                                                                      capsys):
+    """``store build`` and ``demo`` into a folder that cannot be written gave the OS's words ("cannot access
+    '...': Permission denied"), the demo's after reading its corpus; a file output under missing folders was not
+    checked at all. Each now names the output and the folder, before the work. A complete store in a read-only
+    folder still opens (a build of it writes nothing)."""
+    import tokenmill._io as io
+    from tokenmill._io import resolve_output
+    from tokenmill.cli import main
+    from tokenmill.data import texts
+    from tokenmill.data.store import build
+
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    tok = tmp_path / "tok.json"
+    Tokenizer.from_merges([(104, 105)], pattern="gpt4", special_tokens=["<|endoftext|>"]).save(tok)
+    done = build(ro / "done", texts(["hi there", "again"]), tok, workers=1, progress=False)
+    access = os.access
+    monkeypatch.setattr(io.os, "access", lambda p, mode: False if Path(p).parts[-1:] in (("ro",), ("done",))
+                        else access(p, mode))
+    for out in (ro / "store", ro / "a" / "b" / "store"):
+        with pytest.raises(ConfigError, match=f"cannot write the store '{out}': the folder '{ro}' is not writable"):
+            build(out, texts(["hi"]), tok, workers=1, progress=False)
+        assert not (ro / "store").exists() and not (ro / "a").exists()
+    assert build(ro / "done", texts(["hi there", "again"]), tok, workers=1, progress=False).num_tokens == \
+        done.num_tokens  # (built: nothing to write)
+    with pytest.raises(ConfigError, match=f"cannot write the store .*'{tok}' is not a directory"):
+        build(tok / "store", texts(["hi"]), tok, workers=1, progress=False)
+    assert main(["demo", "--quick", "--no-plots", "-q", "--out", str(ro / "demo")]) == 1
+    assert f"cannot write --out '{ro / 'demo'}': the folder '{ro}' is not writable" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match=f"the folder '{ro}' is not writable"):
+        resolve_output(ro / "x" / "y" / "out.json")  # (the folders a write would make, under ro)
+    with pytest.raises(ConfigError, match=f"(?i)'{tok}/x/out.json': not a directory"):
+        resolve_output(tok / "x" / "out.json")
 
 
 def test_failure_leaves_the_old_file_and_no_temporary(tmp_path):

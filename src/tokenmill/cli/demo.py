@@ -52,6 +52,7 @@ def _say(args, text: str = "") -> None:
 
 
 def cmd_demo(args) -> int:
+    from .._io import check_writable_folder
     from ..errors import ConfigError
 
     if args.steps < 2 or args.steps % 2:
@@ -65,6 +66,7 @@ def cmd_demo(args) -> int:
     if out.exists() and not out.is_dir():  # (mkdir said "cannot access ...: File exists")
         raise ConfigError(f"--out {args.out} is a file; the demo writes a folder (tokenizer, store, checkpoint, plots, "
                           "report): pass a folder's path")
+    check_writable_folder(out, "--out", args.out)  # (before the corpus is read and the tokenizer trained)
     _own_folder(out, args.out)
     report: dict = {"out": str(out)}
     docs, what = _corpus(args)

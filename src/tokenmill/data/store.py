@@ -57,6 +57,7 @@ from .._io import (
     StreamedFile,
     atomic_path,
     canonical_hash,
+    check_writable_folder,
     exclusive,
     fs_path,
     nonempty_path,
@@ -548,6 +549,8 @@ def build(out_dir, sources, tokenizer, *, workers: int | None = None, engine: st
     # link was swapped with the new store and the old one's files deleted through it), and "." is a folder
     # with a parent to stage beside
     out = Path(os.path.realpath(out_dir))  # (see _out_dir)
+    if not out.exists():  # a new store: its folder is made (and the lock's beside it) where it can be
+        check_writable_folder(out, "the store", os.fspath(out_dir))
     # one writer at a time (another process's build of the same folder, e.g. every rank of a job calling
     # build: the second waits, then finds the store built); its files were taken for this one's before
     with exclusive(out, _say):
@@ -606,8 +609,9 @@ def _build_at(out: Path, srcs, tokenizer, opts, args: dict, shard_bytes: int, ov
         _not_the_working_folder(out)
         mode = _prepare_staging(work, canonical_hash(args))
 
+    check_writable_folder(work, "the store", os.fspath(out))  # (said here, before any encoding)
     if not work.is_dir():
-        work.mkdir(parents=True)  # (a path that cannot be made fails here, before any encoding)
+        work.mkdir(parents=True)
         sync_folder(work.parent)
     remove_stale_temporaries(work)
 
