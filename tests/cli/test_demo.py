@@ -58,6 +58,10 @@ def test_demo_refuses_a_folder_it_did_not_write_and_blocks_too_small(tmp_path, c
     for b in ("1", "3"):
         assert main(["demo", "--quick", "--no-plots", "--out", str(tmp_path / "d"), "--block-size", b, "-q"]) == 1
         assert f"--block-size {b} must be an integer >= 4" in capsys.readouterr().err
+    # a vocabulary with no room for the byte tokens and <|endoftext|>: refused before the corpus line was printed
+    assert main(["demo", "--quick", "--no-plots", "--out", str(tmp_path / "d"), "--vocab-size", "10"]) == 1
+    out, err = capsys.readouterr()
+    assert out == "" and "--vocab-size 10 must be an integer >= 257 (256 byte tokens + <|endoftext|>)" in err
     assert not (tmp_path / "d").exists()  # refused before anything was written
 
 

@@ -57,9 +57,12 @@ def cmd_demo(args) -> int:
 
     if args.steps < 2 or args.steps % 2:
         raise ConfigError(f"--steps {args.steps}: pass an even number >= 2 (the run is stopped at steps/2)")
-    for name, least in (("vocab_size", 1), ("block_size", 4), ("batch_size", 1)):
-        if getattr(args, name) < least:  # (blocks of 1-3 left no stride for the windows, no documents to compare)
-            raise ConfigError(f"--{name.replace('_', '-')} {getattr(args, name)} must be an integer >= {least}")
+    # (blocks of 1-3 left no stride for the windows, no documents to compare; a vocabulary under 257, no room for
+    # the 256 byte tokens and <|endoftext|>, failed after the corpus line was printed)
+    for name, least, why in (("vocab_size", 257, " (256 byte tokens + <|endoftext|>)"), ("block_size", 4, ""),
+                             ("batch_size", 1, "")):
+        if getattr(args, name) < least:
+            raise ConfigError(f"--{name.replace('_', '-')} {getattr(args, name)} must be an integer >= {least}{why}")
     if args.quick:
         args.vocab_size, args.steps = min(args.vocab_size, 512), min(args.steps, 16)
     out = Path(args.out)
