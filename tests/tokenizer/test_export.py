@@ -196,6 +196,38 @@ def test_to_tiktoken_refuses_imported_merge_lists_whose_ids_tiktoken_would_not_g
         assert enc.encode(text) == hf.encode(text, add_special_tokens=False).ids
 
 
+def test_to_tiktoken_names_the_component_tiktoken_lacks(tmp_path):
+    """A refusal named every component tiktoken lacks at once ("no normalizer, prefix space or second split
+    pattern; this tokenizer uses one"): DeepSeek V3's users could not tell which. Each is named now."""
+    from tokenizers import AddedToken, decoders, models, normalizers
+    from tokenizers import Tokenizer as HFTokenizer
+    from tokenizers import pre_tokenizers as pt
+
+    from tokenmill import ConfigError, Tokenizer
+
+    alpha = {c: i for i, c in enumerate(sorted(pt.ByteLevel.alphabet()))}
+    split = pt.Split(r"\p{N}{1,3}", behavior="isolated")
+    cases = {  # what the refusal says: how the tokenizer.json is made
+        "a NFC normalizer": lambda hf: setattr(hf, "normalizer", normalizers.NFC()),
+        "a prefix space": lambda hf: setattr(hf, "pre_tokenizer", pt.ByteLevel(add_prefix_space=True)),
+        "2 more split patterns after the first \\(a pre-tokenizer Sequence of 3 Splits\\)":
+            lambda hf: setattr(hf, "pre_tokenizer", pt.Sequence([split, split, pt.Split(r"\s+", "isolated"),
+                                                                 pt.ByteLevel(add_prefix_space=False,
+                                                                              use_regex=False)])),
+        "1 \\(such as 'hello'\\), which tiktoken would encode as text":
+            lambda hf: hf.add_tokens([AddedToken("hello", special=False, normalized=False)]),
+    }
+    for says, make in cases.items():
+        hf = HFTokenizer(models.BPE(vocab=dict(alpha), merges=[]))
+        hf.pre_tokenizer = pt.ByteLevel(add_prefix_space=False)
+        hf.decoder = decoders.ByteLevel()
+        make(hf)
+        hf.save(str(tmp_path / "tokenizer.json"))
+        tok = Tokenizer.from_huggingface(tmp_path / "tokenizer.json")
+        with pytest.raises(ConfigError, match=says):
+            tok.to_tiktoken()
+
+
 def test_to_tiktoken_refuses_a_special_token_that_starts_another():
     """tokenmill takes the longest special token at a place; tiktoken tries its specials in no fixed order,
     so "<a><b>" came back as <a> and text where tokenmill gives <a><b>'s id: refused, naming both. Specials

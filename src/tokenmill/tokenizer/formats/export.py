@@ -230,11 +230,20 @@ def _tiktoken_vocab(tok) -> dict[int, bytes]:
     """``tok``'s ranks for tiktoken (id -> bytes), or a ConfigError where tiktoken's ranks would give other
     ids (``to_tiktoken`` and ``save_tiktoken`` alike: a rank file read back gives the same ids or is not
     written)."""
-    if tok.spec.normalizer is not None or tok.spec.add_prefix_space or tok.spec.split_patterns:
-        raise ConfigError("tiktoken has no normalizer, prefix space or second split pattern; this tokenizer "
-                          "uses one (encode with tokenmill, or export with save_huggingface)")
+    uses = [f"a {tok.spec.normalizer} normalizer"] if tok.spec.normalizer is not None else []
+    uses += ["a prefix space (add_prefix_space)"] if tok.spec.add_prefix_space else []
+    n = len(tok.spec.split_patterns)
+    uses += [f"{n} more split pattern{'s' * (n > 1)} after the first (a pre-tokenizer Sequence of {n + 1} Splits)"
+             ] if n else []
+    if uses:
+        raise ConfigError(f"tiktoken has one split pattern and no normalizer or prefix space; this tokenizer has "
+                          f"{' and '.join(uses)}, so tiktoken would give other ids (encode with tokenmill, or export "
+                          "with save_huggingface)")
     if tok.spec.added_tokens is not None and any(not t.special for t in tok.spec.added_tokens):
-        raise ConfigError("tiktoken has no non-special added tokens; this tokenizer has some")
+        plain = [t.content for t in tok.spec.added_tokens if not t.special]
+        raise ConfigError(f"tiktoken has no non-special added tokens; this tokenizer has {len(plain):,d} (such as "
+                          f"{plain[0]!r}), which tiktoken would encode as text (encode with tokenmill, or export "
+                          "with save_huggingface)")
     vocab = _unique_vocab(tok)
     if tok.spec.merge_ids is not None:
         _tiktoken_rule_holds(tok, vocab)
