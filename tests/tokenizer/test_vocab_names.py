@@ -139,3 +139,26 @@ def test_tokenizers_are_hashable_by_content(gpt2_ranks_path):
         return len(tok.encode(text))
 
     assert count(a, "hello world") == count(b, "hello world") == 2 and count.cache_info().hits == 1
+
+
+def test_transformers_names_equal_a_fast_tokenizer_of_the_same_file(tmp_path):
+    """``convert_tokens_to_ids`` / ``convert_ids_to_tokens`` as transformers' ``PreTrainedTokenizerFast`` gives
+    them on the same tokenizer.json: Llama 3's (no unknown token: None) and a SentencePiece export (its
+    ``<unk>``'s id for a string no token spells)."""
+    transformers = pytest.importorskip("transformers")
+    d = _dir("TOKENMILL_LLAMA3_DIR", "llama3", "tokenizer.json")
+    sp = as_tokenizer(_mistral_models()[0])
+    sp.save_huggingface(tmp_path / "sp.json")
+    for tok, path, unk in ((Tokenizer.from_huggingface(d), d / "tokenizer.json", None),
+                           (sp, tmp_path / "sp.json", "<unk>"),
+                           (Tokenizer.from_huggingface(tmp_path / "sp.json"), tmp_path / "sp.json", "<unk>")):
+        fast = transformers.PreTrainedTokenizerFast(tokenizer_file=str(path), unk_token=unk)
+        strings = ["<|begin_of_text|>", "Ġthe", "▁the", "</s>", "not a token at all", ""]
+        for s in strings:
+            assert tok.convert_tokens_to_ids(s) == fast.convert_tokens_to_ids(s), (path, s)
+        assert tok.convert_tokens_to_ids(strings) == fast.convert_tokens_to_ids(strings)
+        ids = list(range(0, len(tok), 997)) + [1, 2, len(tok) - 1]
+        assert tok.convert_ids_to_tokens(ids) == fast.convert_ids_to_tokens(ids)
+        assert tok.convert_ids_to_tokens(ids[3]) == fast.convert_ids_to_tokens(ids[3])
+        special = sorted(tok.special_tokens.values())[:2]
+        assert tok.convert_ids_to_tokens(special + [ids[3]], skip_special_tokens=True) == [tok.id_to_token(ids[3])]

@@ -628,6 +628,10 @@ class SentencePieceTokenizer(VocabNames):
         special tokens (as transformers' conversion adds them)."""
         return dict(enumerate(self.model.pieces)), dict(self._special)
 
+    def _unk_id(self) -> int | None:
+        unk = self.model.unk_id  # (what sentencepiece's piece_to_id gives a string no piece spells)
+        return unk if 0 <= unk < self.vocab_size else None
+
     def vocab_items(self):
         """``(id, bytes)`` of every piece that is not a special token."""
         return ((i, b) for i, b in enumerate(self._bytes) if self.model.pieces[i] not in self._special

@@ -1,5 +1,6 @@
 """HF ``tokenizers``' vocabulary names on tokenmill's tokenizers: ``get_vocab``, ``token_to_id``,
-``id_to_token``, ``get_vocab_size`` and ``len(tok)``.
+``id_to_token``, ``get_vocab_size`` and ``len(tok)``, and ``transformers``' ``convert_tokens_to_ids`` /
+``convert_ids_to_tokens``.
 
 Code written for a ``tokenizers.Tokenizer`` (or a ``transformers`` fast tokenizer) names tokens by the
 strings a tokenizer.json spells them with. A tokenmill tokenizer gives the same strings:
@@ -73,6 +74,28 @@ class VocabNames:
         _, added, by_string, _ = self._hf_names
         i = added.get(token)
         return by_string.get(token) if i is None else i
+
+    def convert_tokens_to_ids(self, tokens: str | list[str]) -> int | None | list[int | None]:
+        """transformers' name: ``token_to_id`` of one token or of each of a list, a string no token spells giving
+        the unknown token's id where the tokenizer has one (a SentencePiece model's ``<unk>``), else None."""
+        if isinstance(tokens, str):
+            i = self.token_to_id(tokens)
+            return self._unk_id() if i is None else i
+        if not isinstance(tokens, (list, tuple)):
+            raise ConfigError(f"tokens is a {type(tokens).__name__}; pass a token's string or a list of them")
+        return [self.convert_tokens_to_ids(t) if isinstance(t, str) else self.token_to_id(t) for t in tokens]
+
+    def convert_ids_to_tokens(self, ids: int | list[int], skip_special_tokens: bool = False):
+        """transformers' name: ``id_to_token`` of one id or of each of a list (None for an id no token holds);
+        ``skip_special_tokens=True`` leaves the special tokens' ids out of a list."""
+        if not isinstance(ids, (list, tuple)):
+            return self.id_to_token(ids)
+        special = set(self.special_tokens.values()) if skip_special_tokens else ()
+        return [self.id_to_token(i) for i in ids if i not in special]
+
+    def _unk_id(self) -> int | None:
+        """The unknown token's id (what ``convert_tokens_to_ids`` gives a string no token spells), or None."""
+        return None
 
     def id_to_token(self, token_id: int) -> str | None:
         """The string of token ``token_id`` as ``get_vocab`` spells it, or None for an id no token holds."""

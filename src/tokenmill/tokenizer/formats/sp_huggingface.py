@@ -369,6 +369,9 @@ class SentencePieceJsonTokenizer(VocabNames):
         """``VocabNames``' strings: the file's own (its model's vocabulary, its added tokens)."""
         return dict(sorted(self._id_to_token.items())), self.added_tokens
 
+    def _unk_id(self) -> int | None:
+        return self._unk if self._unk >= 0 else None
+
     def __repr__(self) -> str:
         return (f"SentencePieceJsonTokenizer(vocab_size={self._n:,d}, byte_fallback={self._byte_fallback}, "
                 f"special_tokens={len(self._special)}, source={os.path.basename(self._source)!r})")
