@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import warnings
 
+import numpy as np
 import pytest
 
 from tests.tokenizer.test_model_tokenizers import _dir
@@ -160,5 +161,7 @@ def test_transformers_names_equal_a_fast_tokenizer_of_the_same_file(tmp_path):
         ids = list(range(0, len(tok), 997)) + [1, 2, len(tok) - 1]
         assert tok.convert_ids_to_tokens(ids) == fast.convert_ids_to_tokens(ids)
         assert tok.convert_ids_to_tokens(ids[3]) == fast.convert_ids_to_tokens(ids[3])
+        assert tok.convert_ids_to_tokens(np.array(ids)) == fast.convert_ids_to_tokens(ids)  # (an array's ids too)
+        assert tok.convert_ids_to_tokens(np.int64(ids[3])) == fast.convert_ids_to_tokens(ids[3])
         special = sorted(tok.special_tokens.values())[:2]
         assert tok.convert_ids_to_tokens(special + [ids[3]], skip_special_tokens=True) == [tok.id_to_token(ids[3])]

@@ -30,6 +30,7 @@ the same bytes, which a trained tokenizer can hold) names the lower id.
 from __future__ import annotations
 
 import functools
+import numbers
 
 from .._validate import check_int
 from ..errors import ConfigError
@@ -85,13 +86,13 @@ class VocabNames:
             raise ConfigError(f"tokens is a {type(tokens).__name__}; pass a token's string or a list of them")
         return [self.convert_tokens_to_ids(t) if isinstance(t, str) else self.token_to_id(t) for t in tokens]
 
-    def convert_ids_to_tokens(self, ids: int | list[int], skip_special_tokens: bool = False):
+    def convert_ids_to_tokens(self, ids, skip_special_tokens: bool = False):
         """transformers' name: ``id_to_token`` of one id or of each of a list (None for an id no token holds);
         ``skip_special_tokens=True`` leaves the special tokens' ids out of a list."""
-        if not isinstance(ids, (list, tuple)):
+        if isinstance(ids, numbers.Integral) or not hasattr(ids, "__iter__"):  # (one id; a float is named)
             return self.id_to_token(ids)
         special = set(self.special_tokens.values()) if skip_special_tokens else ()
-        return [self.id_to_token(i) for i in ids if i not in special]
+        return [self.id_to_token(i) for i in ids if i not in special]  # (a list, an array, a tensor's ids)
 
     def _unk_id(self) -> int | None:
         """The unknown token's id (what ``convert_tokens_to_ids`` gives a string no token spells), or None."""
