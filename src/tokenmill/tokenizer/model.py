@@ -246,15 +246,16 @@ class Tokenizer(VocabNames):
         return ((i, b) for i, b in enumerate(self._vocab) if b is not None)
 
     def token_bytes(self, token_id: int) -> bytes:
-        """The bytes of one token (special tokens: their UTF-8 text)."""
+        """The bytes of one token (special tokens: their UTF-8 text); an id that holds none is an
+        :class:`~tokenmill.errors.UnknownTokenError` (a KeyError and a ConfigError) naming it."""
         token_id = check_int(token_id, "token id")
         if 0 <= token_id < len(self._vocab) and self._vocab[token_id] is not None:
             return self._vocab[token_id]
         if token_id in self._extra_by_id:
             return self._extra_by_id[token_id]
         if 0 <= token_id < self.vocab_size:  # (a gap: e.g. cl100k's 100256, between its ranks and specials)
-            raise UnknownTokenError(f"token id {token_id} holds no token: this tokenizer's ids 0 .. {self.vocab_size - 1:,d} "
-                              "leave it unassigned")
+            raise UnknownTokenError(f"token id {token_id} holds no token: this tokenizer's ids 0 .. "
+                                    f"{self.vocab_size - 1:,d} leave it unassigned")
         raise UnknownTokenError(f"token id {token_id} is out of range for vocab_size={self.vocab_size:,d}")
 
     # ----------------------------------------------------------------- tiktoken's names
@@ -460,7 +461,8 @@ class Tokenizer(VocabNames):
         return out
 
     def _no_token(self, token_id: int):
-        """Raise the ConfigError that says why ``token_id`` (out of range, or an id no token holds) has no bytes."""
+        """Raise the UnknownTokenError that says why ``token_id`` (out of range, or an id no token holds) has no
+        bytes."""
         self.token_bytes(token_id)
         raise UnknownTokenError(f"token id {token_id} holds no token")
 
