@@ -31,7 +31,9 @@ disk-cached numba code); the cold-start section measures those costs separately.
    GPT-2, cl100k, o200k, Llama 3 and Qwen 3.5 (``--frontier``): tokenmill, gigatoken, quicktok,
    bpe-openai and tiktoken, arrays out and Python lists out, one and two threads, every tool's ids
    checked against tiktoken's before timing, passes round robin over the tools in one child process
-   per tokenizer and corpus. Each pass: a fresh encoder (tokenmill, gigatoken: their chunk caches start
+   per tokenizer and corpus, ``--runs`` such processes each (3; the runs take turns over the tokenizers,
+   and a ratio is the median of the runs' ratios, printed with their range: between processes a cell
+   moved by up to ~0.3 here, more than between passes of one). Each pass: a fresh encoder (tokenmill, gigatoken: their chunk caches start
    empty), warmed untimed on 1 MB of other documents of the same corpus, then the timed documents: the
    steady state of a long run on unseen text (neither a cold cache nor one warm on the timed chunks).
    Needs the ``bench`` extra and the rank files of `make test`.
@@ -477,16 +479,39 @@ def worker_frontier(a) -> dict:
 
 
 def bench_frontier(corpus, a) -> dict:
-    out: dict = {}
+    """Each tokenizer in ``--runs`` child processes of ``--repeat`` passes each, the runs taking turns over the
+    tokenizers (a slow minute of the machine falls on several cells, not on every run of one)."""
     env = dict(os.environ, RAYON_NUM_THREADS="2")
-    for name in a.frontier.split(","):
-        res, _, wall = run_child(["frontier", "--tool", name, "--corpus", corpus, "--repeat", str(a.repeat),
-                                  *maxmb(a)], env=env)
-        out[name] = res
-        t = res["tools"]
-        line = ", ".join(f"{tool} {mode} {r['mb_s']:.1f}" for tool, modes in t.items() for mode, r in modes.items()
-                         if "mb_s" in r)
-        print(f"  frontier {Path(corpus).name} {name} ({wall:.0f} s): {line} MB/s", flush=True)
+    names = a.frontier.split(",")
+    runs: dict = {name: [] for name in names}
+    for k in range(a.runs):
+        for name in names:
+            res, _, wall = run_child(["frontier", "--tool", name, "--corpus", corpus, "--repeat", str(a.repeat),
+                                      *maxmb(a)], env=env)
+            runs[name].append(res)
+            t = res["tools"]
+            line = ", ".join(f"{tool} {mode} {r['mb_s']:.1f}" for tool, modes in t.items()
+                             for mode, r in modes.items() if "mb_s" in r)
+            print(f"  frontier {Path(corpus).name} {name} run {k + 1}/{a.runs} ({wall:.0f} s): {line} MB/s",
+                  flush=True)
+    return {name: merge_runs(rs) for name, rs in runs.items()}
+
+
+def merge_runs(rs: list[dict]) -> dict:
+    """One cell's child runs as one result: each tool and mode's MB/s the median of the runs' (each a median of
+    its passes), every run's kept in ``runs_mb_s`` (the report's ratios are the medians of the runs' ratios);
+    ids equal only where they were in every run."""
+    out = dict(rs[0], tools={})
+    for tool in rs[0]["tools"]:
+        for mode in rs[0]["tools"][tool]:
+            rows = [r["tools"][tool][mode] for r in rs]
+            m = out["tools"].setdefault(tool, {})[mode] = dict(rows[0], equal=all(x["equal"] for x in rows),
+                                                             seconds=[t for x in rows for t in x["seconds"]])
+            if all("mb_s" in x for x in rows) and m["equal"]:
+                m["runs_mb_s"] = [x["mb_s"] for x in rows]
+                m["mb_s"] = med(m["runs_mb_s"])
+            else:
+                m.pop("mb_s", None)
     return out
 
 
@@ -506,13 +531,19 @@ def report_frontier(R: dict) -> str:
         rx, ry = t.get(x, {}).get(mode, {}), t.get(y, {}).get(mode, {})
         if "mb_s" not in rx or "mb_s" not in ry:
             return ""
-        s = f"{rx['mb_s'] / ry['mb_s']:.2f}x"
-        return f"**{s}**" if bold else s
+        each = [p / q for p, q in zip(rx.get("runs_mb_s", [rx["mb_s"]]), ry.get("runs_mb_s", [ry["mb_s"]]))]
+        s = f"{med(each):.2f}x"
+        s = f"**{s}**" if bold else s
+        return s + (f" ({min(each):.2f}-{max(each):.2f})" if len(each) > 1 and bold else "")
 
     for threads in ("1t", "2t"):
+        runs = R.get("runs", 1)
         L.append(f"{'One thread' if threads == '1t' else 'Two threads'} (MB/s of UTF-8 input, median of "
-                 f"{R['repeat']} passes; each pass on a fresh tokenmill and gigatoken encoder, every tool first "
-                 "warmed untimed on 1 MB of other documents of the corpus):")
+                 + (f"{runs} runs (child processes, taking turns over the tokenizers) of {R['repeat']} passes each; "
+                    "a ratio is the median of the runs' ratios, their range in brackets"
+                    if runs > 1 else f"{R['repeat']} passes") +
+                 "; each pass on a fresh tokenmill and gigatoken encoder, every tool first warmed untimed on 1 MB "
+                 "of other documents of the corpus):")
         L.append("")
         L.append("| tokenizer | text | tokenmill arrays | gigatoken arrays | **tokenmill / gigatoken, arrays** | "
                  "tokenmill lists | gigatoken lists | **tokenmill / gigatoken, lists** | tiktoken lists | "
@@ -814,6 +845,10 @@ def main():
                     help="comma-separated subset of training,encoding,cold,frontier (default: the first three)")
     ap.add_argument("--frontier", default=",".join(FRONTIER),
                     help="frontier phase: the tokenizers to compare with gigatoken, quicktok, bpe-openai, tiktoken")
+    ap.add_argument("--runs", type=int, default=3,
+                    help="frontier phase: child processes per tokenizer and corpus, each of --repeat passes (a "
+                         "cell's ratio moves by up to ~0.3 between processes here: the table gives the median "
+                         "of the runs' ratios and their range)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--no-publish", action="store_true", help="print only; do not write bench/results and docs")
     # internal: worker mode
@@ -851,7 +886,7 @@ def main():
         ap.error("--phases frontier runs alone (it publishes its own section)")
     if not GPT2_RANKS.exists():
         sys.exit(f"{GPT2_RANKS} is missing: run `make .cache/gpt2.tiktoken` first")
-    R: dict = {"machine": machine(), "repeat": a.repeat, "vocab": a.vocab, "max_mb": a.max_mb,
+    R: dict = {"machine": machine(), "repeat": a.repeat, "runs": a.runs, "vocab": a.vocab, "max_mb": a.max_mb,
                "command": " ".join([os.path.relpath(sys.executable) if sys.executable.startswith(str(ROOT)) else "python",
                                     *sys.argv]), "corpora": {}}
     print(json.dumps(R["machine"]), flush=True)
