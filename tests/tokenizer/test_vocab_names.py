@@ -10,6 +10,8 @@ import warnings
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.tokenizer.test_model_tokenizers import _dir
 from tokenmill import Tokenizer, as_tokenizer
@@ -165,3 +167,31 @@ def test_transformers_names_equal_a_fast_tokenizer_of_the_same_file(tmp_path):
         assert tok.convert_ids_to_tokens(np.int64(ids[3])) == fast.convert_ids_to_tokens(ids[3])
         special = sorted(tok.special_tokens.values())[:2]
         assert tok.convert_ids_to_tokens(special + [ids[3]], skip_special_tokens=True) == [tok.id_to_token(ids[3])]
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.text(st.sampled_from(list("abcab c\n中文é🙂1")), min_size=1, max_size=40), min_size=1, max_size=8),
+       st.integers(0, 40), st.integers(0, 2))
+def test_trained_tokenizers_names_equal_hf_on_their_export(texts, extra, n_special):
+    """Any trained tokenizer (merges of multi-byte characters, whitespace and digits; 0-2 special tokens): its
+    names equal HF's on its own tokenizer.json export, every id and every string. (A tokenizer two of whose
+    merges made the same bytes has no tokenizer.json form; its names are checked against its own ids.)"""
+    import tempfile
+
+    from tokenmill import train_bpe
+
+    specials = ["<|endoftext|>", "<|pad|>"][:n_special]
+    with warnings.catch_warnings():  # (training may stop early: fewer merges than asked)
+        warnings.simplefilter("ignore", UserWarning)
+        tok = train_bpe(texts, vocab_size=256 + n_special + extra, pattern="gpt4", special_tokens=specials,
+                        progress=False)
+    strings = [tok.id_to_token(i) for i in range(len(tok))]
+    assert None not in strings and all(tok.token_to_id(s) <= i for i, s in enumerate(strings))
+    assert len(tok.get_vocab()) == len(set(strings))
+    with tempfile.TemporaryDirectory() as d:
+        try:
+            tok.save_huggingface(f"{d}/t.json")
+        except ConfigError as e:
+            assert "have the same bytes" in str(e)
+            return
+        assert_names_equal_hf(tok, tokenizers.Tokenizer.from_file(f"{d}/t.json"))
