@@ -1,7 +1,8 @@
 """HF ``tokenizers``' vocabulary names (``get_vocab``, ``token_to_id``, ``id_to_token``, ``get_vocab_size``,
-``len``) and tiktoken's ``encode_single_token`` / ``decode_with_offsets`` / KeyError on unknown ids, on every
-kind of tokenmill tokenizer, against the anchors themselves: HF ``tokenizers`` on the same tokenizer.json
-(a model's own, or tokenmill's export), ``sentencepiece`` on a ``.model``, tiktoken on a rank file."""
+``len``), transformers' ``convert_*``, tiktoken's KeyError on unknown ids and hashing by content, on every kind
+of tokenmill tokenizer, against the anchors themselves: HF ``tokenizers`` on the same tokenizer.json (a
+model's own, or tokenmill's export), ``sentencepiece`` on a ``.model``, ``PreTrainedTokenizerFast``, tiktoken
+on a rank file. (tiktoken's ``encode_single_token`` and ``decode_with_offsets``: ``test_openai_ranks.py``.)"""
 
 from __future__ import annotations
 
@@ -20,13 +21,11 @@ from tokenmill.errors import ConfigError, UnknownTokenError
 tokenizers = pytest.importorskip("tokenizers")
 
 
-def assert_names_equal_hf(tok, hf, *, without_added: bool = True) -> None:
-    """Every name on every id and every token string, as HF gives it (``without_added``: also
-    ``with_added_tokens=False``)."""
+def assert_names_equal_hf(tok, hf) -> None:
+    """Every name on every id and every token string, as HF gives it, with and without added tokens."""
     assert tok.get_vocab() == hf.get_vocab()
-    if without_added:
-        assert tok.get_vocab(with_added_tokens=False) == hf.get_vocab(with_added_tokens=False)
-        assert tok.get_vocab_size(with_added_tokens=False) == hf.get_vocab_size(with_added_tokens=False)
+    assert tok.get_vocab(with_added_tokens=False) == hf.get_vocab(with_added_tokens=False)
+    assert tok.get_vocab_size(with_added_tokens=False) == hf.get_vocab_size(with_added_tokens=False)
     assert [tok.id_to_token(i) for i in range(len(tok) + 3)] == [hf.id_to_token(i) for i in range(len(tok) + 3)]
     strings = list(hf.get_vocab()) + ["", "not a token at all", "<|no such special|>", "Ġ" * 40]
     assert [tok.token_to_id(s) for s in strings] == [hf.token_to_id(s) for s in strings]
