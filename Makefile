@@ -24,7 +24,7 @@ MODEL_TOKENIZERS := TOKENMILL_LLAMA3_DIR=.cache/llama3 TOKENMILL_QWEN_DIR=.cache
                     TOKENMILL_DEEPSEEK_DIR=.cache/deepseek TOKENMILL_MISTRAL_DIR=.cache/mistral \
                     TOKENMILL_OPENAI_DIR=.cache/openai
 
-.PHONY: demo test test-fast test-boundscheck lint fuzz bench clean
+.PHONY: demo test test-deps test-fast test-boundscheck lint fuzz bench clean
 
 $(VENV)/.core: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -111,7 +111,8 @@ demo: $(VENV)/.demo
 # made once); every test is deterministic whatever the number (`make test TEST_WORKERS=0`: in pytest's own
 # process).
 TEST_WORKERS ?= 2
-test: $(VENV)/.test $(GPT2_RANKS) $(LLAMA3) $(QWEN) $(DEEPSEEK) $(TEKKEN) $(MISTRAL_SP) $(OPENAI) $(CHROMIUM_OK)
+TEST_FILES := $(GPT2_RANKS) $(LLAMA3) $(QWEN) $(DEEPSEEK) $(TEKKEN) $(MISTRAL_SP) $(OPENAI)
+test: $(VENV)/.test $(TEST_FILES) $(CHROMIUM_OK)
 	$(VENV)/bin/tokenmill warmup --quiet
 	TOKENMILL_GPT2_RANKS=$(GPT2_RANKS) $(MODEL_TOKENIZERS) $(PY) -m pytest -q -p no:cacheprovider \
 	  -n $(TEST_WORKERS) --dist loadfile --doctest-glob='*.md' src tests docs
@@ -122,8 +123,14 @@ test: $(VENV)/.test $(GPT2_RANKS) $(LLAMA3) $(QWEN) $(DEEPSEEK) $(TEKKEN) $(MIST
 # NUMBA_BOUNDSCHECK recompiles every kernel, so it gets its own cache folder; TOKENMILL_PYTHON_FIRST=0
 # keeps small inputs on the kernels (with that folder empty they would take the pure-Python twins).
 BOUNDSCHECK_TESTS := tests/safety/test_kernel_boundaries.py tests/safety/test_exact.py tests/safety/test_tokenizer_files.py tests/batching/test_kernels.py tests/tokenizer/test_kernel_twins.py tests/tokenizer/test_merges.py tests/tokenizer/test_premerge.py tests/tokenizer/test_sentencepiece.py tests/windows/test_sliding.py
-test-boundscheck: $(VENV)/.test
-	NUMBA_BOUNDSCHECK=1 NUMBA_CACHE_DIR=.cache/numba-boundscheck TOKENMILL_PYTHON_FIRST=0 $(PY) -m pytest -q -p no:cacheprovider $(BOUNDSCHECK_TESTS)
+# The real tokenizer files too, as make test has them (the schema tests' mutations of real files ran only there).
+test-boundscheck: $(VENV)/.test $(TEST_FILES)
+	NUMBA_BOUNDSCHECK=1 NUMBA_CACHE_DIR=.cache/numba-boundscheck TOKENMILL_PYTHON_FIRST=0 \
+	  TOKENMILL_GPT2_RANKS=$(GPT2_RANKS) $(MODEL_TOKENIZERS) $(PY) -m pytest -q -p no:cacheprovider $(BOUNDSCHECK_TESTS)
+
+# What both test runs need, made once before CI starts them side by side (two makes fetching the same files
+# at once would race).
+test-deps: $(VENV)/.test $(TEST_FILES) $(CHROMIUM_OK)
 
 # The linter (rules in pyproject.toml, [tool.ruff]); CI runs it.
 lint: $(VENV)/.test
