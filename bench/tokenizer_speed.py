@@ -33,9 +33,10 @@ disk-cached numba code); the cold-start section measures those costs separately.
    checked against tiktoken's before timing, passes round robin over the tools in one child process
    per tokenizer and corpus, ``--runs`` such processes each (3; the runs take turns over the tokenizers,
    and a ratio is the median of the runs' ratios, printed with their range: between processes a cell
-   moved by up to ~0.3 here, more than between passes of one). Each pass: a fresh encoder (tokenmill, gigatoken: their chunk caches start
-   empty), warmed untimed on 1 MB of other documents of the same corpus, then the timed documents: the
-   steady state of a long run on unseen text (neither a cold cache nor one warm on the timed chunks).
+   moved by up to ~0.3 here, more than between passes of one). Each pass: a fresh encoder (tokenmill,
+   gigatoken: their chunk caches start empty), warmed untimed on 1 MB of other documents of the same
+   corpus, then the timed documents: the steady state of a long run on unseen text (neither a cold
+   cache nor one warm on the timed chunks).
    Needs the ``bench`` extra and the rank files of `make test`.
 5. Optional (``--stream-mb``): training at vocab 8192 on a stream cycling the en+zh documents lazily
    up to that many MB; peak RSS.
