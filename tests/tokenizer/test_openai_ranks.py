@@ -191,8 +191,9 @@ def test_a_known_rank_file_loaded_alone_is_the_encoding_tiktoken_gives(openai_di
 def test_tiktokens_names_give_what_tiktoken_gives(openai_dir, gpt2_ranks_path):
     """Code written for a ``tiktoken.Encoding`` runs on a Tokenizer: ``n_vocab``, ``max_token_value``,
     ``eot_token``, ``special_tokens_set``, ``encode_ordinary_batch``, ``decode_single_token_bytes``,
-    ``decode_tokens_bytes``, ``encode_single_token`` and ``decode_with_offsets`` are there and give what
-    tiktoken's give (they were missing: AttributeError)."""
+    ``decode_tokens_bytes``, ``encode_single_token``, ``decode_with_offsets``, ``decode_batch``,
+    ``decode_bytes_batch`` and ``token_byte_values`` are there and give what tiktoken's give (they were
+    missing: AttributeError)."""
     texts = ["Hello world<|endoftext|>", "", "数字 12345\n\n  x", "<|endofprompt|> ok"]
     files = {"r50k_base": gpt2_ranks_path, **{n: openai_dir / f"{n}.tiktoken" for n in NAMES}}
     inside = 0
@@ -214,6 +215,14 @@ def test_tiktokens_names_give_what_tiktoken_gives(openai_dir, gpt2_ranks_path):
                 enc.encode_single_token(t)
             with pytest.raises(KeyError, match="not a single token"):
                 tok.encode_single_token(t)
+        # decode_batch, decode_bytes_batch (an id sequence per text) and token_byte_values
+        batch = [enc.encode(t, allowed_special="all") for t in texts] + [[]]
+        assert tok.decode_batch(batch) == enc.decode_batch(batch)
+        assert tok.decode_bytes_batch(batch, num_threads=2) == enc.decode_bytes_batch(batch, num_threads=2)
+        cut = [enc.encode("中文")[:1], enc.encode("中文")[1:]]  # (bytes that are not whole characters)
+        assert tok.decode_batch(cut) == enc.decode_batch(cut)
+        assert tok.decode_batch(cut, errors="ignore") == enc.decode_batch(cut, errors="ignore")
+        assert tok.token_byte_values() == enc.token_byte_values()
         # decode_with_offsets: tiktoken's offsets, tokens that start inside a character included
         for text in ["hello world", "a中b héllo 中文字符 🙂🙂 naïve", "数字 12345\n\n  x" * 3, texts[0], ""]:
             ids = enc.encode(text, allowed_special="all")

@@ -298,6 +298,22 @@ class Tokenizer(VocabNames):
         """The bytes of each token of ``tokens`` (tiktoken's name)."""
         return [self.token_bytes(t) for t in tokens]
 
+    def decode_batch(self, batch: Iterable[Iterable[int]], *, errors: str = "replace", num_threads: int | None = None
+                     ) -> list[str]:
+        """``decode`` of each id sequence of ``batch`` (tiktoken's name). ``num_threads`` is taken for tiktoken's
+        signature; the sequences are decoded in this thread (a long one at ~8 ns an id)."""
+        return [self.decode(ids, errors) for ids in batch]
+
+    def decode_bytes_batch(self, batch: Iterable[Iterable[int]], *, num_threads: int | None = None) -> list[bytes]:
+        """``decode_bytes`` of each id sequence of ``batch`` (tiktoken's name; ``num_threads`` as in
+        :meth:`decode_batch`)."""
+        return [self.decode_bytes(ids) for ids in batch]
+
+    def token_byte_values(self) -> list[bytes]:
+        """The bytes of every vocabulary token, sorted, each once (tiktoken's name: its mergeable ranks' keys;
+        special and added tokens excluded)."""
+        return sorted({b for _, b in self.vocab_items()})
+
     def encode_single_token(self, text_or_bytes: str | bytes) -> int:
         """The id of the one token whose bytes (or special token's text) are ``text_or_bytes`` (tiktoken's name:
         special tokens included); an :class:`~tokenmill.errors.UnknownTokenError` (a KeyError, as tiktoken
