@@ -576,10 +576,9 @@ class Tokenizer(VocabNames):
         tokenizer.json spells them; the special and added tokens' text. An added token in a slot of the
         vocabulary's ids that holds no bytes (DeepSeek V3's ``<｜begin▁of▁sentence｜>`` at id 0, tekken's special
         ids) is a vocabulary token too, as its tokenizer.json has it and ``save_huggingface`` writes it."""
-        from .formats.export import bytes_to_unicode
+        from .formats.export import byte_level_string
 
-        table = str.maketrans({chr(b): c for b, c in bytes_to_unicode().items()})
-        model = {i: b.decode("latin-1").translate(table) for i, b in enumerate(self._vocab) if b is not None}
+        model = {i: byte_level_string(b) for i, b in enumerate(self._vocab) if b is not None}
         added = self.added_tokens
         model.update((i, s) for s, i in added.items() if i < len(self._vocab) and self._vocab[i] is None)
         return dict(sorted(model.items())), added

@@ -43,6 +43,20 @@ def bytes_to_unicode() -> dict[int, str]:
     return dict(zip(printable, map(chr, chars)))
 
 
+@lru_cache(maxsize=1)
+def _byte_level_table() -> dict[int, str]:
+    return str.maketrans({chr(b): c for b, c in bytes_to_unicode().items()})
+
+
+def byte_level_string(token: bytes) -> str:
+    r"""A token's bytes as a ByteLevel tokenizer.json spells them (``b" the"`` -> ``"Ġthe"``).
+
+    >>> byte_level_string(b" the\n")
+    'ĠtheĊ'
+    """
+    return token.decode("latin-1").translate(_byte_level_table())
+
+
 def _unique_vocab(tok) -> dict[int, bytes]:
     """id -> bytes of the model's tokens (special and added tokens excluded), every bytes string once."""
     vocab: dict[int, bytes] = {}
@@ -118,8 +132,7 @@ def _same_everywhere(regex_str: str, engine: str, *, tiktoken: bool = False, oni
 
 def to_huggingface_dict(tok) -> dict:
     """A ``tokenizer.json`` body that HF ``tokenizers`` encodes exactly as ``tok`` does."""
-    b2u = bytes_to_unicode()
-    enc = lambda b: "".join(b2u[x] for x in b)
+    enc = byte_level_string
     vocab = _unique_vocab(tok)
     rank_file = tok.merges is None
     merges = recover_merges(tok)
@@ -165,8 +178,7 @@ def _added_for_export(tok, vocab: dict[int, bytes]) -> tuple[list[dict], dict[st
         items = [{"id": i, "content": s, "special": True, "single_word": False, "lstrip": False, "rstrip": False,
                   "normalized": False} for s, i in tok.special_tokens.items()]
     items.sort(key=lambda t: t["id"])
-    b2u = bytes_to_unicode()
-    by_string = {"".join(b2u[x] for x in b): i for i, b in vocab.items()}
+    by_string = {byte_level_string(b): i for i, b in vocab.items()}
     # a token in a slot of the model's ids that holds no byte string (DeepSeek V3's <｜begin▁of▁sentence｜> at
     # id 0, tekken's special ids) goes in the model's vocabulary under its text, as the imported file had it:
     # HF keeps a vocabulary token's id
