@@ -132,7 +132,6 @@ def _same_everywhere(regex_str: str, engine: str, *, tiktoken: bool = False, oni
 
 def to_huggingface_dict(tok) -> dict:
     """A ``tokenizer.json`` body that HF ``tokenizers`` encodes exactly as ``tok`` does."""
-    enc = byte_level_string
     vocab = _unique_vocab(tok)
     rank_file = tok.merges is None
     merges = recover_merges(tok)
@@ -162,8 +161,8 @@ def to_huggingface_dict(tok) -> dict:
             "type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
             "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False,
             "ignore_merges": bool(rank_file or tok.spec.whole_chunk_lookup),
-            "vocab": {enc(b): i for i, b in vocab.items()} | held,
-            "merges": [[enc(vocab[a]), enc(vocab[b])] for a, b in merges],
+            "vocab": {byte_level_string(b): i for i, b in vocab.items()} | held,
+            "merges": [[byte_level_string(vocab[a]), byte_level_string(vocab[b])] for a, b in merges],
         },
     }
 
