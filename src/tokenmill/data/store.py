@@ -68,6 +68,7 @@ from .._io import (
 from .._schema import BIG, Count, Meta, Sha256, Struct, check, load_json
 from .._words import counted
 from ..errors import ConfigError, FormatError, InputError, OutOfRangeError, TokenmillError, warn
+from ..tokenizer.special import BOS_NAMES, EOS_NAMES
 from . import engines
 from .readers import Replaced, Source, Utf8Docs, as_sources, blank_note, format_of
 from .source import doc_index
@@ -81,10 +82,6 @@ DEFAULT_SHARD_BYTES = 16 << 20  # input (UTF-8) bytes per shard
 _PART_BYTES = 1 << 20  # input bytes per encoding job: a larger shard is encoded in parts, the first one at once
 _SHARD_RE = re.compile(r"^shard-([0-9]{5,9})\.(tokens|offsets|meta|json)$")
 _PARTS = ("tokens", "offsets", "meta")
-EOS_NAMES = ("<|endoftext|>", "</s>", "<|eos|>", "<eos>", "<|end_of_text|>", "<|im_end|>",
-             "<\uff5cend\u2581of\u2581sentence\uff5c>")  # (the last: DeepSeek's)
-BOS_NAMES = ("<|begin_of_text|>", "<s>", "<|bos|>", "<bos>", "<|startoftext|>",
-             "<\uff5cbegin\u2581of\u2581sentence\uff5c>")
 
 
 class WriteError(TokenmillError, OSError):

@@ -149,6 +149,21 @@ class ForeignTokenizer:
     def token_bytes(self, token_id: int) -> bytes:
         return self._token_bytes_fn(int(token_id))
 
+    def save_pretrained(self, *args, **kwargs):
+        """Refused, as ``to_transformers``, ``save_huggingface`` and ``save``: tokenmill does not run this
+        tokenizer itself, so it has no file of tokenmill's making to write (the message says where its own is)."""
+        raise ConfigError(self._no_export())
+
+    to_transformers = save_huggingface = save = save_pretrained
+
+    def _no_export(self) -> str:
+        own = {"tokenizers": "tok.wrapped.save('tokenizer.json') (HF tokenizers' own file), or "
+                             "PreTrainedTokenizerFast(tokenizer_object=tok.wrapped)",
+               "tiktoken": "tiktoken's own rank file and pattern",
+               "sentencepiece": "its .model file"}.get(self.kind, "the files it was read from")
+        return (f"this tokenizer is run through {self.kind} (tokenmill cannot reproduce it exactly), so tokenmill "
+                f"writes no file of it; keep or save it with its own library: {own}")
+
     def __repr__(self) -> str:
         return f"ForeignTokenizer({self.kind}, vocab_size={self.vocab_size:,d}, special_tokens={len(self._special)})"
 

@@ -25,6 +25,7 @@ from ..errors import ConfigError, FormatError, UnknownTokenError
 from .bpe import tables
 from .encoding import Encoding
 from .formats import tokenmill as tokenmill_format
+from .formats.pretrained import PretrainedExport
 from .spec import MergeTrace, TokenizerSpec
 from .special import check_specials, special_token_names, without_special_ids
 from .vocab_names import VocabNames
@@ -55,7 +56,7 @@ def _join_list():
     return join_list
 
 
-class Tokenizer(VocabNames):
+class Tokenizer(VocabNames, PretrainedExport):
     """A byte-level BPE tokenizer.
 
     >>> tok = Tokenizer.from_merges([(104, 105)], pattern="gpt4", special_tokens={"<|eos|>": 257})

@@ -57,6 +57,7 @@ from ..errors import (
     UnsupportedTokenizerError,
 )
 from .formats.kind import file_head, reading
+from .formats.pretrained import PretrainedExport
 from .formats.sentencepiece import (
     MAX_RESEGMENT_DEPTH,
     MAX_TRIE_RESULTS,
@@ -535,7 +536,7 @@ def _from_raw(raw: bytes, source: str) -> "SentencePieceTokenizer":
     return SentencePieceTokenizer(parse_model(raw, source=source))
 
 
-class SentencePieceTokenizer(VocabNames):
+class SentencePieceTokenizer(VocabNames, PretrainedExport):
     """A SentencePiece BPE model (``.model`` file) with tokenmill's tokenizer protocol.
 
     ``encode_ordinary(text)`` equals ``sentencepiece.SentencePieceProcessor(model_file=...).encode(text)``

@@ -13,6 +13,15 @@ from collections.abc import Mapping, Sequence
 from .._validate import check_int
 from ..errors import ConfigError, SpecialTokenError
 
+# the special tokens that end or begin a text, or pad one, by name, most common first: what a token store
+# appends (EOS) or prepends (BOS) when not told an id, and the roles a transformers folder is given
+# (``formats.pretrained``). The last of each: DeepSeek's.
+EOS_NAMES = ("<|endoftext|>", "</s>", "<|eos|>", "<eos>", "<|end_of_text|>", "<|im_end|>",
+             "<\uff5cend\u2581of\u2581sentence\uff5c>")
+BOS_NAMES = ("<|begin_of_text|>", "<s>", "<|bos|>", "<bos>", "<|startoftext|>",
+             "<\uff5cbegin\u2581of\u2581sentence\uff5c>")
+PAD_NAMES = ("<pad>", "<|pad|>", "[PAD]")
+
 
 def special_token_names(special_tokens, *, takes_ids: bool = True) -> list[str]:
     """Special token names: a str is one token (not one per character); each must be a non-empty,

@@ -38,6 +38,7 @@ from ..groups import batch_args, encode_flat_by_batch, in_groups
 from ..sentencepiece import WS, encode_group, first_of, utf8_of
 from ..special import names_batch_text, rule_of, union_of
 from ..vocab_names import VocabNames
+from .pretrained import PretrainedExport
 from .schemas import ID_RULE, HFAddedToken, Lenient, check_merge_forms, decode_file, is_id
 
 _MARKERS = (b'"Metaspace"', b'"Prepend"', b'"byte_fallback": true', b'"byte_fallback":true', b'"ByteFallback"',
@@ -187,7 +188,7 @@ def _from_raw(raw: bytes, source: str) -> "SentencePieceJsonTokenizer":
     return SentencePieceJsonTokenizer(raw, source=source)
 
 
-class SentencePieceJsonTokenizer(VocabNames):
+class SentencePieceJsonTokenizer(VocabNames, PretrainedExport):
     """A tokenizer.json of the SentencePiece family, run as HF ``tokenizers`` runs it, with tokenmill's
     tokenizer protocol. Special added tokens follow tiktoken's safety model (text spelling one raises
     unless allowed); non-special ones are always matched, as in HF."""

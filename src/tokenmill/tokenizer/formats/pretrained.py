@@ -1,0 +1,143 @@
+"""A tokenizer as a ``transformers`` folder: ``save_pretrained(folder)`` and ``to_transformers()``.
+
+``save_huggingface`` writes the one file HF ``tokenizers`` reads. What ``transformers`` users load is a
+folder: ``AutoTokenizer.from_pretrained(folder)`` reads its ``tokenizer.json`` and, from
+``tokenizer_config.json``, which special token is the end of a text (``eos_token``: what generation stops
+at, what ``DataCollatorForLanguageModeling`` and chat code reach for), the beginning (``bos_token``),
+padding (``pad_token``) and the unknown token (``unk_token``). Without that file every one of them is
+None. :meth:`save_pretrained` writes both files, so a tokenizer trained or imported with tokenmill goes
+to a ``Trainer``, a pipeline or the Hub as it is; :meth:`to_transformers` gives the same tokenizer as a
+``PreTrainedTokenizerFast`` object.
+
+The roles are named by the tokenizer's special tokens. Left out, each is found by name (the names the
+token store also looks for): EOS ``<|endoftext|>``, ``</s>``, ``<|end_of_text|>``, ``<eos>``, ...; BOS
+``<|begin_of_text|>``, ``<s>``, ``<bos>``, ...; padding ``<pad>``, ``<|pad|>``, ``[PAD]``; the unknown
+token is a SentencePiece model's own (``<unk>``). A role whose name the tokenizer lacks stays None;
+``None`` leaves a role unset; a name that is no special token of the tokenizer is refused (transformers
+would add it as a new special token: a vocabulary token would then be cut out of every text as a token
+of its own, and ids would change).
+
+The ids are the tokenizer's: ``AutoTokenizer.from_pretrained(folder)`` encodes text as tokenmill does
+(``add_special_tokens`` adds nothing: the ``tokenizer.json`` written has no post-processor, unless an
+imported one brought its own) and decodes ids as tokenmill does (``clean_up_tokenization_spaces`` off).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..._io import check_writable_folder, fs_path, resolve_output, write_json_atomic
+from ...errors import ConfigError, require
+from ..special import BOS_NAMES, EOS_NAMES, PAD_NAMES
+
+ROLES = ("bos_token", "eos_token", "unk_token", "pad_token")
+
+
+class _Inferred:
+    """The default of a role: found by the token's name (see the module's doc)."""
+
+    def __repr__(self) -> str:
+        return "<inferred>"
+
+
+INFERRED = _Inferred()
+
+
+def special_roles(tok, given: dict) -> dict[str, str | None]:
+    """``bos_token``, ``eos_token``, ``unk_token`` and ``pad_token`` of ``tok``: each as ``given`` (a special token's
+    text or None) or, where given :data:`INFERRED`, found by name."""
+    specials = dict(tok.special_tokens)
+    unk_id = tok._unk_id()
+    unk = tok.id_to_token(unk_id) if unk_id is not None else None
+    names = {"bos_token": BOS_NAMES, "eos_token": EOS_NAMES, "pad_token": PAD_NAMES,
+             "unk_token": (unk,) if unk is not None else ("<unk>",)}
+    roles = {}
+    for role in ROLES:
+        value = given.get(role, INFERRED)
+        if value is INFERRED:
+            value = next((n for n in names[role] if n in specials), None)
+        elif value is not None:
+            if not isinstance(value, str):
+                raise ConfigError(f"{role}={value!r} is a {type(value).__name__}; pass the text of one of the "
+                                  "tokenizer's special tokens, or None to leave it unset")
+            if value not in specials:
+                have = ", ".join(map(repr, list(specials)[:8])) + (f" and {len(specials) - 8:,d} more"
+                                                                    if len(specials) > 8 else "")
+                raise ConfigError(f"{role}={value!r} is not a special token of this tokenizer (it has: "
+                                  f"{have or 'none'}); transformers would add it as a new special token, which "
+                                  "changes how text is cut into ids: pass one of them, or None")
+        roles[role] = value
+    return roles
+
+
+def _config(roles: dict, model_max_length) -> dict:
+    body: dict = {"tokenizer_class": "PreTrainedTokenizerFast", "clean_up_tokenization_spaces": False}
+    body.update({k: v for k, v in roles.items() if v is not None})
+    if model_max_length is not None:
+        if type(model_max_length) is not int or model_max_length < 1:
+            raise ConfigError(f"model_max_length={model_max_length!r}: pass a positive int (the longest input "
+                              "the model takes, in tokens), or None")
+        body["model_max_length"] = model_max_length
+    return body
+
+
+def save_pretrained(tok, folder, given: dict, model_max_length=None) -> Path:
+    """Write ``folder/tokenizer.json`` (``tok.save_huggingface``) and ``folder/tokenizer_config.json`` (the
+    roles, ``model_max_length``, ``clean_up_tokenization_spaces: false``), each atomically; the folder is
+    made where missing. Everything is checked before the first file is written. Returns the folder."""
+    raw = fs_path(folder, "the folder is {kind}, not a str or a path; pass a folder's path")
+    if not raw:
+        raise ConfigError("the folder is empty (''); pass a folder's path (the current folder is '.')")
+    where = Path(raw)
+    if where.exists() and not where.is_dir():
+        raise ConfigError(f"{raw!r} is a file, not a folder; save_pretrained writes tokenizer.json and "
+                          "tokenizer_config.json into a folder: pass a folder's path")
+    body = _config(special_roles(tok, given), model_max_length)
+    check_writable_folder(where, "the tokenizer folder", raw)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        resolve_output(where / name, what=f"the tokenizer's {name}")
+    tok.save_huggingface(where / "tokenizer.json")
+    write_json_atomic(where / "tokenizer_config.json", body)
+    return where
+
+
+def to_transformers(tok, given: dict, model_max_length=None):
+    """``tok`` as a ``transformers.PreTrainedTokenizerFast`` (the folder :func:`save_pretrained` writes, loaded
+    from a temporary folder)."""
+    import tempfile
+
+    transformers = require("transformers", "transformers")
+    roles = special_roles(tok, given)
+    _config(roles, model_max_length)  # (checked before anything is written)
+    with tempfile.TemporaryDirectory(prefix="tokenmill-hf-") as tmp:
+        save_pretrained(tok, tmp, roles, model_max_length)
+        return transformers.PreTrainedTokenizerFast.from_pretrained(os.fspath(tmp))
+
+
+class PretrainedExport:
+    """:meth:`save_pretrained` and :meth:`to_transformers` for a tokenizer with ``save_huggingface``,
+    ``special_tokens`` and the vocabulary names (``VocabNames``)."""
+
+    def save_pretrained(self, folder, *, bos_token=INFERRED, eos_token=INFERRED, unk_token=INFERRED,
+                        pad_token=INFERRED, model_max_length: int | None = None) -> Path:
+        """Write a ``transformers`` tokenizer folder: ``tokenizer.json`` and ``tokenizer_config.json`` (the special
+        tokens' roles, found by name unless given; ``None`` leaves one unset), which
+        ``AutoTokenizer.from_pretrained(folder)`` loads with this tokenizer's ids
+        (``tokenizer/formats/pretrained.py``). Returns the folder as a Path.
+
+        >>> import tempfile, tokenmill
+        >>> tok = tokenmill.Tokenizer.from_merges([(104, 105)], special_tokens=["<|endoftext|>"])
+        >>> with tempfile.TemporaryDirectory() as d:
+        ...     sorted(p.name for p in tok.save_pretrained(d, model_max_length=1024).iterdir())
+        ['tokenizer.json', 'tokenizer_config.json']
+        """
+        given = dict(bos_token=bos_token, eos_token=eos_token, unk_token=unk_token, pad_token=pad_token)
+        return save_pretrained(self, folder, given, model_max_length)
+
+    def to_transformers(self, *, bos_token=INFERRED, eos_token=INFERRED, unk_token=INFERRED, pad_token=INFERRED,
+                        model_max_length: int | None = None):
+        """This tokenizer as a ``transformers.PreTrainedTokenizerFast`` (same ids; the roles as in
+        :meth:`save_pretrained`). Needs ``pip install 'tokenmill[transformers]'``."""
+        given = dict(bos_token=bos_token, eos_token=eos_token, unk_token=unk_token, pad_token=pad_token)
+        return to_transformers(self, given, model_max_length)

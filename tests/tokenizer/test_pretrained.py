@@ -1,0 +1,176 @@
+"""``save_pretrained`` / ``to_transformers``: a tokenmill tokenizer as the folder ``transformers``' ``AutoTokenizer``
+loads, checked against transformers itself: the same ids on text and the same text from ids, and the special
+tokens' roles (``eos_token`` ...) found by name or as given."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import warnings
+
+import pytest
+
+from tests.conftest import corpus_sample
+from tests.tokenizer.test_model_tokenizers import _dir
+from tokenmill import Tokenizer, as_tokenizer, train_bpe
+from tokenmill.errors import ConfigError
+
+transformers = pytest.importorskip("transformers")
+
+TEXTS = ["Hello world, it's 2026!", "  def f(x):\n\treturn x ** 2\n\n\n", "数字 12345 and ünïcödé — “quotes”",
+         "a" * 300, " \n \r\n\t ", "naïve café: 3.14159, 1,000,000 items; e-mail: a@b.co", "😀👍🏽 emoji"]
+
+
+def _auto(folder):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (transformers' own notices on a folder without config.json)
+        return transformers.AutoTokenizer.from_pretrained(str(folder))
+
+
+def _assert_same_ids(tok, hf, texts) -> None:
+    """HF's encode (special tokens added as its config says: none here) and decode equal tokenmill's."""
+    want = [list(map(int, tok.encode(t))) for t in texts]
+    assert hf(texts)["input_ids"] == want
+    assert [hf.decode(ids) for ids in want] == [tok.decode(ids) for ids in want]
+
+
+def _roles(hf) -> tuple:
+    return hf.bos_token, hf.eos_token, hf.unk_token, hf.pad_token
+
+
+def test_gpt2_folder_loads_in_autotokenizer_with_its_ids_and_eos(gpt2_ranks_path, tmp_path):
+    tok = Tokenizer.from_tiktoken(gpt2_ranks_path)
+    folder = tok.save_pretrained(tmp_path / "new" / "gpt2", model_max_length=1024)  # (missing folders made)
+    assert sorted(p.name for p in folder.iterdir()) == ["tokenizer.json", "tokenizer_config.json"]
+    conf = json.loads((folder / "tokenizer_config.json").read_text())
+    assert conf == {"tokenizer_class": "PreTrainedTokenizerFast", "clean_up_tokenization_spaces": False,
+                    "eos_token": "<|endoftext|>", "model_max_length": 1024}
+    hf = _auto(folder)
+    assert _roles(hf) == (None, "<|endoftext|>", None, None) and hf.eos_token_id == 50256 == tok.eot_token
+    assert hf.model_max_length == 1024 and len(hf) == len(tok) == 50257
+    _assert_same_ids(tok, hf, TEXTS)
+    ids = tok.encode("one<|endoftext|>two", allowed_special="all")
+    assert hf("one<|endoftext|>two")["input_ids"] == ids  # the special token's text is the token, as allowed
+    assert hf.decode(ids, skip_special_tokens=True) == tok.decode(ids, skip_special_tokens=True) == "onetwo"
+
+
+def test_roles_given_replace_the_names_found_and_none_leaves_one_unset(gpt2_ranks_path, tmp_path):
+    tok = Tokenizer.from_tiktoken(gpt2_ranks_path)
+    hf = _auto(tok.save_pretrained(tmp_path, pad_token="<|endoftext|>", eos_token=None))
+    assert _roles(hf) == (None, None, None, "<|endoftext|>") and hf.pad_token_id == 50256
+    padded = hf(["a b c", "a"], padding=True)
+    assert padded["input_ids"][1] == tok.encode("a") + [50256] * 2 and padded["attention_mask"][1] == [1, 0, 0]
+    obj = tok.to_transformers(bos_token="<|endoftext|>")
+    assert isinstance(obj, transformers.PreTrainedTokenizerFast)
+    assert _roles(obj) == ("<|endoftext|>", "<|endoftext|>", None, None)
+    _assert_same_ids(tok, obj, TEXTS)
+
+
+def test_a_trained_tokenizer_without_specials_gets_no_roles(tmp_path):
+    tok = train_bpe(["hello world, hello there; the cat sat on the mat"] * 10, vocab_size=270, pattern="gpt4",
+                    progress=False)
+    hf = _auto(tok.save_pretrained(tmp_path))
+    assert _roles(hf) == (None, None, None, None)
+    assert json.loads((tmp_path / "tokenizer_config.json").read_text()) == {
+        "tokenizer_class": "PreTrainedTokenizerFast", "clean_up_tokenization_spaces": False}
+    _assert_same_ids(tok, hf, TEXTS)
+
+
+def _model_tokenizers():
+    """(name, loader of the tokenizer, its roles (bos, eos, unk, pad) as found by name)."""
+    return [
+        ("llama3", lambda: as_tokenizer(_dir("TOKENMILL_LLAMA3_DIR", "llama3", "tokenizer.json")),
+         ("<|begin_of_text|>", "<|end_of_text|>", None, None)),
+        ("deepseek", lambda: as_tokenizer(_dir("TOKENMILL_DEEPSEEK_DIR", "deepseek", "tokenizer.json")),
+         ("<\uff5cbegin\u2581of\u2581sentence\uff5c>", "<\uff5cend\u2581of\u2581sentence\uff5c>", None, None)),
+        ("tekken", lambda: as_tokenizer(_dir("TOKENMILL_MISTRAL_DIR", "mistral", "tekken_240911.json")
+                                        / "tekken_240911.json"), ("<s>", "</s>", "<unk>", "<pad>")),
+        ("mistral v1 .model", lambda: as_tokenizer(_dir("TOKENMILL_MISTRAL_DIR", "mistral", "tokenizer.model.v1")
+                                                   / "tokenizer.model.v1"), ("<s>", "</s>", "<unk>", None)),
+    ]
+
+
+@pytest.mark.parametrize("name,load,roles", _model_tokenizers(), ids=[m[0] for m in _model_tokenizers()])
+def test_model_tokenizers_round_trip_through_transformers(name, load, roles, tmp_path):
+    tok = load()
+    hf = _auto(tok.save_pretrained(tmp_path))
+    assert _roles(hf) == roles
+    assert [hf.convert_tokens_to_ids(r) for r in roles if r] == [tok.token_to_id(r) for r in roles if r]
+    _assert_same_ids(tok, hf, TEXTS)
+    if name.endswith(".model"):  # (the object, once: a large vocabulary's export and load take seconds)
+        assert _roles(tok.to_transformers()) == roles
+
+
+def test_a_sentencepiece_tokenizer_json_round_trips(tmp_path):
+    """The SentencePiece family's tokenizer.json (``SentencePieceJsonTokenizer``: written back byte for byte)."""
+    model = _dir("TOKENMILL_MISTRAL_DIR", "mistral", "tokenizer.model.v1") / "tokenizer.model.v1"
+    as_tokenizer(model).save_huggingface(tmp_path / "tokenizer.json")
+    tok = as_tokenizer(tmp_path / "tokenizer.json")
+    assert type(tok).__name__ == "SentencePieceJsonTokenizer"
+    hf = _auto(tok.save_pretrained(tmp_path / "out"))
+    assert (tmp_path / "out" / "tokenizer.json").read_bytes() == (tmp_path / "tokenizer.json").read_bytes()
+    assert _roles(hf) == ("<s>", "</s>", "<unk>", None)
+    _assert_same_ids(tok, hf, TEXTS)
+
+
+@pytest.mark.corpus
+def test_same_ids_as_transformers_on_the_corpora(corpora, gpt2_ranks_path, tmp_path):
+    llama3 = as_tokenizer(_dir("TOKENMILL_LLAMA3_DIR", "llama3", "tokenizer.json"))
+    texts = [t for s in ("en", "zh", "code", "multi") for t in corpus_sample(corpora, s, 60_000, stride=13)]
+    for k, tok in enumerate((Tokenizer.from_tiktoken(gpt2_ranks_path), llama3)):
+        hf = _auto(tok.save_pretrained(tmp_path / str(k)))
+        assert hf(texts)["input_ids"] == tok.encode_batch(texts, disallowed_special=())
+
+
+def test_refusals_come_before_anything_is_written(gpt2_ranks_path, tmp_path):
+    tok = Tokenizer.from_tiktoken(gpt2_ranks_path)
+    out = tmp_path / "out"
+    with pytest.raises(ConfigError, match=r"eos_token='Ġthe' is not a special token of this tokenizer \(it has: "
+                                          r"'<\|endoftext\|>'\); transformers would add it"):
+        tok.save_pretrained(out, eos_token="Ġthe")  # (a vocabulary token: it would be cut out of every text)
+    with pytest.raises(ConfigError, match="pad_token=50256 is a int; pass the text"):
+        tok.save_pretrained(out, pad_token=50256)
+    with pytest.raises(ConfigError, match="model_max_length=0: pass a positive int"):
+        tok.save_pretrained(out, model_max_length=0)
+    with pytest.raises(ConfigError, match="unk_token='<unk>' is not a special token"):
+        tok.to_transformers(unk_token="<unk>")
+    assert not out.exists()
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ConfigError, match="is a file, not a folder"):
+        tok.save_pretrained(tmp_path / "file")
+    (out / "tokenizer_config.json").mkdir(parents=True)
+    with pytest.raises(ConfigError, match="tokenizer_config.json' is a directory"):
+        tok.save_pretrained(out)
+    assert not (out / "tokenizer.json").exists()  # (nothing half written)
+
+
+def test_never_over_the_tokenizer_json_it_was_read_from(tmp_path):
+    src = _dir("TOKENMILL_LLAMA3_DIR", "llama3", "tokenizer.json")
+    shutil.copy(src / "tokenizer.json", tmp_path / "tokenizer.json")
+    before = (tmp_path / "tokenizer.json").read_bytes()
+    tok = as_tokenizer(tmp_path)
+    with pytest.raises(ConfigError, match="also an input"):
+        tok.save_pretrained(tmp_path)
+    assert (tmp_path / "tokenizer.json").read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tokenizer.json"]
+
+
+def test_an_existing_config_is_replaced(gpt2_ranks_path, tmp_path):
+    (tmp_path / "tokenizer_config.json").write_text('{"eos_token": "</s>", "tokenizer_class": "LlamaTokenizer"}')
+    Tokenizer.from_tiktoken(gpt2_ranks_path).save_pretrained(tmp_path)
+    assert json.loads((tmp_path / "tokenizer_config.json").read_text())["eos_token"] == "<|endoftext|>"
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # (no temporary left)
+
+
+def test_a_tokenizer_tokenmill_only_wraps_is_refused_with_where_its_own_file_is(tmp_path):
+    tokenizers = pytest.importorskip("tokenizers")
+    hf = tokenizers.Tokenizer(tokenizers.models.BPE({"a": 0, "b": 1, "ab": 2}, [("a", "b")]))
+    hf.normalizer = tokenizers.normalizers.NFKC()  # (tokenmill runs no NFKC: it wraps HF's own)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tok = as_tokenizer(hf)
+    assert type(tok).__name__ == "ForeignTokenizer" and tok.encode("ab") == [2]
+    for method in ("save_pretrained", "to_transformers", "save_huggingface", "save"):
+        with pytest.raises(ConfigError, match=r"run through tokenizers .* tok\.wrapped\.save\('tokenizer\.json'\)"):
+            getattr(tok, method)(tmp_path) if method != "to_transformers" else tok.to_transformers()
+    assert list(tmp_path.iterdir()) == []
