@@ -367,3 +367,58 @@ def test_allow_special_with_a_tokenizer_of_no_special_tokens_says_it_changes_not
         assert main(["encode", *args, "--allow-special", "--json", text]) == 0
         out, err = capsys.readouterr()
         assert json.loads(out)[-1] == 50256 and "warning" not in err
+
+
+def test_export_writes_each_form_equal_to_the_api(gpt2_ranks_path, tmp_path, capsys):
+    """`tokenmill export`: a rank file and its --pattern / --special in one tokenmill file, and back to ranks
+    byte for byte; a transformers folder with the roles given or found by name; a tokenizer.json."""
+    pytest.importorskip("transformers")
+    rank = ["--tokenizer", str(gpt2_ranks_path), "--pattern", "gpt2", "--special", "<|endoftext|>=50256"]
+    own = tmp_path / "gpt2.json"
+    assert main(["export", *rank, "--to", "tokenmill", "--out", str(own)]) == 0
+    tok = Tokenizer.from_tiktoken(gpt2_ranks_path, pattern="gpt2", special_tokens={"<|endoftext|>": 50256})
+    assert Tokenizer.load(own) == tok and "wrote" in capsys.readouterr().out
+    assert main(["export", "--tokenizer", str(own), "--to", "tiktoken", "--out", str(tmp_path / "g.tiktoken")]) == 0
+    assert (tmp_path / "g.tiktoken").read_bytes() == gpt2_ranks_path.read_bytes()
+    assert main(["export", "--tokenizer", str(own), "--to", "huggingface", "--out", str(tmp_path / "t.json")]) == 0
+    tokenizers = pytest.importorskip("tokenizers")
+    text = "Hello world, 你好 — 2026\n\n\tdef f(): pass"
+    assert tokenizers.Tokenizer.from_file(str(tmp_path / "t.json")).encode(text).ids == tok.encode(text)
+    folder = tmp_path / "hf"
+    assert main(["export", "--tokenizer", str(own), "--to", "transformers", "--out", str(folder), "--pad-token",
+                 "<|endoftext|>", "--model-max-length", "1024"]) == 0
+    assert "eos_token '<|endoftext|>', pad_token '<|endoftext|>'" in capsys.readouterr().out
+    assert json.loads((folder / "tokenizer_config.json").read_text()) == {
+        "tokenizer_class": "PreTrainedTokenizerFast", "clean_up_tokenization_spaces": False,
+        "eos_token": "<|endoftext|>", "pad_token": "<|endoftext|>", "model_max_length": 1024}
+    assert main(["export", "--tokenizer", str(own), "--to", "transformers", "--out", str(tmp_path / "hf2"),
+                 "--eos-token", "none"]) == 0
+    assert json.loads((tmp_path / "hf2" / "tokenizer_config.json").read_text()) == {
+        "tokenizer_class": "PreTrainedTokenizerFast", "clean_up_tokenization_spaces": False}
+
+
+def test_export_refusals_name_the_options(gpt2_ranks_path, tmp_path, capsys):
+    own = tmp_path / "t.json"
+    train_bpe(["the cat sat on the mat"] * 5, 262, special_tokens=["<|eos|>"]).save(own)
+    assert main(["export", "--tokenizer", str(own), "--to", "huggingface", "--out", str(tmp_path / "x.json"),
+                 "--eos-token", "<|eos|>"]) == 1
+    assert "--eos-token only go into a transformers folder" in capsys.readouterr().err
+    assert main(["export", "--tokenizer", str(own), "--to", "transformers", "--out", str(tmp_path / "f"),
+                 "--bos-token", "<s>"]) == 1
+    assert "--bos-token='<s>' is not a special token of this tokenizer (it has: '<|eos|>')" in capsys.readouterr().err
+    before = own.read_bytes()
+    assert main(["export", "--tokenizer", str(own), "--to", "huggingface", "--out", str(own)]) == 1
+    assert "also an input" in capsys.readouterr().err and own.read_bytes() == before  # (never over the file it reads)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.json"]
+
+
+def test_export_of_a_sentencepiece_model_says_which_forms_it_has(tmp_path, capsys):
+    from tests.tokenizer.test_model_tokenizers import _dir
+
+    model = _dir("TOKENMILL_MISTRAL_DIR", "mistral", "tokenizer.model.v1") / "tokenizer.model.v1"
+    for to in ("tokenmill", "tiktoken"):
+        assert main(["export", "--tokenizer", str(model), "--to", to, "--out", str(tmp_path / "x")]) == 1
+        err = capsys.readouterr().err
+        assert f"has no {to} form" in err and "pass --to huggingface or --to transformers" in err
+    assert main(["export", "--tokenizer", str(model), "--to", "transformers", "--out", str(tmp_path / "m")]) == 0
+    assert "eos_token '</s>', bos_token '<s>', unk_token '<unk>'" in capsys.readouterr().out

@@ -1,4 +1,4 @@
-"""`tokenmill train | encode | decode | inspect`."""
+"""`tokenmill train | encode | decode | inspect | export`."""
 
 from __future__ import annotations
 
@@ -79,6 +79,61 @@ def register(sub) -> None:
     p.add_argument("--top", type=int, default=10, help="how many merges and longest tokens to show")
     p.add_argument("--json", action="store_true", help="print the summary as JSON (tokens as lists of byte values)")
     add_quiet(p)
+
+    p = add_command(sub, "export", help="write a tokenizer in another library's form: a transformers folder, a "
+                                        "Hugging Face tokenizer.json, a tiktoken rank file, or tokenmill's own file",
+                    example="tokenmill export --tokenizer tok.json --to transformers --out my-tokenizer/\n"
+                            "  tokenmill export --tokenizer gpt2.tiktoken --pattern gpt2 --special '<|endoftext|>=50256' "
+                            "--to tokenmill --out gpt2.json", func=cmd_export)
+    add_tokenizer_args(p)
+    p.add_argument("--to", required=True, choices=list(_EXPORTS),
+                   help="transformers: a folder AutoTokenizer.from_pretrained loads (tokenizer.json and "
+                        "tokenizer_config.json); huggingface: a tokenizer.json file; tiktoken: a .tiktoken rank "
+                        "file; tokenmill: tokenmill's own file (a rank file with its --pattern and --special in one)")
+    p.add_argument("--out", required=True, help="the folder (--to transformers) or file to write")
+    for role in ("eos", "bos", "pad", "unk"):
+        p.add_argument(f"--{role}-token", default=None, metavar="TOKEN",
+                       help=f"--to transformers: the {role.upper()} special token's text, or 'none' (default: "
+                            "found by name" + (", e.g. <|endoftext|> or </s>)" if role == "eos" else ")"))
+    p.add_argument("--model-max-length", type=int, default=None, metavar="N",
+                   help="--to transformers: the longest input the model takes, in tokens (tokenizer_config.json)")
+    add_quiet(p)
+
+
+# (--to: the method each writes with)
+_EXPORTS = {"transformers": "save_pretrained", "huggingface": "save_huggingface", "tiktoken": "save_tiktoken",
+            "tokenmill": "save"}
+
+
+def cmd_export(args) -> int:
+    tok = load_tokenizer(args)
+    roles = {f"{r}_token": getattr(args, f"{r}_token") for r in ("eos", "bos", "pad", "unk")}
+    if args.to != "transformers":
+        given = [f"--{k.replace('_', '-')}" for k, v in roles.items() if v is not None]
+        if args.model_max_length is not None:
+            given.append("--model-max-length")
+        if given:
+            raise ConfigError(f"{', '.join(given)} only go into a transformers folder; pass --to transformers, or "
+                              "leave them out")
+        from ..tokenizer.foreign import ForeignTokenizer
+        from ..tokenizer.model import Tokenizer
+
+        if args.to in ("tokenmill", "tiktoken") and not isinstance(tok, (Tokenizer, ForeignTokenizer)):
+            why = ("tiktoken runs byte-level BPE over regex splits" if args.to == "tiktoken" else
+                   "it is run as its own file says, and every tokenmill command reads that file")
+            raise ConfigError(f"{args.tokenizer!r} is a SentencePiece-family tokenizer, which has no {args.to} form "
+                              f"({why}); pass --to huggingface or --to transformers for HF's forms")
+        getattr(tok, _EXPORTS[args.to])(args.out)
+        print(f"wrote {args.out} ({args.to})")
+        return 0
+    from ..tokenizer.formats.pretrained import INFERRED
+
+    kw = {k: INFERRED if v is None else None if v.lower() == "none" else v for k, v in roles.items()}
+    folder = tok.save_pretrained(args.out, model_max_length=args.model_max_length, **kw)
+    conf = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+    set_ = ", ".join(f"{k} {conf[k]!r}" for k in ("eos_token", "bos_token", "pad_token", "unk_token") if k in conf)
+    print(f"wrote {args.out} (transformers: tokenizer.json and tokenizer_config.json; {set_ or 'no special-token roles'})")
+    return 0
 
 
 def cmd_train(args) -> int:
