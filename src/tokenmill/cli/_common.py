@@ -146,7 +146,8 @@ def add_tokenizer_args(p: argparse.ArgumentParser, *, required: bool = True) -> 
     p.add_argument("--tokenizer", required=required, metavar="PATH",
                    help="a tokenmill tokenizer file, a Hugging Face tokenizer.json (or its folder), Mistral's "
                         "tekken.json, a SentencePiece .model (Mistral v1-v3, Llama 2), or a tiktoken rank file "
-                        "(.tiktoken, Llama 3's tokenizer.model) with --pattern")
+                        "(.tiktoken, Llama 3's tokenizer.model) with --pattern; or, where no such file is, a Hugging "
+                        "Face Hub repo id (meta-llama/Meta-Llama-3-8B) or a tiktoken encoding name (cl100k_base)")
     add_rank_options(p)
 
 

@@ -9,6 +9,8 @@ that is exact, else a ``ForeignTokenizer`` that calls the object's own batch enc
   SentencePiece ``.model`` (protobuf: Mistral v1-v3, Llama 2; ``tokenizer.sentencepiece``), or a
   tiktoken rank file (``.tiktoken``, Llama 3's ``tokenizer.model``; give ``pattern=`` a preset name
   or regex, and ``special_tokens=``);
+* a name, where no file has it: a Hugging Face Hub repo id (``"meta-llama/Meta-Llama-3-8B"``, fetched with
+  ``huggingface_hub``) or a tiktoken encoding (``"cl100k_base"``) (``named.py``);
 * a ``sentencepiece.SentencePieceProcessor``: its model, exactly (BPE) or wrapped (Unigram);
 * a ``tokenizers.Tokenizer`` or a ``transformers.PreTrainedTokenizerFast`` (its backend): imported
   with ``Tokenizer.from_huggingface`` when it is byte-level BPE;
@@ -134,8 +136,14 @@ def load_tokenizer_path(path, *, pattern=None, special_tokens=None):
         if p.exists():
             raise ConfigError(f"tokenizer {str(p)!r} is not a regular file (a device, FIFO or socket); pass a "
                               "tokenmill tokenizer file, a tokenizer.json (or its folder) or a .tiktoken rank file")
+        from .named import named_tokenizer
+
+        got = named_tokenizer(os.fspath(path), load_tokenizer_path, pattern=pattern, special_tokens=special_tokens)
+        if got is not None:
+            return got
         raise ConfigError(f"tokenizer {str(p)!r} does not exist; pass a tokenmill tokenizer file, a tokenizer.json "
-                          "(or its folder) or a .tiktoken rank file")
+                          "(or its folder) or a .tiktoken rank file (or, by name, a Hugging Face Hub repo id "
+                          "'owner/name' or a tiktoken encoding such as 'cl100k_base')")
     with open(p, "rb") as f:
         head = f.read(HEAD)
     from .sentencepiece import load_or_wrap

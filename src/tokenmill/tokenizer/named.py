@@ -1,0 +1,99 @@
+"""Tokenizers by name, where a path names no file: a Hugging Face Hub repo id (``meta-llama/Meta-Llama-3-8B``,
+``Qwen/Qwen2.5-7B``) as ``AutoTokenizer.from_pretrained`` takes one, or a tiktoken encoding name
+(``cl100k_base``, ``o200k_base``) as ``tiktoken.get_encoding`` takes one.
+
+A repo's ``tokenizer.json``, ``tekken.json`` or ``tokenizer.model`` is fetched with ``huggingface_hub`` (its
+cache, its login for gated models, ``HF_HUB_OFFLINE`` honoured) and read as that file would be from a folder
+(the same schema checks, the same exact import). A tiktoken name is ``tiktoken.get_encoding(name)`` (its cache,
+its download, its checksums) converted as any ``tiktoken.Encoding`` is. Either is said once on stderr, so a
+mistyped local path that happens to be a repo id is seen, not taken silently; a name whose first folder exists
+here (``data/tok``) is a local path, never a repo id.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+
+from ..errors import ConfigError, MissingExtraError
+
+TIKTOKEN_NAMES = ("gpt2", "r50k_base", "p50k_base", "p50k_edit", "cl100k_base", "o200k_base", "o200k_harmony")
+HUB_FILES = ("tokenizer.json", "tekken.json", "tokenizer.model")  # (what a folder is read by, in that order)
+# HF's repo ids: "owner/name", letters, digits, '-', '_', '.', no leading or trailing '.' or '-', no '--' / '..'
+_HUB_ID = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?/[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")
+# a name ending as a tokenizer or data file does is a file that is missing, not a repo
+_FILE_ENDINGS = (".json", ".model", ".tiktoken", ".txt", ".jsonl", ".parquet", ".bin", ".gz", ".zst")
+_SAID: set = set()
+
+
+def is_hub_id(raw: str) -> bool:
+    """Whether ``raw`` (a path that names nothing here) reads as a Hub repo id rather than a missing file.
+
+    >>> [is_hub_id(s) for s in ("meta-llama/Meta-Llama-3-8B", "Qwen/Qwen2.5-7B", "out/tok.json", "/abs/x", "a/b/c")]
+    [True, True, False, False, False]
+    """
+    return (bool(_HUB_ID.fullmatch(raw)) and "--" not in raw and ".." not in raw
+            and not raw.lower().endswith(_FILE_ENDINGS) and not os.path.isdir(raw.split("/")[0]))
+
+
+def _say(key: str, text: str) -> None:
+    if key not in _SAID:
+        _SAID.add(key)
+        print(f"tokenmill: {text}", file=sys.stderr, flush=True)
+
+
+def named_tokenizer(raw: str, load_folder, *, pattern=None, special_tokens=None):
+    """The tokenizer a missing path ``raw`` names (a tiktoken encoding or a Hub repo), or None where it names
+    neither. ``load_folder``: how a folder of tokenizer files is read (``adapters.load_tokenizer_path``)."""
+    tiktoken_name = raw in TIKTOKEN_NAMES
+    if not tiktoken_name and not is_hub_id(raw):
+        return None
+    if pattern is not None or special_tokens:
+        given = " and ".join(n for n, v in (("pattern", pattern), ("special_tokens", special_tokens)) if v)
+        raise ConfigError(f"{given} (--pattern / --special) apply to rank files only; {raw!r} is no file here but "
+                          f"{'a tiktoken encoding' if tiktoken_name else 'a Hugging Face Hub repo id'}, which carries "
+                          "its own: leave them out")
+    return _tiktoken(raw) if tiktoken_name else _hub(raw, load_folder)
+
+
+def _tiktoken(name: str):
+    from .adapters import as_tokenizer
+
+    try:
+        import tiktoken
+    except ImportError:
+        raise MissingExtraError(f"tokenizer {name!r} is no file here; as tiktoken's encoding of that name it needs "
+                                "tiktoken: pip install 'tokenmill[tiktoken]' (or pass its rank file's path)") from None
+    try:
+        enc = tiktoken.get_encoding(name)
+    except Exception as e:  # noqa: BLE001  (tiktoken's download: network, proxy, checksum errors of every kind)
+        raise ConfigError(f"tokenizer {name!r} is no file here, and tiktoken could not load its encoding of that "
+                          f"name ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); tiktoken downloads "
+                          "it once (network needed, then TIKTOKEN_CACHE_DIR keeps it): pass a rank file's path "
+                          "otherwise") from None
+    _say("tiktoken:" + name, f"{name!r} is no file here: tiktoken's encoding of that name")
+    return as_tokenizer(enc)
+
+
+def _hub(repo: str, load_folder):
+    try:
+        from huggingface_hub import snapshot_download
+    except ImportError:
+        raise MissingExtraError(f"tokenizer {repo!r} is no file or folder here; as a Hugging Face Hub repo id it "
+                                "needs huggingface_hub: pip install 'tokenmill[hf]' (or pass a local path)") from None
+    try:
+        folder = Path(snapshot_download(repo, allow_patterns=list(HUB_FILES)))
+    except Exception as e:  # noqa: BLE001  (the Hub's errors: no such repo, gated, offline, network, HTTP)
+        first = str(e).splitlines()[0] if str(e) else ""
+        raise ConfigError(f"tokenizer {repo!r} is no file or folder here, and fetching it as a Hugging Face Hub repo "
+                          f"failed ({type(e).__name__}: {first}); pass a local path, or check the repo id, the "
+                          "network (HF_HUB_OFFLINE=1 reads only what is cached) and, for a gated model, "
+                          "`hf auth login`") from None
+    found = [n for n in HUB_FILES if (folder / n).is_file()]
+    if not found:
+        raise ConfigError(f"the Hugging Face Hub repo {repo!r} holds none of {', '.join(HUB_FILES)} (at its top "
+                          "level); download its tokenizer files yourself and pass their path")
+    _say("hub:" + repo, f"{repo!r} is no file or folder here: the Hugging Face Hub repo's {found[0]} ({folder})")
+    return load_folder(folder)
