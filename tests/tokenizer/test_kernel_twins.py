@@ -374,6 +374,27 @@ def test_load_u64_equals_int_from_bytes(data, d):
     assert key == int.from_bytes(data[at : at + n], "little") | n << 56
 
 
+def test_runs_of_nul_bytes_and_a_token_of_8_of_them_equal_tiktoken(gpt2_ranks_path):
+    """Chunks of 7, 8, 9 and 16 NUL bytes (keys of zero bytes: a one-word table row of key 0 is an empty one),
+    with and without a vocabulary token of 8 NULs (tiktoken's rule: a chunk that is a token is that token), seen
+    once and again, inside the hot loop and in the text's last 16 bytes: tiktoken's ids."""
+    tiktoken = pytest.importorskip("tiktoken")
+    from tokenmill import Tokenizer
+    from tokenmill.tokenizer.formats.tiktoken import read_tiktoken
+
+    ranks = read_tiktoken(gpt2_ranks_path)
+    texts = ["a" + "\0" * n + " b" for n in (7, 8, 9, 16)] + ["x" * 40 + "\0" * 8 + " y" * 20, "z" + "\0" * 8]
+    for extra in ({}, {b"\0" * 8: len(ranks)}):
+        r = dict(ranks) | extra
+        ours = Tokenizer.from_ranks(r, pattern="gpt2", special_tokens={})
+        ref = tiktoken.Encoding("t", pat_str=ours.pattern, mergeable_ranks=r, special_tokens={})
+        for _ in range(3):
+            assert ours.encode_batch(texts) == ref.encode_ordinary_batch(texts), extra
+            assert [ours.encode(t) for t in texts] == [ref.encode_ordinary(t) for t in texts]
+        if extra:
+            assert len(ranks) in ours.encode("a" + "\0" * 8 + " b")
+
+
 @functools.cache
 def _raw_ops():
     """``raw`` pointers read and written, and the wide load through one, callable from Python."""
