@@ -413,8 +413,14 @@ def test_a_store_of_token_arrays_is_read_with_a_tokenizer_of_its_vocabulary(tmp_
     with pytest.warns(UserWarning, match="records no tokenizer .* unchecked; write it with tokenizer_hash"):
         assert store.decode(0, tok) == "there there"
     small = TokenStore.from_token_arrays(tmp_path / "b", [([2], [1, 2])], vocab_size=100)
-    with pytest.raises(ConfigError, match=f"only a vocabulary of 100 ids; this tokenizer has {tok.vocab_size:,d}"):
+    with pytest.raises(ConfigError, match=f"only a vocabulary of 100 ids; this tokenizer has {tok.vocab_size:,d}: "
+                                          "pass one of that vocabulary$"):
         small.decode(0, tok)
+    # a model's padded vocabulary (nanoGPT's 50,304 for GPT-2's 50,257) written as the data's: said how to mend
+    padded = TokenStore.from_token_arrays(tmp_path / "c", [([2], [1, 2])], vocab_size=tok.vocab_size + 47)
+    with pytest.raises(ConfigError, match=r"rows padded past its tokenizer's ids.*vocab_size=tok.vocab_size and "
+                                          r"tokenizer_hash=tok.content_hash"):
+        padded.decode(0, tok)
 
 
 def test_bad_input_leaves_no_finished_store(tmp_path, tok):
