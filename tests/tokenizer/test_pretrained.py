@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import corpus_sample
 from tests.tokenizer.test_model_tokenizers import _dir
 from tokenmill import Tokenizer, as_tokenizer, train_bpe
-from tokenmill.errors import ConfigError
+from tokenmill.errors import ConfigError, FormatError
 
 transformers = pytest.importorskip("transformers")
 
@@ -174,3 +174,48 @@ def test_a_tokenizer_tokenmill_only_wraps_is_refused_with_where_its_own_file_is(
         with pytest.raises(ConfigError, match=r"run through tokenizers .* tok\.wrapped\.save\('tokenizer\.json'\)"):
             getattr(tok, method)(tmp_path) if method != "to_transformers" else tok.to_transformers()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_models_own_config_gives_the_roles_and_chat_template(tmp_path):
+    """A tokenizer read from a model's folder (or Hub repo) whose tokenizer_config.json names its roles (Llama 3
+    Instruct's EOS is <|eot_id|>, which no name tells) and a chat template: both go to the folder written,
+    roles given still win, the longest input transformers writes where there is none (1e30) is left out, an
+    AddedToken's form is read as its content, and a role naming no special token of the tokenizer is said."""
+    src = _dir("TOKENMILL_LLAMA3_DIR", "llama3", "tokenizer.json")
+    model = tmp_path / "Llama-3-Instruct"
+    model.mkdir()
+    shutil.copy(src / "tokenizer.json", model / "tokenizer.json")
+    template = "{% for m in messages %}<|start_header_id|>{{ m['role'] }}<|end_header_id|>\n\n{{ m['content'] }}<|eot_id|>{% endfor %}"
+    (model / "tokenizer_config.json").write_text(json.dumps({
+        "bos_token": "<|begin_of_text|>", "eos_token": {"__type": "AddedToken", "content": "<|eot_id|>", "lstrip": False},
+        "model_max_length": 1000000000000000019884624838656, "chat_template": template, "clean_up_tokenization_spaces": True,
+        "tokenizer_class": "PreTrainedTokenizerFast", "added_tokens_decoder": {"128000": {"content": "<|begin_of_text|>"}}}))
+    tok = as_tokenizer(model)
+    hf = _auto(tok.save_pretrained(tmp_path / "out"))
+    assert _roles(hf) == ("<|begin_of_text|>", "<|eot_id|>", None, None)
+    conf = json.loads((tmp_path / "out" / "tokenizer_config.json").read_text())
+    assert conf["chat_template"] == template and "model_max_length" not in conf
+    assert conf["clean_up_tokenization_spaces"] is False  # (tokenmill's decode)
+    chat = hf.apply_chat_template([{"role": "user", "content": "Hi there"}], tokenize=True)
+    chat = chat["input_ids"] if isinstance(chat, dict) or hasattr(chat, "keys") else chat
+    assert chat == tok.encode("<|start_header_id|>user<|end_header_id|>\n\nHi there<|eot_id|>", allowed_special="all")
+    assert _roles(_auto(tok.save_pretrained(tmp_path / "given", eos_token="<|end_of_text|>", pad_token=None))) == (
+        "<|begin_of_text|>", "<|end_of_text|>", None, None)
+    # the model's config naming a token this tokenizer lacks: said, that role unset
+    (model / "tokenizer_config.json").write_text(json.dumps({"eos_token": "</s>", "model_max_length": 8192}))
+    with pytest.warns(UserWarning, match="names eos_token '</s>', which is not a special token of this tokenizer"):
+        folder = as_tokenizer(model).save_pretrained(tmp_path / "warned")
+    assert json.loads((folder / "tokenizer_config.json").read_text()) == {
+        "tokenizer_class": "PreTrainedTokenizerFast", "clean_up_tokenization_spaces": False, "model_max_length": 8192}
+    # a damaged config: refused, naming the file and the field, before anything is written
+    (model / "tokenizer_config.json").write_text('{"eos_token": 5}')
+    with pytest.raises(FormatError, match=r"tokenizer_config.json'?: field eos_token = 5"):
+        as_tokenizer(model).save_pretrained(tmp_path / "bad")
+    assert not (tmp_path / "bad").exists()
+
+
+def test_a_tokenizer_read_from_tokenmills_own_file_takes_no_config_beside_it(gpt2_ranks_path, tmp_path):
+    Tokenizer.from_tiktoken(gpt2_ranks_path).save(tmp_path / "tok.json")
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"eos_token": None, "pad_token": "<|endoftext|>"}))
+    hf = _auto(Tokenizer.load(tmp_path / "tok.json").save_pretrained(tmp_path / "out"))
+    assert _roles(hf) == (None, "<|endoftext|>", None, None)  # (found by name, the config beside it not read)

@@ -4,7 +4,8 @@
 
 A repo's ``tokenizer.json``, ``tekken.json`` or ``tokenizer.model`` is fetched with ``huggingface_hub`` (its
 cache, its login for gated models, ``HF_HUB_OFFLINE`` honoured) and read as that file would be from a folder
-(the same schema checks, the same exact import). A tiktoken name is ``tiktoken.get_encoding(name)`` (its cache,
+(the same schema checks, the same exact import); its ``tokenizer_config.json`` comes along, for
+``save_pretrained`` to carry the model's special-token roles and chat template over. A tiktoken name is ``tiktoken.get_encoding(name)`` (its cache,
 its download, its checksums) converted as any ``tiktoken.Encoding`` is. Either is said once on stderr, so a
 mistyped local path that happens to be a repo id is seen, not taken silently; a name whose first folder exists
 here (``data/tok``) is a local path, never a repo id.
@@ -84,7 +85,8 @@ def _hub(repo: str, load_folder):
         raise MissingExtraError(f"tokenizer {repo!r} is no file or folder here; as a Hugging Face Hub repo id it "
                                 "needs huggingface_hub: pip install 'tokenmill[hf]' (or pass a local path)") from None
     try:
-        folder = Path(snapshot_download(repo, allow_patterns=list(HUB_FILES)))
+        # (and the model's tokenizer_config.json: its roles and chat template, which save_pretrained carries over)
+        folder = Path(snapshot_download(repo, allow_patterns=[*HUB_FILES, "tokenizer_config.json"]))
     except Exception as e:  # noqa: BLE001  (the Hub's errors: no such repo, gated, offline, network, HTTP)
         first = str(e).splitlines()[0] if str(e) else ""
         raise ConfigError(f"tokenizer {repo!r} is no file or folder here, and fetching it as a Hugging Face Hub repo "

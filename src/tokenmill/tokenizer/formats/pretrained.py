@@ -9,13 +9,16 @@ None. :meth:`save_pretrained` writes both files, so a tokenizer trained or impor
 to a ``Trainer``, a pipeline or the Hub as it is; :meth:`to_transformers` gives the same tokenizer as a
 ``PreTrainedTokenizerFast`` object.
 
-The roles are named by the tokenizer's special tokens. Left out, each is found by name (the names the
+The roles are named by the tokenizer's special tokens. Left out, each is what the model's own
+``tokenizer_config.json`` says, where the tokenizer was read from a folder holding one (a model's folder, a
+Hub repo: Llama 3 Instruct's EOS is ``<|eot_id|>``, Qwen 2.5 Instruct's ``<|im_end|>``, which no name tells),
+and its ``chat_template`` and ``model_max_length`` go along; else each role is found by name (the names the
 token store also looks for): EOS ``<|endoftext|>``, ``</s>``, ``<|end_of_text|>``, ``<eos>``, ...; BOS
 ``<|begin_of_text|>``, ``<s>``, ``<bos>``, ...; padding ``<pad>``, ``<|pad|>``, ``[PAD]``; the unknown
 token is a SentencePiece model's own (``<unk>``). A role whose name the tokenizer lacks stays None;
 ``None`` leaves a role unset; a name that is no special token of the tokenizer is refused (transformers
 would add it as a new special token: a vocabulary token would then be cut out of every text as a token
-of its own, and ids would change).
+of its own, and ids would change); a model's config naming one is said, and that role left unset.
 
 The ids are the tokenizer's: ``AutoTokenizer.from_pretrained(folder)`` encodes text as tokenmill does
 (``add_special_tokens`` adds nothing: the ``tokenizer.json`` written has no post-processor, unless an
@@ -27,8 +30,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..._io import check_writable_folder, fs_path, resolve_output, write_json_atomic
-from ...errors import ConfigError, require
+from ..._io import check_writable_folder, fs_path, read_bytes_limited, resolve_output, write_json_atomic
+from ...errors import ConfigError, require, warn
 from ..special import BOS_NAMES, EOS_NAMES, PAD_NAMES
 
 ROLES = ("bos_token", "eos_token", "unk_token", "pad_token")
@@ -44,9 +47,41 @@ class _Inferred:
 INFERRED = _Inferred()
 
 
-def special_roles(tok, given: dict) -> dict[str, str | None]:
+def _read_from(tok) -> str | None:
+    """The model file ``tok`` was read from (a tokenizer.json, a ``.model``, a rank file), or None (trained, built
+    in memory, or read from tokenmill's own file, which keeps no model's folder)."""
+    if getattr(tok, "read_from_own_form", False):
+        return None
+    got = getattr(tok, "read_from", ())
+    source = got[0] if got else getattr(getattr(tok, "model", None), "source", None) or getattr(tok, "_source", None)
+    return None if not source or str(source).startswith("<") else str(source)
+
+
+def source_config(tok) -> dict | None:
+    """What the model's ``tokenizer_config.json`` beside the file ``tok`` was read from says of the roles, the chat
+    template and the longest input (``schemas.TokenizerConfigFile``), or None where there is no such file."""
+    from .schemas import TokenizerConfigFile, decode_file
+
+    source = _read_from(tok)
+    path = None if source is None else Path(source).parent / "tokenizer_config.json"
+    if path is None or not path.is_file():
+        return None
+    where = f"tokenizer config {str(path)!r}"
+    conf = decode_file(read_bytes_limited(path, what="tokenizer config"), TokenizerConfigFile, where=where)
+    text = lambda v: v.content if v is not None and not isinstance(v, str) else v
+    out = {role: text(getattr(conf, role)) for role in ROLES}
+    out["chat_template"] = (conf.chat_template if not isinstance(conf.chat_template, list) else
+                            [{"name": e.name, "template": e.template} for e in conf.chat_template])
+    longest = conf.model_max_length
+    out["model_max_length"] = longest if type(longest) is int and 1 <= longest < 2**62 else None  # (1e30: none)
+    out["path"] = str(path)
+    return out
+
+
+def special_roles(tok, given: dict, source: dict | None = None) -> dict[str, str | None]:
     """``bos_token``, ``eos_token``, ``unk_token`` and ``pad_token`` of ``tok``: each as ``given`` (a special token's
-    text or None) or, where given :data:`INFERRED`, found by name."""
+    text or None) or, where given :data:`INFERRED`, as the model's config says (``source``: :func:`source_config`),
+    else found by name."""
     specials = dict(tok.special_tokens)
     unk_id = tok._unk_id()
     unk = tok.id_to_token(unk_id) if unk_id is not None else None
@@ -55,7 +90,13 @@ def special_roles(tok, given: dict) -> dict[str, str | None]:
     roles = {}
     for role in ROLES:
         value = given.get(role, INFERRED)
-        if value is INFERRED:
+        if value is INFERRED and source is not None:
+            value = source[role]
+            if value is not None and value not in specials:
+                warn(f"{source['path']} names {role} {value!r}, which is not a special token of this tokenizer: "
+                     f"{role} is left unset (give {role}= to set one)")
+                value = None
+        elif value is INFERRED:
             value = next((n for n in names[role] if n in specials), None)
         elif value is not None:
             if not isinstance(value, str):
@@ -71,7 +112,7 @@ def special_roles(tok, given: dict) -> dict[str, str | None]:
     return roles
 
 
-def _config(roles: dict, model_max_length) -> dict:
+def _config(roles: dict, model_max_length, source: dict | None = None) -> dict:
     body: dict = {"tokenizer_class": "PreTrainedTokenizerFast", "clean_up_tokenization_spaces": False}
     body.update({k: v for k, v in roles.items() if v is not None})
     if model_max_length is not None:
@@ -79,6 +120,10 @@ def _config(roles: dict, model_max_length) -> dict:
             raise ConfigError(f"model_max_length={model_max_length!r}: pass a positive int (the longest input "
                               "the model takes, in tokens), or None")
         body["model_max_length"] = model_max_length
+    elif source is not None and source["model_max_length"] is not None:
+        body["model_max_length"] = source["model_max_length"]
+    if source is not None and source["chat_template"] is not None:
+        body["chat_template"] = source["chat_template"]
     return body
 
 
@@ -93,7 +138,8 @@ def save_pretrained(tok, folder, given: dict, model_max_length=None) -> Path:
     if where.exists() and not where.is_dir():
         raise ConfigError(f"{raw!r} is a file, not a folder; save_pretrained writes tokenizer.json and "
                           "tokenizer_config.json into a folder: pass a folder's path")
-    body = _config(special_roles(tok, given), model_max_length)
+    source = source_config(tok)
+    body = _config(special_roles(tok, given, source), model_max_length, source)
     check_writable_folder(where, "the tokenizer folder", raw)
     for name in ("tokenizer.json", "tokenizer_config.json"):
         resolve_output(where / name, what=f"the tokenizer's {name}")
@@ -108,10 +154,10 @@ def to_transformers(tok, given: dict, model_max_length=None):
     import tempfile
 
     transformers = require("transformers", "transformers")
-    roles = special_roles(tok, given)
-    _config(roles, model_max_length)  # (checked before anything is written)
+    special_roles(tok, given)  # (checked before anything is written)
+    _config({}, model_max_length)
     with tempfile.TemporaryDirectory(prefix="tokenmill-hf-") as tmp:
-        save_pretrained(tok, tmp, roles, model_max_length)
+        save_pretrained(tok, tmp, given, model_max_length)
         return transformers.PreTrainedTokenizerFast.from_pretrained(os.fspath(tmp))
 
 

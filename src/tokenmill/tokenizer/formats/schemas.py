@@ -211,6 +211,35 @@ class TekkenFile(Lenient):
     special_tokens: Union[list[TekkenSpecial], None] = None
 
 
+# ---------------------------------------------------------------------------- transformers' tokenizer_config.json
+class ConfigToken(Lenient):
+    """A role's token as transformers writes it in tokenizer_config.json: an ``AddedToken``'s fields."""
+
+    content: str
+
+
+class ChatTemplateEntry(Lenient):
+    name: str
+    template: str
+
+
+RoleToken = Union[str, ConfigToken, None]
+
+
+class TokenizerConfigFile(Lenient):
+    """The fields of a model's ``tokenizer_config.json`` that ``save_pretrained`` carries over from the folder a
+    tokenizer was read from: the special tokens' roles, the chat template, the longest input (transformers writes
+    a larger number than any model takes, ``1e30``, where it has none). Other keys are skipped, as transformers
+    skips keys it does not know."""
+
+    bos_token: RoleToken = None
+    eos_token: RoleToken = None
+    unk_token: RoleToken = None
+    pad_token: RoleToken = None
+    chat_template: Union[str, list[ChatTemplateEntry], None] = None
+    model_max_length: Union[int, float, None] = None
+
+
 # ---------------------------------------------------------------------------- checks
 def decode_file(raw: bytes, schema: type, *, where: str, pre=None, maps=None):
     """A JSON file's bytes checked against ``schema``. Decoded straight into the schema first (one
