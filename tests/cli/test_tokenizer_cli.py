@@ -422,3 +422,22 @@ def test_export_of_a_sentencepiece_model_says_which_forms_it_has(tmp_path, capsy
         assert f"has no {to} form" in err and "pass --to huggingface or --to transformers" in err
     assert main(["export", "--tokenizer", str(model), "--to", "transformers", "--out", str(tmp_path / "m")]) == 0
     assert "eos_token '</s>', bos_token '<s>', unk_token '<unk>'" in capsys.readouterr().out
+
+
+def test_export_takes_a_chat_template_file(tmp_path, capsys):
+    own = tmp_path / "t.json"
+    train_bpe(["the cat sat on the mat"] * 5, 262, special_tokens=["<|eos|>"]).save(own)
+    (tmp_path / "chat.jinja").write_text("{% for m in messages %}{{ m['content'] }}<|eos|>{% endfor %}")
+    out = tmp_path / "hf"
+    assert main(["export", "--tokenizer", str(own), "--to", "transformers", "--out", str(out), "--chat-template",
+                 str(tmp_path / "chat.jinja")]) == 0
+    assert "; a chat template)" in capsys.readouterr().out
+    conf = json.loads((out / "tokenizer_config.json").read_text())
+    assert conf["chat_template"] == (tmp_path / "chat.jinja").read_text()
+    (tmp_path / "bad.jinja").write_bytes(b"{{ x }}\xff")
+    assert main(["export", "--tokenizer", str(own), "--to", "transformers", "--out", str(tmp_path / "hf2"),
+                 "--chat-template", str(tmp_path / "bad.jinja")]) == 1
+    assert "--chat-template" in capsys.readouterr().err and not (tmp_path / "hf2").exists()
+    assert main(["export", "--tokenizer", str(own), "--to", "huggingface", "--out", str(tmp_path / "x.json"),
+                 "--chat-template", str(tmp_path / "chat.jinja")]) == 1
+    assert "--chat-template only go into a transformers folder" in capsys.readouterr().err

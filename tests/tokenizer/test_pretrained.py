@@ -219,3 +219,17 @@ def test_a_tokenizer_read_from_tokenmills_own_file_takes_no_config_beside_it(gpt
     (tmp_path / "tokenizer_config.json").write_text(json.dumps({"eos_token": None, "pad_token": "<|endoftext|>"}))
     hf = _auto(Tokenizer.load(tmp_path / "tok.json").save_pretrained(tmp_path / "out"))
     assert _roles(hf) == (None, "<|endoftext|>", None, None)  # (found by name, the config beside it not read)
+
+
+def test_a_chat_template_given_is_the_folders(gpt2_ranks_path, tmp_path):
+    tok = Tokenizer.from_tiktoken(gpt2_ranks_path)
+    template = "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}<|endoftext|>{% endfor %}"
+    hf = _auto(tok.save_pretrained(tmp_path / "a", chat_template=template))
+    got = hf.apply_chat_template([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}],
+                                 tokenize=True)
+    got = got["input_ids"] if hasattr(got, "keys") else got
+    assert got == tok.encode("user: hi<|endoftext|>assistant: yo<|endoftext|>", allowed_special="all")
+    for bad in ("", "  ", b"{{x}}"):
+        with pytest.raises(ConfigError, match="chat_template=.*: pass the template's Jinja text"):
+            tok.save_pretrained(tmp_path / "b", chat_template=bad)
+    assert not (tmp_path / "b").exists()

@@ -97,6 +97,9 @@ def register(sub) -> None:
                             "found by name" + (", e.g. <|endoftext|> or </s>)" if role == "eos" else ")"))
     p.add_argument("--model-max-length", type=int, default=None, metavar="N",
                    help="--to transformers: the longest input the model takes, in tokens (tokenizer_config.json)")
+    p.add_argument("--chat-template", default=None, metavar="FILE",
+                   help="--to transformers: a file holding a Jinja chat template (apply_chat_template's); default: "
+                        "the model's own, where its folder has a tokenizer_config.json")
     add_quiet(p)
 
 
@@ -110,8 +113,8 @@ def cmd_export(args) -> int:
     roles = {f"{r}_token": getattr(args, f"{r}_token") for r in ("eos", "bos", "pad", "unk")}
     if args.to != "transformers":
         given = [f"--{k.replace('_', '-')}" for k, v in roles.items() if v is not None]
-        if args.model_max_length is not None:
-            given.append("--model-max-length")
+        given += [o for o, v in (("--model-max-length", args.model_max_length), ("--chat-template", args.chat_template))
+                  if v is not None]
         if given:
             raise ConfigError(f"{', '.join(given)} only go into a transformers folder; pass --to transformers, or "
                               "leave them out")
@@ -129,10 +132,22 @@ def cmd_export(args) -> int:
     from ..tokenizer.formats.pretrained import INFERRED
 
     kw = {k: INFERRED if v is None else None if v.lower() == "none" else v for k, v in roles.items()}
-    folder = tok.save_pretrained(args.out, model_max_length=args.model_max_length, **kw)
+    template = None
+    if args.chat_template is not None:
+        from .._io import read_bytes_limited
+        from ..errors import InputError
+
+        raw = read_bytes_limited(args.chat_template, what="--chat-template", limit=1 << 20, error=ConfigError)
+        try:
+            template = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise InputError(f"--chat-template {args.chat_template!r}: invalid UTF-8 at byte offset {e.start:,d}; a "
+                             "chat template is Jinja text") from None
+    folder = tok.save_pretrained(args.out, model_max_length=args.model_max_length, chat_template=template, **kw)
     conf = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
     set_ = ", ".join(f"{k} {conf[k]!r}" for k in ("eos_token", "bos_token", "pad_token", "unk_token") if k in conf)
-    print(f"wrote {args.out} (transformers: tokenizer.json and tokenizer_config.json; {set_ or 'no special-token roles'})")
+    print(f"wrote {args.out} (transformers: tokenizer.json and tokenizer_config.json; {set_ or 'no special-token roles'}"
+          + ("; a chat template" if "chat_template" in conf else "") + ")")
     return 0
 
 

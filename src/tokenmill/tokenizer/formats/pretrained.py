@@ -112,7 +112,7 @@ def special_roles(tok, given: dict, source: dict | None = None) -> dict[str, str
     return roles
 
 
-def _config(roles: dict, model_max_length, source: dict | None = None) -> dict:
+def _config(roles: dict, model_max_length, source: dict | None = None, chat_template=None) -> dict:
     body: dict = {"tokenizer_class": "PreTrainedTokenizerFast", "clean_up_tokenization_spaces": False}
     body.update({k: v for k, v in roles.items() if v is not None})
     if model_max_length is not None:
@@ -122,12 +122,17 @@ def _config(roles: dict, model_max_length, source: dict | None = None) -> dict:
         body["model_max_length"] = model_max_length
     elif source is not None and source["model_max_length"] is not None:
         body["model_max_length"] = source["model_max_length"]
-    if source is not None and source["chat_template"] is not None:
+    if chat_template is not None:
+        if not isinstance(chat_template, str) or not chat_template.strip():
+            raise ConfigError(f"chat_template={chat_template!r}: pass the template's Jinja text (a non-empty str), "
+                              "or None")
+        body["chat_template"] = chat_template
+    elif source is not None and source["chat_template"] is not None:
         body["chat_template"] = source["chat_template"]
     return body
 
 
-def save_pretrained(tok, folder, given: dict, model_max_length=None) -> Path:
+def save_pretrained(tok, folder, given: dict, model_max_length=None, chat_template=None) -> Path:
     """Write ``folder/tokenizer.json`` (``tok.save_huggingface``) and ``folder/tokenizer_config.json`` (the
     roles, ``model_max_length``, ``clean_up_tokenization_spaces: false``), each atomically; the folder is
     made where missing. Everything is checked before the first file is written. Returns the folder."""
@@ -139,7 +144,7 @@ def save_pretrained(tok, folder, given: dict, model_max_length=None) -> Path:
         raise ConfigError(f"{raw!r} is a file, not a folder; save_pretrained writes tokenizer.json and "
                           "tokenizer_config.json into a folder: pass a folder's path")
     source = source_config(tok)
-    body = _config(special_roles(tok, given, source), model_max_length, source)
+    body = _config(special_roles(tok, given, source), model_max_length, source, chat_template)
     check_writable_folder(where, "the tokenizer folder", raw)
     for name in ("tokenizer.json", "tokenizer_config.json"):
         resolve_output(where / name, what=f"the tokenizer's {name}")
@@ -148,16 +153,16 @@ def save_pretrained(tok, folder, given: dict, model_max_length=None) -> Path:
     return where
 
 
-def to_transformers(tok, given: dict, model_max_length=None):
+def to_transformers(tok, given: dict, model_max_length=None, chat_template=None):
     """``tok`` as a ``transformers.PreTrainedTokenizerFast`` (the folder :func:`save_pretrained` writes, loaded
     from a temporary folder)."""
     import tempfile
 
     transformers = require("transformers", "transformers")
     special_roles(tok, given)  # (checked before anything is written)
-    _config({}, model_max_length)
+    _config({}, model_max_length, chat_template=chat_template)
     with tempfile.TemporaryDirectory(prefix="tokenmill-hf-") as tmp:
-        save_pretrained(tok, tmp, given, model_max_length)
+        save_pretrained(tok, tmp, given, model_max_length, chat_template)
         return transformers.PreTrainedTokenizerFast.from_pretrained(os.fspath(tmp))
 
 
@@ -166,9 +171,11 @@ class PretrainedExport:
     ``special_tokens`` and the vocabulary names (``VocabNames``)."""
 
     def save_pretrained(self, folder, *, bos_token=INFERRED, eos_token=INFERRED, unk_token=INFERRED,
-                        pad_token=INFERRED, model_max_length: int | None = None) -> Path:
+                        pad_token=INFERRED, model_max_length: int | None = None,
+                        chat_template: str | None = None) -> Path:
         """Write a ``transformers`` tokenizer folder: ``tokenizer.json`` and ``tokenizer_config.json`` (the special
-        tokens' roles, found by name unless given; ``None`` leaves one unset), which
+        tokens' roles, as the model's own config says or found by name unless given; ``None`` leaves one unset;
+        ``chat_template``: a Jinja template for ``apply_chat_template``, else the model's own), which
         ``AutoTokenizer.from_pretrained(folder)`` loads with this tokenizer's ids
         (``tokenizer/formats/pretrained.py``). Returns the folder as a Path.
 
@@ -179,11 +186,11 @@ class PretrainedExport:
         ['tokenizer.json', 'tokenizer_config.json']
         """
         given = dict(bos_token=bos_token, eos_token=eos_token, unk_token=unk_token, pad_token=pad_token)
-        return save_pretrained(self, folder, given, model_max_length)
+        return save_pretrained(self, folder, given, model_max_length, chat_template)
 
     def to_transformers(self, *, bos_token=INFERRED, eos_token=INFERRED, unk_token=INFERRED, pad_token=INFERRED,
-                        model_max_length: int | None = None):
+                        model_max_length: int | None = None, chat_template: str | None = None):
         """This tokenizer as a ``transformers.PreTrainedTokenizerFast`` (same ids; the roles as in
         :meth:`save_pretrained`). Needs ``pip install 'tokenmill[transformers]'``."""
         given = dict(bos_token=bos_token, eos_token=eos_token, unk_token=unk_token, pad_token=pad_token)
-        return to_transformers(self, given, model_max_length)
+        return to_transformers(self, given, model_max_length, chat_template)
