@@ -441,3 +441,15 @@ def test_export_takes_a_chat_template_file(tmp_path, capsys):
     assert main(["export", "--tokenizer", str(own), "--to", "huggingface", "--out", str(tmp_path / "x.json"),
                  "--chat-template", str(tmp_path / "chat.jinja")]) == 1
     assert "--chat-template only go into a transformers folder" in capsys.readouterr().err
+
+
+def test_export_of_a_wrapped_tokenizer_is_refused_in_every_form(tmp_path, capsys):
+    tokenizers = pytest.importorskip("tokenizers")
+    hf = tokenizers.Tokenizer(tokenizers.models.WordPiece({"[UNK]": 0, "a": 1, "##b": 2}, unk_token="[UNK]"))
+    hf.save(str(tmp_path / "wp.json"))
+    for to in ("tiktoken", "tokenmill", "huggingface", "transformers"):
+        assert main(["export", "--tokenizer", str(tmp_path / "wp.json"), "--to", to, "--out",
+                     str(tmp_path / f"out-{to}"), "-q"]) == 1
+        err = capsys.readouterr().err
+        assert "is run through tokenizers (tokenmill cannot reproduce it exactly)" in err and "Error" not in err, to
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["wp.json"]

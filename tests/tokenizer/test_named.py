@@ -78,7 +78,7 @@ def test_each_kind_of_repo_is_read_as_its_folder_would_be(fake_hub, capsys):
     nemo, v1 = as_tokenizer("mistralai/Nemo"), as_tokenizer("mistralai/V1")
     assert nemo.encode(TEXT) == Tokenizer.from_tekken(mistral / "tekken_240911.json").encode(TEXT)
     assert v1.encode(TEXT) == as_tokenizer(mistral / "tokenizer.model.v1").encode(TEXT)
-    want = [*named.HUB_FILES, "tokenizer_config.json"]
+    want = [*named.HUB_FILES, *named.CONFIG_FILES]
     assert calls == [("mistralai/Nemo", want), ("mistralai/V1", want)]
     err = capsys.readouterr().err
     assert "the Hugging Face Hub repo's tekken.json" in err and "the Hugging Face Hub repo's tokenizer.model" in err
@@ -92,9 +92,6 @@ def test_each_kind_of_repo_is_read_as_its_folder_would_be(fake_hub, capsys):
     with pytest.raises(ConfigError, match=r"'org/nothing' is no file or folder here, and fetching it as a Hugging "
                                           r"Face Hub repo failed \(LocalEntryNotFoundError: Cannot find"):
         as_tokenizer("org/nothing")
-    with pytest.raises(ConfigError, match="pattern .* apply to rank files only; 'mistralai/V1' is no file here but "
-                                          "a Hugging Face Hub repo id"):
-        as_tokenizer("mistralai/V1", pattern="gpt2")
 
 
 def test_local_paths_are_never_taken_for_repo_ids(fake_hub, tmp_path, monkeypatch):
@@ -102,7 +99,7 @@ def test_local_paths_are_never_taken_for_repo_ids(fake_hub, tmp_path, monkeypatc
     monkeypatch.chdir(tmp_path)
     (tmp_path / "data").mkdir()
     for missing in ("data/tok", "out/tok.json", "a/b/c", "./x/y", "org/name.tiktoken"):
-        with pytest.raises(ConfigError, match="does not exist; pass a tokenmill tokenizer file"):
+        with pytest.raises(ConfigError, match="does not exist.*; pass a tokenmill tokenizer file"):
             as_tokenizer(missing)
     assert calls == []  # (a missing local file is said missing, with no look at the Hub)
 
@@ -126,3 +123,15 @@ def test_a_tiktoken_encoding_name_loads_through_tiktoken_and_its_cache(tmp_path,
     with pytest.raises(ConfigError, match="special_tokens .* apply to rank files only; 'cl100k_base' is no file "
                                           "here but a tiktoken encoding"):
         as_tokenizer("cl100k_base", special_tokens={"<|x|>": 5})
+
+
+def test_a_missing_path_says_why_it_was_not_taken_for_a_repo_id(fake_hub, tmp_path, monkeypatch):
+    _, calls = fake_hub
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mistralai").mkdir()  # (an earlier export's folder, say)
+    with pytest.raises(ConfigError, match="not looked up as a Hugging Face Hub repo id: a folder 'mistralai' exists"):
+        as_tokenizer("mistralai/Mistral-7B-v0.1")
+    # a rank file's options: a missing rank file, never a repo
+    with pytest.raises(ConfigError, match="'tokenizers/qwen' does not exist; pass"):
+        as_tokenizer("tokenizers/qwen", pattern="qwen2")
+    assert calls == []

@@ -205,8 +205,9 @@ def test_the_models_own_config_gives_the_roles_and_chat_template(tmp_path):
     (model / "tokenizer_config.json").write_text(json.dumps({"eos_token": "</s>", "model_max_length": 8192}))
     with pytest.warns(UserWarning, match="names eos_token '</s>', which is not a special token of this tokenizer"):
         folder = as_tokenizer(model).save_pretrained(tmp_path / "warned")
-    assert json.loads((folder / "tokenizer_config.json").read_text()) == {
-        "tokenizer_class": "PreTrainedTokenizerFast", "clean_up_tokenization_spaces": False, "model_max_length": 8192}
+    assert json.loads((folder / "tokenizer_config.json").read_text()) == {  # (bos: the config names none: by name)
+        "tokenizer_class": "PreTrainedTokenizerFast", "clean_up_tokenization_spaces": False,
+        "bos_token": "<|begin_of_text|>", "model_max_length": 8192}
     # a damaged config: refused, naming the file and the field, before anything is written
     (model / "tokenizer_config.json").write_text('{"eos_token": 5}')
     with pytest.raises(FormatError, match=r"tokenizer_config.json'?: field eos_token = 5"):
@@ -233,3 +234,40 @@ def test_a_chat_template_given_is_the_folders(gpt2_ranks_path, tmp_path):
         with pytest.raises(ConfigError, match="chat_template=.*: pass the template's Jinja text"):
             tok.save_pretrained(tmp_path / "b", chat_template=bad)
     assert not (tmp_path / "b").exists()
+
+
+def test_older_and_newer_model_folders_give_their_roles_and_template(tmp_path):
+    """special_tokens_map.json (older folders) names the roles tokenizer_config.json leaves out, chat_template.jinja
+    (transformers 5) holds the template; a config naming no role leaves them to be found by name; the model's own
+    files are never written over."""
+    model = _dir("TOKENMILL_MISTRAL_DIR", "mistral", "tokenizer.model.v1") / "tokenizer.model.v1"
+    src = tmp_path / "Mistral-7B"
+    src.mkdir()
+    shutil.copy(model, src / "tokenizer.model")
+    (src / "tokenizer_config.json").write_text(json.dumps({"model_max_length": 32768, "add_bos_token": True}))
+    tok = as_tokenizer(src)
+    assert _roles(_auto(tok.save_pretrained(tmp_path / "a"))) == ("<s>", "</s>", "<unk>", None)  # (by name)
+    assert json.loads((tmp_path / "a" / "tokenizer_config.json").read_text())["model_max_length"] == 32768
+    (src / "special_tokens_map.json").write_text(json.dumps({"eos_token": {"content": "</s>"}, "pad_token": "<unk>",
+                                                             "bos_token": None}))
+    (src / "chat_template.jinja").write_text("{% for m in messages %}[INST]{{ m['content'] }}[/INST]{% endfor %}")
+    hf = _auto(as_tokenizer(src).save_pretrained(tmp_path / "b"))
+    assert _roles(hf) == (None, "</s>", "<unk>", "<unk>")
+    assert hf.chat_template == (src / "chat_template.jinja").read_text()
+    (src / "special_tokens_map.json").unlink()
+    (src / "chat_template.jinja").unlink()
+    before = {p.name: p.read_bytes() for p in src.iterdir()}
+    with pytest.raises(ConfigError, match="tokenizer_config.json' is also an input"):
+        as_tokenizer(src).save_pretrained(src)  # (the model's own config: never written over)
+    assert {p.name: p.read_bytes() for p in src.iterdir()} == before
+
+
+def test_a_folder_holding_files_that_would_change_the_tokenizer_is_refused(gpt2_ranks_path, tmp_path):
+    tok = Tokenizer.from_tiktoken(gpt2_ranks_path)
+    for name in ("special_tokens_map.json", "added_tokens.json", "chat_template.jinja", "chat_template.json"):
+        out = tmp_path / name.replace(".", "_")
+        out.mkdir()
+        (out / name).write_text('{"eos_token": "</s>"}')
+        with pytest.raises(ConfigError, match=f"holds {name}, which transformers reads beside tokenizer_config.json"):
+            tok.save_pretrained(out)
+        assert [p.name for p in out.iterdir()] == [name]  # (nothing written)

@@ -136,14 +136,14 @@ def load_tokenizer_path(path, *, pattern=None, special_tokens=None):
         if p.exists():
             raise ConfigError(f"tokenizer {str(p)!r} is not a regular file (a device, FIFO or socket); pass a "
                               "tokenmill tokenizer file, a tokenizer.json (or its folder) or a .tiktoken rank file")
-        from .named import named_tokenizer
+        from .named import named_tokenizer, not_found_note
 
         got = named_tokenizer(os.fspath(path), load_tokenizer_path, pattern=pattern, special_tokens=special_tokens)
         if got is not None:
             return got
-        raise ConfigError(f"tokenizer {str(p)!r} does not exist; pass a tokenmill tokenizer file, a tokenizer.json "
-                          "(or its folder) or a .tiktoken rank file (or, by name, a Hugging Face Hub repo id "
-                          "'owner/name' or a tiktoken encoding such as 'cl100k_base')")
+        raise ConfigError(f"tokenizer {str(p)!r} does not exist{not_found_note(os.fspath(path))}; pass a tokenmill "
+                          "tokenizer file, a tokenizer.json (or its folder) or a .tiktoken rank file (or, by name, a "
+                          "Hugging Face Hub repo id 'owner/name' or a tiktoken encoding such as 'cl100k_base')")
     with open(p, "rb") as f:
         head = f.read(HEAD)
     from .sentencepiece import load_or_wrap

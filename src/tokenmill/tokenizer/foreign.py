@@ -150,16 +150,17 @@ class ForeignTokenizer:
         return self._token_bytes_fn(int(token_id))
 
     def save_pretrained(self, *args, **kwargs):
-        """Refused, as ``to_transformers``, ``save_huggingface`` and ``save``: tokenmill does not run this
-        tokenizer itself, so it has no file of tokenmill's making to write (the message says where its own is)."""
+        """Refused, as ``to_transformers``, ``save_huggingface``, ``to_tiktoken``, ``save_tiktoken`` and ``save``:
+        tokenmill does not run this tokenizer itself, so it has no file of tokenmill's making to write (the message
+        says where its own is)."""
         raise ConfigError(self._no_export())
 
-    to_transformers = save_huggingface = save = save_pretrained
+    to_transformers = save_huggingface = to_tiktoken = save_tiktoken = save = save_pretrained
 
     def _no_export(self) -> str:
         own = {"tokenizers": "tok.wrapped.save('tokenizer.json') (HF tokenizers' own file), or "
                              "PreTrainedTokenizerFast(tokenizer_object=tok.wrapped)",
-               "tiktoken": "tiktoken's own rank file and pattern",
+               "tiktoken": "it is a tiktoken Encoding already (tok.wrapped), with tiktoken's own rank file",
                "sentencepiece": "its .model file"}.get(self.kind, "the files it was read from")
         return (f"this tokenizer is run through {self.kind} (tokenmill cannot reproduce it exactly), so tokenmill "
                 f"writes no file of it; keep or save it with its own library: {own}")

@@ -22,11 +22,17 @@ from ..errors import ConfigError, MissingExtraError
 
 TIKTOKEN_NAMES = ("gpt2", "r50k_base", "p50k_base", "p50k_edit", "cl100k_base", "o200k_base", "o200k_harmony")
 HUB_FILES = ("tokenizer.json", "tekken.json", "tokenizer.model")  # (what a folder is read by, in that order)
+CONFIG_FILES = ("tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja")  # (formats.pretrained)
 # HF's repo ids: "owner/name", letters, digits, '-', '_', '.', no leading or trailing '.' or '-', no '--' / '..'
 _HUB_ID = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?/[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")
 # a name ending as a tokenizer or data file does is a file that is missing, not a repo
 _FILE_ENDINGS = (".json", ".model", ".tiktoken", ".txt", ".jsonl", ".parquet", ".bin", ".gz", ".zst")
 _SAID: set = set()
+
+
+def _repo_shaped(raw: str) -> bool:
+    return (bool(_HUB_ID.fullmatch(raw)) and "--" not in raw and ".." not in raw
+            and not raw.lower().endswith(_FILE_ENDINGS))
 
 
 def is_hub_id(raw: str) -> bool:
@@ -35,8 +41,16 @@ def is_hub_id(raw: str) -> bool:
     >>> [is_hub_id(s) for s in ("meta-llama/Meta-Llama-3-8B", "Qwen/Qwen2.5-7B", "out/tok.json", "/abs/x", "a/b/c")]
     [True, True, False, False, False]
     """
-    return (bool(_HUB_ID.fullmatch(raw)) and "--" not in raw and ".." not in raw
-            and not raw.lower().endswith(_FILE_ENDINGS) and not os.path.isdir(raw.split("/")[0]))
+    return _repo_shaped(raw) and not os.path.isdir(raw.split("/")[0])
+
+
+def not_found_note(raw: str) -> str:
+    """What a "does not exist" message adds for a missing path shaped like a repo id that was not looked up on
+    the Hub because its first folder exists here (a folder an earlier export made, say)."""
+    if _repo_shaped(raw) and os.path.isdir(raw.split("/")[0]):
+        return (f" (it was not looked up as a Hugging Face Hub repo id: a folder {raw.split('/')[0]!r} exists here, so "
+                "it reads as a path in it; run from another folder, or pass the repo's files' local path)")
+    return ""
 
 
 def _say(key: str, text: str) -> None:
@@ -49,13 +63,14 @@ def named_tokenizer(raw: str, load_folder, *, pattern=None, special_tokens=None)
     """The tokenizer a missing path ``raw`` names (a tiktoken encoding or a Hub repo), or None where it names
     neither. ``load_folder``: how a folder of tokenizer files is read (``adapters.load_tokenizer_path``)."""
     tiktoken_name = raw in TIKTOKEN_NAMES
-    if not tiktoken_name and not is_hub_id(raw):
+    rank_options = pattern is not None or bool(special_tokens)
+    # (with a rank file's options, a missing path is that rank file: a local one, never looked up on the Hub)
+    if not tiktoken_name and (rank_options or not is_hub_id(raw)):
         return None
-    if pattern is not None or special_tokens:
+    if rank_options:
         given = " and ".join(n for n, v in (("pattern", pattern), ("special_tokens", special_tokens)) if v)
-        raise ConfigError(f"{given} (--pattern / --special) apply to rank files only; {raw!r} is no file here but "
-                          f"{'a tiktoken encoding' if tiktoken_name else 'a Hugging Face Hub repo id'}, which carries "
-                          "its own: leave them out")
+        raise ConfigError(f"{given} (--pattern / --special) apply to rank files only; {raw!r} is no file here but a "
+                          "tiktoken encoding, which carries its own: leave them out")
     return _tiktoken(raw) if tiktoken_name else _hub(raw, load_folder)
 
 
@@ -85,8 +100,8 @@ def _hub(repo: str, load_folder):
         raise MissingExtraError(f"tokenizer {repo!r} is no file or folder here; as a Hugging Face Hub repo id it "
                                 "needs huggingface_hub: pip install 'tokenmill[hf]' (or pass a local path)") from None
     try:
-        # (and the model's tokenizer_config.json: its roles and chat template, which save_pretrained carries over)
-        folder = Path(snapshot_download(repo, allow_patterns=[*HUB_FILES, "tokenizer_config.json"]))
+        # (and the model's own roles and chat template, which save_pretrained carries over)
+        folder = Path(snapshot_download(repo, allow_patterns=[*HUB_FILES, *CONFIG_FILES]))
     except Exception as e:  # noqa: BLE001  (the Hub's errors: no such repo, gated, offline, network, HTTP)
         first = str(e).splitlines()[0] if str(e) else ""
         raise ConfigError(f"tokenizer {repo!r} is no file or folder here, and fetching it as a Hugging Face Hub repo "

@@ -9,16 +9,21 @@ None. :meth:`save_pretrained` writes both files, so a tokenizer trained or impor
 to a ``Trainer``, a pipeline or the Hub as it is; :meth:`to_transformers` gives the same tokenizer as a
 ``PreTrainedTokenizerFast`` object.
 
-The roles are named by the tokenizer's special tokens. Left out, each is what the model's own
-``tokenizer_config.json`` says, where the tokenizer was read from a folder holding one (a model's folder, a
-Hub repo: Llama 3 Instruct's EOS is ``<|eot_id|>``, Qwen 2.5 Instruct's ``<|im_end|>``, which no name tells),
-and its ``chat_template`` and ``model_max_length`` go along; else each role is found by name (the names the
+The roles are named by the tokenizer's special tokens. Left out, each is what the model's own folder says
+where the tokenizer was read from one (a model's folder, a Hub repo: Llama 3 Instruct's EOS is ``<|eot_id|>``,
+Qwen 2.5 Instruct's ``<|im_end|>``, which no name tells): its ``tokenizer_config.json``, else its
+``special_tokens_map.json``; its chat template (``chat_template.jinja``, else the config's) and
+``model_max_length`` go along. A role neither file names is found by name (the names the
 token store also looks for): EOS ``<|endoftext|>``, ``</s>``, ``<|end_of_text|>``, ``<eos>``, ...; BOS
 ``<|begin_of_text|>``, ``<s>``, ``<bos>``, ...; padding ``<pad>``, ``<|pad|>``, ``[PAD]``; the unknown
 token is a SentencePiece model's own (``<unk>``). A role whose name the tokenizer lacks stays None;
 ``None`` leaves a role unset; a name that is no special token of the tokenizer is refused (transformers
 would add it as a new special token: a vocabulary token would then be cut out of every text as a token
 of its own, and ids would change); a model's config naming one is said, and that role left unset.
+
+A folder already holding ``special_tokens_map.json``, ``added_tokens.json`` or a ``chat_template.jinja`` /
+``.json`` is refused: transformers reads them beside the config, and they would change the roles, ids or template
+of what is written. The model's own files are never written over.
 
 The ids are the tokenizer's: ``AutoTokenizer.from_pretrained(folder)`` encodes text as tokenmill does
 (``add_special_tokens`` adds nothing: the ``tokenizer.json`` written has no post-processor, unless an
@@ -35,6 +40,7 @@ from ...errors import ConfigError, require, warn
 from ..special import BOS_NAMES, EOS_NAMES, PAD_NAMES
 
 ROLES = ("bos_token", "eos_token", "unk_token", "pad_token")
+_OVERRIDING = ("special_tokens_map.json", "added_tokens.json", "chat_template.jinja", "chat_template.json")
 
 
 class _Inferred:
@@ -58,23 +64,49 @@ def _read_from(tok) -> str | None:
 
 
 def source_config(tok) -> dict | None:
-    """What the model's ``tokenizer_config.json`` beside the file ``tok`` was read from says of the roles, the chat
-    template and the longest input (``schemas.TokenizerConfigFile``), or None where there is no such file."""
-    from .schemas import TokenizerConfigFile, decode_file
+    """What the model's folder (the one holding the file ``tok`` was read from) says of the roles, the chat template
+    and the longest input, as transformers reads it there: ``tokenizer_config.json`` (``schemas.TokenizerConfigFile``),
+    a role it leaves out from ``special_tokens_map.json`` (older folders), the template from ``chat_template.jinja``
+    where there is one (transformers 5 writes it there); each role :data:`INFERRED` where neither names it. None
+    where the folder has none of these files. ``paths``: the files read (inputs: never written over)."""
+    from msgspec import UNSET
+
+    from ...errors import FormatError
+    from .schemas import SpecialTokensMapFile, TokenizerConfigFile, decode_file
 
     source = _read_from(tok)
-    path = None if source is None else Path(source).parent / "tokenizer_config.json"
-    if path is None or not path.is_file():
+    if source is None:
         return None
-    where = f"tokenizer config {str(path)!r}"
-    conf = decode_file(read_bytes_limited(path, what="tokenizer config"), TokenizerConfigFile, where=where)
+    folder = Path(source).parent
+    files = {n: folder / n for n in ("tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja")}
+    files = {n: p for n, p in files.items() if p.is_file()}
+    if not files:
+        return None
+    read = {}
+    for name, schema in (("tokenizer_config.json", TokenizerConfigFile), ("special_tokens_map.json",
+                                                                          SpecialTokensMapFile)):
+        if name in files:
+            read[name] = decode_file(read_bytes_limited(files[name], what="tokenizer config"), schema,
+                                     where=f"tokenizer config {str(files[name])!r}")
     text = lambda v: v.content if v is not None and not isinstance(v, str) else v
-    out = {role: text(getattr(conf, role)) for role in ROLES}
-    out["chat_template"] = (conf.chat_template if not isinstance(conf.chat_template, list) else
-                            [{"name": e.name, "template": e.template} for e in conf.chat_template])
-    longest = conf.model_max_length
+    out: dict = {"paths": [str(p) for p in files.values()]}
+    for role in ROLES:
+        given = [getattr(c, role) for c in read.values() if getattr(c, role) is not UNSET]
+        out[role] = text(given[0]) if given else INFERRED
+    conf = read.get("tokenizer_config.json")
+    template = None if conf is None else conf.chat_template
+    out["chat_template"] = (template if not isinstance(template, list) else
+                            [{"name": e.name, "template": e.template} for e in template])
+    if "chat_template.jinja" in files:
+        raw = read_bytes_limited(files["chat_template.jinja"], what="chat template", limit=1 << 20)
+        try:
+            out["chat_template"] = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise FormatError(f"chat template {str(files['chat_template.jinja'])!r}: invalid UTF-8 at byte offset "
+                              f"{e.start:,d}") from None
+    longest = None if conf is None else conf.model_max_length
     out["model_max_length"] = longest if type(longest) is int and 1 <= longest < 2**62 else None  # (1e30: none)
-    out["path"] = str(path)
+    out["where"] = " and ".join(n for n in files if n != "chat_template.jinja") or "chat_template.jinja"
     return out
 
 
@@ -92,11 +124,11 @@ def special_roles(tok, given: dict, source: dict | None = None) -> dict[str, str
         value = given.get(role, INFERRED)
         if value is INFERRED and source is not None:
             value = source[role]
-            if value is not None and value not in specials:
-                warn(f"{source['path']} names {role} {value!r}, which is not a special token of this tokenizer: "
-                     f"{role} is left unset (give {role}= to set one)")
+            if value is not INFERRED and value is not None and value not in specials:
+                warn(f"the model's {source['where']} names {role} {value!r}, which is not a special token of this "
+                     f"tokenizer: {role} is left unset (give {role}= to set one)")
                 value = None
-        elif value is INFERRED:
+        if value is INFERRED:
             value = next((n for n in names[role] if n in specials), None)
         elif value is not None:
             if not isinstance(value, str):
@@ -146,10 +178,19 @@ def save_pretrained(tok, folder, given: dict, model_max_length=None, chat_templa
     source = source_config(tok)
     body = _config(special_roles(tok, given, source), model_max_length, source, chat_template)
     check_writable_folder(where, "the tokenizer folder", raw)
+    # files transformers reads beside tokenizer_config.json and would let change the roles (special_tokens_map.json,
+    # a role not in the vocabulary added as a new token), add tokens (added_tokens.json) or replace the template
+    # (chat_template.*): the folder would load as another tokenizer than the one written
+    stale = [n for n in _OVERRIDING if (where / n).exists()]
+    if stale:
+        raise ConfigError(f"the folder {raw!r} holds {', '.join(stale)}, which transformers reads beside "
+                          "tokenizer_config.json and which would change the roles, ids or chat template of the "
+                          "tokenizer written there; pass a new or empty folder, or remove them first")
+    inputs = [] if source is None else source["paths"]  # (the model's own config: never written over)
     for name in ("tokenizer.json", "tokenizer_config.json"):
-        resolve_output(where / name, what=f"the tokenizer's {name}")
+        resolve_output(where / name, what=f"the tokenizer's {name}", inputs=inputs)
     tok.save_huggingface(where / "tokenizer.json")
-    write_json_atomic(where / "tokenizer_config.json", body)
+    write_json_atomic(where / "tokenizer_config.json", body, inputs=inputs)
     return where
 
 

@@ -223,19 +223,24 @@ class ChatTemplateEntry(Lenient):
     template: str
 
 
-RoleToken = Union[str, ConfigToken, None]
+RoleToken = Union[str, ConfigToken, None, UnsetType]  # (UNSET: the file does not name this role)
 
 
-class TokenizerConfigFile(Lenient):
+class SpecialTokensMapFile(Lenient):
+    """A model's ``special_tokens_map.json`` (older transformers folders keep the roles there): the four roles."""
+
+    bos_token: RoleToken = UNSET
+    eos_token: RoleToken = UNSET
+    unk_token: RoleToken = UNSET
+    pad_token: RoleToken = UNSET
+
+
+class TokenizerConfigFile(SpecialTokensMapFile):
     """The fields of a model's ``tokenizer_config.json`` that ``save_pretrained`` carries over from the folder a
     tokenizer was read from: the special tokens' roles, the chat template, the longest input (transformers writes
     a larger number than any model takes, ``1e30``, where it has none). Other keys are skipped, as transformers
     skips keys it does not know."""
 
-    bos_token: RoleToken = None
-    eos_token: RoleToken = None
-    unk_token: RoleToken = None
-    pad_token: RoleToken = None
     chat_template: Union[str, list[ChatTemplateEntry], None] = None
     model_max_length: Union[int, float, None] = None
 
