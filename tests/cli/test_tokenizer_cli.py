@@ -372,7 +372,6 @@ def test_allow_special_with_a_tokenizer_of_no_special_tokens_says_it_changes_not
 def test_export_writes_each_form_equal_to_the_api(gpt2_ranks_path, tmp_path, capsys):
     """`tokenmill export`: a rank file and its --pattern / --special in one tokenmill file, and back to ranks
     byte for byte; a transformers folder with the roles given or found by name; a tokenizer.json."""
-    pytest.importorskip("transformers")
     rank = ["--tokenizer", str(gpt2_ranks_path), "--pattern", "gpt2", "--special", "<|endoftext|>=50256"]
     own = tmp_path / "gpt2.json"
     assert main(["export", *rank, "--to", "tokenmill", "--out", str(own)]) == 0
@@ -441,6 +440,12 @@ def test_export_takes_a_chat_template_file(tmp_path, capsys):
     assert main(["export", "--tokenizer", str(own), "--to", "huggingface", "--out", str(tmp_path / "x.json"),
                  "--chat-template", str(tmp_path / "chat.jinja")]) == 1
     assert "--chat-template only go into a transformers folder" in capsys.readouterr().err
+    (tmp_path / "empty.jinja").write_text("\n")
+    for bad, said in ((["--chat-template", str(tmp_path / "empty.jinja")], "empty.jinja' is empty; a chat template"),
+                      (["--model-max-length", "0"], "--model-max-length 0: pass a positive number of tokens")):
+        assert main(["export", "--tokenizer", str(own), "--to", "transformers", "--out", str(tmp_path / "hf3"),
+                     *bad]) == 1
+        assert said in capsys.readouterr().err and not (tmp_path / "hf3").exists()
 
 
 def test_export_of_a_wrapped_tokenizer_is_refused_in_every_form(tmp_path, capsys):

@@ -418,9 +418,12 @@ def test_a_store_of_token_arrays_is_read_with_a_tokenizer_of_its_vocabulary(tmp_
         small.decode(0, tok)
     # a model's padded vocabulary (nanoGPT's 50,304 for GPT-2's 50,257) written as the data's: said how to mend
     padded = TokenStore.from_token_arrays(tmp_path / "c", [([2], [1, 2])], vocab_size=tok.vocab_size + 47)
-    with pytest.raises(ConfigError, match=r"rows padded past its tokenizer's ids.*vocab_size=tok.vocab_size and "
+    with pytest.raises(ConfigError, match=r"embedding rows padded past them.*vocab_size=tok.vocab_size and "
                                           r"tokenizer_hash=tok.content_hash"):
         padded.decode(0, tok)
+    other = TokenStore.from_token_arrays(tmp_path / "d", [([2], [1, 2])], vocab_size=tok.vocab_size + 5000)
+    with pytest.raises(ConfigError, match="pass one of that vocabulary$"):  # (another tokenizer's store: no hint)
+        other.decode(0, tok)
 
 
 def test_bad_input_leaves_no_finished_store(tmp_path, tok):

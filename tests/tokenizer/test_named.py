@@ -60,7 +60,7 @@ def fake_hub(monkeypatch, tmp_path):
         calls.append((repo_id, allow_patterns))
         d = tmp_path / "repos" / repo_id
         if not d.is_dir():
-            raise hub.errors.LocalEntryNotFoundError(f"Cannot find the requested files for {repo_id} in the local cache")
+            raise hub.errors.LocalEntryNotFoundError(f"Cannot find the requested files for {repo_id} in the cache")
         return str(d)
 
     monkeypatch.setattr(hub, "snapshot_download", snapshot_download)

@@ -149,8 +149,10 @@ def test_never_over_the_tokenizer_json_it_was_read_from(tmp_path):
     shutil.copy(src / "tokenizer.json", tmp_path / "tokenizer.json")
     before = (tmp_path / "tokenizer.json").read_bytes()
     tok = as_tokenizer(tmp_path)
-    with pytest.raises(ConfigError, match="also an input"):
+    with pytest.raises(ConfigError, match="is the folder the tokenizer was read from .tokenizer.json."):
         tok.save_pretrained(tmp_path)
+    with pytest.raises(ConfigError, match="also an input"):
+        tok.save_huggingface(tmp_path / "tokenizer.json")
     assert (tmp_path / "tokenizer.json").read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["tokenizer.json"]
 
@@ -185,11 +187,13 @@ def test_the_models_own_config_gives_the_roles_and_chat_template(tmp_path):
     model = tmp_path / "Llama-3-Instruct"
     model.mkdir()
     shutil.copy(src / "tokenizer.json", model / "tokenizer.json")
-    template = "{% for m in messages %}<|start_header_id|>{{ m['role'] }}<|end_header_id|>\n\n{{ m['content'] }}<|eot_id|>{% endfor %}"
+    template = ("{% for m in messages %}<|start_header_id|>{{ m['role'] }}<|end_header_id|>\n\n{{ m['content'] }}"
+                "<|eot_id|>{% endfor %}")
     (model / "tokenizer_config.json").write_text(json.dumps({
-        "bos_token": "<|begin_of_text|>", "eos_token": {"__type": "AddedToken", "content": "<|eot_id|>", "lstrip": False},
-        "model_max_length": 1000000000000000019884624838656, "chat_template": template, "clean_up_tokenization_spaces": True,
-        "tokenizer_class": "PreTrainedTokenizerFast", "added_tokens_decoder": {"128000": {"content": "<|begin_of_text|>"}}}))
+        "bos_token": "<|begin_of_text|>", "eos_token": {"__type": "AddedToken", "content": "<|eot_id|>"},
+        "model_max_length": 1000000000000000019884624838656, "chat_template": template,
+        "clean_up_tokenization_spaces": True, "tokenizer_class": "PreTrainedTokenizerFast",
+        "added_tokens_decoder": {"128000": {"content": "<|begin_of_text|>"}}}))
     tok = as_tokenizer(model)
     hf = _auto(tok.save_pretrained(tmp_path / "out"))
     assert _roles(hf) == ("<|begin_of_text|>", "<|eot_id|>", None, None)
@@ -254,12 +258,26 @@ def test_older_and_newer_model_folders_give_their_roles_and_template(tmp_path):
     hf = _auto(as_tokenizer(src).save_pretrained(tmp_path / "b"))
     assert _roles(hf) == (None, "</s>", "<unk>", "<unk>")
     assert hf.chat_template == (src / "chat_template.jinja").read_text()
-    (src / "special_tokens_map.json").unlink()
-    (src / "chat_template.jinja").unlink()
     before = {p.name: p.read_bytes() for p in src.iterdir()}
-    with pytest.raises(ConfigError, match="tokenizer_config.json' is also an input"):
-        as_tokenizer(src).save_pretrained(src)  # (the model's own config: never written over)
+    with pytest.raises(ConfigError, match="is the folder the tokenizer was read from .tokenizer.model.: its files are "
+                                          "the model's own"):
+        as_tokenizer(src).save_pretrained(src)
     assert {p.name: p.read_bytes() for p in src.iterdir()} == before
+    # transformers' order: the map's roles replace the config's, unless the config lists added_tokens_decoder
+    (src / "tokenizer_config.json").write_text(json.dumps({"eos_token": "</s>", "pad_token": "</s>"}))
+    (src / "special_tokens_map.json").write_text(json.dumps({"eos_token": "<unk>"}))
+    hf = _auto(as_tokenizer(src).save_pretrained(tmp_path / "c"))
+    assert _roles(hf) == ("<s>", "<unk>", "<unk>", "</s>") == _roles(_auto(src))
+    (src / "tokenizer_config.json").write_text(json.dumps({"eos_token": "</s>", "added_tokens_decoder": {
+        "0": {"content": "<unk>", "special": True}}}))
+    (src / "special_tokens_map.json").write_text(json.dumps({"eos_token": "<unk>", "pad_token": "<unk>"}))
+    hf = _auto(as_tokenizer(src).save_pretrained(tmp_path / "d"))
+    assert _roles(hf) == ("<s>", "</s>", "<unk>", None)  # (bos, unk: named by neither file, found by name)
+    assert _roles(_auto(src))[1:2] + _roles(_auto(src))[3:] == ("</s>", None)  # (transformers: the map unread)
+    (src / "special_tokens_map.json").write_text(json.dumps({"pad_token": "[PAD]"}))
+    (src / "tokenizer_config.json").unlink()
+    with pytest.warns(UserWarning, match="the model's special_tokens_map.json names pad_token '.PAD.', which is not"):
+        as_tokenizer(src).save_pretrained(tmp_path / "e")
 
 
 def test_a_folder_holding_files_that_would_change_the_tokenizer_is_refused(gpt2_ranks_path, tmp_path):

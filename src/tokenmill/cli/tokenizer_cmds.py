@@ -83,8 +83,8 @@ def register(sub) -> None:
     p = add_command(sub, "export", help="write a tokenizer in another library's form: a transformers folder, a "
                                         "Hugging Face tokenizer.json, a tiktoken rank file, or tokenmill's own file",
                     example="tokenmill export --tokenizer tok.json --to transformers --out my-tokenizer/\n"
-                            "  tokenmill export --tokenizer gpt2.tiktoken --pattern gpt2 --special '<|endoftext|>=50256' "
-                            "--to tokenmill --out gpt2.json", func=cmd_export)
+                            "  tokenmill export --tokenizer gpt2.tiktoken --pattern gpt2 "
+                            "--special '<|endoftext|>=50256' --to tokenmill --out gpt2.json", func=cmd_export)
     add_tokenizer_args(p)
     p.add_argument("--to", required=True, choices=list(_EXPORTS),
                    help="transformers: a folder AutoTokenizer.from_pretrained loads (tokenizer.json and "
@@ -93,13 +93,15 @@ def register(sub) -> None:
     p.add_argument("--out", required=True, help="the folder (--to transformers) or file to write")
     for role in ("eos", "bos", "pad", "unk"):
         p.add_argument(f"--{role}-token", default=None, metavar="TOKEN",
-                       help=f"--to transformers: the {role.upper()} special token's text, or 'none' (default: "
-                            "found by name" + (", e.g. <|endoftext|> or </s>)" if role == "eos" else ")"))
+                       help=f"--to transformers: the {role.upper()} special token's text, or 'none' (default: what the "
+                            "model's folder says, tokenizer_config.json or special_tokens_map.json, else found by "
+                            "name" + (", e.g. <|endoftext|> or </s>)" if role == "eos" else ")"))
     p.add_argument("--model-max-length", type=int, default=None, metavar="N",
-                   help="--to transformers: the longest input the model takes, in tokens (tokenizer_config.json)")
+                   help="--to transformers: the longest input the model takes, in tokens (default: the model's "
+                        "folder's tokenizer_config.json, if it says)")
     p.add_argument("--chat-template", default=None, metavar="FILE",
                    help="--to transformers: a file holding a Jinja chat template (apply_chat_template's); default: "
-                        "the model's own, where its folder has a tokenizer_config.json")
+                        "the model's own (its folder's chat_template.jinja or tokenizer_config.json)")
     add_quiet(p)
 
 
@@ -129,25 +131,20 @@ def cmd_export(args) -> int:
         getattr(tok, _EXPORTS[args.to])(args.out)
         print(f"wrote {args.out} ({args.to})")
         return 0
-    from ..tokenizer.formats.pretrained import INFERRED
+    from ..tokenizer.formats.pretrained import INFERRED, read_chat_template, read_config
 
     kw = {k: INFERRED if v is None else None if v.lower() == "none" else v for k, v in roles.items()}
-    template = None
-    if args.chat_template is not None:
-        from .._io import read_bytes_limited
-        from ..errors import InputError
-
-        raw = read_bytes_limited(args.chat_template, what="--chat-template", limit=1 << 20, error=ConfigError)
-        try:
-            template = raw.decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise InputError(f"--chat-template {args.chat_template!r}: invalid UTF-8 at byte offset {e.start:,d}; a "
-                             "chat template is Jinja text") from None
+    if args.model_max_length is not None and args.model_max_length < 1:
+        raise ConfigError(f"--model-max-length {args.model_max_length}: pass a positive number of tokens (the longest "
+                          "input the model takes), or leave it out")
+    template = None if args.chat_template is None else read_chat_template(args.chat_template, "--chat-template",
+                                                                           ConfigError)
     folder = tok.save_pretrained(args.out, model_max_length=args.model_max_length, chat_template=template, **kw)
-    conf = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
-    set_ = ", ".join(f"{k} {conf[k]!r}" for k in ("eos_token", "bos_token", "pad_token", "unk_token") if k in conf)
-    print(f"wrote {args.out} (transformers: tokenizer.json and tokenizer_config.json; {set_ or 'no special-token roles'}"
-          + ("; a chat template" if "chat_template" in conf else "") + ")")
+    conf = read_config(folder / "tokenizer_config.json")
+    set_ = ", ".join(f"{k} {getattr(conf, k)!r}" for k in ("eos_token", "bos_token", "pad_token", "unk_token")
+                     if isinstance(getattr(conf, k), str))
+    print(f"wrote {args.out} (transformers: tokenizer.json and tokenizer_config.json; "
+          f"{set_ or 'no special-token roles'}" + ("; a chat template" if conf.chat_template is not None else "") + ")")
     return 0
 
 

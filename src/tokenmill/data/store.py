@@ -1911,9 +1911,10 @@ class TokenStore(StoreSource):
         size = int(getattr(tokenizer, "vocab_size", -1))
         if self.tokenizer_hash == "external":
             if size != rec["vocab_size"]:
-                padded = (" (a model's embedding rows padded past its tokenizer's ids, GPT-2's 50,304 say, are not "
-                          "the data's vocabulary: write the store again with vocab_size=tok.vocab_size and "
-                          "tokenizer_hash=tok.content_hash)" if rec["vocab_size"] > size > 0 else "")
+                # (a few more ids than the tokenizer's: a model's embedding size written as the data's vocabulary)
+                padded = (" (if it holds this tokenizer's ids and its size is a model's embedding rows padded past "
+                          "them, GPT-2's 50,304 say, write the store again with vocab_size=tok.vocab_size and "
+                          "tokenizer_hash=tok.content_hash)" if 0 < size < rec["vocab_size"] < size + 1024 else "")
                 raise ConfigError(f"the store {self.path} records no tokenizer (from_token_arrays without "
                                   f"tokenizer_hash), only a vocabulary of {rec['vocab_size']:,d} ids; this tokenizer "
                                   f"has {size:,d}: pass one of that vocabulary{padded}")

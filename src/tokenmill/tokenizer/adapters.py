@@ -150,9 +150,7 @@ def load_tokenizer_path(path, *, pattern=None, special_tokens=None):
 
     kind = file_kind(head)
     if kind not in (None, "tiktoken") and (pattern is not None or special_tokens):
-        given = " and ".join(n for n, v in (("pattern", pattern), ("special_tokens", special_tokens)) if v)
-        raise ConfigError(f"{given} (--pattern / --special) apply to rank files only; {p} is "
-                          f"{READERS[kind][0]}, which carries its own: leave them out")
+        raise rank_options_refused(pattern, special_tokens, f"{p} is {READERS[kind][0]}")
     if kind == "sentencepiece":  # a SentencePiece .model (protobuf), not Llama 3's rank file
         return load_or_wrap(p)
     if kind == "tokenmill":
@@ -164,6 +162,14 @@ def load_tokenizer_path(path, *, pattern=None, special_tokens=None):
     _check_rank_file(p, head)
     specials = None if special_tokens is None else dict(special_tokens)  # None: the model's, for a file it knows
     return Tokenizer.from_tiktoken(p, pattern=pattern, special_tokens=specials)
+
+
+def rank_options_refused(pattern, special_tokens, what: str) -> ConfigError:
+    """The refusal of a rank file's options (``pattern``, ``special_tokens``) given for a tokenizer that carries
+    its own (``what``: what it is)."""
+    given = " and ".join(n for n, v in (("pattern", pattern), ("special_tokens", special_tokens)) if v)
+    return ConfigError(f"{given} (--pattern / --special) apply to rank files only; {what}, which carries its own: "
+                       "leave them out")
 
 
 _WRAPPED_NOTICE: set = set()  # files already announced as run through HF tokenizers

@@ -1,12 +1,13 @@
-"""Tokenizers by name, where a path names no file: a Hugging Face Hub repo id (``meta-llama/Meta-Llama-3-8B``,
-``Qwen/Qwen2.5-7B``) as ``AutoTokenizer.from_pretrained`` takes one, or a tiktoken encoding name
-(``cl100k_base``, ``o200k_base``) as ``tiktoken.get_encoding`` takes one.
+"""Tokenizers by name, where a path names no file: a Hugging Face Hub repo id (``Qwen/Qwen2.5-7B``) as
+``AutoTokenizer.from_pretrained`` takes one, or a tiktoken encoding name (``cl100k_base``, ``o200k_base``) as
+``tiktoken.get_encoding`` takes one.
 
 A repo's ``tokenizer.json``, ``tekken.json`` or ``tokenizer.model`` is fetched with ``huggingface_hub`` (its
 cache, its login for gated models, ``HF_HUB_OFFLINE`` honoured) and read as that file would be from a folder
-(the same schema checks, the same exact import); its ``tokenizer_config.json`` comes along, for
-``save_pretrained`` to carry the model's special-token roles and chat template over. A tiktoken name is ``tiktoken.get_encoding(name)`` (its cache,
-its download, its checksums) converted as any ``tiktoken.Encoding`` is. Either is said once on stderr, so a
+(the same schema checks, the same exact import); its ``tokenizer_config.json``, ``special_tokens_map.json`` and
+``chat_template.jinja`` come along, for ``save_pretrained`` to carry the model's special-token roles and chat
+template over. A tiktoken name is ``tiktoken.get_encoding(name)`` (its cache, its download, its checksums)
+converted as any ``tiktoken.Encoding`` is. Either is said once on stderr, so a
 mistyped local path that happens to be a repo id is seen, not taken silently; a name whose first folder exists
 here (``data/tok``) is a local path, never a repo id.
 """
@@ -68,9 +69,9 @@ def named_tokenizer(raw: str, load_folder, *, pattern=None, special_tokens=None)
     if not tiktoken_name and (rank_options or not is_hub_id(raw)):
         return None
     if rank_options:
-        given = " and ".join(n for n, v in (("pattern", pattern), ("special_tokens", special_tokens)) if v)
-        raise ConfigError(f"{given} (--pattern / --special) apply to rank files only; {raw!r} is no file here but a "
-                          "tiktoken encoding, which carries its own: leave them out")
+        from .adapters import rank_options_refused
+
+        raise rank_options_refused(pattern, special_tokens, f"{raw!r} is no file here but a tiktoken encoding")
     return _tiktoken(raw) if tiktoken_name else _hub(raw, load_folder)
 
 

@@ -11,9 +11,9 @@ to a ``Trainer``, a pipeline or the Hub as it is; :meth:`to_transformers` gives 
 
 The roles are named by the tokenizer's special tokens. Left out, each is what the model's own folder says
 where the tokenizer was read from one (a model's folder, a Hub repo: Llama 3 Instruct's EOS is ``<|eot_id|>``,
-Qwen 2.5 Instruct's ``<|im_end|>``, which no name tells): its ``tokenizer_config.json``, else its
-``special_tokens_map.json``; its chat template (``chat_template.jinja``, else the config's) and
-``model_max_length`` go along. A role neither file names is found by name (the names the
+Qwen 2.5 Instruct's ``<|im_end|>``, which no name tells), read as transformers reads that folder: its
+``tokenizer_config.json`` and ``special_tokens_map.json``; its chat template (``chat_template.jinja``, else the
+config's) and ``model_max_length`` go along. A role neither file names is found by name (the names the
 token store also looks for): EOS ``<|endoftext|>``, ``</s>``, ``<|end_of_text|>``, ``<eos>``, ...; BOS
 ``<|begin_of_text|>``, ``<s>``, ``<bos>``, ...; padding ``<pad>``, ``<|pad|>``, ``[PAD]``; the unknown
 token is a SentencePiece model's own (``<unk>``). A role whose name the tokenizer lacks stays None;
@@ -36,7 +36,7 @@ import os
 from pathlib import Path
 
 from ..._io import check_writable_folder, fs_path, read_bytes_limited, resolve_output, write_json_atomic
-from ...errors import ConfigError, require, warn
+from ...errors import ConfigError, FormatError, require, warn
 from ..special import BOS_NAMES, EOS_NAMES, PAD_NAMES
 
 ROLES = ("bos_token", "eos_token", "unk_token", "pad_token")
@@ -63,16 +63,38 @@ def _read_from(tok) -> str | None:
     return None if not source or str(source).startswith("<") else str(source)
 
 
+def read_chat_template(path, what: str, error=FormatError) -> str:
+    """A chat template file's text: at most 1 MB, UTF-8 (``error`` naming ``what`` and the file otherwise)."""
+    raw = read_bytes_limited(path, what=what, limit=1 << 20, error=error)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise error(f"{what} {os.fspath(path)!r}: invalid UTF-8 at byte offset {e.start:,d}; a chat template is Jinja "
+                    "text") from None
+    if not text.strip():
+        raise error(f"{what} {os.fspath(path)!r} is empty; a chat template is Jinja text")
+    return text
+
+
+def read_config(path):
+    """A ``tokenizer_config.json`` read through its schema (``schemas.TokenizerConfigFile``)."""
+    from .schemas import TokenizerConfigFile, decode_file
+
+    return decode_file(read_bytes_limited(path, what="tokenizer config"), TokenizerConfigFile,
+                       where=f"tokenizer config {str(path)!r}")
+
+
 def source_config(tok) -> dict | None:
     """What the model's folder (the one holding the file ``tok`` was read from) says of the roles, the chat template
-    and the longest input, as transformers reads it there: ``tokenizer_config.json`` (``schemas.TokenizerConfigFile``),
-    a role it leaves out from ``special_tokens_map.json`` (older folders), the template from ``chat_template.jinja``
-    where there is one (transformers 5 writes it there); each role :data:`INFERRED` where neither names it. None
-    where the folder has none of these files. ``paths``: the files read (inputs: never written over)."""
+    and the longest input, in transformers' order: ``tokenizer_config.json`` (``schemas.TokenizerConfigFile``) and
+    ``special_tokens_map.json`` (older folders), whose roles replace the config's unless the config lists its
+    ``added_tokens_decoder`` (transformers then reads the config alone); the template from ``chat_template.jinja``
+    where there is one (transformers 5 writes it there), else the config's. Each role :data:`INFERRED` where
+    neither file names it; ``from``: the file each role came from. None where the folder has none of these files.
+    ``paths``: the files read (inputs: never written over); ``folder``: the model's folder."""
     from msgspec import UNSET
 
-    from ...errors import FormatError
-    from .schemas import SpecialTokensMapFile, TokenizerConfigFile, decode_file
+    from .schemas import SpecialTokensMapFile, decode_file
 
     source = _read_from(tok)
     if source is None:
@@ -82,31 +104,26 @@ def source_config(tok) -> dict | None:
     files = {n: p for n, p in files.items() if p.is_file()}
     if not files:
         return None
-    read = {}
-    for name, schema in (("tokenizer_config.json", TokenizerConfigFile), ("special_tokens_map.json",
-                                                                          SpecialTokensMapFile)):
-        if name in files:
-            read[name] = decode_file(read_bytes_limited(files[name], what="tokenizer config"), schema,
-                                     where=f"tokenizer config {str(files[name])!r}")
+    conf = read_config(files["tokenizer_config.json"]) if "tokenizer_config.json" in files else None
+    read = {} if conf is None else {"tokenizer_config.json": conf}
+    if "special_tokens_map.json" in files and (conf is None or conf.added_tokens_decoder is UNSET):
+        path = files["special_tokens_map.json"]
+        read["special_tokens_map.json"] = decode_file(read_bytes_limited(path, what="tokenizer config"),
+                                                      SpecialTokensMapFile, where=f"tokenizer config {str(path)!r}")
     text = lambda v: v.content if v is not None and not isinstance(v, str) else v
-    out: dict = {"paths": [str(p) for p in files.values()]}
+    out: dict = {"paths": [str(p) for p in files.values()], "folder": str(folder), "from": {}}
     for role in ROLES:
-        given = [getattr(c, role) for c in read.values() if getattr(c, role) is not UNSET]
-        out[role] = text(given[0]) if given else INFERRED
-    conf = read.get("tokenizer_config.json")
+        out[role] = INFERRED
+        for name, c in read.items():  # (the map last: its roles replace the config's)
+            if getattr(c, role) is not UNSET:
+                out[role], out["from"][role] = text(getattr(c, role)), name
     template = None if conf is None else conf.chat_template
     out["chat_template"] = (template if not isinstance(template, list) else
                             [{"name": e.name, "template": e.template} for e in template])
     if "chat_template.jinja" in files:
-        raw = read_bytes_limited(files["chat_template.jinja"], what="chat template", limit=1 << 20)
-        try:
-            out["chat_template"] = raw.decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise FormatError(f"chat template {str(files['chat_template.jinja'])!r}: invalid UTF-8 at byte offset "
-                              f"{e.start:,d}") from None
+        out["chat_template"] = read_chat_template(files["chat_template.jinja"], "chat template")
     longest = None if conf is None else conf.model_max_length
     out["model_max_length"] = longest if type(longest) is int and 1 <= longest < 2**62 else None  # (1e30: none)
-    out["where"] = " and ".join(n for n in files if n != "chat_template.jinja") or "chat_template.jinja"
     return out
 
 
@@ -125,8 +142,8 @@ def special_roles(tok, given: dict, source: dict | None = None) -> dict[str, str
         if value is INFERRED and source is not None:
             value = source[role]
             if value is not INFERRED and value is not None and value not in specials:
-                warn(f"the model's {source['where']} names {role} {value!r}, which is not a special token of this "
-                     f"tokenizer: {role} is left unset (give {role}= to set one)")
+                warn(f"the model's {source['from'][role]} names {role} {value!r}, which is not a special token of "
+                     f"this tokenizer: {role} is left unset (give {role}= to set one)")
                 value = None
         if value is INFERRED:
             value = next((n for n in names[role] if n in specials), None)
@@ -178,6 +195,11 @@ def save_pretrained(tok, folder, given: dict, model_max_length=None, chat_templa
     source = source_config(tok)
     body = _config(special_roles(tok, given, source), model_max_length, source, chat_template)
     check_writable_folder(where, "the tokenizer folder", raw)
+    model = _read_from(tok)
+    if model is not None and where.is_dir() and os.path.samefile(where, Path(model).parent):
+        raise ConfigError(f"{raw!r} is the folder the tokenizer was read from ({os.path.basename(model)}): its files "
+                          "are the model's own, and would be written over or read over the new ones; pass a new "
+                          "folder")
     # files transformers reads beside tokenizer_config.json and would let change the roles (special_tokens_map.json,
     # a role not in the vocabulary added as a new token), add tokens (added_tokens.json) or replace the template
     # (chat_template.*): the folder would load as another tokenizer than the one written

@@ -243,6 +243,8 @@ class TokenizerConfigFile(SpecialTokensMapFile):
 
     chat_template: Union[str, list[ChatTemplateEntry], None] = None
     model_max_length: Union[int, float, None] = None
+    # (only whether it is there: transformers then ignores special_tokens_map.json)
+    added_tokens_decoder: Union[dict[str, Any], UnsetType] = UNSET
 
 
 # ---------------------------------------------------------------------------- checks

@@ -608,6 +608,14 @@ class SentencePieceJsonTokenizer(VocabNames, PretrainedExport):
 
     encode_flat = encode_flat_by_batch  # (one flat array of encode_batch's ids, as Tokenizer.encode_flat)
 
+    def to_tiktoken(self, name=None):
+        """Refused, as ``save_tiktoken``: tiktoken runs byte-level BPE over regex splits, not this family's merges
+        over characters (an AttributeError had said nothing of why)."""
+        raise ConfigError("a SentencePiece-family tokenizer.json has no tiktoken form (tiktoken runs byte-level BPE "
+                          "over regex splits); keep the tokenizer.json (save_huggingface writes it)")
+
+    save_tiktoken = to_tiktoken
+
     def save(self, path) -> None:
         """Refused: a SentencePiece-family tokenizer.json has no tokenmill file form (it is run as the file
         says); ``save_huggingface`` writes the file itself."""
