@@ -44,7 +44,7 @@ _OVERRIDING = ("special_tokens_map.json", "added_tokens.json", "chat_template.ji
 
 
 class _Inferred:
-    """The default of a role: found by the token's name (see the module's doc)."""
+    """The default of a role: what the model's folder says, else found by the token's name (the module's doc)."""
 
     def __repr__(self) -> str:
         return "<inferred>"
