@@ -138,7 +138,8 @@ def load_tokenizer_path(path, *, pattern=None, special_tokens=None):
                               "tokenmill tokenizer file, a tokenizer.json (or its folder) or a .tiktoken rank file")
         from .named import named_tokenizer, not_found_note
 
-        got = named_tokenizer(os.fspath(path), load_tokenizer_path, pattern=pattern, special_tokens=special_tokens)
+        got = named_tokenizer(os.fspath(path), load_tokenizer_path, as_tokenizer, pattern=pattern,
+                              special_tokens=special_tokens)
         if got is not None:
             return got
         raise ConfigError(f"tokenizer {str(p)!r} does not exist{not_found_note(os.fspath(path))}; pass a tokenmill "
@@ -150,6 +151,8 @@ def load_tokenizer_path(path, *, pattern=None, special_tokens=None):
 
     kind = file_kind(head)
     if kind not in (None, "tiktoken") and (pattern is not None or special_tokens):
+        from .named import rank_options_refused
+
         raise rank_options_refused(pattern, special_tokens, f"{p} is {READERS[kind][0]}")
     if kind == "sentencepiece":  # a SentencePiece .model (protobuf), not Llama 3's rank file
         return load_or_wrap(p)
@@ -162,14 +165,6 @@ def load_tokenizer_path(path, *, pattern=None, special_tokens=None):
     _check_rank_file(p, head)
     specials = None if special_tokens is None else dict(special_tokens)  # None: the model's, for a file it knows
     return Tokenizer.from_tiktoken(p, pattern=pattern, special_tokens=specials)
-
-
-def rank_options_refused(pattern, special_tokens, what: str) -> ConfigError:
-    """The refusal of a rank file's options (``pattern``, ``special_tokens``) given for a tokenizer that carries
-    its own (``what``: what it is)."""
-    given = " and ".join(n for n, v in (("pattern", pattern), ("special_tokens", special_tokens)) if v)
-    return ConfigError(f"{given} (--pattern / --special) apply to rank files only; {what}, which carries its own: "
-                       "leave them out")
 
 
 _WRAPPED_NOTICE: set = set()  # files already announced as run through HF tokenizers

@@ -60,24 +60,29 @@ def _say(key: str, text: str) -> None:
         print(f"tokenmill: {text}", file=sys.stderr, flush=True)
 
 
-def named_tokenizer(raw: str, load_folder, *, pattern=None, special_tokens=None):
+def rank_options_refused(pattern, special_tokens, what: str) -> ConfigError:
+    """The refusal of a rank file's options (``pattern``, ``special_tokens``) given for a tokenizer that carries
+    its own (``what``: what it is)."""
+    given = " and ".join(n for n, v in (("pattern", pattern), ("special_tokens", special_tokens)) if v)
+    return ConfigError(f"{given} (--pattern / --special) apply to rank files only; {what}, which carries its own: "
+                       "leave them out")
+
+
+def named_tokenizer(raw: str, load_folder, from_encoding, *, pattern=None, special_tokens=None):
     """The tokenizer a missing path ``raw`` names (a tiktoken encoding or a Hub repo), or None where it names
-    neither. ``load_folder``: how a folder of tokenizer files is read (``adapters.load_tokenizer_path``)."""
+    neither. ``load_folder``: how a folder of tokenizer files is read (``adapters.load_tokenizer_path``);
+    ``from_encoding``: how a ``tiktoken.Encoding`` is taken (``adapters.as_tokenizer``)."""
     tiktoken_name = raw in TIKTOKEN_NAMES
     rank_options = pattern is not None or bool(special_tokens)
     # (with a rank file's options, a missing path is that rank file: a local one, never looked up on the Hub)
     if not tiktoken_name and (rank_options or not is_hub_id(raw)):
         return None
     if rank_options:
-        from .adapters import rank_options_refused
-
         raise rank_options_refused(pattern, special_tokens, f"{raw!r} is no file here but a tiktoken encoding")
-    return _tiktoken(raw) if tiktoken_name else _hub(raw, load_folder)
+    return _tiktoken(raw, from_encoding) if tiktoken_name else _hub(raw, load_folder)
 
 
-def _tiktoken(name: str):
-    from .adapters import as_tokenizer
-
+def _tiktoken(name: str, from_encoding):
     try:
         import tiktoken
     except ImportError:
@@ -91,7 +96,7 @@ def _tiktoken(name: str):
                           "it once (network needed, then TIKTOKEN_CACHE_DIR keeps it): pass a rank file's path "
                           "otherwise") from None
     _say("tiktoken:" + name, f"{name!r} is no file here: tiktoken's encoding of that name")
-    return as_tokenizer(enc)
+    return from_encoding(enc)
 
 
 def _hub(repo: str, load_folder):
