@@ -78,7 +78,7 @@ def test_each_kind_of_repo_is_read_as_its_folder_would_be(fake_hub, capsys):
     nemo, v1 = as_tokenizer("mistralai/Nemo"), as_tokenizer("mistralai/V1")
     assert nemo.encode(TEXT) == Tokenizer.from_tekken(mistral / "tekken_240911.json").encode(TEXT)
     assert v1.encode(TEXT) == as_tokenizer(mistral / "tokenizer.model.v1").encode(TEXT)
-    want = [*named.HUB_FILES, *named.CONFIG_FILES]
+    want = [*named.HUB_FILES, *named.SOURCE_FILES]
     assert calls == [("mistralai/Nemo", want), ("mistralai/V1", want)]
     err = capsys.readouterr().err
     assert "the Hugging Face Hub repo's tekken.json" in err and "the Hugging Face Hub repo's tokenizer.model" in err

@@ -20,10 +20,10 @@ import sys
 from pathlib import Path
 
 from ..errors import ConfigError, MissingExtraError
+from .formats.pretrained import SOURCE_FILES
 
 TIKTOKEN_NAMES = ("gpt2", "r50k_base", "p50k_base", "p50k_edit", "cl100k_base", "o200k_base", "o200k_harmony")
 HUB_FILES = ("tokenizer.json", "tekken.json", "tokenizer.model")  # (what a folder is read by, in that order)
-CONFIG_FILES = ("tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja")  # (formats.pretrained)
 # HF's repo ids: "owner/name", letters, digits, '-', '_', '.', no leading or trailing '.' or '-', no '--' / '..'
 _HUB_ID = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?/[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")
 # a name ending as a tokenizer or data file does is a file that is missing, not a repo
@@ -107,7 +107,7 @@ def _hub(repo: str, load_folder):
                                 "needs huggingface_hub: pip install 'tokenmill[hf]' (or pass a local path)") from None
     try:
         # (and the model's own roles and chat template, which save_pretrained carries over)
-        folder = Path(snapshot_download(repo, allow_patterns=[*HUB_FILES, *CONFIG_FILES]))
+        folder = Path(snapshot_download(repo, allow_patterns=[*HUB_FILES, *SOURCE_FILES]))
     except Exception as e:  # noqa: BLE001  (the Hub's errors: no such repo, gated, offline, network, HTTP)
         first = str(e).splitlines()[0] if str(e) else ""
         raise ConfigError(f"tokenizer {repo!r} is no file or folder here, and fetching it as a Hugging Face Hub repo "

@@ -40,6 +40,8 @@ from ...errors import ConfigError, FormatError, require, warn
 from ..special import BOS_NAMES, EOS_NAMES, PAD_NAMES
 
 ROLES = ("bos_token", "eos_token", "unk_token", "pad_token")
+# a model folder's files that say its roles and chat template (read by ``source_config``; fetched with a Hub repo)
+SOURCE_FILES = ("tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja")
 _OVERRIDING = ("special_tokens_map.json", "added_tokens.json", "chat_template.jinja", "chat_template.json")
 
 
@@ -76,11 +78,12 @@ def read_chat_template(path, what: str, error=FormatError) -> str:
     return text
 
 
-def read_config(path):
-    """A ``tokenizer_config.json`` read through its schema (``schemas.TokenizerConfigFile``)."""
+def read_config(path, schema=None):
+    """A ``tokenizer_config.json`` read through its schema (``schemas.TokenizerConfigFile``; or ``schema``: a
+    ``special_tokens_map.json``'s)."""
     from .schemas import TokenizerConfigFile, decode_file
 
-    return decode_file(read_bytes_limited(path, what="tokenizer config"), TokenizerConfigFile,
+    return decode_file(read_bytes_limited(path, what="tokenizer config"), schema or TokenizerConfigFile,
                        where=f"tokenizer config {str(path)!r}")
 
 
@@ -91,27 +94,25 @@ def source_config(tok) -> dict | None:
     ``added_tokens_decoder`` (transformers then reads the config alone); the template from ``chat_template.jinja``
     where there is one (transformers 5 writes it there), else the config's. Each role :data:`INFERRED` where
     neither file names it; ``from``: the file each role came from. None where the folder has none of these files.
-    ``paths``: the files read (inputs: never written over); ``folder``: the model's folder."""
+    ``paths``: the files read (inputs: never written over)."""
     from msgspec import UNSET
 
-    from .schemas import SpecialTokensMapFile, decode_file
+    from .schemas import SpecialTokensMapFile
 
     source = _read_from(tok)
     if source is None:
         return None
     folder = Path(source).parent
-    files = {n: folder / n for n in ("tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja")}
+    files = {n: folder / n for n in SOURCE_FILES}
     files = {n: p for n, p in files.items() if p.is_file()}
     if not files:
         return None
     conf = read_config(files["tokenizer_config.json"]) if "tokenizer_config.json" in files else None
     read = {} if conf is None else {"tokenizer_config.json": conf}
     if "special_tokens_map.json" in files and (conf is None or conf.added_tokens_decoder is UNSET):
-        path = files["special_tokens_map.json"]
-        read["special_tokens_map.json"] = decode_file(read_bytes_limited(path, what="tokenizer config"),
-                                                      SpecialTokensMapFile, where=f"tokenizer config {str(path)!r}")
+        read["special_tokens_map.json"] = read_config(files["special_tokens_map.json"], SpecialTokensMapFile)
     text = lambda v: v.content if v is not None and not isinstance(v, str) else v
-    out: dict = {"paths": [str(p) for p in files.values()], "folder": str(folder), "from": {}}
+    out: dict = {"paths": [str(p) for p in files.values()], "from": {}}
     for role in ROLES:
         out[role] = INFERRED
         for name, c in read.items():  # (the map last: its roles replace the config's)
@@ -222,8 +223,6 @@ def to_transformers(tok, given: dict, model_max_length=None, chat_template=None)
     import tempfile
 
     transformers = require("transformers", "transformers")
-    special_roles(tok, given)  # (checked before anything is written)
-    _config({}, model_max_length, chat_template=chat_template)
     with tempfile.TemporaryDirectory(prefix="tokenmill-hf-") as tmp:
         save_pretrained(tok, tmp, given, model_max_length, chat_template)
         return transformers.PreTrainedTokenizerFast.from_pretrained(os.fspath(tmp))
