@@ -54,10 +54,11 @@ def fake_hub(monkeypatch, tmp_path):
     """huggingface_hub's snapshot_download standing in for the Hub: the repos under ``tmp_path/repos``, and every
     call recorded."""
     hub = pytest.importorskip("huggingface_hub")
-    calls = []
+    calls, bars_off = [], []
 
     def snapshot_download(repo_id, allow_patterns=None, **kw):
         calls.append((repo_id, allow_patterns))
+        bars_off.append(hub.utils.are_progress_bars_disabled())
         d = tmp_path / "repos" / repo_id
         if not d.is_dir():
             raise hub.errors.LocalEntryNotFoundError(f"Cannot find the requested files for {repo_id} in the cache")
@@ -65,11 +66,11 @@ def fake_hub(monkeypatch, tmp_path):
 
     monkeypatch.setattr(hub, "snapshot_download", snapshot_download)
     monkeypatch.setattr(named, "_SAID", set())
-    return tmp_path / "repos", calls
+    return tmp_path / "repos", calls, bars_off
 
 
 def test_each_kind_of_repo_is_read_as_its_folder_would_be(fake_hub, capsys):
-    repos, calls = fake_hub
+    repos, calls, _ = fake_hub
     mistral = _dir("TOKENMILL_MISTRAL_DIR", "mistral", "tekken_240911.json")
     (repos / "mistralai" / "Nemo").mkdir(parents=True)
     shutil.copy(mistral / "tekken_240911.json", repos / "mistralai" / "Nemo" / "tekken.json")
@@ -95,7 +96,7 @@ def test_each_kind_of_repo_is_read_as_its_folder_would_be(fake_hub, capsys):
 
 
 def test_local_paths_are_never_taken_for_repo_ids(fake_hub, tmp_path, monkeypatch):
-    _, calls = fake_hub
+    _, calls, _ = fake_hub
     monkeypatch.chdir(tmp_path)
     (tmp_path / "data").mkdir()
     for missing in ("data/tok", "out/tok.json", "a/b/c", "./x/y", "org/name.tiktoken"):
@@ -126,7 +127,7 @@ def test_a_tiktoken_encoding_name_loads_through_tiktoken_and_its_cache(tmp_path,
 
 
 def test_a_missing_path_says_why_it_was_not_taken_for_a_repo_id(fake_hub, tmp_path, monkeypatch):
-    _, calls = fake_hub
+    _, calls, _ = fake_hub
     monkeypatch.chdir(tmp_path)
     (tmp_path / "mistralai").mkdir()  # (an earlier export's folder, say)
     with pytest.raises(ConfigError, match="not looked up as a Hugging Face Hub repo id: a folder 'mistralai' exists"):
@@ -135,3 +136,24 @@ def test_a_missing_path_says_why_it_was_not_taken_for_a_repo_id(fake_hub, tmp_pa
     with pytest.raises(ConfigError, match="'tokenizers/qwen' does not exist; pass"):
         as_tokenizer("tokenizers/qwen", pattern="qwen2")
     assert calls == []
+
+
+def test_the_hub_download_bars_follow_the_commands_progress_rule(fake_hub, capsys):
+    """A command's progress rule (bars on a terminal or with --progress, never with --quiet) turns
+    huggingface_hub's download bars off for the fetch, and back on after it; a library call keeps
+    huggingface_hub's own setting."""
+    from huggingface_hub.utils import are_progress_bars_disabled
+
+    from tokenmill.cli import main
+
+    repos, _, bars_off = fake_hub
+    gpt2 = Tokenizer.from_tiktoken(os.environ.get("TOKENMILL_GPT2_RANKS", ".cache/gpt2.tiktoken"), pattern="gpt2")
+    (repos / "org" / "gpt2").mkdir(parents=True)
+    gpt2.save_huggingface(repos / "org" / "gpt2" / "tokenizer.json")
+    assert not are_progress_bars_disabled()
+    as_tokenizer("org/gpt2")
+    for flag in ("--progress", "--quiet", None):  # (None: pytest's stderr is no terminal)
+        assert main(["encode", "--tokenizer", "org/gpt2", "--json", *([flag] if flag else []), "hi"]) == 0
+    assert json.loads(capsys.readouterr().out.splitlines()[-1]) == gpt2.encode("hi")
+    assert bars_off == [False, False, True, True]
+    assert not are_progress_bars_disabled()

@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     if hasattr(args, "quiet"):  # notices follow --quiet; progress bars also need a terminal or --progress
         args.notices = not args.quiet
         if not args.quiet and not getattr(args, "progress", False):
-            args.quiet = not _is_terminal(sys.stderr)
+            args.quiet = not is_terminal(sys.stderr)
     quiet = not getattr(args, "notices", True)
     # --quiet also silences the first run's "compiling kernels" notice (``_jit``; read from the environment,
     # so that the command's worker processes stay quiet too), for this command only
@@ -145,7 +145,7 @@ def _interrupted(e: BaseException) -> bool:
     return False
 
 
-def _is_terminal(stream) -> bool:
+def is_terminal(stream) -> bool:
     try:
         return bool(stream.isatty())
     except (AttributeError, ValueError):  # a replaced or closed stream

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 
 def add_command(sub, name: str, *, help: str, example: str, func) -> argparse.ArgumentParser:
@@ -166,6 +167,8 @@ def load_tokenizer(args):
     every command that takes a tokenizer resolves it here (``tokenmill.as_tokenizer``)."""
     from ..errors import ConfigError
     from ..tokenizer.adapters import as_tokenizer
+    from ..tokenizer.named import download_bars
+    from . import is_terminal
 
     specials = {}
     for item in getattr(args, "tokenizer_special", None) or []:
@@ -173,5 +176,7 @@ def load_tokenizer(args):
         if not sep or not name or not value.strip().isdigit():
             raise ConfigError(f"--special {item!r}: expected NAME=ID, e.g. --special '<|endoftext|>=100257'")
         specials[unescape(name, "--special")] = int(value)
-    return as_tokenizer(args.tokenizer, pattern=getattr(args, "tokenizer_pattern", None),
-                        special_tokens=specials or None)
+    # a Hub repo's download bars follow the command's progress rule (a terminal, no --quiet)
+    with download_bars(not args.quiet if hasattr(args, "quiet") else is_terminal(sys.stderr)):
+        return as_tokenizer(args.tokenizer, pattern=getattr(args, "tokenizer_pattern", None),
+                            special_tokens=specials or None)

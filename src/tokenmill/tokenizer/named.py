@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import ConfigError, MissingExtraError
@@ -29,6 +30,19 @@ _HUB_ID = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?/[A-Za-z0-9](?:
 # a name ending as a tokenizer or data file does is a file that is missing, not a repo
 _FILE_ENDINGS = (".json", ".model", ".tiktoken", ".txt", ".jsonl", ".parquet", ".bin", ".gz", ".zst")
 _SAID: set = set()
+_BARS = {"off": False}  # huggingface_hub's download bars turned off (``download_bars``: the CLI's --quiet)
+
+
+@contextmanager
+def download_bars(show: bool):
+    """A Hub repo fetched inside this block shows huggingface_hub's download bars only if ``show`` (the CLI's
+    progress rule: a terminal and no ``--quiet``); a library caller keeps huggingface_hub's own setting."""
+    before = _BARS["off"]
+    _BARS["off"] = not show
+    try:
+        yield
+    finally:
+        _BARS["off"] = before
 
 
 def _repo_shaped(raw: str) -> bool:
@@ -105,6 +119,11 @@ def _hub(repo: str, load_folder):
     except ImportError:
         raise MissingExtraError(f"tokenizer {repo!r} is no file or folder here; as a Hugging Face Hub repo id it "
                                 "needs huggingface_hub: pip install 'tokenmill[hf]' (or pass a local path)") from None
+    from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
+
+    bars_off = _BARS["off"] and not are_progress_bars_disabled()
+    if bars_off:
+        disable_progress_bars()
     try:
         # (and the model's own roles and chat template, which save_pretrained carries over)
         folder = Path(snapshot_download(repo, allow_patterns=[*HUB_FILES, *SOURCE_FILES]))
@@ -114,6 +133,9 @@ def _hub(repo: str, load_folder):
                           f"failed ({type(e).__name__}: {first}); pass a local path, or check the repo id, the "
                           "network (HF_HUB_OFFLINE=1 reads only what is cached) and, for a gated model, "
                           "`hf auth login`") from None
+    finally:
+        if bars_off:
+            enable_progress_bars()
     found = [n for n in HUB_FILES if (folder / n).is_file()]
     if not found:
         raise ConfigError(f"the Hugging Face Hub repo {repo!r} holds none of {', '.join(HUB_FILES)} (at its top "
