@@ -349,3 +349,29 @@ def test_one_memo_per_copy_shares_the_scope_and_never_an_earlier_copy():
     third = copy_blocks(first)  # a copy of the copy
     assert not {id(v) for v in variables(third).values()} & {id(v) for v in variables(first).values()}
     assert copier.deepcopy([1, [2]]) == [1, [2]] and copier.copy is copy.copy  # the rest is the copy module's
+
+
+def test_the_batch_kernels_get_one_type_whatever_the_callers_arrays_flags(monkeypatch):
+    """`assemble` with a user's writable segment arrays, a padded batch and a plan's batches (read-only
+    arrays) hand the layout kernel the same argument types: each combination of writable flags was a type
+    of its own, compiled on a user's first `report` or `demo` although `tokenmill warmup` had run."""
+    import numpy as np
+
+    import tokenmill
+    from tokenmill.batching import _kernels
+    from tokenmill.batching.layout import assemble
+
+    monkeypatch.setenv("TOKENMILL_PYTHON_FIRST", "0")
+    docs = [np.arange(1, 9), np.arange(3), np.arange(2)]
+    seg = [np.array(a, np.int64) for a in ([0, 1, 1], [0, 1, 2], [0, 0, 0], [8, 3, 2])]
+    assert all(a.flags.writeable for a in seg)
+    assemble((np.concatenate(docs), np.array([0, 8, 11])), *seg, num_rows=2, row_length=8, pad_id=0)
+    assemble(lambda out, dst: None, *seg[:3], np.zeros(3, np.int64), num_rows=2, row_length=8, pad_id=0)
+    tokenmill.pad_batch(docs, pad_id=0)
+    for b in tokenmill.pack([8, 3, 2], 8).batches(docs, batch_size=2, pad_id=0):
+        b.doc_ids
+    for kernel in (_kernels.layout, _kernels.segments_ok, _kernels.provenance):
+        assert kernel.signatures, kernel  # (the kernels ran, not their twins)
+        for sig in kernel.signatures:
+            inputs = [t for t in sig[:4] if hasattr(t, "mutable")]
+            assert inputs and not any(t.mutable for t in inputs), (kernel, sig)

@@ -40,6 +40,22 @@ def seal(a: np.ndarray) -> np.ndarray:
     return v
 
 
+def readonly(*arrays: np.ndarray) -> list[np.ndarray]:
+    """Read-only views of ``arrays`` (no copy; the arrays themselves untouched): what a kernel is handed, so that
+    its argument types do not depend on whether a caller's arrays happen to be writable (numba compiles each
+    combination of those flags apart, and a type the warm-up never passed is compiled on a user's first call).
+
+    >>> a = np.arange(3); [v.flags.writeable for v in readonly(a)], a.flags.writeable
+    ([False], True)
+    """
+    out = []
+    for a in arrays:
+        v = a.view()
+        v.flags.writeable = False
+        out.append(v)
+    return out
+
+
 def is_sealed(a) -> bool:
     """Whether ``a`` is an array :func:`seal` made (no one else holds its memory writeable): what a plan may
     keep unchecked. A user's read-only array is not (a read-only view of an array the user still writes, a

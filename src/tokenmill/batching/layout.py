@@ -43,6 +43,7 @@ from sys import getrefcount
 
 import numpy as np
 
+from .._arrays import readonly
 from .._validate import check_array, check_int, check_spans
 from ..errors import ConfigError, InputError
 from .batch import (  # noqa: F401 (layout re-exports the batch types its callers import from here)
@@ -124,7 +125,7 @@ def assemble_flat(tokens: np.ndarray, seg_src: np.ndarray, seg_row: np.ndarray, 
     if (S >= 0 and type(B) is int and type(T) is int and 1 <= B and 1 <= T and B * T <= INT32_MAX
             and all(type(a) is np.ndarray and a.dtype == np.int64 and a.shape == (S,) and a.flags.c_contiguous
                     for a in arrays)
-            and _kernels.segments_ok(seg_row, seg_doc, seg_start, seg_len, seg_src, B, T, tokens.size,
+            and _kernels.segments_ok(*readonly(seg_row, seg_doc, seg_start, seg_len, seg_src), B, T, tokens.size,
                                      idx == np.int32)):
         if S == 0:
             tokens = np.zeros(0, np.int64)
@@ -220,6 +221,9 @@ def layout_batch(seg_row, seg_doc, seg_start, seg_len, B, T, stream, continue_po
     from . import _kernels
 
     input_ids, labels, position_ids, doc_ids, token_offsets, real = outputs
+    # (one argument type whatever the caller's arrays' flags: a plan's are read-only, assemble's user arrays not)
+    seg_row, seg_doc, seg_start, seg_len, tokens, seg_src = readonly(seg_row, seg_doc, seg_start, seg_len, tokens,
+                                                                     seg_src)
     if _python_first(B * T):
         return _layout_python(seg_row, seg_doc, seg_start, seg_len, B, T, stream, continue_positions, pad_id,
                               tokens, seg_src, input_ids, position_ids.dtype, truncated_tokens)

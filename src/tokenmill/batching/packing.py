@@ -37,7 +37,7 @@ from typing import Iterator, Literal
 
 import numpy as np
 
-from .._arrays import is_sealed, owned, ranks_in_groups, seal
+from .._arrays import is_sealed, owned, ranks_in_groups, readonly, seal
 from .._validate import check_array, check_bool, check_int, check_rows, check_spans, document_lengths
 from ..data.source import TokenSource, as_source, check_memory_ids, ids_checked, reader
 from ..errors import ConfigError, InputError
@@ -424,8 +424,8 @@ class _FlatTables:
         arrays = [np.ascontiguousarray(a, dtype=np.int64) for a in (o_doc, o_start, length, how[1])]
         if any(a.shape != length.shape for a in arrays):
             return None
-        o_doc, o_start, length, seg_src = arrays
         rows = np.repeat(np.arange(c1 - c0, dtype=np.int64), np.diff(ptr[c0 : c1 + 1]))
+        rows, o_doc, o_start, length, seg_src = readonly(rows, *arrays)  # (one kernel type, see layout_batch)
         if not _kernels.segments_ok(rows, o_doc, o_start, length, seg_src, c1 - c0, plan.block_size, tokens.size,
                                     self.index32):
             return None
