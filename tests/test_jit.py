@@ -369,7 +369,7 @@ def test_the_batch_kernels_get_one_type_whatever_the_callers_arrays_flags(monkey
     assemble(lambda out, dst: None, *seg[:3], np.zeros(3, np.int64), num_rows=2, row_length=8, pad_id=0)
     tokenmill.pad_batch(docs, pad_id=0)
     for b in tokenmill.pack([8, 3, 2], 8).batches(docs, batch_size=2, pad_id=0):
-        b.doc_ids
+        assert b.doc_ids.shape == (2, 8)  # (derived by the provenance kernel)
     for kernel in (_kernels.layout, _kernels.segments_ok, _kernels.provenance):
         assert kernel.signatures, kernel  # (the kernels ran, not their twins)
         for sig in kernel.signatures:
