@@ -1,6 +1,7 @@
 """The CLI against the API: same merges, same ids, clear errors, --help with an example."""
 
 import json
+import shlex
 import subprocess
 import sys
 
@@ -379,6 +380,14 @@ def test_export_writes_each_form_equal_to_the_api(gpt2_ranks_path, tmp_path, cap
     assert Tokenizer.load(own) == tok and "wrote" in capsys.readouterr().out
     assert main(["export", "--tokenizer", str(own), "--to", "tiktoken", "--out", str(tmp_path / "g.tiktoken")]) == 0
     assert (tmp_path / "g.tiktoken").read_bytes() == gpt2_ranks_path.read_bytes()
+    # the ranks alone: what the rank file leaves out is said, as the options that read it back
+    said = capsys.readouterr().out
+    assert "a rank file holds no split pattern or special tokens, so read it back with --tokenizer" in said
+    back = shlex.split(said.split("read it back with ")[1].split(", or export")[0])
+    assert back == ["--tokenizer", str(tmp_path / "g.tiktoken"), "--pattern", "gpt2", "--special",
+                    "<|endoftext|>=50256"]
+    assert main(["encode", *back, "--json", "--allow-special", "hi<|endoftext|>"]) == 0
+    assert json.loads(capsys.readouterr().out) == tok.encode("hi<|endoftext|>", allowed_special="all")
     assert main(["export", "--tokenizer", str(own), "--to", "huggingface", "--out", str(tmp_path / "t.json")]) == 0
     tokenizers = pytest.importorskip("tokenizers")
     text = "Hello world, 你好 — 2026\n\n\tdef f(): pass"

@@ -89,7 +89,8 @@ def register(sub) -> None:
     p.add_argument("--to", required=True, choices=list(_EXPORTS),
                    help="transformers: a folder AutoTokenizer.from_pretrained loads (tokenizer.json and "
                         "tokenizer_config.json); huggingface: a tokenizer.json file; tiktoken: a .tiktoken rank "
-                        "file; tokenmill: tokenmill's own file (a rank file with its --pattern and --special in one)")
+                        "file (the ranks alone: its split pattern and special tokens are given when it is read, "
+                        "as printed); tokenmill: tokenmill's own file (a rank file with its --pattern and --special in one)")
     p.add_argument("--out", required=True, help="the folder (--to transformers) or file to write")
     for role in ("eos", "bos", "pad", "unk"):
         p.add_argument(f"--{role}-token", default=None, metavar="TOKEN",
@@ -108,6 +109,24 @@ def register(sub) -> None:
 # (--to: the method each writes with)
 _EXPORTS = {"transformers": "save_pretrained", "huggingface": "save_huggingface", "tiktoken": "save_tiktoken",
             "tokenmill": "save"}
+
+
+def _rank_file_reload(tok, out: str) -> str:
+    """What a rank file leaves out (it holds the ranks alone) and the options that read it back as ``tok``."""
+    import shlex
+
+    from ..tokenizer.pretokenize.splitter import pattern_name
+
+    pattern = "" if tok.pattern is None else pattern_name(tok.pattern) or tok.pattern
+    specials = sorted(tok.special_tokens.items(), key=lambda kv: kv[1])
+    options = ([f"--pattern {shlex.quote(pattern)}"] if pattern else []) + [
+        f"--special {shlex.quote(f'{name}={i}')}" for name, i in specials[:8]]
+    if not options:
+        return ")"
+    more = f" and {len(specials) - 8:,d} more --special" if len(specials) > 8 else ""
+    return (f": the ranks alone; a rank file holds no split pattern or special tokens, so read it back with "
+            f"--tokenizer {shlex.quote(out)} {' '.join(options)}{more}, or export --to tokenmill for one file "
+            "that holds them)")
 
 
 def cmd_export(args) -> int:
@@ -129,7 +148,7 @@ def cmd_export(args) -> int:
             raise ConfigError(f"{args.tokenizer!r} is a SentencePiece-family tokenizer, which has no {args.to} form "
                               f"({why}); pass --to huggingface or --to transformers for HF's forms")
         getattr(tok, _EXPORTS[args.to])(args.out)
-        print(f"wrote {args.out} ({args.to})")
+        print(f"wrote {args.out} ({args.to}" + (_rank_file_reload(tok, args.out) if args.to == "tiktoken" else ")"))
         return 0
     from ..tokenizer.formats.pretrained import INFERRED, read_chat_template, read_config
 

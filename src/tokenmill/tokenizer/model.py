@@ -553,7 +553,10 @@ class Tokenizer(VocabNames, PretrainedExport):
         return to_tiktoken(self, name)
 
     def save_tiktoken(self, path: str | os.PathLike) -> None:
-        """Export the vocabulary as a tiktoken ``.tiktoken`` rank file (see ``formats.export``)."""
+        """Export the vocabulary as a tiktoken ``.tiktoken`` rank file (see ``formats.export``): the ranks alone, as
+        tiktoken's files are. The split pattern and special tokens are not in it: give them when it is read
+        (``Tokenizer.from_tiktoken(path, pattern=..., special_tokens=...)``, ``tiktoken.Encoding(pat_str=...,
+        special_tokens=...)``); :meth:`save` writes one file holding all three."""
         from .._io import protect_inputs
         from .formats.export import save_tiktoken
 
