@@ -256,6 +256,12 @@ def test_cli_messages_say_what_to_change(tmp_path, capsys):
     assert main(["inspect", out, "--top", "0"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert "merges: 10" in lines and not any("imported" in x for x in lines)
+    # the library's names inside a message, not only before '=': said as the command line spells them
+    assert main(["train", "--input", str(tmp_path / "c.txt"), "--vocab-size", "100", "--out", out]) == 1
+    assert "; pass --vocab-size >= 256" in capsys.readouterr().err
+    assert main(["windows", "--tokenizer", out, "--input", str(tmp_path / "c.txt"), "--window", "4",
+                 "--reserve", "4"]) == 1
+    assert "--reserve=4 leaves no room in --window=4; pass --reserve < --window" in capsys.readouterr().err
 
 
 def test_windows_encodes_in_batches_as_encode_ordinary_does():
@@ -413,7 +419,9 @@ def test_export_refusals_name_the_options(gpt2_ranks_path, tmp_path, capsys):
     assert "--eos-token only go into a transformers folder" in capsys.readouterr().err
     assert main(["export", "--tokenizer", str(own), "--to", "transformers", "--out", str(tmp_path / "f"),
                  "--bos-token", "<s>"]) == 1
-    assert "--bos-token='<s>' is not a special token of this tokenizer (it has: '<|eos|>')" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "--bos-token='<s>' is not a special token of this tokenizer (it has: '<|eos|>')" in err
+    assert err.rstrip().endswith("pass one of them, or none")  # (the command line's spelling of None)
     before = own.read_bytes()
     assert main(["export", "--tokenizer", str(own), "--to", "huggingface", "--out", str(own)]) == 1
     assert "also an input" in capsys.readouterr().err and own.read_bytes() == before  # (never over the file it reads)

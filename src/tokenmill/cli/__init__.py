@@ -115,9 +115,15 @@ def cli_names(text: str, command: argparse.ArgumentParser | None) -> str:
     """``text`` (a library message) with the Python names of ``command``'s options spelled as the command
     line spells them: ``window_size=0`` -> ``--window=0``, ``out_dir '...'`` -> ``--out '...'``.
 
+    A name with an underscore is an identifier wherever it stands (``pass reserve < window_size``); one
+    without is a word of prose unless a value or a comparison follows it (``reserve=3``, ``reserve < 8``).
+
     >>> p = argparse.ArgumentParser(); _ = p.add_argument("--block-size", type=int); _ = p.add_argument("--window")
+    >>> _ = p.add_argument("--reserve")
     >>> cli_names("block_size=0 is out of range; window_size=0 too; my_block_size=1", p)
     '--block-size=0 is out of range; --window=0 too; my_block_size=1'
+    >>> cli_names("pass reserve < window_size; lower block_size; the reserve it keeps; runs/block_size.txt", p)
+    'pass --reserve < --window; lower --block-size; the reserve it keeps; runs/block_size.txt'
     """
     if command is None or "(CLI:" in text:  # (a message that says the command line's spelling itself)
         return text
@@ -128,8 +134,9 @@ def cli_names(text: str, command: argparse.ArgumentParser | None) -> str:
              **{k: options[v] for k, v in _ALIASES.items() if v in options}}
     for name, option in sorted(names.items(), key=lambda kv: -len(kv[0])):
         # name=value, and out_dir '...' (a word such as "field" before a quote is prose, not a parameter)
-        after = "(=| ')" if name == "out_dir" else "="
-        text = re.sub(rf"(?<![\w-]){re.escape(name)}(?={after})", option, text)
+        # (not in a path or a file name: 'runs/vocab_size.txt')
+        after = "(=| ')" if name == "out_dir" else r"(=| [<>]=? )" if "_" not in name else r"(?![\w/-]|\.\w)"
+        text = re.sub(rf"(?<![\w/.-]){re.escape(name)}(?={after})", option, text)
     return text
 
 

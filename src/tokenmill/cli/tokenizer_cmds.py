@@ -158,7 +158,10 @@ def cmd_export(args) -> int:
                           "input the model takes), or leave it out")
     template = None if args.chat_template is None else read_chat_template(args.chat_template, "--chat-template",
                                                                            ConfigError)
-    folder = tok.save_pretrained(args.out, model_max_length=args.model_max_length, chat_template=template, **kw)
+    try:
+        folder = tok.save_pretrained(args.out, model_max_length=args.model_max_length, chat_template=template, **kw)
+    except ConfigError as e:  # (the command line spells Python's None as none)
+        raise ConfigError(str(e).replace(", or None", ", or none")) from None
     conf = read_config(folder / "tokenizer_config.json")
     set_ = ", ".join(f"{k} {getattr(conf, k)!r}" for k in ("eos_token", "bos_token", "pad_token", "unk_token")
                      if isinstance(getattr(conf, k), str))
