@@ -20,6 +20,11 @@ def test_pack_command_reports_fill(capsys, tmp_path):
 def test_pack_command_bad_file(capsys, tmp_path):
     assert main(["pack", "--lengths", str(tmp_path / "missing.txt"), "--block-size", "7"]) == 1
     assert "cannot read lengths" in capsys.readouterr().err
+    # --mu and --sigma shape the synthetic lengths only (they had been ignored beside --lengths)
+    (tmp_path / "l.txt").write_text("5\n7\n")
+    assert main(["pack", "--lengths", str(tmp_path / "l.txt"), "--block-size", "7", "--mu", "3"]) == 1
+    assert "--mu and --sigma shape the synthetic --lognormal lengths" in capsys.readouterr().err
+    assert main(["pack", "--lognormal", "50", "--block-size", "64", "--mu", "3", "--json"]) == 0
 
 
 def test_verify_packing_command(capsys):

@@ -108,3 +108,21 @@ def test_loader_messages_name_the_cli_options(stores, capsys):
         assert "a store is given twice" in capsys.readouterr().err  # of it with itself, every document twice
     assert main(["loader", str(stores[0]), "--batch-size", "2", "--block-size", "64"]) == 0
     assert "= 1 rank x 2" in capsys.readouterr().out
+
+
+def test_split_says_it_plans_the_training_side_and_method_needs_a_block_size(stores, capsys):
+    """`--split 0.1` printed the training side's documents as the store's; `--method` without --block-size did
+    nothing, silently."""
+    assert main(["loader", str(stores[0]), "--batch-size", "2", "--block-size", "64", "--split", "0.25"]) == 0
+    train = TokenStore.open(stores[0]).split(0.25, seed=0)[0]
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.endswith(f"(the training side of --split 0.25: {len(train)} of 80 documents)") and len(train) < 80
+    assert main(["loader", str(stores[0]), "--batch-size", "2", "--block-size", "64", "--split", "0.25",
+                 "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["documents"] == len(train) and got["split"] == {"val_fraction": 0.25, "documents_before_split": 80}
+    assert main(["loader", str(stores[0]), "--batch-size", "2", "--window", "16", "--method", "greedy"]) == 1
+    assert "--method greedy packs into --block-size rows" in capsys.readouterr().err
+    assert main(["loader", str(stores[0]), "--batch-size", "2", "--window", "16", "--block-size", "64",
+                 "--method", "greedy", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["plan_options"]["method"] == "greedy"

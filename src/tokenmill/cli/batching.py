@@ -14,8 +14,8 @@ def register(sub) -> None:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--lengths", metavar="FILE", help="document lengths: a .npy array or one integer per line")
     src.add_argument("--lognormal", type=int, metavar="N", help="N synthetic log-normal lengths")
-    p.add_argument("--mu", type=float, default=5.5, help="log-normal mean of log length (default 5.5: median ~245)")
-    p.add_argument("--sigma", type=float, default=1.0, help="log-normal sigma (default 1.0)")
+    p.add_argument("--mu", type=float, default=None, help="--lognormal: mean of log length (default 5.5: median ~245)")
+    p.add_argument("--sigma", type=float, default=None, help="--lognormal: sigma of log length (default 1.0)")
     p.add_argument("--block-size", type=int, required=True, help="positions per packed block")
     p.add_argument("--method", default="best_fit", choices=["best_fit", "first_fit_decreasing", "greedy", "concat"],
                    help="packing algorithm (default best_fit)")
@@ -55,10 +55,13 @@ def _read_lengths(args):
     from .._validate import check_float, check_int
     from ..errors import ConfigError, InputError
 
+    if args.lognormal is None and (args.mu is not None or args.sigma is not None):  # (they had been ignored)
+        raise ConfigError("--mu and --sigma shape the synthetic --lognormal lengths; with --lengths FILE leave "
+                          "them out")
     if args.lognormal is not None:
         n = check_int(args.lognormal, "--lognormal", min=1, max=2**31)  # (0: "0 documents at 100% fill")
-        mu = check_float(args.mu, "--mu", min=-1e3, max=1e3)
-        sigma = check_float(args.sigma, "--sigma", min=0.0, max=1e3) + 0.0  # -0.0 -> 0.0 (numpy refuses -0.0)
+        mu = check_float(5.5 if args.mu is None else args.mu, "--mu", min=-1e3, max=1e3)
+        sigma = check_float(1.0 if args.sigma is None else args.sigma, "--sigma", min=0.0, max=1e3) + 0.0  # (-0.0)
         rng = np.random.default_rng(check_int(args.seed, "--seed", min=0))
         with np.errstate(over="ignore"):
             x = rng.lognormal(mu, sigma, n)

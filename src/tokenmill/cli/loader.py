@@ -22,7 +22,8 @@ def register(sub) -> None:
     p.add_argument("--window", type=int, default=None, help="sliding windows of this size (padded; packed with "
                                                               "--block-size)")
     p.add_argument("--stride", type=int, default=None, help="window stride (default: --window)")
-    p.add_argument("--method", default="best_fit", choices=["best_fit", "first_fit_decreasing", "greedy", "concat"])
+    p.add_argument("--method", default=None, choices=["best_fit", "first_fit_decreasing", "greedy", "concat"],
+                   help="with --block-size: how documents (or windows) are packed into blocks (default best_fit)")
     p.add_argument("--world-size", type=int, default=1)
     p.add_argument("--seed", type=seed, default=0)
     p.add_argument("--keep-last", action="store_true", help="drop_last=False: complete the last batch with empty rows")
@@ -75,9 +76,10 @@ def cmd_loader(args) -> int:
         raise ConfigError(f"--tokens {args.tokens}: " + ("it sizes a mixture's epochs per part: give two stores or "
                                                          "more, or leave it out" if len(args.stores) < 2 else
                                                          "pass a positive number of training tokens"))
-    parts = []
+    parts, whole = [], []
     for path, w in specs:
         src = TokenStore.open(path)
+        whole.append(len(src))
         if args.split is not None:
             src = src.split(args.split, seed=args.seed)[0]
         parts.append((path, src, w))
@@ -88,7 +90,11 @@ def cmd_loader(args) -> int:
         windows = SlidingWindows(args.window, args.window if args.stride is None else args.stride)  # (0 refused)
     elif args.stride is not None:
         raise ConfigError("--stride needs --window")
-    sched = BatchSchedule(source, batch_size=args.batch_size, block_size=args.block_size, method=args.method,
+    if args.method is not None and args.block_size is None:  # (it had been ignored: padded windows are not packed)
+        raise ConfigError(f"--method {args.method} packs into --block-size rows; without --block-size each window is "
+                          "a padded row of its own: pass --block-size, or leave --method out")
+    sched = BatchSchedule(source, batch_size=args.batch_size, block_size=args.block_size,
+                          method=args.method or "best_fit",
                           windows=windows, seed=args.seed, world_size=args.world_size, drop_last=not args.keep_last)
     n, nb = sched.num_samples(0), sched.num_batches(0)
     streams = [sched.stream(i, 0) for i in range(len(sched.parts))]
@@ -107,6 +113,8 @@ def cmd_loader(args) -> int:
         "epoch_tokens": int(tokens),
         "plan_options": sched.plan_options(),
     }
+    if args.split is not None:  # ("documents" and "tokens" are the training side's)
+        out["split"] = {"val_fraction": args.split, "documents_before_split": int(sum(whole))}
     report = None
     if isinstance(source, Mixture):
         # training tokens: --tokens, else one epoch's (the stores' own total is not what an epoch draws)
@@ -118,7 +126,9 @@ def cmd_loader(args) -> int:
         print(json.dumps(out, indent=1))
         return 0
     what = "mixture of " + ", ".join(f"{p} ({w:g})" for p, _, w in parts) if report else parts[0][0]
-    print(f"{what}: {out['documents']:,d} documents, {out['tokens']:,d} tokens")
+    side = ("" if args.split is None else
+            f" (the training side of --split {args.split:g}: {out['documents']:,d} of {sum(whole):,d} documents)")
+    print(f"{what}: {out['documents']:,d} documents, {out['tokens']:,d} tokens{side}")
     print(f"samples per epoch {n:,d} of {out['sample_positions']:,d} positions (fill {out['fill']:.1%}, "
           f"{out['effective_targets_per_sample']:,.0f} effective targets each)")
     drawn = nb * sched.global_batch_size
