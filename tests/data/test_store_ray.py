@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 from tokenmill import TokenStore
@@ -26,3 +30,14 @@ def test_ray_engine_is_byte_identical_to_local(tmp_path, tok):
     assert local.num_shards > 3
     assert store_bytes(tmp_path / "ray") == store_bytes(tmp_path / "local")
     assert on_ray.fingerprint == local.fingerprint
+    # the command line's Ray of its own, under --quiet: no word of Ray's on stderr (its token-authentication
+    # notice had come through), the same documents; a process of its own, as a user runs it (without the RAY_
+    # variables the ray.init above left in this one's environment, which keep Ray from saying it)
+    tok.save(tmp_path / "tok.json")
+    out = subprocess.run([sys.executable, "-m", "tokenmill", "store", "build", "--tokenizer", str(tmp_path / "tok.json"),
+                          "--input", str(tmp_path / "in"), "--split-lines", "--workers", "2", "--engine", "ray",
+                          "--quiet", "--out", str(tmp_path / "cli")], capture_output=True, text=True, timeout=300,
+                         env={k: v for k, v in os.environ.items() if not k.startswith("RAY_")})
+    assert out.returncode == 0 and out.stderr == "", out.stderr
+    cli = TokenStore.open(tmp_path / "cli")
+    assert [cli.get(i).tolist() for i in range(len(cli))] == [local.get(i).tolist() for i in range(len(local))]

@@ -299,7 +299,7 @@ def run_jobs(jobs: Iterable, tokenizer, opts: EncodeOptions, *, engine: str, wor
         watchdog = None
         if started:  # a local Ray of our own (or the cluster at ray_address), shut down at the end
             before = _children(os.getpid())
-            logs = {"logging_level": "WARNING", "log_to_driver": False} if quiet else {}
+            logs = {"logging_level": "ERROR", "log_to_driver": False} if quiet else {}  # (and not its notices)
             if ray_address is not None:
                 ray.init(address=ray_address, **logs)
             else:  # no more CPUs than jobs to run
