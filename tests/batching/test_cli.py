@@ -100,3 +100,15 @@ def test_pack_command_empty_or_binary_lengths(capsys, tmp_path):
         assert main(["pack", "--lengths", str(tmp_path / name), "--block-size", "7"]) == 1
         err = capsys.readouterr().err
         assert f"cannot read lengths from {tmp_path / name}: {says}" in err and "Warning" not in err
+
+
+def test_verify_packing_with_flex_attention_shows_no_advice_of_torchs(capsys, monkeypatch):
+    """The reference model runs flex_attention eagerly on CPU on purpose; torch's advice to compile it came out
+    as a tokenmill warning a user of the command could do nothing about."""
+    pytest.importorskip("torch")
+    fa = pytest.importorskip("torch.nn.attention.flex_attention")
+    monkeypatch.setattr(fa, "_WARNINGS_SHOWN", set())  # (torch says it once a process)
+    assert main(["verify-packing", "--docs", "6", "--block-size", "24", "--attention", "flex",
+                 "--positions", "rope"]) == 0
+    out, err = capsys.readouterr()
+    assert "PASS" in out and "torch.compile" not in err and "warning" not in err

@@ -77,10 +77,23 @@ def _flex_attention(cuda: bool):
     from torch.nn.attention.flex_attention import flex_attention
 
     if not cuda:
-        return flex_attention
+        return _eager_flex_attention
     if not _COMPILED_FLEX:
         _COMPILED_FLEX.append(torch.compile(flex_attention))
     return _COMPILED_FLEX[0]
+
+
+def _eager_flex_attention(*args, **kwargs):
+    """flex_attention run eagerly (this reference model's CPU path, on purpose: the scores in full, as the
+    dense masks have them), without torch's advice to compile it, which a user of ``verify-packing`` can do
+    nothing about."""
+    import warnings
+
+    from torch.nn.attention.flex_attention import flex_attention
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="flex_attention called without torch.compile")
+        return flex_attention(*args, **kwargs)
 
 
 def _rope(x, position_ids, base: float):
