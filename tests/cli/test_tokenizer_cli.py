@@ -256,6 +256,7 @@ def test_cli_messages_say_what_to_change(tmp_path, capsys):
     assert main(["inspect", out, "--top", "0"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert "merges: 10" in lines and not any("imported" in x for x in lines)
+    assert "longest tokens:" not in lines  # (no heading over nothing)
     # the library's names inside a message, not only before '=': said as the command line spells them
     assert main(["train", "--input", str(tmp_path / "c.txt"), "--vocab-size", "100", "--out", out]) == 1
     assert "; pass --vocab-size >= 256" in capsys.readouterr().err

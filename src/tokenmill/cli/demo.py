@@ -499,4 +499,5 @@ def _finish(args, out: Path, report: dict) -> None:
     files = ["tokenizer.json", "store/", "checkpoint/"] if report.get("training") else ["tokenizer.json", "store/"]
     files += [Path(p).name for p in report.get("plots", [])] + ["report.json"]
     print(f"\noutputs in {out}/: " + ", ".join(files))
-    print(f"next: tokenmill store stats {out / 'store'}, tokenmill inspect {out / 'tokenizer.json'}, docs/guide.md")
+    print(f"next: tokenmill store stats {out / 'store'}, tokenmill inspect {out / 'tokenizer.json'}, and "
+          "tokenmill's training guide (docs/guide.md in its source)")

@@ -304,7 +304,8 @@ def cmd_inspect(args) -> int:
         print("last merges:")
         for t in info["last_merges"]:
             print(show(t))
-    print("longest tokens:")
+    if info["longest_tokens"]:  # (none with --top 0: no empty heading)
+        print("longest tokens:")
     for t in info["longest_tokens"]:
         print(f"  {t['id']:>7,d}  {len(t['bytes']):>3d} bytes  {_readable(bytes(t['bytes']))}")
     return 0
