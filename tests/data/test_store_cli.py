@@ -24,6 +24,10 @@ def test_build_verify_stats(tmp_path, tok, capsys):
     assert TokenStore.open(out).fingerprint == api.fingerprint
     assert main(["store", "verify", str(out), "-q"]) == 0
     assert capsys.readouterr().out.startswith("ok: ")
+    assert main(["store", "verify", str(out), "--json", "-q"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"ok": True, "shards": api.num_shards, "documents": len(api),
+                                                   "tokens": api.num_tokens,
+                                                   "bytes": sum(f.stat().st_size for f in out.glob("shard-*"))}
     assert main(["store", "stats", str(out), "--json", "--plot", str(tmp_path / "len.png")]) == 0
     st = json.loads(capsys.readouterr().out)
     assert st["documents"] == len(api) and st["tokens"] == api.num_tokens

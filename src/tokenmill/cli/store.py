@@ -51,6 +51,8 @@ def register(sub) -> None:
     v = add_command(inner, "verify", help="check every shard's sha256, offsets and ids of a token store",
                     example="tokenmill store verify store/", func=cmd_verify)
     v.add_argument("dir")
+    v.add_argument("--json", action="store_true", help="print what was verified as JSON (a failed check is an "
+                                                      "error on stderr and exit status 1, as without --json)")
     add_quiet(v)
 
     s = add_command(inner, "stats", help="documents, tokens, bytes per token, length percentiles and histogram",
@@ -88,6 +90,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
     store = TokenStore.open(args.dir)
     r = store.verify(progress=not args.quiet)
+    if args.json:
+        print(json.dumps({"ok": True, **{k: int(v) for k, v in r.items()}}))
+        return 0
     print(f"ok: {counted(r['shards'], 'shard')}, {counted(r['documents'], 'document')}, "
           f"{counted(r['tokens'], 'token')}, "
           f"{r['bytes']:,d} bytes verified")
