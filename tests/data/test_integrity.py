@@ -538,3 +538,29 @@ def test_a_store_replaced_while_open_is_said_never_read_under_the_old_offsets(tm
         f.truncate(4)
     with pytest.raises(FormatError, match=r"shard-00001.tokens has 4 bytes, the manifest says .* \(truncated\)"):
         st.get(3)
+
+
+def test_a_sources_lengths_and_a_views_documents_cannot_be_edited_in_place(tmp_path, tok):
+    """`store.lengths[0] = 100` had changed what every plan and loader made from the store afterwards read (doc 0
+    100 tokens long: its row ran into the next documents, all labelled doc 0), the fingerprint unchanged; a
+    split's `index` edited in place gave a validation document to the training side. Read-only now, each, and a
+    view keeps its own copy of the index it was given."""
+    from tokenmill import Mixture
+
+    make_corpus(tmp_path / "in", n_files=3)
+    store = build(tmp_path / "s", tmp_path / "in", tok, split_lines=True, shard_bytes=400)
+    assert store.num_shards > 1
+    train, val = store.split(0.25, seed=0)
+    mega = TokenStore.from_megatron(store.export_megatron(tmp_path / "mega")[0].with_suffix(""))
+    mixture = Mixture([(train, 1), (val, 1)], seed=0)
+    for what, a in (("store", store.lengths), ("split", train.index), ("megatron", mega.lengths),
+                    ("megatron offsets", mega.doc_offsets), ("mixture", mixture.lengths)):
+        with pytest.raises(ValueError, match="read-only"):
+            a[0] = 100
+        assert not a.flags.writeable, what
+    first = store.get(int(val.index[0])).tolist()
+    assert train.get(0).tolist() != first and store.lengths[0] == len(store.get(0))
+    chosen = np.array([3, 1, 2])
+    view = store.view(chosen, {"picked": "by hand"})
+    chosen[0] = 0  # (the caller's array, changed after the view was made)
+    assert view.index.tolist() == [3, 1, 2] and view.get(0).tolist() == store.get(3).tolist()

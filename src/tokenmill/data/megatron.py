@@ -25,7 +25,7 @@ from typing import Annotated, Literal
 
 import numpy as np
 
-from .._arrays import offsets_of
+from .._arrays import offsets_of, seal
 from .._io import atomic_path, canonical_hash, fs_path, resolve_output
 from .._schema import Meta, Struct, check
 from ..errors import ConfigError, FormatError, InputError
@@ -195,8 +195,8 @@ class MegatronSource(KnownLengths):
                               f"{', and decrease' if (np.diff(docs) < 0).any() else ''}): the index is corrupted")
         offsets = offsets[docs]
         lengths = np.diff(offsets)
-        self._lengths = lengths
-        self.doc_offsets = offsets
+        self._lengths = seal(lengths)  # (read-only, as every source's lengths: plans and loaders read them)
+        self.doc_offsets = seal(offsets)
         tokens = (np.asarray(np.memmap(bin_, self.dtype, mode="r", shape=(total,))) if total
                   else np.zeros(0, self.dtype))
         if self.dtype.kind == "i" and total and int(tokens.min()) < 0:  # one pass, at open

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._arrays import seal
 from .._validate import check_int
 from ..errors import ConfigError, InputError
 from .source import KnownLengths, TokenSource, as_source, check_memory_ids, doc_index, ids_checked
@@ -173,8 +174,8 @@ class Mixture(KnownLengths):
             if lengths.size == 0 or int(lengths.sum()) == 0:
                 raise InputError(f"mixture part {i} ({name!r}) has {lengths.size:,d} documents and no tokens; "
                                  "remove it or give it data")
-        self.doc_base = np.concatenate([[0], np.cumsum([lg.size for lg in self._part_lengths])]).astype(np.int64)
-        self._lengths = np.concatenate(self._part_lengths)
+        self.doc_base = seal(np.concatenate([[0], np.cumsum([lg.size for lg in self._part_lengths])]).astype(np.int64))
+        self._lengths = seal(np.concatenate(self._part_lengths))  # (read-only, as every source's lengths)
         self._fingerprint = None
 
     # ---- token source over the concatenated parts ------------------------------------------------

@@ -50,7 +50,7 @@ from typing import Annotated, Any, Callable, Iterator, Literal
 
 import numpy as np
 
-from .._arrays import offsets_of
+from .._arrays import is_sealed, offsets_of, seal
 from .._io import (
     TMP_SUFFIX,
     LaterFlush,
@@ -1583,7 +1583,9 @@ class StoreView(StoreSource):
         document, source or file, a slice); else (a split by a callable, any index given to ``view``) the
         view's fingerprint hashes ``index`` too."""
         self.store = store
-        self.index = np.asarray(index, np.int64)
+        # the view's own read-only copy (a caller's array edited afterwards, or the view's index edited in place,
+        # had changed its documents, its fingerprint unchanged: a validation document read as training data)
+        self.index = index if is_sealed(index) else seal(np.array(index, np.int64))
         self.definition = definition
         self.determined = determined
         self.dtype = store.dtype
@@ -1961,7 +1963,9 @@ class TokenStore(StoreSource):
         """``(num_docs,)`` int64 document lengths (read from the offsets once; validates them)."""
         if self._lengths is None:
             parts = [np.diff(s.offsets) for s in self._shards]
-            self._lengths = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+            # (read-only: every plan and loader made from the store reads this one array; a caller's edit of it had
+            # changed their documents' lengths silently, the store's fingerprint unchanged)
+            self._lengths = seal(np.concatenate(parts) if parts else np.zeros(0, np.int64))
         return self._lengths
 
     def _locate(self, i: int) -> tuple[Shard, int]:
