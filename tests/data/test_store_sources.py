@@ -128,6 +128,10 @@ def test_split_fraction_by_doc_and_errors(store):
         store.split(1.0)
     with pytest.raises(ConfigError, match="1 distinct group"):
         store.split(0.5, by=lambda i: "same")
+    # one document: finer groups cannot help (the advice had been by='doc', the option already in use)
+    with pytest.raises(ConfigError, match="the view's documents by 'doc': 1 document, which cannot be split .* needs at "
+                                          "least 2 documents$"):
+        store[0:1].split(0.5)
 
 
 def test_a_split_far_from_its_fraction_is_said(store, tok):

@@ -80,7 +80,8 @@ def split_store(store, val_fraction: float, *, by: str | Callable = "doc", seed:
         raise ConfigError(f"val_fraction={val_fraction!r} must be a number strictly between 0 and 1")
     seed = check_int(seed, "seed", min=0, max=2**63 - 1)
     keys = _group_keys(store, by)
-    val_doc, _, val_groups = assign_groups(keys, val_fraction, int(seed), what=f"the store's documents by {by!r}")
+    what = f"the {'view' if hasattr(store, 'index') else 'store'}'s documents by {by!r}"
+    val_doc, _, val_groups = assign_groups(keys, val_fraction, int(seed), what=what)
     by_name = by if isinstance(by, str) else "callable:" + _callable_name(by)
     _say_if_far(store, val_doc, float(val_fraction), by_name, val_groups)
     define = {"split": {"val_fraction": float(val_fraction), "by": by_name, "seed": int(seed),
@@ -190,6 +191,9 @@ def assign_groups(keys, val_fraction: float, seed: int, *, what: str = "the docu
         uniq = list(codes)
         counts = np.bincount(inverse, minlength=len(uniq))
     g = len(uniq)
+    if g < 2 and len(keys) < 2:  # (finer groups cannot help: there are not two documents)
+        raise ConfigError(f"{what}: {len(keys)} document{'' if len(keys) == 1 else 's'}, which cannot be split "
+                          "into train and validation; a split needs at least 2 documents")
     if g < 2:
         raise ConfigError(f"{what} form {g} distinct group(s), which cannot be split into train and validation; "
                           "a split needs at least 2 (use finer groups, e.g. one per document: by='doc')")
