@@ -18,7 +18,7 @@ class StoreStats:
     tokens: int
     input_bytes: int | None
     bytes_per_token: float | None  # input bytes / tokens, BOS/EOS excluded
-    empty_documents: int
+    empty_documents: int  # no token but BOS/EOS (a plan of the lengths sees them as 1-2 tokens long)
     mean_length: float
     percentiles: dict  # {"p50": ...}
     histogram: dict  # {"edges": [...], "counts": [...], "tokens": [...]} on log-spaced lengths
@@ -33,7 +33,7 @@ class StoreStats:
         pct = "  ".join(f"{k} {v:,d}" for k, v in self.percentiles.items())
         tpct = "  ".join(f"{k} {v:,d}" for k, v in (self.token_percentiles or {}).items())
         return (f"documents {self.documents:,d}, tokens {self.tokens:,d}, bytes per token {bpt}, "
-                f"empty documents {self.empty_documents:,d}, mean length {self.mean_length:,.1f}\n"
+                f"empty documents (no token but BOS/EOS) {self.empty_documents:,d}, mean length {self.mean_length:,.1f}\n"
                 f"length percentiles: {pct}" + (f"\ntoken-weighted length percentiles: {tpct}" if tpct else ""))
 
 

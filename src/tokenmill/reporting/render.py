@@ -321,7 +321,7 @@ function storeSection() {
   if (!st) { add(el, note("no store given (--store): the windows and packing below are made for the given texts")); return; }
   add(el, h("div", {cls: "stats"}, stat("documents", fmt(st.documents)), stat("tokens", fmt(st.tokens)),
     stat("input bytes", fmt(st.input_bytes)), stat("bytes per token", fmt(st.bytes_per_token, 3)),
-    stat("mean length", fmt(st.mean_length, 1)), stat("empty documents", fmt(st.empty_documents))),
+    stat("mean length", fmt(st.mean_length, 1)), stat("empty documents (BOS/EOS alone)", fmt(st.empty_documents))),
     note(st.repr + (st.fingerprint ? "  \u00b7  fingerprint " + st.fingerprint : "")));
   const hs = st.histogram, e = hs.edges;
   let lo = hs.documents.findIndex(x => x > 0), hi = hs.documents.length - 1;
