@@ -12,7 +12,8 @@ and put the best ones into a prompt within a token budget::
 Chunks are sliding windows (:class:`~tokenmill.windows.SlidingWindows`, ``tail="align"``) over the
 text's tokens; each has its token range and the character span ``text[chunk.span]``, snapped so
 that a character belongs to the token holding its first byte (see ``_text``). Chunks of
-non-overlapping windows therefore partition the text exactly.
+non-overlapping windows (``stride == window``, ``tail="pad"``; with ``"align"`` the last one ends at the text's
+end, overlapping the one before) therefore partition the text exactly.
 """
 
 from __future__ import annotations
