@@ -476,3 +476,14 @@ def test_export_of_a_wrapped_tokenizer_is_refused_in_every_form(tmp_path, capsys
         err = capsys.readouterr().err
         assert "is run through tokenizers (tokenmill cannot reproduce it exactly)" in err and "Error" not in err, to
     assert sorted(p.name for p in tmp_path.iterdir()) == ["wp.json"]
+
+
+def test_train_special_repeated_keeps_every_token(corpus, tmp_path, capsys):
+    """`train --special A --special B` had kept B alone (the option replaced, where encode's --special repeats)."""
+    out = tmp_path / "tok.json"
+    assert main(["train", "--input", str(corpus), "--vocab-size", "270", "--special", "<|endoftext|>", "--special",
+                 "<pad>", "<|im_end|>", "--out", str(out), "-q"]) == 0
+    assert list(Tokenizer.load(out).special_tokens) == ["<|endoftext|>", "<pad>", "<|im_end|>"]
+    assert main(["train", "--input", str(corpus), "--vocab-size", "270", "--special", "<pad>", "--special", "<pad>",
+                 "--out", str(out), "-q"]) == 1
+    assert "special token '<pad>' is listed twice" in capsys.readouterr().err

@@ -29,7 +29,8 @@ def register(sub) -> None:
     p.add_argument("--pattern", default="gpt4",
                    help="split preset (gpt2, gpt4 = cl100k, o200k, llama3, qwen2, ...; default gpt4), 'none' (one "
                         "chunk per document) or a regex")
-    p.add_argument("--special", nargs="*", default=[], metavar="TOKEN", help="special tokens, e.g. '<|endoftext|>'")
+    p.add_argument("--special", nargs="+", action="extend", default=[], metavar="TOKEN",
+                   help="special tokens to add, e.g. --special '<|endoftext|>' '<pad>' (or the option repeated)")
     p.add_argument("--min-frequency", type=int, default=1,
                    help="stop merging when the most frequent pair occurs fewer times (default 1)")
     p.add_argument("--max-token-bytes", type=int, default=None, help="no token longer than this many bytes "
