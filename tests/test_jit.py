@@ -375,3 +375,35 @@ def test_the_batch_kernels_get_one_type_whatever_the_callers_arrays_flags(monkey
         for sig in kernel.signatures:
             inputs = [t for t in sig[:4] if hasattr(t, "mutable")]
             assert inputs and not any(t.mutable for t in inputs), (kernel, sig)
+
+
+def test_the_planners_and_the_encoder_hand_their_kernels_read_only_inputs(monkeypatch):
+    """A store's lengths are read-only, a list's are not: each flag was a kernel type of its own (`items`,
+    the window planner's `count`/`fill`, the encoder's `build_pair_table`), compiled on a user's first plan over
+    a store although `tokenmill warmup` had compiled the other."""
+    import numpy as np
+
+    import tokenmill
+    from tokenmill.batching import _kernels as PK
+    from tokenmill.tokenizer.bpe import _encode_kernels as EK
+    from tokenmill.tokenizer.model import Tokenizer
+    from tokenmill.windows import _plan_kernels as WK
+
+    monkeypatch.setenv("TOKENMILL_PYTHON_FIRST", "0")
+    seen = []
+
+    def spy(module, name, inputs):  # (the positions of the kernel's input arrays)
+        real = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda *a: seen.append((name, [a[i].flags.writeable for i in inputs]))
+                            or real(*a))
+
+    for module, name, inputs in ((PK, "items", [0]), (WK, "count", [0, 1]), (WK, "fill", [0, 1]),
+                                 (EK, "build_pair_table", [0, 1, 2, 3])):
+        spy(module, name, inputs)
+    writable, sealed = np.array([20, 5, 9]), tokenmill.ArraySource([np.arange(20), np.arange(5)]).lengths
+    for lengths in (writable, sealed, [20, 5]):
+        tokenmill.pack(lengths, 8)
+        tokenmill.SlidingWindows(8, 4).plan(lengths)
+    Tokenizer.from_ranks({**{bytes([i]): i for i in range(256)}, b"ab": 256}, pattern="gpt2").encode("ab")
+    assert {name for name, _ in seen} == {"items", "count", "fill", "build_pair_table"}
+    assert all(not any(flags) for _, flags in seen), seen

@@ -387,6 +387,8 @@ JOBS: dict[str, str] = {
         "r = {bytes([i]): i for i in range(256)}  # 1,280 CJK characters one token each: merged ahead\n"
         "for c in map(chr, range(0x4E00, 0x5300)): r.setdefault(c.encode()[:2], len(r)); r[c.encode()] = len(r)\n"
         "Tokenizer.from_ranks(r, pattern='llama3').encode('中文 hello 丁七')\n"
+        "Tokenizer.from_ranks({**{bytes([i]): i for i in range(256)}, b'xyz': 256}, pattern='gpt2').encode('xyz')"
+        "  # a token BPE does not reach from its bytes, pinned in the cache (Llama 3 has 588)\n"
         "from tokenmill.tokenizer.encoding import well_formed_utf8; well_formed_utf8('a file é'.encode())"
         "  # the store's UTF-8 check",
     "decode (a list of ids read through the C API, the ids' bytes joined)":

@@ -27,6 +27,7 @@ import os
 
 import numpy as np
 
+from ._arrays import readonly
 from .errors import ConfigError, InputError
 
 INT64_MAX = 2**63 - 1
@@ -382,7 +383,7 @@ def document_lengths(lengths, name: str = "lengths", *, error=InputError) -> np.
     """Documents' lengths as a 1-D int64 array (each >= 0, their total within 2**62), from an array-like of
     them (a list, a numpy array, a torch tensor), a token source (its ``lengths``), or a list of the documents
     themselves (1-D arrays, tensors or lists of ids: their lengths; a list of tensors was refused as an
-    "inhomogeneous shape"). One rule for the planners (``pack``, the windows, ``LengthGroupedBatches``)."""
+    "inhomogeneous shape"). One rule for the planners (``pack``, the windows, ``LengthGroupedBatches``); a read-only view."""
     if hasattr(lengths, "lengths") and not isinstance(lengths, np.ndarray):  # a token source
         lengths = lengths.lengths
     elif isinstance(lengths, (list, tuple)) and lengths and np.ndim(lengths[0]) >= 1:  # the documents
@@ -395,7 +396,9 @@ def document_lengths(lengths, name: str = "lengths", *, error=InputError) -> np.
         lengths = sizes
     a = check_array(lengths, name, min=0, item="document {i} has length {v}", error=error)
     check_total(a, name, error=error)
-    return a
+    # a read-only view whatever the caller's flags (a store's lengths are read-only, a list's are not): one argument
+    # type for the planners' kernels, which the warm-up compiles, and no planner writes the caller's array
+    return readonly(a)[0]
 
 
 def max_plan_rows() -> int:

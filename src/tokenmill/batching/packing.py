@@ -644,7 +644,8 @@ def _item_arrays(doc_lengths: np.ndarray, T: int, split: bool, n: int, twin: boo
     from . import _kernels
 
     doc, start, length = (np.empty(n, np.int64) for _ in range(3))
-    if _kernels.items(np.ascontiguousarray(doc_lengths, np.int64), T, split, doc, start, length) != n:
+    lengths, = readonly(np.ascontiguousarray(doc_lengths, np.int64))  # (one kernel type: see document_lengths)
+    if _kernels.items(lengths, T, split, doc, start, length) != n:
         raise AssertionError("tokenmill bug: the item count of a plan changed while it was computed")
     return doc, start, length
 

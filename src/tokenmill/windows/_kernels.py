@@ -21,10 +21,12 @@ ACC = ("covered", "unique", "head", "tail_unc", "full", "tail", "short", "window
        "capped", "empty", "short_docs", "short_dropped", "unc_short", "first_covered")
 
 def _args(L, offset, tail):
+    from .._arrays import readonly
     from .._validate import check_array
 
-    L = check_array(L, "doc_lengths", min=0)
-    offs = check_array(np.atleast_1d(np.asarray(offset)), "start offsets", min=0)
+    # (read-only views: one argument type for the kernels whatever the caller's flags; see document_lengths)
+    L, = readonly(check_array(L, "doc_lengths", min=0))
+    offs, = readonly(check_array(np.atleast_1d(np.asarray(offset)), "start offsets", min=0))
     if offs.shape[0] not in (1, L.shape[0]):
         raise ConfigError(f"start offsets: {offs.shape[0]:,d} values for {L.shape[0]:,d} documents; "
                           "pass one or one per document")

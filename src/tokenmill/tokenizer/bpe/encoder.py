@@ -12,7 +12,7 @@ import threading
 
 import numpy as np
 
-from ..._arrays import offsets_of
+from ..._arrays import offsets_of, readonly
 from ..._jit import ExactCall
 from .._scratch import heap_for_large_blocks, scratch
 from ..pretokenize.patterns import split_with_gaps
@@ -142,7 +142,8 @@ class CompiledEncoder:
         if not self.res.size and merged.size and merged.max() >= len(vocab):
             raise ValueError("a merge priority that is its merged id lies outside the vocabulary")
         # (on huge pages: a first sighting's merges read it at random rows)
-        self.pairs = _line_aligned_copy(K.build_pair_table(lefts, rights, merged, self.res))
+        # (read-only views: one argument type whether the merges came from a file just read or a caller's arrays)
+        self.pairs = _line_aligned_copy(K.build_pair_table(*readonly(lefts, rights, merged, self.res)))
         self.filt = _line_aligned_copy(K.build_pair_filter(self.pairs))
         self.byte_ids = np.asarray(byte_ids, dtype=np.int64)
         self.byte_pairs = K.build_byte_pairs(self.byte_ids, self.pairs, self.filt)
