@@ -40,9 +40,16 @@ def test_a_rule_is_kept_per_hashable_arguments_and_errors_are_not():
             S.rule_of(memo, NAMES, ("<nope>",), "all")
         with pytest.raises(ConfigError, match=r"^disallowed_special holds 5 \(int\)"):
             S.rule_of(memo, NAMES, (), (5,))
+        # (a misspelt disallowed name had made every special token's text plain text, silently)
+        for bad in ("al", "none", ("</s>", "<nope>")):
+            with pytest.raises(ConfigError, match=r"^disallowed_special names \['(al|none|<nope>)'\], which are not "
+                                                  r"special tokens of this tokenizer; .* pass \(\) to disallow none"):
+                S.rule_of(memo, NAMES, (), bad)
     assert len(memo) == 3
-    for k in range(70):  # bounded
-        S.rule_of(memo, NAMES, (), (f"x{k}",))
+    import itertools
+
+    for names in itertools.islice(itertools.permutations(NAMES, 3), 70):  # bounded (70 distinct keys)
+        S.rule_of(memo, NAMES, (), names)
     assert len(memo) <= 64
 
 

@@ -366,8 +366,8 @@ class Tokenizer(VocabNames, PretrainedExport):
         """Encode ``text``; special-token text is an error unless allowed.
 
         ``allowed_special``: ``"all"`` or a set of special tokens encoded as their ids.
-        ``disallowed_special``: special tokens that raise when they appear (default: all the others);
-        pass ``()`` to encode them as plain text instead.
+        ``disallowed_special``: special tokens that raise when they appear (default: all the others; a name that is
+        no special token of this tokenizer is refused, in either); pass ``()`` to encode them as plain text instead.
         """
         return self._encoding.encode(text, allowed_special, disallowed_special)
 

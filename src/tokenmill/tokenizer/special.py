@@ -161,7 +161,7 @@ def split_pattern(allowed: frozenset):
 
 def requested(names, allowed_special, disallowed_special) -> tuple[frozenset[str], frozenset[str]]:
     """(allowed, to check): the special tokens ``allowed_special`` names (``"all"``, one token as a str,
-    or a collection; unknown names are an error) and the disallowed ones the text must not spell.
+    or a collection; unknown names are an error, in either) and the disallowed ones the text must not spell.
     Frozensets: a rule is worked out once for a batch (or kept, :func:`rule_of`) and shared by its texts,
     and a frozenset is its own key in the pattern caches (no copy of its names a text)."""
     allowed = _names(names, allowed_special, "allowed_special")
@@ -169,6 +169,10 @@ def requested(names, allowed_special, disallowed_special) -> tuple[frozenset[str
     if unknown:
         raise ConfigError(f"allowed_special names {sorted(unknown)!r}, which are not special tokens of this tokenizer")
     disallowed = _names(names, disallowed_special, "disallowed_special")
+    unknown = disallowed.difference(names)
+    if unknown:  # (a misspelt one had made every special token's text plain text, silently)
+        raise ConfigError(f"disallowed_special names {sorted(unknown)!r}, which are not special tokens of this "
+                          "tokenizer; name some of its own, or pass () to disallow none (their text then plain text)")
     # as tiktoken: "all" means every token not allowed; a token named in both is disallowed (the text must not
     # spell it: tiktoken raises there, and encoding it as allowed read past the caller's explicit refusal)
     return allowed, (disallowed - allowed) if disallowed_special == "all" else disallowed
