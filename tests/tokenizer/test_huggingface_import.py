@@ -261,6 +261,9 @@ def test_nested_classes_split_as_oniguruma(items, negated, intersect, text):
     (r"\pL+|\PL+", "the pL 12"), (r"\pN|\PN+", "x 1 pN"), (r"\d{2}?|\D+|\d", "x 12345"),
     # the regex module cannot compile these; Oniguruma can (\e: escape, \Q..\E: quoted, a repeat of a repeat)
     (r"\e|[^\x1b]+", "a\x1bb"), (r"\Q.\E|[^.]+", "a.b"), (r"t{1}{2}|[^t]+|t", "the ttt"),
+    # '--' and '~~' in a class: set operations in tiktoken's engine (and tokenmill's reading of one), a range or two
+    # characters in Oniguruma's
+    (r"[a-z--h]+|.", "the -zeta"), (r"[a-z~~e]+|.", "the ~eta"),
 ])
 def test_split_regexes_that_oniguruma_reads_otherwise_are_refused(tmp_path, rx, text):
     """HF compiles Split regexes with Oniguruma, where '^' and '$' are line anchors, '\\Z' also matches

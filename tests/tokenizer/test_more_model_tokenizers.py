@@ -341,6 +341,23 @@ KIMI = "|".join([
     r"""\p{N}{1,3}""", r""" ?[^\s\p{L}\p{N}]+[\r\n]*""", r"""\s*[\r\n]+""", r"""\s+(?!\S)""", r"""\s+"""])
 
 
+@pytest.mark.parametrize("pattern, text", [
+    (r"[a-z--b]+|[\s\S]", "abc xbyb - zz"), (r"[\w--\d]+|[\s\S]", "a12 héllo 3x4 _9"),
+    (r"[a-z~~c-e]+|[\s\S]", "abcdefg ~x"), (r"[\p{L}--[a-z]]+|[\s\S]", "ABcdÉé 中文 x")])
+def test_class_difference_and_symmetric_difference_equal_tiktoken(gpt2_ranks_path, pattern, text):
+    """`--` and `~~` in a class are set operations in tiktoken's engine; the regex module's version 0 (which
+    a pattern without `&&` or a nested class took) read `[a-z--b]` as a range to 'b', a union: other ids, and
+    an export whose tiktoken Encoding did not give tokenmill's."""
+    tiktoken = pytest.importorskip("tiktoken")
+    from tiktoken.load import load_tiktoken_bpe
+
+    ranks = load_tiktoken_bpe(str(gpt2_ranks_path))
+    ref = tiktoken.Encoding("x", pat_str=pattern, mergeable_ranks=ranks, special_tokens={})
+    tok = Tokenizer.from_ranks(ranks, pattern=pattern)
+    assert tok.encode(text) == tok.encode_python(text) == ref.encode(text)
+    assert tok.encode_batch([text, text[::-1]]) == [ref.encode(text), ref.encode(text[::-1])]
+
+
 @pytest.fixture(scope="module")
 def kimi_pair(gpt2_ranks_path):
     import warnings

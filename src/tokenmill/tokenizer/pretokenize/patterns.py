@@ -89,12 +89,14 @@ def _class_body(regex_str: str, i: int) -> int:
 
 def has_set_syntax(regex_str: str) -> bool:
     r"""Whether a character class of ``regex_str`` nests a class or uses ``&&``, as Kimi K2's
-    ``[\p{Lu}\p{M}&&[^\p{Han}]]`` does. tiktoken's engine (Rust) and HF's (Oniguruma) read these as
-    set operations; the ``regex`` module does only in its version 1 mode, which tokenmill then uses
-    (in version 0 ``&&`` is two ampersands and the first ``]`` ends the class).
+    ``[\p{Lu}\p{M}&&[^\p{Han}]]`` does, or ``--`` / ``~~``. tiktoken's engine (Rust) reads these as set
+    operations (intersection, difference, symmetric difference; HF's, Oniguruma, has ``&&`` and nesting only:
+    :func:`engine_differences` flags the other two there); the ``regex`` module does only in its version 1
+    mode, which tokenmill then uses (in version 0 ``&&`` is two ampersands and the first ``]`` ends the
+    class, and ``[a-z--b]`` is a range to ``b``: a union).
 
-    >>> has_set_syntax(r"[\p{L}&&[^\p{Han}]]+"), has_set_syntax(r"[[:alpha:]]+|[a&]")
-    (True, False)
+    >>> has_set_syntax(r"[\p{L}&&[^\p{Han}]]+"), has_set_syntax(r"[[:alpha:]]+|[a&]"), has_set_syntax(r"[\w--\d]")
+    (True, False, True)
     """
     depth, i, n = 0, 0, len(regex_str)
     while i < n:
@@ -111,7 +113,7 @@ def has_set_syntax(regex_str: str) -> bool:
             depth = 1
             i = _class_body(regex_str, i)
             continue
-        if depth and c == "&" and regex_str.startswith("&&", i):
+        if depth and c in "&-~" and regex_str.startswith(c + c, i):  # intersection, difference, symmetric difference
             return True
         if depth and c == "]":
             depth = 0
@@ -176,6 +178,10 @@ def engine_differences(regex_str: str, *, oniguruma: bool = False, tiktoken: boo
         if depth:
             if c == "]":
                 depth -= 1
+            elif oniguruma and c in "-~" and regex_str.startswith(c + c, i):
+                out.append(c + c)  # a set operation in tiktoken's engine and here, a range or two characters there
+                i += 2
+                continue
         elif oniguruma and c == "{" and (lazy := re.match(r"\{\d+\}\?", regex_str[i:])):
             out.append(lazy.group(0))  # Ruby syntax: x{n}? is (?:x{n})?, not a lazy x{n} (which is x{n})
         elif c == "^" or c == "$" and not regex_str.endswith(r"\s++", 0, i):
