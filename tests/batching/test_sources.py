@@ -252,3 +252,20 @@ def test_from_windows_refuses_evaluation_plans_and_templates():
     with pytest.raises(ConfigError, match="positions='absolute'"):
         SliceSource.from_windows(SlidingWindows(8, 4, positions="absolute").plan(lengths), docs)
     assert len(SliceSource.from_windows(SlidingWindows(8, 4).plan(lengths), docs)) > 0
+
+
+def test_from_windows_and_multiplicity_refuse_documents_the_plan_was_not_made_for():
+    """A source with longer documents, or more of them, than the plan's had its extra tokens never sliced (never
+    trained on), silently, and `multiplicity` showed them as never covered; `materialize` and `coverage_report`
+    already refused such a source."""
+    from tokenmill import SlidingWindows
+
+    plan = SlidingWindows(4, 2).plan([10, 6])
+    assert len(SliceSource.from_windows(plan, [np.arange(10), np.arange(6)])) == len(plan)
+    for docs in ([np.arange(12), np.arange(6)], [np.arange(10), np.arange(6), np.arange(5)]):
+        with pytest.raises(InputError, match="the plan was made for 2 documents of 16 tokens, but the source holds "
+                                             r"\d of \d+: plan and source disagree; plan the source you slice"):
+            SliceSource.from_windows(plan, docs)
+        with pytest.raises(InputError, match="plan and doc_lengths disagree; pass the lengths the plan was made for"):
+            plan.multiplicity([len(d) for d in docs])
+    assert plan.multiplicity([10, 6]).sum() == plan.length.sum()

@@ -111,6 +111,10 @@ class SliceSource:
             raise ConfigError("a window plan with a template (bos/eos) adds tokens that slices of the documents "
                               "do not hold: plan without one (add the special tokens to the documents, e.g. a "
                               "store's append_eos), or use plan.materialize(...) for the windows as planned")
+        source = as_source(source)
+        if hasattr(plan, "check_source"):  # (the plan's own documents: longer ones, or more of them, had their
+            # extra tokens never sliced, so never trained on, silently; materialize refuses them the same way)
+            plan.check_source(np.asarray(source.lengths, np.int64), what="source", fix="plan the source you slice")
         return cls(source, doc=plan.doc, start=plan.start, length=plan.length)
 
     @property
