@@ -211,3 +211,26 @@ def test_segment_ids_of_a_hand_made_batch_check_its_cu_seqlens(cu):
         bad.segment_ids  # noqa: B018 (negative entries had wrapped to wrong segments, too large ones IndexError)
     with pytest.raises(InputError, match="cu_seqlens"):
         bad.dense_mask()
+
+
+def test_pad_batch_keeps_the_labels_a_window_plan_made():
+    """Windows of score='new' (strided evaluation) or with a template carry their own labels; pad_batch rebuilt
+    them from the ids (999 targets became 1,953, the template's EOS a target in every window): labels= keeps them."""
+    from tokenmill import SlidingWindows
+
+    plan = SlidingWindows(64, 32, score="new").plan([1000])
+    ws = list(plan.materialize([np.arange(3, 1003)]))
+    b = pad_batch([w.input_ids for w in ws], pad_id=0, doc_ids=[w.doc for w in ws], starts=[w.offset for w in ws],
+                  labels=[w.labels for w in ws])
+    assert b.stats().targets == plan.stats.target_tokens == 999 and b.stats().duplicate_targets == 0
+    for row, w in zip(b.labels, ws):
+        assert row[: w.labels.size].tolist() == w.labels.tolist() and (row[w.labels.size :] == -100).all()
+    ws = list(SlidingWindows(8, 4, template=(1, 2)).windows(np.arange(10, 30)))
+    assert pad_batch([w.input_ids for w in ws], pad_id=0, labels=[w.labels for w in ws]).labels[:, -1].tolist() == \
+        [w.labels[-1] for w in ws] == [-100, -100, -100, -100, 2]
+    with pytest.raises(ConfigError, match="labels 0 holds 5 at position 1, where sequence 0 holds id 2"):
+        pad_batch([[1, 2, 3]], pad_id=0, labels=[[-100, 5, 3]])
+    with pytest.raises(ConfigError, match="labels 0 has 2 entries but sequence 0 3 ids"):
+        pad_batch([[1, 2, 3]], pad_id=0, labels=[[-100, 2]])
+    with pytest.raises(ConfigError, match="labels has 2 entries for 1 sequences"):
+        pad_batch([[1, 2, 3]], pad_id=0, labels=[[-100, 2, 3], [1]])

@@ -29,14 +29,17 @@ from .layout import assemble
 def pad_batch(seqs: Sequence[Sequence[int] | np.ndarray], *, pad_id: int, max_length: int | None = None,
               pad_to_multiple_of: int | None = None, truncation: bool = False,
               doc_ids: Sequence[int] | np.ndarray | None = None,
-              starts: Sequence[int] | np.ndarray | None = None) -> Batch:
+              starts: Sequence[int] | np.ndarray | None = None,
+              labels: Sequence[Sequence[int] | np.ndarray] | None = None) -> Batch:
     """Pad sequences of ids on the right into a :class:`Batch` of shape ``(len(seqs), T)``.
 
     ``T`` is ``max_length`` if given (sequences longer than it are an error unless
     ``truncation=True``, which cuts them and counts the cut tokens in ``batch.truncated_tokens``),
     else the longest sequence; then rounded up to ``pad_to_multiple_of``. ``doc_ids`` / ``starts``
     name where each sequence comes from (default: document ``i``, offset 0), e.g. for windows, so that
-    :meth:`Batch.stats` can count targets scored more than once.
+    :meth:`Batch.stats` can count targets scored more than once. ``labels``: each sequence's own labels (at the
+    input positions, ``-100`` or the id there), kept instead of the rule above, e.g. the ``labels`` of windows a
+    plan of ``score="new"`` or with a template made (padding stays ``-100``; cut with the sequence).
 
     >>> b = pad_batch([[1, 10, 11, 2], [1, 12, 2]], pad_id=2)   # pad id == EOS id
     >>> b.labels.tolist()                                       # the real EOS keeps its label
@@ -73,8 +76,37 @@ def pad_batch(seqs: Sequence[Sequence[int] | np.ndarray], *, pad_id: int, max_le
         for a, d, k in zip(pieces, dst.tolist(), kept[nonempty].tolist()):
             out[d : d + k] = a[:k]
 
-    return assemble(fill, nonempty.astype(np.int64), doc[nonempty], start[nonempty], kept[nonempty],
-                    num_rows=n, row_length=max(T, 1), pad_id=pad_id, truncated_tokens=truncated)
+    given = None if labels is None else _given_labels(labels, arrays)
+    batch = assemble(fill, nonempty.astype(np.int64), doc[nonempty], start[nonempty], kept[nonempty],
+                     num_rows=n, row_length=max(T, 1), pad_id=pad_id, truncated_tokens=truncated)
+    if given is not None:
+        for i, (g, k) in enumerate(zip(given, kept.tolist())):
+            batch.labels[i, :k] = g[:k]
+    return batch
+
+
+def _given_labels(labels, arrays: list[np.ndarray]) -> list[np.ndarray]:
+    """``pad_batch``'s ``labels``: one per sequence, as long as it, each entry ``-100`` or the sequence's id there
+    (labels sit at the input positions: any other value would train the model on a token the row does not hold)."""
+    from ..conventions import IGNORE_INDEX
+
+    labels = list(labels)
+    if len(labels) != len(arrays):
+        raise ConfigError(f"labels has {len(labels):,d} entries for {len(arrays):,d} sequences; pass one per sequence")
+    out = []
+    for i, (lab, ids) in enumerate(zip(labels, arrays)):
+        lab = check_array(lab, f"labels {i}", min=IGNORE_INDEX)
+        if lab.shape != ids.shape:
+            raise ConfigError(f"labels {i} has {lab.size:,d} entries but sequence {i} {ids.size:,d} ids; pass a label "
+                              "for every position (-100 where it is no target)")
+        bad = (lab != IGNORE_INDEX) & (lab != ids)
+        if bad.any():
+            j = int(np.argmax(bad))
+            raise ConfigError(f"labels {i} holds {int(lab[j]):,d} at position {j:,d}, where sequence {i} holds id "
+                              f"{int(ids[j]):,d}: a label is -100 or the id at its position (labels sit at the input "
+                              "positions; the loss shifts them)")
+        out.append(lab)
+    return out
 
 
 def _as_id_arrays(seqs) -> list[np.ndarray]:
