@@ -142,6 +142,9 @@ def check_array(a, name: str, *, ndim: int | None = 1, dtype=np.int64, min: int 
         arr = np.asarray(a)
     except (ValueError, TypeError, OverflowError, RuntimeError) as e:  # (RuntimeError: a tensor that requires grad)
         raise error(f"{name} is not an array of integers numpy can read ({e})") from None
+    if arr.dtype.kind in "US":  # (text where ids or lengths go: "has shape (); it must be 1-D" said nothing useful)
+        raise error(f"{name} is text ({type(a).__name__}), not integers; where token ids are expected, encode the "
+                    "text with a tokenizer first (tok.encode(text))")
     if ndim is not None and arr.ndim != ndim:
         raise error(f"{name} has shape {arr.shape}; it must be {ndim}-D")
     if shape is not None and arr.shape != shape:

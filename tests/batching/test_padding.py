@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from tokenmill.batching import LengthGroupedBatches, pad_batch
-from tokenmill.errors import ConfigError
+from tokenmill.errors import ConfigError, InputError
 
 BOS, EOS, PAD = 1, 2, 0
 JIA, YI, BING = 10, 11, 12  # 甲 乙 丙
@@ -234,3 +234,15 @@ def test_pad_batch_keeps_the_labels_a_window_plan_made():
         pad_batch([[1, 2, 3]], pad_id=0, labels=[[-100, 2]])
     with pytest.raises(ConfigError, match="labels has 2 entries for 1 sequences"):
         pad_batch([[1, 2, 3]], pad_id=0, labels=[[-100, 2, 3], [1]])
+
+
+def test_text_where_ids_go_says_to_encode_it_first():
+    """Text passed as ids said "has shape (); it must be 1-D" or "must hold integers", not what to do."""
+    from tokenmill import SlidingWindows
+
+    for call, name in ((lambda: pad_batch(["hello"], pad_id=0), "sequence 0"),
+                       (lambda: list(SlidingWindows(4, 2).windows("hello")), "token_ids"),
+                       (lambda: SlidingWindows(4, 2).plan(["abc", "de"]), "doc_lengths")):
+        with pytest.raises(InputError, match=rf"^{name} is text \((str|list)\), not integers; where token ids are "
+                                             r"expected, encode the text with a tokenizer first \(tok.encode\(text\)\)$"):
+            call()
