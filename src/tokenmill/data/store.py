@@ -1845,7 +1845,8 @@ class TokenStore(StoreSource):
                           "builds it again and again); open it once that is done")
 
     def view(self, index, definition: dict) -> "StoreView":
-        """The documents ``index`` of this store as a token source and sequence (no copy);
+        """The documents ``index`` of this store as a token source and sequence (no copy of the data; the view keeps
+        its own read-only copy of ``index``);
         ``definition`` (JSON) says how they were chosen; it and ``index`` enter the view's fingerprint.
         ``index``: 1-D integers in ``0 .. len - 1`` (a negative one, -1 the padding document of batches,
         had been read as the last document by ``lengths`` and refused by ``get``; floats were truncated)."""
