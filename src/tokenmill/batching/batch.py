@@ -10,7 +10,7 @@ from typing import Callable, Literal
 
 import numpy as np
 
-from .._arrays import ranks_in_groups
+from .._arrays import ranks_in_groups, readonly
 from .._validate import as_index
 from ..conventions import IGNORE_INDEX
 from ..errors import ConfigError, InputError, OutOfRangeError
@@ -131,8 +131,8 @@ def provenance_arrays(seg_row: np.ndarray, seg_doc: np.ndarray, seg_start: np.nd
             q = np.repeat(dst, seg_len) + within
             doc_ids[q] = np.repeat(seg_doc, seg_len)
             token_offsets[q] = np.repeat(seg_start, seg_len) + within
-    else:
-        ok = _kernels.provenance(seg_row, seg_doc, seg_start, seg_len, T, doc_ids, token_offsets)
+    else:  # (read-only views: one kernel type whatever the table's flags, as layout_batch hands the layout kernel)
+        ok = _kernels.provenance(*readonly(seg_row, seg_doc, seg_start, seg_len), T, doc_ids, token_offsets)
     if not ok:
         raise InputError("the segment table of this batch was changed after the batch was built (its rows "
                          "no longer fit); do not modify a plan's arrays while its batches are in use")
