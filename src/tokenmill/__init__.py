@@ -32,6 +32,8 @@ _EXPORTS = {
     "as_source": ".data.source",
     "TokenStore": ".data.store",
     "Mixture": ".data.mixture",
+    "MaskedSource": ".data.masked",
+    "encode_sft": ".data.masked",
     # tokenizer
     "Tokenizer": ".tokenizer.model",
     "train_bpe": ".tokenizer.bpe.train",
@@ -85,6 +87,7 @@ if TYPE_CHECKING:  # pragma: no cover  (static type checkers see the lazy export
     from .batching.sources import SliceSource
     from .batching.split import split_documents
     from .batching.stats import BatchStats
+    from .data.masked import MaskedSource, encode_sft
     from .data.mixture import Mixture
     from .data.source import ArraySource, TokenSource, as_source
     from .data.store import TokenStore

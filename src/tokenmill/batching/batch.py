@@ -259,6 +259,17 @@ class Batch:
         return stats_of(self.labels, self.doc_ids, self.token_offsets, truncated_tokens=self.truncated_tokens)
 
 
+def with_loss_mask(batch: Batch, masked) -> Batch:
+    """``batch`` with the labels of the tokens ``masked`` (a :class:`~tokenmill.data.masked.MaskedSource`, or None:
+    ``batch`` as it is) flags 0 set to -100, in place; where each position comes from is the batch's own
+    ``doc_ids``/``token_offsets``, in the numbering of the source the batch was made from."""
+    if masked is not None:
+        from ..data.masked import masked_labels
+
+        masked_labels(batch.labels, batch.doc_ids, batch.token_offsets, masked)
+    return batch
+
+
 def _segment_ids(cu_seqlens: np.ndarray, total: int) -> np.ndarray:
     """The segment of each of ``total`` positions; ``cu_seqlens`` checked first (a batch made by hand,
     or whose arrays were edited, may hold any values)."""

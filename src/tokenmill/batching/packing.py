@@ -39,9 +39,10 @@ import numpy as np
 
 from .._arrays import is_sealed, owned, ranks_in_groups, readonly, seal
 from .._validate import check_array, check_bool, check_int, check_rows, check_spans, document_lengths
+from ..data.masked import loss_mask_of
 from ..data.source import TokenSource, as_source, check_memory_ids, ids_checked, reader
 from ..errors import ConfigError, InputError
-from .batch import Batch, Block, FragmentPositions, check_fragment_positions
+from .batch import Batch, Block, FragmentPositions, check_fragment_positions, with_loss_mask
 from .layout import (
     INT32_MAX,
     Buffers,
@@ -289,6 +290,7 @@ class PackPlan:
         index_dtype = check_index_dtype(index_dtype)
         src = self._checked_source(source)
         fill = segment_filler_of(src, self.doc_lengths)
+        masked = loss_mask_of(src)  # (a MaskedSource: the labels of tokens flagged 0 become -100)
         stream = self.stream if stream is None else check_bool(stream, "stream")
         drop_last, reuse_memory = check_bool(drop_last, "drop_last"), check_bool(reuse_memory, "reuse_memory")
         stop = self.num_blocks - ((self.num_blocks - start_block) % batch_size if drop_last else 0)
@@ -302,10 +304,10 @@ class PackPlan:
             rows = np.repeat(np.arange(b1 - b0, dtype=np.int64), np.diff(ptr[b0 : b1 + 1]))
             doc, start, length = self.doc[lo:hi], self.start[lo:hi], self.length[lo:hi]
             o_doc, o_start = segment_origins(src, doc, start)
-            return assemble_segments(fill(doc, start, length), rows, o_doc, o_start, length, num_rows=b1 - b0,
-                                     row_length=T, pad_id=pad_id, stream=stream,
-                                     fragment_positions=fragment_positions, index_dtype=index_dtype, buffers=buffers,
-                                     defer_provenance=True)
+            return with_loss_mask(assemble_segments(
+                fill(doc, start, length), rows, o_doc, o_start, length, num_rows=b1 - b0, row_length=T, pad_id=pad_id,
+                stream=stream, fragment_positions=fragment_positions, index_dtype=index_dtype, buffers=buffers,
+                defer_provenance=True), masked)
 
         flat = _FlatTables(self, src, fill, batch_size, start_block, index_dtype == np.int32)
         continue_positions = fragment_positions == "continue"
@@ -316,8 +318,9 @@ class PackPlan:
             if table is None:
                 return make_checked(b0)
             rows, doc, start, length, tokens, seg_src = table
-            return layout_batch(rows, doc, start, length, b1 - b0, T, stream, continue_positions, pad_id, tokens,
-                                seg_src, batch_outputs((b1 - b0) * T, index_dtype, buffers, provenance=False), 0)
+            return with_loss_mask(layout_batch(
+                rows, doc, start, length, b1 - b0, T, stream, continue_positions, pad_id, tokens, seg_src,
+                batch_outputs((b1 - b0) * T, index_dtype, buffers, provenance=False), 0), masked)
 
         firsts = range(start_block, stop, batch_size)
         if num_threads == 1:

@@ -21,6 +21,7 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from .._validate import check_array, check_bool, check_int, document_lengths
+from ..conventions import IGNORE_INDEX
 from ..errors import ConfigError
 from .batch import Batch
 from .layout import assemble
@@ -30,7 +31,8 @@ def pad_batch(seqs: Sequence[Sequence[int] | np.ndarray], *, pad_id: int, max_le
               pad_to_multiple_of: int | None = None, truncation: bool = False,
               doc_ids: Sequence[int] | np.ndarray | None = None,
               starts: Sequence[int] | np.ndarray | None = None,
-              labels: Sequence[Sequence[int] | np.ndarray] | None = None) -> Batch:
+              labels: Sequence[Sequence[int] | np.ndarray] | None = None,
+              loss_mask: Sequence[Sequence[int] | np.ndarray] | None = None) -> Batch:
     """Pad sequences of ids on the right into a :class:`Batch` of shape ``(len(seqs), T)``.
 
     ``T`` is ``max_length`` if given (sequences longer than it are an error unless
@@ -40,6 +42,9 @@ def pad_batch(seqs: Sequence[Sequence[int] | np.ndarray], *, pad_id: int, max_le
     :meth:`Batch.stats` can count targets scored more than once. ``labels``: each sequence's own labels (at the
     input positions, ``-100`` or the id there), kept instead of the rule above, e.g. the ``labels`` of windows a
     plan of ``score="new"`` or with a template made (padding stays ``-100``; cut with the sequence).
+    ``loss_mask``: each sequence's flags, one per id, 1/True = a target (supervised fine-tuning: the answer, not the
+    prompt; see :class:`~tokenmill.data.masked.MaskedSource`): the label of every id flagged 0 becomes ``-100``,
+    after the rules above (a sequence's first label stays ignored).
 
     >>> b = pad_batch([[1, 10, 11, 2], [1, 12, 2]], pad_id=2)   # pad id == EOS id
     >>> b.labels.tolist()                                       # the real EOS keeps its label
@@ -77,19 +82,33 @@ def pad_batch(seqs: Sequence[Sequence[int] | np.ndarray], *, pad_id: int, max_le
             out[d : d + k] = a[:k]
 
     given = None if labels is None else _given_labels(labels, arrays)
+    flags = None if loss_mask is None else _given_flags(loss_mask, arrays)
     batch = assemble(fill, nonempty.astype(np.int64), doc[nonempty], start[nonempty], kept[nonempty],
                      num_rows=n, row_length=max(T, 1), pad_id=pad_id, truncated_tokens=truncated)
     if given is not None:
         for i, (g, k) in enumerate(zip(given, kept.tolist())):
             batch.labels[i, :k] = g[:k]
+    if flags is not None:
+        for i, (f, k) in enumerate(zip(flags, kept.tolist())):
+            batch.labels[i, :k][~f[:k]] = IGNORE_INDEX
     return batch
+
+
+def _given_flags(loss_mask, arrays: list[np.ndarray]) -> list[np.ndarray]:
+    """``pad_batch``'s ``loss_mask``: one array of 0/1 (or bool) flags per sequence, as long as it, as bools."""
+    from ..data.masked import document_mask
+
+    if isinstance(loss_mask, (str, bytes)):
+        raise ConfigError("loss_mask is text; pass one array of 0/1 flags per sequence (1 = a target)")
+    masks = list(loss_mask)
+    if len(masks) != len(arrays):
+        raise ConfigError(f"loss_mask has {len(masks):,d} entries for {len(arrays):,d} sequences; pass one per sequence")
+    return [document_mask(m, i, a.size, "sequence").view(bool) for i, (m, a) in enumerate(zip(masks, arrays))]
 
 
 def _given_labels(labels, arrays: list[np.ndarray]) -> list[np.ndarray]:
     """``pad_batch``'s ``labels``: one per sequence, as long as it, each entry ``-100`` or the sequence's id there
     (labels sit at the input positions: any other value would train the model on a token the row does not hold)."""
-    from ..conventions import IGNORE_INDEX
-
     labels = list(labels)
     if len(labels) != len(arrays):
         raise ConfigError(f"labels has {len(labels):,d} entries for {len(arrays):,d} sequences; pass one per sequence")

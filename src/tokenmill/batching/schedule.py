@@ -43,10 +43,11 @@ import numpy as np
 from .._arrays import ranks_in_groups, seal
 from .._schema import BIG, Count, Meta, Sha256, Struct, check, load_json, parse_json
 from .._validate import check_bool, check_int
+from ..data.masked import loss_mask_of
 from ..data.mixture import Mixture, allocate_counts, source_fingerprint
 from ..data.source import as_source, check_memory_ids
 from ..errors import ConfigError, FormatError
-from .batch import Batch, check_fragment_positions
+from .batch import Batch, check_fragment_positions, with_loss_mask
 from .layout import INT32_MAX, Buffers, assemble_segments
 from .packing import LONG_DOCS, METHODS, PackPlan, pack, segment_filler_of, segment_origins
 from .sources import SliceSource
@@ -488,11 +489,27 @@ class BatchSchedule:
                 held = s.plan.block_tokens[blocks]
                 segments = np.diff(s.plan.block_ptr)[blocks]
                 tokens += int(held.sum())
-                targets += int((held - (np.minimum(segments, 1) if s.plan.stream else segments)).sum())
+                masked = loss_mask_of(s.source)
+                if masked is None:
+                    targets += int((held - (np.minimum(segments, 1) if s.plan.stream else segments)).sum())
+                else:  # the flagged tokens of the blocks' segments, a segment's (a stream block's) first left out
+                    targets += self._flagged(s, blocks, masked)
             part_samples.append(int(n))
             part_tokens.append(tokens)
         return {"rows": rows, "samples": sum(part_samples), "tokens": sum(part_tokens), "targets": targets,
                 "part_samples": part_samples, "part_tokens": part_tokens}
+
+    @staticmethod
+    def _flagged(s: _Stream, blocks: np.ndarray, masked) -> int:
+        """The targets of ``blocks`` of stream ``s`` over a masked source: its tokens flagged 1, but for the first
+        token of every segment (of every block, in stream layout), which no label scores."""
+        ptr, plan = s.plan.block_ptr, s.plan
+        counts = ptr[blocks + 1] - ptr[blocks]
+        seg = np.repeat(ptr[blocks] - (np.cumsum(counts) - counts), counts) + np.arange(int(counts.sum()))
+        o_doc, o_start = segment_origins(s.source, plan.doc[seg], plan.start[seg])
+        first = np.ones(seg.size, bool) if not plan.stream else np.isin(seg, ptr[blocks])
+        begin = o_start + first
+        return masked.flagged(o_doc, begin, o_start + plan.length[seg])
 
     # ---- mixtures --------------------------------------------------------------------------------
     def _mixture(self):
@@ -647,9 +664,10 @@ class BatchSchedule:
         rows = np.repeat(np.arange(blocks.size, dtype=np.int64), counts)
         doc, start, length = plan.doc[seg], plan.start[seg], plan.length[seg]
         o_doc, o_start = segment_origins(s.source, doc, start)
-        return assemble_segments(fill(doc, start, length), rows, o_doc, o_start, length, num_rows=blocks.size,
-                                 row_length=plan.block_size, pad_id=self.pad_id, stream=plan.stream,
-                                 fragment_positions=self.fragment_positions, buffers=self._buffers)
+        return with_loss_mask(assemble_segments(
+            fill(doc, start, length), rows, o_doc, o_start, length, num_rows=blocks.size, row_length=plan.block_size,
+            pad_id=self.pad_id, stream=plan.stream, fragment_positions=self.fragment_positions,
+            buffers=self._buffers), loss_mask_of(s.source))
 
     def __getstate__(self):  # for DataLoader workers started by spawn/forkserver: fillers are closures
         state = dict(self.__dict__)

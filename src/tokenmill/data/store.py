@@ -214,7 +214,7 @@ def _test_hook(point: str, k: int) -> None:
 # ==================================================================================================
 # building
 # ==================================================================================================
-def _special_id(tokenizer, names, given, what: str, needed: bool) -> int | None:
+def special_id(tokenizer, names, given, what: str, needed: bool) -> int | None:
     if not needed:
         return None
     specials = dict(getattr(tokenizer, "special_tokens", {}) or {})
@@ -537,8 +537,8 @@ def build(out_dir, sources, tokenizer, *, workers: int | None = None, engine: st
     vocab = check_int(tokenizer.vocab_size, "the tokenizer's vocab_size", min=1, max=2**31)
     opts = engines.EncodeOptions(
         dtype="uint16" if vocab <= 1 << 16 else "uint32", vocab_size=vocab,
-        eos_id=_special_id(tokenizer, EOS_NAMES, eos_id, "eos", bool(append_eos)),
-        bos_id=_special_id(tokenizer, BOS_NAMES, bos_id, "bos", bool(prepend_bos)), special_text=special_text)
+        eos_id=special_id(tokenizer, EOS_NAMES, eos_id, "eos", bool(append_eos)),
+        bos_id=special_id(tokenizer, BOS_NAMES, bos_id, "bos", bool(prepend_bos)), special_text=special_text)
     args = {"sources": [s.spec() for s in srcs], "tokenizer_hash": None,
             "vocab_size": vocab, "dtype": opts.dtype, "eos_id": opts.eos_id, "bos_id": opts.bos_id,
             "shard_bytes": int(shard_bytes), "special_text": special_text}

@@ -363,6 +363,7 @@ class WindowPlan:
         ``extras`` maps names to sources of per-token arrays aligned with ``source`` (for example
         ``{"token_type_ids": [...]}``); each is cut the same way.
         """
+        from ..data.masked import document_flags, loss_mask_of
         from ..data.source import as_source, check_memory_ids, reader
 
         src = as_source(source)
@@ -381,9 +382,11 @@ class WindowPlan:
                     + "; pass one value per token")
         check_memory_ids(src)  # ids nothing checked: -100 would read as an ignored label
         get = reader(src, lengths)
+        masked = loss_mask_of(src) is not None  # (a MaskedSource: tokens flagged 0 are no target)
         for r in picked.tolist():
             d = int(self.doc[r])
-            yield self._window(r, get(d), int(lengths[d]), {k: s.get(d) for k, s in ext.items()})
+            yield self._window(r, get(d), int(lengths[d]), {k: s.get(d) for k, s in ext.items()},
+                               flags=document_flags(src, d) if masked else None)
 
     def check_source(self, lengths: np.ndarray, rows: np.ndarray | None = None, *, what: str = "source",
                      fix: str = "plan the source you read from") -> None:
@@ -420,7 +423,7 @@ class WindowPlan:
         raise TypeError("a WindowPlan is indexed through materialize(source, rows) or select(rows)")
 
     def _window(self, r: int, ids: np.ndarray, n_doc: int, extras: Mapping[str, np.ndarray],
-                doc: int | None = None) -> Window:
+                doc: int | None = None, flags: np.ndarray | None = None) -> Window:
         s, n, ts = int(self.start[r]), int(self.length[r]), int(self.target_start[r])
         b, e = int(self.bos is not None), int(self.eos is not None)
         t = b + n + e
@@ -437,6 +440,8 @@ class WindowPlan:
         labels[:b + ts - s] = IGNORE_INDEX  # bos, the window's first token (no context), already-scored
         if e and s + n != n_doc:
             labels[-1] = IGNORE_INDEX  # eos is a true target only where the document really ends
+        if flags is not None:  # a loss mask: the tokens flagged 0 are context only
+            labels[b:b + n][~flags[s:s + n]] = IGNORE_INDEX
         pos = np.arange(t, dtype=np.int64) + (s if self.positions == "absolute" else 0)
         cut = {}
         for k, a in extras.items():

@@ -1,0 +1,454 @@
+"""Loss masks: which tokens of a document are training targets (supervised fine-tuning: the answer, not the
+prompt).
+
+::
+
+    example       prompt "Q: 2+2?"           completion " 4" + EOS
+    tokens        [  48   25  362   10 ]     [  604    2 ]
+    loss_mask     [   0    0    0    0 ]     [    1    1 ]
+    labels        [-100 -100 -100 -100 ]     [  604    2 ]    (at the input positions, as every label here)
+
+A :class:`MaskedSource` is a token source (its documents are the tokens: lengths, ``get``, plans, packing,
+windows all read them as before) that also holds one flag per token: 1 (True) = the token is a target,
+0 = it is context only. Wherever tokenmill turns a source into labels (:meth:`PackPlan.batches`, the loader,
+:meth:`WindowPlan.materialize`, :func:`pad_batch`'s ``loss_mask``) it makes them as for any source, then sets
+the label of every token whose flag is 0 to ``-100``. Nothing else changes: document boundaries, positions
+and attention are the same, and every count of targets (``Batch.stats``, ``num_targets``, the loss
+normalization across accumulation and ranks) counts the targets that are left.
+
+Polarity: 1 = target, as Megatron's ``loss_mask``, OLMo-core's ``label_mask`` and transformers'
+``assistant_masks`` (``apply_chat_template(..., return_assistant_tokens_mask=True)``); torchtune's ``mask`` is
+the opposite (True there = *not* a target): pass ``[not m for m in mask]``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from .._arrays import seal
+from .._validate import check_array, check_bool
+from ..errors import ConfigError, InputError, SpecialTokenError
+from .source import TokenSource, as_source, doc_index
+
+# what a MaskedSource hands on from the source it wraps, where that source has it (the flat fast paths of
+# packing and the loader, a store's checks and its tokenizer facts)
+_PASSED_ON = frozenset({"token_array", "doc_offsets", "segment_filler", "check_mapped", "vocab_size", "eos_id",
+                        "bos_id", "tokenizer_hash", "num_tokens", "check_tokenizer", "provenance", "decode",
+                        "name"})
+
+TOKENS_DIR, MASK_DIR = "tokens", "loss_mask"
+
+
+class MaskedSource:
+    """A token source whose tokens each say whether they are a training target.
+
+    ``source``: the documents' ids (a token store, a list of id arrays, a tokenized ``datasets.Dataset``, any
+    token source). ``loss_mask``: one flag per token of the same documents, 1/True = target: a list of
+    per-document arrays of bools or 0/1 integers, a token source of them (a store written by :meth:`save`), or,
+    with a Dataset, the name of its column of flags (TRL's ``"completion_mask"``, transformers'
+    ``"assistant_masks"``). Checked here, once: as many
+    documents, each as long as its document (an InputError names the first that is not), no value but 0 and
+    1. The flags are held in memory, one byte a token.
+
+    >>> src = MaskedSource([[5, 6, 7, 8], [9, 3]], [[0, 0, 1, 1], [0, 1]])
+    >>> src.lengths.tolist(), src.get(0).tolist(), src.loss_mask(0).tolist()
+    ([4, 2], [5, 6, 7, 8], [False, False, True, True])
+    >>> src.num_targets
+    3
+    """
+
+    def __init__(self, source, loss_mask):
+        if isinstance(source, MaskedSource):
+            raise ConfigError("source is already a MaskedSource; pass its documents (masked.base) with the new mask")
+        if isinstance(loss_mask, str):  # a column of a tokenized datasets.Dataset (TRL's completion_mask, ...)
+            loss_mask = _column(source, loss_mask)
+        self.base: TokenSource = as_source(source)
+        lengths = check_array(self.base.lengths, "the source's lengths", min=0)
+        self.mask, self.mask_offsets = _flat_mask(loss_mask, lengths)
+        self._fingerprint: str | None = None
+        self.facts: dict = {}  # (encode_sft's tokenizer facts, for save: vocab_size, tokenizer_hash, eos_id, bos_id)
+
+    # ---- the token source: the documents' ids ---------------------------------------------------------
+    @property
+    def lengths(self) -> np.ndarray:
+        return self.base.lengths
+
+    def __len__(self) -> int:
+        return len(self.base)
+
+    def get(self, i: int) -> np.ndarray:
+        return self.base.get(i)
+
+    @property
+    def ids_checked(self) -> bool:
+        return getattr(self.base, "ids_checked", False) is True
+
+    def __getattr__(self, name: str):
+        if name in _PASSED_ON and "base" in self.__dict__:
+            return getattr(self.__dict__["base"], name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    # ---- the mask ---------------------------------------------------------------------------------------
+    def loss_mask(self, i: int) -> np.ndarray:
+        """Document ``i``'s flags, bool (True = target), read-only."""
+        i = doc_index(i, len(self))
+        return self.mask[self.mask_offsets[i] : self.mask_offsets[i + 1]].view(bool)
+
+    @property
+    def num_targets(self) -> int:
+        """Tokens whose flag is 1 (before any rule of a batch: a packed document's first token, cut windows)."""
+        return int(np.count_nonzero(self.mask))
+
+    def flagged(self, doc: np.ndarray, begin: np.ndarray, end: np.ndarray) -> int:
+        """How many tokens flagged 1 the spans ``[begin, end)`` of documents ``doc`` hold together (arrays of one entry
+        per span; an empty span holds none). What a plan's targets are, counted without building its batches."""
+        doc, begin, end = (np.asarray(a, np.int64) for a in (doc, begin, end))
+        keep = end > begin
+        if not keep.any():
+            return 0
+        at = self.mask_offsets[doc[keep]]
+        if ((begin[keep] < 0) | (at + end[keep] > self.mask_offsets[doc[keep] + 1])).any():
+            raise InputError("a span runs outside its document; count spans of this source's documents")
+        idx = np.empty(2 * int(keep.sum()), np.int64)
+        idx[0::2], idx[1::2] = at + begin[keep], at + end[keep]
+        padded = np.append(self.mask, np.uint8(0))  # (reduceat takes indices below the array's size: the end of the last)
+        return int(np.add.reduceat(padded, idx, dtype=np.int64)[0::2].sum())
+
+    @property
+    def fingerprint(self) -> str:
+        """The documents' fingerprint and the flags' sha256, together: a loader state saved over one mask is
+        refused over another."""
+        if self._fingerprint is None:
+            from .mixture import source_fingerprint
+
+            h = hashlib.sha256(b"tokenmill.masked.v1\x00")
+            h.update(source_fingerprint(self.base).encode())
+            h.update(b"\x00")
+            for a in range(0, self.mask.size, 1 << 24):
+                h.update(self.mask[a : a + (1 << 24)].tobytes())
+            self._fingerprint = "sha256:" + h.hexdigest()
+        return self._fingerprint
+
+    def __repr__(self) -> str:
+        return (f"MaskedSource({len(self):,d} documents, {int(self.mask.size):,d} tokens, "
+                f"{self.num_targets:,d} targets)")
+
+    # ---- on disk: two token stores, the ids and the flags -----------------------------------------------
+    def save(self, out_dir, *, overwrite: bool = False) -> "MaskedSource":
+        """Write the documents and their flags as two token stores, ``out_dir/tokens`` and ``out_dir/loss_mask``
+        (each written and verified as any store: shards, then the manifest, atomically), and return the source
+        over them (:meth:`open`). A source that is already a store is copied into ``tokens``.
+
+        The ids keep the store's facts where the source has them (``vocab_size``, tokenizer hash, EOS/BOS);
+        a source of ids in memory is saved with ``vocab_size`` = its largest id + 1 and tokenizer hash
+        ``external``.
+        """
+        import os
+        from pathlib import Path
+
+        from .store import TokenStore
+
+        overwrite = check_bool(overwrite, "overwrite")
+        out = Path(os.fspath(out_dir))
+        out.mkdir(parents=True, exist_ok=True)
+        lengths = np.asarray(self.lengths, np.int64)
+        ids = _all_ids(self.base, lengths)
+        facts = {k: self.facts.get(k, getattr(self.base, k, None))
+                 for k in ("vocab_size", "tokenizer_hash", "eos_id", "bos_id")}
+        vocab = facts["vocab_size"]
+        vocab = int(vocab) if vocab is not None else (int(ids.max()) + 1 if ids.size else 1)
+        TokenStore.from_token_arrays(out / TOKENS_DIR, [(lengths, ids)], vocab_size=vocab,
+                                     tokenizer_hash=str(facts["tokenizer_hash"] or "external"),
+                                     eos_id=facts["eos_id"], bos_id=facts["bos_id"], overwrite=overwrite)
+        TokenStore.from_token_arrays(out / MASK_DIR, [(lengths, self.mask)], vocab_size=2,
+                                     tokenizer_hash="loss-mask", overwrite=overwrite)
+        return MaskedSource.open(out)
+
+    @classmethod
+    def open(cls, path) -> "MaskedSource":
+        """The source :meth:`save` wrote: the store of ids and the store of flags, checked to hold the same
+        documents (an InputError says where they differ)."""
+        import os
+        from pathlib import Path
+
+        from .store import TokenStore
+
+        root = Path(os.fspath(path))
+        if not (root / TOKENS_DIR).is_dir() or not (root / MASK_DIR).is_dir():
+            raise ConfigError(f"{str(root)!r} holds no {TOKENS_DIR}/ and {MASK_DIR}/ stores; pass the folder "
+                              "MaskedSource.save (or encode_sft(...).save) wrote")
+        mask = TokenStore.open(root / MASK_DIR)
+        if mask.vocab_size != 2 or mask.tokenizer_hash != "loss-mask":
+            raise ConfigError(f"{str(root / MASK_DIR)!r} is a store of token ids (vocabulary {mask.vocab_size:,d}), "
+                              "not of loss-mask flags; pass the folder MaskedSource.save wrote")
+        return cls(TokenStore.open(root / TOKENS_DIR), mask)
+
+
+def _column(source, name: str):
+    columns = getattr(source, "column_names", None)
+    if not (isinstance(columns, list) and hasattr(source, "with_format")):
+        raise InputError(f"loss_mask={name!r} names a column, but the source is a {type(source).__name__}, not a "
+                         "datasets.Dataset; pass the flags themselves (one array of 0/1 per document)")
+    if name not in columns:
+        raise InputError(f"the Dataset has no column {name!r} (its columns: {', '.join(columns)}); name its column of "
+                         "0/1 flags, 1 = a target (e.g. 'completion_mask', 'assistant_masks')")
+    return source.with_format("numpy")[name]
+
+
+def _all_ids(src, lengths: np.ndarray) -> np.ndarray:
+    tokens, offsets = getattr(src, "token_array", None), getattr(src, "doc_offsets", None)
+    n = lengths.size
+    if tokens is not None and offsets is not None and n:
+        offsets = np.asarray(offsets, np.int64)
+        lo, hi = int(offsets[0]), int(offsets[n])
+        if np.array_equal(np.diff(offsets[: n + 1]), lengths):
+            return np.asarray(tokens[lo:hi])
+    return np.concatenate([np.asarray(src.get(i)) for i in range(n)]) if n else np.zeros(0, np.int64)
+
+
+def _flat_mask(loss_mask, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The flags of every document back to back (uint8, 0/1, read-only) and their offsets (int64, sealed)."""
+    if isinstance(loss_mask, (str, bytes)) or not (isinstance(loss_mask, Iterable) or hasattr(loss_mask, "get")):
+        raise InputError(f"loss_mask is a {type(loss_mask).__name__}; pass one array of 0/1 (or bool) flags per "
+                         "document, 1 = the token is a target")
+    n = int(lengths.size)
+    offsets = np.zeros(n + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    flat = np.empty(int(offsets[-1]), np.uint8)
+    if hasattr(loss_mask, "get") and hasattr(loss_mask, "lengths") and not isinstance(loss_mask, (list, tuple)):
+        got = check_array(loss_mask.lengths, "loss_mask's lengths", min=0)
+        if got.size != n:
+            raise InputError(f"loss_mask holds {got.size:,d} documents, the source {n:,d}; pass one flag per token of "
+                             "the source's documents")
+        docs: Sequence = [loss_mask.get(i) for i in range(n)] if n < 1 << 16 else _lazy(loss_mask, n)
+    else:
+        docs = loss_mask if isinstance(loss_mask, Sequence) else list(loss_mask)
+        if len(docs) != n:
+            raise InputError(f"loss_mask holds {len(docs):,d} documents, the source {n:,d}; pass one flag per token "
+                             "of the source's documents")
+    for i, m in enumerate(docs):
+        flat[offsets[i] : offsets[i + 1]] = document_mask(m, i, int(lengths[i]))
+    flat.flags.writeable = False  # (the flags are the source's: written later, they would change its fingerprint)
+    return flat, seal(offsets)
+
+
+def _lazy(src, n: int):
+    class _Docs(Sequence):
+        def __len__(self):
+            return n
+
+        def __getitem__(self, i):
+            return src.get(i)
+    return _Docs()
+
+
+def document_mask(m, i: int, n: int, what: str = "document") -> np.ndarray:
+    """The flags ``m`` of ``what`` ``i`` (``n`` tokens) as a 1-D uint8 array of 0/1, else an InputError naming it."""
+    a = m if isinstance(m, np.ndarray) else np.asarray(m) if not isinstance(m, (str, bytes, dict)) else None
+    if a is None:
+        raise InputError(f"loss_mask of {what} {i} is a {type(m).__name__}; pass 0/1 (or bool) flags, one per token")
+    if a.dtype == bool:
+        a = a.view(np.uint8)
+    elif a.dtype.kind not in "iu" or a.ndim != 1:
+        a = check_array(a, f"loss_mask of {what} {i}")  # (names a float, a 2-D array, text ...)
+    if a.ndim != 1:
+        raise InputError(f"loss_mask of {what} {i} has shape {a.shape}; pass a 1-D array of flags, one per token")
+    if a.size != n:
+        raise InputError(f"loss_mask of {what} {i} holds {a.size:,d} flags but the {what} {n:,d} tokens; pass one "
+                         "flag per token")
+    if a.size and (int(a.min()) < 0 or int(a.max()) > 1):
+        j = int(np.argmax((a < 0) | (a > 1)))
+        raise InputError(f"loss_mask of {what} {i} holds {int(a[j])} at position {j:,d}; a flag is 0 (context) or 1 "
+                         "(target)")
+    return a.astype(np.uint8, copy=False)
+
+
+def loss_mask_of(src):
+    """The :class:`MaskedSource` whose flags a batch of ``src`` takes, or None: ``src`` itself, the base of a slice of
+    it (a :class:`~tokenmill.batching.SliceSource`: batches name the base's documents), or, for a mixture with a
+    masked part, the flags of all its parts back to back (1 for the tokens of an unmasked part)."""
+    if isinstance(src, MaskedSource):
+        return src
+    if getattr(src, "origin_doc", None) is not None:
+        return loss_mask_of(src.base)
+    parts, doc_base = getattr(src, "parts", None), getattr(src, "doc_base", None)
+    if parts is not None and doc_base is not None:
+        masks = [loss_mask_of(p) for p in parts]
+        if any(m is not None for m in masks):
+            return _joined(src, parts, masks)
+    return None
+
+
+def _joined(src, parts, masks) -> "MaskedSource":
+    cached = getattr(src, "_joined_mask", None)
+    if cached is not None:
+        return cached
+    flags = [m.mask if m is not None else np.ones(int(np.sum(p.lengths)), np.uint8) for p, m in zip(parts, masks)]
+    lengths = np.asarray(src.lengths, np.int64)
+    joined = MaskedSource.__new__(MaskedSource)
+    joined.base, joined._fingerprint, joined.facts = src, None, {}
+    offsets = np.zeros(lengths.size + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    joined.mask, joined.mask_offsets = np.concatenate(flags), seal(offsets)
+    joined.mask.flags.writeable = False
+    try:
+        src._joined_mask = joined
+    except AttributeError:
+        pass
+    return joined
+
+
+def masked_labels(labels: np.ndarray, doc_ids: np.ndarray, token_offsets: np.ndarray, masked: MaskedSource) -> int:
+    """Set to -100 the labels (in place) of every real position whose token's flag is 0; ``doc_ids`` and
+    ``token_offsets`` say where each position comes from (``doc_ids < 0``: padding). Returns how many labels it
+    turned off."""
+    from ..conventions import IGNORE_INDEX
+
+    flat_doc, flat_off = doc_ids.reshape(-1), token_offsets.reshape(-1)
+    real = np.flatnonzero(flat_doc >= 0)
+    at = masked.mask_offsets[flat_doc[real]] + flat_off[real]
+    off = real[masked.mask[at] == 0]
+    view = labels.reshape(-1)
+    before = int(np.count_nonzero(view[off] != IGNORE_INDEX))
+    view[off] = IGNORE_INDEX
+    return before
+
+
+def document_flags(src, d: int) -> np.ndarray | None:
+    """The flags (bool, one per token) of item ``d`` of ``src``, or None where ``src`` carries no loss mask; a slice
+    of a masked source (a :class:`~tokenmill.batching.SliceSource`) gives the flags of its slice."""
+    if isinstance(src, MaskedSource):
+        return src.loss_mask(d)
+    origin_doc = getattr(src, "origin_doc", None)
+    if origin_doc is not None:
+        flags = document_flags(src.base, int(origin_doc[d]))
+        if flags is None:
+            return None
+        s = int(src.origin_start[d])
+        return flags[s : s + int(src.lengths[d])]
+    masked = loss_mask_of(src)
+    return None if masked is None else masked.loss_mask(d)
+
+
+def encode_sft(tokenizer, examples, *, prompt: str = "prompt", completion: str = "completion",
+               append_eos: bool = True, eos_id: int | None = None, prepend_bos: bool = False,
+               bos_id: int | None = None, allowed_special=(), disallowed_special="all",
+               num_threads: int | None = None) -> MaskedSource:
+    """Encode supervised fine-tuning examples into a :class:`MaskedSource`: one document per example, its prompt
+    context only, its completion the targets.
+
+    ``examples``: an iterable of
+
+    * records with a prompt and a completion (``{"prompt": ..., "completion": ...}``; other field names with
+      ``prompt=``/``completion=``): the prompt-completion form of TRL and of most SFT sets;
+    * ``(prompt, completion)`` pairs of str;
+    * lists of ``(text, is_target)`` pairs, for several turns: a chat rendered by its template, the assistant's
+      turns ``True``.
+
+    Each text is encoded on its own (``tokenizer.encode_batch``) and the ids are joined, so no token spans the
+    border between a prompt and its completion, and a flag is exact: the completion's ids are what encoding it
+    alone gives (a SentencePiece tokenizer adds its prefix space to each text; end the prompt where the
+    completion's first token should start). ``append_eos`` (default) ends every example with EOS, a target (the
+    model learns to stop); ``prepend_bos`` starts it with BOS (no target: nothing before it). Their ids are the
+    tokenizer's special tokens of a known name, or ``eos_id``/``bos_id``. ``allowed_special`` and
+    ``disallowed_special``: as in ``encode`` (special-token text is an error by default); pass
+    ``allowed_special="all"`` where the texts spell a chat template's special tokens on purpose.
+
+    The source remembers the tokenizer's vocabulary size, hash and EOS/BOS ids, which :meth:`MaskedSource.save`
+    writes into the store of ids.
+
+    >>> from tokenmill import train_bpe
+    >>> tok = train_bpe(["ab ab abc"] * 3, vocab_size=258, special_tokens=["<|endoftext|>"])
+    >>> src = encode_sft(tok, [{"prompt": "ab ", "completion": "abc"}])
+    >>> src.get(0).tolist(), src.loss_mask(0).astype(int).tolist()
+    ([256, 32, 256, 99, 257], [0, 0, 1, 1, 1])
+    """
+    from ..tokenizer.special import BOS_NAMES, EOS_NAMES
+    from .store import special_id
+
+    if not callable(getattr(tokenizer, "encode_batch", None)):
+        raise ConfigError(f"tokenizer is a {type(tokenizer).__name__}; pass a tokenizer (tokenmill.Tokenizer, "
+                          "tokenmill.as_tokenizer(...), a loaded tokenizer.json or rank file)")
+    if isinstance(examples, (str, bytes, dict)):
+        raise InputError(f"examples is a {type(examples).__name__}; pass a list (or any iterable) of examples")
+    append_eos, prepend_bos = check_bool(append_eos, "append_eos"), check_bool(prepend_bos, "prepend_bos")
+    eos = special_id(tokenizer, EOS_NAMES, eos_id, "eos", append_eos)
+    bos = special_id(tokenizer, BOS_NAMES, bos_id, "bos", prepend_bos)
+    texts: list[str] = []
+    flags: list[bool] = []
+    bounds = [0]
+    for i, ex in enumerate(examples):
+        for text, target in _segments(ex, i, prompt, completion):
+            texts.append(text)
+            flags.append(target)
+        bounds.append(len(texts))
+    kwargs = {} if num_threads is None else {"num_threads": num_threads}
+    try:
+        encoded = tokenizer.encode_batch(texts, allowed_special=allowed_special, disallowed_special=disallowed_special,
+                                         **kwargs) if texts else []
+    except SpecialTokenError as e:
+        raise _which_example(tokenizer, texts, bounds, allowed_special, disallowed_special, e) from None
+    docs, masks = [], []
+    head = [] if bos is None else [bos]
+    tail = [] if eos is None else [eos]
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        ids, mask = list(head), [0] * len(head)
+        for k in range(a, b):
+            ids += encoded[k]
+            mask += [int(flags[k])] * len(encoded[k])
+        docs.append(np.asarray(ids + tail, np.int64))
+        masks.append(np.asarray(mask + [1] * len(tail), np.uint8))
+    out = MaskedSource(docs, masks)
+    from .engines import tokenizer_key
+
+    try:
+        key = tokenizer_key(tokenizer)
+    except ConfigError:  # (a tokenizer with no content hash: the store of ids says "external", as from ids)
+        key = "external"
+    out.facts = {"vocab_size": int(tokenizer.vocab_size), "eos_id": eos, "bos_id": bos, "tokenizer_hash": key}
+    return out
+
+
+def _which_example(tokenizer, texts: list[str], bounds: list[int], allowed, disallowed, error):
+    """The SpecialTokenError of a batch of examples' texts, naming the example and part that spells the token."""
+    import bisect
+
+    for k, text in enumerate(texts):
+        try:
+            tokenizer.encode(text, allowed_special=allowed, disallowed_special=disallowed)
+        except SpecialTokenError as e:
+            i = bisect.bisect_right(bounds, k) - 1
+            return SpecialTokenError(f"example {i:,d}, part {k - bounds[i]:,d}: {e.found}; pass allowed_special='all' "
+                                     "where the texts spell special tokens on purpose (a chat template's), or "
+                                     "disallowed_special=() to encode them as plain text", e.found)
+    return error
+
+
+def _segments(ex, i: int, prompt: str, completion: str) -> list[tuple[str, bool]]:
+    """Example ``i`` as ``(text, is_target)`` pairs, else an InputError naming it and the forms that are taken."""
+    forms = ("pass records with the prompt and completion fields, (prompt, completion) pairs of str, or lists of "
+             "(text, is_target) pairs")
+    if isinstance(ex, dict):
+        missing = [f for f in (prompt, completion) if f not in ex]
+        if missing:
+            have = ", ".join(map(repr, list(ex)[:8])) or "none"
+            raise InputError(f"example {i} has no field {missing[0]!r} (its fields: {have}); name the fields with "
+                             "prompt=... and completion=..." + (
+                                 "; a chat (messages) is rendered by its template into (text, is_target) pairs first"
+                                 if "messages" in ex else ""))
+        pairs = [(ex[prompt], False), (ex[completion], True)]
+    elif isinstance(ex, tuple) and len(ex) == 2 and all(isinstance(t, str) for t in ex):
+        pairs = [(ex[0], False), (ex[1], True)]
+    elif isinstance(ex, (list, tuple)) and all(isinstance(p, (tuple, list)) and len(p) == 2 for p in ex):
+        pairs = [tuple(p) for p in ex]
+    else:
+        raise InputError(f"example {i} is a {type(ex).__name__}; {forms}")
+    for j, (text, target) in enumerate(pairs):
+        if not isinstance(text, str):
+            raise InputError(f"example {i}, part {j}: the text is a {type(text).__name__}, not a str; {forms}")
+        if not isinstance(target, (bool, np.bool_)):
+            raise InputError(f"example {i}, part {j}: is_target is {target!r}; pass True (a target) or False")
+    return [(t, bool(f)) for t, f in pairs]

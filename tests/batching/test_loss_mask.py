@@ -1,0 +1,208 @@
+"""Loss masks (supervised fine-tuning): a MaskedSource's tokens flagged 0 are context, never targets, on every path
+that makes labels (packing, the loader, windows, padding), and nothing else about a batch changes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tokenmill import (
+    IGNORE_INDEX,
+    InputError,
+    MaskedSource,
+    Mixture,
+    SliceSource,
+    SlidingWindows,
+    SpecialTokenError,
+    TokenStore,
+    encode_sft,
+    pack,
+    pad_batch,
+    train_bpe,
+)
+from tokenmill.data.masked import document_flags
+
+
+def make(n=60, seed=0, vocab=500, hi=40):
+    rng = np.random.default_rng(seed)
+    docs = [rng.integers(0, vocab, int(k)) for k in rng.integers(1, hi, n)]
+    masks = []
+    for d in docs:  # a prompt (0s) then a completion (1s), sometimes a second turn
+        cut = int(rng.integers(0, d.size + 1))
+        m = np.r_[np.zeros(cut, np.uint8), np.ones(d.size - cut, np.uint8)]
+        if d.size > 4 and rng.random() < 0.3:
+            m[d.size // 2 :] ^= 1
+        masks.append(m)
+    return docs, masks
+
+
+DOCS, MASKS = make()
+
+
+class UserSource:
+    """A token source of the user's own (no flat arrays): batches copy its documents one by one."""
+
+    def __init__(self, docs):
+        self.docs = [np.asarray(d, np.int64) for d in docs]
+        self.lengths = np.array([d.size for d in self.docs], np.int64)
+
+    def __len__(self):
+        return len(self.docs)
+
+    def get(self, i):
+        return self.docs[i]
+
+
+def expected(labels, doc_ids, offsets, masks):
+    """The rule, by hand: a real position's label survives where its token's flag is 1."""
+    want = labels.copy()
+    for p in zip(*np.nonzero(doc_ids >= 0)):
+        if not masks[doc_ids[p]][offsets[p]]:
+            want[p] = IGNORE_INDEX
+    return want
+
+
+@pytest.mark.parametrize("kind", ["memory", "user", "store"])
+@pytest.mark.parametrize("method,long_docs", [("best_fit", "split"), ("greedy", "truncate"), ("concat", "split")])
+def test_packed_labels_are_the_unmasked_ones_where_the_flag_is_1(tmp_path, kind, method, long_docs):
+    base = {"memory": DOCS, "user": UserSource(DOCS),
+            "store": TokenStore.from_token_arrays(tmp_path / "s", [([d.size for d in DOCS], np.concatenate(DOCS))],
+                                                  vocab_size=500)}[kind]
+    src = MaskedSource(base, MASKS)
+    plan = pack(src.lengths, 32, method=method, long_docs=long_docs)
+    plain = list(plan.batches(base, batch_size=4, pad_id=0))
+    masked = list(plan.batches(src, batch_size=4, pad_id=0))
+    turned_off = 0
+    for a, b in zip(plain, masked):
+        want = expected(a.labels, a.doc_ids, a.token_offsets, MASKS)
+        np.testing.assert_array_equal(b.labels, want)
+        for f in ("input_ids", "position_ids", "doc_ids", "token_offsets", "cu_seqlens", "attention_mask"):
+            np.testing.assert_array_equal(getattr(a, f), getattr(b, f))
+        assert b.stats().targets == int(np.sum(want != IGNORE_INDEX))
+        turned_off += int(np.sum((a.labels != IGNORE_INDEX) & (want == IGNORE_INDEX)))
+    assert turned_off > 50  # (the test can fail: the masks turn real targets off)
+
+
+def test_every_target_of_a_masked_source_is_a_flagged_token_once():
+    src = MaskedSource(DOCS, MASKS)
+    plan = pack(src.lengths, 48)
+    seen = set()
+    for b in plan.batches(src, batch_size=8, pad_id=0):
+        for p in zip(*np.nonzero(b.labels != IGNORE_INDEX)):
+            key = (int(b.doc_ids[p]), int(b.token_offsets[p]))
+            assert MASKS[key[0]][key[1]] == 1 and key not in seen
+            seen.add(key)
+    # every flagged token but a document's first (nothing before it to predict from) is a target
+    assert len(seen) == sum(int(m[1:].sum()) for m in MASKS)
+
+
+def test_windows_of_a_masked_source_and_slices_of_it():
+    src = MaskedSource(DOCS, MASKS)
+    plan = SlidingWindows(8, stride=5).plan(src.lengths)
+    for w, v in zip(plan.materialize(src), plan.materialize(DOCS)):
+        flags = MASKS[w.doc][w.offset : w.offset + len(w)].astype(bool)
+        np.testing.assert_array_equal(w.labels, np.where(flags, v.labels, IGNORE_INDEX))
+    sl = SliceSource(src, doc=plan.doc, start=plan.start, length=plan.length)
+    for i in (0, 7, len(sl) - 1):
+        d, s = int(plan.doc[i]), int(plan.start[i])
+        np.testing.assert_array_equal(document_flags(sl, i), MASKS[d][s : s + int(plan.length[i])].astype(bool))
+    batches = list(pack(sl.lengths, 16).batches(sl, batch_size=4, pad_id=0))
+    for b in batches:  # (doc_ids and offsets of a slice's batch name the original documents)
+        np.testing.assert_array_equal(b.labels, expected(b.labels, b.doc_ids, b.token_offsets, MASKS))
+    assert sum(b.stats().targets for b in batches) > 0
+
+
+def test_pad_batch_loss_mask():
+    b = pad_batch([[1, 10, 11, 2], [1, 12, 2]], pad_id=0, loss_mask=[[0, 0, 1, 1], [True, True, False]])
+    assert b.labels.tolist() == [[-100, -100, 11, 2], [-100, 12, -100, -100]]
+    assert b.stats().targets == 3
+    with pytest.raises(InputError, match="loss_mask of sequence 1 holds 2 flags but the sequence 3 tokens"):
+        pad_batch([[1, 2], [1, 2, 3]], pad_id=0, loss_mask=[[1, 1], [1, 1]])
+    with pytest.raises(InputError, match="holds 2 at position 0"):
+        pad_batch([[1, 2]], pad_id=0, loss_mask=[[2, 1]])
+
+
+def test_mixture_with_a_masked_part():
+    other = [np.full(5, 7), np.full(9, 8)]
+    m = Mixture([(MaskedSource(DOCS, MASKS), 0.6), (other, 0.4)])
+    all_masks = MASKS + [np.ones(5, np.uint8), np.ones(9, np.uint8)]
+    for b in pack(m.lengths, 32).batches(m, batch_size=8, pad_id=0):
+        np.testing.assert_array_equal(b.labels, expected(b.labels, b.doc_ids, b.token_offsets, all_masks))
+
+
+def test_masked_source_checks_its_flags():
+    with pytest.raises(InputError, match="loss_mask holds 1 documents, the source 2"):
+        MaskedSource([[1, 2], [3]], [[1, 1]])
+    with pytest.raises(InputError, match="loss_mask of document 1 holds 2 flags but the document 1 tokens"):
+        MaskedSource([[1, 2], [3]], [[1, 1], [0, 1]])
+    with pytest.raises(InputError, match="holds -1 at position 0"):
+        MaskedSource([[1]], [[-1]])
+    with pytest.raises(InputError, match="float"):
+        MaskedSource([[1, 2]], [[0.5, 1.0]])
+    with pytest.raises(InputError, match="names a column, but the source is a list"):
+        MaskedSource([[1]], "x")
+    src = MaskedSource([[1, 2]], [[0, 1]])
+    with pytest.raises(ValueError):  # the flags are the source's: read-only
+        src.mask[0] = 1
+    assert MaskedSource([[1, 2]], [[1, 1]]).fingerprint != src.fingerprint  # (a state over one is refused over the other)
+
+
+def test_a_token_store_of_flags_and_save_open(tmp_path):
+    src = MaskedSource(DOCS, MASKS)
+    saved = src.save(tmp_path / "sft")
+    again = MaskedSource.open(tmp_path / "sft")
+    assert again.fingerprint == saved.fingerprint
+    assert [again.get(i).tolist() for i in range(len(DOCS))] == [d.tolist() for d in DOCS]
+    assert all(np.array_equal(again.loss_mask(i), MASKS[i].astype(bool)) for i in range(len(DOCS)))
+    with pytest.raises(Exception, match="holds no tokens/ and loss_mask/"):
+        MaskedSource.open(tmp_path / "sft" / "tokens")
+
+
+def test_encode_sft_joins_the_texts_encoded_alone():
+    tok = train_bpe(["the cat sat on the mat. " * 20], vocab_size=269, special_tokens=["<|endoftext|>"])
+    eos = tok.special_tokens["<|endoftext|>"]
+    examples = [{"prompt": "the cat ", "completion": "sat on the mat."}, ("on the", " mat"),
+                [("the ", False), ("cat", True), (" sat ", False), ("on", True)]]
+    src = encode_sft(tok, examples)
+    assert len(src) == 3
+    parts = [[("the cat ", 0), ("sat on the mat.", 1)], [("on the", 0), (" mat", 1)],
+             [("the ", 0), ("cat", 1), (" sat ", 0), ("on", 1)]]
+    for i, ex in enumerate(parts):
+        ids = [t for text, _ in ex for t in tok.encode(text)] + [eos]
+        flags = [f for text, f in ex for _ in tok.encode(text)] + [1]
+        assert src.get(i).tolist() == ids and src.loss_mask(i).astype(int).tolist() == flags
+    assert src.facts["eos_id"] == eos and src.facts["vocab_size"] == tok.vocab_size
+    no_eos = encode_sft(tok, examples[:1], append_eos=False)
+    assert no_eos.get(0).tolist() == src.get(0).tolist()[:-1]
+    with pytest.raises(InputError, match="example 1 has no field 'completion'"):
+        encode_sft(tok, [examples[0], {"prompt": "x", "answer": "y"}])
+    with pytest.raises(InputError, match="a chat .messages. is rendered by its template"):
+        encode_sft(tok, [{"messages": []}])
+    with pytest.raises(SpecialTokenError, match="example 1, part 1: the text contains the special token"):
+        encode_sft(tok, [("a", "b"), ("c", "d<|endoftext|>")])
+    templated = encode_sft(tok, [("a", "d<|endoftext|>")], allowed_special="all", append_eos=False)
+    assert templated.get(0).tolist()[-1] == eos and templated.loss_mask(0)[-1]
+
+
+def test_a_tokenized_dataset_with_a_mask_column():
+    datasets = pytest.importorskip("datasets")
+    ds = datasets.Dataset.from_dict({"input_ids": [[1, 2, 3], [4, 5]], "completion_mask": [[0, 1, 1], [0, 1]]})
+    src = MaskedSource(ds, "completion_mask")
+    assert src.num_targets == 3 and src.loss_mask(1).tolist() == [False, True]
+    with pytest.raises(InputError, match="has no column 'assistant_masks'"):
+        MaskedSource(ds, "assistant_masks")
+
+
+@pytest.mark.parametrize("how", [dict(block_size=32), dict(block_size=32, method="concat"),
+                                 dict(windows=SlidingWindows(10, stride=6)),
+                                 dict(windows=SlidingWindows(10, stride=6), block_size=24)])
+def test_the_planned_targets_of_an_epoch_are_the_batches_targets(how):
+    from tokenmill.batching.schedule import BatchSchedule
+
+    got = []
+    for source in (MaskedSource(DOCS, MASKS), Mixture([(MaskedSource(DOCS, MASKS), 0.7), (DOCS[:9], 0.3)])):
+        sched = BatchSchedule(source, batch_size=3, seed=2, drop_last=False, **how)
+        got.append(sum(sched.batch(0, g).stats().targets for g in range(sched.num_batches(0))))
+        assert sched.epoch_counts(0)["targets"] == got[-1]
+    plain = BatchSchedule(DOCS, batch_size=3, seed=2, drop_last=False, **how).epoch_counts(0)["targets"]
+    assert got[0] < plain  # (the prompts are no targets: the count can fail)
