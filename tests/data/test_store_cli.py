@@ -102,3 +102,32 @@ def test_blank_lines_split_lines_skips_are_counted_and_said(tmp_path, tok, capsy
     assert main(["windows", "--tokenizer", str(tmp_path / "t.json"), "--input", str(path), "--split-lines",
                  "--window", "4"]) == 0
     assert "3 blank lines skipped" in capsys.readouterr().err
+
+
+def test_store_sft_writes_a_masked_source_the_loader_plans(tmp_path, tok, capsys):
+    from tokenmill import MaskedSource, encode_sft
+
+    tok.save(tmp_path / "tok.json")
+    rows = [{"prompt": "the quick brown fox", "completion": " jumps over"}, {"prompt": "lazy", "completion": " dog"}]
+    (tmp_path / "train.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n\n")
+    out = tmp_path / "sft"
+    base = ["store", "sft", "--tokenizer", str(tmp_path / "tok.json"), "--input", str(tmp_path / "train.jsonl"),
+            "--out", str(out), "--no-eos", "-q"]
+    assert main(base + ["--json"]) == 0
+    said = json.loads(capsys.readouterr().out)
+    want = encode_sft(tok, rows, append_eos=False)
+    got = MaskedSource.open(out)
+    assert said["examples"] == len(got) == 2 and said["targets"] == got.num_targets == want.num_targets
+    assert [got.get(i).tolist() for i in range(2)] == [want.get(i).tolist() for i in range(2)]
+    assert all((got.loss_mask(i) == want.loss_mask(i)).all() for i in range(2))
+    got.check_tokenizer(tok)  # (the store of ids carries the tokenizer's hash)
+    assert main(base) == 1
+    assert "already holds tokens/ and loss_mask/" in capsys.readouterr().err
+    assert main(["loader", str(out), "--batch-size", "1", "--block-size", "64", "--json", "-q"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    # the loader's planned targets are the completions' tokens (each example is a block's first document or not)
+    assert plan["effective_targets_per_sample"] * plan["samples_per_epoch"] == want.num_targets
+    assert main(["store", "stats", str(out)]) == 1
+    assert "MaskedSource.open" in capsys.readouterr().err
+    assert main(base[:-1] + ["--prompt-field", "question", "--overwrite"]) == 1
+    assert "no field 'question'" in capsys.readouterr().err

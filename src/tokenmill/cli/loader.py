@@ -16,7 +16,8 @@ def register(sub) -> None:
                 "--tokens 1000000000",
         func=cmd_loader)
     p.add_argument("stores", nargs="+", metavar="STORE[:WEIGHT]",
-                   help="token store folders; with several, a Mixture with these token weights (default 1 each)")
+                   help="token store folders (or `store sft` folders: their prompts are no targets); with several, "
+                        "a Mixture with these token weights (default 1 each)")
     p.add_argument("--batch-size", type=int, required=True, help="samples per batch and rank")
     p.add_argument("--block-size", type=int, default=None, help="packed blocks of this many positions")
     p.add_argument("--window", type=int, default=None, help="sliding windows of this size (padded; packed with "
@@ -56,6 +57,7 @@ def cmd_loader(args) -> int:
     import numpy as np
 
     from ..batching.schedule import BatchSchedule
+    from ..data.masked import MaskedSource
     from ..data.mixture import Mixture
     from ..data.store import TokenStore
     from ..errors import ConfigError
@@ -78,9 +80,13 @@ def cmd_loader(args) -> int:
                                                          "pass a positive number of training tokens"))
     parts, whole = [], []
     for path, w in specs:
-        src = TokenStore.open(path)
+        masked = os.path.isdir(os.path.join(path, "tokens")) and os.path.isdir(os.path.join(path, "loss_mask"))
+        src = MaskedSource.open(path) if masked else TokenStore.open(path)  # (`store sft`'s folder: its flags count)
         whole.append(len(src))
         if args.split is not None:
+            if masked:
+                raise ConfigError(f"--split: {path} is a loss-masked source (`store sft`), which has no split; write "
+                                  "the validation examples to a file of their own and run `store sft` on each")
             src = src.split(args.split, seed=args.seed)[0]
         parts.append((path, src, w))
     source = parts[0][1] if len(parts) == 1 else Mixture([(s, w) for _, s, w in parts], seed=args.seed,

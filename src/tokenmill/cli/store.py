@@ -1,4 +1,4 @@
-"""`tokenmill store build | verify | stats`: encode a corpus once into a verified token store."""
+"""`tokenmill store build | sft | verify | stats`: encode a corpus once into a verified token store."""
 
 from __future__ import annotations
 
@@ -48,6 +48,27 @@ def register(sub) -> None:
     b.add_argument("--overwrite", action="store_true", help="replace a store built with other arguments")
     add_quiet(b)
 
+    f = add_command(inner, "sft", help="encode supervised fine-tuning examples (a prompt and a completion a record) "
+                    "into a loss-masked source: the completions are the targets, the prompts context",
+                    example="tokenmill store sft --tokenizer tok.json --input train.jsonl --out sft/", func=cmd_sft)
+    add_tokenizer_args(f)
+    f.add_argument("--input", nargs="+", required=True, metavar="PATH",
+                   help=".jsonl/.ndjson or .parquet files (or folders, globs) of records, optionally .gz/.zst")
+    f.add_argument("--out", required=True, help="the folder to write: its tokens/ and loss_mask/ stores")
+    f.add_argument("--prompt-field", default="prompt", help="the field (column) of the prompt (default: prompt)")
+    f.add_argument("--completion-field", default="completion",
+                   help="the field (column) of the completion, the targets (default: completion)")
+    f.add_argument("--format", choices=["auto", "jsonl", "parquet"], default="auto",
+                   help="input format (default: by file extension)")
+    f.add_argument("--no-eos", action="store_true", help="do not end every example with EOS (a target)")
+    f.add_argument("--bos", action="store_true", help="start every example with BOS")
+    f.add_argument("--special-text", choices=["error", "special", "plain"], default="error",
+                   help="text that spells a special token: fail (default), encode it as the special token (a chat "
+                        "template's), or as plain text")
+    f.add_argument("--overwrite", action="store_true", help="replace the stores a run before wrote there")
+    f.add_argument("--json", action="store_true", help="print the counts as JSON")
+    add_quiet(f)
+
     v = add_command(inner, "verify", help="check every shard's sha256, offsets and ids of a token store",
                     example="tokenmill store verify store/", func=cmd_verify)
     v.add_argument("dir")
@@ -82,6 +103,55 @@ def cmd_build(args: argparse.Namespace) -> int:
     if m.get("invalid_utf8_replaced"):
         print(f"  {counted(m['invalid_utf8_replaced'], 'invalid UTF-8 sequence')} replaced with U+FFFD "
               "(--errors replace)")
+    return 0
+
+
+def cmd_sft(args: argparse.Namespace) -> int:
+    from ..data.masked import encode_sft
+    from ..data.readers import files
+    from ..errors import InputError, SpecialTokenError
+
+    tok = load_tokenizer(args)
+    examples: list[tuple[str, str]] = []
+    where: list[str] = []  # each example's file:line
+    for path in args.input:  # each record read twice, a field each, by the one reader (rows checked to agree)
+        prompts = files(path, field=args.prompt_field, format=args.format)
+        completions = files(path, field=args.completion_field, format=args.format)
+        try:
+            for (p, pf, pr), (c, cf, cr) in zip(prompts.documents(), completions.documents(), strict=True):
+                if (pf, pr) != (cf, cr):  # (cannot happen: both read the same records in order; said, not assumed)
+                    raise RuntimeError(f"{path}: the prompt and completion readers disagree on record {pr}")
+                examples.append((p, c))
+                where.append(f"{prompts.files()[pf]}:{pr + 1}")
+        except InputError as e:  # (the reader's advice names its own option, --field)
+            raise InputError(str(e).replace("pass field=... (CLI: --field)", "pass --prompt-field and "
+                                            "--completion-field")) from None
+    special = {"error": ((), "all"), "special": ("all", "all"), "plain": ((), ())}[args.special_text]
+    try:
+        src = encode_sft(tok, examples, append_eos=not args.no_eos, prepend_bos=args.bos,
+                         allowed_special=special[0], disallowed_special=special[1])
+    except SpecialTokenError as e:
+        if getattr(e, "example", None) is None:
+            raise
+        field = args.completion_field if e.part else args.prompt_field
+        raise SpecialTokenError(f"{where[e.example]}: field {field!r}: {e.found}; pass --special-text special where "
+                                "the records spell special tokens on purpose (a chat template's), or --special-text "
+                                "plain to encode them as plain text") from None
+    saved = src.save(args.out, overwrite=args.overwrite)
+    tokens, targets = int(saved.mask.size), saved.num_targets
+    empty = int(sum(1 for i in range(len(saved)) if not saved.loss_mask(i).any()))
+    out = {"out": args.out, "examples": len(saved), "tokens": tokens, "targets": targets,
+           "examples_without_target": empty, "fingerprint": saved.fingerprint}
+    if args.json:
+        print(json.dumps(out, indent=1))
+        return 0
+    share = f" ({targets / tokens:.1%})" if tokens else ""
+    print(f"{counted(len(saved), 'example')}, {counted(tokens, 'token')}, {counted(targets, 'target')}{share}: the "
+          f"completions{'' if args.no_eos else ' and their EOS'}; the prompts are context")
+    if empty:
+        print(f"  {counted(empty, 'example')} without a target (an empty completion{'' if args.no_eos else ' and no EOS'})")
+    print(f"  written to {args.out}: tokens/ (the ids) and loss_mask/ (the flags); read it with "
+          f"tokenmill.MaskedSource.open({args.out!r}), or `tokenmill loader {args.out} ...`")
     return 0
 
 

@@ -153,6 +153,10 @@ class MaskedSource:
 
         overwrite = check_bool(overwrite, "overwrite")
         out = Path(os.fspath(out_dir))
+        there = [d for d in (TOKENS_DIR, MASK_DIR) if (out / d).exists()]
+        if there and not overwrite:
+            raise ConfigError(f"{str(out)!r} already holds {' and '.join(d + '/' for d in there)}; pass overwrite=True to "
+                              "replace the stores there (CLI: --overwrite), or another folder")
         out.mkdir(parents=True, exist_ok=True)
         lengths = np.asarray(self.lengths, np.int64)
         ids = _all_ids(self.base, lengths)
@@ -421,9 +425,11 @@ def _which_example(tokenizer, texts: list[str], bounds: list[int], allowed, disa
             tokenizer.encode(text, allowed_special=allowed, disallowed_special=disallowed)
         except SpecialTokenError as e:
             i = bisect.bisect_right(bounds, k) - 1
-            return SpecialTokenError(f"example {i:,d}, part {k - bounds[i]:,d}: {e.found}; pass allowed_special='all' "
-                                     "where the texts spell special tokens on purpose (a chat template's), or "
-                                     "disallowed_special=() to encode them as plain text", e.found)
+            out = SpecialTokenError(f"example {i:,d}, part {k - bounds[i]:,d}: {e.found}; pass allowed_special='all' "
+                                    "where the texts spell special tokens on purpose (a chat template's), or "
+                                    "disallowed_special=() to encode them as plain text", e.found)
+            out.example, out.part = i, k - bounds[i]
+            return out
     return error
 
 

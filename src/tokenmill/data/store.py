@@ -1816,6 +1816,9 @@ class TokenStore(StoreSource):
             if not extra and any(_SHARD_RE.match(p.name) for p in path.iterdir()):
                 extra = (f" (it holds shard files: a store whose {MANIFEST} was removed; remove the folder and "
                          "build the store again)")
+            if not extra and (path / "tokens" / MANIFEST).exists() and (path / "loss_mask" / MANIFEST).exists():
+                extra = (" (it holds a loss-masked source: its ids in tokens/ and their flags in loss_mask/, two "
+                         "stores; open it with MaskedSource.open, or pass tokens/ where a store of ids is wanted)")
             if not extra and not any(path.iterdir()):
                 extra = (" (the folder is empty: a build killed before it wrote anything leaves one; rerun the "
                          "build, or pass the folder `tokenmill store build --input FILES --out FOLDER` wrote)")
