@@ -362,3 +362,10 @@ def test_sample_characters_leave_special_tokens_out_as_bytes_do(tmp_path):
     assert (s["chars"], s["bytes"], s["special_tokens"]) == (10, 10, 1)
     assert "characters, bytes and bytes per token leave special tokens out" in r.path.read_text(encoding="utf-8")
 
+
+
+def test_a_block_of_one_position_is_refused_as_the_loader_refuses_it():
+    """It was accepted and the page said "packing fill 100.0% vs padding 100.0%" for rows that hold no target."""
+    with pytest.raises(tokenmill.ConfigError, match="block_size=1: a block of one position holds no target"):
+        ReportOptions(block_size=1)
+    assert ReportOptions(block_size=2).block_size == 2

@@ -128,9 +128,20 @@ def test_mixture_weights(weight):
 
 
 def test_mixture_weights_near_the_float_limit():
-    m = Mixture([(DOCS, 1e308), (DOCS, 1e308)])
+    m = Mixture([(DOCS, 1e308), (DOCS[:3], 1e308)])
     assert m.weights.tolist() == [0.5, 0.5]
-    assert Mixture([(DOCS, np.float32(0.5)), (DOCS, np.int64(1))]).weights.tolist() == pytest.approx([1 / 3, 2 / 3])
+    assert Mixture([(DOCS, np.float32(0.5)), (DOCS[:3], np.int64(1))]).weights.tolist() == pytest.approx([1 / 3, 2 / 3])
+
+
+def test_a_mixture_of_one_source_twice_is_refused(tmp_path):
+    """Its documents were drawn twice over, each copy weighted apart (the CLI's loader refused it; Python did not)."""
+    with pytest.raises(ConfigError, match="mixture parts 0 and 1 are one source .the same object."):
+        Mixture([(DOCS, 1), (DOCS, 1)])
+    store = TokenStore.from_token_arrays(tmp_path / "s", [([2, 1], [5, 6, 7])], vocab_size=10)
+    with pytest.raises(ConfigError, match="mixture parts 0 and 2 are one source .the store"):
+        Mixture([(store, 1), (DOCS, 1), (TokenStore.open(str(tmp_path / "s") + "/"), 1)])
+    train, val = store.split(0.5, seed=0)
+    assert len(Mixture([(train, 1), (val, 1)]).parts) == 2  # (two views of one store: other documents)
 
 
 # ---- 4. no negative ids from in-memory documents ----------------------------------------------------

@@ -156,6 +156,7 @@ class Mixture(KnownLengths):
         if len(names) != len(sources) or len(set(names)) != len(names):
             raise ConfigError(f"names={names!r}: pass one distinct name per part ({len(sources)} parts)")
         self.names = tuple(names)
+        _no_part_twice(sources, items)
         for i, (name, src) in enumerate(zip(self.names, sources)):
             check_memory_ids(src, what=f"mixture part {i} ({name!r}): ")  # in memory, never validated
         _one_vocabulary(sources, self.names)
@@ -231,6 +232,22 @@ class Mixture(KnownLengths):
     def __repr__(self) -> str:
         inner = ", ".join(f"{n}: {w:.3f} ({len(s):,d} docs)" for n, w, s in zip(self.names, self.weights, self.parts))
         return f"Mixture({inner}; seed={self.seed})"
+
+
+def _no_part_twice(sources, items) -> None:
+    """A ConfigError where two parts are one source: one object given twice, or two handles of one store folder (its
+    documents would be drawn twice over, each copy with its own weight; `tokenmill loader` refuses it too)."""
+    import os
+
+    seen: dict = {}
+    for i, (src, (given, _)) in enumerate(zip(sources, items)):
+        path = getattr(src, "path", None)
+        keys = [("object", id(given))] + ([("folder", os.path.realpath(path))] if path is not None else [])
+        for key in keys:
+            if key in seen:
+                raise ConfigError(f"mixture parts {seen[key]} and {i} are one source ({'the same object' if key[0] == 'object' else 'the store ' + repr(str(path))}): "
+                                  "its documents would be drawn twice over; give it once, with the sum of the weights")
+            seen[key] = i
 
 
 def _apportion(fractions: np.ndarray, total: int) -> np.ndarray:

@@ -85,6 +85,9 @@ class ReportOptions:
                              ("window", 1, 1 << 30), ("stride", 1, 1 << 30), ("block_size", 1, 1 << 24),
                              ("blocks", 1, 256), ("seed", 0, None)):
             object.__setattr__(self, name, check_int(getattr(self, name), name, min=lo, max=hi, none=name == "stride"))
+        if self.block_size < 2:  # (the loader's rule too: a row of one position holds no target)
+            raise ConfigError(f"block_size={self.block_size}: a block of one position holds no target (the first label "
+                              "of every document in a block is ignored); pass 2 or more")
         if self.samples * self.sample_tokens > SHOWN_TOKENS:
             raise ConfigError(f"samples={self.samples:,d} x sample_tokens={self.sample_tokens:,d} shows more than "
                               f"{SHOWN_TOKENS:,d} tokens; the page would open too slowly: show fewer or shorter "

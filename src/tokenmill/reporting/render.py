@@ -322,13 +322,14 @@ function storeSection() {
   add(el, h("div", {cls: "stats"}, stat("documents", fmt(st.documents)), stat("tokens", fmt(st.tokens)),
     stat("input bytes", fmt(st.input_bytes)), stat("bytes per token", fmt(st.bytes_per_token, 3)),
     stat("mean length", fmt(st.mean_length, 1)), stat("empty documents (BOS/EOS alone)", fmt(st.empty_documents))),
-    note(st.repr + (st.fingerprint ? "  \u00b7  fingerprint " + st.fingerprint : "")));
+    note(st.repr + (st.fingerprint ? "  \u00b7  fingerprint " + st.fingerprint : "")),
+    note("bytes per token: the input bytes over the tokens of the text, the BOS/EOS the store added left out"));
   const hs = st.histogram, e = hs.edges;
   let lo = hs.documents.findIndex(x => x > 0), hi = hs.documents.length - 1;
   while (hi > lo && hs.documents[hi] === 0) hi--;
   if (lo < 0) { lo = 0; hi = hs.documents.length - 1; }
   const labels = [];
-  for (let i = lo; i <= hi; i++) labels.push(short(e[i]) + "\u2013" + short(e[i + 1] - 1));
+  for (let i = lo; i <= hi; i++) labels.push(e[i + 1] - 1 > e[i] ? short(e[i]) + "\u2013" + short(e[i + 1] - 1) : short(e[i]));
   add(el, h("div", {cls: "row"},
     bars(hs.documents.slice(lo, hi + 1), labels, {title: "documents by length", xlabel: "tokens (log bins)", color: "#60a5fa", w: 520}),
     bars(hs.tokens.slice(lo, hi + 1), labels, {title: "tokens by document length", xlabel: "tokens (log bins)", color: "#f59e0b", w: 520})),
