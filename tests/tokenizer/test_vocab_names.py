@@ -194,3 +194,18 @@ def test_trained_tokenizers_names_equal_hf_on_their_export(texts, extra, n_speci
             assert "have the same bytes" in str(e)
             return
         assert_names_equal_hf(tok, tokenizers.Tokenizer.from_file(f"{d}/t.json"))
+
+
+def test_sentencepiece_tokenizers_compare_and_hash_by_content_and_load_from_bytes():
+    """A ``.model`` tokenizer compared and hashed by identity (two loads of one file were unequal, a pickled copy
+    too), where the byte-level Tokenizer goes by content; its file's bytes gave 'stat: embedded null character'."""
+    import pickle
+
+    d = _dir("TOKENMILL_MISTRAL_DIR", "mistral", "tokenizer.model.v1")
+    path = d / "tokenizer.model.v1"
+    a, b = Tokenizer.from_sentencepiece(path), Tokenizer.from_sentencepiece(path.read_bytes())
+    assert a == b and hash(a) == hash(b) and pickle.loads(pickle.dumps(a)) == a
+    assert a.encode("Hello world") == b.encode("Hello world")
+    assert a != Tokenizer.from_sentencepiece(d / "mistral_instruct_tokenizer_240323.model.v3")
+    with pytest.raises(Exception, match="<bytes>"):
+        Tokenizer.from_sentencepiece(b"\0not a model")

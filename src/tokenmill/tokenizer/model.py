@@ -170,10 +170,13 @@ class Tokenizer(VocabNames, PretrainedExport):
 
     @classmethod
     def from_sentencepiece(cls, path: str | os.PathLike):
-        """Load a SentencePiece BPE ``.model`` file (Mistral v1-v3, Llama 2, Gemma-style): a
-        ``SentencePieceTokenizer`` (same protocol) whose ids equal ``sentencepiece``'s ``encode``."""
+        """Load a SentencePiece BPE ``.model`` file (Mistral v1-v3, Llama 2, Gemma-style), or its bytes (as
+        ``sentencepiece``'s ``model_proto=``): a ``SentencePieceTokenizer`` (same protocol) whose ids equal
+        ``sentencepiece``'s ``encode``."""
         from .sentencepiece import SentencePieceTokenizer
 
+        if isinstance(path, (bytearray, memoryview)) or (isinstance(path, bytes) and (b"\0" in path or len(path) > 4096)):
+            return SentencePieceTokenizer.from_bytes(path)  # (a model's bytes: no path holds a NUL byte)
         return SentencePieceTokenizer.load(check_path(path))
 
     @classmethod

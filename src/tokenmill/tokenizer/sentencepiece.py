@@ -603,6 +603,12 @@ class SentencePieceTokenizer(VocabNames, PretrainedExport):
             h = self._hash = hashlib.sha256(b"tokenmill.sentencepiece\0" + self.model.raw).hexdigest()
         return h
 
+    def __eq__(self, other) -> bool:  # by content, as the byte-level Tokenizer (it had compared by identity)
+        return type(other) is type(self) and other.content_hash == self.content_hash
+
+    def __hash__(self) -> int:  # a key of a dict or of functools.cache, as ``==`` compares
+        return hash(self.content_hash)
+
     @property
     def pattern(self):  # no split regex: ``tokenmill inspect`` shows None
         return None

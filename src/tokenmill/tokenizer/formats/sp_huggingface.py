@@ -340,6 +340,12 @@ class SentencePieceJsonTokenizer(VocabNames, PretrainedExport):
     def content_hash(self) -> str:
         return hashlib.sha256(b"tokenmill.sentencepiece-json\0" + self._raw).hexdigest()
 
+    def __eq__(self, other) -> bool:  # by content, as the byte-level Tokenizer (it had compared by identity)
+        return type(other) is type(self) and other.content_hash == self.content_hash
+
+    def __hash__(self) -> int:
+        return hash(self.content_hash)
+
     @property
     def pattern(self):
         return None
