@@ -487,3 +487,15 @@ def test_train_special_repeated_keeps_every_token(corpus, tmp_path, capsys):
     assert main(["train", "--input", str(corpus), "--vocab-size", "270", "--special", "<pad>", "--special", "<pad>",
                  "--out", str(out), "-q"]) == 1
     assert "special token '<pad>' is listed twice" in capsys.readouterr().err
+
+
+def test_export_to_tiktoken_of_many_special_tokens_says_a_command_that_runs(tmp_path, capsys):
+    """Tekken's 1,000 special tokens: the message listed 8 --special options and "and 992 more --special", a
+    command that could not be run as printed; it now points to the one-file export."""
+    tok = Tokenizer.from_merges([(104, 105)], special_tokens=[f"<s{i}>" for i in range(9)])
+    tok.save(tmp_path / "t.json")
+    assert main(["export", "--tokenizer", str(tmp_path / "t.json"), "--to", "tiktoken",
+                 "--out", str(tmp_path / "t.tiktoken")]) == 0
+    said = capsys.readouterr().out
+    assert "9 special tokens: export --to tokenmill for one file that holds them all" in said
+    assert "more --special" not in said

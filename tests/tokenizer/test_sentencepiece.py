@@ -588,6 +588,14 @@ def test_unigram_models_are_refused_or_run_through_sentencepiece(tmp_path, capsy
     opts = spm.SentencePieceProcessor(model_file=str(path), add_bos=True, add_eos=True)
     assert opts.encode("hello world") == [opts.bos_id()] + sp.encode("hello world") + [opts.eos_id()]
     assert as_tokenizer(opts).encode("hello world") == sp.encode("hello world")
+    # special-token text: the advice names the one option that works (allowing them is refused where a text spells
+    # one: sentencepiece cannot read them), and allowing them where no text spells one is no error (it had been)
+    with pytest.raises(SpecialTokenError, match=r"pass disallowed_special=\(\) to encode it as text \(sentencepiece"):
+        tok.encode("hello <s>")
+    assert tok.encode("hello world", allowed_special="all") == sp.encode("hello world")
+    with pytest.raises(ConfigError, match="never reads special tokens in text"):
+        tok.encode("hello <s>", allowed_special="all")
+    assert tok.encode("hello <s>", disallowed_special=()) == sp.encode("hello <s>")
 
 
 def test_cli_encode_and_decode(tmp_path, trained, capsys):

@@ -124,9 +124,13 @@ def _rank_file_reload(tok, out: str) -> str:
         f"--special {shlex.quote(f'{name}={i}')}" for name, i in specials[:8]]
     if not options:
         return ")"
-    more = f" and {len(specials) - 8:,d} more --special" if len(specials) > 8 else ""
+    if len(specials) > 8:  # (a command of 8 of them and "N more" could not be run as printed)
+        return (f": the ranks alone; a rank file holds no split pattern or special tokens, and this tokenizer has "
+                f"{len(specials):,d} special tokens: export --to tokenmill for one file that holds them all, or read "
+                f"it back with --tokenizer {shlex.quote(out)}"
+                + (f" --pattern {shlex.quote(pattern)}" if pattern else "") + " and a --special NAME=ID for each)")
     return (f": the ranks alone; a rank file holds no split pattern or special tokens, so read it back with "
-            f"--tokenizer {shlex.quote(out)} {' '.join(options)}{more}, or export --to tokenmill for one file "
+            f"--tokenizer {shlex.quote(out)} {' '.join(options)}, or export --to tokenmill for one file "
             "that holds them)")
 
 

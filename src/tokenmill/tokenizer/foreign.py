@@ -16,8 +16,11 @@ class ForeignTokenizer:
     ones are encoded by the wrapped tokenizer (which recognises them itself)."""
 
     def __init__(self, kind: str, obj, *, vocab_size: int, special_tokens: dict[str, int], content_hash: str,
-                 encode_fn, decode_fn, token_bytes_fn, joined_bytes: bool = False):
+                 encode_fn, decode_fn, token_bytes_fn, joined_bytes: bool = False, reads_specials: bool = True):
         self.kind = kind
+        # whether the wrapped tokenizer can read special tokens in text (sentencepiece cannot: allowing them is
+        # then refused only where a text spells one)
+        self._reads_specials = reads_specials
         self.wrapped = obj
         self._vocab_size = vocab_size
         self._special = dict(special_tokens)
@@ -102,11 +105,22 @@ class ForeignTokenizer:
         disallowed = set(self._special) if disallowed_special == "all" else set(disallowed_special)
         from ..errors import SpecialTokenError
 
+        advice = "pass allowed_special='all' or disallowed_special=()" if self._reads_specials else (
+            f"pass disallowed_special=() to encode it as text ({self.kind} cannot read special tokens in text; "
+            "add their ids yourself)")
         for t in texts:
             for s in sorted(disallowed - allowed):
                 if s in t:
                     found = f"the text contains the special token {s!r} at character {t.index(s):,d}"
-                    raise SpecialTokenError(f"{found}; pass allowed_special='all' or disallowed_special=()", found)
+                    raise SpecialTokenError(f"{found}; {advice}", found)
+        if allowed and not self._reads_specials:  # (allowed, and no text spells one: nothing to read)
+            for t in texts:
+                for s in sorted(allowed):
+                    if s in t:
+                        raise ConfigError(f"the text contains the special token {s!r} at character {t.index(s):,d}, "
+                                          f"but a model run through {self.kind} never reads special tokens in text; "
+                                          "pass disallowed_special=() to encode it as text, or add the ids yourself")
+            return False
         if allowed and allowed != set(self._special):
             raise ConfigError(f"a wrapped {self.kind} tokenizer allows all special tokens or none; "
                               "pass allowed_special='all' or ()")

@@ -946,7 +946,8 @@ def _wrap(proc, raw: bytes):
 
     return ForeignTokenizer("sentencepiece", proc, vocab_size=n, special_tokens=specials,
                             content_hash=hashlib.sha256(b"tokenmill.sentencepiece\0" + raw).hexdigest(),
-                            encode_fn=enc, decode_fn=lambda ids: proc.decode(list(ids)), token_bytes_fn=token_bytes)
+                            encode_fn=enc, decode_fn=lambda ids: proc.decode(list(ids)), token_bytes_fn=token_bytes,
+                            reads_specials=False)
 
 
 # ============================================================================ export
