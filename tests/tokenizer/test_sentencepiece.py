@@ -762,9 +762,12 @@ def _variant(base: dict, name: str) -> dict:
     elif name == "old-metaspace":
         old = {"type": "Metaspace", "replacement": WS, "add_prefix_space": True, "str_rep": WS}
         j["normalizer"], j["pre_tokenizer"], j["decoder"] = None, old, dict(old)
-    elif name == "gemma":
+    elif name.startswith("gemma"):
         j["normalizer"] = {"type": "Replace", "pattern": {"String": " "}, "content": WS}
         j["decoder"]["decoders"] = j["decoder"]["decoders"][:3]
+        if name == "gemma-split":  # what transformers' GemmaConverter writes: a Split no space is left for
+            j["pre_tokenizer"] = {"type": "Split", "pattern": {"String": " "}, "behavior": "MergedWithPrevious",
+                                  "invert": False}
     elif name.startswith("nobf"):
         j["model"]["byte_fallback"] = False
         j["model"]["fuse_unk"] = name != "nobf-nofuse"
@@ -782,7 +785,7 @@ def _variant(base: dict, name: str) -> dict:
 
 
 HF_FORMS = ["legacy", "metaspace-first-nosplit", "metaspace-always-split", "metaspace-never-nosplit",
-            "metaspace-first-split", "old-metaspace", "gemma", "nobf-fuse", "nobf-nofuse", "nobf-nounk",
+            "metaspace-first-split", "old-metaspace", "gemma", "gemma-split", "nobf-fuse", "nobf-nofuse", "nobf-nounk",
             "ignore-merges", "sequence-metaspace-decoder", "no-decoder"]
 
 
@@ -979,6 +982,11 @@ def test_tokenizer_json_refusals_are_wrapped_by_as_tokenizer(exported, tmp_path,
      else j["model"]["merges"].insert(1, "a b"), "model.merges mixes forms"),
     (lambda j: j.update(pre_tokenizer={"type": "Metaspace", "prepend_scheme": "first"}),
      "missing required field replacement"),
+    # a Split that splits (on another string, or with no Replace of spaces before it) is no no-op: refused
+    (lambda j: j.update(pre_tokenizer={"type": "Split", "pattern": {"String": ","}, "behavior": "Isolated"}),
+     "a Split pre-tokenizer"),
+    (lambda j: j.update(normalizer=None, pre_tokenizer={"type": "Split", "pattern": {"String": " "},
+                                                        "behavior": "MergedWithPrevious"}), "spaces not replaced"),
 ])
 def test_hostile_tokenizer_json(exported, tmp_path, edit, match):
     import json

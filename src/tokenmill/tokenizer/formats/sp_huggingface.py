@@ -11,7 +11,9 @@ itself, so this file is run as HF runs it. What is honoured (anything else is re
 * ``normalizer``: none, ``Prepend("▁")``, ``Replace(" " -> "▁")`` (a string pattern), or a ``Sequence``
   of them;
 * ``pre_tokenizer``: none or ``Metaspace`` (replacement ``▁``, ``prepend_scheme`` always / first /
-  never or the older ``add_prefix_space``, ``split`` on or off), alone or in a ``Sequence``;
+  never or the older ``add_prefix_space``, ``split`` on or off), alone or in a ``Sequence``; a ``Split`` on
+  the string ``" "`` after a ``Replace(" " -> "▁")`` normalizer (transformers' Gemma form: no space is left
+  to split on);
 * ``model``: ``BPE`` with ``byte_fallback`` (all 256 ``<0xNN>`` tokens), ``unk_token``, ``fuse_unk``,
   ``ignore_merges`` (not with a split Metaspace), merges as ``"a b"`` or pairs, applied by their place
   in the list (a pair listed twice keeps its last place); no dropout, word prefix or suffix;
@@ -79,8 +81,14 @@ class _Metaspace(Lenient, tag_field="type", tag="Metaspace"):
     split: bool = True
 
 
+class _Split(Lenient, tag_field="type", tag="Split"):
+    pattern: _Pattern
+    behavior: str
+    invert: bool = False
+
+
 class _PreSequence(Lenient, tag_field="type", tag="Sequence"):
-    pretokenizers: list[_Metaspace] = []
+    pretokenizers: list[Union[_Metaspace, _Split]] = []
 
 
 class _BPE(Lenient):
@@ -133,13 +141,13 @@ class _File(Lenient):
     model: _BPE
     added_tokens: Union[list[HFAddedToken], None] = None
     normalizer: Union[_Prepend, _Replace, _NormSequence, None] = None
-    pre_tokenizer: Union[_Metaspace, _PreSequence, None] = None
+    pre_tokenizer: Union[_Metaspace, _Split, _PreSequence, None] = None
     decoder: Union[_DReplace, _DByteFallback, _DFuse, _DStrip, _DMetaspace, _DSequence, None] = None
     truncation: Any = None  # (not applied: said on load, huggingface.warn_not_applied)
     padding: Any = None
 
 
-_KNOWN = {"normalizer": {"Prepend", "Replace", "Sequence"}, "pre_tokenizer": {"Metaspace", "Sequence"},
+_KNOWN = {"normalizer": {"Prepend", "Replace", "Sequence"}, "pre_tokenizer": {"Metaspace", "Split", "Sequence"},
           "decoder": {"Replace", "ByteFallback", "Fuse", "Strip", "Metaspace", "Sequence"}}
 
 
@@ -266,6 +274,13 @@ class SentencePieceJsonTokenizer(VocabNames, PretrainedExport):
                                       f" by {n.content!r}")
         pres = [] if spec.pre_tokenizer is None else (
             spec.pre_tokenizer.pretokenizers if isinstance(spec.pre_tokenizer, _PreSequence) else [spec.pre_tokenizer])
+        for pre in [p for p in pres if isinstance(p, _Split)]:
+            # transformers' Gemma form: Split(" ") after a normalizer that made every space a ``▁``: no space is
+            # left to split on, so it changes nothing (anything else splits: refused)
+            if not (spaces and pre.pattern.String == " " and not pre.invert):
+                raise _refuse(source, "a Split pre-tokenizer" + ("" if spaces else " (spaces not replaced by \u2581 "
+                                                                 "before it)"))
+        pres = [p for p in pres if not isinstance(p, _Split)]
         if len(pres) > 1:
             raise _refuse(source, "a pre-tokenizer Sequence of several Metaspace")
         self._scheme, split = "never", False
