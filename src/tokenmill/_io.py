@@ -501,6 +501,8 @@ def read_cache_arrays(path: str | os.PathLike, names: Iterable[str]) -> dict | N
     import numpy as np
 
     names = set(names)
+    if not is_regular_file(path):  # (a FIFO left in its place: np.load had waited for a writer forever)
+        return None
     try:
         with np.load(path, allow_pickle=False) as z:
             if set(z.files) != names | {"sha256"}:
@@ -510,6 +512,15 @@ def read_cache_arrays(path: str | os.PathLike, names: Iterable[str]) -> dict | N
         return arrays if _arrays_digest(arrays) == want else None
     except Exception:  # noqa: BLE001 -- whatever a damaged file raises (EOFError, BadZipFile, ...): rebuilt
         return None
+
+
+def is_regular_file(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a regular file (links followed): what a reader of a cache asks before it opens one, so a FIFO,
+    a device or a folder in its place reads as a missing entry instead of an open that waits or acts."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False
 
 
 def older_caches(folder: Path, prefix: str, layout: int) -> list[Path]:

@@ -317,3 +317,25 @@ def test_json_files_are_written_as_json_writes_them(obj):
 
     assert json_text(obj) == json.dumps(obj, ensure_ascii=False, indent=1)
     assert json_text([obj, float("nan")]) == json.dumps([obj, float("nan")], ensure_ascii=False, indent=1)
+
+
+def test_a_cache_entry_that_is_a_fifo_reads_as_missing_never_waits(tmp_path):
+    """A FIFO left in place of a conversion-cache file: ``np.load`` had waited for a writer forever (every
+    tokenizer load through the cache hung); it reads as a missing entry, and the cache is rebuilt."""
+    import threading
+
+    import numpy as np
+
+    from tokenmill._io import read_cache_arrays, write_cache_arrays
+
+    good = tmp_path / "entry.npz"
+    assert write_cache_arrays(good, {"a": np.arange(3)})
+    assert read_cache_arrays(good, ["a"])["a"].tolist() == [0, 1, 2]
+    fifo = tmp_path / "fifo.npz"
+    os.mkfifo(fifo)
+    out: list = []
+    t = threading.Thread(target=lambda: out.append(read_cache_arrays(fifo, ["a"])), daemon=True)
+    t.start()
+    t.join(30)
+    assert not t.is_alive() and out == [None]
+    assert read_cache_arrays(tmp_path, ["a"]) is None  # (a folder: missing too)

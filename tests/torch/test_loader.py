@@ -668,6 +668,44 @@ def test_plan_cache_gives_the_same_batches_and_plans_a_damaged_one_again(tmp_pat
         TrainingLoader(DOCS, batch_size=4, plan_cache=tmp_path / "store", **OPTS)
 
 
+def _within(seconds, fn):
+    """``fn()``'s result, or a failure when it takes more than ``seconds`` (it had waited forever on a FIFO)."""
+    import threading
+
+    out: list = []
+    t = threading.Thread(target=lambda: out.append(fn()), daemon=True)
+    t.start()
+    t.join(seconds)
+    assert not t.is_alive(), "hung"
+    return out[0]
+
+
+def test_a_plan_cache_entry_that_is_no_file_of_its_own_never_stops_or_hangs_a_run(tmp_path):
+    """A FIFO in place of an array file: the loader waited for a writer forever; the entry's name taken by a file:
+    a bare FileExistsError; an array's name taken by a folder: a ConfigError about an output path. Each is now
+    said, and the run goes on with its plan."""
+    import os
+
+    ref = run(TrainingLoader(DOCS, batch_size=4, **OPTS), 1)
+    run(TrainingLoader(DOCS, batch_size=4, plan_cache=tmp_path, **OPTS), 1)
+    (folder,) = list(tmp_path.iterdir())
+    (folder / "doc.npy").unlink()
+    os.mkfifo(folder / "doc.npy")
+    with pytest.warns(UserWarning, match="doc.npy is missing or not a regular file"):
+        assert _within(60, lambda: run(TrainingLoader(DOCS, batch_size=4, plan_cache=tmp_path, **OPTS), 1)) == ref
+    (folder / "doc.npy").unlink()
+    (folder / "doc.npy").mkdir()
+    with pytest.warns(UserWarning, match="could not be kept in the cache"):
+        assert run(TrainingLoader(DOCS, batch_size=4, plan_cache=tmp_path, **OPTS), 1) == ref
+    import shutil
+
+    shutil.rmtree(folder)
+    folder.write_text("not a folder")
+    with pytest.warns(UserWarning, match="could not be kept in the cache"):
+        assert run(TrainingLoader(DOCS, batch_size=4, plan_cache=tmp_path, **OPTS), 1) == ref
+    assert folder.read_text() == "not a folder"  # (nothing of the user's removed)
+
+
 def test_plan_cache_refuses_a_flipped_bit_that_keeps_every_index_in_range(tmp_path):
     """One bit of a cached plan's documents flipped (document 1 read as 0: in range, and every segment still
     fits its document) would repeat one document in an epoch and drop another: the arrays' sha256 in

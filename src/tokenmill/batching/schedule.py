@@ -41,6 +41,7 @@ from typing import Annotated, Literal
 import numpy as np
 
 from .._arrays import ranks_in_groups, seal
+from .._io import is_regular_file
 from .._schema import BIG, Count, Meta, Sha256, Struct, check, load_json, parse_json
 from .._validate import check_bool, check_int
 from ..data.masked import loss_mask_of
@@ -367,10 +368,21 @@ class BatchSchedule:
         return self.plan_cache / ("pack-" + hashlib.sha256(key.encode()).hexdigest()[:24])
 
     def _store_pack(self, part: int, plan: PackPlan) -> None:
-        """Write the plan's arrays (.npy) and counts (JSON, written last) atomically; errors name the path."""
+        """Write the plan's arrays (.npy) and counts (JSON, written last) atomically. A cache that cannot be written
+        (its entry's name taken by a file or a folder of something else, a full disk) is said and left: the plan
+        is used as it is, and the run goes on (it had stopped on a bare FileExistsError)."""
+        from ..errors import TokenmillError, warn
+
+        try:
+            self._write_pack(self._cache_dir(part), plan)
+        except (OSError, TokenmillError) as e:
+            warn(f"the packing plan could not be kept in the cache {self._cache_dir(part)} "
+                 f"({' '.join(str(e).split())}); this run uses it as planned, and the next one plans it again")
+
+    @staticmethod
+    def _write_pack(d: Path, plan: PackPlan) -> None:
         from .._io import atomic_path, write_json_atomic
 
-        d = self._cache_dir(part)
         d.mkdir(parents=True, exist_ok=True)
         for name in _PLAN_ARRAYS:
             with atomic_path(d / f"{name}.npy") as tmp:
@@ -402,6 +414,9 @@ class BatchSchedule:
     def _read_pack(self, d: Path, part: int) -> PackPlan:
         meta, _ = load_json(d / "plan.json", PlanCacheMeta, what="packing plan cache")
         lengths = np.asarray(self.parts[part].lengths, np.int64)
+        odd = [name for name in _PLAN_ARRAYS if not is_regular_file(d / f"{name}.npy")]
+        if odd:  # (a FIFO there: np.load had waited for a writer forever)
+            raise FormatError(f"{odd[0]}.npy is missing or not a regular file")
         try:
             arrays = {name: np.load(d / f"{name}.npy", mmap_mode="r", allow_pickle=False) for name in _PLAN_ARRAYS}
         except Exception as e:  # noqa: BLE001 -- (an emptied file: EOFError)

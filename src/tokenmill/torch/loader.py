@@ -217,7 +217,8 @@ class TrainingLoader(torch.utils.data.IterableDataset):
     the data fingerprint and the plan options, so a restarted run loads its plan instead of
     recomputing it (best-fit packing of 10 M documents takes seconds; loading takes milliseconds). A
     loaded plan is checked against the sha256 of its arrays and the data's lengths: a damaged one is
-    said (a warning naming it), planned again and written anew.
+    said (a warning naming it), planned again and written anew; an entry that cannot be written (its name taken by
+    a file or a FIFO, a full disk) is said, and the run goes on with the plan it made.
 
     ``pin_memory``, ``prefetch_factor``, ``multiprocessing_context`` and ``timeout`` go to the
     DataLoader used when ``num_workers > 0`` (a new one per pass over an epoch; with 0 workers
