@@ -564,3 +564,17 @@ def test_a_sources_lengths_and_a_views_documents_cannot_be_edited_in_place(tmp_p
     view = store.view(chosen, {"picked": "by hand"})
     chosen[0] = 0  # (the caller's array, changed after the view was made)
     assert view.index.tolist() == [3, 1, 2] and view.get(0).tolist() == store.get(3).tolist()
+
+
+def test_a_failed_write_into_a_replacements_staging_folder_names_it(tmp_path):
+    """A full disk during ``--overwrite`` left the hidden staging folder (what holds the space) unnamed: a user giving
+    the replacement up had no word of it. Its error names it now; a first build's does not speak of one."""
+    import errno
+
+    from tokenmill.data.store import _write_error, staging_dir
+
+    full = OSError(errno.ENOSPC, "No space left on device")
+    stage = staging_dir(tmp_path / "st")
+    said = str(_write_error(stage / "shard-00001.tokens", full))
+    assert f"the new store is staged in {stage} beside the old one, which is whole" in said
+    assert "staged" not in str(_write_error(tmp_path / "st" / "shard-00001.tokens", full))

@@ -705,9 +705,15 @@ def _write_array(path: Path, arr: np.ndarray, flush: LaterFlush | None = None) -
 
 
 def _write_error(path: Path, e: OSError) -> WriteError:
-    """The error of a shard file that could not be written (what was there is unchanged)."""
+    """The error of a shard file that could not be written (what was there is unchanged). Written into the staging
+    folder of a replacement, it names that folder: what holds the disk's space until a rerun finishes or it is
+    removed (a user giving up the replacement had no word of it)."""
+    folder = Path(path).parent
+    staged = folder.name.startswith(".") and folder.name.endswith(".tokenmill-build")
+    where = (f"; the new store is staged in {folder} beside the old one, which is whole: rerun to go on, or remove "
+             "that folder to give the replacement up" if staged else "")
     return WriteError(f"cannot write {path}: {e.strerror or e}; the store's previous state is unchanged "
-                      "(free space or fix permissions, then rerun: finished shards are kept)")
+                      f"(free space or fix permissions, then rerun: finished shards are kept){where}")
 
 
 def input_digest(documents: list[bytes]) -> str:
