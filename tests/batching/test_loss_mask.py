@@ -156,6 +156,10 @@ def test_a_token_store_of_flags_and_save_open(tmp_path):
     assert all(np.array_equal(again.loss_mask(i), MASKS[i].astype(bool)) for i in range(len(DOCS)))
     with pytest.raises(Exception, match="holds no tokens/ and loss_mask/"):
         MaskedSource.open(tmp_path / "sft" / "tokens")
+    # a store of flags is read in one pass, and checked as a list of flags is
+    bad = TokenStore.from_token_arrays(tmp_path / "bad", [([2, 1], [0, 1, 2])], vocab_size=3)
+    with pytest.raises(InputError, match="loss_mask of document 1 holds 2 at position 0"):
+        MaskedSource([[5, 6], [7]], bad)
 
 
 def test_encode_sft_joins_the_texts_encoded_alone():

@@ -227,6 +227,16 @@ def _flat_mask(loss_mask, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if got.size != n:
             raise InputError(f"loss_mask holds {got.size:,d} documents, the source {n:,d}; pass one flag per token of "
                              "the source's documents")
+        whole = _flat_flags(loss_mask, got)
+        if whole is not None and np.array_equal(got, lengths):  # (a store of flags: one pass, no loop over documents)
+            if whole.size and int(whole.max()) > 1:
+                i = int(np.argmax(whole > 1))
+                d = int(np.searchsorted(offsets, i, side="right") - 1)
+                raise InputError(f"loss_mask of document {d} holds {int(whole[i])} at position {i - int(offsets[d]):,d}; "
+                                 "a flag is 0 (context) or 1 (target)")
+            flat[:] = whole
+            flat.flags.writeable = False
+            return flat, seal(offsets)
         docs: Sequence = [loss_mask.get(i) for i in range(n)] if n < 1 << 16 else _lazy(loss_mask, n)
     else:
         docs = loss_mask if isinstance(loss_mask, Sequence) else list(loss_mask)
@@ -237,6 +247,19 @@ def _flat_mask(loss_mask, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         flat[offsets[i] : offsets[i + 1]] = document_mask(m, i, int(lengths[i]))
     flat.flags.writeable = False  # (the flags are the source's: written later, they would change its fingerprint)
     return flat, seal(offsets)
+
+
+def _flat_flags(src, lengths: np.ndarray) -> np.ndarray | None:
+    """All of a source's values back to back, where it holds them so (``token_array``, documents contiguous from
+    ``doc_offsets[0]``) and they are unsigned integers; else None."""
+    tokens, offsets = getattr(src, "token_array", None), getattr(src, "doc_offsets", None)
+    if tokens is None or offsets is None or not lengths.size:
+        return None
+    offsets = np.asarray(offsets, np.int64)
+    if offsets.size <= lengths.size or not np.array_equal(np.diff(offsets[: lengths.size + 1]), lengths):
+        return None
+    whole = np.asarray(tokens[int(offsets[0]) : int(offsets[lengths.size])])
+    return whole if whole.dtype.kind == "u" else None
 
 
 def _lazy(src, n: int):

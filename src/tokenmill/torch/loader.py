@@ -168,7 +168,8 @@ class TrainingLoader(torch.utils.data.IterableDataset):
     """This rank's batches, epoch after epoch, resumable exactly (see the module docstring).
 
     ``source``: a token store, a store view (split), a :class:`tokenmill.Mixture` or any token
-    source (a list of id arrays works). Samples: with ``block_size`` and no ``windows``, packed blocks
+    source (a list of id arrays works); a :class:`tokenmill.MaskedSource` (supervised fine-tuning) makes
+    the labels of its tokens flagged 0 ``-100``, and ``num_targets`` counts what is left. Samples: with ``block_size`` and no ``windows``, packed blocks
     (:func:`tokenmill.pack` with ``method``, ``long_docs``); with ``windows=SlidingWindows(...)``,
     windows (jitter per epoch), one per row padded to the window size, or packed into blocks of
     ``block_size`` when it is given.
