@@ -226,6 +226,11 @@ def test_state_checks_name_what_differs():
     with pytest.raises(ConfigError, match=r"differ: windows\.seed: 1 in the state, 2 here\. Pass the same"):
         TrainingLoader(DOCS, batch_size=2, windows=SlidingWindows(16, 8, jitter="global", seed=2)).load_state_dict(
             w1.state_dict())
+    # without jitter the windows' seed draws nothing: the same samples, and the state loads (it had been refused)
+    w0 = TrainingLoader(DOCS, batch_size=2, windows=SlidingWindows(16, 8))
+    w7 = TrainingLoader(DOCS, batch_size=2, windows=SlidingWindows(16, 8, seed=7))
+    w7.load_state_dict(w0.state_dict())
+    assert [rows(b) for b in _take(w7, 3)] == [rows(b) for b in _take(w0, 3)]
     with pytest.raises(ConfigError, match="seed=3"):
         TrainingLoader(DOCS, batch_size=4, block_size=64, seed=5).load_state_dict(state)
     b = TrainingLoader(DOCS, batch_size=4, **OPTS)
