@@ -72,6 +72,8 @@ def test_mixture_epochs_of_overlapping_windows_count_window_tokens(stores, capsy
     for part, n, g in zip(range(2), drawn, got):
         per_epoch = s.stream(part, 0)
         assert g["tokens"] == per_epoch.tokens
+        # over one epoch, "drawn" is what the epoch's batches hold of the part (it had been the weights' split)
+        assert g["drawn_tokens"] == s.epoch_counts(0)["part_tokens"][part]
         assert abs(g["epochs"] - n / per_epoch.num_samples) < 0.05, (g, n, per_epoch.num_samples)
         assert g["tokens"] > 1.5 * int(np.sum(TokenStore.open(stores[part]).lengths))  # (the overlap, held twice)
 

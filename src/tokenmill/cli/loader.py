@@ -125,8 +125,11 @@ def cmd_loader(args) -> int:
     if isinstance(source, Mixture):
         # training tokens: --tokens, else one epoch's (the stores' own total is not what an epoch draws)
         # (each part's epoch as the plan holds it: overlapping windows count a token once per window)
+        # (over the default one epoch, what each part gives in it: the weights' split had been shown as drawn, a
+        # sample or so off each part's count)
         report = source.report(args.tokens if args.tokens is not None else int(tokens),
-                               part_tokens=[sched.stream(i, 0).tokens for i in range(len(parts))])
+                               part_tokens=[sched.stream(i, 0).tokens for i in range(len(parts))],
+                               drawn=counts["part_tokens"] if args.tokens is None else None)
         out["mixture"] = report.to_dict()
     if args.json:
         print(json.dumps(out, indent=1))

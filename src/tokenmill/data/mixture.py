@@ -206,13 +206,16 @@ class Mixture(KnownLengths):
         d = np.asarray(doc_ids, np.int64)
         return np.where(d >= 0, np.searchsorted(self.doc_base, d, side="right") - 1, -1)
 
-    def report(self, training_tokens: int, *, part_tokens=None) -> MixtureReport:
+    def report(self, training_tokens: int, *, part_tokens=None, drawn=None) -> MixtureReport:
         """Epochs of each part that ``training_tokens`` tokens consume. ``part_tokens``: the tokens of one
         epoch of each part as the loader's plan holds them (a ``TrainingLoader``'s
         ``schedule.stream(i, 0).tokens``), in the units ``training_tokens`` counts; default: the tokens of the
         documents, right for documents packed whole. Overlapping windows hold a token as often as it is
         covered (stride half the window: twice), so their epochs are ``part_tokens``' (``tokenmill loader``
-        passes them): against the documents' tokens a part read 0.8 times read as 1.6, "upsampled"."""
+        passes them): against the documents' tokens a part read 0.8 times read as 1.6, "upsampled". ``drawn``: the
+        tokens each part gives (``schedule.epoch_counts(e)["part_tokens"]``, which add up to ``training_tokens``),
+        where they are known; default: ``training_tokens`` split by the weights, what a long run tends to (an
+        epoch draws whole samples: a part's share there is a sample or so off)."""
         if isinstance(training_tokens, bool) or int(training_tokens) != training_tokens or training_tokens < 0:
             raise ConfigError(f"training_tokens={training_tokens!r} must be an integer >= 0")
         n = int(training_tokens)
@@ -222,7 +225,13 @@ class Mixture(KnownLengths):
             part_tokens = [check_int(t, "part_tokens", min=0) for t in part_tokens]
             if len(part_tokens) != len(self.names):
                 raise ConfigError(f"part_tokens has {len(part_tokens)} entries for {len(self.names)} parts")
-        drawn = _apportion(self.weights, n)
+        if drawn is None:
+            drawn = _apportion(self.weights, n)
+        else:
+            drawn = np.asarray([check_int(t, "drawn", min=0) for t in drawn], np.int64)
+            if drawn.size != len(self.names) or int(drawn.sum()) != n:
+                raise ConfigError(f"drawn holds {drawn.size} entries adding up to {int(drawn.sum()):,d}; pass one per "
+                                  f"part ({len(self.names)}), adding up to training_tokens={n:,d}")
         parts = []
         for name, w, lengths, tokens, d in zip(self.names, self.weights.tolist(), self._part_lengths, part_tokens,
                                                drawn.tolist()):
