@@ -128,3 +128,12 @@ def test_split_says_it_plans_the_training_side_and_method_needs_a_block_size(sto
     assert main(["loader", str(stores[0]), "--batch-size", "2", "--window", "16", "--block-size", "64",
                  "--method", "greedy", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["plan_options"]["method"] == "greedy"
+
+
+def test_a_mixtures_fingerprint_does_not_depend_on_how_a_path_is_typed(stores, capsys):
+    """The parts' names are the paths: ``st/`` and ``st`` had given two fingerprints (two mixtures) of one."""
+    prints = []
+    for a, b in ((stores[0], stores[1]), (f"{stores[0]}/", f"{stores[1]}/./")):
+        assert main(["loader", f"{a}:0.5", f"{b}:0.5", "--batch-size", "2", "--block-size", "64", "--json"]) == 0
+        prints.append(json.loads(capsys.readouterr().out)["data_fingerprint"])
+    assert prints[0] == prints[1]

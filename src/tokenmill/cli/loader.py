@@ -26,7 +26,10 @@ def register(sub) -> None:
     p.add_argument("--method", default=None, choices=["best_fit", "first_fit_decreasing", "greedy", "concat"],
                    help="with --block-size: how documents (or windows) are packed into blocks (default best_fit)")
     p.add_argument("--world-size", type=int, default=1)
-    p.add_argument("--seed", type=seed, default=0)
+    p.add_argument("--seed", type=seed, default=0,
+                   help="the loader's seed (also a mixture's own, and the --split's); a mixture's data fingerprint "
+                        "covers its parts' names, here the store paths as given (st/ and ./st are one name), its "
+                        "weights and this seed: Mixture([...], seed=S, names=[paths]) in Python gives the same")
     p.add_argument("--keep-last", action="store_true", help="drop_last=False: complete the last batch with empty rows")
     p.add_argument("--split", type=float, default=None, metavar="VAL_FRACTION",
                    help="plan the training side of store.split(VAL_FRACTION, seed=--seed)")
@@ -90,7 +93,7 @@ def cmd_loader(args) -> int:
             src = src.split(args.split, seed=args.seed)[0]
         parts.append((path, src, w))
     source = parts[0][1] if len(parts) == 1 else Mixture([(s, w) for _, s, w in parts], seed=args.seed,
-                                                         names=[p for p, _, _ in parts])
+                                                         names=[os.path.normpath(p) for p, _, _ in parts])
     windows = None
     if args.window is not None:
         windows = SlidingWindows(args.window, args.window if args.stride is None else args.stride)  # (0 refused)
