@@ -501,6 +501,9 @@ def test_as_dataset_continues_where_the_loader_is_and_its_state_is_checked():
     for field, value in (("worker_next", 7), ("worker_next", 10**6), ("num_workers", 3)):
         with pytest.raises(FormatError, match="dataset state's checksum does not match"):
             ds.load_state_dict({**st, field: value})
+    # the checksum deleted with the edit: refused too (it had been a warning, and the edited position was taken)
+    with pytest.raises(FormatError, match="has no dataset_checksum: it was edited"):
+        ds.load_state_dict({k: v for k, v in {**st, "worker_next": 7}.items() if k != "dataset_checksum"})
 
 
 @pytest.mark.slow

@@ -496,15 +496,15 @@ class LoaderDataset(torch.utils.data.IterableDataset):
         if not isinstance(state, dict) or "worker_next" not in state or "num_workers" not in state:
             raise FormatError("not a LoaderDataset state (no worker_next/num_workers); pass what "
                               "StatefulDataLoader.state_dict() saved")
-        if "dataset_checksum" in state:
-            if checksum_of({k: v for k, v in state.items() if k != "dataset_checksum"}) != state["dataset_checksum"]:
-                raise FormatError("the dataset state's checksum does not match its fields: it was edited or "
-                                  "corrupted; load an unmodified StatefulDataLoader state")
-        else:  # (a state saved before the checksum covered the worker's fields: read, its ranges checked below)
-            from ..errors import warn
-
-            warn("the dataset state has no dataset_checksum (saved by an earlier tokenmill): its worker "
-                 "position is checked for range only")
+        if "dataset_checksum" not in state:
+            # (it had been a warning, for states saved before the checksum (2026-12-06): deleting the checksum then
+            # let an edited worker position through, batches skipped without a word)
+            raise FormatError("the dataset state has no dataset_checksum: it was edited, or saved by a tokenmill "
+                              "before the checksum covered its workers' positions; load an unmodified "
+                              "StatefulDataLoader state saved by this version")
+        if checksum_of({k: v for k, v in state.items() if k != "dataset_checksum"}) != state["dataset_checksum"]:
+            raise FormatError("the dataset state's checksum does not match its fields: it was edited or "
+                              "corrupted; load an unmodified StatefulDataLoader state")
         core = {k: v for k, v in state.items() if k not in ("worker_next", "num_workers", "dataset_checksum")}
         epoch, start = self.schedule.check_state(core)
         stop = self.schedule.num_batches(epoch)
