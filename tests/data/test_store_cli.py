@@ -131,3 +131,29 @@ def test_store_sft_writes_a_masked_source_the_loader_plans(tmp_path, tok, capsys
     assert "MaskedSource.open" in capsys.readouterr().err
     assert main(base[:-1] + ["--prompt-field", "question", "--overwrite"]) == 1
     assert "no field 'question'" in capsys.readouterr().err
+
+
+def test_a_build_run_again_from_another_folder_is_the_same_build(tmp_path, tok, capsys, monkeypatch):
+    """Inputs were recorded as typed: a build run from its folder with relative paths, then again from another with
+    absolute ones, was "made with other arguments" (its --overwrite threw the finished shards away), and the
+    store's provenance named a path no other folder finds."""
+    import os
+
+    from tokenmill.data.store import _comparable
+
+    make_corpus(tmp_path / "work" / "in")
+    tok.save(tmp_path / "tok.json")
+    monkeypatch.chdir(tmp_path / "work")
+    args = ["store", "build", "--tokenizer", str(tmp_path / "tok.json"), "--split-lines", "--workers", "1", "-q"]
+    assert main(args + ["--input", "in", "--out", "st"]) == 0
+    first = TokenStore.open(tmp_path / "work" / "st")
+    monkeypatch.chdir(tmp_path)
+    assert main(args + ["--input", str(tmp_path / "work" / "in"), "--out", str(tmp_path / "work" / "st")]) == 0
+    again = TokenStore.open(tmp_path / "work" / "st")
+    assert again.fingerprint == first.fingerprint and again.manifest["hash"] == first.manifest["hash"]  # (not rebuilt)
+    assert os.path.isfile(again.provenance(0)[1])  # (an absolute path: found from here)
+    # a build recorded before (its files as typed) compares as its files resolved from where it runs again
+    rel = {"sources": [{"kind": "files", "files": ["in/a.txt"], "sizes": [1], "mtimes_ns": [2]}]}
+    monkeypatch.chdir(tmp_path / "work")
+    assert _comparable(rel) == _comparable({"sources": [{"kind": "files", "files": [str(tmp_path / "work/in/a.txt")],
+                                                         "sizes": [3], "mtimes_ns": [4]}]})

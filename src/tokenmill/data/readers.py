@@ -764,7 +764,10 @@ class FileSource(Source):
         return format_of(path) if self.format == "auto" else self.format
 
     def files(self) -> list[str]:
-        return [str(p) for p in self.paths]
+        """The files as absolute paths: what a build records (its arguments, the store's provenance), so a build run
+        again from another folder, or a provenance read from one, names the same files (paths as typed, relative to
+        where the build ran, had refused a resume from elsewhere and named files no other folder finds)."""
+        return [os.path.abspath(p) for p in self.paths]
 
     def spec(self) -> dict:
         stats = [check_regular(p) for p in self.paths]

@@ -408,6 +408,20 @@ def _without_input_identity(args: dict) -> dict:
                                 if isinstance(spec, dict) else spec for spec in sources]}
 
 
+def _comparable(args: dict) -> dict:
+    """A build's arguments as two runs of one build compare them: without their inputs' identity
+    (:func:`_without_input_identity`), and with the files of a file source absolute (a build recorded before files
+    were recorded absolute holds them as typed, relative to where it ran: taken as relative to here)."""
+    args = _without_input_identity(args)
+    sources = args.get("sources")
+    if not isinstance(sources, list):
+        return args
+    return {**args, "sources": [
+        {**spec, "files": [os.path.abspath(f) if isinstance(f, str) else f for f in spec["files"]]}
+        if isinstance(spec, dict) and spec.get("kind") == "files" and isinstance(spec.get("files"), list) else spec
+        for spec in sources]}
+
+
 def _prepare(out: Path, args: dict, fingerprint: str, overwrite: bool) -> tuple[str, Path]:
     """What to do with ``out``: ``("new" | "resume" | "done" | "replace", folder to build in)``."""
     state, ours = _classify(out)
@@ -420,7 +434,7 @@ def _prepare(out: Path, args: dict, fingerprint: str, overwrite: bool) -> tuple[
         _say(f"tokenmill: the store at {out} is damaged (its {MANIFEST} is not valid); building it again in "
              f"{staging_dir(out)} (the damaged store stays as it is until the new one is verified)")
         return "replace", staging_dir(out)
-    if fp == fingerprint or (fp is not None and _without_input_identity(old_args) == _without_input_identity(args)):
+    if fp == fingerprint or (fp is not None and _comparable(old_args) == _comparable(args)):
         # the same arguments (the input files' sizes or times may differ: the input hashes of the store's
         # shards then say what changed, and only that is encoded again)
         return ("done" if state == "store" else "resume"), out
