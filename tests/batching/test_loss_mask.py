@@ -180,7 +180,7 @@ def test_encode_sft_joins_the_texts_encoded_alone():
     assert no_eos.get(0).tolist() == src.get(0).tolist()[:-1]
     with pytest.raises(InputError, match="example 1 has no field 'completion'"):
         encode_sft(tok, [examples[0], {"prompt": "x", "answer": "y"}])
-    with pytest.raises(InputError, match="a chat .messages. is rendered by its template"):
+    with pytest.raises(InputError, match="example 0 is a chat .its 'messages' field. but no chat_template is given"):
         encode_sft(tok, [{"messages": []}])
     with pytest.raises(SpecialTokenError, match="example 1, part 1: the text contains the special token"):
         encode_sft(tok, [("a", "b"), ("c", "d<|endoftext|>")])

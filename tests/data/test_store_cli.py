@@ -157,3 +157,31 @@ def test_a_build_run_again_from_another_folder_is_the_same_build(tmp_path, tok, 
     monkeypatch.chdir(tmp_path / "work")
     assert _comparable(rel) == _comparable({"sources": [{"kind": "files", "files": [str(tmp_path / "work/in/a.txt")],
                                                          "sizes": [3], "mtimes_ns": [4]}]})
+
+
+def test_store_sft_of_chats_renders_them_with_the_template(tmp_path, tok, capsys):
+    """Chats (a list of messages a record) rendered by --chat-template, the assistant's turns the targets; a record
+    of a prompt and a completion beside them; errors name the record's line."""
+    from tokenmill import MaskedSource, encode_sft
+
+    tok.save(tmp_path / "tok.json")
+    template = ("{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}<s>{% endfor %}"
+                "{% if add_generation_prompt %}<|assistant|>{% endif %}")
+    (tmp_path / "t.jinja").write_text(template)
+    rows = [{"messages": [{"role": "user", "content": "the theme"}, {"role": "assistant", "content": "then there"}]},
+            {"prompt": "the", "completion": " theme"}]
+    (tmp_path / "chat.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    base = ["store", "sft", "--tokenizer", str(tmp_path / "tok.json"), "--input", str(tmp_path / "chat.jsonl"),
+            "--chat-template", str(tmp_path / "t.jinja"), "-q"]
+    assert main(base + ["--out", str(tmp_path / "sft")]) == 0
+    assert "the assistant turns of the chats, the completions and their EOS" in capsys.readouterr().out
+    got, want = MaskedSource.open(tmp_path / "sft"), encode_sft(tok, rows, chat_template=template)
+    assert [got.get(i).tolist() for i in range(2)] == [want.get(i).tolist() for i in range(2)]
+    assert [got.loss_mask(i).tolist() for i in range(2)] == [want.loss_mask(i).tolist() for i in range(2)]
+    assert tok.decode(got.get(0)[got.loss_mask(0)].tolist()) == "then there<s>"
+    (tmp_path / "bad.jsonl").write_text(json.dumps(rows[0]) + "\n" + json.dumps({"messages": rows[0]["messages"][:1]}))
+    assert main(base[:5] + [str(tmp_path / "bad.jsonl")] + base[6:] + ["--out", str(tmp_path / "b")]) == 1
+    assert f"{tmp_path / 'bad.jsonl'}:2 has no message of role 'assistant'" in capsys.readouterr().err
+    (tmp_path / "p.jsonl").write_text("[1, 2]\n")
+    assert main(base[:5] + [str(tmp_path / "p.jsonl")] + base[6:] + ["--out", str(tmp_path / "c")]) == 1
+    assert f"{tmp_path / 'p.jsonl'}:1: the line is a JSON list, not an object" in capsys.readouterr().err

@@ -60,6 +60,14 @@ def register(sub) -> None:
                    help="the field (column) of the completion, the targets (default: completion)")
     f.add_argument("--format", choices=["auto", "jsonl", "parquet"], default="auto",
                    help="input format (default: by file extension)")
+    f.add_argument("--chat-template", metavar="FILE", default=None,
+                   help="records holding a chat (--messages-field, a list of {role, content}) are rendered by this "
+                        "Jinja template (a .jinja file, or a tokenizer_config.json holding one), the assistant's "
+                        "turns the targets; default: the template of the --tokenizer's folder, where it has one "
+                        "(JSONL input)")
+    f.add_argument("--messages-field", default="messages", help="the field of a chat's messages (default: messages)")
+    f.add_argument("--train-on", action="append", default=None, metavar="ROLE",
+                   help="a chat's role whose turns are the targets (repeat for several; default: assistant)")
     f.add_argument("--no-eos", action="store_true", help="do not end every example with EOS (a target)")
     f.add_argument("--bos", action="store_true", help="start every example with BOS")
     f.add_argument("--special-text", choices=["error", "special", "plain"], default="error",
@@ -107,13 +115,15 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_sft(args: argparse.Namespace) -> int:
-    from ..data.masked import encode_sft
     from ..data.readers import files
-    from ..errors import InputError, SpecialTokenError
+    from ..errors import InputError
 
     tok = load_tokenizer(args)
-    examples: list[tuple[str, str]] = []
+    examples: list = []
     where: list[str] = []  # each example's file:line
+    template = _chat_template(args, tok)
+    if template is not None and (args.chat_template is not None or _all_jsonl(args)):
+        return _sft_records(args, tok, template)  # whole records (a chat's messages are no text field): JSONL only
     for path in args.input:  # each record read twice, a field each, by the one reader (rows checked to agree)
         prompts = files(path, field=args.prompt_field, format=args.format)
         completions = files(path, field=args.completion_field, format=args.format)
@@ -126,9 +136,69 @@ def cmd_sft(args: argparse.Namespace) -> int:
         except InputError as e:  # (the reader's advice names its own option, --field)
             raise InputError(str(e).replace("pass field=... (CLI: --field)", "pass --prompt-field and "
                                             "--completion-field")) from None
+    return _encode_and_save(args, tok, examples, where)
+
+
+def _all_jsonl(args) -> bool:
+    from ..data.readers import expand_paths, format_of
+
+    return args.format == "jsonl" or (args.format == "auto" and
+                                      all(format_of(p) == "jsonl" for p in expand_paths(list(args.input))))
+
+
+def _chat_template(args, tok) -> str | None:
+    """``--chat-template``'s text (a .jinja file, or a tokenizer_config.json's template), else the template of the
+    tokenizer's folder, else None."""
+    from ..errors import ConfigError
+    from ..tokenizer.formats.pretrained import read_chat_template, read_config, source_config
+
+    if args.chat_template is None:
+        conf = source_config(tok)
+        template = None if conf is None else conf.get("chat_template")
+        return template if isinstance(template, str) else None
+    if str(args.chat_template).endswith(".json"):
+        template = read_config(args.chat_template).chat_template
+        if not isinstance(template, str):
+            raise ConfigError(f"--chat-template {args.chat_template}: the config holds "
+                              + ("no chat template" if template is None else "several named chat templates")
+                              + "; pass a .jinja file of the one to use")
+        return template
+    return read_chat_template(args.chat_template, "--chat-template", error=ConfigError)
+
+
+def _sft_records(args, tok, template: str) -> int:
+    """``store sft`` over whole JSONL records: chats (``--messages-field``) and prompt-completion records."""
+    from ..data.readers import expand_paths, format_of, jsonl_records
+    from ..errors import InputError
+
+    examples: list = []
+    where: list[str] = []
+    for path in expand_paths(list(args.input)):
+        kind = format_of(path) if args.format == "auto" else args.format
+        if kind != "jsonl":
+            raise InputError(f"{path}: a {kind} file; chats (--chat-template) are read from JSONL files")
+        for line, rec in jsonl_records(path):
+            if args.messages_field not in rec and args.prompt_field not in rec:
+                have = ", ".join(map(repr, list(rec)[:8])) or "none"
+                raise InputError(f"{path}:{line}: no field {args.messages_field!r} (a chat) nor {args.prompt_field!r} "
+                                 f"(its fields: {have}); pass --messages-field or --prompt-field")
+            examples.append(rec)
+            where.append(f"{path}:{line}")
+    return _encode_and_save(args, tok, examples, where, template)
+
+
+def _encode_and_save(args, tok, examples: list, where: list[str], template: str | None = None) -> int:
+    import re
+
+    from ..data.masked import encode_sft
+    from ..errors import InputError, SpecialTokenError
+
     special = {"error": ((), "all"), "special": ("all", "all"), "plain": ((), ())}[args.special_text]
     try:
-        src = encode_sft(tok, examples, append_eos=not args.no_eos, prepend_bos=args.bos,
+        src = encode_sft(tok, examples, prompt=args.prompt_field, completion=args.completion_field,
+                         messages=args.messages_field, chat_template=template,
+                         train_on=tuple(args.train_on or ("assistant",)),
+                         append_eos=False if args.no_eos else None, prepend_bos=args.bos,
                          allowed_special=special[0], disallowed_special=special[1])
     except SpecialTokenError as e:
         if getattr(e, "example", None) is None:
@@ -137,6 +207,12 @@ def cmd_sft(args: argparse.Namespace) -> int:
         raise SpecialTokenError(f"{where[e.example]}: field {field!r}: {e.found}; pass --special-text special where "
                                 "the records spell special tokens on purpose (a chat template's), or --special-text "
                                 "plain to encode them as plain text") from None
+    except InputError as e:  # ("example 7, message 2: ..." -> "train.jsonl:8, message 2: ...")
+        said = re.sub(r"^example (\d+)", lambda m: where[int(m.group(1))] if int(m.group(1)) < len(where) else m[0],
+                      str(e))
+        raise InputError(said.replace("prompt=... and completion=...", "--prompt-field and --completion-field")
+                         .replace("messages with messages=...", "messages with --messages-field")
+                         .replace("chat_template is given", "--chat-template is given")) from None
     saved = src.save(args.out, overwrite=args.overwrite)
     tokens, targets = int(saved.mask.size), saved.num_targets
     empty = int(sum(1 for i in range(len(saved)) if not saved.loss_mask(i).any()))
@@ -146,10 +222,13 @@ def cmd_sft(args: argparse.Namespace) -> int:
         print(json.dumps(out, indent=1))
         return 0
     share = f" ({targets / tokens:.1%})" if tokens else ""
-    print(f"{counted(len(saved), 'example')}, {counted(tokens, 'token')}, {counted(targets, 'target')}{share}: the "
-          f"completions{'' if args.no_eos else ' and their EOS'}; the prompts are context")
+    roles = args.train_on or ["assistant"]
+    what = (f"the {' and '.join(roles)} turns of the chats" + ("" if args.no_eos else
+                                                              ", the completions and their EOS") if template is not None else
+            f"the completions{'' if args.no_eos else ' and their EOS'}; the prompts are context")
+    print(f"{counted(len(saved), 'example')}, {counted(tokens, 'token')}, {counted(targets, 'target')}{share}: {what}")
     if empty:
-        print(f"  {counted(empty, 'example')} without a target (an empty completion{'' if args.no_eos else ' and no EOS'})")
+        print(f"  {counted(empty, 'example')} without a target (an empty completion or turn, and no EOS)")
     print(f"  written to {args.out}: tokens/ (the ids) and loss_mask/ (the flags); read it with "
           f"tokenmill.MaskedSource.open({args.out!r}), or `tokenmill loader {args.out} ...`")
     return 0

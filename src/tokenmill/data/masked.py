@@ -361,7 +361,8 @@ def document_flags(src, d: int) -> np.ndarray | None:
 
 
 def encode_sft(tokenizer, examples, *, prompt: str = "prompt", completion: str = "completion",
-               append_eos: bool = True, eos_id: int | None = None, prepend_bos: bool = False,
+               messages: str = "messages", chat_template: str | None = None, train_on=("assistant",),
+               append_eos: bool | None = None, eos_id: int | None = None, prepend_bos: bool = False,
                bos_id: int | None = None, allowed_special=(), disallowed_special="all",
                num_threads: int | None = None) -> MaskedSource:
     """Encode supervised fine-tuning examples into a :class:`MaskedSource`: one document per example, its prompt
@@ -373,13 +374,20 @@ def encode_sft(tokenizer, examples, *, prompt: str = "prompt", completion: str =
       ``prompt=``/``completion=``): the prompt-completion form of TRL and of most SFT sets;
     * ``(prompt, completion)`` pairs of str;
     * lists of ``(text, is_target)`` pairs, for several turns: a chat rendered by its template, the assistant's
-      turns ``True``.
+      turns ``True``;
+    * chats, records with a list of messages (``{"messages": [{"role": "user", "content": ...}, ...]}``; another
+      field name with ``messages=``), rendered by ``chat_template`` (the model's Jinja template, as transformers'
+      ``apply_chat_template`` renders it) and cut by :func:`~tokenmill.tokenizer.chat.chat_segments`: the turns
+      of a role in ``train_on`` (default the assistant's), from after their generation prompt to their end of
+      turn, are the targets. The template's text is encoded with its special tokens read as such (as
+      transformers tokenizes a rendered chat), so is the messages' text.
 
     Each text is encoded on its own (``tokenizer.encode_batch``) and the ids are joined, so no token spans the
     border between a prompt and its completion, and a flag is exact: the completion's ids are what encoding it
     alone gives (a SentencePiece tokenizer adds its prefix space to each text; end the prompt where the
-    completion's first token should start). ``append_eos`` (default) ends every example with EOS, a target (the
-    model learns to stop); ``prepend_bos`` starts it with BOS (no target: nothing before it). Their ids are the
+    completion's first token should start). ``append_eos`` ends every example with EOS, a target (the model learns
+    to stop): by default a prompt-completion example's, not a chat's (its template ends each turn itself);
+    ``prepend_bos`` starts it with BOS (no target: nothing before it; a chat template often writes it itself). Their ids are the
     tokenizer's special tokens of a known name, or ``eos_id``/``bos_id``. ``allowed_special`` and
     ``disallowed_special``: as in ``encode`` (special-token text is an error by default); pass
     ``allowed_special="all"`` where the texts spell a chat template's special tokens on purpose.
@@ -401,27 +409,57 @@ def encode_sft(tokenizer, examples, *, prompt: str = "prompt", completion: str =
                           "tokenmill.as_tokenizer(...), a loaded tokenizer.json or rank file)")
     if isinstance(examples, (str, bytes, dict)):
         raise InputError(f"examples is a {type(examples).__name__}; pass a list (or any iterable) of examples")
-    append_eos, prepend_bos = check_bool(append_eos, "append_eos"), check_bool(prepend_bos, "prepend_bos")
-    eos = special_id(tokenizer, EOS_NAMES, eos_id, "eos", append_eos)
+    if append_eos is not None:
+        append_eos = check_bool(append_eos, "append_eos")
+    prepend_bos = check_bool(prepend_bos, "prepend_bos")
     bos = special_id(tokenizer, BOS_NAMES, bos_id, "bos", prepend_bos)
+    if isinstance(train_on, str):
+        train_on = (train_on,)
+    specials = dict(getattr(tokenizer, "special_tokens", {}) or {})
+    names = {f"{role}_token": next((n for n in known if n in specials), None)
+             for role, known in (("bos", BOS_NAMES), ("eos", EOS_NAMES))}
     texts: list[str] = []
     flags: list[bool] = []
+    chat_text: list[bool] = []  # (a chat's text: its template spells special tokens on purpose)
     bounds = [0]
+    chats: list[bool] = []
     for i, ex in enumerate(examples):
-        for text, target in _segments(ex, i, prompt, completion):
+        is_chat = isinstance(ex, dict) and messages in ex and prompt not in ex
+        if is_chat:
+            if chat_template is None:
+                raise InputError(f"example {i} is a chat (its {messages!r} field) but no chat_template is given; pass "
+                                 "the model's Jinja chat template (tokenizer_config.json's 'chat_template')")
+            from ..tokenizer.chat import chat_segments
+
+            pairs = chat_segments(chat_template, ex[messages], train_on=train_on, where=f"example {i}", **names)
+        else:
+            pairs = _segments(ex, i, prompt, completion)
+        for text, target in pairs:
             texts.append(text)
             flags.append(target)
+            chat_text.append(is_chat)
         bounds.append(len(texts))
+        chats.append(is_chat)
+    needs_eos = append_eos if append_eos is not None else not all(chats)
+    eos = special_id(tokenizer, EOS_NAMES, eos_id, "eos", bool(needs_eos))
     kwargs = {} if num_threads is None else {"num_threads": num_threads}
-    try:
-        encoded = tokenizer.encode_batch(texts, allowed_special=allowed_special, disallowed_special=disallowed_special,
-                                         **kwargs) if texts else []
-    except SpecialTokenError as e:
-        raise _which_example(tokenizer, texts, bounds, allowed_special, disallowed_special, e) from None
+    encoded: list = [None] * len(texts)
+    for is_chat in (False, True):  # (plain texts under the caller's special-token rules, chats' reading them)
+        at = [k for k, c in enumerate(chat_text) if c == is_chat]
+        if not at:
+            continue
+        part = [texts[k] for k in at]
+        allowed, disallowed = ("all", ()) if is_chat else (allowed_special, disallowed_special)
+        try:
+            got = tokenizer.encode_batch(part, allowed_special=allowed, disallowed_special=disallowed, **kwargs)
+        except SpecialTokenError as e:
+            raise _which_example(tokenizer, texts, at, bounds, allowed, disallowed, e) from None
+        for k, ids in zip(at, got):
+            encoded[k] = ids
     docs, masks = [], []
     head = [] if bos is None else [bos]
-    tail = [] if eos is None else [eos]
-    for a, b in zip(bounds[:-1], bounds[1:]):
+    for (a, b), is_chat in zip(zip(bounds[:-1], bounds[1:]), chats):
+        tail = [] if eos is None or (append_eos is None and is_chat) else [eos]
         ids, mask = list(head), [0] * len(head)
         for k in range(a, b):
             ids += encoded[k]
@@ -439,13 +477,14 @@ def encode_sft(tokenizer, examples, *, prompt: str = "prompt", completion: str =
     return out
 
 
-def _which_example(tokenizer, texts: list[str], bounds: list[int], allowed, disallowed, error):
-    """The SpecialTokenError of a batch of examples' texts, naming the example and part that spells the token."""
+def _which_example(tokenizer, texts: list[str], at: list[int], bounds: list[int], allowed, disallowed, error):
+    """The SpecialTokenError of a batch of examples' texts (``texts[k]`` for ``k`` in ``at``), naming the example
+    and part that spells the token."""
     import bisect
 
-    for k, text in enumerate(texts):
+    for k in at:
         try:
-            tokenizer.encode(text, allowed_special=allowed, disallowed_special=disallowed)
+            tokenizer.encode(texts[k], allowed_special=allowed, disallowed_special=disallowed)
         except SpecialTokenError as e:
             i = bisect.bisect_right(bounds, k) - 1
             out = SpecialTokenError(f"example {i:,d}, part {k - bounds[i]:,d}: {e.found}; pass allowed_special='all' "
@@ -465,9 +504,7 @@ def _segments(ex, i: int, prompt: str, completion: str) -> list[tuple[str, bool]
         if missing:
             have = ", ".join(map(repr, list(ex)[:8])) or "none"
             raise InputError(f"example {i} has no field {missing[0]!r} (its fields: {have}); name the fields with "
-                             "prompt=... and completion=..." + (
-                                 "; a chat (messages) is rendered by its template into (text, is_target) pairs first"
-                                 if "messages" in ex else ""))
+                             "prompt=... and completion=... (a chat's messages with messages=...)")
         pairs = [(ex[prompt], False), (ex[completion], True)]
     elif isinstance(ex, tuple) and len(ex) == 2 and all(isinstance(t, str) for t in ex):
         pairs = [(ex[0], False), (ex[1], True)]

@@ -972,6 +972,33 @@ def _field_decoder(name: str):
     return msgspec.json.Decoder(msgspec.defstruct("Record", [("v", str)], rename={"v": name})), msgspec.MsgspecError
 
 
+def jsonl_records(path) -> Iterator[tuple[int, dict]]:
+    """``(line number, record)`` of each non-blank line of a JSONL file (``.gz``/``.zst`` read as a build reads
+    them), each a JSON object: the whole record, for readers of more than one text field (a chat's messages).
+    A line that is no valid UTF-8, no valid JSON or no object is an InputError naming the file and line."""
+    p = Path(path)
+    line_no = 0
+    for offset, block in _blocks(p, b"\n"):
+        if offset == 0 and block.startswith(b"\xef\xbb\xbf"):
+            block = block[3:]
+        for raw in block.split(b"\n")[: -1 if block.endswith(b"\n") else None]:
+            line_no += 1
+            if not raw.strip(_JSON_SPACE):
+                continue
+            where = f"{p}:{line_no}"
+            line = decode_utf8(raw, name=where)
+            try:
+                rec = json.loads(line, parse_int=_json_int)
+            except json.JSONDecodeError as e:
+                raise InputError(f"{where}: not valid JSON ({e.msg.removesuffix(' at')} at column {e.colno}); every "
+                                 "line of a JSONL file must be one JSON object") from None
+            except RecursionError:
+                raise InputError(f"{where}: its JSON nests too deeply to read") from None
+            if not isinstance(rec, dict):
+                raise InputError(f"{where}: the line is a JSON {type(rec).__name__}, not an object")
+            yield line_no, rec
+
+
 def _field_of(rec: Any, name: str, where: str) -> str:
     if not isinstance(rec, dict):
         raise InputError(f"{where}: the line is a JSON {type(rec).__name__}, not an object with a {name!r} field")

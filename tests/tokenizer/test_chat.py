@@ -1,0 +1,102 @@
+"""Chat templates: rendered as transformers renders them, and cut into context and the assistant's turns (the
+targets of encode_sft)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tokenmill import InputError, encode_sft, train_bpe
+from tokenmill.tokenizer.chat import chat_segments, render_chat
+
+CHATML = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + "
+          "'\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
+LLAMA3 = ("{{ bos_token }}{% for m in messages %}<|start_header_id|>{{ m['role'] }}<|end_header_id|>\n\n"
+          "{{ m['content'] | trim }}<|eot_id|>{% endfor %}"
+          "{% if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n\n{% endif %}")
+# transformers' generation markers, a tools list through tojson, a loop control, raise_exception
+MARKED = ("{% if messages[0]['role'] == 'tool' %}{{ raise_exception('a tool first') }}{% endif %}"
+          "{% if tools %}<tools>{{ tools | tojson }}</tools>{% endif %}"
+          "{% for m in messages %}{% if m['role'] == 'skip' %}{% continue %}{% endif %}"
+          "{% if m['role'] == 'assistant' %}<|im_start|>assistant\n{% generation %}{{ m['content'] }}<|im_end|>"
+          "{% endgeneration %}\n{% else %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endif %}"
+          "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|begin_of_text|>", "<|start_header_id|>",
+            "<|end_header_id|>", "<|eot_id|>"]
+CONV = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Où est le chat? 猫"},
+        {"role": "assistant", "content": "  Sur le tapis.  "}, {"role": "user", "content": "merci"},
+        {"role": "assistant", "content": "De rien."}]
+
+
+@pytest.fixture(scope="module")
+def tok():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (training stops early on this small text)
+        return train_bpe(["the cat sat on the mat. Où est le chat? Sur le tapis. " * 20], vocab_size=300,
+                         special_tokens=SPECIALS)
+
+
+@pytest.fixture(scope="module")
+def hf(tok, tmp_path_factory):
+    pytest.importorskip("transformers")
+    from transformers import AutoTokenizer
+
+    d = tok.save_pretrained(tmp_path_factory.mktemp("hf"), bos_token="<|begin_of_text|>", eos_token="<|endoftext|>")
+    return AutoTokenizer.from_pretrained(str(d))
+
+
+@pytest.mark.parametrize("template", [CHATML, LLAMA3, MARKED])
+@pytest.mark.parametrize("prompt", [False, True])
+def test_rendering_equals_transformers(hf, template, prompt):
+    for conv in (CONV, CONV[:2], CONV[1:3]):
+        want = hf.apply_chat_template(conv, chat_template=template, tokenize=False, add_generation_prompt=prompt,
+                                      tools=[{"name": "f", "description": "é"}] if template is MARKED else None)
+        got = render_chat(template, conv, add_generation_prompt=prompt, bos_token=hf.bos_token,
+                          eos_token=hf.eos_token, tools=[{"name": "f", "description": "é"}] if template is MARKED else None)
+        assert got == want
+
+
+@pytest.mark.parametrize("template", [CHATML, LLAMA3, MARKED])
+def test_the_cut_joins_to_the_rendering_and_the_targets_are_the_assistants_turns(template):
+    pairs = chat_segments(template, CONV, bos_token="<|begin_of_text|>")
+    assert "".join(t for t, _ in pairs) == render_chat(template, CONV, bos_token="<|begin_of_text|>")
+    targets = [t for t, f in pairs if f]
+    assert len(targets) == 2
+    end = "<|eot_id|>" if template is LLAMA3 else "<|im_end|>"
+    assert targets[0].startswith("Sur le tapis." if template is LLAMA3 else "  Sur le tapis.  ")
+    assert all(end in t and "user" not in t and "<|im_start|>" not in t for t in targets)
+
+
+def test_encode_sft_of_chats_matches_transformers_ids_and_assistant_mask(tok, hf):
+    """The ids are transformers' tokenization of the rendered chat, and the flags are the tokens its generation
+    markers mark (the assistant's text and end of turn), found without the markers."""
+    src = encode_sft(tok, [{"messages": CONV}], chat_template=MARKED)
+    out = hf.apply_chat_template(CONV, chat_template=MARKED, tokenize=True, return_dict=True,
+                                 return_assistant_tokens_mask=True)
+    assert src.get(0).tolist() == list(out["input_ids"])
+    assert src.loss_mask(0).tolist() == np.asarray(out["assistant_masks"], bool).tolist()
+    assert 0 < src.num_targets < len(src.get(0))
+    assert src.get(0)[-1] != tok.special_tokens["<|endoftext|>"]  # (a chat ends as its template ends it)
+    # ChatML without markers: the cut is the same (what follows the generation prompt, to the end of the turn)
+    plain = encode_sft(tok, [{"messages": CONV}], chat_template=CHATML)
+    assert plain.get(0).tolist() == list(hf.apply_chat_template(CONV, chat_template=CHATML, tokenize=True,
+                                                                return_dict=True)["input_ids"])
+    targets = tok.decode([int(i) for i in plain.get(0)[plain.loss_mask(0)]])
+    assert targets == "  Sur le tapis.  <|im_end|>\nDe rien.<|im_end|>\n"
+
+
+def test_chats_refused_with_reasons(tok):
+    with pytest.raises(InputError, match="example 0 is a chat .* no chat_template is given"):
+        encode_sft(tok, [{"messages": CONV}])
+    with pytest.raises(InputError, match="example 1 has no message of role 'assistant'"):
+        encode_sft(tok, [{"messages": CONV}, {"messages": CONV[:2]}], chat_template=CHATML)
+    drops = ("{% for m in messages %}{% if m['role'] != 'assistant' or loop.last %}{{ m['role'] }}: {{ m['content'] }}\n"
+             "{% endif %}{% endfor %}{% if add_generation_prompt %}assistant: {% endif %}")
+    with pytest.raises(InputError, match="example 0, message 4: the template renders the turns before it otherwise"):
+        encode_sft(tok, [{"messages": CONV}], chat_template=drops)
+    with pytest.raises(InputError, match="refused the conversation: a tool first"):
+        encode_sft(tok, [{"messages": [{"role": "tool", "content": "x"}] + CONV}], chat_template=MARKED)
+    with pytest.raises(Exception, match="does not parse"):
+        encode_sft(tok, [{"messages": CONV}], chat_template="{% for %}")
