@@ -113,6 +113,27 @@ def test_a_sentencepiece_tokenizer_json_round_trips(tmp_path):
     _assert_same_ids(tok, hf, TEXTS)
 
 
+@pytest.mark.parametrize("bos, eos", [(True, False), (True, True), (False, True), (False, False)])
+def test_a_models_add_bos_token_is_carried_into_the_folder_written(tmp_path, bos, eos):
+    """A ``.model`` folder whose config says ``add_bos_token`` (Llama 2's, Mistral's slow configs): transformers
+    adds BOS to every text there, and the folder tokenmill wrote had added none (a ``.model`` has no
+    post-processor), silently: a model fine-tuned through it trained without BOS. The same ids now, pairs too."""
+    model = _dir("TOKENMILL_MISTRAL_DIR", "mistral", "tokenizer.model.v1") / "tokenizer.model.v1"
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copy(model, src / "tokenizer.model")
+    (src / "tokenizer_config.json").write_text(json.dumps({
+        "tokenizer_class": "LlamaTokenizer", "add_bos_token": bos, "add_eos_token": eos, "bos_token": "<s>",
+        "eos_token": "</s>", "unk_token": "<unk>"}))
+    ref, tok = _auto(src), as_tokenizer(src)
+    got = _auto(tok.save_pretrained(tmp_path / "out"))
+    for args in (("Hello world",), ("Hello", "world"), ("",)):
+        assert got(*args).input_ids == ref(*args).input_ids, args
+    plain = tok.encode("Hello world")
+    assert ref("Hello world").input_ids == [1] * bos + plain + [2] * eos
+    assert as_tokenizer(tmp_path / "out").encode("Hello world") == plain  # (encode: the text's ids alone)
+
+
 @pytest.mark.corpus
 def test_same_ids_as_transformers_on_the_corpora(corpora, gpt2_ranks_path, tmp_path):
     llama3 = as_tokenizer(_dir("TOKENMILL_LLAMA3_DIR", "llama3", "tokenizer.json"))

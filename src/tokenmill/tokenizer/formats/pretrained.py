@@ -123,6 +123,8 @@ def source_config(tok) -> dict | None:
                             [{"name": e.name, "template": e.template} for e in template])
     if "chat_template.jinja" in files:
         out["chat_template"] = read_chat_template(files["chat_template.jinja"], "chat template")
+    for flag in ("add_bos_token", "add_eos_token"):  # (True where the config asks for it; else False)
+        out[flag] = conf is not None and getattr(conf, flag) is True
     longest = None if conf is None else conf.model_max_length
     out["model_max_length"] = longest if type(longest) is int and 1 <= longest < 2**62 else None  # (1e30: none)
     return out
@@ -212,9 +214,58 @@ def save_pretrained(tok, folder, given: dict, model_max_length=None, chat_templa
     inputs = [] if source is None else source["paths"]  # (the model's own config: never written over)
     for name in ("tokenizer.json", "tokenizer_config.json"):
         resolve_output(where / name, what=f"the tokenizer's {name}", inputs=inputs)
+    template = _added_around(tok, body, source)
     tok.save_huggingface(where / "tokenizer.json")
+    if template is not None:
+        _carry_post_processor(where / "tokenizer.json", template, inputs)
     write_json_atomic(where / "tokenizer_config.json", body, inputs=inputs)
     return where
+
+
+def _added_around(tok, body: dict, source: dict | None) -> dict | None:
+    """The ``TemplateProcessing`` post-processor that adds BOS (and EOS) around every text, where the model's
+    ``tokenizer_config.json`` asks for them (``add_bos_token``, ``add_eos_token``: Llama 2's and Mistral's slow
+    configs, which transformers honours by building that post-processor) and the roles name tokens of the
+    vocabulary; else None. A ``.model`` carries no post-processor: without this, the folder written had given no
+    BOS where the model's own folder gives one."""
+    if source is None or not (source.get("add_bos_token") or source.get("add_eos_token")):
+        return None
+    around = {}
+    for role in ("bos", "eos"):
+        if not source.get(f"add_{role}_token"):
+            continue
+        text = body.get(f"{role}_token")
+        tid = tok.token_to_id(text) if isinstance(text, str) else None
+        if tid is None:
+            warn(f"the model's tokenizer_config.json says add_{role}_token, but no {role.upper()} token of the "
+                 "vocabulary has that role: the folder written adds none (pass the role, e.g. "
+                 f"{role}_token='<s>')")
+            continue
+        around[role] = (text, int(tid))
+
+    def seq(part: str, type_id: int) -> list:
+        out = [{"SpecialToken": {"id": around["bos"][0], "type_id": type_id}}] if "bos" in around else []
+        out.append({"Sequence": {"id": part, "type_id": type_id}})
+        return out + ([{"SpecialToken": {"id": around["eos"][0], "type_id": type_id}}] if "eos" in around else [])
+
+    if not around:
+        return None
+    return {"type": "TemplateProcessing", "single": seq("A", 0), "pair": seq("A", 0) + seq("B", 1),
+            "special_tokens": {t: {"id": t, "ids": [i], "tokens": [t]} for t, i in around.values()}}
+
+
+def _carry_post_processor(path: Path, template: dict, inputs) -> None:
+    """``template`` as the post-processor of the tokenizer.json just written at ``path``, where it has none (an
+    imported file's own is kept)."""
+    import json
+
+    from ..._io import write_bytes_atomic
+
+    body = json.loads(read_bytes_limited(path, what="tokenizer.json"))
+    if body.get("post_processor") is not None:
+        return
+    body["post_processor"] = template
+    write_bytes_atomic(path, json.dumps(body, ensure_ascii=False).encode("utf-8"), inputs=inputs)
 
 
 def to_transformers(tok, given: dict, model_max_length=None, chat_template=None):

@@ -243,6 +243,9 @@ class TokenizerConfigFile(SpecialTokensMapFile):
 
     chat_template: Union[str, list[ChatTemplateEntry], None] = None
     model_max_length: Union[int, float, None] = None
+    # a slow SentencePiece class's (Llama 2, Mistral v1-v3): transformers adds BOS (EOS) to every encoded text
+    add_bos_token: Union[bool, None, UnsetType] = UNSET
+    add_eos_token: Union[bool, None, UnsetType] = UNSET
     # (only whether it is there: transformers then ignores special_tokens_map.json)
     added_tokens_decoder: Union[dict[str, Any], UnsetType] = UNSET
 
