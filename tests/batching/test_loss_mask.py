@@ -210,3 +210,20 @@ def test_the_planned_targets_of_an_epoch_are_the_batches_targets(how):
         assert sched.epoch_counts(0)["targets"] == got[-1]
     plain = BatchSchedule(DOCS, batch_size=3, seed=2, drop_last=False, **how).epoch_counts(0)["targets"]
     assert got[0] < plain  # (the prompts are no targets: the count can fail)
+
+
+def test_split_keeps_each_examples_flags_and_follows_the_one_rule(tmp_path):
+    """Train and validation examples of a masked source: the documents TokenStore.split and split_documents
+    choose (over a saved source, its store's views), each with its own flags."""
+    from tokenmill import split_documents
+
+    want = split_documents(list(range(len(DOCS))), 0.25, seed=4)
+    for src in (MaskedSource(DOCS, MASKS), MaskedSource(DOCS, MASKS).save(tmp_path / "s")):
+        parts = src.split(0.25, seed=4)
+        for part, idx in zip(parts, (want.train, want.val)):
+            assert len(part) == idx.size
+            for i, j in enumerate(idx.tolist()):
+                assert part.get(i).tolist() == DOCS[j].tolist()
+                assert part.loss_mask(i).tolist() == MASKS[j].astype(bool).tolist()
+        assert parts[0].num_targets + parts[1].num_targets == src.num_targets
+        assert parts[0].fingerprint != parts[1].fingerprint

@@ -129,6 +129,8 @@ def test_store_sft_writes_a_masked_source_the_loader_plans(tmp_path, tok, capsys
     assert plan["effective_targets_per_sample"] * plan["samples_per_epoch"] == want.num_targets
     assert main(["store", "stats", str(out)]) == 1
     assert "MaskedSource.open" in capsys.readouterr().err
+    assert main(["loader", str(out), "--batch-size", "1", "--block-size", "64", "--split", "0.5", "--json", "-q"]) == 0
+    assert json.loads(capsys.readouterr().out)["documents"] == 1  # (the training side of two examples)
     assert main(base[:-1] + ["--prompt-field", "question", "--overwrite"]) == 1
     assert "no field 'question'" in capsys.readouterr().err
 

@@ -87,9 +87,6 @@ def cmd_loader(args) -> int:
         src = MaskedSource.open(path) if masked else TokenStore.open(path)  # (`store sft`'s folder: its flags count)
         whole.append(len(src))
         if args.split is not None:
-            if masked:
-                raise ConfigError(f"--split: {path} is a loss-masked source (`store sft`), which has no split; write "
-                                  "the validation examples to a file of their own and run `store sft` on each")
             src = src.split(args.split, seed=args.seed)[0]
         parts.append((path, src, w))
     source = parts[0][1] if len(parts) == 1 else Mixture([(s, w) for _, s, w in parts], seed=args.seed,

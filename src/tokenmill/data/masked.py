@@ -136,6 +136,43 @@ class MaskedSource:
         return (f"MaskedSource({len(self):,d} documents, {int(self.mask.size):,d} tokens, "
                 f"{self.num_targets:,d} targets)")
 
+    # ---- train / validation ----------------------------------------------------------------------------
+    def split(self, val_fraction: float, *, seed: int = 0) -> tuple["MaskedSource", "MaskedSource"]:
+        """``(train, val)``: the examples split by the one rule of :meth:`TokenStore.split` and
+        :func:`~tokenmill.split_documents` (by document, a seeded hash of its index), each with its flags. Over a
+        token store the documents are its views (no copy); over documents in memory, copies."""
+        from .source import as_source
+
+        split = getattr(self.base, "split", None)
+        if split is not None and getattr(self.base, "index", None) is None:  # (a store: views in its numbering)
+            parts = split(val_fraction, by="doc", seed=seed)
+            pairs = [(view, np.asarray(view.index, np.int64)) for view in parts]
+        else:  # (the store's rule: documents keyed by their index, assign_groups)
+            from .._validate import check_float, check_int
+            from .split import assign_groups
+
+            if not 0 < check_float(val_fraction, "val_fraction") < 1:
+                raise ConfigError(f"val_fraction={val_fraction!r} must be a number strictly between 0 and 1")
+            val = assign_groups(np.arange(len(self), dtype=np.int64), val_fraction,
+                                check_int(seed, "seed", min=0, max=2**63 - 1), what="the examples")[0]
+            pairs = [(as_source([self.base.get(int(i)) for i in idx]), idx)
+                     for idx in (np.flatnonzero(~val), np.flatnonzero(val))]
+        return tuple(self._subset(base, idx) for base, idx in pairs)  # type: ignore[return-value]
+
+    def _subset(self, base, index: np.ndarray) -> "MaskedSource":
+        """The source of documents ``index`` (``base`` holds their ids, in that order), their flags gathered."""
+        lengths = np.diff(self.mask_offsets)[index]
+        offsets = np.zeros(index.size + 1, np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        at = np.repeat(self.mask_offsets[index] - offsets[:-1], lengths) + np.arange(int(offsets[-1]), dtype=np.int64)
+        out = MaskedSource.__new__(MaskedSource)
+        out.base, out._fingerprint, out.facts = base, None, dict(self.facts)
+        out.mask, out.mask_offsets = self.mask[at], seal(offsets)
+        out.mask.flags.writeable = False
+        if not np.array_equal(np.asarray(base.lengths, np.int64), lengths):  # (never: said, not assumed)
+            raise InputError("the split's documents and flags disagree in length")
+        return out
+
     # ---- on disk: two token stores, the ids and the flags -----------------------------------------------
     def save(self, out_dir, *, overwrite: bool = False) -> "MaskedSource":
         """Write the documents and their flags as two token stores, ``out_dir/tokens`` and ``out_dir/loss_mask``
