@@ -227,3 +227,75 @@ def test_split_keeps_each_examples_flags_and_follows_the_one_rule(tmp_path):
                 assert part.loss_mask(i).tolist() == MASKS[j].astype(bool).tolist()
         assert parts[0].num_targets + parts[1].num_targets == src.num_targets
         assert parts[0].fingerprint != parts[1].fingerprint
+
+
+def test_a_slice_of_a_masked_source_in_a_mixture_takes_its_own_flags_and_fingerprint():
+    """A slice part of a mixture had taken its base's flags in the mixture's numbering (another document's flags,
+    or an IndexError past them); a slice's fingerprint had not covered the flags (a state over one mask loaded
+    over another)."""
+    from tokenmill.data.mixture import source_fingerprint
+
+    src = MaskedSource([[10, 11, 12, 13], [20, 21, 22, 23]], [[0, 0, 1, 1], [0, 0, 0, 1]])
+    sl = SliceSource(src, doc=[1, 1, 1], start=[0, 1, 2], length=[4, 3, 2])
+    mix = Mixture([(sl, 1), ([[5, 5]], 1)], seed=0)
+    flags = [[0, 0, 0, 1], [0, 0, 1], [0, 1], [1, 1]]
+    for b in pack(mix.lengths, 4).batches(mix, batch_size=4, pad_id=0):
+        np.testing.assert_array_equal(b.labels, expected(b.labels, b.doc_ids, b.token_offsets, flags))
+    wins = list(SlidingWindows(4, stride=4).plan(mix.lengths).materialize(mix))
+    assert [w.labels.tolist() for w in wins] == [[-100, -100, -100, 23], [-100, -100, 23], [-100, 23], [-100, 5]]
+    other = SliceSource(MaskedSource([[10, 11, 12, 13], [20, 21, 22, 23]], [[0, 0, 1, 1], [1, 1, 1, 1]]),
+                        doc=[1, 1, 1], start=[0, 1, 2], length=[4, 3, 2])
+    assert source_fingerprint(sl) != source_fingerprint(other)
+    plain = SliceSource([[10, 11, 12, 13], [20, 21, 22, 23]], doc=[1, 1, 1], start=[0, 1, 2], length=[4, 3, 2])
+    assert source_fingerprint(sl) != source_fingerprint(plain)
+
+
+def test_chat_variables_are_the_folders_roles_and_an_absent_one_renders_as_nothing(tmp_path):
+    """Llama 3 Instruct declares <|eot_id|> its EOS: the template's eos_token and the appended EOS had been the
+    token found by name (<|end_of_text|>); a tokenizer without BOS had rendered {{ bos_token }} as 'None'."""
+    import json
+    import shutil
+    from pathlib import Path
+
+    from tests.tokenizer.test_model_tokenizers import _dir
+    from tokenmill import as_tokenizer
+
+    d = tmp_path / "l3i"
+    d.mkdir()
+    shutil.copy(_dir("TOKENMILL_LLAMA3_DIR", "llama3", "tokenizer.json") / "tokenizer.json", d / "tokenizer.json")
+    (d / "tokenizer_config.json").write_text(json.dumps({"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>"}))
+    tok = as_tokenizer(d)
+    chat = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}
+    template = "{% for m in messages %}{{ m['content'] }}{{ eos_token }}{% endfor %}"
+    src = encode_sft(tok, [chat, ("a", "b")], chat_template=template)
+    eot = tok.special_tokens["<|eot_id|>"]
+    assert src.get(0).tolist().count(eot) == 2 and src.get(1).tolist()[-1] == eot
+    bare = train_bpe(["ab ab"] * 3, vocab_size=257)
+    got = encode_sft(bare, [chat], chat_template="{{ bos_token }}" + template.replace("{{ eos_token }}", "|"))
+    assert bare.decode(got.get(0).tolist()) == "hi|yo|"
+    with pytest.raises(Exception, match="train_on=5"):
+        encode_sft(bare, [chat], chat_template=template, train_on=5)
+    assert Path(d).is_dir()
+
+
+def test_saved_flags_are_paired_with_their_ids_and_never_read_as_ids(tmp_path):
+    """A loss_mask/ of another save with the same lengths had opened silently, and a store of flags had been taken
+    for token ids by the loader and packing (0/1 ids trained on)."""
+    import shutil
+
+    from tokenmill import ConfigError, FormatError
+    from tokenmill.torch import TrainingLoader
+
+    MaskedSource([[1, 2, 3], [4, 5]], [[0, 1, 1], [0, 1]]).save(tmp_path / "a")
+    MaskedSource([[1, 2, 3], [7, 7]], [[0, 1, 1], [0, 1]]).save(tmp_path / "b")
+    shutil.rmtree(tmp_path / "a" / "loss_mask")
+    shutil.copytree(tmp_path / "b" / "loss_mask", tmp_path / "a" / "loss_mask")
+    with pytest.raises(FormatError, match="saved with other ids than its tokens/"):
+        MaskedSource.open(tmp_path / "a")
+    flags = TokenStore.open(tmp_path / "b" / "loss_mask")
+    with pytest.raises(ConfigError, match="is a store of loss-mask flags"):
+        TrainingLoader(flags, batch_size=1, block_size=4)
+    with pytest.raises(ConfigError, match="is a store of loss-mask flags"):
+        next(pack(flags.lengths, 4).batches(flags, batch_size=1, pad_id=0))
+    with pytest.raises(ConfigError, match="is a store of loss-mask flags"):
+        MaskedSource(flags, [[0, 1, 1], [0, 1]])

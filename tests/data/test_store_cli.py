@@ -176,7 +176,8 @@ def test_store_sft_of_chats_renders_them_with_the_template(tmp_path, tok, capsys
     base = ["store", "sft", "--tokenizer", str(tmp_path / "tok.json"), "--input", str(tmp_path / "chat.jsonl"),
             "--chat-template", str(tmp_path / "t.jinja"), "-q"]
     assert main(base + ["--out", str(tmp_path / "sft")]) == 0
-    assert "the assistant turns of the chats, the completions and their EOS" in capsys.readouterr().out
+    assert ("the assistant turns of 1 chat and the completions and their EOS of 1 prompt-completion record; the rest "
+            "is context") in capsys.readouterr().out
     got, want = MaskedSource.open(tmp_path / "sft"), encode_sft(tok, rows, chat_template=template)
     assert [got.get(i).tolist() for i in range(2)] == [want.get(i).tolist() for i in range(2)]
     assert [got.loss_mask(i).tolist() for i in range(2)] == [want.loss_mask(i).tolist() for i in range(2)]

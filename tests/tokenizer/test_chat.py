@@ -96,7 +96,7 @@ def test_chats_refused_with_reasons(tok):
              "{% endif %}{% endfor %}{% if add_generation_prompt %}assistant: {% endif %}")
     with pytest.raises(InputError, match="example 0, message 4: the template renders the turns before it otherwise"):
         encode_sft(tok, [{"messages": CONV}], chat_template=drops)
-    with pytest.raises(InputError, match="refused the conversation: a tool first"):
+    with pytest.raises(InputError, match="example 0: the chat template refused it: a tool first"):
         encode_sft(tok, [{"messages": [{"role": "tool", "content": "x"}] + CONV}], chat_template=MARKED)
     with pytest.raises(Exception, match="does not parse"):
         encode_sft(tok, [{"messages": CONV}], chat_template="{% for %}")

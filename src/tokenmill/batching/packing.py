@@ -39,7 +39,7 @@ import numpy as np
 
 from .._arrays import is_sealed, owned, ranks_in_groups, readonly, seal
 from .._validate import check_array, check_bool, check_int, check_rows, check_spans, document_lengths
-from ..data.masked import loss_mask_of
+from ..data.masked import loss_mask_of, refuse_flags_as_ids
 from ..data.source import TokenSource, as_source, check_memory_ids, ids_checked, reader
 from ..errors import ConfigError, InputError
 from .batch import Batch, Block, FragmentPositions, check_fragment_positions, with_loss_mask
@@ -361,6 +361,7 @@ class PackPlan:
             raise InputError(f"document {i} has {int(lengths[i]):,d} tokens in the source but "
                              f"{int(self.doc_lengths[i]):,d} in the plan; pack the lengths of this source")
         check_memory_ids(src)  # in memory, never validated (a store's ids were): -100 would read as an ignored label
+        refuse_flags_as_ids(src)
         return src
 
 

@@ -44,7 +44,7 @@ from .._arrays import ranks_in_groups, seal
 from .._io import is_regular_file
 from .._schema import BIG, Count, Meta, Sha256, Struct, check, load_json, parse_json
 from .._validate import check_bool, check_int
-from ..data.masked import loss_mask_of
+from ..data.masked import loss_mask_of, refuse_flags_as_ids
 from ..data.mixture import Mixture, allocate_counts, source_fingerprint
 from ..data.source import as_source, check_memory_ids
 from ..errors import ConfigError, FormatError
@@ -231,6 +231,8 @@ class BatchSchedule:
                 raise ConfigError(f"the source's {len(self.parts[0]):,d} documents hold no tokens; there is nothing "
                                   "to train on")
             check_memory_ids(self.parts[0])  # in memory, never validated (a store's ids were)
+        for part in self.parts:
+            refuse_flags_as_ids(part)
         self._check_row_memory()
         self._streams: dict[tuple[int, int], _Stream] = {}
         self._fills: dict[tuple[int, int], object] = {}  # packing.segment_filler_of per stream (not pickled)

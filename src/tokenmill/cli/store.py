@@ -132,7 +132,7 @@ def cmd_sft(args: argparse.Namespace) -> int:
                 if (pf, pr) != (cf, cr):  # (cannot happen: both read the same records in order; said, not assumed)
                     raise RuntimeError(f"{path}: the prompt and completion readers disagree on record {pr}")
                 examples.append((p, c))
-                where.append(f"{prompts.files()[pf]}:{pr + 1}")
+                where.append(f"{prompts.paths[pf]}:{pr + 1}")  # (as typed, as the reader's own errors name it)
         except InputError as e:  # (the reader's advice names its own option, --field)
             raise InputError(str(e).replace("pass field=... (CLI: --field)", "pass --prompt-field and "
                                             "--completion-field")) from None
@@ -223,9 +223,15 @@ def _encode_and_save(args, tok, examples: list, where: list[str], template: str 
         return 0
     share = f" ({targets / tokens:.1%})" if tokens else ""
     roles = args.train_on or ["assistant"]
-    what = (f"the {' and '.join(roles)} turns of the chats" + ("" if args.no_eos else
-                                                              ", the completions and their EOS") if template is not None else
-            f"the completions{'' if args.no_eos else ' and their EOS'}; the prompts are context")
+    chats = sum(1 for ex in examples if isinstance(ex, dict) and args.messages_field in ex
+                and args.prompt_field not in ex)
+    said = []
+    if chats:
+        said.append(f"the {' and '.join(roles)} turns of {counted(chats, 'chat')}")
+    if chats < len(examples):
+        said.append(f"the completions{'' if args.no_eos else ' and their EOS'} of "
+                    f"{counted(len(examples) - chats, 'prompt-completion record')}")
+    what = " and ".join(said) + "; the rest is context"
     print(f"{counted(len(saved), 'example')}, {counted(tokens, 'token')}, {counted(targets, 'target')}{share}: {what}")
     if empty:
         print(f"  {counted(empty, 'example')} without a target (an empty completion or turn, and no EOS)")

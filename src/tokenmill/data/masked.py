@@ -30,7 +30,7 @@ import numpy as np
 
 from .._arrays import seal
 from .._validate import check_array, check_bool
-from ..errors import ConfigError, InputError, SpecialTokenError
+from ..errors import ConfigError, FormatError, InputError, SpecialTokenError
 from .source import TokenSource, as_source, doc_index
 
 # what a MaskedSource hands on from the source it wraps, where that source has it (the flat fast paths of
@@ -40,6 +40,23 @@ _PASSED_ON = frozenset({"token_array", "doc_offsets", "segment_filler", "check_m
                         "name"})
 
 TOKENS_DIR, MASK_DIR = "tokens", "loss_mask"
+MASK_HASH = "loss-mask"  # the tokenizer hash of a store of flags (then ':' and its ids' store's fingerprint)
+
+
+def is_flags_store(src) -> bool:
+    """Whether ``src`` is a store of loss-mask flags (:meth:`MaskedSource.save`'s ``loss_mask/``), not of ids."""
+    h = getattr(src, "tokenizer_hash", None)
+    return isinstance(h, str) and (h == MASK_HASH or h.startswith(MASK_HASH + ":"))
+
+
+def refuse_flags_as_ids(src, what: str = "the source") -> None:
+    """A ConfigError where ``src`` (or the base of a slice of it) is a store of loss-mask flags: read as ids, its 0/1
+    flags would train a model on two tokens."""
+    while src is not None:
+        if is_flags_store(src):
+            raise ConfigError(f"{what} is a store of loss-mask flags (a MaskedSource's {MASK_DIR}/), not of token ids; "
+                              f"open the folder above it with MaskedSource.open (CLI: pass that folder)")
+        src = getattr(src, "base", None) if getattr(src, "origin_doc", None) is not None else None
 
 
 class MaskedSource:
@@ -66,6 +83,7 @@ class MaskedSource:
         if isinstance(loss_mask, str):  # a column of a tokenized datasets.Dataset (TRL's completion_mask, ...)
             loss_mask = _column(source, loss_mask)
         self.base: TokenSource = as_source(source)
+        refuse_flags_as_ids(self.base)
         lengths = check_array(self.base.lengths, "the source's lengths", min=0)
         self.mask, self.mask_offsets = _flat_mask(loss_mask, lengths)
         self._fingerprint: str | None = None
@@ -201,11 +219,12 @@ class MaskedSource:
                  for k in ("vocab_size", "tokenizer_hash", "eos_id", "bos_id")}
         vocab = facts["vocab_size"]
         vocab = int(vocab) if vocab is not None else (int(ids.max()) + 1 if ids.size else 1)
-        TokenStore.from_token_arrays(out / TOKENS_DIR, [(lengths, ids)], vocab_size=vocab,
-                                     tokenizer_hash=str(facts["tokenizer_hash"] or "external"),
-                                     eos_id=facts["eos_id"], bos_id=facts["bos_id"], overwrite=overwrite)
+        tokens = TokenStore.from_token_arrays(out / TOKENS_DIR, [(lengths, ids)], vocab_size=vocab,
+                                              tokenizer_hash=str(facts["tokenizer_hash"] or "external"),
+                                              eos_id=facts["eos_id"], bos_id=facts["bos_id"], overwrite=overwrite)
+        # the flags name the ids they were saved with (their store's fingerprint): open() pairs the two
         TokenStore.from_token_arrays(out / MASK_DIR, [(lengths, self.mask)], vocab_size=2,
-                                     tokenizer_hash="loss-mask", overwrite=overwrite)
+                                     tokenizer_hash=f"{MASK_HASH}:{tokens.fingerprint}", overwrite=overwrite)
         return MaskedSource.open(out)
 
     @classmethod
@@ -222,10 +241,19 @@ class MaskedSource:
             raise ConfigError(f"{str(root)!r} holds no {TOKENS_DIR}/ and {MASK_DIR}/ stores; pass the folder "
                               "MaskedSource.save (or encode_sft(...).save) wrote")
         mask = TokenStore.open(root / MASK_DIR)
-        if mask.vocab_size != 2 or mask.tokenizer_hash != "loss-mask":
+        if mask.vocab_size != 2 or not is_flags_store(mask):
             raise ConfigError(f"{str(root / MASK_DIR)!r} is a store of token ids (vocabulary {mask.vocab_size:,d}), "
                               "not of loss-mask flags; pass the folder MaskedSource.save wrote")
-        return cls(TokenStore.open(root / TOKENS_DIR), mask)
+        tokens = TokenStore.open(root / TOKENS_DIR)
+        paired = mask.tokenizer_hash.partition(":")[2]
+        if paired and paired != tokens.fingerprint:
+            raise FormatError(f"{str(root)!r}: its {MASK_DIR}/ was saved with other ids than its {TOKENS_DIR}/ (the two "
+                              "stores come from different saves); save the source again")
+        try:
+            return cls(tokens, mask)
+        except InputError as e:
+            raise FormatError(f"{str(root)!r}: {e}; its {MASK_DIR}/ does not hold its {TOKENS_DIR}/'s flags: check both "
+                              f"(tokenmill store verify {root / MASK_DIR}) and save the source again") from None
 
 
 def _column(source, name: str):
@@ -347,10 +375,14 @@ def loss_mask_of(src):
 
 
 def _joined(src, parts, masks) -> "MaskedSource":
+    """The flags of a mixture's parts back to back, each part's in its own numbering (a slice part's: its items',
+    as the mixture numbers them; its base's whole mask had been joined, and the flags had followed the base's
+    documents); 1 for every token of an unmasked part."""
     cached = getattr(src, "_joined_mask", None)
     if cached is not None:
         return cached
-    flags = [m.mask if m is not None else np.ones(int(np.sum(p.lengths)), np.uint8) for p, m in zip(parts, masks)]
+    flags = [_own_flags(p, m) if m is not None else np.ones(int(np.sum(p.lengths)), np.uint8)
+             for p, m in zip(parts, masks)]
     lengths = np.asarray(src.lengths, np.int64)
     joined = MaskedSource.__new__(MaskedSource)
     joined.base, joined._fingerprint, joined.facts = src, None, {}
@@ -358,11 +390,33 @@ def _joined(src, parts, masks) -> "MaskedSource":
     np.cumsum(lengths, out=offsets[1:])
     joined.mask, joined.mask_offsets = np.concatenate(flags), seal(offsets)
     joined.mask.flags.writeable = False
+    if joined.mask.size != int(offsets[-1]):  # (never: said, not assumed)
+        raise InputError("a mixture's parts and their flags disagree in length")
     try:
         src._joined_mask = joined
     except AttributeError:
         pass
     return joined
+
+
+def _own_flags(part, masked: "MaskedSource") -> np.ndarray:
+    """The flags of ``part``'s items back to back, in its own numbering: a MaskedSource's own, a slice's gathered
+    from its base's (a slice of a slice, from the base beneath)."""
+    if part is masked:
+        return masked.mask
+    origin_doc = getattr(part, "origin_doc", None)
+    if origin_doc is None:  # (a source whose loss_mask_of is itself in its own numbering)
+        return masked.mask
+    base_flags = _own_flags(part.base, masked)
+    base_lengths = np.asarray(part.base.lengths, np.int64)
+    base_offsets = np.zeros(base_lengths.size + 1, np.int64)
+    np.cumsum(base_lengths, out=base_offsets[1:])
+    lengths = np.asarray(part.lengths, np.int64)
+    starts = base_offsets[np.asarray(origin_doc, np.int64)] + np.asarray(part.origin_start, np.int64)
+    firsts = np.zeros(lengths.size, np.int64)
+    np.cumsum(lengths[:-1], out=firsts[1:])
+    at = np.repeat(starts - firsts, lengths) + np.arange(int(lengths.sum()), dtype=np.int64)
+    return base_flags[at]
 
 
 def masked_labels(labels: np.ndarray, doc_ids: np.ndarray, token_offsets: np.ndarray, masked: MaskedSource) -> int:
@@ -449,12 +503,15 @@ def encode_sft(tokenizer, examples, *, prompt: str = "prompt", completion: str =
     if append_eos is not None:
         append_eos = check_bool(append_eos, "append_eos")
     prepend_bos = check_bool(prepend_bos, "prepend_bos")
-    bos = special_id(tokenizer, BOS_NAMES, bos_id, "bos", prepend_bos)
     if isinstance(train_on, str):
         train_on = (train_on,)
-    specials = dict(getattr(tokenizer, "special_tokens", {}) or {})
-    names = {f"{role}_token": next((n for n in known if n in specials), None)
-             for role, known in (("bos", BOS_NAMES), ("eos", EOS_NAMES))}
+    if not isinstance(train_on, (tuple, list)) or not train_on or not all(isinstance(r, str) for r in train_on):
+        raise ConfigError(f"train_on={train_on!r}: pass the roles whose turns are targets, e.g. ('assistant',)")
+    # the special tokens' roles as the model's folder declares them (Llama 3 Instruct's EOS is <|eot_id|>, Qwen's
+    # Instruct <|im_end|>), else found by name: what the template's variables say and what EOS/BOS append
+    roles = _roles(tokenizer)
+    names = {k: v for k, v in roles.items() if v is not None}  # (an absent one is undefined: '' in a template)
+    bos = special_id(tokenizer, _first(roles["bos_token"], BOS_NAMES), bos_id, "bos", prepend_bos)
     texts: list[str] = []
     flags: list[bool] = []
     chat_text: list[bool] = []  # (a chat's text: its template spells special tokens on purpose)
@@ -465,7 +522,7 @@ def encode_sft(tokenizer, examples, *, prompt: str = "prompt", completion: str =
         if is_chat:
             if chat_template is None:
                 raise InputError(f"example {i} is a chat (its {messages!r} field) but no chat_template is given; pass "
-                                 "the model's Jinja chat template (tokenizer_config.json's 'chat_template')")
+                                 "the model's Jinja chat template (the one of its tokenizer_config.json)")
             from ..tokenizer.chat import chat_segments
 
             pairs = chat_segments(chat_template, ex[messages], train_on=train_on, where=f"example {i}", **names)
@@ -478,7 +535,7 @@ def encode_sft(tokenizer, examples, *, prompt: str = "prompt", completion: str =
         bounds.append(len(texts))
         chats.append(is_chat)
     needs_eos = append_eos if append_eos is not None else not all(chats)
-    eos = special_id(tokenizer, EOS_NAMES, eos_id, "eos", bool(needs_eos))
+    eos = special_id(tokenizer, _first(roles["eos_token"], EOS_NAMES), eos_id, "eos", bool(needs_eos))
     kwargs = {} if num_threads is None else {"num_threads": num_threads}
     encoded: list = [None] * len(texts)
     for is_chat in (False, True):  # (plain texts under the caller's special-token rules, chats' reading them)
@@ -511,6 +568,25 @@ def encode_sft(tokenizer, examples, *, prompt: str = "prompt", completion: str =
     except ConfigError:  # (a tokenizer with no content hash: the store of ids says "external", as from ids)
         key = "external"
     out.facts = {"vocab_size": int(tokenizer.vocab_size), "eos_id": eos, "bos_id": bos, "tokenizer_hash": key}
+    return out
+
+
+def _first(name: str | None, names) -> tuple:
+    return tuple(names) if name is None else (name, *names)
+
+
+def _roles(tokenizer) -> dict:
+    """``bos_token``, ``eos_token``, ``unk_token``, ``pad_token`` of ``tokenizer``: as ``save_pretrained`` finds them
+    (the config of the model's folder, else by name), or, for a tokenizer without that machinery, by name."""
+    from ..tokenizer.formats.pretrained import ROLES, source_config, special_roles
+    from ..tokenizer.special import BOS_NAMES, EOS_NAMES
+
+    if hasattr(tokenizer, "_unk_id") and hasattr(tokenizer, "id_to_token"):
+        return special_roles(tokenizer, {}, source_config(tokenizer))
+    specials = dict(getattr(tokenizer, "special_tokens", {}) or {})
+    out = dict.fromkeys(ROLES)
+    for role, names in (("bos_token", BOS_NAMES), ("eos_token", EOS_NAMES)):
+        out[role] = next((n for n in names if n in specials), None)
     return out
 
 

@@ -47,7 +47,17 @@ def source_fingerprint(source) -> str:
     if fp is not None:
         return str(fp)
     src = as_source(source)
-    h = hashlib.sha256(b"tokenmill.source.v1\x00")
+    base = src  # a slice of a loss-masked source (data.masked): the flags beneath are part of what it is
+    while getattr(base, "origin_doc", None) is not None:
+        base = base.base
+    if base is not src and getattr(base, "mask_offsets", None) is not None:
+        h = hashlib.sha256(b"tokenmill.source.v1.masked\x00" + str(base.fingerprint).encode() + b"\x00")
+        return _ids_digest(h, src)
+    return _ids_digest(hashlib.sha256(b"tokenmill.source.v1\x00"), src)
+
+
+def _ids_digest(h, src) -> str:
+    """``h`` over ``src``'s lengths and ids (as int64): the fingerprint of a source without one of its own."""
     lengths = np.ascontiguousarray(np.asarray(src.lengths, np.int64))
     h.update(lengths.tobytes())
     tokens, offsets = getattr(src, "token_array", None), getattr(src, "doc_offsets", None)

@@ -1014,7 +1014,8 @@ def _as_text(v: Any, where: str, name: str, errors: str, replaced: Replaced | No
         return v
     if isinstance(v, bytes):
         return decode_utf8(v, name=f"{where} (field {name!r})", errors=errors, replaced=replaced)
-    raise InputError(f"{where}: field {name!r} is {'null' if v is None else type(v).__name__}, not a string")
+    raise InputError(f"{where}: field {name!r} is {'null' if v is None else type(v).__name__}, not a string; give every "
+                     "record a string there (\"\" for none), or leave the record out")
 
 
 # ---- in-memory sources ---------------------------------------------------------------------------

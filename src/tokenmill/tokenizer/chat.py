@@ -64,17 +64,19 @@ def _compiled(template: str):
         compiled = env.from_string(template)
     except jinja2.exceptions.TemplateSyntaxError as e:
         raise ConfigError(f"the chat template does not parse (line {e.lineno}: {e.message}); pass the model's Jinja "
-                          "chat template (tokenizer_config.json's 'chat_template', or chat_template.jinja)") from None
+                          "chat template (the one of its tokenizer_config.json, or its chat_template.jinja)") from None
     if len(_ENVIRONMENTS) > 16:
         _ENVIRONMENTS.clear()
     _ENVIRONMENTS[template] = compiled
     return compiled
 
 
-def render_chat(template: str, messages: Sequence[dict], *, add_generation_prompt: bool = False, **variables) -> str:
+def render_chat(template: str, messages: Sequence[dict], *, add_generation_prompt: bool = False,
+                where: str = "the conversation", **variables) -> str:
     """``messages`` rendered by the Jinja chat ``template``, as transformers' ``apply_chat_template(messages,
     tokenize=False, add_generation_prompt=...)`` renders them; ``variables``: more of the template's variables
-    (``bos_token``, ``eos_token``, ``tools`` ...).
+    (``bos_token``, ``eos_token``, ``tools`` ...; leave one out where the tokenizer has none: undefined, it renders
+    as nothing, as in transformers). ``where`` names the conversation in errors.
 
     >>> t = "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}<|end|>{% endfor %}"
     >>> render_chat(t, [{"role": "user", "content": "hi"}])
@@ -88,7 +90,7 @@ def render_chat(template: str, messages: Sequence[dict], *, add_generation_promp
         return _compiled(template).render(messages=list(messages), add_generation_prompt=add_generation_prompt,
                                           **variables)
     except jinja2.exceptions.TemplateError as e:
-        raise InputError(f"the chat template refused the conversation: {e}") from None
+        raise InputError(f"{where}: the chat template refused it: {e}") from None
 
 
 def chat_segments(template: str, messages: Sequence[dict], *, train_on: Sequence[str] = ("assistant",),
@@ -118,8 +120,9 @@ def chat_segments(template: str, messages: Sequence[dict], *, train_on: Sequence
         if m["role"] not in train_on:
             continue
         # (the generation prompt opens an assistant's turn; another role's turn is a target from its header on)
-        before = render_chat(template, messages[:k], add_generation_prompt=m["role"] == "assistant", **variables)
-        after = render_chat(template, messages[: k + 1], **variables)
+        before = render_chat(template, messages[:k], add_generation_prompt=m["role"] == "assistant", where=where,
+                             **variables)
+        after = render_chat(template, messages[: k + 1], where=where, **variables)
         if not before.startswith(done) or not after.startswith(before):
             raise InputError(f"{where}, message {k}: the template renders the turns before it otherwise once it "
                              "follows them (it drops or rewrites earlier turns, or the generation prompt is not "
@@ -129,7 +132,7 @@ def chat_segments(template: str, messages: Sequence[dict], *, train_on: Sequence
             out.append((before[len(done):], False))
         out.append((after[len(before):], True))
         done = after
-    whole = render_chat(template, messages, **variables)
+    whole = render_chat(template, messages, where=where, **variables)
     if not whole.startswith(done):
         raise InputError(f"{where}: the template renders the whole conversation otherwise than its turns one by "
                          "one, so the turns cannot be cut out exactly; render it into (text, is_target) pairs yourself")
