@@ -113,7 +113,7 @@ def test_a_sentencepiece_tokenizer_json_round_trips(tmp_path):
     _assert_same_ids(tok, hf, TEXTS)
 
 
-@pytest.mark.parametrize("bos, eos", [(True, False), (True, True), (False, True), (False, False)])
+@pytest.mark.parametrize("bos, eos", [(True, False), (False, True)])  # (each ~15 s: transformers converts the .model)
 def test_a_models_add_bos_token_is_carried_into_the_folder_written(tmp_path, bos, eos):
     """A ``.model`` folder whose config says ``add_bos_token`` (Llama 2's, Mistral's slow configs): transformers
     adds BOS to every text there, and the folder tokenmill wrote had added none (a ``.model`` has no
