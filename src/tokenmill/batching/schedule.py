@@ -522,7 +522,7 @@ class BatchSchedule:
         token of every segment (of every block, in stream layout), which no label scores."""
         ptr, plan = s.plan.block_ptr, s.plan
         counts = ptr[blocks + 1] - ptr[blocks]
-        seg = np.repeat(ptr[blocks] - (np.cumsum(counts) - counts), counts) + np.arange(int(counts.sum()))
+        seg = np.repeat(ptr[blocks], counts) + ranks_in_groups(counts)  # the blocks' segments, in block order
         o_doc, o_start = segment_origins(s.source, plan.doc[seg], plan.start[seg])
         first = np.ones(seg.size, bool) if not plan.stream else np.isin(seg, ptr[blocks])
         begin = o_start + first

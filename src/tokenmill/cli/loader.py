@@ -60,7 +60,7 @@ def cmd_loader(args) -> int:
     import numpy as np
 
     from ..batching.schedule import BatchSchedule
-    from ..data.masked import MaskedSource
+    from ..data.masked import MaskedSource, is_masked_folder
     from ..data.mixture import Mixture
     from ..data.store import TokenStore
     from ..errors import ConfigError
@@ -83,8 +83,7 @@ def cmd_loader(args) -> int:
                                                          "pass a positive number of training tokens"))
     parts, whole = [], []
     for path, w in specs:
-        masked = os.path.isdir(os.path.join(path, "tokens")) and os.path.isdir(os.path.join(path, "loss_mask"))
-        src = MaskedSource.open(path) if masked else TokenStore.open(path)  # (`store sft`'s folder: its flags count)
+        src = MaskedSource.open(path) if is_masked_folder(path) else TokenStore.open(path)  # (`store sft`'s folder: its flags count)
         whole.append(len(src))
         if args.split is not None:
             src = src.split(args.split, seed=args.seed)[0]

@@ -190,7 +190,7 @@ def _sft_records(args, tok, template: str) -> int:
 def _encode_and_save(args, tok, examples: list, where: list[str], template: str | None = None) -> int:
     import re
 
-    from ..data.masked import encode_sft
+    from ..data.masked import encode_sft, is_chat_record
     from ..errors import InputError, SpecialTokenError
 
     special = {"error": ((), "all"), "special": ("all", "all"), "plain": ((), ())}[args.special_text]
@@ -223,8 +223,7 @@ def _encode_and_save(args, tok, examples: list, where: list[str], template: str 
         return 0
     share = f" ({targets / tokens:.1%})" if tokens else ""
     roles = args.train_on or ["assistant"]
-    chats = sum(1 for ex in examples if isinstance(ex, dict) and args.messages_field in ex
-                and args.prompt_field not in ex)
+    chats = sum(1 for ex in examples if is_chat_record(ex, args.messages_field, args.prompt_field))
     said = []
     if chats:
         said.append(f"the {' and '.join(roles)} turns of {counted(chats, 'chat')}")

@@ -28,7 +28,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from .._arrays import seal
+from .._arrays import offsets_of, ranks_in_groups, seal
 from .._validate import check_array, check_bool
 from ..errors import ConfigError, FormatError, InputError, SpecialTokenError
 from .source import TokenSource, as_source, doc_index
@@ -41,6 +41,13 @@ _PASSED_ON = frozenset({"token_array", "doc_offsets", "segment_filler", "check_m
 
 TOKENS_DIR, MASK_DIR = "tokens", "loss_mask"
 MASK_HASH = "loss-mask"  # the tokenizer hash of a store of flags (then ':' and its ids' store's fingerprint)
+
+
+def is_masked_folder(path) -> bool:
+    """Whether ``path`` is a folder :meth:`MaskedSource.save` wrote (its ``tokens/`` and ``loss_mask/`` stores)."""
+    import os
+
+    return os.path.isdir(os.path.join(path, TOKENS_DIR)) and os.path.isdir(os.path.join(path, MASK_DIR))
 
 
 def is_flags_store(src) -> bool:
@@ -88,6 +95,18 @@ class MaskedSource:
         self.mask, self.mask_offsets = _flat_mask(loss_mask, lengths)
         self._fingerprint: str | None = None
         self.facts: dict = {}  # (encode_sft's tokenizer facts, for save: vocab_size, tokenizer_hash, eos_id, bos_id)
+
+    @classmethod
+    def _of_flags(cls, base, flags: np.ndarray, lengths: np.ndarray, facts: dict) -> "MaskedSource":
+        """A source over ``base`` whose flags tokenmill gathered itself (checked already: ``flags`` holds ``lengths``'
+        tokens), made read-only here."""
+        if flags.size != int(np.sum(lengths)):  # (never: said, not assumed)
+            raise InputError("the documents and their flags disagree in length")
+        out = cls.__new__(cls)
+        out.base, out._fingerprint, out.facts = base, None, dict(facts)
+        out.mask, out.mask_offsets = flags, seal(offsets_of(lengths))
+        out.mask.flags.writeable = False
+        return out
 
     # ---- the token source: the documents' ids ---------------------------------------------------------
     @property
@@ -180,16 +199,9 @@ class MaskedSource:
     def _subset(self, base, index: np.ndarray) -> "MaskedSource":
         """The source of documents ``index`` (``base`` holds their ids, in that order), their flags gathered."""
         lengths = np.diff(self.mask_offsets)[index]
-        offsets = np.zeros(index.size + 1, np.int64)
-        np.cumsum(lengths, out=offsets[1:])
-        at = np.repeat(self.mask_offsets[index] - offsets[:-1], lengths) + np.arange(int(offsets[-1]), dtype=np.int64)
-        out = MaskedSource.__new__(MaskedSource)
-        out.base, out._fingerprint, out.facts = base, None, dict(self.facts)
-        out.mask, out.mask_offsets = self.mask[at], seal(offsets)
-        out.mask.flags.writeable = False
         if not np.array_equal(np.asarray(base.lengths, np.int64), lengths):  # (never: said, not assumed)
             raise InputError("the split's documents and flags disagree in length")
-        return out
+        return MaskedSource._of_flags(base, self.mask[_spans(self.mask_offsets[index], lengths)], lengths, self.facts)
 
     # ---- on disk: two token stores, the ids and the flags -----------------------------------------------
     def save(self, out_dir, *, overwrite: bool = False) -> "MaskedSource":
@@ -237,7 +249,7 @@ class MaskedSource:
         from .store import TokenStore
 
         root = Path(os.fspath(path))
-        if not (root / TOKENS_DIR).is_dir() or not (root / MASK_DIR).is_dir():
+        if not is_masked_folder(root):
             raise ConfigError(f"{str(root)!r} holds no {TOKENS_DIR}/ and {MASK_DIR}/ stores; pass the folder "
                               "MaskedSource.save (or encode_sft(...).save) wrote")
         mask = TokenStore.open(root / MASK_DIR)
@@ -267,15 +279,29 @@ def _column(source, name: str):
     return source.with_format("numpy")[name]
 
 
-def _all_ids(src, lengths: np.ndarray) -> np.ndarray:
+def _flat_values(src, lengths: np.ndarray) -> np.ndarray | None:
+    """All of a source's values back to back, where it holds them so (``token_array``, its documents contiguous from
+    ``doc_offsets[0]``, as ``lengths`` says); else None."""
     tokens, offsets = getattr(src, "token_array", None), getattr(src, "doc_offsets", None)
     n = lengths.size
-    if tokens is not None and offsets is not None and n:
-        offsets = np.asarray(offsets, np.int64)
-        lo, hi = int(offsets[0]), int(offsets[n])
-        if np.array_equal(np.diff(offsets[: n + 1]), lengths):
-            return np.asarray(tokens[lo:hi])
-    return np.concatenate([np.asarray(src.get(i)) for i in range(n)]) if n else np.zeros(0, np.int64)
+    if tokens is None or offsets is None or not n:
+        return None
+    offsets = np.asarray(offsets, np.int64)
+    if offsets.size <= n or not np.array_equal(np.diff(offsets[: n + 1]), lengths):
+        return None
+    return np.asarray(tokens[int(offsets[0]) : int(offsets[n])])
+
+
+def _all_ids(src, lengths: np.ndarray) -> np.ndarray:
+    flat = _flat_values(src, lengths)
+    if flat is not None:
+        return flat
+    return np.concatenate([np.asarray(src.get(i)) for i in range(lengths.size)]) if lengths.size else np.zeros(0, np.int64)
+
+
+def _spans(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The positions of the spans ``[starts[i], starts[i] + lengths[i])``, back to back."""
+    return np.repeat(np.asarray(starts, np.int64), lengths) + ranks_in_groups(lengths)
 
 
 def _flat_mask(loss_mask, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -284,16 +310,16 @@ def _flat_mask(loss_mask, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         raise InputError(f"loss_mask is a {type(loss_mask).__name__}; pass one array of 0/1 (or bool) flags per "
                          "document, 1 = the token is a target")
     n = int(lengths.size)
-    offsets = np.zeros(n + 1, np.int64)
-    np.cumsum(lengths, out=offsets[1:])
+    offsets = offsets_of(lengths)
     flat = np.empty(int(offsets[-1]), np.uint8)
     if hasattr(loss_mask, "get") and hasattr(loss_mask, "lengths") and not isinstance(loss_mask, (list, tuple)):
         got = check_array(loss_mask.lengths, "loss_mask's lengths", min=0)
         if got.size != n:
             raise InputError(f"loss_mask holds {got.size:,d} documents, the source {n:,d}; pass one flag per token of "
                              "the source's documents")
-        whole = _flat_flags(loss_mask, got)
-        if whole is not None and np.array_equal(got, lengths):  # (a store of flags: one pass, no loop over documents)
+        whole = _flat_values(loss_mask, got)
+        if whole is not None and whole.dtype.kind == "u" and np.array_equal(got, lengths):  # (a store of flags: one
+            # pass, no loop over documents)
             if whole.size and int(whole.max()) > 1:
                 i = int(np.argmax(whole > 1))
                 d = int(np.searchsorted(offsets, i, side="right") - 1)
@@ -302,7 +328,7 @@ def _flat_mask(loss_mask, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             flat[:] = whole
             flat.flags.writeable = False
             return flat, seal(offsets)
-        docs: Sequence = [loss_mask.get(i) for i in range(n)] if n < 1 << 16 else _lazy(loss_mask, n)
+        docs: Iterable = (loss_mask.get(i) for i in range(n))
     else:
         docs = loss_mask if isinstance(loss_mask, Sequence) else list(loss_mask)
         if len(docs) != n:
@@ -312,29 +338,6 @@ def _flat_mask(loss_mask, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         flat[offsets[i] : offsets[i + 1]] = document_mask(m, i, int(lengths[i]))
     flat.flags.writeable = False  # (the flags are the source's: written later, they would change its fingerprint)
     return flat, seal(offsets)
-
-
-def _flat_flags(src, lengths: np.ndarray) -> np.ndarray | None:
-    """All of a source's values back to back, where it holds them so (``token_array``, documents contiguous from
-    ``doc_offsets[0]``) and they are unsigned integers; else None."""
-    tokens, offsets = getattr(src, "token_array", None), getattr(src, "doc_offsets", None)
-    if tokens is None or offsets is None or not lengths.size:
-        return None
-    offsets = np.asarray(offsets, np.int64)
-    if offsets.size <= lengths.size or not np.array_equal(np.diff(offsets[: lengths.size + 1]), lengths):
-        return None
-    whole = np.asarray(tokens[int(offsets[0]) : int(offsets[lengths.size])])
-    return whole if whole.dtype.kind == "u" else None
-
-
-def _lazy(src, n: int):
-    class _Docs(Sequence):
-        def __len__(self):
-            return n
-
-        def __getitem__(self, i):
-            return src.get(i)
-    return _Docs()
 
 
 def document_mask(m, i: int, n: int, what: str = "document") -> np.ndarray:
@@ -383,15 +386,7 @@ def _joined(src, parts, masks) -> "MaskedSource":
         return cached
     flags = [_own_flags(p, m) if m is not None else np.ones(int(np.sum(p.lengths)), np.uint8)
              for p, m in zip(parts, masks)]
-    lengths = np.asarray(src.lengths, np.int64)
-    joined = MaskedSource.__new__(MaskedSource)
-    joined.base, joined._fingerprint, joined.facts = src, None, {}
-    offsets = np.zeros(lengths.size + 1, np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    joined.mask, joined.mask_offsets = np.concatenate(flags), seal(offsets)
-    joined.mask.flags.writeable = False
-    if joined.mask.size != int(offsets[-1]):  # (never: said, not assumed)
-        raise InputError("a mixture's parts and their flags disagree in length")
+    joined = MaskedSource._of_flags(src, np.concatenate(flags), np.asarray(src.lengths, np.int64), {})
     try:
         src._joined_mask = joined
     except AttributeError:
@@ -407,16 +402,9 @@ def _own_flags(part, masked: "MaskedSource") -> np.ndarray:
     origin_doc = getattr(part, "origin_doc", None)
     if origin_doc is None:  # (a source whose loss_mask_of is itself in its own numbering)
         return masked.mask
-    base_flags = _own_flags(part.base, masked)
-    base_lengths = np.asarray(part.base.lengths, np.int64)
-    base_offsets = np.zeros(base_lengths.size + 1, np.int64)
-    np.cumsum(base_lengths, out=base_offsets[1:])
-    lengths = np.asarray(part.lengths, np.int64)
+    base_offsets = offsets_of(part.base.lengths)
     starts = base_offsets[np.asarray(origin_doc, np.int64)] + np.asarray(part.origin_start, np.int64)
-    firsts = np.zeros(lengths.size, np.int64)
-    np.cumsum(lengths[:-1], out=firsts[1:])
-    at = np.repeat(starts - firsts, lengths) + np.arange(int(lengths.sum()), dtype=np.int64)
-    return base_flags[at]
+    return _own_flags(part.base, masked)[_spans(starts, np.asarray(part.lengths, np.int64))]
 
 
 def masked_labels(labels: np.ndarray, doc_ids: np.ndarray, token_offsets: np.ndarray, masked: MaskedSource) -> int:
@@ -518,7 +506,7 @@ def encode_sft(tokenizer, examples, *, prompt: str = "prompt", completion: str =
     bounds = [0]
     chats: list[bool] = []
     for i, ex in enumerate(examples):
-        is_chat = isinstance(ex, dict) and messages in ex and prompt not in ex
+        is_chat = is_chat_record(ex, messages, prompt)
         if is_chat:
             if chat_template is None:
                 raise InputError(f"example {i} is a chat (its {messages!r} field) but no chat_template is given; pass "
@@ -569,6 +557,11 @@ def encode_sft(tokenizer, examples, *, prompt: str = "prompt", completion: str =
         key = "external"
     out.facts = {"vocab_size": int(tokenizer.vocab_size), "eos_id": eos, "bos_id": bos, "tokenizer_hash": key}
     return out
+
+
+def is_chat_record(ex, messages: str = "messages", prompt: str = "prompt") -> bool:
+    """Whether ``encode_sft`` reads example ``ex`` as a chat: a record with the messages field and no prompt."""
+    return isinstance(ex, dict) and messages in ex and prompt not in ex
 
 
 def _first(name: str | None, names) -> tuple:

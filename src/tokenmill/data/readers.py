@@ -877,14 +877,7 @@ class FileSource(Source):
             if text is None:
                 line = decode_utf8(raw, name=f"{p}:{line_no}", base=start, errors=self.errors,
                                    replaced=self.replaced)
-                try:
-                    rec = json.loads(line, parse_int=_json_int)
-                except json.JSONDecodeError as e:  # (its msg may end in "at": "Invalid control character at")
-                    raise InputError(f"{p}:{line_no}: not valid JSON ({e.msg.removesuffix(' at')} at column "
-                                     f"{e.colno}); every line of a JSONL file must be one JSON object") from None
-                except RecursionError:
-                    raise InputError(f"{p}:{line_no}: its JSON nests too deeply to read; every line of a JSONL "
-                                     "file must be one JSON object (of reasonable depth)") from None
+                rec = _json_line(line, f"{p}:{line_no}")
                 text = _field_of(rec, self.field, f"{p}:{line_no}")
                 if self.errors == "strict" and not text.isascii():
                     try:
@@ -972,6 +965,18 @@ def _field_decoder(name: str):
     return msgspec.json.Decoder(msgspec.defstruct("Record", [("v", str)], rename={"v": name})), msgspec.MsgspecError
 
 
+def _json_line(line: str, where: str) -> Any:
+    """One JSONL line's value, else an InputError naming ``where`` (file:line)."""
+    try:
+        return json.loads(line, parse_int=_json_int)
+    except json.JSONDecodeError as e:  # (its msg may end in "at": "Invalid control character at")
+        raise InputError(f"{where}: not valid JSON ({e.msg.removesuffix(' at')} at column {e.colno}); every line of a "
+                         "JSONL file must be one JSON object") from None
+    except RecursionError:
+        raise InputError(f"{where}: its JSON nests too deeply to read; every line of a JSONL file must be one JSON "
+                         "object (of reasonable depth)") from None
+
+
 def jsonl_records(path) -> Iterator[tuple[int, dict]]:
     """``(line number, record)`` of each non-blank line of a JSONL file (``.gz``/``.zst`` read as a build reads
     them), each a JSON object: the whole record, for readers of more than one text field (a chat's messages).
@@ -986,14 +991,7 @@ def jsonl_records(path) -> Iterator[tuple[int, dict]]:
             if not raw.strip(_JSON_SPACE):
                 continue
             where = f"{p}:{line_no}"
-            line = decode_utf8(raw, name=where)
-            try:
-                rec = json.loads(line, parse_int=_json_int)
-            except json.JSONDecodeError as e:
-                raise InputError(f"{where}: not valid JSON ({e.msg.removesuffix(' at')} at column {e.colno}); every "
-                                 "line of a JSONL file must be one JSON object") from None
-            except RecursionError:
-                raise InputError(f"{where}: its JSON nests too deeply to read") from None
+            rec = _json_line(decode_utf8(raw, name=where), where)
             if not isinstance(rec, dict):
                 raise InputError(f"{where}: the line is a JSON {type(rec).__name__}, not an object")
             yield line_no, rec

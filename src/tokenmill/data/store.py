@@ -276,10 +276,13 @@ def _describe_difference(old, new, where: str = "", out: list | None = None) -> 
 
 
 # ---- what a store folder holds --------------------------------------------------------------------
+_STAGING_SUFFIX = ".tokenmill-build"
+
+
 def staging_dir(out: Path) -> Path:
     """Where a build over an existing store writes the new one (a hidden sibling of ``out``): the
     old store stays untouched until the new one is complete and verified, then the two are swapped."""
-    return out.parent / f".{out.name}.tokenmill-build"
+    return out.parent / f".{out.name}{_STAGING_SUFFIX}"
 
 
 def _old_dir(out: Path) -> Path:
@@ -723,7 +726,7 @@ def _write_error(path: Path, e: OSError) -> WriteError:
     folder of a replacement, it names that folder: what holds the disk's space until a rerun finishes or it is
     removed (a user giving up the replacement had no word of it)."""
     folder = Path(path).parent
-    staged = folder.name.startswith(".") and folder.name.endswith(".tokenmill-build")
+    staged = folder.name.startswith(".") and folder.name.endswith(_STAGING_SUFFIX)
     where = (f"; the new store is staged in {folder} beside the old one, which is whole: rerun to go on, or remove "
              "that folder to give the replacement up" if staged else "")
     return WriteError(f"cannot write {path}: {e.strerror or e}; the store's previous state is unchanged "
