@@ -87,6 +87,30 @@ def test_encode_sft_of_chats_matches_transformers_ids_and_assistant_mask(tok, hf
     assert targets == "  Sur le tapis.  <|im_end|>\nDe rien.<|im_end|>\n"
 
 
+def test_a_transformers_tokenizer_brings_its_roles_and_template(tok, tmp_path):
+    """A transformers tokenizer handed to encode_sft (or through as_tokenizer) is read with the roles and the chat
+    template it holds: an Instruct model's EOS is its end of turn (here <|eot_id|>), not the <|endoftext|> found by
+    name, and its chats render with its own template. Pickled and saved, the roles stay."""
+    import pickle
+
+    pytest.importorskip("transformers")
+    from transformers import AutoTokenizer
+
+    from tokenmill import as_tokenizer
+
+    d = tok.save_pretrained(tmp_path / "base", bos_token="<|begin_of_text|>", eos_token="<|endoftext|>")
+    hf = AutoTokenizer.from_pretrained(str(d), eos_token="<|eot_id|>")
+    hf.chat_template = LLAMA3
+    eot = tok.special_tokens["<|eot_id|>"]
+    for given in (hf, as_tokenizer(hf), pickle.loads(pickle.dumps(as_tokenizer(hf)))):
+        src = encode_sft(given, [{"prompt": "the cat ", "completion": "sat"}, {"messages": CONV}])
+        assert src.get(0)[-1] == eot and src.facts["eos_id"] == eot
+        assert src.get(1).tolist() == list(hf.apply_chat_template(CONV, tokenize=True, return_dict=True)["input_ids"])
+    out = as_tokenizer(hf).save_pretrained(tmp_path / "saved")  # (had failed: the object's temporary file was gone)
+    again = AutoTokenizer.from_pretrained(str(out))
+    assert again.eos_token == "<|eot_id|>" and again.bos_token == "<|begin_of_text|>" and again.chat_template == LLAMA3
+
+
 def test_chats_refused_with_reasons(tok):
     with pytest.raises(InputError, match="example 0 is a chat .* no chat_template is given"):
         encode_sft(tok, [{"messages": CONV}])

@@ -150,12 +150,10 @@ def _chat_template(args, tok) -> str | None:
     """``--chat-template``'s text (a .jinja file, or a tokenizer_config.json's template), else the template of the
     tokenizer's folder, else None."""
     from ..errors import ConfigError
-    from ..tokenizer.formats.pretrained import read_chat_template, read_config, source_config
+    from ..tokenizer.formats.pretrained import own_chat_template, read_chat_template, read_config
 
     if args.chat_template is None:
-        conf = source_config(tok)
-        template = None if conf is None else conf.get("chat_template")
-        return template if isinstance(template, str) else None
+        return own_chat_template(tok)
     if str(args.chat_template).endswith(".json"):
         template = read_config(args.chat_template).chat_template
         if not isinstance(template, str):

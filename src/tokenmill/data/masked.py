@@ -456,7 +456,8 @@ def encode_sft(tokenizer, examples, *, prompt: str = "prompt", completion: str =
       turns ``True``;
     * chats, records with a list of messages (``{"messages": [{"role": "user", "content": ...}, ...]}``; another
       field name with ``messages=``), rendered by ``chat_template`` (the model's Jinja template, as transformers'
-      ``apply_chat_template`` renders it) and cut by :func:`~tokenmill.tokenizer.chat.chat_segments`: the turns
+      ``apply_chat_template`` renders it; by default the tokenizer's own: its model folder's, or the transformers
+      tokenizer's it was made from) and cut by :func:`~tokenmill.tokenizer.chat.chat_segments`: the turns
       of a role in ``train_on`` (default the assistant's), from after their generation prompt to their end of
       turn, are the targets. The template's text is encoded with its special tokens read as such (as
       transformers tokenizes a rendered chat), so is the messages' text.
@@ -480,12 +481,12 @@ def encode_sft(tokenizer, examples, *, prompt: str = "prompt", completion: str =
     >>> src.get(0).tolist(), src.loss_mask(0).astype(int).tolist()
     ([256, 32, 256, 99, 257], [0, 0, 1, 1, 1])
     """
+    from ..tokenizer.adapters import tokenizer_with
     from ..tokenizer.special import BOS_NAMES, EOS_NAMES
     from .store import special_id
 
-    if not callable(getattr(tokenizer, "encode_batch", None)):
-        raise ConfigError(f"tokenizer is a {type(tokenizer).__name__}; pass a tokenizer (tokenmill.Tokenizer, "
-                          "tokenmill.as_tokenizer(...), a loaded tokenizer.json or rank file)")
+    # (what as_tokenizer takes: a path, a transformers tokenizer, whose roles and chat template come along)
+    tokenizer = tokenizer_with(tokenizer, ("encode_batch", "vocab_size", "special_tokens"))
     if isinstance(examples, (str, bytes, dict)):
         raise InputError(f"examples is a {type(examples).__name__}; pass a list (or any iterable) of examples")
     if append_eos is not None:
@@ -498,6 +499,10 @@ def encode_sft(tokenizer, examples, *, prompt: str = "prompt", completion: str =
     # the special tokens' roles as the model's folder declares them (Llama 3 Instruct's EOS is <|eot_id|>, Qwen's
     # Instruct <|im_end|>), else found by name: what the template's variables say and what EOS/BOS append
     roles = _roles(tokenizer)
+    if chat_template is None:
+        from ..tokenizer.formats.pretrained import own_chat_template
+
+        chat_template = own_chat_template(tokenizer)
     names = {k: v for k, v in roles.items() if v is not None}  # (an absent one is undefined: '' in a template)
     bos = special_id(tokenizer, _first(roles["bos_token"], BOS_NAMES), bos_id, "bos", prepend_bos)
     texts: list[str] = []
@@ -509,8 +514,9 @@ def encode_sft(tokenizer, examples, *, prompt: str = "prompt", completion: str =
         is_chat = is_chat_record(ex, messages, prompt)
         if is_chat:
             if chat_template is None:
-                raise InputError(f"example {i} is a chat (its {messages!r} field) but no chat_template is given; pass "
-                                 "the model's Jinja chat template (the one of its tokenizer_config.json)")
+                raise InputError(f"example {i} is a chat (its {messages!r} field) but no chat_template is given and "
+                                 "the tokenizer has none of its own; pass the model's Jinja chat template (the one "
+                                 "of its tokenizer_config.json)")
             from ..tokenizer.chat import chat_segments
 
             pairs = chat_segments(chat_template, ex[messages], train_on=train_on, where=f"example {i}", **names)

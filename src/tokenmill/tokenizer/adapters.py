@@ -81,7 +81,13 @@ def as_tokenizer(obj, *, pattern=None, special_tokens=None, check: bool = True):
         return obj
     hf = _hf_backend(obj)
     if hf is not None:
-        return _from_hf(hf, check)
+        from .formats.pretrained import transformers_config
+
+        tok = _from_hf(hf, check)
+        conf = transformers_config(obj)  # (a transformers object's roles and chat template: Llama 3 Instruct's EOS
+        if conf is not None:             # is <|eot_id|>, not the <|end_of_text|> found by name)
+            tok.pretrained_config = conf
+        return tok
     if _is_tiktoken(obj):
         return _from_tiktoken(obj, check)
     if type(obj).__name__ == "SentencePieceProcessor" and hasattr(obj, "serialized_model_proto"):
@@ -256,6 +262,12 @@ def _from_hf(hf, check: bool):
             tok = Tokenizer.from_huggingface(path)
     except FormatError:
         return ForeignTokenizer.from_hf(hf, body)
+    # read from a temporary file, gone now: no file of the user's to protect or to find a model's folder beside
+    # (save_pretrained had failed with a FileNotFoundError on it)
+    if getattr(tok, "read_from", ()):
+        tok.read_from = ()
+    if isinstance(getattr(tok, "_source", None), str):
+        tok._source = "<the HF tokenizer object>"
     if check:
         probe = PROBE + "".join(tok.added_tokens)
         if tok.encode(probe, allowed_special="all") != hf.encode(probe, add_special_tokens=False).ids:

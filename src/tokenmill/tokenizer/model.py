@@ -37,14 +37,18 @@ Specials = Literal["all"] | Collection[str]
 DECODE_JOIN_IDS = 16
 
 
-def _from_body(body: dict, read_from: tuple = (), own_form: bool = False, post_processor=None) -> "Tokenizer":
+def _from_body(body: dict, read_from: tuple = (), own_form: bool = False, post_processor=None,
+               pretrained_config=None) -> "Tokenizer":
     """A tokenizer sent to another process (``Tokenizer.__reduce__``): rebuilt from ``to_dict``'s form, with
-    the file it was read from (its saves and exports still refuse to write over it: a copy had lost that)
-    and an imported tokenizer.json's post-processor (which its export writes back)."""
+    the file it was read from (its saves and exports still refuse to write over it: a copy had lost that),
+    an imported tokenizer.json's post-processor (which its export writes back) and what a transformers object
+    said of its roles (``pretrained_config``)."""
     tok = Tokenizer.from_dict(body, source="<a pickled tokenizer>")
     tok.read_from, tok.read_from_own_form = tuple(read_from), bool(own_form)
     if post_processor is not None:
         tok.hf_post_processor = post_processor
+    if pretrained_config is not None:
+        tok.pretrained_config = pretrained_config
     return tok
 
 
@@ -103,6 +107,9 @@ class Tokenizer(VocabNames, PretrainedExport):
     # an imported tokenizer.json's post_processor (what HF's encode adds with add_special_tokens=True, a BOS): not
     # in tokenmill's ids, written back by save_huggingface (not kept by save())
     hf_post_processor = None
+    # what a transformers tokenizer object said of its roles (EOS, BOS, PAD, UNK) and chat template, where this one
+    # was made from it (``as_tokenizer``): read where a model folder's tokenizer_config.json would be
+    pretrained_config = None
 
     @classmethod
     def from_merges(cls, merges, *, pattern="gpt4", special_tokens=None, merge_counts=None) -> "Tokenizer":
@@ -509,7 +516,8 @@ class Tokenizer(VocabNames, PretrainedExport):
         # multiprocessing, DataLoader workers and ``datasets.map(num_proc=...)`` send it to other processes: it is
         # rebuilt there from its file form (checked, hash included), as the store's workers get it; the caches
         # (compiled tables, per-thread state) are made again per process
-        return _from_body, (self.to_dict(), tuple(self.read_from), bool(self.read_from_own_form), self.hf_post_processor)
+        return _from_body, (self.to_dict(), tuple(self.read_from), bool(self.read_from_own_form), self.hf_post_processor,
+                            self.pretrained_config)
 
     def to_dict(self) -> dict:
         """The body of tokenmill's tokenizer file (``formats.tokenmill``), hash included."""

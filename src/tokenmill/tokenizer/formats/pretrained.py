@@ -99,6 +99,9 @@ def source_config(tok) -> dict | None:
 
     from .schemas import SpecialTokensMapFile
 
+    given = getattr(tok, "pretrained_config", None)  # (made from a transformers object: what it said)
+    if given is not None:
+        return given
     source = _read_from(tok)
     if source is None:
         return None
@@ -127,6 +130,35 @@ def source_config(tok) -> dict | None:
         out[flag] = conf is not None and getattr(conf, flag) is True
     longest = None if conf is None else conf.model_max_length
     out["model_max_length"] = longest if type(longest) is int and 1 <= longest < 2**62 else None  # (1e30: none)
+    return out
+
+
+def own_chat_template(tok) -> str | None:
+    """The chat template that comes with ``tok`` (its model folder's, or the transformers object's it was made
+    from), where that is one template; else None."""
+    conf = source_config(tok) if hasattr(tok, "_unk_id") else getattr(tok, "pretrained_config", None)
+    template = None if conf is None else conf.get("chat_template")
+    return template if isinstance(template, str) else None
+
+
+def transformers_config(obj) -> dict | None:
+    """What a transformers tokenizer object says of its roles, chat template and longest input, in
+    :func:`source_config`'s form (its roles as given: a role the object leaves unset is None, not looked for by
+    name); None for an object that is not one (a ``tokenizers.Tokenizer`` says none of this)."""
+    if not hasattr(obj, "special_tokens_map") or not hasattr(obj, "chat_template"):
+        return None
+    out: dict = {"paths": [], "from": {}}
+    for role in ROLES:
+        value = getattr(obj, role, None)
+        out[role] = str(value) if value is not None else None
+        out["from"][role] = f"{type(obj).__name__} object"
+    template = obj.chat_template
+    if isinstance(template, dict):  # (named templates: as a config's list)
+        template = [{"name": str(k), "template": str(v)} for k, v in template.items()]
+    out["chat_template"] = template if isinstance(template, (str, list)) else None
+    out["add_bos_token"] = out["add_eos_token"] = False  # (the backend's post-processor adds them: carried as such)
+    longest = getattr(obj, "model_max_length", None)
+    out["model_max_length"] = longest if type(longest) is int and 1 <= longest < 2**62 else None
     return out
 
 
