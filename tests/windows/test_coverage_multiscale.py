@@ -162,3 +162,7 @@ def test_multiscale_summary_counts_documents_once():
     assert first == "documents 3 (1 empty; shorter than the window, by scale: 4: 1 (0 dropped), 8: 1 (0 dropped), " \
                     "16: 2 (0 dropped))"
     assert [st.short_docs for st in plan.scale_stats] == [1, 1, 2]
+    # a scale without windows keeps its size in the summary (the sizes had been taken from the rows)
+    assert MultiScaleWindows([4, 16], short="drop").plan([10]).summary().split("\n")[0] == \
+        "documents 1 (0 empty; shorter than the window, by scale: 4: 0 (0 dropped), 16: 1 (1 dropped))"
+    assert plan.select([0]).scale_sizes == (4, 8, 16)

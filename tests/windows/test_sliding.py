@@ -520,3 +520,12 @@ def test_a_plan_made_by_hand_of_lists_is_read_as_int64_columns_or_refused():
         WindowPlan([0, 0], [0], [2, 2], [0, 2], [4, 4], stats)
     with pytest.raises(ConfigError, match="WindowPlan.doc has dtype float64; it must hold integers"):
         WindowPlan([0.5, 0], [0, 2], [2, 2], [0, 2], [4, 4], stats)
+    # rows a planner never makes are named where they are read: a window's first token as a target without a bos
+    # (it had been given a label), a negative length (numpy's "negative dimensions are not allowed")
+    docs, stats4 = [np.arange(4)], PlanStats(1, 4, 2, *[0] * 15)
+    for ts, length in (([1, 2], [2, 2]), ([1, 3], [2, -1])):
+        bad = WindowPlan([0, 0], [0, 2], length, ts, [4, 4], stats4)
+        with pytest.raises(InputError, match="window 1 of the plan has start 2, .* target_start lies in"):
+            list(bad.materialize(docs))
+    ok = WindowPlan([0, 0], [0, 2], [2, 2], [1, 3], [4, 4], stats4)
+    assert [w.labels.tolist() for w in ok.materialize(docs)] == [[-100, 1], [-100, 3]]

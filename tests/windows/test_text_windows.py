@@ -229,6 +229,18 @@ def test_preview_marks_overlap_and_gaps():
 
     assert [p.new_text for p in preview(plan, docs, TextOnly(), n=2)] == ["abcd", "efg"]
 
+    class Replacing:  # text alone, U+FFFD for a character's part (an HF-like decode)
+        def decode(self, ids):
+            return bytes(ids).decode("utf-8", "replace")
+
+    # the overlap's cut splits é (c3 a9): with bytes it snaps forward, é in the overlap; with text alone the same
+    # (the head's U+FFFD is 3 bytes: its length had been taken as an offset, y put into the overlap)
+    doc = [list("xaéyz".encode())]
+    split = SlidingWindows(3, 2).plan([6])
+    for tok in (Bytes(), Replacing()):
+        p = preview(split, doc, tok, n=2)[1]
+        assert (p.overlap_text, p.new_text) == ("é", "y"), type(tok).__name__
+
 
 def test_preview_does_not_cut_characters(bpe):
     ids = bpe.encode_ordinary(TEXT)
@@ -248,6 +260,10 @@ def test_cut_points_golden():
     assert SemanticWindows(8, boundaries="paragraph").cut_points("a.\nb\n\nc") == [6]
     assert SemanticWindows(8, boundaries="line").cut_points("a.\nb\n\nc") == [3, 6]
     assert SemanticWindows(8, boundaries=r";").cut_points("a;b;") == [2]
+    # a preset's name misspelt had been a regex of that word (cut after "sentences" only, so no cut at all)
+    with pytest.raises(ConfigError, match=r"boundaries='sentences' is not one of .*did you mean 'sentence'"):
+        SemanticWindows(8, boundaries="sentences")
+    assert SemanticWindows(8, boundaries=r"(?:word)").cut_points("a word b") == [6]
     # closing quotes and brackets stay with their sentence, the same set after ".!?" and after "。": a
     # full-width closer after ".!?" had blocked the cut, and "》】" after "。" were cut off their sentence
     for text, cut in (("他说「Stop.」 然后走了", 9), ("Done!） Next one", 6), ("Done!) Next one", 6),

@@ -59,7 +59,9 @@ def encode_with_byte_offsets(text: str, tokenizer) -> tuple[np.ndarray, np.ndarr
     n_bytes = len(text.encode("utf-8"))
     if int(byte_bounds[-1]) != n_bytes:
         raise InputError(f"the tokenizer's tokens hold {int(byte_bounds[-1]):,d} bytes but the text has "
-                         f"{n_bytes:,d}; character spans need a lossless byte-level tokenizer")
+                         f"{n_bytes:,d}; character spans need a lossless byte-level tokenizer (byte-level BPE: "
+                         "GPT-2, cl100k, o200k, Llama 3, Qwen, a tokenmill-trained one; a SentencePiece .model adds "
+                         "a prefix space the text does not hold)")
     return ids, char_offsets(text, byte_bounds), byte_bounds.astype(np.int64)
 
 

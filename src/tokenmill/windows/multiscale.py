@@ -99,4 +99,5 @@ class MultiScaleWindows:
         scale = np.repeat(np.array([s.window_size for s in self.scales], np.int64), counts)
         s0 = self.scales[0]
         return WindowPlan(**sealed_columns(cols), scale=scale, stats=total, bos=s0.bos, eos=s0.eos, positions=s0.positions,
-                          score=s0.score, epoch=epoch, scale_stats=tuple(stats))
+                          score=s0.score, epoch=epoch, scale_stats=tuple(stats),
+                          scale_sizes=tuple(s.window_size for s in self.scales))

@@ -53,20 +53,26 @@ class WindowPreview:
         return self.render()
 
 
-def _bytes(tokenizer, ids) -> bytes:
+def _split_decode(ids: np.ndarray, cut: int, tokenizer) -> tuple[str, str]:
+    """Decode ``ids`` once and split the text at token ``cut``, snapped forward to a character start (a character
+    whose bytes the cut splits is in the first part)."""
     ids = [int(i) for i in ids]
     if hasattr(tokenizer, "decode_bytes"):
-        return tokenizer.decode_bytes(ids)
-    return tokenizer.decode(ids).encode("utf-8")  # tokenizers without byte access
-
-
-def _split_decode(ids: np.ndarray, cut: int, tokenizer) -> tuple[str, str]:
-    """Decode ``ids`` once and split the text at token ``cut``, snapped to a character start."""
-    data = _bytes(tokenizer, ids)
-    at = len(_bytes(tokenizer, ids[:cut])) if cut else 0
-    while at < len(data) and (data[at] & 0xC0) == 0x80:  # do not cut inside a character
+        data = tokenizer.decode_bytes(ids)
+        at = len(tokenizer.decode_bytes(ids[:cut])) if cut else 0
+        while at < len(data) and (data[at] & 0xC0) == 0x80:  # do not cut inside a character
+            at += 1
+        return data[:at].decode("utf-8", "replace"), data[at:].decode("utf-8", "replace")
+    # a tokenizer with text alone: the head's text is the whole's up to where they differ (a character split by
+    # the cut is one U+FFFD in the head: its byte length is no offset into the whole), and that character with it
+    text = tokenizer.decode(ids)
+    head = tokenizer.decode(ids[:cut]) if cut else ""
+    at = 0
+    while at < min(len(head), len(text)) and head[at] == text[at]:
         at += 1
-    return data[:at].decode("utf-8", "replace"), data[at:].decode("utf-8", "replace")
+    if at < len(head):
+        at = min(at + 1, len(text))
+    return text[:at], text[at:]
 
 
 def preview(plan: WindowPlan, source, tokenizer, n: int = 5, *, rows=None) -> list[WindowPreview]:
@@ -86,8 +92,11 @@ def preview(plan: WindowPlan, source, tokenizer, n: int = 5, *, rows=None) -> li
     n = check_int(n, "n", min=0)
     from ..tokenizer.adapters import tokenizer_with
 
-    if not hasattr(tokenizer, "decode_bytes"):  # (``_bytes``: decode_bytes, else decode)
-        tokenizer = tokenizer_with(tokenizer, ("decode",))
+    if not hasattr(tokenizer, "decode_bytes"):  # (an HF or tiktoken object: converted, for its bytes; else its text)
+        try:
+            tokenizer = tokenizer_with(tokenizer, ("decode_bytes",))
+        except ConfigError:
+            tokenizer = tokenizer_with(tokenizer, ("decode",))
     src = as_source(source)
     lengths = np.asarray(src.lengths)
     picked = np.arange(min(n, len(plan))) if rows is None else plan.row_indices(rows)

@@ -105,6 +105,14 @@ class SemanticWindows:
         if oversize not in ("split", "truncate", "error"):
             raise ConfigError(f"oversize={oversize!r} is not one of ('split', 'truncate', 'error')")
         check_choice("score", score)
+        if isinstance(boundaries, str) and boundaries not in BOUNDARIES and boundaries.isascii() and boundaries.isalpha():
+            import difflib
+
+            near = difflib.get_close_matches(boundaries.lower(), BOUNDARIES, n=1, cutoff=0.6)
+            raise ConfigError(f"boundaries={boundaries!r} is not one of {tuple(BOUNDARIES)}"
+                              + (f" (did you mean {near[0]!r}?)" if near else "")
+                              + "; a regex of one plain word would cut only after that word: to mean that, write "
+                              f"it as a group, r'(?:{boundaries})'")
         pattern = BOUNDARIES.get(boundaries, boundaries)
         try:
             self._re = regex.compile(pattern)

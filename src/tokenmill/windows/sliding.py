@@ -269,6 +269,7 @@ class WindowPlan:
     score: str = "all"
     epoch: int = 0
     scale_stats: tuple[PlanStats, ...] = ()
+    scale_sizes: tuple[int, ...] = ()  # the window size of each of ``scale_stats`` (a scale may have no rows)
 
     def __post_init__(self):
         # the columns read-only (views, no copy): a plan's target_start written after it was made had turned a
@@ -314,7 +315,8 @@ class WindowPlan:
             return text
         # a multi-scale plan: documents shorter than the window differ by scale (their sum read as a count of
         # documents: "documents 2 (3 empty, 3 shorter than the window...)")
-        sizes = sorted({int(w) for w in self.scale.tolist()}) if len(self) else []
+        sizes = self.scale_sizes if len(self.scale_sizes) == len(self.scale_stats) else (
+            sorted({int(w) for w in self.scale.tolist()}) if len(self) else [])
         per = ", ".join(f"{w:,d}: {st.short_docs:,d} ({st.short_docs_dropped:,d} dropped)"
                         for w, st in zip(sizes, self.scale_stats)) if len(sizes) == len(self.scale_stats) else \
             ", ".join(f"{st.short_docs:,d} ({st.short_docs_dropped:,d} dropped)" for st in self.scale_stats)
@@ -330,7 +332,8 @@ class WindowPlan:
         rows = self.row_indices(rows)
         cols = {k: getattr(self, k)[rows] for k in ("doc", "start", "length", "target_start", "scale")}
         return WindowPlan(**sealed_columns(cols), stats=self.stats, bos=self.bos, eos=self.eos, positions=self.positions,
-                          score=self.score, epoch=self.epoch, scale_stats=self.scale_stats)
+                          score=self.score, epoch=self.epoch, scale_stats=self.scale_stats,
+                          scale_sizes=self.scale_sizes)
 
     # -- per-token accounting --------------------------------------------------------------------
 
@@ -412,7 +415,18 @@ class WindowPlan:
             bad = int(doc.min()) if int(doc.min()) < 0 else int(doc.max())
             raise InputError(f"the plan names document {bad:,d} but the {what} holds {lengths.size:,d} "
                              f"documents: plan and {what} disagree; {fix}")
-        over = (self.start[rows] < 0) | (self.end[rows] > lengths[doc])
+        length, start, ts = self.length[rows], self.start[rows], self.target_start[rows]
+        # a plan made by hand: lengths and target starts as planners make them (a window's first token is no
+        # target unless a bos precedes it; nothing past its end)
+        wrong = (length < 0) | (ts > start + length) | (ts < np.minimum(start + int(self.bos is None), start + length))
+        if wrong.any():
+            k = int(np.argmax(wrong))
+            r = int(rows[k])
+            raise InputError(f"window {r:,d} of the plan has start {int(start[k]):,d}, length {int(length[k]):,d} and "
+                             f"target_start {int(ts[k]):,d}: a length is >= 0 and target_start lies in [start + 1, "
+                             "start + length] (from start where a bos precedes the window); make the plan with "
+                             "SlidingWindows(...).plan(lengths), or fix its columns")
+        over = (start < 0) | (self.end[rows] > lengths[doc])
         if over.any():
             k = int(np.argmax(over))
             r, d = int(rows[k]), int(doc[k])
@@ -603,7 +617,8 @@ class SlidingWindows:
         cols, stats = self.place_windows(lengths, epoch, first_doc=first_doc)
         scale = np.broadcast_to(np.int64(self.window_size), cols["doc"].shape)  # read-only view, no memory
         return WindowPlan(**sealed_columns(cols), scale=scale, stats=stats, bos=self.bos, eos=self.eos,
-                          positions=self.positions, score=self.score, epoch=epoch, scale_stats=(stats,))
+                          positions=self.positions, score=self.score, epoch=epoch, scale_stats=(stats,),
+                          scale_sizes=(self.window_size,))
 
     def place_windows(self, lengths: np.ndarray, epoch: int, out=None,
                       first_doc: int = 0) -> tuple[dict[str, np.ndarray], PlanStats]:
