@@ -238,7 +238,7 @@ def test_cli_messages_say_what_to_change(tmp_path, capsys):
     out = str(tmp_path / "t.json")
     assert main(["train", "--input", str(tmp_path / "c.txt"), "--split-lines", "--vocab-size", "270", "--sample",
                  "0.01", "--out", out]) == 1
-    assert "sample='0.01' kept none of them: raise it" in capsys.readouterr().err
+    assert "sample='0.01', a fraction of 0.01 of the documents, kept none of them: raise it" in capsys.readouterr().err
     assert main(["train", "--input", str(tmp_path / "c.txt"), "--separator", "", "--vocab-size", "270",
                  "--out", out]) == 1
     assert "--separator '' is empty" in capsys.readouterr().err
@@ -499,3 +499,29 @@ def test_export_to_tiktoken_of_many_special_tokens_says_a_command_that_runs(tmp_
     said = capsys.readouterr().out
     assert "9 special tokens: export --to tokenmill for one file that holds them all" in said
     assert "more --special" not in said
+
+
+def test_train_refuses_options_that_would_be_ignored_and_reads_stdin(tmp_path, capsys):
+    """From a probe: `--special NAME=ID` (the other commands' form, which `export --to tiktoken` prints) had made a
+    special token named '<|endoftext|>=1998' and trained over the text's own '<|endoftext|>'; --field on text files
+    and --split-lines on JSONL files were ignored without a word; '-' was "does not exist"."""
+    (tmp_path / "a.txt").write_text("hello<|endoftext|>world hello world\n")
+    (tmp_path / "r.jsonl").write_text('{"text": "x y"}\n')
+    out = str(tmp_path / "t.json")
+    base = ["train", "--vocab-size", "300", "--out", out, "-q"]
+    for extra, said in (
+            (["--input", str(tmp_path / "a.txt"), "--special", "<|endoftext|>=1998"],
+             "pass the token's text alone, --special '<|endoftext|>'"),
+            (["--input", str(tmp_path / "a.txt"), "--field", "body"], "field='body' (CLI: --field) names a JSONL"),
+            (["--input", str(tmp_path / "r.jsonl"), "--split-lines"], "cuts text files into documents, but the input")):
+        assert main(base + extra) == 1, extra
+        assert said in capsys.readouterr().err
+    assert not (tmp_path / "t.json").exists()
+    # a mix: each option applies to the files it is for
+    assert main(base + ["--input", str(tmp_path / "a.txt"), str(tmp_path / "r.jsonl"), "--split-lines"]) == 0
+    assert "documents 2 of 2" in capsys.readouterr().out
+    assert main(base + ["--input", str(tmp_path / "a.txt"), "--special", "<|endoftext|>"]) == 0
+    assert "1 special token spelled in the text" in capsys.readouterr().out
+    got = subprocess.run([sys.executable, "-m", "tokenmill", *base, "--input", "-"], input="x y x y",
+                         capture_output=True, text=True)
+    assert got.returncode == 0 and "documents 1 of 1 (100.0% of 7 bytes)" in got.stdout, got.stderr

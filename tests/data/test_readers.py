@@ -345,11 +345,11 @@ def test_paths_globs_folders_and_bad_inputs(tmp_path):
         files([])
     # an option none of the inputs reads had been ignored without a word
     (tmp_path / "r.jsonl").write_text('{"text": "a"}\n')
-    with pytest.raises(ConfigError, match="split_lines=True cuts text files into documents, but the input holds jsonl"):
+    with pytest.raises(ConfigError, match=r"split_lines=True \(CLI: --split-lines\) cuts text files into documents, but the input holds jsonl"):
         as_sources([str(tmp_path / "r.jsonl")], split_lines=True)
     with pytest.raises(ConfigError, match="separator='|' cuts text files"):
         as_sources([str(tmp_path / "r.jsonl")], separator="|")
-    with pytest.raises(ConfigError, match="field='body' names a JSONL field or Parquet column, but the input holds text"):
+    with pytest.raises(ConfigError, match=r"field='body' \(CLI: --field\) names a JSONL field or Parquet column, but the input holds text"):
         as_sources([str(c)], field="body")
     assert len(as_sources([str(c), str(tmp_path / "r.jsonl")], split_lines=True)) == 2  # (the text file is split)
     with pytest.raises(InputError, match="does not exist"):

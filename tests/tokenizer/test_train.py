@@ -316,3 +316,20 @@ def test_training_identical_whatever_the_thread_count():
     assert results[0] == results[1] == results[2]
     files = {train_bpe(docs, 456, num_threads=t).to_dict()["hash"] for t in (1, 2, 3)}
     assert len(files) == 1  # same tokenizer file, byte for byte, whatever the thread count
+
+
+def test_sample_sizes_and_numbers_read_one_way():
+    """Binary units are binary ('1MiB' had been 10**6 bytes), '2.0' is the float 2.0 (refused as it is; it had been
+    a 2-byte budget), and a budget that keeps nothing says that an integer is a byte count."""
+    from tokenmill.tokenizer.bpe.train import _parse_sample
+
+    assert _parse_sample("1MiB") == (None, 2**20) and _parse_sample("1GiB") == (None, 2**30)
+    assert _parse_sample("1MB") == (None, 10**6) and _parse_sample("1e6") == (None, 10**6)
+    assert _parse_sample("1.0") == (1.0, None) and _parse_sample(1) == (None, 1)
+    for value in ("2.0", 2.0):
+        with pytest.raises(ConfigError, match="a fraction must be in"):
+            _parse_sample(value)
+    with pytest.raises(InputError, match=r"a byte budget of 1 byte \(an integer is a byte count; 1.0 is every"):
+        train_bpe(["hello world"], 260, sample=1)
+    tok = train_bpe(["aaaa bbbb"], 260)
+    assert tok.trace[:2] == [tok.trace[0], tok.trace[1]] and tok.trace[-1:] == [tok.trace[len(tok.trace) - 1]]

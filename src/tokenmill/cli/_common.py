@@ -29,7 +29,7 @@ def add_document_args(p: argparse.ArgumentParser, *, required: bool = True) -> N
     """--input PATH... with --split-lines / --separator / --errors, as in `tokenmill train`."""
     p.add_argument("--input", nargs="+", required=required, metavar="PATH",
                    help="text files (one document each), .jsonl or .parquet files (--field of each record), "
-                        "or folders of them (read as store build reads a folder)")
+                        "or folders of them (read as store build reads a folder); - reads standard input as text")
     p.add_argument("--field", default="text", help="the text field of .jsonl / .parquet inputs (default: text)")
     p.add_argument("--format", choices=["auto", "text", "jsonl", "parquet"], default="auto",
                    help="how to read the files (default: by extension; a .json file of one object a line: jsonl)")
@@ -118,7 +118,7 @@ def input_files(args) -> list:
     """The files named by ``--input`` (directories expanded to the files a store reads from a folder)."""
     from ..data.text import expand_inputs
 
-    return expand_inputs(args.input)
+    return expand_inputs(["/dev/stdin" if p == "-" else p for p in args.input])  # (-: standard input, a stream)
 
 
 def documents_from_args(args, files=None, replaced=None, blank=None):

@@ -182,6 +182,11 @@ def cmd_train(args) -> int:
     from ..tokenizer.bpe.train import train_bpe
     from ._common import input_files
 
+    for item in args.special:  # (other commands' NAME=ID form, which `export --to tiktoken` prints: refused, not a
+        name, sep, value = item.rpartition("=")  # token named '<|endoftext|>=100257')
+        if sep and name and value.isdigit():
+            raise ConfigError(f"--special {item!r}: train gives its special tokens the ids after the learned vocabulary, "
+                              f"in the order given; pass the token's text alone, --special {name!r}")
     files = input_files(args)
     resolve_output(args.out, what="--out", inputs=files)  # fail before training, not after
     pattern = None if args.pattern.lower() == "none" else args.pattern
@@ -202,6 +207,9 @@ def cmd_train(args) -> int:
              }.get(r.stop_reason, r.stop_reason) + ")")
     if blank[0]:
         print(f"  {blank_note(blank[0], 'none was trained on')}")
+    if r.special_tokens_in_text:
+        print(f"  {r.special_tokens_in_text:,d} special token{'s' if r.special_tokens_in_text != 1 else ''} spelled in "
+              "the text: none was trained on (each cuts its document there)")
     return 0
 
 

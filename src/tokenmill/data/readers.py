@@ -706,6 +706,25 @@ def _line_batches(path: Path, errors: Errors, opener=None, replaced: Replaced | 
             row += len(part)
 
 
+def check_options_apply(kinds, *, field: str, split_lines: bool, separator) -> None:
+    """A ConfigError where an option given applies to none of the inputs (``kinds``: the "text", "jsonl" and
+    "parquet" of their files): a field names a record's field, which text files have none of; splitting on lines
+    or a separator cuts text files, and JSONL and Parquet files are a document a record. (Ignored, they had been
+    said nothing of: JSONL "split" by line is one document a line anyway, a text file has no fields.)"""
+    kinds = set(kinds)
+    if not kinds:
+        return
+    if (split_lines or separator is not None) and "text" not in kinds:
+        what = "split_lines=True" if split_lines else f"separator={separator!r}"
+        raise ConfigError(f"{what} (CLI: {'--split-lines' if split_lines else '--separator'}) cuts text files into "
+                          f"documents, but the input holds {' and '.join(sorted(kinds))} files only, whose records "
+                          "are the documents; leave it out")
+    if field != "text" and not kinds & {"jsonl", "parquet"}:
+        raise ConfigError(f"field={field!r} (CLI: --field) names a JSONL field or Parquet column, but the input holds "
+                          "text files only (a document a file, line or piece); leave it out, or read files of one "
+                          "JSON object a line with format='jsonl' (--format jsonl)")
+
+
 @dataclass
 class FileSource(Source):
     """Documents from files (see the module docstring). ``format="auto"`` picks by extension:
@@ -1174,17 +1193,9 @@ def as_sources(sources, *, field: str = "text", format: Format = "auto", split_l
     # paths in the list is one source of their files (read as texts, the paths became the documents)
     srcs = [files(item, **opts) if _paths(item) else _one(item, field, errors) for item in items]
     refuse_repeated_files([p for s in srcs if isinstance(s, FileSource) for p in s.paths])
-    # an option nothing reads (it had been ignored without a word: JSONL "split" by line is one document a
-    # line anyway, a text file has no fields)
-    kinds = {s.kind_of(p) for s in srcs if isinstance(s, FileSource) for p in s.paths}
-    only_files = all(isinstance(s, FileSource) for s in srcs)
-    if only_files and (split_lines or separator is not None) and "text" not in kinds:
-        what = "split_lines=True" if split_lines else f"separator={separator!r}"
-        raise ConfigError(f"{what} cuts text files into documents, but the input holds {' and '.join(sorted(kinds))} "
-                          "files only, whose records are the documents; leave it out")
-    if only_files and field != "text" and not kinds & {"jsonl", "parquet"}:
-        raise ConfigError(f"field={field!r} names a JSONL field or Parquet column, but the input holds text files "
-                          "only (a document a file, line or piece); leave it out")
+    if all(isinstance(s, FileSource) for s in srcs):  # an option nothing reads
+        check_options_apply({s.kind_of(p) for s in srcs for p in s.paths}, field=field, split_lines=split_lines,
+                            separator=separator)
     return srcs
 
 

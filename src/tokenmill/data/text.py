@@ -17,8 +17,10 @@ from .readers import (
     KNOWN_FILES,
     FileSource,
     Replaced,
+    check_options_apply,
     decode_utf8,
     folder_files,
+    format_of,
     is_known_file,
     refuse_repeated_files,
     text_documents,
@@ -62,8 +64,10 @@ def iter_documents(
         raise ConfigError("separator must not be empty")
     if format not in ("auto", "text", "jsonl", "parquet"):
         raise ConfigError(f"format={format!r} is not one of 'auto', 'text', 'jsonl', 'parquet'")
-    for path in paths:
-        p = Path(path)
+    paths = [Path(p) for p in paths]
+    kinds = [format if format != "auto" else format_of(p) for p in paths]
+    check_options_apply(kinds, field=field, split_lines=split_lines, separator=separator)  # (over them all)
+    for p, kind in zip(paths, kinds):
         if not check_input_file(p):  # a FIFO (<(cmd)): its text as it streams
             for text, _ in text_documents(p, split_lines=split_lines, separator=separator, errors=errors,
                                           opener=_open_input, replaced=replaced, blank=blank):
@@ -72,8 +76,9 @@ def iter_documents(
         # a file as a store reads it: .gz and .zst decompressed (a .txt.gz had been read as its compressed
         # bytes: an invalid UTF-8 error, or with errors="replace" a tokenizer trained on them), other
         # compressions, archives and .json / .csv / .tsv refused by name
-        source = FileSource([p], format=format, field=field, split_lines=split_lines, separator=separator,
-                            errors=errors)
+        text = kind == "text"  # (each file with the options that apply to it: checked over all of them above)
+        source = FileSource([p], format=format, field="text" if text else field, split_lines=split_lines and text,
+                            separator=separator if text else None, errors=errors)
         for texts, _, _ in source.batches():
             yield from texts
         if replaced is not None:

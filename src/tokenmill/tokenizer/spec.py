@@ -78,12 +78,15 @@ class MergeTrace:
         """The rows, as :meth:`rows` gives them (``for rank, pair, new_id, count, token in tok.trace``)."""
         return self.rows()
 
-    def __getitem__(self, rank: int):
+    def __getitem__(self, rank):
         """Merge ``rank``'s row ``(rank, (left, right), new_id, count, bytes)``; negative ranks count from the
-        last merge, as a list's do."""
+        last merge, as a list's do; a slice (``tok.trace[:5]``) gives a list of rows."""
         n = len(self.counts)
+        if isinstance(rank, slice):
+            return [self[i] for i in range(*rank.indices(n))]
         if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)):
-            raise TypeError(f"a trace row is read by its merge rank (an int), not a {type(rank).__name__}")
+            raise TypeError(f"a trace row is read by its merge rank (an int) or a slice of them, not a "
+                            f"{type(rank).__name__}")
         i = int(rank) + n if rank < 0 else int(rank)
         if not 0 <= i < n:
             raise IndexError(f"merge rank {int(rank)} is outside 0 .. {n - 1} (the trace holds {n:,d} merges)")

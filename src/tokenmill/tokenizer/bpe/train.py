@@ -99,18 +99,25 @@ def train_bpe(
     if min_frequency < 1:
         raise ConfigError(f"min_frequency={min_frequency}; it must be >= 1")
     if max_token_bytes is not None and max_token_bytes < 2:
-        raise ConfigError(f"max_token_bytes={max_token_bytes}; it must be >= 2 (or None for no limit)")
+        raise ConfigError(f"max_token_bytes={max_token_bytes} (CLI: --max-token-bytes); it must be >= 2 (or left out "
+                          "for no limit)")
     regex_str = resolve_pattern(pattern)
     show = sys.stderr.isatty() if progress is None else progress
 
     docs = _sampled(texts, sample, seed)
     counts, stats = count_chunks(docs, regex_str, names, progress=show, num_threads=num_threads)
     if stats["documents_used"] == 0 or stats["bytes_used"] == 0:
+        fraction, budget = _parse_sample(sample) if sample is not None else (None, None)
+        said = (f"a byte budget of {budget:,d} byte{'s' if budget != 1 else ''} (an integer is a byte count; 1.0 "
+                "is every document)" if budget is not None else
+                f"a fraction of {fraction:g} of the documents" if fraction is not None else "")
+        n = stats['documents_seen']
         raise InputError(
-            f"the training corpus is empty ({stats['documents_seen']:,d} documents, {stats['bytes_seen']:,d} bytes"
+            f"the training corpus is empty ({n:,d} document{'s' if n != 1 else ''}, {stats['bytes_seen']:,d} bytes"
             + (" before sampling" if sample is not None else "")
-            + (f"); sample={sample!r} kept none of them: raise it (a fraction such as 0.5, or a byte budget such as "
-               "'50MB')" if sample is not None and stats["bytes_seen"] else "); pass at least one non-empty document")
+            + (f"); sample={sample!r}, {said}, kept none of them: raise it (a fraction such as 0.5, or a byte budget "
+               "such as '50MB')" if sample is not None and stats["bytes_seen"] else
+               "); pass at least one non-empty document")
         )
     # The merges do not depend on the order of the chunks (ties are broken by the pair itself), so
     # the table's order, which depends on the thread count, never reaches the result.
@@ -396,18 +403,19 @@ def _parse_sample(sample) -> tuple[float | None, int | None]:
         raise ConfigError(f"sample={sample!r}; pass a fraction in (0, 1], a byte count, or a size like '50MB'")
     text = str(sample).strip().lower()
     number = isinstance(sample, str) and re.fullmatch(r"(\d+\.\d*|\.\d+|\d+(\.\d*)?e[+-]?\d+)", text)
-    if number and float(text).is_integer() and float(text) > 1:  # "1e6": a byte count
-        return None, _positive_budget(int(float(text)), sample)
+    if number and "." not in text and float(text).is_integer() and float(text) > 1:  # "1e6": a byte count
+        return None, _positive_budget(int(float(text)), sample)  # ("2.0" is a float, as 2.0 is: refused below)
     if isinstance(sample, (float, np.floating)) or number:
         f = float(sample)
         if not 0.0 < f <= 1.0:
             raise ConfigError(f"sample={sample!r}; a fraction must be in (0, 1] (a byte budget is an int or a size "
                               "like '50MB')")
         return f, None
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?", text)
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*(?:([kmgt])(i?))?b?", text)
     if not m:
         raise ConfigError(f"sample={sample!r}; pass a fraction in (0, 1], a byte count, or a size like '50MB'")
-    scale = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}[m.group(2)]
+    power = "kmgt".index(m.group(2)) + 1 if m.group(2) else 0
+    scale = (1024 if m.group(3) else 1000) ** power  # (MB: 10**6 bytes; MiB: 2**20)
     return None, _positive_budget(int(float(m.group(1)) * scale), sample)
 
 
