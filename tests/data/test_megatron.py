@@ -33,6 +33,21 @@ def test_megatron_core_reads_identical_documents(store, tmp_path):
     assert np.array_equal(ds.document_indices, np.arange(len(store) + 1))
 
 
+def test_a_document_of_no_sequence_reads_as_megatron_core_reads_it(tmp_path):
+    """Megatron-LM's preprocess_data.py adds an empty record as a document of no sequence (its index repeated):
+    megatron-core reads the pair, and so does tokenmill, as an empty document (it had refused the header)."""
+    torch = pytest.importorskip("torch")
+    indexed = pytest.importorskip("megatron.core.datasets.indexed_dataset")
+    prefix = str(tmp_path / "c_text_document")
+    b = indexed.IndexedDatasetBuilder(prefix + ".bin", dtype=np.int32)
+    for ids, lens in (([1, 2, 3], [3]), ([], []), ([4, 5], [2]), ([], [])):
+        b.add_document(torch.tensor(ids, dtype=torch.int64), lens)
+    b.finalize(prefix + ".idx")
+    assert indexed.IndexedDataset(prefix).document_indices.tolist() == [0, 1, 1, 2, 2]
+    back = TokenStore.from_megatron(prefix)
+    assert [back.get(i).tolist() for i in range(len(back))] == [[1, 2, 3], [], [4, 5], []]
+
+
 def test_from_megatron_round_trip_and_views(store, tmp_path, wide_tok):
     store.export_megatron(tmp_path / "m")
     back = TokenStore.from_megatron(tmp_path / "m")

@@ -188,3 +188,39 @@ def test_store_sft_of_chats_renders_them_with_the_template(tmp_path, tok, capsys
     (tmp_path / "p.jsonl").write_text("[1, 2]\n")
     assert main(base[:5] + [str(tmp_path / "p.jsonl")] + base[6:] + ["--out", str(tmp_path / "c")]) == 1
     assert f"{tmp_path / 'p.jsonl'}:1: the line is a JSON list, not an object" in capsys.readouterr().err
+
+
+def test_options_and_paths_a_probe_found_said_or_refused(tmp_path, tok, capsys):
+    """store sft of a text file had read its whole text as the prompt and again as the completion (every book
+    stored twice, exit 0); an EOS of another name could be set by no option; --ray-address without --engine ray
+    built locally; a Megatron pair written into the store's folder stopped its next build; a JSONL file or a store
+    given as --tokenizer was "not valid JSON: write it again" / "a folder without tokenizer.json"."""
+    from tokenmill import Tokenizer
+    from tokenmill.errors import ConfigError
+
+    tok.save(tmp_path / "tok.json")
+    (tmp_path / "one.txt").write_text("PROMPTTEXT here")
+    base = ["--tokenizer", str(tmp_path / "tok.json")]
+    assert main(["store", "sft", *base, "--input", str(tmp_path / "one.txt"), "--out", str(tmp_path / "sft")]) == 1
+    assert "one.txt: a text file, which holds no records" in capsys.readouterr().err
+    assert not (tmp_path / "sft").exists()
+    (tmp_path / "chat.jsonl").write_text('{"messages": [{"role": "user", "content": "hi"}]}\n')
+    assert main(["store", "sft", *base, "--input", str(tmp_path / "chat.jsonl"), "--out", str(tmp_path / "sft")]) == 1
+    assert "need a chat template: --chat-template FILE" in capsys.readouterr().err
+    # an EOS no name finds: --eos-id
+    eot = Tokenizer.from_merges([(116, 104)], pattern="gpt4", special_tokens=["<|eot|>"])
+    eot.save(tmp_path / "eot.json")
+    build = ["store", "build", "--tokenizer", str(tmp_path / "eot.json"), "--input", str(tmp_path / "one.txt"), "-q"]
+    assert main([*build, "--out", str(tmp_path / "e1")]) == 1
+    assert "(CLI: --eos-id ID, or --no-eos)" in capsys.readouterr().err
+    assert main([*build, "--out", str(tmp_path / "e2"), "--eos-id", str(eot.special_tokens["<|eot|>"])]) == 0
+    st = TokenStore.open(tmp_path / "e2")
+    assert st.eos_id == eot.special_tokens["<|eot|>"] and st.get(0)[-1] == st.eos_id
+    assert main([*build, "--out", str(tmp_path / "e3"), "--no-eos", "--ray-address", "auto"]) == 1
+    assert "is for engine='ray' (CLI: --engine ray)" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match="is inside the store's folder"):
+        st.export_megatron(tmp_path / "e2" / "corpus")
+    for path, said in ((tmp_path / "chat.jsonl", "is a JSONL file (data: a record a line), not a tokenizer"),
+                       (tmp_path / "e2", "is a token store (data encoded by a tokenizer), not a tokenizer")):
+        assert main(["encode", "--tokenizer", str(path), "hi"]) == 1
+        assert said in capsys.readouterr().err

@@ -41,6 +41,7 @@ def register(sub) -> None:
                         "(default) or replace each with U+FFFD, counted in the manifest")
     b.add_argument("--no-eos", action="store_true", help="do not append EOS to every document")
     b.add_argument("--bos", action="store_true", help="prepend BOS to every document")
+    add_role_ids(b)
     b.add_argument("--special-text", choices=["error", "plain"], default="error",
                    help="text that spells a special token: fail (default) or encode it as plain text")
     b.add_argument("--shard-mb", type=float, default=16,
@@ -70,6 +71,7 @@ def register(sub) -> None:
                    help="a chat's role whose turns are the targets (repeat for several; default: assistant)")
     f.add_argument("--no-eos", action="store_true", help="do not end every example with EOS (a target)")
     f.add_argument("--bos", action="store_true", help="start every example with BOS")
+    add_role_ids(f)
     f.add_argument("--special-text", choices=["error", "special", "plain"], default="error",
                    help="text that spells a special token: fail (default), encode it as the special token (a chat "
                         "template's), or as plain text")
@@ -92,6 +94,13 @@ def register(sub) -> None:
     add_quiet(s)
 
 
+def add_role_ids(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--eos-id", type=int, default=None, metavar="ID",
+                   help="the id of EOS (default: the tokenizer's EOS, declared by its model folder or found by name)")
+    p.add_argument("--bos-id", type=int, default=None, metavar="ID", help="the id of BOS (with --bos; default: the "
+                   "tokenizer's BOS)")
+
+
 def cmd_build(args: argparse.Namespace) -> int:
     from ..data.store import TokenStore
     shard_bytes = megabytes(args.shard_mb, "--shard-mb")
@@ -101,6 +110,7 @@ def cmd_build(args: argparse.Namespace) -> int:
                              ray_address=args.ray_address, field=args.field, format=args.format,
                              split_lines=args.split_lines, separator=sep, errors=args.errors,
                              append_eos=not args.no_eos, prepend_bos=args.bos, special_text=args.special_text,
+                             eos_id=args.eos_id, bos_id=args.bos_id,
                              shard_bytes=shard_bytes, overwrite=args.overwrite,
                              progress=not args.quiet)
     m = store.manifest
@@ -127,6 +137,11 @@ def cmd_sft(args: argparse.Namespace) -> int:
     for path in args.input:  # each record read twice, a field each, by the one reader (rows checked to agree)
         prompts = files(path, field=args.prompt_field, format=args.format)
         completions = files(path, field=args.completion_field, format=args.format)
+        text = [p for p in prompts.paths if prompts.kind_of(p) == "text"]
+        if text:  # (its whole text had been read as the prompt and again as the completion)
+            raise InputError(f"{text[0]}: a text file, which holds no records; store sft reads JSONL (.jsonl, "
+                             ".ndjson) and Parquet files of prompt-completion records or chats: convert it, or pass "
+                             "--format jsonl if it holds one JSON object a line")
         try:
             for (p, pf, pr), (c, cf, cr) in zip(prompts.documents(), completions.documents(), strict=True):
                 if (pf, pr) != (cf, cr):  # (cannot happen: both read the same records in order; said, not assumed)
@@ -134,8 +149,11 @@ def cmd_sft(args: argparse.Namespace) -> int:
                 examples.append((p, c))
                 where.append(f"{prompts.paths[pf]}:{pr + 1}")  # (as typed, as the reader's own errors name it)
         except InputError as e:  # (the reader's advice names its own option, --field)
-            raise InputError(str(e).replace("pass field=... (CLI: --field)", "pass --prompt-field and "
-                                            "--completion-field")) from None
+            said = str(e).replace("pass field=... (CLI: --field)", "pass --prompt-field and --completion-field")
+            if template is None:  # (records of chats, and no template to render them: say where one comes from)
+                said += ("; records of chats (a --messages-field list of {role, content}) need a chat template: "
+                         "--chat-template FILE, or a --tokenizer folder holding one")
+            raise InputError(said) from None
     return _encode_and_save(args, tok, examples, where)
 
 
@@ -197,6 +215,7 @@ def _encode_and_save(args, tok, examples: list, where: list[str], template: str 
                          messages=args.messages_field, chat_template=template,
                          train_on=tuple(args.train_on or ("assistant",)),
                          append_eos=False if args.no_eos else None, prepend_bos=args.bos,
+                         eos_id=args.eos_id, bos_id=args.bos_id,
                          allowed_special=special[0], disallowed_special=special[1])
     except SpecialTokenError as e:
         if getattr(e, "example", None) is None:

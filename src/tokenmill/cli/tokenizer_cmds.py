@@ -243,7 +243,8 @@ def cmd_encode(args) -> int:
         ids = tok.encode(text, allowed_special="all" if mode == "special" else (),
                          disallowed_special=() if mode == "plain" else "all")
     except SpecialTokenError as e:  # (its advice names the Python arguments: say the options)
-        raise SpecialTokenError(e.found + "; pass --special-text special (or --allow-special) to encode it as the "
+        where = "" if args.input is None else f"{'<stdin>' if args.input == '-' else args.input}: "
+        raise SpecialTokenError(where + e.found + "; pass --special-text special (or --allow-special) to encode it as the "
                                 "special token, or --special-text plain to encode it as text", e.found) from None
     from .._jit import twins_used
 

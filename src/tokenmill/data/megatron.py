@@ -6,7 +6,7 @@
     version                 uint64 = 1
     dtype code              uint8 (1 uint8, 2 int8, 3 int16, 4 int32, 5 int64, 6 float64, 7 float32, 8 uint16)
     sequence count S        uint64
-    document count D        uint64 (= S + 1 entries of document_indices)
+    document count D        uint64 (entries of document_indices: documents + 1, S + 1 in tokenmill's exports)
     sequence_lengths        int32  (S,)
     sequence_pointers       int64  (S,)   byte offset of each sequence in .bin
     document_indices        int64  (D,)   where each document's sequences start, then S: 0, 1, ..., S
@@ -124,9 +124,8 @@ class IndexHeader(Struct):
     file_bytes: int
 
     def __post_init__(self):
-        if self.documents > self.sequences + 1:
-            raise ValueError(f"{self.documents:,d} document indices for {self.sequences:,d} sequences "
-                             "(at most one more than the sequences)")
+        # (more document indices than sequences + 1 is fine: a document of no sequence repeats its index, as
+        # Megatron-LM's preprocess_data.py writes an empty record; the file's size bounds the count)
         need = 34 + 12 * self.sequences + 8 * self.documents
         if need + self.sequences == self.file_bytes and self.sequences:
             raise ValueError("a multimodal index (a mode byte for every sequence after the document indices)")
@@ -187,7 +186,8 @@ class MegatronSource(KnownLengths):
             raise FormatError(f"{idx}: sequences are not stored back to back in {bin_.name}; "
                               "tokenmill reads contiguous exports only")
         # documents are the runs of sequences ``document_indices`` marks (0 .. S: one each, as tokenmill and
-        # most GPT exports write; a sentence-split corpus groups several): each one's ids, back to back
+        # most GPT exports write; a sentence-split corpus groups several; an index repeated: a document of none,
+        # an empty record): each one's ids, back to back
         docs = np.frombuffer(raw, "<i8", d, 34 + 12 * n).astype(np.int64)
         if docs[0] != 0 or docs[-1] != n or (np.diff(docs) < 0).any():
             raise FormatError(f"{idx}: document_indices must run from 0 to the {n:,d} sequences without "

@@ -226,12 +226,12 @@ def special_id(tokenizer, names, given, what: str, needed: bool) -> int | None:
         if n in specials:
             return int(specials[n])
     flag = "append_eos" if what == "eos" else "prepend_bos"
-    cli = "--no-eos" if what == "eos" else "no --bos"
+    cli = "--eos-id ID, or --no-eos" if what == "eos" else "--bos-id ID, or no --bos"
     names_of = list(map(repr, specials))
     listed = ", ".join(names_of[:12]) + (f" and {len(names_of) - 12:,d} more" if len(names_of) > 12 else "")
     raise ConfigError(f"{flag}=True but the tokenizer has no {what.upper()} special token of a known name "
                       f"({', '.join(names)}; it has: {listed or 'none'}); pass {what}_id=... or {flag}=False "
-                      f"(CLI: a rank file's --special NAME=ID, or {cli})")
+                      f"(CLI: {cli})")
 
 
 def _describe_difference(old, new, where: str = "", out: list | None = None) -> str:
@@ -549,6 +549,9 @@ def build(out_dir, sources, tokenizer, *, workers: int | None = None, engine: st
     workers = check_int(workers, "workers", min=1, max=1 << 16)
     if engine not in engines.ENGINES:
         raise ConfigError(f"engine={engine!r} is not one of {', '.join(map(repr, engines.ENGINES))}")
+    if ray_address is not None and engine != "ray":  # (it had been ignored: a local build where a cluster was meant)
+        raise ConfigError(f"ray_address={ray_address!r} is for engine='ray' (CLI: --engine ray), and the engine is "
+                          f"{engine!r}; pass both, or leave the address out")
     srcs = as_sources(sources, field=field, format=format, split_lines=bool(split_lines), separator=separator,
                       errors=errors)
     vocab = check_int(tokenizer.vocab_size, "the tokenizer's vocab_size", min=1, max=2**31)
@@ -1570,8 +1573,15 @@ class StoreSource:
 
     def export_megatron(self, prefix) -> tuple[Path, Path]:
         """Write ``prefix.bin`` / ``prefix.idx`` (Megatron MMIDIDX version 1), one sequence per document."""
-        from .megatron import export_megatron
+        from .megatron import export_megatron, pair
 
+        # not inside the store's folder: a build run there again found files that are no store's and stopped
+        folder = getattr(getattr(self, "store", self), "path", None)
+        where = pair(prefix)[0].parent.resolve()
+        if isinstance(folder, Path) and folder.is_dir() and (where == folder.resolve() or folder.resolve() in where.parents):
+            raise ConfigError(f"the Megatron prefix {os.fspath(prefix)!r} is inside the store's folder {str(folder)!r}, "
+                              "which holds the store's files alone (a build there again would stop at the pair); "
+                              "pass a prefix in another folder")
         return export_megatron(self, prefix, inputs=store_files(self))
 
     def stats(self):

@@ -137,6 +137,9 @@ def load_tokenizer_path(path, *, pattern=None, special_tokens=None):
         for name in ("tokenizer.model", "tokenizer.tiktoken"):
             if (p / name).is_file():
                 return load_tokenizer_path(p / name, pattern=pattern, special_tokens=special_tokens)
+        if (p / "manifest.json").is_file() or ((p / "tokens").is_dir() and (p / "loss_mask").is_dir()):
+            raise ConfigError(f"{p} is a token store (data encoded by a tokenizer), not a tokenizer; pass the tokenizer "
+                              "file or folder the store was built with")
         raise ConfigError(f"{p} is a folder without tokenizer.json or tokenizer.model; point at the tokenizer file")
     if not p.is_file():
         if p.exists():
@@ -167,6 +170,9 @@ def load_tokenizer_path(path, *, pattern=None, special_tokens=None):
     if kind == "tekken":  # Mistral's tekken.json
         return Tokenizer.from_tekken(p)
     if head.lstrip().startswith((b"{", b"[")):
+        if p.name.lower().endswith((".jsonl", ".ndjson")):  # (it had been "tokenizer.json ... not valid JSON: write
+            raise ConfigError(f"{p} is a JSONL file (data: a record a line), not a tokenizer; pass a tokenmill "  # it
+                              "tokenizer file, a tokenizer.json (or its folder) or a .tiktoken rank file")  # again")
         return _huggingface_file(p)
     _check_rank_file(p, head)
     specials = None if special_tokens is None else dict(special_tokens)  # None: the model's, for a file it knows
