@@ -87,6 +87,11 @@ def test_special_token_text_in_a_build_names_the_build_option(tok, tmp_path):
         warnings.simplefilter("ignore")
         st = TokenStore.build(tmp_path / "s", path, tok, special_text="plain", progress=False)
     assert _texts(st, tok) == ["hello <|endoftext|> world"]
+    # the documents' own separators read as the special token (as encode and store sft can): one id, not its text
+    sp = TokenStore.build(tmp_path / "sp", path, tok, special_text="special", progress=False, append_eos=False)
+    eos = tok.special_tokens["<|endoftext|>"]
+    assert sp.get(0).tolist() == tok.encode("hello <|endoftext|> world", allowed_special="all")
+    assert int((sp.get(0) == eos).sum()) == 1 and sp.manifest["build"]["special_text"] == "special"
 
 
 def test_a_special_token_holding_a_semicolon_is_named_whole(gpt2_ranks_path, tmp_path):

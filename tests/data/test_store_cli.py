@@ -224,3 +224,21 @@ def test_options_and_paths_a_probe_found_said_or_refused(tmp_path, tok, capsys):
                        (tmp_path / "e2", "is a token store (data encoded by a tokenizer), not a tokenizer")):
         assert main(["encode", "--tokenizer", str(path), "hi"]) == 1
         assert said in capsys.readouterr().err
+
+
+def test_build_and_train_print_json(tmp_path, tok, capsys):
+    """--json on store build and train (the other commands had it): what the human lines say, as numbers."""
+    make_corpus(tmp_path / "in")
+    tok.save(tmp_path / "tok.json")
+    assert main(["store", "build", "--tokenizer", str(tmp_path / "tok.json"), "--input", str(tmp_path / "in"),
+                 "--out", str(tmp_path / "s"), "--split-lines", "--workers", "1", "-q", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    st = TokenStore.open(tmp_path / "s")
+    assert (got["documents"], got["tokens"], got["shards"], got["fingerprint"]) == \
+        (len(st), st.num_tokens, st.num_shards, st.fingerprint)
+    assert main(["train", "--input", str(tmp_path / "in"), "--vocab-size", "270", "--out", str(tmp_path / "t.json"),
+                 "-q", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    from tokenmill import Tokenizer
+
+    assert got["vocab_size"] == Tokenizer.load(tmp_path / "t.json").vocab_size and got["merges"] == got["vocab_size"] - 256

@@ -42,11 +42,13 @@ def register(sub) -> None:
     b.add_argument("--no-eos", action="store_true", help="do not append EOS to every document")
     b.add_argument("--bos", action="store_true", help="prepend BOS to every document")
     add_role_ids(b)
-    b.add_argument("--special-text", choices=["error", "plain"], default="error",
-                   help="text that spells a special token: fail (default) or encode it as plain text")
+    b.add_argument("--special-text", choices=["error", "special", "plain"], default="error",
+                   help="text that spells a special token: fail (default), encode it as the special token (data "
+                        "whose documents spell their own separators), or as plain text")
     b.add_argument("--shard-mb", type=float, default=16,
                    help="megabytes of text (the documents' UTF-8) per shard, a positive number (default 16)")
     b.add_argument("--overwrite", action="store_true", help="replace a store built with other arguments")
+    b.add_argument("--json", action="store_true", help="print what was built as JSON")
     add_quiet(b)
 
     f = add_command(inner, "sft", help="encode supervised fine-tuning examples (a prompt and a completion a record) "
@@ -114,6 +116,12 @@ def cmd_build(args: argparse.Namespace) -> int:
                              shard_bytes=shard_bytes, overwrite=args.overwrite,
                              progress=not args.quiet)
     m = store.manifest
+    if args.json:
+        print(json.dumps({"out": str(args.out), "documents": len(store), "tokens": store.num_tokens,
+                          "shards": store.num_shards, "input_bytes": m["input_bytes"], "files": len(m["files"]),
+                          "fingerprint": store.fingerprint, "dtype": str(store.dtype), "eos_id": store.eos_id,
+                          "bos_id": store.bos_id, "invalid_utf8_replaced": m.get("invalid_utf8_replaced", 0)}))
+        return 0
     print(f"{store}")
     print(f"  input {counted(m['input_bytes'], 'byte')} of text (the documents' UTF-8) from "
           f"{counted(len(m['files']), 'file')}; "

@@ -38,6 +38,7 @@ def register(sub) -> None:
     p.add_argument("--sample", default=None, help="a fraction of documents (0.1) or a byte budget (50MB)")
     p.add_argument("--seed", type=seed, default=0, help="seed for --sample")
     p.add_argument("--out", required=True, help="tokenizer file to write (JSON)")
+    p.add_argument("--json", action="store_true", help="print what training saw and did as JSON")
     add_quiet(p)
 
     p = add_command(sub, "encode", help="encode text to token ids",
@@ -198,6 +199,12 @@ def cmd_train(args) -> int:
         tok.save(args.out)
     say_replaced(replaced)
     r = tok.train_report
+    if args.json:
+        import dataclasses
+
+        print(json.dumps({"out": str(args.out), "vocab_size": tok.vocab_size, "special_tokens": dict(tok.special_tokens),
+                          **dataclasses.asdict(r), "blank_lines_skipped": blank[0], "invalid_utf8_replaced": replaced.count}))
+        return 0
     print(f"trained {tok!r} -> {args.out}")
     print(f"  documents {r.documents_used:,d} of {r.documents_seen:,d} ({r.sampled_share:.1%} of {r.bytes_seen:,d} bytes), "
           f"chunks {r.chunks:,d} ({r.distinct_chunks:,d} distinct), merges {r.merges:,d} ("

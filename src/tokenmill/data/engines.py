@@ -43,7 +43,8 @@ class EncodeOptions:
     vocab_size: int
     eos_id: int | None
     bos_id: int | None
-    special_text: str = "error"  # "error" (the tokenizer's default) or "plain" (encode it as text)
+    special_text: str = "error"  # "error" (the tokenizer's default), "plain" (encode it as text) or "special" (as
+    # the special token: data whose documents spell their own separators)
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,7 @@ def encode_job(tokenizer, opts: EncodeOptions, texts):
     """``(ids, lengths)`` of one job, or a :class:`JobError` naming the document that failed. ``texts``: a list of
     strs, or :class:`~tokenmill.data.readers.Utf8Docs` (a tokenmill tokenizer encodes their bytes as they are;
     any other is given them as strs)."""
-    kw = {"disallowed_special": ()} if opts.special_text == "plain" else {}
+    kw = {"plain": {"disallowed_special": ()}, "special": {"allowed_special": "all"}}.get(opts.special_text, {})
     from ..tokenizer.model import Tokenizer
     from .readers import Utf8Docs
 
@@ -113,8 +114,9 @@ def encode_job(tokenizer, opts: EncodeOptions, texts):
 
                 if isinstance(e, SpecialTokenError):  # (its advice, allowed_special=..., is no option of a build)
                     return JobError(i, f"{type(e).__name__}: {e.found}; pass special_text='plain' "
-                                       "(CLI: --special-text plain) to encode such text as plain text, or clean "
-                                       "the data")
+                                       "(CLI: --special-text plain) to encode such text as plain text, or "
+                                       "special_text='special' (--special-text special) to encode it as the "
+                                       "special token, or clean the data")
                 return JobError(i, f"{type(e).__name__}: {e}")
         raise
     return assemble_ids(arrays, opts)

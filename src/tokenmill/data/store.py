@@ -542,9 +542,9 @@ def build(out_dir, sources, tokenizer, *, workers: int | None = None, engine: st
                        ("progress", progress), ("split_lines", split_lines)):
         if not isinstance(flag, (bool, np.bool_)):
             raise ConfigError(f"{name}={flag!r} must be True or False (got a {type(flag).__name__})")
-    if special_text not in ("error", "plain"):
-        raise ConfigError(f"special_text={special_text!r}: use 'error' (text spelling a special token fails) "
-                          "or 'plain' (encode it as ordinary text)")
+    if special_text not in ("error", "plain", "special"):
+        raise ConfigError(f"special_text={special_text!r}: use 'error' (text spelling a special token fails), "
+                          "'plain' (encode it as ordinary text) or 'special' (encode it as the special token)")
     workers = engines.default_workers() if workers is None else workers
     workers = check_int(workers, "workers", min=1, max=1 << 16)
     if engine not in engines.ENGINES:
@@ -1707,8 +1707,8 @@ class TokenStore(StoreSource):
         ``prepend_bos=False`` (ids found among the special tokens, or ``eos_id``/``bos_id``),
         ``shard_bytes`` (input bytes per shard, 16 MiB), ``errors`` ("strict" or "replace" for invalid
         UTF-8: U+FFFD, counted in the manifest's ``invalid_utf8_replaced``), ``field`` (JSONL field / Parquet or
-        dataset column), ``format``, ``split_lines``, ``separator``, ``special_text`` ("error" or
-        "plain"), ``overwrite``, ``progress``, ``ray_address``. Same bytes for any ``workers`` and
+        dataset column), ``format``, ``split_lines``, ``separator``, ``special_text`` ("error",
+        "plain" or "special": text spelling a special token fails, is plain text, or is that token), ``overwrite``, ``progress``, ``ray_address``. Same bytes for any ``workers`` and
         engine; a killed build reruns from its finished shards.
         """
         return build(out_dir, sources, tokenizer, **kwargs)
