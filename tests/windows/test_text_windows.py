@@ -277,6 +277,8 @@ def test_plan_units_packing_golden():
     # w2 starts at u2: u2+u3 = 6.
     plan = SemanticWindows(6, overlap_units=1).plan_units([np.array([2, 3, 2, 4])])
     assert list(zip(plan.start.tolist(), plan.end.tolist())) == [(0, 5), (2, 7), (5, 11)]
+    # one window fills the 6 tokens, two are cut short at a unit's end (all three had been said full)
+    assert (plan.stats.full_windows, plan.stats.short_windows) == (1, 2)
     # overlap 0: w0 = u0+u1, w1 = u2+u3
     plan0 = SemanticWindows(6, overlap_units=0).plan_units([np.array([2, 3, 2, 4])])
     assert list(zip(plan0.start.tolist(), plan0.end.tolist())) == [(0, 5), (5, 11)]

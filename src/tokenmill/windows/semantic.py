@@ -326,7 +326,8 @@ class SemanticWindows:
         split = int(big.sum())
 
         doc, start, length = _pack(p_doc, p_start, p_len, D, C, self.overlap_units)
-        plan = _semantic_plan(doc, start, length, doc_len, truncated, self.score, epoch, self.window_size)
+        plan = _semantic_plan(doc, start, length, doc_len, truncated, self.score, epoch, self.window_size,
+                              self.capacity)
         units = np.stack([p_doc, p_start, p_start + p_len], axis=1).reshape(-1, 3)
         return plan, units, truncated, split
 
@@ -360,7 +361,7 @@ def _pack(p_doc, p_start, p_len, D, C, overlap):
     return doc.astype(np.int64), start, length
 
 
-def _semantic_plan(doc, start, length, doc_len, truncated, score, epoch, window_size) -> WindowPlan:
+def _semantic_plan(doc, start, length, doc_len, truncated, score, epoch, window_size, capacity) -> WindowPlan:
     end = start + length
     same = np.zeros(doc.size, bool)
     same[1:] = doc[1:] == doc[:-1]
@@ -377,8 +378,9 @@ def _semantic_plan(doc, start, length, doc_len, truncated, score, epoch, window_
     head = int(start[~same].sum())
     stats = PlanStats(
         num_docs=int(doc_len.size), num_tokens=num_tokens, num_windows=int(doc.size),
-        empty_docs=int((doc_len == 0).sum()), short_docs=0, short_docs_dropped=0, full_windows=int(doc.size),
-        tail_windows=0, short_windows=0, windows_capped=0, window_tokens=int(length.sum()), covered_tokens=covered,
+        empty_docs=int((doc_len == 0).sum()), short_docs=0, short_docs_dropped=0,
+        # full: as long as the window holds (every window had been said full); short: cut at a unit's end before
+        full_windows=int((length >= capacity).sum()), tail_windows=0, short_windows=int((length < capacity).sum()), windows_capped=0, window_tokens=int(length.sum()), covered_tokens=covered,
         uncovered_head=head, uncovered_gap=num_tokens - covered - head - tail, uncovered_tail=tail,
         uncovered_short=0, target_tokens=int((end - target_start).sum()), unique_targets=unique_t,
         unscored_tokens=covered - unique_t - int((start[~same] == 0).sum()))
