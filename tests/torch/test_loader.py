@@ -271,6 +271,21 @@ def test_bad_arguments_are_clear_errors():
         TrainingLoader(DOCS, batch_size=2, windows=SlidingWindows(16, 8, template=(1, 2)))
     with pytest.raises(ConfigError, match="num_workers"):
         TrainingLoader(DOCS, batch_size=2, num_workers=-1, **OPTS)
+    # worker options without workers (ignored before), a start method that is none (said at the first batch)
+    with pytest.raises(ConfigError, match="prefetch_factor is for worker processes, and num_workers=0 starts none"):
+        TrainingLoader(DOCS, batch_size=2, prefetch_factor=4, **OPTS)
+    with pytest.raises(ConfigError, match="multiprocessing_context='nope' is not a start method"):
+        TrainingLoader(DOCS, batch_size=2, num_workers=1, multiprocessing_context="nope", **OPTS)
+    # a state whose fields disagree with its global batch, checksum recomputed: refused
+    from tokenmill.batching.schedule import _checksum
+
+    ld = TrainingLoader(DOCS, batch_size=2, **OPTS)
+    state = ld.state_dict()
+    for edit in ({"rank": 7}, {"world_size": 3, "batch_size": 1}):
+        bad = {**state, **edit}
+        bad["checksum"] = _checksum(bad)
+        with pytest.raises(FormatError, match="do not make its global batch"):
+            TrainingLoader(DOCS, batch_size=2, **OPTS).load_state_dict(bad)
 
 
 def test_windows_padded_and_packed_with_jitter():

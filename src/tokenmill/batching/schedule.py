@@ -730,6 +730,11 @@ class BatchSchedule:
             raise FormatError(f"the loader state is truncated: missing {', '.join(missing)}; save it again "
                               "with state_dict() (store the whole dict)")
         check(state, LoaderState, what="the loader state", hint="the state was edited or corrupted")
+        if state["rank"] >= state["world_size"] or state["world_size"] * state["batch_size"] != state["global_batch_size"]:
+            raise FormatError(f"the loader state's rank {state['rank']:,d}, world_size {state['world_size']:,d} and "
+                              f"batch_size {state['batch_size']:,d} do not make its global batch of "
+                              f"{state['global_batch_size']:,d} (a rank below world_size, world_size x batch_size): "
+                              "it was edited or corrupted; load an unmodified state_dict()")
         if _checksum(state) != state["checksum"]:
             raise FormatError("the loader state's checksum does not match its fields: it was edited or "
                               "corrupted; load an unmodified state_dict()")

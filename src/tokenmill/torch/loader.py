@@ -249,6 +249,17 @@ class TrainingLoader(torch.utils.data.IterableDataset):
                                 timeout=check_float(timeout, "timeout", min=0),
                                 multiprocessing_context=multiprocessing_context)
         prefetch_factor = check_int(prefetch_factor, "prefetch_factor", min=1, none=True)
+        if self.num_workers == 0 and (prefetch_factor is not None or multiprocessing_context is not None):
+            given = "prefetch_factor" if prefetch_factor is not None else "multiprocessing_context"
+            raise ConfigError(f"{given} is for worker processes, and num_workers=0 starts none; pass num_workers > 0, "
+                              f"or leave {given} out (torch's DataLoader refuses it so too)")
+        if isinstance(multiprocessing_context, str):  # (checked here: torch said so at the first batch)
+            import multiprocessing
+
+            if multiprocessing_context not in multiprocessing.get_all_start_methods():
+                raise ConfigError(f"multiprocessing_context={multiprocessing_context!r} is not a start method of "
+                                  f"this machine ({', '.join(multiprocessing.get_all_start_methods())}); pass one of "
+                                  "them, a multiprocessing context, or None")
         if self.num_workers > 0:
             if prefetch_factor is not None:
                 self._dl_options["prefetch_factor"] = prefetch_factor
