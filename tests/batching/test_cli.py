@@ -15,6 +15,11 @@ def test_pack_command_reports_fill(capsys, tmp_path):
     np.save(tmp_path / "l.npy", np.array([4, 3]))
     assert main(["pack", "--lengths", str(tmp_path / "l.npy"), "--block-size", "7", "--compare"]) == 0
     assert capsys.readouterr().out.count("fill 100.00%") == 4
+    # options the run would have ignored: refused
+    for extra, said in ((["--compare", "--method", "greedy"], "--compare runs every method"),
+                        (["--method", "concat", "--long-docs", "error"], "--long-docs error is for the document methods")):
+        assert main(["pack", "--lengths", str(path), "--block-size", "7", *extra]) == 1
+        assert said in capsys.readouterr().err
 
 
 def test_pack_command_bad_file(capsys, tmp_path):

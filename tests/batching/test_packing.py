@@ -258,9 +258,28 @@ def test_bad_options():
 
 def test_empty_plan():
     plan = pack([], 8)
-    assert plan.num_blocks == 0 and plan.fill == 1.0
+    assert plan.num_blocks == 0 and plan.fill == 0.0  # (as an empty batch's fill_rate; it had said 100%)
     assert list(plan.blocks([], pad_id=0)) == []
     assert isinstance(plan, PackPlan)
+
+
+def test_stream_shards_count_their_lost_targets_and_drop_last_is_said():
+    """From a probe: a shard or selection of a concat plan counted the first block it holds as the stream's start
+    (rank 1 lost 2 targets and said 1); the blocks drop_last leaves out were counted nowhere."""
+    import warnings
+
+    p = pack([4, 4, 4, 4], 4, method="concat")
+    assert p.boundary_targets == 3
+    assert p.shard(0, 2).boundary_targets + p.shard(1, 2).boundary_targets == 3
+    for sub in (p.shard(1, 2), p.select([1]), p.select([0])):
+        lost = sum(int((b.labels[:, 0] == -100).sum()) for b in sub.batches([np.arange(4)] * 4, batch_size=1, pad_id=0))
+        assert sub.boundary_targets == lost - (1 if 0 in sub.doc[:1].tolist() and sub.start[0] == 0 else 0)
+    q = pack([3] * 5, 3)
+    with pytest.warns(UserWarning, match=r"drop_last=True leaves out the last 1 of 5 blocks \(3 tokens\)"):
+        assert len(list(q.batches([np.arange(3)] * 5, batch_size=2, pad_id=0, drop_last=True))) == 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert len(list(q.batches([np.arange(3)] * 5, batch_size=5, pad_id=0, drop_last=True))) == 1
 
 
 # ---- long documents as a stream ------------------------------------------------------------------

@@ -41,7 +41,7 @@ from .._arrays import is_sealed, owned, ranks_in_groups, readonly, seal
 from .._validate import check_array, check_bool, check_int, check_rows, check_spans, document_lengths
 from ..data.masked import loss_mask_of, refuse_flags_as_ids
 from ..data.source import TokenSource, as_source, check_memory_ids, ids_checked, reader
-from ..errors import ConfigError, InputError
+from ..errors import ConfigError, InputError, warn
 from .batch import Batch, Block, FragmentPositions, check_fragment_positions, with_loss_mask
 from .layout import (
     INT32_MAX,
@@ -167,7 +167,7 @@ class PackPlan:
     @property
     def fill(self) -> float:
         """Share of block positions holding real tokens."""
-        return self.tokens / (self.num_blocks * self.block_size) if self.num_blocks else 1.0
+        return self.tokens / (self.num_blocks * self.block_size) if self.num_blocks else 0.0  # (as an empty batch's)
 
     @property
     def boundary_targets(self) -> int:
@@ -179,7 +179,9 @@ class PackPlan:
         if self.stream:
             ptr = self.block_ptr
             firsts = ptr[:-1][np.diff(ptr) > 0]  # the first segment of each block that holds one
-            kept = np.flatnonzero(np.bincount(self.doc, minlength=self.num_docs) > 0)
+            # the document that starts the whole stream (the first with tokens), not the first this plan holds:
+            # a shard's or selection's first block starts mid-stream and loses its first target too
+            kept = np.flatnonzero(np.asarray(self.doc_lengths) > 0)
             first_doc = int(kept[0]) if kept.size else -1
             return int(((self.doc[firsts] != first_doc) | (self.start[firsts] != 0)).sum())
         return int((self.start > 0).sum())
@@ -294,6 +296,12 @@ class PackPlan:
         stream = self.stream if stream is None else check_bool(stream, "stream")
         drop_last, reuse_memory = check_bool(drop_last, "drop_last"), check_bool(reuse_memory, "reuse_memory")
         stop = self.num_blocks - ((self.num_blocks - start_block) % batch_size if drop_last else 0)
+        if stop < self.num_blocks:  # (said, not left out in silence: the loader counts them as dropped_samples)
+            left = int(self.block_ptr[stop])
+            tokens = int(self.length[left:].sum())
+            warn(f"drop_last=True leaves out the last {self.num_blocks - stop:,d} of {self.num_blocks - start_block:,d} "
+                 f"blocks ({tokens:,d} tokens), fewer than batch_size={batch_size:,d}; pass drop_last=False to get them "
+                 "as a smaller last batch")
         buffers = Buffers(keep=num_threads + 4) if reuse_memory else None
         ptr, T = self.block_ptr, self.block_size
 
@@ -701,7 +709,8 @@ def chunk_stream(length: int, block_size: int, *, last: Literal["pad", "drop"] =
     layout: pad them with :func:`tokenmill.batching.pad_batch`). A later sample does not see the
     prefix before its boundary token. The last sample, if shorter, is kept (``last="pad"``) or
     dropped (``last="drop"``; its tokens and targets are counted: ``dropped_tokens`` are the tokens
-    no kept sample holds, so a document shorter than ``block_size + 1`` drops all of its tokens).
+    no kept sample holds, so a document shorter than ``block_size + 1`` drops all of its tokens). A document
+    of one token has no target: it gives no sample under either rule, its token counted in ``dropped_tokens``.
 
     >>> c = chunk_stream(10, 4); c.start.tolist(), c.length.tolist(), c.targets
     ([0, 4, 8], [5, 5, 2], 9)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sys
 import time
 
 from ._common import add_command, add_quiet, seed
@@ -17,10 +18,11 @@ def register(sub) -> None:
     p.add_argument("--mu", type=float, default=None, help="--lognormal: mean of log length (default 5.5: median ~245)")
     p.add_argument("--sigma", type=float, default=None, help="--lognormal: sigma of log length (default 1.0)")
     p.add_argument("--block-size", type=int, required=True, help="positions per packed block")
-    p.add_argument("--method", default="best_fit", choices=["best_fit", "first_fit_decreasing", "greedy", "concat"],
+    p.add_argument("--method", default=None, choices=["best_fit", "first_fit_decreasing", "greedy", "concat"],
                    help="packing algorithm (default best_fit)")
-    p.add_argument("--long-docs", default="split", choices=["split", "truncate", "error"],
-                   help="a document longer than a block: split across blocks (default), truncate, or error")
+    p.add_argument("--long-docs", default=None, choices=["split", "truncate", "error"],
+                   help="a document longer than a block: split across blocks (default), truncate, or error (the "
+                        "document methods; concat cuts one stream into blocks)")
     p.add_argument("--compare", action="store_true", help="run every method and print one line each")
     p.add_argument("--json", action="store_true", help="print each plan's counts as JSON (a list, one per method)")
     p.add_argument("--seed", type=seed, default=0, help="seed of the synthetic lengths and of methods that draw "
@@ -145,9 +147,16 @@ def _parse_lengths(body: str):
 
 def cmd_pack(args) -> int:
     from ..batching import pack
+    from ..errors import ConfigError
 
+    if args.compare and args.method is not None:  # (it had been ignored: every method ran)
+        raise ConfigError(f"--compare runs every method; leave --method {args.method} out, or --compare")
+    if args.method == "concat" and args.long_docs not in (None, "split"):  # (ignored: a too-long document passed)
+        raise ConfigError(f"--long-docs {args.long_docs} is for the document methods; --method concat cuts one stream "
+                          "of every document into blocks, where no document is too long: leave it out")
+    args.long_docs = args.long_docs or "split"
     lengths = _read_lengths(args)
-    methods = ["best_fit", "first_fit_decreasing", "greedy", "concat"] if args.compare else [args.method]
+    methods = ["best_fit", "first_fit_decreasing", "greedy", "concat"] if args.compare else [args.method or "best_fit"]
     rows = []
     for m in methods:
         # the kernels loaded first (~0.8 s a process, from their disk cache), apart from the time printed: it had
@@ -208,4 +217,9 @@ def cmd_verify(args) -> int:
                          indent=1))
     outcomes = [r.passed for r in outcomes]
     want = args.expect == "pass"
-    return 0 if all(o == want for o in outcomes) else 1
+    if all(o == want for o in outcomes):
+        return 0
+    odd = [pos for pos, o in zip(args.positions, outcomes) if o != want]
+    print(f"tokenmill verify-packing: --expect {args.expect}, but the check "
+          + ("failed" if want else "passed") + f" with --positions {', '.join(odd)}: exit status 1", file=sys.stderr)
+    return 1
