@@ -252,8 +252,8 @@ def test_cli_writes_the_page_and_prints_its_path(tok, store, tmp_path, capsys):
     assert main(["report", "--tokenizer", str(tok_path), "--text", str(text), "--out", str(tok_path)]) == 1
     err = capsys.readouterr().err.strip()
     assert err.startswith("tokenmill report: error:") and "also an input" in err and "\n" not in err
-    assert main(["report", "--tokenizer", str(tok_path), "--text", str(tmp_path / "missing.txt"),
-                 "--out", str(out), "-q"]) == 1
+    assert main(["report", "--tokenizer", str(tok_path), "--input", str(tmp_path / "missing.txt"),
+                 "--out", str(out), "-q"]) == 1  # (--input: --text as the other commands name it)
     assert "missing.txt" in capsys.readouterr().err
     bad = tmp_path / "bad.txt"  # --errors replace says what it replaced on stderr, as every command does
     bad.write_bytes(b"ok \xff no \xfe")

@@ -16,8 +16,9 @@ def register(sub) -> None:
                     func=cmd_report)
     add_tokenizer_args(p)
     p.add_argument("--store", metavar="DIR", help="a token store built with the tokenizer")
-    p.add_argument("--text", nargs="+", default=[], metavar="FILE",
-                   help="text files to show token by token (one document each, their first --text-bytes bytes)")
+    p.add_argument("--text", "--input", dest="text", nargs="+", default=[], metavar="FILE",
+                   help="text files to show token by token (one document each, their first --text-bytes bytes); "
+                        "--input is the same option, as the other commands name it")
     p.add_argument("--out", required=True, metavar="HTML", help="the page to write, e.g. report.html")
     p.add_argument("--samples", type=int, default=8, help="store documents shown token by token, and as many of the texts: up to twice this in all "
                         "(default 8; store documents only while the statistics' budget of 1M tokens lasts)")
