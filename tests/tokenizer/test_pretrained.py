@@ -5,6 +5,7 @@ tokens' roles (``eos_token`` ...) found by name or as given."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import warnings
 
@@ -163,6 +164,36 @@ def test_refusals_come_before_anything_is_written(gpt2_ranks_path, tmp_path):
     with pytest.raises(ConfigError, match="tokenizer_config.json' is a directory"):
         tok.save_pretrained(out)
     assert not (out / "tokenizer.json").exists()  # (nothing half written)
+
+
+def test_the_two_files_change_together(monkeypatch, tmp_path):
+    """save_pretrained wrote tokenizer.json, then tokenizer_config.json: stopped between them, a folder saved before
+    held the new tokenizer.json beside the old config (another tokenizer's roles). Both are now written first; a
+    failure leaves the old pair, and the renames go config first, so a kill between them leaves a config without
+    its tokenizer.json (which transformers refuses), never a mixed pair."""
+    import tokenmill.tokenizer.formats.pretrained as P
+    from tokenmill import train_bpe
+
+    a = train_bpe(["the cat sat " * 20], 262, special_tokens=["<|endoftext|>"])
+    b = train_bpe(["a dog ran far " * 20], 266, special_tokens=["</s>"])
+    out = a.save_pretrained(tmp_path / "f")
+    before = {n: (out / n).read_bytes() for n in ("tokenizer.json", "tokenizer_config.json")}
+
+    def boom(obj):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(P, "json_text", boom)
+    with pytest.raises(OSError):
+        b.save_pretrained(out)
+    assert {n: (out / n).read_bytes() for n in before} == before and sorted(p.name for p in out.iterdir()) == \
+        sorted(before)
+    monkeypatch.undo()
+    order = []
+    real = os.replace
+    monkeypatch.setattr(os, "replace", lambda s, d: (order.append(os.path.basename(d)), real(s, d))[1])
+    b.save_pretrained(out)
+    assert [n for n in order if not n.startswith(".")] == ["tokenizer_config.json", "tokenizer.json"]
+    assert _auto(out)("a dog")["input_ids"] == b.encode("a dog")
 
 
 def test_never_over_the_tokenizer_json_it_was_read_from(tmp_path):

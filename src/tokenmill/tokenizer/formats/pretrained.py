@@ -32,10 +32,11 @@ imported one brought its own) and decodes ids as tokenmill does (``clean_up_toke
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
-from ..._io import check_writable_folder, fs_path, read_bytes_limited, resolve_output, write_json_atomic
+from ..._io import atomic_path, check_writable_folder, fs_path, json_text, read_bytes_limited, resolve_output
 from ...errors import ConfigError, FormatError, require, warn
 from ..special import BOS_NAMES, EOS_NAMES, PAD_NAMES
 
@@ -247,10 +248,19 @@ def save_pretrained(tok, folder, given: dict, model_max_length=None, chat_templa
     for name in ("tokenizer.json", "tokenizer_config.json"):
         resolve_output(where / name, what=f"the tokenizer's {name}", inputs=inputs)
     template = _added_around(tok, body, source)
-    tok.save_huggingface(where / "tokenizer.json")
-    if template is not None:
-        _carry_post_processor(where / "tokenizer.json", template, inputs)
-    write_json_atomic(where / "tokenizer_config.json", body, inputs=inputs)
+    # the two files as one change: both written to temporaries, the old tokenizer.json removed, then the config
+    # renamed into place and the tokenizer.json last (the contexts close inner first). Killed in between, the
+    # folder holds a config without its tokenizer.json, which transformers refuses to load, not an old
+    # tokenizer.json beside a new config (or a new one without its roles: no EOS), which it would load as
+    # another tokenizer
+    with atomic_path(where / "tokenizer.json", inputs=inputs) as tj_tmp, \
+            atomic_path(where / "tokenizer_config.json", inputs=inputs) as config_tmp:
+        tok.save_huggingface(tj_tmp)
+        if template is not None:
+            _carry_post_processor(tj_tmp, template, inputs)
+        config_tmp.write_text(json_text(body) + "\n", encoding="utf-8")
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(where / "tokenizer.json")
     return where
 
 
