@@ -54,8 +54,8 @@ def check_int(value, name: str, *, min: int | None = None, max: int | None = Non
     if v < lo or v > hi:
         if min is not None and max is not None and max < INT64_MAX:
             want = f"in {min:,d} .. {max:,d}"
-        elif min is not None and v < min:
-            want = f">= {min:,d}"
+        elif v < lo:  # (below int64 without a min: the bound it is below, not the upper one)
+            want = f">= {lo:,d}"
         else:
             want = f"<= {hi:,d}"
         raise error(f"{name}={v:,d} is out of range; pass an integer {want}")
@@ -247,7 +247,19 @@ def check_ids(ids) -> list[int]:
     # 322K ids took 0.5 s); anything else is checked id by id, which names the first one at fault
     if set(map(type, ids)) <= {int} and (not ids or (min(ids) >= INT64_MIN and max(ids) <= INT64_MAX)):
         return ids
-    return [check_int(i, "token id") for i in ids]
+    return [check_token_id(i) for i in ids]
+
+
+def check_token_id(value) -> int:
+    """One id of a decode's list: an exact int (``check_int``'s refusals); one past int64 holds no token, an
+    UnknownTokenError (a KeyError), as an id past the vocabulary is (a ConfigError alone had not been one)."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)) \
+            and not INT64_MIN <= int(value) <= INT64_MAX:
+        from .errors import UnknownTokenError
+
+        raise UnknownTokenError(f"token id {int(value):,d} holds no token (it is past int64, where no vocabulary "
+                                "reaches)")
+    return check_int(value, "token id")
 
 
 def check_ids_array(ids) -> np.ndarray:
@@ -290,6 +302,8 @@ def _ids_source(ids) -> list | tuple | np.ndarray:
                               "[tok.decode(row) for row in ids]")
         if ids.ndim == 0:  # (as one int is refused)
             raise ConfigError(f"ids is one id (a 0-d array, {ids!r}); pass a sequence of ids: [token_id]")
+        if ids.dtype == np.uint64 and ids.size and int(ids.max()) > INT64_MAX:
+            check_token_id(int(ids.max()))
         return check_array(ids, "ids", ndim=None, error=ConfigError).ravel()
     if isinstance(ids, (str, bytes)) or not isinstance(ids, Iterable):
         raise ConfigError(f"ids must be an iterable of token ids (ints), not {type(ids).__name__}")

@@ -20,7 +20,7 @@ from typing import Literal
 
 import numpy as np
 
-from .._validate import check_decode_errors, check_ids, check_ids_array, check_int, check_path
+from .._validate import check_decode_errors, check_ids, check_ids_array, check_path, check_token_id
 from ..errors import ConfigError, FormatError, UnknownTokenError
 from .bpe import tables
 from .encoding import Encoding
@@ -259,7 +259,7 @@ class Tokenizer(VocabNames, PretrainedExport):
     def token_bytes(self, token_id: int) -> bytes:
         """The bytes of one token (special tokens: their UTF-8 text); an id that holds none is an
         :class:`~tokenmill.errors.UnknownTokenError` (a KeyError and a ConfigError) naming it."""
-        token_id = check_int(token_id, "token id")
+        token_id = check_token_id(token_id)
         if 0 <= token_id < len(self._vocab) and self._vocab[token_id] is not None:
             return self._vocab[token_id]
         if token_id in self._extra_by_id:

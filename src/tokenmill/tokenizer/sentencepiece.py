@@ -47,7 +47,7 @@ import os
 import numpy as np
 
 from .._arrays import offsets_of
-from .._validate import check_decode_errors, check_path
+from .._validate import check_decode_errors, check_path, check_token_id
 from ..errors import (
     ConfigError,
     FormatError,
@@ -645,9 +645,8 @@ class SentencePieceTokenizer(VocabNames, PretrainedExport):
                 or self._special[self.model.pieces[i]] != i)
 
     def _id(self, token_id) -> int:
-        from .._validate import check_int
 
-        i = check_int(token_id, "token id")
+        i = check_token_id(token_id)
         if not 0 <= i < len(self._bytes):
             raise UnknownTokenError(f"token id {i} is out of range for vocab_size={self.vocab_size:,d}")
         return i

@@ -32,7 +32,7 @@ from __future__ import annotations
 import functools
 import numbers
 
-from .._validate import check_int
+from .._validate import check_token_id
 from ..errors import ConfigError
 
 
@@ -100,7 +100,7 @@ class VocabNames:
 
     def id_to_token(self, token_id: int) -> str | None:
         """The string of token ``token_id`` as ``get_vocab`` spells it, or None for an id no token holds."""
-        i = check_int(token_id, "token id")
+        i = check_token_id(token_id)
         model, _, _, added_by_id = self._hf_names
         s = added_by_id.get(i)
         return model.get(i) if s is None else s

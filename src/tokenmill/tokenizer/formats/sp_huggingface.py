@@ -366,9 +366,9 @@ class SentencePieceJsonTokenizer(VocabNames, PretrainedExport):
         return None
 
     def _token(self, i: int) -> str:
-        from ..._validate import check_int
+        from ..._validate import check_token_id
 
-        i = check_int(i, "token id")
+        i = check_token_id(i)
         t = self._added_by_id.get(i, self._id_to_token.get(i))
         if t is None:
             raise UnknownTokenError(f"token id {i} is out of range for vocab_size={self._n:,d} (or holds no token)")
