@@ -85,6 +85,14 @@ def test_wrapped_hf_tokenizers_give_their_tokens_raw_bytes():
     wp.decoder = decoders.WordPiece()
     w = as_tokenizer(wp)
     assert w.decode_bytes(w.encode("hello worlds")) == b"hello worlds"
+    # an id past the vocabulary is an UnknownTokenError (a KeyError), as tokenmill's own tokenizers say: HF's
+    # decode had left it out without a word
+    from tokenmill.errors import UnknownTokenError
+
+    for t in (tok, w):
+        for call in (t.decode, t.decode_bytes):
+            with pytest.raises(UnknownTokenError, match=f"token id {t.vocab_size} is out of range"):
+                call([1, t.vocab_size])
 
 
 def test_hf_objects_that_truncate_or_pad_give_every_id_unpadded(trained, tmp_path):

@@ -150,12 +150,26 @@ class ForeignTokenizer:
         from .special import without_special_ids
 
         check_decode_errors(errors)
-        return self._decode_fn(check_ids(without_special_ids(ids, self._special, skip_special_tokens)))
+        return self._decode_fn(self._in_range(check_ids(without_special_ids(ids, self._special, skip_special_tokens))))
+
+    def _in_range(self, ids: list[int]) -> list[int]:
+        """``ids`` where each is below the vocabulary size, else an UnknownTokenError (a KeyError) naming the first
+        that is not, as tokenmill's own tokenizers say (HF's decode had left such an id out without a word)."""
+        import numpy as np
+
+        from ..errors import UnknownTokenError
+
+        a = np.asarray(ids, np.int64)
+        bad = (a < 0) | (a >= self._vocab_size)
+        if bad.any():
+            raise UnknownTokenError(f"token id {int(a[np.argmax(bad)])} is out of range for "
+                                    f"vocab_size={self._vocab_size:,d}")
+        return ids
 
     def decode_bytes(self, ids) -> bytes:
         from .._validate import check_ids
 
-        ids = check_ids(ids)
+        ids = self._in_range(check_ids(ids))
         if self._joined_bytes:
             return self._decode_fn(ids).encode("utf-8", "surrogatepass")
         return b"".join(self.token_bytes(i) for i in ids)
