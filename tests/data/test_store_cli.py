@@ -242,3 +242,13 @@ def test_build_and_train_print_json(tmp_path, tok, capsys):
     from tokenmill import Tokenizer
 
     assert got["vocab_size"] == Tokenizer.load(tmp_path / "t.json").vocab_size and got["merges"] == got["vocab_size"] - 256
+
+
+def test_build_draws_bars_only_on_a_terminal_by_default(tmp_path, tok, capfd):
+    """TokenStore.build's progress had defaulted to True: tqdm frames in a pipe or a log. It follows train_bpe now:
+    bars where stderr is a terminal, unless progress= says otherwise."""
+    make_corpus(tmp_path / "in")
+    TokenStore.build(tmp_path / "s", tmp_path / "in", tok, split_lines=True, workers=1)
+    assert capfd.readouterr().err == ""
+    TokenStore.build(tmp_path / "s2", tmp_path / "in", tok, split_lines=True, workers=1, progress=True)
+    assert "store build" in capfd.readouterr().err

@@ -155,7 +155,7 @@ def _tokenizer_and_store(args, docs, out: Path, report: dict):
     t0 = time.perf_counter()
     tok = train_bpe(docs, args.vocab_size, pattern="gpt4", special_tokens=["<|endoftext|>"], progress=not args.quiet)
     tok.save(out / "tokenizer.json")
-    dt = time.perf_counter() - t0
+    dt_train = dt = time.perf_counter() - t0
     r = tok.train_report
     _say(args, f"\n1. trained {tok!r} in {dt:.1f} s: {r.merges:,d} merges ({r.stop_reason}); "
                f"first merges " + ", ".join(repr(tok.token_bytes(i).decode('utf-8', 'replace')) for i in range(256, 262)))
@@ -164,7 +164,7 @@ def _tokenizer_and_store(args, docs, out: Path, report: dict):
     dt = time.perf_counter() - t0
     n_bytes = report["corpus"]["bytes"]
     content = store.num_tokens - len(store)  # without the EOS appended to every document
-    report["tokenizer"] = {"vocab_size": tok.vocab_size, "merges": r.merges, "seconds": round(dt, 2)}
+    report["tokenizer"] = {"vocab_size": tok.vocab_size, "merges": r.merges, "seconds": round(dt_train, 2)}
     report["store"] = {"path": str(out / "store"), "documents": len(store), "tokens": store.num_tokens,
                        "shards": store.num_shards, "bytes_per_token": round(n_bytes / max(content, 1), 3),
                        "fingerprint": store.fingerprint, "seconds": round(dt, 2)}

@@ -527,7 +527,7 @@ def build(out_dir, sources, tokenizer, *, workers: int | None = None, engine: st
           errors: str = "strict", field: str = "text", format: str = "auto",
           split_lines: bool = False, separator: str | None = None, eos_id: int | None = None,
           bos_id: int | None = None, special_text: str = "error", overwrite: bool = False,
-          progress: bool = True, ray_address: str | None = None) -> "TokenStore":
+          progress: bool | None = None, ray_address: str | None = None) -> "TokenStore":
     """Encode ``sources`` with ``tokenizer`` into a store at ``out_dir``; see :meth:`TokenStore.build`."""
     from .._validate import check_int
 
@@ -538,6 +538,10 @@ def build(out_dir, sources, tokenizer, *, workers: int | None = None, engine: st
     # object: converted as every stage's tokenizer is (or refused, naming what it is)
     tokenizer = tokenizer_with(tokenizer, ("encode_batch", "vocab_size", "special_tokens"))
     shard_bytes = check_int(shard_bytes, "shard_bytes", min=1, max=BIG)
+    if progress is None:  # (bars where someone watches: a terminal, as train_bpe; not frames in a pipe or a log)
+        import sys
+
+        progress = sys.stderr.isatty()
     for name, flag in (("append_eos", append_eos), ("prepend_bos", prepend_bos), ("overwrite", overwrite),
                        ("progress", progress), ("split_lines", split_lines)):
         if not isinstance(flag, (bool, np.bool_)):
@@ -1708,7 +1712,8 @@ class TokenStore(StoreSource):
         ``shard_bytes`` (input bytes per shard, 16 MiB), ``errors`` ("strict" or "replace" for invalid
         UTF-8: U+FFFD, counted in the manifest's ``invalid_utf8_replaced``), ``field`` (JSONL field / Parquet or
         dataset column), ``format``, ``split_lines``, ``separator``, ``special_text`` ("error",
-        "plain" or "special": text spelling a special token fails, is plain text, or is that token), ``overwrite``, ``progress``, ``ray_address``. Same bytes for any ``workers`` and
+        "plain" or "special": text spelling a special token fails, is plain text, or is that token), ``overwrite``,
+        ``progress`` (tqdm bars on stderr; default: when stderr is a terminal), ``ray_address``. Same bytes for any ``workers`` and
         engine; a killed build reruns from its finished shards.
         """
         return build(out_dir, sources, tokenizer, **kwargs)

@@ -191,7 +191,7 @@ function bars(values, labels, o) {
   for (const f of [0, 0.5, 1]) {
     const y = H - B - f * (H - B - T);
     g.append(s("line", {x1: L, x2: W - R, y1: y, y2: y, cls: "grid"}),
-             s("text", {x: L - 4, y: y + 4, cls: "yl"}, short(f * max)));
+             s("text", {x: L - 4, y: y + 4, cls: "yl"}, f * max < 1e3 && (f * max) % 1 ? (f * max).toFixed(1) : short(f * max)));
   }
   values.forEach((v, i) => {
     const bh = v / max * (H - B - T);
