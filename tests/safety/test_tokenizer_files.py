@@ -315,7 +315,6 @@ def _json_cases(tmp_path, hf_body, v2_body):
 
 
 def test_every_field_mutated_loads_or_raises_a_tokenmill_error(tmp_path, hf_body, v2_body):
-    t0 = time.perf_counter()
     loads = 0
     for name, body, load, rehash in _json_cases(tmp_path, hf_body, v2_body):
         _must_load_or_refuse(load, _write(tmp_path / "base.json", body), f"{name} as written")
@@ -329,8 +328,8 @@ def test_every_field_mutated_loads_or_raises_a_tokenmill_error(tmp_path, hf_body
                 _must_load_or_refuse(load, f, f"{name}: {'.'.join(map(str, path))} = {shown}")
                 loads += 1
     assert loads > 1000
-    # ~8 s on a laptop core; far more would mean a damaged file made tokenmill allocate or loop
-    assert time.perf_counter() - t0 < 45, f"{loads} loads took {time.perf_counter() - t0:.1f} s"
+    # (~8 s on a laptop core; a damaged file that made tokenmill loop would hit the suite's per-test timeout: a
+    # wall-clock bound here failed a CI run on a loaded machine, 45.7 s for 45)
 
 
 def _rank_cases():

@@ -264,6 +264,10 @@ def test_nested_classes_split_as_oniguruma(items, negated, intersect, text):
     # '--' and '~~' in a class: set operations in tiktoken's engine (and tokenmill's reading of one), a range or two
     # characters in Oniguruma's
     (r"[a-z--h]+|.", "the -zeta"), (r"[a-z~~e]+|.", "the ~eta"),
+    # \w (ZWJ a word character to the regex module only), POSIX classes, and under (?i): a property Oniguruma does
+    # not fold, a range or an i (İ), text full case folding reaches (ß for ss)
+    (r"\w+|\s+|[^\w\s]+", "क्\u200dष"), (r"(?i:\p{Lu})+|\s+|[^\s]", "abc"), (r"(?i:[a-z])+|\s+|[^\s]", "İstanbul ı"),
+    (r"(?i:'s|'t|ss)|\p{L}+|\p{N}|\s+|[^\s\p{L}\p{N}]+", "ßen"), (r"[[:punct:]]+|[^[:punct:]]+", "a.b"),
 ])
 def test_split_regexes_that_oniguruma_reads_otherwise_are_refused(tmp_path, rx, text):
     """HF compiles Split regexes with Oniguruma, where '^' and '$' are line anchors, '\\Z' also matches

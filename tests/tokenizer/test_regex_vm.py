@@ -126,3 +126,23 @@ def test_catastrophic_pattern_is_linear():
     text = "a" * 5000 + "b"
     out = vm(r"(?:a|a)+$|b", text)
     assert out == ["a" * 5000, "b"]
+
+
+def test_case_insensitive_set_syntax_folds_simply_on_every_path(gpt2_ranks_path):
+    """A set-syntax pattern is compiled by the regex module in V1, where (?i) turned full case folding on ("ss"
+    matched "ß"); the compiled splitter folds simply, as tiktoken's engine: the two paths of one tokenizer gave
+    other ids. Both fold simply now. A POSIX class, ASCII to tiktoken's engine, is said when a rank file is read."""
+    import warnings
+
+    from tokenmill import Tokenizer
+    from tokenmill.tokenizer.pretokenize.patterns import split_with_gaps
+
+    p = r"(?i)ssen|[\p{L}&&\p{Greek}]|.|\n"
+    assert split_with_gaps(p, "ßen SSEN") == ["ß", "e", "n", " ", "SSEN"]
+    tok = Tokenizer.from_tiktoken(gpt2_ranks_path, pattern=p)
+    assert tok.encode("ßen") == tok.encode_python("ßen")
+    with pytest.warns(UserWarning, match=r"holds \[:alpha:\], which tiktoken's engine reads otherwise"):
+        Tokenizer.from_tiktoken(gpt2_ranks_path, pattern=r"[[:alpha:]]+|\s+|.")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Tokenizer.from_tiktoken(gpt2_ranks_path, pattern=r"\p{L}+|\s+|.")

@@ -145,6 +145,16 @@ class Tokenizer(VocabNames, PretrainedExport):
 
         path = check_path(path)
         vocab, pairs, pattern, special_tokens = load_rank_file(path, pattern, special_tokens)
+        if isinstance(pattern, str):  # (a regex of the caller's that tiktoken's engine reads otherwise: said)
+            from .pretokenize.patterns import engine_differences
+
+            differ = [d for d in engine_differences(pattern, tiktoken=True) if d.startswith("[:") or d.startswith("\\N")]
+            if differ:
+                from ..errors import warn
+
+                warn(f"the pattern holds {', '.join(differ)}, which tiktoken's engine reads otherwise (POSIX classes "
+                     "are ASCII there, Unicode here): ids follow tokenmill's reading, not tiktoken's; write the class "
+                     "out ([a-zA-Z] for tiktoken's [[:alpha:]]) where they must agree")
         try:
             return _read_from(cls(vocab, pairs, pattern=pattern, special_tokens=special_tokens,
                                   whole_chunk_lookup=True), path)

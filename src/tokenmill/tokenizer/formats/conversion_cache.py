@@ -10,13 +10,14 @@ import json
 
 import numpy as np
 
-_CACHE_LAYOUT = 10  # 2: Split regexes with nested classes flattened (onig_classes); 3: files checked by schemas;
+_CACHE_LAYOUT = 11  # 2: Split regexes with nested classes flattened (onig_classes); 3: files checked by schemas;
 # 4: Split regexes whose anchors or escapes Oniguruma reads otherwise refused (engine_differences); 5: the
 # special tokens of tekken files up to v7 named as mistral_common names them; 6: a tokenizer.json's version
 # other than "1.0" refused (as HF); 7: Split regexes that can match the empty string, or (to tiktoken's
 # engine) use POSIX classes or \N{...}, refused; 8: Split regexes with \pL (no braces: "pL" to Oniguruma) or
 # x{n}? ((?:x{n})? to Oniguruma) refused; 9: the arrays' sha256 in the file, checked on read; 10: Split regexes
-# with '--' or '~~' in a class refused (set operations to tiktoken's engine, none to Oniguruma)
+# with '--' or '~~' in a class refused (set operations to tiktoken's engine, none to Oniguruma); 11: Split regexes
+# with \w, POSIX classes, or a case-insensitive class, property or text full case folding reaches, refused
 
 
 def cache_file(key: str):

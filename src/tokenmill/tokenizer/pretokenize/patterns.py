@@ -159,8 +159,9 @@ def engine_differences(regex_str: str, *, oniguruma: bool = False, tiktoken: boo
                 end = n if close < 0 else close + 1
                 if (oniguruma and e in ("x", "o", "N")) or (tiktoken and e == "N"):
                     out.append(regex_str[i:end])
-            elif (e in _ANCHOR_ESCAPES and not depth) or (oniguruma and e in _ONIG_ONLY):
-                out.append("\\" + e)
+            elif (e in _ANCHOR_ESCAPES and not depth) or (oniguruma and e in _ONIG_ONLY | {"w", "W"}):
+                out.append("\\" + e)  # (\w: ZWJ and ZWNJ are word characters in the regex module, ²³¹¼½¾ not;
+                # in Oniguruma the other way round)
             elif oniguruma and e in ("p", "P"):  # \pL: a letter class in the regex module, the letters "pL" in
                 end = min(end + 1, n)  # Oniguruma's Ruby syntax (which takes a property in braces only)
                 out.append(regex_str[i:end])
@@ -168,7 +169,8 @@ def engine_differences(regex_str: str, *, oniguruma: bool = False, tiktoken: boo
             continue
         if c == "[":
             if depth and _posix_end(regex_str, i):
-                if tiktoken:
+                if tiktoken or oniguruma:  # (ASCII in tiktoken's engine; Oniguruma's [[:punct:]] and [[:alnum:]]
+                    # hold other characters than the regex module's)
                     out.append(regex_str[i:_posix_end(regex_str, i)])
                 i = _posix_end(regex_str, i)
                 continue
@@ -192,7 +194,45 @@ def engine_differences(regex_str: str, *, oniguruma: bool = False, tiktoken: boo
             if m and set((m.group(1) or "") + (m.group(2) or "")) - {"i"}:
                 out.append(m.group(0))
         i += 1
+    if oniguruma:
+        out += _case_differences(regex_str)
     return list(dict.fromkeys(out))
+
+
+_FULL_FOLDS = ("ff", "fi", "fl", "ss", "st")  # ASCII text a character folds to in full case folding (ß: ss, ﬁ: fi)
+
+
+def _case_differences(regex_str: str) -> list[str]:
+    r"""What a case-insensitive part (``(?i:...)``, or ``(?i)`` to the end) of an Oniguruma pattern matches otherwise
+    in the ``regex`` module: a property or class escape (Oniguruma does not fold ``\p{Lu}`` into lowercase
+    letters), a range or ``i`` (İ is ``i`` to the regex module, not to Oniguruma), and text that full case folding
+    reaches (ß for ``ss``, ﬁ for ``fi``; non-ASCII letters), which Oniguruma applies and tokenmill's reading does
+    not. Other ASCII letters, alone or in a class, read alike (checked letter by letter against HF's Oniguruma):
+    GPT-4's ``(?i:'s|'t|'re|'ve|'m|'ll|'d)`` and cl100k's ``(?i:[sdmt]|ll|ve|re)`` are kept."""
+    out = []
+    for m in re.finditer(r"\(\?i(:|\))", regex_str):
+        lo = m.end()
+        if m.group(1) == ")":
+            scope = regex_str[lo:]
+        else:
+            depth, i = 1, lo
+            while i < len(regex_str) and depth:
+                c = regex_str[i]
+                if c == "\\":
+                    i += 2
+                    continue
+                if c == "[":
+                    i = _class_body(regex_str, i)
+                    continue
+                depth += {"(": 1, ")": -1}.get(c, 0)
+                i += 1
+            scope = regex_str[lo:i - 1]
+        letters = re.sub(r"\\.", "", scope).lower()
+        ranged = re.search(r"\[[^\]]*[^\\\[]-[^\]]", scope)  # (a class with a range: [a-z] holds i)
+        if ranged or re.search(r"\\[pPwWdDsShH]", scope) or not letters.isascii() or "i" in letters \
+                or any(f in letters for f in _FULL_FOLDS):  # (İ is i to the regex module, not to Oniguruma)
+            out.append(m.group(0) + scope[:12])
+    return out
 
 
 def v1_source(regex_str: str) -> str:
@@ -247,8 +287,9 @@ def compiled(regex_str: str):
     import regex
 
     try:
-        if has_set_syntax(regex_str):
-            return regex.compile(v1_source(regex_str), flags=regex.V1)
+        if has_set_syntax(regex_str):  # ((?-f): simple case folding, as V0 and tiktoken's engine and the compiled
+            # splitter read (?i); V1 turns full folding on with it, where "ss" matches "ß")
+            return regex.compile("(?-f)" + v1_source(regex_str), flags=regex.V1)
         return regex.compile(regex_str)
     except regex.error as e:
         raise ConfigError(f"pattern {regex_str!r} is not a valid regex: {e}") from e
