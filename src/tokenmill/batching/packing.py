@@ -226,8 +226,9 @@ class PackPlan:
 
         With ``even=True`` a rank that gets one block fewer gets an empty block instead (all
         padding, zero targets), so every rank runs the same number of steps and nothing is dropped;
-        under the token-weighted loss an empty block changes nothing. The counts (truncated, split,
-        ...) still describe the whole plan.
+        under the token-weighted loss an empty block changes nothing. The stored counts (``truncated_docs``,
+        ``split_docs``, ``empty_docs``, ...) still describe the whole plan; what is computed from the blocks
+        (``tokens``, ``fill``, ``padding``, ``boundary_targets``) describes this rank's.
 
         >>> plan = pack([5, 5, 5], 6)
         >>> [plan.shard(r, 2).num_blocks for r in (0, 1)]
