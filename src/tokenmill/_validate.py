@@ -257,8 +257,8 @@ def check_token_id(value) -> int:
             and not INT64_MIN <= int(value) <= INT64_MAX:
         from .errors import UnknownTokenError
 
-        raise UnknownTokenError(f"token id {int(value):,d} holds no token (it is past int64, where no vocabulary "
-                                "reaches)")
+        raise UnknownTokenError(f"token id={int(value):,d} is out of range (past int64, where no vocabulary "
+                                "reaches): it holds no token")
     return check_int(value, "token id")
 
 

@@ -126,7 +126,7 @@ def test_an_id_that_holds_no_token_is_a_key_error_as_tiktoken_raises(gpt2_ranks_
             tok.token_bytes(bad)
         # past int64 too (a ConfigError alone had not been a KeyError), from lists and uint64 arrays
         for ids in ([2**63], [2**64], [-2**63 - 1], np.array([2**63 + 5], np.uint64)):
-            with pytest.raises(KeyError, match="holds no token .it is past int64"):
+            with pytest.raises(KeyError, match=r"is out of range \(past int64, where no vocabulary reaches\)"):
                 tok.decode(ids)
     cl100k = _dir("TOKENMILL_OPENAI_DIR", "openai", "cl100k_base.tiktoken") / "cl100k_base.tiktoken"
     with pytest.raises(KeyError, match="holds no token"):  # an id in the gap before cl100k's specials
