@@ -114,6 +114,24 @@ def test_a_sentencepiece_tokenizer_json_round_trips(tmp_path):
     _assert_same_ids(tok, hf, TEXTS)
 
 
+def test_from_huggingface_str_reads_text_as_the_file_is_read(tmp_path):
+    """``Tokenizer.from_huggingface_str`` (what ``as_tokenizer(hf_object)`` converts through: no temporary file):
+    the same ids as the file, for both families; no ``read_from``; errors name the source given."""
+    model = _dir("TOKENMILL_MISTRAL_DIR", "mistral", "tokenizer.model.v1") / "tokenizer.model.v1"
+    as_tokenizer(model).save_huggingface(tmp_path / "sp" / "tokenizer.json")
+    train_bpe(["hello world, hello tokens"] * 20, 270, special_tokens=["<|x|>"]).save_huggingface(tmp_path / "tokenizer.json")
+    for path in (tmp_path / "sp" / "tokenizer.json", tmp_path / "tokenizer.json"):
+        body = path.read_text(encoding="utf-8")
+        a, b = Tokenizer.from_huggingface(path), Tokenizer.from_huggingface_str(body, source="<mine>")
+        assert type(a) is type(b)
+        assert getattr(b, "read_from", ()) == ()
+        for t in TEXTS:
+            assert b.encode(t, allowed_special="all") == a.encode(t, allowed_special="all")
+        assert Tokenizer.from_huggingface_str(body.encode()).encode("hello") == a.encode("hello")
+    with pytest.raises(FormatError, match="<mine>"):
+        Tokenizer.from_huggingface_str('{"model": {"type": "Unigram"}}', source="<mine>")
+
+
 @pytest.mark.parametrize("bos, eos", [(True, False), (False, True)])  # (each ~15 s: transformers converts the .model)
 def test_a_models_add_bos_token_is_carried_into_the_folder_written(tmp_path, bos, eos):
     """A ``.model`` folder whose config says ``add_bos_token`` (Llama 2's, Mistral's slow configs): transformers

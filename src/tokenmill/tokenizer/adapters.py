@@ -254,26 +254,15 @@ def _hf_backend(obj):
 
 
 def _from_hf(hf, check: bool):
-    import tempfile
-
     from .foreign import plain_hf
     from .model import Tokenizer
 
     hf = plain_hf(hf, "the HF tokenizer object")  # (one that truncates or pads: a copy that does not, said)
     body = hf.to_str()
     try:
-        with tempfile.TemporaryDirectory() as d:
-            path = Path(d) / "tokenizer.json"
-            path.write_text(body, encoding="utf-8")
-            tok = Tokenizer.from_huggingface(path)
+        tok = Tokenizer.from_huggingface_str(body, source="<the HF tokenizer object>")
     except FormatError:
         return ForeignTokenizer.from_hf(hf, body)
-    # read from a temporary file, gone now: no file of the user's to protect or to find a model's folder beside
-    # (save_pretrained had failed with a FileNotFoundError on it)
-    if getattr(tok, "read_from", ()):
-        tok.read_from = ()
-    if isinstance(getattr(tok, "_source", None), str):
-        tok._source = "<the HF tokenizer object>"
     if check:
         probe = PROBE + "".join(tok.added_tokens)
         if tok.encode(probe, allowed_special="all") != hf.encode(probe, add_special_tokens=False).ids:

@@ -210,6 +210,19 @@ class Tokenizer(VocabNames, PretrainedExport):
 
         return _read_from(load_tokenizer_json(path, cls.from_merge_list), tokenizer_json_path(path))
 
+    @classmethod
+    def from_huggingface_str(cls, body: str | bytes, *, source: str = "<tokenizer.json text>") -> "Tokenizer":
+        """:meth:`from_huggingface` of a tokenizer.json's text (HF ``Tokenizer.from_str``'s input, what an
+        HF object's ``to_str()`` gives), ``source`` naming it in messages. Read from no file, the result
+        has no ``read_from``: ``save_pretrained`` finds no model folder beside it to take a config from."""
+        from .formats.huggingface import load_tokenizer_json_bytes
+        from .formats.sp_huggingface import SentencePieceJsonTokenizer, looks_sentencepiece_json
+
+        raw = body.encode("utf-8", "surrogatepass") if isinstance(body, str) else bytes(body)
+        if looks_sentencepiece_json(raw):
+            return SentencePieceJsonTokenizer(raw, source=source)
+        return load_tokenizer_json_bytes(raw, source, cls.from_merge_list)
+
     # ----------------------------------------------------------------- properties
     @property
     def spec(self) -> TokenizerSpec:

@@ -270,13 +270,17 @@ def load_tokenizer_json(path: str | os.PathLike, build):
     The conversion (vocabulary to bytes, merges to id arrays) is cached on disk, keyed by the file's
     SHA-256, under the same cache folder as the splitter's class table: a 128k-vocabulary file then
     loads in a fraction of a second."""
-    import hashlib
-
     from ..._io import read_bytes_limited
 
     p = tokenizer_json_path(path)
-    source = str(p)
-    raw = read_bytes_limited(p, what="tokenizer.json")
+    return load_tokenizer_json_bytes(read_bytes_limited(p, what="tokenizer.json"), str(p), build)
+
+
+def load_tokenizer_json_bytes(raw: bytes, source: str, build):
+    """:func:`load_tokenizer_json` of a tokenizer.json's bytes already in memory (``Tokenizer.from_huggingface_str``:
+    an HF object's ``to_str()``), ``source`` naming them in messages."""
+    import hashlib
+
     key = hashlib.sha256(raw).hexdigest()[:32]
     # (2: the config says what is not applied; 3: and a decoder other than ByteLevel; 4: and the post-processor)
     cache_key = f"hf4-{key}"

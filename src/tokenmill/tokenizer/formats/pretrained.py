@@ -103,7 +103,9 @@ def source_config(tok) -> dict | None:
     given = getattr(tok, "pretrained_config", None)  # (made from a transformers object: what it said)
     if given is not None:
         return given
-    source = _read_from(tok)
+    # a folder is looked into for tokenmill's own tokenizers only (any object may reach here: a user's own
+    # tokenizer handed to encode_sft, whose attributes say nothing of where a model's files are)
+    source = _read_from(tok) if hasattr(tok, "_unk_id") else None
     if source is None:
         return None
     folder = Path(source).parent
@@ -137,7 +139,7 @@ def source_config(tok) -> dict | None:
 def own_chat_template(tok) -> str | None:
     """The chat template that comes with ``tok`` (its model folder's, or the transformers object's it was made
     from), where that is one template; else None."""
-    conf = source_config(tok) if hasattr(tok, "_unk_id") else getattr(tok, "pretrained_config", None)
+    conf = source_config(tok)
     template = None if conf is None else conf.get("chat_template")
     return template if isinstance(template, str) else None
 
