@@ -8,6 +8,7 @@ import pytest
 
 from tokenmill import (
     IGNORE_INDEX,
+    ConfigError,
     InputError,
     MaskedSource,
     Mixture,
@@ -299,3 +300,78 @@ def test_saved_flags_are_paired_with_their_ids_and_never_read_as_ids(tmp_path):
         next(pack(flags.lengths, 4).batches(flags, batch_size=1, pad_id=0))
     with pytest.raises(ConfigError, match="is a store of loss-mask flags"):
         MaskedSource(flags, [[0, 1, 1], [0, 1]])
+
+
+@pytest.mark.parametrize("how", [dict(block_size=16), dict(windows=SlidingWindows(6, stride=4)),
+                                 dict(windows=SlidingWindows(6, stride=4), block_size=16)])
+def test_a_loaders_mixture_numbers_a_slice_parts_items_as_the_mixture_does(how):
+    """The loader's rows from a slice part of a mixture had named the slice's base documents, shifted by the part's
+    place in the mixture: ``mix.part_of(doc_ids)`` gave the wrong part and one id named two documents. Every real
+    position now holds ``mix.get(doc_id)[token_offset]``, its label follows that item's flags, and the epoch's
+    planned targets are the batches'. Windows over a slice of a masked source (no mixture) take the slice's flags
+    (the base's had been read in the slice's numbering)."""
+    from tokenmill.batching.schedule import BatchSchedule
+
+    src = MaskedSource(DOCS, MASKS)
+    idx = np.arange(30, 60)
+    sl = SliceSource(src, doc=idx, start=np.zeros(idx.size, np.int64), length=np.asarray(src.lengths)[idx])
+    other = [np.full(7, 3), np.full(12, 4), np.full(5, 6)]
+    mix = Mixture([(sl, 0.5), (other, 0.5)], seed=1)
+    flags = [MASKS[i] for i in idx] + [np.ones(len(d), np.uint8) for d in other]
+    single = SliceSource(src, doc=idx, start=np.zeros(idx.size, np.int64), length=np.asarray(src.lengths)[idx])
+    for source, items, item_flags in ((mix, [mix.get(i) for i in range(len(mix))], flags),
+                                      (single, [DOCS[i] for i in range(len(DOCS))], MASKS)):
+        sched = BatchSchedule(source, batch_size=4, seed=3, drop_last=False, **how)
+        targets, parts = 0, set()
+        for g in range(sched.num_batches(0)):
+            b = sched.batch(0, g)
+            real = b.doc_ids >= 0
+            got = [items[d][o] for d, o in zip(b.doc_ids[real].tolist(), b.token_offsets[real].tolist())]
+            assert b.input_ids[real].tolist() == [int(x) for x in got]
+            np.testing.assert_array_equal(b.labels, expected(b.labels, b.doc_ids, b.token_offsets, item_flags))
+            targets += b.stats().targets
+            if source is mix:
+                parts |= set(mix.part_of(b.doc_ids[real]).tolist())
+        assert sched.epoch_counts(0)["targets"] == targets
+        assert source is single or parts == {0, 1}
+
+
+def test_a_mixture_sees_the_vocabulary_of_sft_examples_in_memory_and_of_slices(tmp_path):
+    """encode_sft's source in memory (and its split) and a slice of a store had said no vocabulary: mixed with a
+    store of another tokenizer, batches held ids of two vocabularies, silently. Two handles of one saved SFT folder
+    are one source."""
+    a = train_bpe(["hello world"] * 20, vocab_size=262)
+    b = train_bpe(["other text here"] * 20, vocab_size=266)
+    sft = encode_sft(a, [("hi", "yo"), ("a", "b"), ("c", "d")], eos_id=5)
+    assert sft.vocab_size == a.vocab_size and sft.tokenizer_hash == sft.facts["tokenizer_hash"]
+    other = encode_sft(b, [("x", "y")], eos_id=5)
+    for part in (sft, sft.split(0.5, seed=0)[0]):
+        with pytest.raises(ConfigError, match="different tokenizers"):
+            Mixture([(part, 1), (other, 1)])
+    Mixture([(sft, 1), (encode_sft(a, [("x", "y")], eos_id=5), 1)])  # one tokenizer: fine
+    store = TokenStore.from_token_arrays(tmp_path / "a", [([2, 1], [5, 6, 7])], vocab_size=300, tokenizer_hash="t1")
+    sl = SliceSource(store, doc=[0], start=[0], length=[2])
+    assert sl.vocab_size == 300 and sl.tokenizer_hash == "t1"
+    with pytest.raises(ConfigError, match="different vocabulary sizes"):
+        Mixture([(sl, 1), (TokenStore.from_token_arrays(tmp_path / "b", [([1], [5])], vocab_size=301), 1)])
+
+
+def test_two_handles_of_one_saved_sft_folder_are_one_source(tmp_path):
+    MaskedSource(DOCS, MASKS).save(tmp_path / "s")
+    with pytest.raises(ConfigError, match="are one source"):
+        Mixture([(MaskedSource.open(tmp_path / "s"), 1), (MaskedSource.open(tmp_path / "s"), 1)])
+
+
+def test_saved_ids_from_memory_record_the_vocabulary_size_given(tmp_path):
+    """Ids in memory saved without a size record their largest id + 1: beside a store of the same tokenizer a
+    Mixture refused them, naming different tokenizers. ``save(vocab_size=...)`` records the tokenizer's; the refusal
+    says so."""
+    store = TokenStore.from_token_arrays(tmp_path / "st", [([2], [5, 9])], vocab_size=50, tokenizer_hash="t")
+    src = MaskedSource([[1, 2, 3]], [[0, 1, 1]])
+    with pytest.raises(ConfigError, match="save that part again with vocab_size=tokenizer.vocab_size"):
+        Mixture([(src.save(tmp_path / "a"), 1), (store, 1)])
+    saved = src.save(tmp_path / "b", vocab_size=50)
+    assert saved.vocab_size == 50
+    Mixture([(saved, 1), (store, 1)])
+    with pytest.raises(ConfigError, match="leave vocab_size out"):
+        MaskedSource(store, [[0, 1]]).save(tmp_path / "c", vocab_size=60)

@@ -132,6 +132,22 @@ def test_from_huggingface_str_reads_text_as_the_file_is_read(tmp_path):
         Tokenizer.from_huggingface_str('{"model": {"type": "Unigram"}}', source="<mine>")
 
 
+@pytest.mark.parametrize("cls", ["PreTrainedTokenizerFast", "LlamaTokenizerFast"])
+def test_a_folders_own_tokenizer_json_decides_bos_whatever_the_configs_flags(tmp_path, cls):
+    """A folder with its own tokenizer.json whose config says ``add_bos_token``/``add_eos_token``: transformers adds
+    what the file's post-processor says (none here), and the folder written had added BOS and EOS to every text."""
+    src = tmp_path / "src"
+    train_bpe(["hello world, hi there"] * 20, 270, special_tokens=["<|endoftext|>", "<|bos|>"]).save_huggingface(
+        src / "tokenizer.json")
+    (src / "tokenizer_config.json").write_text(json.dumps({
+        "tokenizer_class": cls, "bos_token": "<|bos|>", "eos_token": "<|endoftext|>", "add_bos_token": True,
+        "add_eos_token": True}))
+    ref = _auto(src)
+    got = _auto(Tokenizer.from_huggingface(src).save_pretrained(tmp_path / "out"))
+    for t in TEXTS:
+        assert got(t)["input_ids"] == ref(t)["input_ids"]
+
+
 @pytest.mark.parametrize("bos, eos", [(True, False), (False, True)])  # (each ~15 s: transformers converts the .model)
 def test_a_models_add_bos_token_is_carried_into_the_folder_written(tmp_path, bos, eos):
     """A ``.model`` folder whose config says ``add_bos_token`` (Llama 2's, Mistral's slow configs): transformers

@@ -44,7 +44,7 @@ from .._arrays import ranks_in_groups, seal
 from .._io import is_regular_file
 from .._schema import BIG, Count, Meta, Sha256, Struct, check, load_json, parse_json
 from .._validate import check_bool, check_int
-from ..data.masked import loss_mask_of, refuse_flags_as_ids
+from ..data.masked import item_loss_mask, loss_mask_of, refuse_flags_as_ids
 from ..data.mixture import Mixture, allocate_counts, source_fingerprint
 from ..data.source import as_source, check_memory_ids
 from ..errors import ConfigError, FormatError
@@ -236,6 +236,7 @@ class BatchSchedule:
         self._check_row_memory()
         self._streams: dict[tuple[int, int], _Stream] = {}
         self._fills: dict[tuple[int, int], object] = {}  # packing.segment_filler_of per stream (not pickled)
+        self._item_masks: dict[int, object] = {}  # flags in the numbering batches name (_origins; not pickled)
         self._buffers = Buffers()  # memory of batches nobody holds any more, lent to the next (not pickled)
         self._pack_cache: dict[int, PackPlan] = {}
         self._part_counts: dict[tuple[int, int], int] = {}
@@ -506,24 +507,22 @@ class BatchSchedule:
                 held = s.plan.block_tokens[blocks]
                 segments = np.diff(s.plan.block_ptr)[blocks]
                 tokens += int(held.sum())
-                masked = loss_mask_of(s.source)
-                if masked is None:
+                if loss_mask_of(s.source) is None:
                     targets += int((held - (np.minimum(segments, 1) if s.plan.stream else segments)).sum())
                 else:  # the flagged tokens of the blocks' segments, a segment's (a stream block's) first left out
-                    targets += self._flagged(s, blocks, masked)
+                    targets += self._flagged(s, i, blocks)
             part_samples.append(int(n))
             part_tokens.append(tokens)
         return {"rows": rows, "samples": sum(part_samples), "tokens": sum(part_tokens), "targets": targets,
                 "part_samples": part_samples, "part_tokens": part_tokens}
 
-    @staticmethod
-    def _flagged(s: _Stream, blocks: np.ndarray, masked) -> int:
-        """The targets of ``blocks`` of stream ``s`` over a masked source: its tokens flagged 1, but for the first
-        token of every segment (of every block, in stream layout), which no label scores."""
+    def _flagged(self, s: _Stream, part: int, blocks: np.ndarray) -> int:
+        """The targets of ``blocks`` of stream ``s`` (of part ``part``) over a masked source: its tokens flagged 1,
+        but for the first token of every segment (of every block, in stream layout), which no label scores."""
         ptr, plan = s.plan.block_ptr, s.plan
         counts = ptr[blocks + 1] - ptr[blocks]
         seg = np.repeat(ptr[blocks], counts) + ranks_in_groups(counts)  # the blocks' segments, in block order
-        o_doc, o_start = segment_origins(s.source, plan.doc[seg], plan.start[seg])
+        o_doc, o_start, masked = self._origins(s, part, plan.doc[seg], plan.start[seg])
         first = np.ones(seg.size, bool) if not plan.stream else np.isin(seg, ptr[blocks])
         begin = o_start + first
         return masked.flagged(o_doc, begin, o_start + plan.length[seg])
@@ -680,15 +679,35 @@ class BatchSchedule:
         seg = np.repeat(first - (np.cumsum(counts) - counts), counts) + np.arange(int(counts.sum()))
         rows = np.repeat(np.arange(blocks.size, dtype=np.int64), counts)
         doc, start, length = plan.doc[seg], plan.start[seg], plan.length[seg]
-        o_doc, o_start = segment_origins(s.source, doc, start)
+        o_doc, o_start, masked = self._origins(s, key[0], doc, start)
         return with_loss_mask(assemble_segments(
             fill(doc, start, length), rows, o_doc, o_start, length, num_rows=blocks.size, row_length=plan.block_size,
             pad_id=self.pad_id, stream=plan.stream, fragment_positions=self.fragment_positions,
-            buffers=self._buffers), loss_mask_of(s.source))
+            buffers=self._buffers), masked)
+
+    def _origins(self, s: _Stream, part: int, doc: np.ndarray, start: np.ndarray):
+        """``(doc, start, flags)``: where segments ``(doc, start)`` of stream ``s`` (of part ``part``) come from, as a
+        batch names them, and the loss-mask flags in that same numbering (None: no mask). A window names its part's
+        document; a part that is a slice (a :class:`SliceSource`) names its base's documents, as packing's batches
+        do, unless it is a mixture's part: a mixture numbers its parts' items (``Mixture.part_of``,
+        ``Mixture.get``; a slice part's rows had named its base's documents, shifted as items: other parts'
+        numbers). The flags had been the deepest masked source's, in its numbering, also where the segments named
+        a slice's items (windows over a slice of a masked source)."""
+        o_doc, o_start, numbered = doc, start, self.parts[part]
+        if s.source is not numbered:  # (the part's windows)
+            o_doc, o_start = segment_origins(s.source, doc, start)
+        if self.mixture is None and getattr(numbered, "origin_doc", None) is not None:
+            o_doc, o_start = segment_origins(numbered, o_doc, o_start)
+            numbered = numbered.base
+        key = id(numbered)  # (a part, or a part's base: held as long as the schedule)
+        if key not in self._item_masks:
+            self._item_masks[key] = item_loss_mask(numbered)
+        return o_doc, o_start, self._item_masks[key]
 
     def __getstate__(self):  # for DataLoader workers started by spawn/forkserver: fillers are closures
         state = dict(self.__dict__)
         state["_fills"] = {}
+        state["_item_masks"] = {}
         state["_buffers"] = None
         return state
 

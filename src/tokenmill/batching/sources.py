@@ -117,6 +117,13 @@ class SliceSource:
             plan.check_source(np.asarray(source.lengths, np.int64), what="source", fix="plan the source you slice")
         return cls(source, doc=plan.doc, start=plan.start, length=plan.length)
 
+    def __getattr__(self, name: str):
+        # the base's vocabulary (a Mixture compares its parts': a slice of a GPT-2 store beside a Llama 3 store
+        # had given batches of ids of two vocabularies, silently)
+        if name in ("vocab_size", "tokenizer_hash", "eos_id", "bos_id") and "base" in self.__dict__:
+            return getattr(self.__dict__["base"], name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
     @property
     def lengths(self) -> np.ndarray:
         return self._lengths

@@ -37,7 +37,10 @@ from .source import TokenSource, as_source, doc_index
 # packing and the loader, a store's checks and its tokenizer facts)
 _PASSED_ON = frozenset({"token_array", "doc_offsets", "segment_filler", "check_mapped", "vocab_size", "eos_id",
                         "bos_id", "tokenizer_hash", "num_tokens", "check_tokenizer", "provenance", "decode",
-                        "name"})
+                        "name", "path"})
+# what encode_sft records of its tokenizer (``facts``), said before the base's (ids in memory say none of it: a
+# Mixture had not seen the vocabulary of such a source, and mixed GPT-2 examples with a Llama 3 store in silence)
+_FACTS = ("vocab_size", "tokenizer_hash", "eos_id", "bos_id")
 
 TOKENS_DIR, MASK_DIR = "tokens", "loss_mask"
 MASK_HASH = "loss-mask"  # the tokenizer hash of a store of flags (then ':' and its ids' store's fingerprint)
@@ -124,6 +127,9 @@ class MaskedSource:
         return getattr(self.base, "ids_checked", False) is True
 
     def __getattr__(self, name: str):
+        facts = self.__dict__.get("facts") or {}
+        if name in _FACTS and facts.get(name) is not None:
+            return facts[name]
         if name in _PASSED_ON and "base" in self.__dict__:
             return getattr(self.__dict__["base"], name)
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
@@ -204,14 +210,16 @@ class MaskedSource:
         return MaskedSource._of_flags(base, self.mask[_spans(self.mask_offsets[index], lengths)], lengths, self.facts)
 
     # ---- on disk: two token stores, the ids and the flags -----------------------------------------------
-    def save(self, out_dir, *, overwrite: bool = False) -> "MaskedSource":
+    def save(self, out_dir, *, vocab_size: int | None = None, overwrite: bool = False) -> "MaskedSource":
         """Write the documents and their flags as two token stores, ``out_dir/tokens`` and ``out_dir/loss_mask``
         (each written and verified as any store: shards, then the manifest, atomically), and return the source
         over them (:meth:`open`). A source that is already a store is copied into ``tokens``.
 
         The ids keep the store's facts where the source has them (``vocab_size``, tokenizer hash, EOS/BOS);
         a source of ids in memory is saved with ``vocab_size`` = its largest id + 1 and tokenizer hash
-        ``external``.
+        ``external``: pass ``vocab_size`` (the tokenizer's) to record the size of the vocabulary the ids come from
+        (a Mixture refuses parts of different sizes: GPT-2 examples saved without their largest id, 50256, had
+        been refused beside a GPT-2 store).
         """
         import os
         from pathlib import Path
@@ -230,6 +238,14 @@ class MaskedSource:
         facts = {k: self.facts.get(k, getattr(self.base, k, None))
                  for k in ("vocab_size", "tokenizer_hash", "eos_id", "bos_id")}
         vocab = facts["vocab_size"]
+        if vocab_size is not None:
+            from .._validate import check_int
+
+            given = check_int(vocab_size, "vocab_size", min=1, max=2**31)
+            if vocab is not None and int(vocab) != given:
+                raise ConfigError(f"vocab_size={given:,d}, but the source's ids come from a vocabulary of {int(vocab):,d}; "
+                                  "leave vocab_size out (it is recorded)")
+            vocab = given
         vocab = int(vocab) if vocab is not None else (int(ids.max()) + 1 if ids.size else 1)
         tokens = TokenStore.from_token_arrays(out / TOKENS_DIR, [(lengths, ids)], vocab_size=vocab,
                                               tokenizer_hash=str(facts["tokenizer_hash"] or "external"),
@@ -375,6 +391,17 @@ def loss_mask_of(src):
         if any(m is not None for m in masks):
             return _joined(src, parts, masks)
     return None
+
+
+def item_loss_mask(src) -> "MaskedSource | None":
+    """:func:`loss_mask_of` in ``src``'s own numbering: for a slice of a masked source (a
+    :class:`~tokenmill.batching.SliceSource`) the flags of its items back to back (made here, one byte a token of
+    the slices; keep the result), where :func:`loss_mask_of` gives its base's, in the base's numbering. What a
+    mixture's part takes: its batches number a slice part's items, as the mixture does."""
+    masked = loss_mask_of(src)
+    if masked is None or masked is src or getattr(src, "origin_doc", None) is None:
+        return masked
+    return MaskedSource._of_flags(src, _own_flags(src, masked), np.asarray(src.lengths, np.int64), {})
 
 
 def _joined(src, parts, masks) -> "MaskedSource":

@@ -324,7 +324,13 @@ def _one_vocabulary(sources, names) -> None:
                 continue
             if key in seen and seen[key][2] != v:
                 j, other, w = seen[key]
+                guessed = [k for k in (j, i) if getattr(sources[k], "tokenizer_hash", None) == "external"]
+                hint = ("" if key != "vocab_size" or not guessed else
+                        f"; part {guessed[0]} holds ids made outside tokenmill, whose store records the vocabulary "
+                        "size it was given, else its largest id + 1: if both parts come from one tokenizer, save that "
+                        "part again with vocab_size=tokenizer.vocab_size (MaskedSource.save, "
+                        "TokenStore.from_token_arrays)")
                 raise ConfigError(f"mixture parts {j} ({other!r}) and {i} ({name!r}) have different {label} {w!r} "
                                   f"and {v!r}); a mixture's ids must come from one vocabulary: build every part with "
-                                  "the same tokenizer")
+                                  f"the same tokenizer{hint}")
             seen.setdefault(key, (i, name, v))

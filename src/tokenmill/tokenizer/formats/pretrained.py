@@ -271,8 +271,14 @@ def _added_around(tok, body: dict, source: dict | None) -> dict | None:
     ``tokenizer_config.json`` asks for them (``add_bos_token``, ``add_eos_token``: Llama 2's and Mistral's slow
     configs, which transformers honours by building that post-processor) and the roles name tokens of the
     vocabulary; else None. A ``.model`` carries no post-processor: without this, the folder written had given no
-    BOS where the model's own folder gives one."""
+    BOS where the model's own folder gives one. Only where the model's tokenizer is a ``.model``: a folder with its
+    own tokenizer.json gives what that file's post-processor says, whatever the config's flags (transformers 5
+    builds the post-processor from them only when it converts a ``.model``; the folder written had added a BOS
+    the model's own folder does not)."""
     if source is None or not (source.get("add_bos_token") or source.get("add_eos_token")):
+        return None
+    model = _read_from(tok)
+    if model is None or Path(model).suffix.lower() == ".json":
         return None
     around = {}
     for role in ("bos", "eos"):
