@@ -124,10 +124,38 @@ def parse_json(data: bytes, *, what: str, fix: str = "write it again") -> Any:
         raise FormatError(f"{what} is not valid JSON ({e}); the file is corrupted or truncated: {fix}") from None
 
 
+def _unique_keys(data: bytes, where: str) -> None:
+    """A FormatError naming ``where`` and the key where an object of the JSON ``data`` (parsed already) holds a
+    key twice: msgspec, as Python's json, keeps the last copy, and a manifest edited to carry two (``"documents"``
+    twice) had passed its checks and its hash (computed over what was kept), while a reader keeping the first
+    copy saw other values. For the files :func:`load_json` and :func:`read_json` read (manifests, journals, plan
+    caches: small); a second parse, by Python's json."""
+    import json
+
+    def pairs(items):
+        keys = [k for k, _ in items]
+        if len(set(keys)) != len(keys):
+            seen: set = set()
+            twice = next(k for k in keys if k in seen or seen.add(k))
+            raise FormatError(f"{where} holds the key {twice!r} twice in one object; tokenmill never writes that: the "
+                              "file was edited or damaged (rebuild or write it again)")
+        return dict(items)
+
+    try:
+        json.loads(data, object_pairs_hook=pairs)
+    except FormatError:
+        raise
+    except (ValueError, RecursionError):  # (what msgspec read, Python's json may refuse: its own limits)
+        pass
+
+
 def read_json(path: str | os.PathLike, *, what: str, limit: int | None = None) -> Any:
     """A JSON file without a declared shape, parsed (:func:`parse_json`) after a bounded read; files
     with a shape use :func:`load_json`, which also checks it."""
-    return parse_json(read_bytes_limited(path, what=what, limit=limit), what=f"{what} file {os.fspath(path)!r}")
+    data, where = read_bytes_limited(path, what=what, limit=limit), f"{what} file {os.fspath(path)!r}"
+    out = parse_json(data, what=where)
+    _unique_keys(data, where)
+    return out
 
 
 def load_json(path: str | os.PathLike, schema: type[T] | None, *, what: str, limit: int | None = None,
@@ -136,7 +164,9 @@ def load_json(path: str | os.PathLike, schema: type[T] | None, *, what: str, lim
     ``schema``; return ``(raw object, checked struct)``. ``pre(raw)`` runs between parsing and the
     schema check (for messages that must come first, e.g. "written by a newer tokenmill")."""
     where = f"{what} file {os.fspath(path)!r}"
-    raw = parse_json(read_bytes_limited(path, what=what, limit=limit), what=where, fix=fix)
+    data = read_bytes_limited(path, what=what, limit=limit)
+    raw = parse_json(data, what=where, fix=fix)
+    _unique_keys(data, where)
     if pre is not None:
         pre(raw)
     return raw, (None if schema is None else check(raw, schema, what=where, hint=hint))

@@ -377,6 +377,24 @@ def test_allow_special_with_a_tokenizer_of_no_special_tokens_says_it_changes_not
         assert json.loads(out)[-1] == 50256 and "warning" not in err
 
 
+def test_a_tokenizer_without_split_exports_ranks_it_can_be_read_back_from(tmp_path, capsys):
+    """A tokenizer trained with --pattern none exported --to tiktoken: the read-back command printed had no
+    --pattern (refused: a rank file holds none), and --pattern none was refused on read."""
+    tok = train_bpe(["hello world hello there " * 50, "abc abc"], vocab_size=280, pattern=None,
+                    special_tokens=["<|endoftext|>"])
+    tok.save(tmp_path / "none.json")
+    assert main(["export", "--tokenizer", str(tmp_path / "none.json"), "--to", "tiktoken", "--out",
+                 str(tmp_path / "none.tiktoken")]) == 0
+    said = capsys.readouterr().out
+    back = shlex.split(said.split("read it back with ")[1].split(", or export")[0])
+    assert back[2:4] == ["--pattern", "none"]
+    text = "hello world, abc there"
+    assert main(["encode", *back, "--json", text]) == 0
+    assert json.loads(capsys.readouterr().out) == tok.encode(text)
+    again = Tokenizer.from_tiktoken(tmp_path / "none.tiktoken", pattern="none", special_tokens=tok.special_tokens)
+    assert again.pattern is None and again.encode(text) == tok.encode(text)
+
+
 def test_export_writes_each_form_equal_to_the_api(gpt2_ranks_path, tmp_path, capsys):
     """`tokenmill export`: a rank file and its --pattern / --special in one tokenmill file, and back to ranks
     byte for byte; a transformers folder with the roles given or found by name; a tokenizer.json."""

@@ -378,6 +378,22 @@ def test_manifest_schema_names_the_field(tmp_path, tok, edit, field):
     assert field in str(e.value)
 
 
+def test_a_key_twice_in_the_manifest_is_a_format_error(tmp_path, tok):
+    """JSON parsers keep the last copy of a key: a manifest edited to carry ``"documents"`` twice had opened and
+    verified (its hash is over what was kept), while a reader keeping the first copy saw other values."""
+    build(tmp_path / "s", texts([f"doc {i} the" for i in range(40)]), tok, shard_bytes=100)
+    path = tmp_path / "s" / "manifest.json"
+    good = path.read_text()
+    for edited in (good.replace("{", '{"documents": 999999, ', 1),
+                   good.replace('"name": "shard-00000"', '"tokens": 1, "name": "shard-00000"', 1)):
+        assert edited != good
+        path.write_text(edited)
+        with pytest.raises(FormatError, match="holds the key '(documents|tokens)' twice"):
+            TokenStore.open(tmp_path / "s")
+    path.write_text(good)
+    assert len(TokenStore.open(tmp_path / "s")) == 40
+
+
 def test_newer_versions_and_nesting_are_format_errors(tmp_path, tok):
     build(tmp_path / "s", texts(["a"]), tok)
     rewrite_manifest(tmp_path / "s", lambda m: m.update(version=2))

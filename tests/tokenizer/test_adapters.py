@@ -168,6 +168,34 @@ def test_hf_wordpiece_wrapped(tmp_path):
         tok.encode(b"hello")
 
 
+def test_wrapped_decode_applies_errors_or_refuses_it(trained, tmp_path):
+    """A ForeignTokenizer's decode had checked ``errors`` and ignored it (U+FFFD for 'strict'). Byte-level ones decode
+    their tokens' bytes with it; one whose library makes the text (WordPiece, Metaspace) refuses another handler."""
+    tiktoken = pytest.importorskip("tiktoken")
+    enc = trained.to_tiktoken("t")
+    odd = ForeignTokenizer.from_tiktoken(tiktoken.Encoding("odd", pat_str=r"\w+|\s+|[^\w\s]+",
+                                                           mergeable_ranks=enc._mergeable_ranks, special_tokens={}))
+    ids = [i for i in range(odd.vocab_size) if odd.token_bytes(i) == b"\xc3"] + odd.encode("hello")[:1]
+    assert odd.decode(ids) == "\ufffd" + odd.decode([ids[-1]])
+    assert odd.decode(ids, errors="ignore") == odd.decode([ids[-1]])
+    assert odd.decode(ids, errors="backslashreplace") == "\\xc3" + odd.decode([ids[-1]])
+    with pytest.raises(UnicodeDecodeError):
+        odd.decode(ids, errors="strict")
+    tokenizers = pytest.importorskip("tokenizers")
+    from tokenizers import models, pre_tokenizers
+
+    hf = tokenizers.Tokenizer(models.WordPiece({"[UNK]": 0, "hello": 1}, unk_token="[UNK]"))
+    hf.pre_tokenizer = pre_tokenizers.Whitespace()
+    wp = as_tokenizer(hf)
+    assert wp.decode([1]) == "hello"
+    with pytest.raises(ConfigError, match="errors='strict'.*pass errors='replace'"):
+        wp.decode([1], errors="strict")
+    from tokenmill.errors import LoneSurrogateError
+
+    with pytest.raises(LoneSurrogateError, match="text 1 of the batch"):
+        wp.encode_batch(["hello", "a\ud800"])
+
+
 def test_tiktoken_encoding(trained, tmp_path):
     tiktoken = pytest.importorskip("tiktoken")
     enc = trained.to_tiktoken("t")

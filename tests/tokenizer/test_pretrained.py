@@ -132,6 +132,43 @@ def test_from_huggingface_str_reads_text_as_the_file_is_read(tmp_path):
         Tokenizer.from_huggingface_str('{"model": {"type": "Unigram"}}', source="<mine>")
 
 
+def test_the_models_roles_survive_tokenmills_own_file(tmp_path):
+    """Read from a model folder, saved with ``save`` and loaded back: the roles, chat template and longest input of
+    the folder had been lost (EOS found by name again: an Instruct model's stop token and template gone, silently);
+    they travel in the file now (version 3), outside the content hash."""
+    src = tmp_path / "src"
+    tok0 = train_bpe(["hello world, hi there"] * 20, 270, special_tokens=["<|endoftext|>", "<|im_end|>"])
+    tok0.save_huggingface(src / "tokenizer.json")
+    template = "{% for m in messages %}{{ m['content'] }}{{ eos_token }}{% endfor %}"
+    (src / "tokenizer_config.json").write_text(json.dumps({"eos_token": "<|im_end|>", "pad_token": None,
+                                                           "chat_template": template, "model_max_length": 4096}))
+    tok = Tokenizer.from_huggingface(src)
+    tok.save(tmp_path / "t.json")
+    back = Tokenizer.load(tmp_path / "t.json")
+    assert back == tok and back.content_hash == tok.content_hash
+    body = json.loads((tmp_path / "t.json").read_text())
+    assert body["version"] == 3 and body["pretrained"]["eos_token"] == "<|im_end|>" and body["pretrained"]["pad_token"] is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (the post-processor note)
+        folder = back.save_pretrained(tmp_path / "out")
+    conf = json.loads((folder / "tokenizer_config.json").read_text())
+    assert conf["eos_token"] == "<|im_end|>" and conf["model_max_length"] == 4096 and conf["chat_template"] == template
+    assert "pad_token" not in conf or conf["pad_token"] is None
+    from tokenmill import encode_sft
+
+    chat = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}
+    assert encode_sft(back, [chat]).get(0).tolist() == encode_sft(tok, [chat]).get(0).tolist()
+    assert encode_sft(back, [chat]).get(0).tolist()[-1] == tok.token_to_id("<|im_end|>")
+    back.save(tmp_path / "t.json")  # (saved again over its own file: the same bytes)
+    assert json.loads((tmp_path / "t.json").read_text()) == body
+    tok0.save(tmp_path / "plain.json")  # (nothing to carry: the version and the file as before)
+    assert "pretrained" not in json.loads((tmp_path / "plain.json").read_text())
+    body["pretrained"]["eos_token"] = "<|endoftext|>"  # (an edit is caught by the file's hash)
+    (tmp_path / "t.json").write_text(json.dumps(body))
+    with pytest.raises(FormatError, match="content hash mismatch"):
+        Tokenizer.load(tmp_path / "t.json")
+
+
 @pytest.mark.parametrize("cls", ["PreTrainedTokenizerFast", "LlamaTokenizerFast"])
 def test_a_folders_own_tokenizer_json_decides_bos_whatever_the_configs_flags(tmp_path, cls):
     """A folder with its own tokenizer.json whose config says ``add_bos_token``/``add_eos_token``: transformers adds

@@ -587,7 +587,23 @@ def test_unigram_models_are_refused_or_run_through_sentencepiece(tmp_path, capsy
     # (a wrapped processor with add_bos/add_eos had given them, a converted one not; a store then added a second)
     opts = spm.SentencePieceProcessor(model_file=str(path), add_bos=True, add_eos=True)
     assert opts.encode("hello world") == [opts.bos_id()] + sp.encode("hello world") + [opts.eos_id()]
-    assert as_tokenizer(opts).encode("hello world") == sp.encode("hello world")
+    with pytest.warns(UserWarning, match="add_bos=True, add_eos=True not applied"):  # (said: it had been silent)
+        assert as_tokenizer(opts).encode("hello world") == sp.encode("hello world")
+    # decode's errors: sentencepiece makes the text (invalid bytes U+FFFD), so another handler is refused, not
+    # ignored (U+FFFD had come back for errors='strict'); a lone surrogate is the LoneSurrogateError of every encode
+    # (sentencepiece's own TypeError before), bytes a ConfigError (encode_ordinary had encoded them)
+    ids = tok.encode("hello world")
+    assert tok.decode(ids) == sp.decode(ids)
+    for errors in ("strict", "ignore"):
+        with pytest.raises(ConfigError, match=f"errors='{errors}'.*pass errors='replace'"):
+            tok.decode(ids, errors=errors)
+    from tokenmill.errors import LoneSurrogateError
+
+    for fn in (tok.encode, tok.encode_ordinary):
+        with pytest.raises(LoneSurrogateError, match="U\\+D800"):
+            fn("a\ud800b")
+    with pytest.raises(ConfigError, match="takes a str"):
+        tok.encode_ordinary(b"ab")
     # special-token text: the advice names the one option that works (allowing them is refused where a text spells
     # one: sentencepiece cannot read them), and allowing them where no text spells one is no error (it had been)
     with pytest.raises(SpecialTokenError, match=r"pass disallowed_special=\(\) to encode it as text \(sentencepiece"):
@@ -1109,3 +1125,25 @@ def test_decode_skip_special_tokens(small):
         assert tok.decode(ids) == sp.decode(ids)  # (the default: sentencepiece's own)
     with pytest.raises(ConfigError, match="skip_special_tokens"):
         tok.decode([5], skip_special_tokens="yes")
+
+
+def test_decode_bytes_of_the_tokenizer_json_form_keeps_byte_fallback_bytes(exported, tmp_path):
+    """``decode_bytes`` of the tokenizer.json form was ``decode(ids).encode()``: a byte-fallback piece decoded alone,
+    or a run that forms no character, came back as U+FFFD (EF BF BD), so bytes decoded a few ids at a time and
+    joined corrupted every character spelled by byte pieces. They are the pieces' bytes now, as the ``.model``
+    form's."""
+    import json
+
+    path, body = exported["trained"]
+    (tmp_path / "tokenizer.json").write_text(json.dumps(body), encoding="utf-8")
+    js, model = Tokenizer.from_huggingface(tmp_path / "tokenizer.json"), Tokenizer.from_sentencepiece(path)
+    text = "ab 𠀋 cd ☃ Ω"
+    ids = js.encode(text)
+    assert ids == model.encode(text)
+    assert js.decode_bytes(ids) == model.decode_bytes(ids) == js.decode(ids).encode("utf-8")
+    pieces = [i for i in ids if len(js.token_bytes(i)) == 1 and js.token_bytes(i)[0] >= 0x80]
+    assert len(pieces) >= 4  # (𠀋 is spelled by byte pieces)
+    streamed = b"".join(js.decode_bytes([i]) for i in pieces)
+    assert streamed == b"".join(model.decode_bytes([i]) for i in pieces) == b"".join(js.token_bytes(i) for i in pieces)
+    assert streamed.decode("utf-8")  # (the characters' own bytes)
+    assert "\ufffd" in js.decode(pieces[:1])  # (decode itself keeps HF's U+FFFD)

@@ -155,8 +155,9 @@ def add_tokenizer_args(p: argparse.ArgumentParser, *, required: bool = True) -> 
 def add_rank_options(p: argparse.ArgumentParser) -> None:
     """--pattern and --special: what a rank file does not carry (``load_tokenizer`` passes them on)."""
     p.add_argument("--pattern", dest="tokenizer_pattern", default=None, metavar="PRESET|REGEX",
-                   help="split pattern of a rank file: gpt2, cl100k, o200k, llama3, qwen2, qwen3.5, or a regex "
-                        "(default: the model's, for a rank file tokenmill knows by its SHA-256)")
+                   help="split pattern of a rank file: gpt2, cl100k, o200k, llama3, qwen2, qwen3.5, a regex, or "
+                        "none (no split: a tokenizer trained with --pattern none) (default: the model's, for a rank "
+                        "file tokenmill knows by its SHA-256)")
     p.add_argument("--special", dest="tokenizer_special", action="append", default=[], metavar="NAME=ID",
                    help="a special token of a rank file (repeat; replaces the ones OpenAI's files come with), "
                         "e.g. --special '<|endoftext|>=100257'")

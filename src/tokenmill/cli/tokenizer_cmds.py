@@ -119,7 +119,7 @@ def _rank_file_reload(tok, out: str) -> str:
 
     from ..tokenizer.pretokenize.splitter import pattern_name
 
-    pattern = "" if tok.pattern is None else pattern_name(tok.pattern) or tok.pattern
+    pattern = "none" if tok.pattern is None else pattern_name(tok.pattern) or tok.pattern
     specials = sorted(tok.special_tokens.items(), key=lambda kv: kv[1])
     options = ([f"--pattern {shlex.quote(pattern)}"] if pattern else []) + [
         f"--special {shlex.quote(f'{name}={i}')}" for name, i in specials[:8]]

@@ -1978,7 +1978,9 @@ class TokenStore(StoreSource):
             raise ConfigError(f"the tokenizer does not match the store {self.path}: its hash is {h}, the store was "
                               f"built with {self.tokenizer_hash}" + (f" ({'; '.join(why)})" if why else "") +
                               "; use the tokenizer that built it (the same file, with the same pattern and special "
-                              "tokens)")
+                              "tokens; the hash is of the tokenizer's file as tokenmill writes it, so one read back "
+                              "from an export of it, a rank file or a tokenizer.json, is another one even where its "
+                              "ids agree: keep tok.save(...)'s file, or export --to tokenmill)")
 
     def decode(self, i: int, tokenizer, *, skip_special_tokens: bool = False) -> str:
         """The text of document ``i``: EOS/BOS included as their special-token text, or left out with

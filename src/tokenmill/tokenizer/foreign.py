@@ -133,15 +133,19 @@ class ForeignTokenizer:
         return self.encode_batch([text], allowed_special=allowed_special, disallowed_special=disallowed_special)[0]
 
     def encode_ordinary(self, text: str) -> list[int]:
-        return self._encode_fn([text], False)[0]
+        return self.encode(text, disallowed_special=())
 
     def encode_batch(self, texts, *, num_threads=None, as_arrays=False, allowed_special=(),
                      disallowed_special="all") -> list:
         import numpy as np
 
         from .groups import batch_args
+        from .surrogates import batch_surrogate_error
 
         texts, _, as_arrays = batch_args(texts, num_threads, as_arrays)
+        bad = batch_surrogate_error(texts)  # (as every tokenmill encode: the wrapped library had raised a TypeError
+        if bad is not None:                 # of its own, or replaced it in silence)
+            raise bad
         out = self._encode_fn(texts, self._check(texts, allowed_special, disallowed_special))
         return [np.asarray(ids, np.int64) for ids in out] if as_arrays else [list(ids) for ids in out]
 
@@ -150,7 +154,14 @@ class ForeignTokenizer:
         from .special import without_special_ids
 
         check_decode_errors(errors)
-        return self._decode_fn(self._in_range(check_ids(without_special_ids(ids, self._special, skip_special_tokens))))
+        ids = self._in_range(check_ids(without_special_ids(ids, self._special, skip_special_tokens)))
+        if errors == "replace":
+            return self._decode_fn(ids)
+        if self._joined_bytes or self.kind == "sentencepiece":  # (the library makes the text; its bytes are not at hand)
+            raise ConfigError(f"errors={errors!r}: a tokenizer run through {self.kind} decodes into text itself (bytes "
+                              "that are no UTF-8 become U+FFFD there), so only errors='replace' is what it gives; "
+                              "pass errors='replace'")
+        return b"".join(self.token_bytes(i) for i in ids).decode("utf-8", errors)  # (byte-level: its tokens' bytes)
 
     def _in_range(self, ids: list[int]) -> list[int]:
         """``ids`` where each is below the vocabulary size, else an UnknownTokenError (a KeyError) naming the first

@@ -138,7 +138,8 @@ class Tokenizer(VocabNames, PretrainedExport):
         A rank file holds no split pattern: ``pattern=None`` takes the one of its model where tokenmill
         knows the file (GPT-2, p50k, cl100k, o200k, Llama 3, Qwen, Qwen 3.5, by its SHA-256), and is a
         ConfigError asking for it otherwise (GPT-2's, the default before, gave cl100k and o200k ids that
-        differ from tiktoken's). Nor special tokens: ``special_tokens=None`` takes those ``tiktoken.get_encoding``
+        differ from tiktoken's); ``pattern="none"``: no split, as a tokenizer trained with ``pattern=None``
+        (what ``tokenmill export --to tiktoken`` of one says to pass back). Nor special tokens: ``special_tokens=None`` takes those ``tiktoken.get_encoding``
         gives OpenAI's files (GPT-2/r50k, p50k, cl100k, o200k: ``<|endoftext|>`` and the others), and none for
         any other file; give them as ``special_tokens={"<|endoftext|>": 50256}``, or ``{}`` for none."""
         from .formats.tiktoken import load_rank_file
@@ -548,11 +549,15 @@ class Tokenizer(VocabNames, PretrainedExport):
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the versioned JSON file atomically (a temporary name, then rename); never over the file this
-        tokenizer was read from (``read_from``: an imported model's own file had been overwritten)."""
+        tokenizer was read from (``read_from``: an imported model's own file had been overwritten). What the model
+        it was read from says of its special tokens' roles, chat template and longest input goes along (format
+        version 3), so that ``save_pretrained`` and ``encode_sft`` of the tokenizer loaded back find them."""
         from .._io import protect_inputs
+        from .formats.pretrained import saved_roles
 
+        body = tokenmill_format.with_pretrained(self.to_dict(), saved_roles(self))  # (the model's roles, template)
         with protect_inputs(() if self.read_from_own_form else self.read_from):
-            tokenmill_format.save(self.to_dict(), path)
+            tokenmill_format.save(body, path)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "Tokenizer":

@@ -913,7 +913,16 @@ def load_or_wrap(path):
 def from_processor(proc):
     """``as_tokenizer`` of a ``sentencepiece.SentencePieceProcessor``: tokenmill's own encoder for a BPE
     model, else the processor wrapped (same ids). Either gives a text's ids alone: the processor's
-    ``add_bos``/``add_eos``/``reverse``/sampling options are not applied (its ``encode(text)`` with them off)."""
+    ``add_bos``/``add_eos``/``reverse``/sampling options are not applied (its ``encode(text)`` with them off), said
+    in a warning where the processor has them on (a store adds BOS/EOS itself: ``append_eos``, ``bos_id``)."""
+    on = [name for name in ("add_bos", "add_eos", "reverse", "emit_unk_piece", "enable_sampling")
+          if getattr(proc, f"_{name}", False) is True]
+    if on:
+        from ..errors import warn
+
+        warn(f"the SentencePieceProcessor's {', '.join(o + '=True' for o in on)} not applied: tokenmill encodes a "
+             "text's ids alone (proc.encode(text) with those off); a store adds BOS/EOS itself (append_eos, bos_id), "
+             "encode_sft its template's")
     raw = bytes(proc.serialized_model_proto())
     try:
         return SentencePieceTokenizer.from_bytes(raw, source="<SentencePieceProcessor>")

@@ -136,6 +136,40 @@ def source_config(tok) -> dict | None:
     return out
 
 
+def saved_roles(tok) -> dict | None:
+    """The ``pretrained`` entry of tokenmill's own file for ``tok`` (``schemas.SavedRoles``): what
+    :func:`source_config` finds, a role the model leaves unnamed left out; None where it finds nothing. Written
+    by ``Tokenizer.save``, so that the tokenizer read back keeps an Instruct model's EOS and its chat template (the
+    roles had been found by name again: Llama 3 Instruct's EOS ``<|end_of_text|>``, no template)."""
+    conf = source_config(tok)
+    if conf is None:
+        return None
+    out: dict = {role: conf[role] for role in ROLES if conf.get(role, INFERRED) is not INFERRED}
+    out["chat_template"] = conf.get("chat_template")
+    out["model_max_length"] = conf.get("model_max_length")
+    out["add_bos_token"] = bool(conf.get("add_bos_token"))
+    out["add_eos_token"] = bool(conf.get("add_eos_token"))
+    return out
+
+
+def roles_read(entry, source: str) -> dict:
+    """:func:`source_config`'s form of a tokenmill file's ``pretrained`` entry (a checked ``schemas.SavedRoles``)."""
+    from msgspec import UNSET
+
+    out: dict = {"paths": [], "from": {}}
+    for role in ROLES:
+        value = getattr(entry, role)
+        out[role] = INFERRED if value is UNSET else value
+        if value is not UNSET:
+            out["from"][role] = f"tokenizer file {source}"
+    template = entry.chat_template
+    out["chat_template"] = (template if not isinstance(template, list) else
+                            [{"name": e.name, "template": e.template} for e in template])
+    out["model_max_length"] = entry.model_max_length
+    out["add_bos_token"], out["add_eos_token"] = entry.add_bos_token, entry.add_eos_token
+    return out
+
+
 def own_chat_template(tok) -> str | None:
     """The chat template that comes with ``tok`` (its model folder's, or the transformers object's it was made
     from), where that is one template; else None."""

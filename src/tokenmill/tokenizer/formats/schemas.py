@@ -66,8 +66,31 @@ class BpeModel(Struct, tag_field="type", tag="bpe"):
     ignore_merges: bool
 
 
+class ChatTemplateEntry(Lenient):
+    name: str
+    template: str
+
+
+class SavedRoles(Struct):
+    """A tokenizer file's ``pretrained`` (version 3): what the model the tokenizer was read from says of its special
+    tokens' roles, chat template and longest input (its folder's ``tokenizer_config.json``, or the transformers
+    object's), kept so that ``save_pretrained`` and ``encode_sft`` of the tokenizer read back find them (an
+    Instruct model's EOS is no name's: Llama 3's ``<|eot_id|>``). A role left out: the model names none (found by
+    name); null: the model says it has none."""
+
+    bos_token: Union[str, None, UnsetType] = UNSET
+    eos_token: Union[str, None, UnsetType] = UNSET
+    unk_token: Union[str, None, UnsetType] = UNSET
+    pad_token: Union[str, None, UnsetType] = UNSET
+    chat_template: Union[str, list[ChatTemplateEntry], None] = None
+    model_max_length: Union[Annotated[int, Meta(ge=1, le=2**62)], None] = None
+    add_bos_token: bool = False
+    add_eos_token: bool = False
+
+
 class TokenizerFile(Struct):
-    """A file written by ``Tokenizer.save`` (version 1: merges or ranks; version 2 adds model "bpe")."""
+    """A file written by ``Tokenizer.save`` (version 1: merges or ranks; version 2 adds model "bpe"; version 3 adds
+    ``pretrained``, written only where there is one)."""
 
     format: Literal["tokenmill.tokenizer"]
     version: Annotated[int, Meta(ge=1)]
@@ -80,10 +103,13 @@ class TokenizerFile(Struct):
     add_prefix_space: bool = False
     normalizer: Union[Literal["NFC"], None] = None
     added_tokens: Union[list[AddedTokenEntry], None] = None
+    pretrained: Union[SavedRoles, None] = None
 
     def __post_init__(self):
         if isinstance(self.model, BpeModel) and self.version < 2:
             raise ValueError("model type 'bpe' needs format version 2")
+        if self.pretrained is not None and self.version < 3:
+            raise ValueError("'pretrained' needs format version 3")
 
 
 # ---------------------------------------------------------------------------- Hugging Face tokenizer.json
@@ -216,11 +242,6 @@ class ConfigToken(Lenient):
     """A role's token as transformers writes it in tokenizer_config.json: an ``AddedToken``'s fields."""
 
     content: str
-
-
-class ChatTemplateEntry(Lenient):
-    name: str
-    template: str
 
 
 RoleToken = Union[str, ConfigToken, None, UnsetType]  # (UNSET: the file does not name this role)

@@ -555,15 +555,22 @@ class SentencePieceJsonTokenizer(VocabNames, PretrainedExport):
         ids = without_special_ids(ids, self._special, skip_special_tokens)
         if errors != "replace":
             raise ConfigError(f"errors={errors!r}: this tokenizer decodes as HF tokenizers does, whose byte "
-                              "fallback makes invalid bytes U+FFFD; pass errors='replace' (the default)")
+                              "fallback makes invalid bytes U+FFFD; pass errors='replace' (the default), or "
+                              "decode_bytes(ids) for the bytes themselves")
+        return self._decoded(ids, raw=False)
+
+    def _decoded(self, ids, *, raw: bool) -> str:
+        """The text of ``decode``; ``raw``: byte-fallback bytes that form no character kept as surrogate escapes
+        (``"surrogateescape"``), not U+FFFD, so that the text's ``encode("utf-8", "surrogateescape")`` is the
+        tokens' bytes (``decode_bytes``)."""
         tokens, decoders, runs = self._tokens_of(ids)
         for k, d in enumerate(decoders):
             if k == 0 and runs is not None:  # (a ByteFallback on the table's tokens: its runs found already)
-                tokens = _byte_runs(tokens, *runs)
+                tokens = _byte_runs(tokens, *runs, raw=raw)
             elif isinstance(d, _DReplace):
                 tokens = [t.replace(d.pattern.String, d.content) for t in tokens]
             elif isinstance(d, _DByteFallback):
-                tokens = _byte_fallback(tokens)
+                tokens = _byte_fallback(tokens, raw=raw)
             elif isinstance(d, _DFuse):
                 tokens = ["".join(tokens)]
             elif isinstance(d, _DStrip):
@@ -617,7 +624,13 @@ class SentencePieceJsonTokenizer(VocabNames, PretrainedExport):
         return table, missing, byte_of, self._decoders[k:]
 
     def decode_bytes(self, ids) -> bytes:
-        return self.decode(ids).encode("utf-8")
+        """The bytes of ``decode``'s text, but for byte-fallback pieces that form no character: their own bytes,
+        where ``decode`` has U+FFFD (so that the bytes of ids decoded a few at a time join into the text's, as
+        every tokenmill tokenizer's do; the ``.model`` form of a model gives the same bytes)."""
+        from ..special import without_special_ids
+
+        return self._decoded(without_special_ids(ids, self._special, False), raw=True).encode("utf-8",
+                                                                                              "surrogateescape")
 
     def save_huggingface(self, path) -> None:
         """Write the tokenizer.json this tokenizer was read from (its exact bytes), atomically; never over that
@@ -651,10 +664,10 @@ def _byte_value(t: str) -> int:
     return -1
 
 
-def _byte_fallback(tokens: list[str]) -> list[str]:
+def _byte_fallback(tokens: list[str], *, raw: bool = False) -> list[str]:
     """HF's ByteFallback decoder: a run of ``<0xNN>`` tokens becomes its UTF-8 text, or one U+FFFD per
-    token when it is not valid UTF-8."""
-    return _byte_runs(tokens, *_runs(np.array([_byte_value(t) for t in tokens], np.int16)))
+    token when it is not valid UTF-8 (``raw``: see ``_byte_runs``)."""
+    return _byte_runs(tokens, *_runs(np.array([_byte_value(t) for t in tokens], np.int16)), raw=raw)
 
 
 def _runs(values: np.ndarray) -> tuple[list, list, bytes]:
@@ -668,14 +681,19 @@ def _runs(values: np.ndarray) -> tuple[list, list, bytes]:
     return at[firsts].tolist(), (at[lasts] + 1).tolist(), values[at].astype(np.uint8).tobytes()
 
 
-def _byte_runs(tokens: list[str], starts: list, ends: list, data: bytes) -> list[str]:
+def _byte_runs(tokens: list[str], starts: list, ends: list, data: bytes, *, raw: bool = False) -> list[str]:
     """``tokens`` with each run ``tokens[starts[r]:ends[r]]`` of byte tokens replaced by its bytes (``data``: all
-    runs' bytes in order) as UTF-8 text, or one U+FFFD a token where they are not valid UTF-8."""
+    runs' bytes in order) as UTF-8 text, or one U+FFFD a token where they are not valid UTF-8 (``raw``: its bytes
+    that form no character as surrogate escapes instead, ``decode_bytes``' text)."""
     if not starts:
         return tokens
     out, prev, at = [], 0, 0
     for a, b in zip(starts, ends):
         out += tokens[prev:a]
+        if raw:
+            out.append(data[at:at + b - a].decode("utf-8", "surrogateescape"))
+            prev, at = b, at + b - a
+            continue
         try:
             out.append(data[at:at + b - a].decode("utf-8"))
         except UnicodeDecodeError:

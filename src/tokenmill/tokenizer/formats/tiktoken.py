@@ -109,7 +109,8 @@ KNOWN_SPECIAL_TOKENS = {
 def load_rank_file(path, pattern=None, special_tokens=None) -> tuple[list, object, object, object]:
     """(vocab, pair table, split pattern, special tokens) of a ``.tiktoken`` file, through the cache of
     parsed files. The pattern is ``pattern``, or where None the model's (:func:`rank_file_pattern`, asked
-    once the file's ranks are read: a damaged file is said first); the special tokens ``special_tokens``,
+    once the file's ranks are read: a damaged file is said first), ``"none"`` for no split (the whole text one
+    chunk, as a tokenizer trained with ``pattern=None``); the special tokens ``special_tokens``,
     or where None the model's for OpenAI's files (:data:`KNOWN_SPECIAL_TOKENS`), else None (none)."""
     raw = read_bytes_limited(path, what="tiktoken rank")
     parse = lambda: parse_tiktoken(raw, os.fspath(path))
@@ -123,6 +124,8 @@ def load_rank_file(path, pattern=None, special_tokens=None) -> tuple[list, objec
     digest = hashlib.sha256(raw).hexdigest()
     if pattern is None:
         pattern = rank_file_pattern(path, digest)
+    elif isinstance(pattern, str) and pattern.lower() == "none":  # no split (a tokenizer trained with pattern=None)
+        pattern = None
     if special_tokens is None:
         known = KNOWN_SPECIAL_TOKENS.get(digest)
         special_tokens = dict(known) if known is not None else None

@@ -4,7 +4,9 @@ Version 1 holds trained tokenizers (``model.type`` "merges": merge pairs in rank
 training counts) and rank files ("ranks": base64 tokens by id, null where no token holds the id).
 Version 2 adds model type "bpe" for imported merge lists (tokenizer.json): tokens by id, merges as id
 pairs in priority order with the ids they make, HF's added tokens, normalizer and pre-tokenization.
-What version 1 holds is still written as version 1 (same files, same hashes). Every file is checked
+Version 3 adds ``pretrained``: the roles of the special tokens, the chat template and the longest input of
+the model the tokenizer was read from (``schemas.SavedRoles``), outside the tokenizer's content hash (they
+decide no id). What version 1 or 2 holds is still written as that version (same files, same hashes). Every file is checked
 against ``schemas.TokenizerFile`` and its hash before use; ids must lie below the file's size.
 """
 
@@ -27,7 +29,7 @@ from .kind import reading
 from .schemas import BpeModel, MergesModel, TokenizerFile, check_ids_below
 
 FORMAT_NAME = "tokenmill.tokenizer"
-FORMAT_VERSION = 2  # 2 adds model type "bpe" (imported merge lists, ids anywhere, added tokens); 1 still read
+FORMAT_VERSION = 3  # 2 adds model type "bpe" (imported merge lists, ids anywhere, added tokens); 3 "pretrained"
 
 
 def _b64(vocab) -> list:
@@ -47,7 +49,7 @@ def _body(spec, merge_counts, big) -> dict:
         no_ints = np.zeros(0, np.int64)
         return {
             "format": FORMAT_NAME,
-            "version": FORMAT_VERSION,
+            "version": 2,  # (3 only with "pretrained": with_pretrained)
             "pattern": spec.pattern,
             "pattern_preset": pattern_name(spec.pattern),
             "split_patterns": list(spec.split_patterns),
@@ -84,6 +86,18 @@ def to_dict(spec, merge_counts=None) -> dict:
     body = _body(spec, merge_counts, _as_lists)
     body["hash"] = canonical_hash(body)
     return body
+
+
+def with_pretrained(body: dict, pretrained: dict | None) -> dict:
+    """``body`` (:func:`to_dict`'s) with the model's roles (``formats.pretrained.saved_roles``): version 3, and the
+    file's hash over both (the tokenizer's content hash, its identity, stays ``body``'s); ``body`` itself where
+    there are none."""
+    if pretrained is None:
+        return body
+    out = {k: v for k, v in body.items() if k != "hash"}
+    out["version"], out["pretrained"] = 3, pretrained
+    out["hash"] = canonical_hash(out)
+    return out
 
 
 def content_hash(spec, merge_counts=None) -> str:
@@ -249,7 +263,12 @@ def from_dict(cls, body: dict, *, source: str = "<dict>", size: int | None = Non
     if spec.hash != expected:
         raise FormatError(f"{source}: content hash mismatch (stored {spec.hash!r}); the file was modified or corrupted")
     try:
-        return _build(cls, spec, source, size)
+        tok = _build(cls, spec, source, size)
+        if spec.pretrained is not None:
+            from .pretrained import roles_read
+
+            tok.pretrained_config = roles_read(spec.pretrained, source)
+        return tok
     except TokenmillError as e:
         if str(e).startswith(f"{source}:"):
             raise
