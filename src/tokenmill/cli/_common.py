@@ -44,7 +44,9 @@ def add_quiet(p: argparse.ArgumentParser) -> None:
     """``--quiet`` and ``--progress``: progress bars go to stderr when it is a terminal, never into a
     log file or a pipe unless ``--progress`` asks for them (``main`` sets ``quiet`` accordingly)."""
     g = p.add_mutually_exclusive_group()
-    g.add_argument("--quiet", "-q", action="store_true", help="no progress bars or notices on stderr (warnings still show)")
+    g.add_argument("--quiet", "-q", action="store_true",
+                   help="no progress bars or notices on stderr (warnings, and counts of input left out or replaced, "
+                        "still show)")
     g.add_argument("--progress", action="store_true",
                    help="progress bars on stderr even when it is not a terminal (a log file, a pipe)")
 
