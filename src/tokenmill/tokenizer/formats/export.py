@@ -126,8 +126,9 @@ def _same_everywhere(regex_str: str, engine: str, *, tiktoken: bool = False, oni
     if differ:
         raise ConfigError(f"the split pattern {regex_str!r} uses {', '.join(map(repr, differ))}, which {engine} "
                           "reads otherwise than tokenmill, so the export would cut other chunks; write the pattern "
-                          "without anchors, inline flags (other than i), POSIX classes or named characters (\\p{L}, "
-                          "\\x41), or keep the tokenizer in tokenmill's own format (tok.save)")
+                          "without those (what the engines read alike: properties such as \\p{L} and \\p{N} in "
+                          "place of \\w and of POSIX classes, \\x41 in place of a named character, no anchors, no "
+                          "inline flags but i), or keep the tokenizer in tokenmill's own format (tok.save)")
 
 
 def to_huggingface_dict(tok) -> dict:
