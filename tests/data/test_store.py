@@ -889,3 +889,25 @@ def test_a_build_goes_on_unlocked_where_no_lock_file_can_be_made(tmp_path, tok, 
     with exclusive(tmp_path / "new" / "parent" / "s", said.append):  # a folder not made yet: made, the lock in it
         assert (tmp_path / "new" / "parent" / ".s.tokenmill-lock").is_file()
     assert said == [] and not (tmp_path / "new" / "parent" / ".s.tokenmill-lock").exists()
+
+
+def test_the_eos_a_model_declares_is_the_stores_and_a_stray_eos_id_is_said(tmp_path):
+    """A store took its EOS by name only: a Llama 3 Instruct-like folder declaring ``<|eot_id|>`` got
+    ``<|end_of_text|>`` after every document (encode_sft of the same tokenizer took ``<|eot_id|>``), and a folder
+    declaring an EOS of no known name was refused. An eos_id that is no special token (a typo) is said."""
+    import json
+
+    from tokenmill import Tokenizer, encode_sft, train_bpe
+
+    src = tmp_path / "model"
+    train_bpe(["hello world"] * 10, 262, special_tokens=["<|end_of_text|>", "<|eot_id|>", "<|done|>"]).save_huggingface(
+        src / "tokenizer.json")
+    for eos in ("<|eot_id|>", "<|done|>"):
+        (src / "tokenizer_config.json").write_text(json.dumps({"eos_token": eos}))
+        t = Tokenizer.from_huggingface(src)
+        st = build(tmp_path / eos.strip("<|>"), texts(["hello"]), t)
+        assert st.get(0).tolist()[-1] == t.special_tokens[eos] == st.eos_id
+        assert encode_sft(t, [("hi", "yo")]).get(0).tolist()[-1] == t.special_tokens[eos]
+    with pytest.warns(UserWarning, match=r"eos_id=104 \('h'\) is none of the tokenizer's special tokens"):
+        st = build(tmp_path / "typo", texts(["hello"]), t, eos_id=104)
+    assert st.get(0).tolist()[-1] == 104

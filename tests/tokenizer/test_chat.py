@@ -124,3 +124,32 @@ def test_chats_refused_with_reasons(tok):
         encode_sft(tok, [{"messages": [{"role": "tool", "content": "x"}] + CONV}], chat_template=MARKED)
     with pytest.raises(Exception, match="does not parse"):
         encode_sft(tok, [{"messages": CONV}], chat_template="{% for %}")
+
+
+QWEN_GEN = ("{% for m in messages %}{% if m['role'] == 'assistant' %}<|im_start|>assistant\n{% generation %}"
+            "{{ m['content'] }}<|im_end|>{% endgeneration %}{{ '\\n' }}{% else %}<|im_start|>{{ m['role'] }}\n"
+            "{{ m['content'] }}<|im_end|>{{ '\\n' }}{% endif %}{% endfor %}"
+            "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+LLAMA3_GEN = ("{{ bos_token }}{% for m in messages %}<|start_header_id|>{{ m['role'] }}<|end_header_id|>\n\n"
+              "{% if m['role'] == 'assistant' %}{% generation %}{{ m['content'] | trim }}{% endgeneration %}"
+              "{% else %}{{ m['content'] | trim }}{% endif %}<|eot_id|>{% endfor %}"
+              "{% if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n\n{% endif %}")
+
+
+@pytest.mark.parametrize("template", [QWEN_GEN, LLAMA3_GEN])
+def test_generation_blocks_decide_the_targets_as_transformers_assistant_masks(tok, hf, template):
+    """A template's {% generation %} blocks are the targets: the cut by the generation prompt had also taken what
+    the template writes after a block (Qwen's newline after <|im_end|>, a Llama 3 <|eot_id|> outside it), which
+    transformers' assistant_masks leave out."""
+    src = encode_sft(tok, [{"messages": CONV}], chat_template=template)
+    out = hf.apply_chat_template(CONV, chat_template=template, tokenize=True, return_dict=True,
+                                 return_assistant_tokens_mask=True)
+    assert src.get(0).tolist() == list(out["input_ids"])
+    assert src.loss_mask(0).tolist() == np.asarray(out["assistant_masks"], bool).tolist()
+    assert 0 < src.num_targets
+    pairs = chat_segments(template, CONV, bos_token="<|begin_of_text|>")
+    assert "".join(t for t, _ in pairs) == render_chat(template, CONV, bos_token="<|begin_of_text|>")
+    assert [t for t, f in pairs if f][0].strip().startswith("Sur le tapis.")
+    with pytest.raises(InputError, match="NUL-delimited marker"):
+        chat_segments(template, [{"role": "user", "content": "\x00\x02tokenmill:generation\x02\x00"},
+                                 {"role": "assistant", "content": "x"}])

@@ -446,3 +446,26 @@ def test_a_decoder_other_than_byte_level_is_said_on_load(tmp_path):
         else:
             assert len(said) == 1 and re.search(f"{re.escape(str(path))}'s decoder is {says}, not ByteLevel", said[0])
         assert ours.encode(" Hi there") == hf.encode(" Hi there", add_special_tokens=False).ids
+
+
+def test_an_allowed_special_inside_a_longer_special_not_allowed_is_matched_as_tiktoken_matches(tmp_path):
+    """Special tokens ``<M>`` and ``<M>x``, only ``<M>`` allowed: tiktoken's pattern holds the allowed ones only, so
+    "a<M>x" is a, <M>, x. The tokenizer.json path matched the longer ``<M>x`` first, skipped it (not allowed) and
+    left ``<M>`` as text. All or none allowed: HF's own rule, as before."""
+    from tokenizers import AddedToken, models
+    from tokenizers import Tokenizer as HFTokenizer
+    from tokenizers import pre_tokenizers as pt
+
+    hf = HFTokenizer(models.BPE(vocab={c: i for i, c in enumerate(sorted(pt.ByteLevel.alphabet()))}, merges=[]))
+    hf.pre_tokenizer = pt.ByteLevel(add_prefix_space=False)
+    hf.add_special_tokens([AddedToken("<M>", normalized=False), AddedToken("<M>x", normalized=False)])
+    hf.save(str(tmp_path / "tokenizer.json"))
+    tok = Tokenizer.from_huggingface(tmp_path / "tokenizer.json")
+    m, mx = tok.special_tokens["<M>"], tok.special_tokens["<M>x"]
+    text = "a<M>x b<M>x"
+    got = tok.encode(text, allowed_special={"<M>"}, disallowed_special=())
+    assert got.count(m) == 2 and mx not in got
+    assert tok.encode(text, allowed_special="all") == hf.encode(text, add_special_tokens=False).ids
+    assert tok.encode(text, allowed_special="all").count(mx) == 2
+    assert tok.encode(text, disallowed_special=()) == tok.encode_ordinary(text)
+    assert m not in tok.encode_ordinary(text) and mx not in tok.encode_ordinary(text)

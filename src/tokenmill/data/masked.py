@@ -525,7 +525,9 @@ def encode_sft(tokenizer, examples, *, prompt: str = "prompt", completion: str =
         raise ConfigError(f"train_on={train_on!r}: pass the roles whose turns are targets, e.g. ('assistant',)")
     # the special tokens' roles as the model's folder declares them (Llama 3 Instruct's EOS is <|eot_id|>, Qwen's
     # Instruct <|im_end|>), else found by name: what the template's variables say and what EOS/BOS append
-    roles = _roles(tokenizer)
+    from ..tokenizer.formats.pretrained import roles_of
+
+    roles = roles_of(tokenizer)
     if chat_template is None:
         from ..tokenizer.formats.pretrained import own_chat_template
 
@@ -599,21 +601,6 @@ def is_chat_record(ex, messages: str = "messages", prompt: str = "prompt") -> bo
 
 def _first(name: str | None, names) -> tuple:
     return tuple(names) if name is None else (name, *names)
-
-
-def _roles(tokenizer) -> dict:
-    """``bos_token``, ``eos_token``, ``unk_token``, ``pad_token`` of ``tokenizer``: as ``save_pretrained`` finds them
-    (the config of the model's folder, else by name), or, for a tokenizer without that machinery, by name."""
-    from ..tokenizer.formats.pretrained import ROLES, source_config, special_roles
-    from ..tokenizer.special import BOS_NAMES, EOS_NAMES
-
-    if hasattr(tokenizer, "_unk_id") and hasattr(tokenizer, "id_to_token"):
-        return special_roles(tokenizer, {}, source_config(tokenizer))
-    specials = dict(getattr(tokenizer, "special_tokens", {}) or {})
-    out = dict.fromkeys(ROLES)
-    for role, names in (("bos_token", BOS_NAMES), ("eos_token", EOS_NAMES)):
-        out[role] = next((n for n in names if n in specials), None)
-    return out
 
 
 def _which_example(tokenizer, texts: list[str], at: list[int], bounds: list[int], allowed, disallowed, error):

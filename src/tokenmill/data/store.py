@@ -221,7 +221,22 @@ def special_id(tokenizer, names, given, what: str, needed: bool) -> int | None:
     if given is not None:
         from .._validate import check_int
 
-        return check_int(given, f"{what}_id", min=0, max=int(tokenizer.vocab_size) - 1)
+        given = check_int(given, f"{what}_id", min=0, max=int(tokenizer.vocab_size) - 1)
+        if specials and given not in specials.values():  # (a typo, 12800 for 128001: a word after every document)
+            try:
+                shown = repr(tokenizer.decode([given]))
+            except (KeyError, TokenmillError):  # (an id that holds no token: cl100k's gaps)
+                shown = "no token"
+            warn(f"{what}_id={given} ({shown}) is none of the tokenizer's special tokens; it is stored as the "
+                 f"{what.upper()} all the same (the special tokens' ids: "
+                 f"{', '.join(f'{k} {v:,d}' for k, v in list(specials.items())[:6])}"
+                 f"{' ...' if len(specials) > 6 else ''})")
+        return given
+    from ..tokenizer.formats.pretrained import roles_of
+
+    declared = roles_of(tokenizer).get(f"{what}_token")  # (the model's own, where it declares one; else by name)
+    if declared is not None and declared in specials:
+        return int(specials[declared])
     for n in names:
         if n in specials:
             return int(specials[n])

@@ -126,7 +126,14 @@ class AddedTokenMatcher:
         if not self._norm and not holds_any(text, self._raw_prefixes):
             text = self._normalize(text)
             return [(text, None)] if text else []
-        for piece, tid in self._find(text, self._raw_re, self._raw, allowed):
+        raw_re = self._raw_re
+        special = {c for c, t in self._raw.items() if t.special}
+        if special and allowed is not None and 0 < len(special & set(allowed)) < len(special):
+            # some special tokens allowed, not all (tiktoken's model: HF allows all or none): matched among the
+            # allowed ones and the non-special tokens only, as tiktoken's pattern holds only the allowed ones (an
+            # allowed <M> inside a longer special <M>x not allowed had been left as text)
+            raw_re = self._subset_re(frozenset(c for c in self._raw if c not in special or c in allowed))
+        for piece, tid in self._find(text, raw_re, self._raw, allowed):
             if tid is not None:
                 out.append((piece, tid))
                 continue
@@ -135,6 +142,16 @@ class AddedTokenMatcher:
                 if p2 or t2 is not None:
                     out.append((p2, t2))
         return out
+
+    def _subset_re(self, contents: frozenset):
+        """The alternation of the raw added tokens ``contents`` (kept for the last few subsets asked for)."""
+        cache = self.__dict__.setdefault("_subsets", {})
+        pattern = cache.get(contents)
+        if pattern is None:
+            if len(cache) >= 8:
+                cache.pop(next(iter(cache)))
+            pattern = cache[contents] = self._alternation({c: self._raw[c] for c in contents})
+        return pattern
 
     def _find(self, s: str, pattern, tokens: dict, allowed) -> list[tuple[str, int | None]]:
         """HF's ``find_matches``: pieces in order, each (text, None) or (text, added token id)."""

@@ -6,21 +6,28 @@ with ``trim_blocks`` and ``lstrip_blocks``, loop controls, a ``tojson`` filter t
 ``raise_exception`` and ``strftime_now``, ``{% generation %}`` blocks rendered as their body, and the variables
 ``messages``, ``add_generation_prompt`` and the special tokens' text (``bos_token``, ``eos_token``, ...).
 
-The cut (:func:`chat_segments`) needs no marker in the template: for each trained turn ``k`` the conversation
-before it is rendered with the generation prompt (``<|im_start|>assistant\\n``: context) and then with turn ``k``
-(its text past that prompt, the turn's end-of-turn token included: a target). A template whose rendering of the
-earlier turns changes once a later one follows (one that drops the reasoning of earlier turns, say) cannot be
-cut so: it is refused, naming the turn.
+The cut (:func:`chat_segments`) follows the template's ``{% generation %}`` blocks where it has them and the
+assistant's turns are the ones trained on (the text inside them is the target, as transformers'
+``assistant_masks``); else it needs no marker: for each trained turn ``k`` the conversation before it is rendered
+with the generation prompt (``<|im_start|>assistant\\n``: context) and then with turn ``k`` (its text past that
+prompt, the turn's end-of-turn token included: a target). A template whose rendering of the earlier turns changes
+once a later one follows (one that drops the reasoning of earlier turns, say) cannot be cut so: it is refused,
+naming the turn.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Sequence
 
 from ..errors import ConfigError, InputError
 
 _ENVIRONMENTS: dict[str, Any] = {}  # template text -> compiled template (one per template, per process)
+# where a {% generation %} block starts and ends, written into the rendering only when asked
+# (``tokenmill_generation_marks``): text no message holds (a NUL each side; one that does is refused)
+_MARKS = ("\x00\x02tokenmill:generation\x02\x00", "\x00\x03tokenmill:end-generation\x03\x00")
+_HAS_GENERATION = re.compile(r"\{%-?\s*generation\s*-?%\}")
 
 
 def _compiled(template: str):
@@ -43,7 +50,10 @@ def _compiled(template: str):
         def parse(self, parser):
             lineno = next(parser.stream).lineno
             body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
-            return nodes.Scope(body, lineno=lineno)
+            on = nodes.Name("tokenmill_generation_marks", "load", lineno=lineno)
+            mark = [nodes.Output([nodes.CondExpr(on, nodes.Const(m), nodes.Const(""), lineno=lineno)], lineno=lineno)
+                    for m in _MARKS]
+            return [mark[0], nodes.Scope(body, lineno=lineno), mark[1]]
 
     def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
         return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
@@ -114,6 +124,10 @@ def chat_segments(template: str, messages: Sequence[dict], *, train_on: Sequence
     if not any(m["role"] in train_on for m in messages):
         raise InputError(f"{where} has no message of role {' or '.join(map(repr, train_on))}: nothing to train on; "
                          "leave it out, or name the roles to train on (train_on=...)")
+    if tuple(train_on) == ("assistant",) and _HAS_GENERATION.search(template):
+        marked = _marked_segments(template, messages, where, variables)
+        if marked is not None:
+            return marked
     out: list[tuple[str, bool]] = []
     done = ""
     for k, m in enumerate(messages):
@@ -139,3 +153,38 @@ def chat_segments(template: str, messages: Sequence[dict], *, train_on: Sequence
     if len(whole) > len(done):
         out.append((whole[len(done):], False))
     return out
+
+
+def _marked_segments(template: str, messages, where: str, variables: dict) -> list[tuple[str, bool]] | None:
+    """``chat_segments`` by the template's ``{% generation %}`` blocks: the text inside them the target, as
+    transformers' ``assistant_masks`` marks it (the cut by the generation prompt had also taken what a template
+    writes after a block, the newline after Qwen's ``<|im_end|>`` or a Llama 3 ``<|eot_id|>`` left outside it).
+    None where the rendering holds no block (then the cut by the generation prompt)."""
+    plain = render_chat(template, messages, where=where, **variables)
+    if any(m in plain for m in _MARKS):
+        raise InputError(f"{where} holds a NUL-delimited marker tokenmill writes for {{% generation %}} blocks; "
+                         "remove the NUL characters from the messages")
+    text = render_chat(template, messages, where=where, tokenmill_generation_marks=True, **variables)
+    if _MARKS[0] not in text:
+        return None
+    out: list[tuple[str, bool]] = []
+    inside, at = False, 0
+    for m in re.finditer("|".join(map(re.escape, _MARKS)), text):
+        opens = m.group() == _MARKS[0]
+        if opens == inside:  # (a block inside a block: transformers' marks nest no more than this reads)
+            raise InputError(f"{where}: the template's {{% generation %}} blocks nest; render such conversations "
+                             "into (text, is_target) pairs yourself")
+        if m.start() > at:
+            out.append((text[at:m.start()], inside))
+        inside, at = opens, m.end()
+    if at < len(text):
+        out.append((text[at:], inside))
+    merged: list[tuple[str, bool]] = []
+    for piece, flag in out:  # (neighbours of one kind joined: an empty block between two, say)
+        if merged and merged[-1][1] == flag:
+            merged[-1] = (merged[-1][0] + piece, flag)
+        else:
+            merged.append((piece, flag))
+    if "".join(p for p, _ in merged) != plain:  # (never: said, not assumed)
+        raise InputError(f"{where}: the template renders otherwise with its generation blocks marked")
+    return merged

@@ -199,6 +199,21 @@ def transformers_config(obj) -> dict | None:
     return out
 
 
+def roles_of(tokenizer) -> dict:
+    """``bos_token``, ``eos_token``, ``unk_token``, ``pad_token`` of ``tokenizer``: as ``save_pretrained`` finds them
+    (what the model's folder or transformers object declares, else by name), or, for a tokenizer without that
+    machinery (any object with ``special_tokens``), by name. The roles ``encode_sft`` and a store build use (a store
+    had taken its EOS by name only: Llama 3 Instruct's ``<|end_of_text|>`` where its folder declares
+    ``<|eot_id|>``, as ``encode_sft`` of the same tokenizer took)."""
+    if hasattr(tokenizer, "_unk_id") and hasattr(tokenizer, "id_to_token"):
+        return special_roles(tokenizer, {}, source_config(tokenizer))
+    specials = dict(getattr(tokenizer, "special_tokens", {}) or {})
+    out = dict.fromkeys(ROLES)
+    for role, names in (("bos_token", BOS_NAMES), ("eos_token", EOS_NAMES)):
+        out[role] = next((n for n in names if n in specials), None)
+    return out
+
+
 def special_roles(tok, given: dict, source: dict | None = None) -> dict[str, str | None]:
     """``bos_token``, ``eos_token``, ``unk_token`` and ``pad_token`` of ``tok``: each as ``given`` (a special token's
     text or None) or, where given :data:`INFERRED`, as the model's config says (``source``: :func:`source_config`),
