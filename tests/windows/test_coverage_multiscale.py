@@ -166,3 +166,24 @@ def test_multiscale_summary_counts_documents_once():
     assert MultiScaleWindows([4, 16], short="drop").plan([10]).summary().split("\n")[0] == \
         "documents 1 (0 empty; shorter than the window, by scale: 4: 0 (0 dropped), 16: 1 (1 dropped))"
     assert plan.select([0]).scale_sizes == (4, 8, 16)
+
+
+def test_the_report_counted_a_group_of_documents_at_a_time_is_the_report_counted_at_once(monkeypatch):
+    """coverage_report sweeps a group of whole documents at a time (memory in the group, not the plan: ~220 bytes a
+    window had been held at once); the report is the same whatever the group's size, for plans in document order
+    and out of it (a multi-scale plan lists its scales one after the other)."""
+    from tokenmill.windows import coverage as C
+
+    rng = np.random.default_rng(7)
+    for trial in range(12):
+        lengths = rng.integers(0, 60, int(rng.integers(1, 40))).tolist()
+        plan = (MultiScaleWindows([8, 16], stride_ratio=0.75).plan(lengths) if trial % 2 else
+                SlidingWindows(int(rng.integers(2, 12)), int(rng.integers(1, 15)), tail="drop").plan(lengths))
+        monkeypatch.setattr(C, "_CHUNK", 1 << 20)
+        ref = coverage_report(plan, lengths)
+        for chunk in (1, 2, 5):
+            monkeypatch.setattr(C, "_CHUNK", chunk)
+            got = coverage_report(plan, lengths)
+            assert got.to_dict() == ref.to_dict() and got.summary() == ref.summary()
+            assert got.uncovered_spans.tolist() == ref.uncovered_spans.tolist()
+    assert trial % 2 and not (np.diff(plan.doc) >= 0).all()  # (the last plan is out of document order)
