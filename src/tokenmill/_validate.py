@@ -98,9 +98,9 @@ def check_float(value, name: str, *, min: float | None = None, max: float | None
     if not math.isfinite(v):
         raise error(f"{name}={v!r} must be a finite number")
     if (min is not None and v < min) or (max is not None and v > max):
-        lo = "-inf" if min is None else f"{min:g}"
-        hi = "inf" if max is None else f"{max:g}"
-        raise error(f"{name}={v:g} is out of range; pass a number in [{lo}, {hi}]")
+        want = (f"a finite number >= {min:g}" if max is None else f"a number <= {max:g}" if min is None else
+                f"a number in [{min:g}, {max:g}]")  # (not "[0, inf]": infinity is refused above)
+        raise error(f"{name}={v:g} is out of range; pass {want}")
     return v
 
 

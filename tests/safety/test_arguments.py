@@ -368,3 +368,36 @@ def test_a_failed_write_to_a_full_stdout_says_so(tmp_path):
                            stdout=full, stderr=subprocess.PIPE, text=True)
     assert r.returncode == 1
     assert "tokenmill encode: error: cannot read or write the standard streams (or a file): No space left" in r.stderr
+
+
+def test_options_that_would_be_ignored_or_misread_are_refused(tmp_path, tok_file, capsys, monkeypatch):
+    """From a probe of the CLI: each of these had exited 0, the option ignored or read otherwise than meant."""
+    import io
+    import json
+
+    enc = ["encode", "--tokenizer", tok_file, "--json"]
+    fails(capsys, [*enc, "--special", "<|endoftext|>=1", "--special", "<|endoftext|>=2", "x"], "names '<|endoftext|>' twice")
+    fails(capsys, _build_args(tmp_path, tok_file, "--bos-id", "5"), "--bos-id 5 without --bos")
+    fails(capsys, _build_args(tmp_path, tok_file, "--no-eos", "--eos-id", "5"), "--eos-id 5 and --no-eos")
+    corpus = _text(tmp_path / "w.txt", "the then there " * 50)
+    win = ["windows", "--tokenizer", tok_file, "--input", str(corpus), "--window", "16", "-q"]
+    fails(capsys, [*win, "--seed", "5"], "--seed without --jitter")
+    fails(capsys, [*win, "--epoch", "2", "--seed", "1"], "--seed and --epoch without --jitter")
+    assert main([*win, "--jitter", "global", "--epoch", "2", "--json"]) == 0
+    capsys.readouterr()
+    fails(capsys, ["train", "--input", str(corpus), "--vocab-size", "260", "--out", str(tmp_path / "t.json"), "--seed",
+                   "3", "-q"], "--seed 3 without --sample")
+    bad = _text(tmp_path / "bad.jinja", "{% for m in messages %}")
+    fails(capsys, ["export", "--tokenizer", tok_file, "--to", "transformers", "--out", str(tmp_path / "hf"),
+                   "--chat-template", str(bad)], "does not parse")
+    assert not (tmp_path / "hf" / "tokenizer_config.json").exists()
+    empty = _text(tmp_path / "e.jsonl", "")
+    fails(capsys, ["store", "sft", "--tokenizer", tok_file, "--input", str(empty), "--out", str(tmp_path / "sft"), "-q"],
+          "hold no examples")
+    for digits in ("３００", "1_000", "٧٢"):  # (Python's int reads them all)
+        with pytest.raises(SystemExit):
+            main(["train", "--input", str(corpus), "--vocab-size", digits, "--out", str(tmp_path / "t.json")])
+        assert f"{digits!r} is not an integer" in capsys.readouterr().err
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"the then")))
+    assert main([*enc, "-"]) == 0  # ("-" reads standard input, as decode's; the text "-" had been encoded)
+    assert json.loads(capsys.readouterr().out) == Tokenizer.load(tok_file).encode("the then")

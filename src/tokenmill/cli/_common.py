@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 
 
@@ -51,16 +52,41 @@ def add_quiet(p: argparse.ArgumentParser) -> None:
                    help="progress bars on stderr even when it is not a terminal (a log file, a pipe)")
 
 
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+_NUMBER = re.compile(r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf|infinity|nan)", re.IGNORECASE)
+
+
+def integer(value: str) -> int:
+    """The type of every integer option: ASCII digits only (Python's ``int`` also reads ``"３００"``, ``"٧٢"`` and
+    ``"1_000"``, which had been taken as numbers).
+
+    >>> integer("512"), integer("-3")
+    (512, -3)
+    """
+    if not _INTEGER.fullmatch(value.strip()):
+        raise argparse.ArgumentTypeError(f"{value!r} is not an integer; write it in ASCII digits, e.g. 512")
+    return int(value)
+
+
+def number(value: str) -> float:
+    """The type of every real-valued option: a decimal number in ASCII (``float`` also reads ``"１.５"`` and
+    ``"1_0"``); ``inf`` and ``nan`` pass here, for the option's own check to name.
+
+    >>> number("0.5"), number("1e-9")
+    (0.5, 1e-09)
+    """
+    if not _NUMBER.fullmatch(value.strip()):
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number; write it in ASCII, e.g. 0.5 or 1e-6")
+    return float(value)
+
+
 def seed(value: str) -> int:
     """``--seed``'s type: an integer >= 0, refused when parsed (before any work) as the library refuses it.
 
     >>> seed("7")
     7
     """
-    try:
-        v = int(value)
-    except ValueError:
-        v = -1
+    v = int(value) if _INTEGER.fullmatch(value.strip()) else -1
     if v < 0 or v >= 2**63:
         raise argparse.ArgumentTypeError(f"{value!r} is not a seed; pass an integer >= 0 (and < 2**63)")
     return v
@@ -176,9 +202,13 @@ def load_tokenizer(args):
     specials = {}
     for item in getattr(args, "tokenizer_special", None) or []:
         name, sep, value = item.rpartition("=")
-        if not sep or not name or not value.strip().isdigit():
+        if not sep or not name or not _INTEGER.fullmatch(value.strip()) or value.strip().startswith(("-", "+")):
             raise ConfigError(f"--special {item!r}: expected NAME=ID, e.g. --special '<|endoftext|>=100257'")
-        specials[unescape(name, "--special")] = int(value)
+        name = unescape(name, "--special")
+        if name in specials:  # (the last had won, silently)
+            raise ConfigError(f"--special names {name!r} twice (ids {specials[name]} and {int(value)}); give each "
+                              "special token once")
+        specials[name] = int(value)
     # a Hub repo's download bars follow the command's progress rule (a terminal, no --quiet)
     with download_bars(not args.quiet if hasattr(args, "quiet") else is_terminal(sys.stderr)):
         return as_tokenizer(args.tokenizer, pattern=getattr(args, "tokenizer_pattern", None),

@@ -6,7 +6,7 @@ import re
 import sys
 import time
 
-from ._common import add_command, add_quiet, seed
+from ._common import add_command, add_quiet, integer, number, seed
 
 
 def register(sub) -> None:
@@ -14,10 +14,10 @@ def register(sub) -> None:
                     example="tokenmill pack --lognormal 1000000 --block-size 2048 --compare", func=cmd_pack)
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--lengths", metavar="FILE", help="document lengths: a .npy array or one integer per line")
-    src.add_argument("--lognormal", type=int, metavar="N", help="N synthetic log-normal lengths")
-    p.add_argument("--mu", type=float, default=None, help="--lognormal: mean of log length (default 5.5: median ~245)")
-    p.add_argument("--sigma", type=float, default=None, help="--lognormal: sigma of log length (default 1.0)")
-    p.add_argument("--block-size", type=int, required=True, help="positions per packed block")
+    src.add_argument("--lognormal", type=integer, metavar="N", help="N synthetic log-normal lengths")
+    p.add_argument("--mu", type=number, default=None, help="--lognormal: mean of log length (default 5.5: median ~245)")
+    p.add_argument("--sigma", type=number, default=None, help="--lognormal: sigma of log length (default 1.0)")
+    p.add_argument("--block-size", type=integer, required=True, help="positions per packed block")
     p.add_argument("--method", default=None, choices=["best_fit", "first_fit_decreasing", "greedy", "concat"],
                    help="packing algorithm (default best_fit)")
     p.add_argument("--long-docs", default=None, choices=["split", "truncate", "error"],
@@ -40,10 +40,10 @@ def register(sub) -> None:
     v.add_argument("--attention", default="dense", choices=["dense", "flex"], help="attention masks (default dense)")
     v.add_argument("--method", default="best_fit", choices=["best_fit", "first_fit_decreasing", "greedy"],
                    help="packing algorithm (default best_fit)")
-    v.add_argument("--docs", type=int, default=32, help="number of random documents (default 32)")
-    v.add_argument("--block-size", type=int, default=64, help="positions per packed block (default 64)")
+    v.add_argument("--docs", type=integer, default=32, help="number of random documents (default 32)")
+    v.add_argument("--block-size", type=integer, default=64, help="positions per packed block (default 64)")
     v.add_argument("--dtype", default="float64", choices=["float32", "float64"], help="model dtype (default float64)")
-    v.add_argument("--atol", type=float, default=None, help="default: 1e-9 for float64, 1e-4 for float32")
+    v.add_argument("--atol", type=number, default=None, help="default: 1e-9 for float64, 1e-4 for float32")
     v.add_argument("--expect", default="pass", choices=["pass", "fail"],
                    help="exit 0 when every check has this outcome (use 'fail' to demonstrate the stream baseline)")
     v.add_argument("--seed", type=seed, default=0)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .._schema import Count, Struct
-from ._common import add_command, add_quiet, seed
+from ._common import add_command, add_quiet, integer, seed
 
 _TORCH_ADDS = ("pip install 'tokenmill[torch]' adds the training stages: a tiny GPT trained through "
                "TrainingLoader with the token-weighted loss, stopped and resumed exactly, validation loss, "
@@ -34,10 +34,10 @@ def register(sub) -> None:
     p.add_argument("--errors", choices=["strict", "replace"], default="strict",
                    help="--corpus files of invalid UTF-8: fail naming file and byte offset, or replace with U+FFFD")
     p.add_argument("--out", default="demo-out", help="output folder (tokenizer, store, checkpoint, plots, report)")
-    p.add_argument("--vocab-size", type=int, default=2048, help="the tokenizer's vocabulary (default 2048)")
-    p.add_argument("--steps", type=int, default=400, help="training steps of the uninterrupted run (even; default 400)")
-    p.add_argument("--block-size", type=int, default=128, help="positions per packed block (default 128)")
-    p.add_argument("--batch-size", type=int, default=8, help="blocks per step")
+    p.add_argument("--vocab-size", type=integer, default=2048, help="the tokenizer's vocabulary (default 2048)")
+    p.add_argument("--steps", type=integer, default=400, help="training steps of the uninterrupted run (even; default 400)")
+    p.add_argument("--block-size", type=integer, default=128, help="positions per packed block (default 128)")
+    p.add_argument("--batch-size", type=integer, default=8, help="blocks per step")
     p.add_argument("--seed", type=seed, default=0)
     p.add_argument("--quick", action="store_true",
                    help="a few seconds: 40 documents, vocabulary 512, 16 steps (for tests and a first look)")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from ._common import add_command, add_quiet, seed
+from ._common import add_command, add_quiet, integer, number, seed
 
 
 def register(sub) -> None:
@@ -18,22 +18,22 @@ def register(sub) -> None:
     p.add_argument("stores", nargs="+", metavar="STORE[:WEIGHT]",
                    help="token store folders (or `store sft` folders: their prompts are no targets); with several, "
                         "a Mixture with these token weights (default 1 each)")
-    p.add_argument("--batch-size", type=int, required=True, help="samples per batch and rank")
-    p.add_argument("--block-size", type=int, default=None, help="packed blocks of this many positions")
-    p.add_argument("--window", type=int, default=None, help="sliding windows of this size (padded; packed with "
+    p.add_argument("--batch-size", type=integer, required=True, help="samples per batch and rank")
+    p.add_argument("--block-size", type=integer, default=None, help="packed blocks of this many positions")
+    p.add_argument("--window", type=integer, default=None, help="sliding windows of this size (padded; packed with "
                                                               "--block-size)")
-    p.add_argument("--stride", type=int, default=None, help="window stride (default: --window)")
+    p.add_argument("--stride", type=integer, default=None, help="window stride (default: --window)")
     p.add_argument("--method", default=None, choices=["best_fit", "first_fit_decreasing", "greedy", "concat"],
                    help="with --block-size: how documents (or windows) are packed into blocks (default best_fit)")
-    p.add_argument("--world-size", type=int, default=1)
+    p.add_argument("--world-size", type=integer, default=1)
     p.add_argument("--seed", type=seed, default=0,
                    help="the loader's seed (also a mixture's own, and the --split's); a mixture's data fingerprint "
                         "covers its parts' names, here the store paths as given (st/ and ./st are one name), its "
                         "weights and this seed: Mixture([...], seed=S, names=[paths]) in Python gives the same")
     p.add_argument("--keep-last", action="store_true", help="drop_last=False: complete the last batch with empty rows")
-    p.add_argument("--split", type=float, default=None, metavar="VAL_FRACTION",
+    p.add_argument("--split", type=number, default=None, metavar="VAL_FRACTION",
                    help="plan the training side of store.split(VAL_FRACTION, seed=--seed)")
-    p.add_argument("--tokens", type=int, default=None, help="mixture: epochs of each part these training tokens take (default: the tokens of one epoch)")
+    p.add_argument("--tokens", type=integer, default=None, help="mixture: epochs of each part these training tokens take (default: the tokens of one epoch)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     add_quiet(p)  # (accepted by every command: a script adds -q to each call)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from ._common import add_command, add_quiet, add_tokenizer_args, load_tokenizer, seed
+from ._common import add_command, add_quiet, add_tokenizer_args, integer, load_tokenizer, seed
 
 
 def register(sub) -> None:
@@ -20,14 +20,14 @@ def register(sub) -> None:
                    help="text files to show token by token (one document each, their first --text-bytes bytes); "
                         "--input is the same option, as the other commands name it")
     p.add_argument("--out", required=True, metavar="HTML", help="the page to write, e.g. report.html")
-    p.add_argument("--samples", type=int, default=8, help="store documents shown token by token, and as many of the texts: up to twice this in all "
+    p.add_argument("--samples", type=integer, default=8, help="store documents shown token by token, and as many of the texts: up to twice this in all "
                         "(default 8; store documents only while the statistics' budget of 1M tokens lasts)")
-    p.add_argument("--sample-tokens", type=int, default=1024, help="tokens shown per sample (its first ones)")
-    p.add_argument("--window", type=int, default=512, help="sliding window size drawn (with half and double)")
-    p.add_argument("--stride", type=int, default=None, help="sliding window stride (default: window / 2)")
-    p.add_argument("--block-size", type=int, default=2048, help="positions per packed block")
+    p.add_argument("--sample-tokens", type=integer, default=1024, help="tokens shown per sample (its first ones)")
+    p.add_argument("--window", type=integer, default=512, help="sliding window size drawn (with half and double)")
+    p.add_argument("--stride", type=integer, default=None, help="sliding window stride (default: window / 2)")
+    p.add_argument("--block-size", type=integer, default=2048, help="positions per packed block")
     p.add_argument("--seed", type=seed, default=0, help="seed of the samples and of the packing plan")
-    p.add_argument("--text-bytes", type=int, default=1 << 20, help="bytes read from the start of each text file")
+    p.add_argument("--text-bytes", type=integer, default=1 << 20, help="bytes read from the start of each text file")
     p.add_argument("--allow-special", action="store_true",
                    help="text that spells a special token becomes that token (default: plain text)")
     p.add_argument("--errors", choices=["strict", "replace"], default="strict",

@@ -6,7 +6,16 @@ import argparse
 import json
 
 from .._words import counted
-from ._common import add_command, add_quiet, add_tokenizer_args, load_tokenizer, megabytes, separator_of
+from ._common import (
+    add_command,
+    add_quiet,
+    add_tokenizer_args,
+    integer,
+    load_tokenizer,
+    megabytes,
+    number,
+    separator_of,
+)
 
 EXAMPLE_BUILD = ("tokenmill store build --tokenizer tok.json --input corpus/ data.jsonl.zst --out store/ "
                  "--workers 4")
@@ -25,7 +34,7 @@ def register(sub) -> None:
     b.add_argument("--input", nargs="+", required=True, metavar="PATH",
                    help="files, folders or globs: .txt, .jsonl/.ndjson, .parquet, optionally .gz/.zst")
     b.add_argument("--out", required=True, help="the store folder to write")
-    b.add_argument("--workers", type=int, default=None, help="parallel workers (default: all cores)")
+    b.add_argument("--workers", type=integer, default=None, help="parallel workers (default: all cores)")
     b.add_argument("--engine", choices=["local", "process", "ray"], default="local",
                    help="local threads (default), local processes (many tiny documents), or Ray tasks")
     b.add_argument("--ray-address", default=None, help="Ray cluster address for --engine ray (e.g. auto)")
@@ -45,7 +54,7 @@ def register(sub) -> None:
     b.add_argument("--special-text", choices=["error", "special", "plain"], default="error",
                    help="text that spells a special token: fail (default), encode it as the special token (data "
                         "whose documents spell their own separators), or as plain text")
-    b.add_argument("--shard-mb", type=float, default=16,
+    b.add_argument("--shard-mb", type=number, default=16,
                    help="megabytes of text (the documents' UTF-8) per shard, a positive number (default 16)")
     b.add_argument("--overwrite", action="store_true", help="replace a store built with other arguments")
     b.add_argument("--json", action="store_true", help="print what was built as JSON")
@@ -97,14 +106,26 @@ def register(sub) -> None:
 
 
 def add_role_ids(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--eos-id", type=int, default=None, metavar="ID",
+    p.add_argument("--eos-id", type=integer, default=None, metavar="ID",
                    help="the id of EOS (default: the tokenizer's EOS, declared by its model folder or found by name)")
-    p.add_argument("--bos-id", type=int, default=None, metavar="ID", help="the id of BOS (with --bos; default: the "
+    p.add_argument("--bos-id", type=integer, default=None, metavar="ID", help="the id of BOS (with --bos; default: the "
                    "tokenizer's BOS)")
+
+
+def check_role_ids(args: argparse.Namespace) -> None:
+    """--eos-id with --no-eos, --bos-id without --bos: refused (they had been ignored, silently)."""
+    from ..errors import ConfigError
+
+    if args.eos_id is not None and args.no_eos:
+        raise ConfigError(f"--eos-id {args.eos_id} and --no-eos: no EOS is appended, so its id is unused; leave one out")
+    if args.bos_id is not None and not args.bos:
+        raise ConfigError(f"--bos-id {args.bos_id} without --bos: BOS is prepended only with --bos; add --bos, or leave "
+                          "--bos-id out")
 
 
 def cmd_build(args: argparse.Namespace) -> int:
     from ..data.store import TokenStore
+    check_role_ids(args)
     shard_bytes = megabytes(args.shard_mb, "--shard-mb")
     sep = separator_of(args)  # the same as `tokenmill train`
     tok = load_tokenizer(args)
@@ -218,6 +239,10 @@ def _encode_and_save(args, tok, examples: list, where: list[str], template: str 
     from ..errors import InputError, SpecialTokenError
 
     special = {"error": ((), "all"), "special": ("all", "all"), "plain": ((), ())}[args.special_text]
+    check_role_ids(args)
+    if not examples:  # (an empty store had been written, and a garbled summary)
+        raise InputError(f"{', '.join(map(str, args.input))} hold no examples; pass JSONL records of prompt and "
+                         "completion, or of messages")
     try:
         src = encode_sft(tok, examples, prompt=args.prompt_field, completion=args.completion_field,
                          messages=args.messages_field, chat_template=template,

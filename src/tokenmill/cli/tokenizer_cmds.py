@@ -13,6 +13,7 @@ from ._common import (
     add_rank_options,
     add_tokenizer_args,
     documents_from_args,
+    integer,
     load_tokenizer,
     say_replaced,
     seed,
@@ -25,18 +26,18 @@ def register(sub) -> None:
                             "--out tok.json",
                     func=cmd_train)
     add_document_args(p)
-    p.add_argument("--vocab-size", type=int, required=True, help="ids in all: 256 bytes + merges + special tokens")
+    p.add_argument("--vocab-size", type=integer, required=True, help="ids in all: 256 bytes + merges + special tokens")
     p.add_argument("--pattern", default="gpt4",
                    help="split preset (gpt2, gpt4 = cl100k, o200k, llama3, qwen2, ...; default gpt4), 'none' (one "
                         "chunk per document) or a regex")
     p.add_argument("--special", nargs="+", action="extend", default=[], metavar="TOKEN",
                    help="special tokens to add, e.g. --special '<|endoftext|>' '<pad>' (or the option repeated)")
-    p.add_argument("--min-frequency", type=int, default=1,
+    p.add_argument("--min-frequency", type=integer, default=1,
                    help="stop merging when the most frequent pair occurs fewer times (default 1)")
-    p.add_argument("--max-token-bytes", type=int, default=None, help="no token longer than this many bytes "
+    p.add_argument("--max-token-bytes", type=integer, default=None, help="no token longer than this many bytes "
                    "(default: no limit)")
     p.add_argument("--sample", default=None, help="a fraction of documents (0.1) or a byte budget (50MB)")
-    p.add_argument("--seed", type=seed, default=0, help="seed for --sample")
+    p.add_argument("--seed", type=seed, default=None, help="seed for --sample (default 0)")
     p.add_argument("--out", required=True, help="tokenizer file to write (JSON)")
     p.add_argument("--json", action="store_true", help="print what training saw and did as JSON")
     add_quiet(p)
@@ -48,7 +49,7 @@ def register(sub) -> None:
                             "--special '<|endoftext|>=151643' 'Hello world'", func=cmd_encode)
     add_tokenizer_args(p)
     g = p.add_mutually_exclusive_group(required=True)
-    g.add_argument("text", nargs="?", help="text to encode")
+    g.add_argument("text", nargs="?", help="text to encode (-: standard input, as --input -)")
     g.add_argument("--input", help="file to encode (UTF-8); - reads standard input")
     p.add_argument("--allow-special", action="store_true", help="encode special-token text as special tokens "
                    "(= --special-text special)")
@@ -78,7 +79,7 @@ def register(sub) -> None:
                     example="tokenmill inspect tok.json", func=cmd_inspect)
     p.add_argument("path", help="a tokenizer file, as --tokenizer takes (a rank file with --pattern)")
     add_rank_options(p)
-    p.add_argument("--top", type=int, default=10, help="how many merges and longest tokens to show")
+    p.add_argument("--top", type=integer, default=10, help="how many merges and longest tokens to show")
     p.add_argument("--json", action="store_true", help="print the summary as JSON (tokens as lists of byte values)")
     add_quiet(p)
 
@@ -99,7 +100,7 @@ def register(sub) -> None:
                        help=f"--to transformers: the {role.upper()} special token's text, or 'none' (default: what the "
                             "model's folder says, tokenizer_config.json or special_tokens_map.json, else found by "
                             "name" + (", e.g. <|endoftext|> or </s>)" if role == "eos" else ")"))
-    p.add_argument("--model-max-length", type=int, default=None, metavar="N",
+    p.add_argument("--model-max-length", type=integer, default=None, metavar="N",
                    help="--to transformers: the longest input the model takes, in tokens (default: the model's "
                         "folder's tokenizer_config.json, if it says)")
     p.add_argument("--chat-template", default=None, metavar="FILE",
@@ -188,13 +189,16 @@ def cmd_train(args) -> int:
         if sep and name and value.isdigit():
             raise ConfigError(f"--special {item!r}: train gives its special tokens the ids after the learned vocabulary, "
                               f"in the order given; pass the token's text alone, --special {name!r}")
+    if args.seed is not None and args.sample is None:  # (it had been a silent no-op)
+        raise ConfigError(f"--seed {args.seed} without --sample: training reads every document, the seed draws none; "
+                          "add --sample (e.g. 0.1 or 50MB), or leave --seed out")
     files = input_files(args)
     resolve_output(args.out, what="--out", inputs=files)  # fail before training, not after
     pattern = None if args.pattern.lower() == "none" else args.pattern
     replaced, blank = Replaced(), [0]
     tok = train_bpe(documents_from_args(args, files, replaced, blank), args.vocab_size, pattern=pattern,
                     special_tokens=args.special, min_frequency=args.min_frequency,
-                    max_token_bytes=args.max_token_bytes, sample=args.sample, seed=args.seed, progress=not args.quiet)
+                    max_token_bytes=args.max_token_bytes, sample=args.sample, seed=args.seed or 0, progress=not args.quiet)
     with protect_inputs(files):
         tok.save(args.out)
     say_replaced(replaced)
@@ -221,6 +225,8 @@ def cmd_train(args) -> int:
 
 
 def cmd_encode(args) -> int:
+    if args.input is None and args.text == "-":  # (as decode's "-": the text "-" itself had been encoded)
+        args.input = "-"
     tok = load_tokenizer(args)
     if args.input is not None:
         from ..data.text import Replaced, decode_utf8, read_input_bytes

@@ -5,14 +5,14 @@ from __future__ import annotations
 import json
 import time
 
-from ._common import add_command, add_quiet
+from ._common import add_command, add_quiet, integer
 
 
 def register(sub) -> None:
     p = add_command(sub, "warmup",
                     help="compile every kernel once, in parallel (a new install's first run is then as fast as later ones)",
                     example="tokenmill warmup --jobs 2", func=cmd_warmup)
-    p.add_argument("--jobs", type=int, default=None, metavar="N",
+    p.add_argument("--jobs", type=integer, default=None, metavar="N",
                    help="parallel compile processes (default: all cores)")
     p.add_argument("--json", action="store_true", help="print the seconds per kernel family as JSON")
     add_quiet(p)

@@ -11,6 +11,7 @@ from ._common import (
     add_quiet,
     add_tokenizer_args,
     documents_from_args,
+    integer,
     load_tokenizer,
     say_replaced,
     seed,
@@ -25,21 +26,21 @@ def register(sub) -> None:
         func=cmd_windows)
     add_tokenizer_args(p)
     add_document_args(p)
-    p.add_argument("--window", type=int, required=True, help="tokens per window (special tokens included)")
-    p.add_argument("--stride", type=int, default=None, help="step between window starts (default: half the content, (window - reserve) // 2)")
-    p.add_argument("--start-offset", type=int, default=0, help="first start (clamped to max(N - window, 0))")
+    p.add_argument("--window", type=integer, required=True, help="tokens per window (special tokens included)")
+    p.add_argument("--stride", type=integer, default=None, help="step between window starts (default: half the content, (window - reserve) // 2)")
+    p.add_argument("--start-offset", type=integer, default=0, help="first start (clamped to max(N - window, 0))")
     p.add_argument("--tail", choices=["align", "drop", "pad"], default="align",
                    help="tokens after the last full window: aligned last window, leave uncovered, short window")
     p.add_argument("--short", choices=["keep", "drop"], default="keep", help="documents shorter than the window")
-    p.add_argument("--max-windows-per-doc", type=int, default=None, help="keep k evenly spread windows per document")
+    p.add_argument("--max-windows-per-doc", type=integer, default=None, help="keep k evenly spread windows per document")
     p.add_argument("--jitter", choices=["global", "per_doc"], default=None,
                    help="random start offset in [0, stride) per epoch (training only)")
-    p.add_argument("--seed", type=seed, default=0)
-    p.add_argument("--epoch", type=int, default=0)
+    p.add_argument("--seed", type=seed, default=None, help="--jitter's seed (default 0)")
+    p.add_argument("--epoch", type=integer, default=None, help="--jitter's epoch (default 0)")
     p.add_argument("--score", choices=["all", "new"], default="all",
                    help="'new': score each token once (strided perplexity evaluation)")
-    p.add_argument("--reserve", type=int, default=0, help="room kept for special tokens inside --window")
-    p.add_argument("--preview", type=int, default=5, metavar="N", help="decode the first N windows (0: none)")
+    p.add_argument("--reserve", type=integer, default=0, help="room kept for special tokens inside --window")
+    p.add_argument("--preview", type=integer, default=5, metavar="N", help="decode the first N windows (0: none)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     add_quiet(p)
 
@@ -61,14 +62,19 @@ def _encoded(tok, texts, per_batch: int = 4096) -> list:
 
 
 def cmd_windows(args) -> int:
-
     from .._validate import check_int
     from ..data.readers import blank_note
     from ..data.source import ArraySource
     from ..data.text import Replaced
+    from ..errors import ConfigError
     from ..windows import SlidingWindows, coverage_report, preview
 
     n_preview = check_int(args.preview, "--preview", min=0)  # (before any work: "n=-1" named preview's argument)
+    given = [o for o, v in (("--seed", args.seed), ("--epoch", args.epoch)) if v is not None]
+    if given and args.jitter is None:  # (they move only jittered starts: had been echoed in --json, unused)
+        raise ConfigError(f"{' and '.join(given)} without --jitter: windows start where the stride puts them, the same "
+                          "in every epoch; add --jitter global (or per_doc), or leave them out")
+    args.seed, args.epoch = args.seed or 0, args.epoch or 0
     tok = load_tokenizer(args)
     # half the content by default (the window less --reserve: half the window left gaps where --reserve
     # took half or more of it)

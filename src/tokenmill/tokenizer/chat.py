@@ -30,7 +30,8 @@ _MARKS = ("\x00\x02tokenmill:generation\x02\x00", "\x00\x03tokenmill:end-generat
 _HAS_GENERATION = re.compile(r"\{%-?\s*generation\s*-?%\}")
 
 
-def _compiled(template: str):
+def compiled_template(template: str):
+    """The compiled Jinja ``template`` (one per template, per process); a ConfigError where it does not parse."""
     hit = _ENVIRONMENTS.get(template)
     if hit is not None:
         return hit
@@ -97,7 +98,7 @@ def render_chat(template: str, messages: Sequence[dict], *, add_generation_promp
     import jinja2
 
     try:
-        return _compiled(template).render(messages=list(messages), add_generation_prompt=add_generation_prompt,
+        return compiled_template(template).render(messages=list(messages), add_generation_prompt=add_generation_prompt,
                                           **variables)
     except jinja2.exceptions.TemplateError as e:
         raise InputError(f"{where}: the chat template refused it: {e}") from None

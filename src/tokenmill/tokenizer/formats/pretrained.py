@@ -37,7 +37,7 @@ import os
 from pathlib import Path
 
 from ..._io import atomic_path, check_writable_folder, fs_path, json_text, read_bytes_limited, resolve_output
-from ...errors import ConfigError, FormatError, require, warn
+from ...errors import ConfigError, FormatError, MissingExtraError, require, warn
 from ..special import BOS_NAMES, EOS_NAMES, PAD_NAMES
 
 ROLES = ("bos_token", "eos_token", "unk_token", "pad_token")
@@ -262,6 +262,12 @@ def _config(roles: dict, model_max_length, source: dict | None = None, chat_temp
         if not isinstance(chat_template, str) or not chat_template.strip():
             raise ConfigError(f"chat_template={chat_template!r}: pass the template's Jinja text (a non-empty str), "
                               "or None")
+        try:  # (a template that does not parse had been written: transformers fails on it at apply_chat_template)
+            from ..chat import compiled_template
+
+            compiled_template(chat_template)
+        except MissingExtraError:  # (no jinja2 here: written unchecked, as transformers reads it)
+            pass
         body["chat_template"] = chat_template
     elif source is not None and source["chat_template"] is not None:
         body["chat_template"] = source["chat_template"]
