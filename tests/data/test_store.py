@@ -911,3 +911,26 @@ def test_the_eos_a_model_declares_is_the_stores_and_a_stray_eos_id_is_said(tmp_p
     with pytest.warns(UserWarning, match=r"eos_id=104 \('h'\) is none of the tokenizer's special tokens"):
         st = build(tmp_path / "typo", texts(["hello"]), t, eos_id=104)
     assert st.get(0).tolist()[-1] == 104
+
+
+def test_a_first_run_charges_a_build_to_the_twins_budget_once(tmp_path, tok, monkeypatch):
+    """A store build asked whether to encode on the pure-Python twin at three layers, each charging the same texts
+    to the first run's budget: a 710 KB corpus spent 2.1 MB of it and the demo compiled for a minute. Asked once
+    per batch now: the bytes charged are the corpus', and the store is the same."""
+    from tokenmill import Tokenizer
+    from tokenmill.tokenizer.bpe import encoder
+
+    charged = []
+
+    def first(size):
+        charged.append(size)
+        return True
+
+    docs = [f"document {i} the then there, théâtre 漢字 " * (1 + i % 7) for i in range(300)]
+    ref = build(tmp_path / "ref", texts(docs), tok)
+    fresh = Tokenizer.from_dict(tok.to_dict())  # (no compiled encoder yet: python_first is asked)
+    monkeypatch.setattr(encoder, "python_first", first)
+    got = build(tmp_path / "twin", texts(docs), fresh, workers=1)
+    assert store_bytes(tmp_path / "twin") == store_bytes(tmp_path / "ref") and len(got) == len(ref)
+    total = sum(len(d.encode()) for d in docs)
+    assert total in charged and sum(charged) <= total + 64, charged  # (once; 2-3 times the corpus had been charged)

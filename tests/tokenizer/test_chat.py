@@ -153,3 +153,17 @@ def test_generation_blocks_decide_the_targets_as_transformers_assistant_masks(to
     with pytest.raises(InputError, match="NUL-delimited marker"):
         chat_segments(template, [{"role": "user", "content": "\x00\x02tokenmill:generation\x02\x00"},
                                  {"role": "assistant", "content": "x"}])
+
+
+def test_without_jinja2_the_error_names_the_extra(monkeypatch):
+    """render_chat imported jinja2 before the function that says which extra brings it: a bare
+    ModuleNotFoundError (the CLI: "a bug in tokenmill")."""
+    import sys
+
+    from tokenmill.errors import MissingExtraError
+    from tokenmill.tokenizer import chat
+
+    monkeypatch.setitem(sys.modules, "jinja2", None)
+    monkeypatch.setattr(chat, "_ENVIRONMENTS", {})
+    with pytest.raises(MissingExtraError, match=r"tokenmill\[chat\]"):
+        render_chat(CHATML, CONV[:2])

@@ -95,11 +95,11 @@ def render_chat(template: str, messages: Sequence[dict], *, add_generation_promp
     """
     if not isinstance(template, str) or not template.strip():
         raise ConfigError(f"chat_template={template!r}: pass the model's Jinja chat template (a non-empty str)")
+    compiled = compiled_template(template)  # (first: without jinja2, the error that names the extra)
     import jinja2
 
     try:
-        return compiled_template(template).render(messages=list(messages), add_generation_prompt=add_generation_prompt,
-                                          **variables)
+        return compiled.render(messages=list(messages), add_generation_prompt=add_generation_prompt, **variables)
     except jinja2.exceptions.TemplateError as e:
         raise InputError(f"{where}: the chat template refused it: {e}") from None
 

@@ -185,15 +185,26 @@ class Encoding:
         bounds = np.concatenate([g[1][:-1] + s for g, s in zip(got, starts.tolist())] + [np.array([ids.size])])
         return ids, bounds.astype(np.int64, copy=False)
 
-    def encode_flat_parts(self, texts: list, allowed_special, disallowed_special):
+    def encode_flat_parts(self, texts: list, allowed_special, disallowed_special, twin: bool | None = None):
         """``encode_flat`` of ``texts`` on this thread, a kernel group at a time: ``(lo, hi, ids, bounds)`` of
         ``texts[lo:hi]``, ``ids`` possibly a view of this thread's buffer, valid until the next item is
         asked for (for a caller that writes them elsewhere at once, as the token store does: no int64 block
-        of their own, no page faults for it)."""
+        of their own, no page faults for it). ``twin``: whether the caller chose the pure-Python twin already
+        (:meth:`python_first` asked once per batch: each layer had charged the same texts to the first run's
+        budget again, so a store build of 710 KB compiled for a minute where 2 MB were meant to run at once)."""
         sizes, strs = text_sizes(texts)
         total = int(sizes.sum())
-        if self.python_first(total) or not texts:
-            yield (0, len(texts), *self.encode_flat(texts, 1, allowed_special, disallowed_special))
+        if not texts:
+            yield (0, 0, *self.encode_flat(texts, 1, allowed_special, disallowed_special))
+            return
+        if self.python_first(total) if twin is None else twin:
+            check_strs(texts, strs, "encode_flat")
+            try:
+                got = _joined([np.array(ids, np.int64) for ids in self._python_batch(texts, allowed_special,
+                                                                                      disallowed_special)])
+            except SpecialTokenError as e:
+                raise self._named(texts, e, allowed_special, disallowed_special) from None
+            yield (0, len(texts), *got)
             return
         flat = self._group_encoder(texts, 1, total, strs, allowed_special, disallowed_special)
         b = group_bounds(sizes, GROUP_BYTES, len(texts))
@@ -208,7 +219,8 @@ class Encoding:
         n = docs.size - 1
         sizes = np.diff(docs)
         _, fast, needles = self._plain_rule(allowed_special, disallowed_special)
-        direct = fast and not self.spec.add_prefix_space and n > 0 and not self.python_first(int(docs[-1]))
+        twin = n > 0 and self.python_first(int(docs[-1]))  # (asked once for the whole batch)
+        direct = fast and not self.spec.add_prefix_space and n > 0 and not twin
         b = group_bounds(sizes, GROUP_BYTES, n)
         for lo, hi in zip(b[:-1], b[1:]):
             got = None
@@ -219,7 +231,7 @@ class Encoding:
                 yield lo, hi, *got
                 continue
             texts = utf8_texts(data, docs[lo : hi + 1])
-            for a, z, ids, bounds in self.encode_flat_parts(texts, allowed_special, disallowed_special):
+            for a, z, ids, bounds in self.encode_flat_parts(texts, allowed_special, disallowed_special, twin=twin):
                 yield lo + a, lo + z, ids, bounds
 
     def _plain_rule(self, allowed_special, disallowed_special):
