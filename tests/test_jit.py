@@ -407,3 +407,58 @@ def test_the_planners_and_the_encoder_hand_their_kernels_read_only_inputs(monkey
     Tokenizer.from_ranks({**{bytes([i]): i for i in range(256)}, b"ab": 256}, pattern="gpt2").encode("ab")
     assert {name for name, _ in seen} == {"items", "count", "fill", "build_pair_table"}
     assert all(not any(flags) for _, flags in seen), seen
+
+
+def test_an_interrupted_warmup_starts_no_job_and_ends_the_running_ones():
+    """Ctrl-C during `tokenmill warmup` printed "interrupted" and went on for 100 s: the pool started every queued
+    job before exiting. The queued ones are cancelled now, the running ones killed."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = ("import sys, time\n"
+              "from tokenmill import _jit\n"
+              "_jit.JOBS = {f'sleep{i}': 'import time; time.sleep(60)' for i in range(4)}\n"
+              "print('started', flush=True)\n"
+              "try:\n"
+              "    _jit.warmup(1, progress=False)\n"
+              "except KeyboardInterrupt:\n"
+              "    print('interrupted', len(_jit._running), flush=True)\n"
+              "    sys.exit(130)\n")
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "started"
+    time.sleep(1.5)  # (the first job running, three queued)
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 130 and time.monotonic() - t0 < 10, out
+    assert out.strip().startswith("interrupted")
+
+
+def test_with_no_writable_cache_folder_the_kernels_cache_in_a_private_temporary_one():
+    """A read-only install with no writable NUMBA_CACHE_DIR or home: every tokenmill command had failed with numba's
+    "cannot cache function: no locator available" (reported as a bug in tokenmill). The kernels now cache in a
+    folder of the process's own, said once. (Every other locator refused here, as a read-only file system does.)"""
+    import subprocess
+    import sys
+
+    script = ("import os, warnings\n"
+              "os.environ.pop('NUMBA_CACHE_DIR', None)\n"
+              "from numba.core import caching\n"
+              "orig = caching._CacheLocator.ensure_cache_path\n"
+              "def ensure(self):\n"
+              "    if 'tokenmill-numba-' not in self.get_cache_path():\n"
+              "        raise OSError('read-only file system')\n"
+              "    return orig(self)\n"
+              "caching._CacheLocator.ensure_cache_path = ensure\n"
+              "with warnings.catch_warnings(record=True) as w:\n"
+              "    warnings.simplefilter('always')\n"
+              "    from tokenmill.tokenizer import _wide\n"
+              "print(_wide.ix._cache._cache_path)\n"
+              "print([str(x.message) for x in w if 'no writable folder' in str(x.message)])\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    path, said = out.stdout.strip().splitlines()[-2:]
+    assert "tokenmill-numba-" in path and os.path.isdir(path.rsplit("tokenmill-numba-", 1)[0])
+    assert "set NUMBA_CACHE_DIR to a writable folder" in said and said.count("no writable folder") == 1

@@ -77,6 +77,26 @@ def _digest(root: str) -> str:
     return h.hexdigest()
 
 
+def _temporary_cache_root() -> str:
+    """A private folder for this process's kernel cache (made once, with a warning saying why and what to set)."""
+    with _lock:
+        root = _state.get("temporary_cache")
+        if root is None:
+            import tempfile
+
+            root = _state["temporary_cache"] = tempfile.mkdtemp(prefix="tokenmill-numba-")
+            fresh = True
+        else:
+            fresh = False
+    if fresh:
+        from .errors import warn
+
+        warn(f"no writable folder for the compiled kernels (NUMBA_CACHE_DIR unset or not writable, the package's "
+             f"folder and the user cache read-only): they are cached in {root} for this process only and compiled "
+             "again by the next one; set NUMBA_CACHE_DIR to a writable folder to keep them")
+    return root
+
+
 def _key_caches_on_every_kernel_source() -> None:
     """numba keys a kernel's disk cache on its own source file alone, but a kernel holds the machine
     code of every helper it inlines from other modules (the Llama 3 / Qwen splitter inlines
@@ -106,6 +126,18 @@ def _key_caches_on_every_kernel_source() -> None:
     made = [type(f"Kernel{base.__name__}", (_Keyed, base), {})
             for base in (caching.UserProvidedCacheLocator, caching.InTreeCacheLocator, caching.UserWideCacheLocator)]
     caching.CacheImpl._locator_classes[:0] = made
+
+    class _Temporary(_Keyed, caching.UserWideCacheLocator):
+        """The last resort, after every other locator: no writable NUMBA_CACHE_DIR, package folder or user cache
+        (a read-only container with no writable home) made every tokenmill command fail with numba's "cannot
+        cache function: no locator available", reported as a bug. The kernels then cache in a folder of this
+        process's own (made private by ``mkdtemp``: compiled again by every process), said once."""
+
+        def __init__(self, py_func, py_file):
+            super().__init__(py_func, py_file)
+            self._cache_path = os.path.join(_temporary_cache_root(), self.get_suitable_cache_subpath(py_file))
+
+    caching.CacheImpl._locator_classes.append(_Temporary)
 
     # A damaged cache file of a tokenmill kernel (an index or data file emptied by a power loss, cut short, or
     # edited) raised numba's unpickling error at the kernel's first call, on every run, the file never
@@ -441,12 +473,24 @@ class JobResult:
     error: str = ""
 
 
+_jobs_lock = threading.Lock()
+_running: set = set()  # the warm-up's compiling processes, ended if the warm-up is interrupted
+
+
 def _run(name: str, code: str, env: dict) -> JobResult:
     t0 = time.perf_counter()
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    proc = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    with _jobs_lock:
+        _running.add(proc)
+    try:
+        _, stderr = proc.communicate()
+    finally:
+        with _jobs_lock:
+            _running.discard(proc)
     dt = time.perf_counter() - t0
-    err = (out.stderr.strip().splitlines() or [""])[-1]
-    return JobResult(name, dt, out.returncode == 0, err)
+    err = (stderr.strip().splitlines() or [""])[-1]
+    return JobResult(name, dt, proc.returncode == 0, err)
 
 
 def warmup(jobs: int | None = None, *, only: list[str] | None = None, progress: bool = True) -> list[JobResult]:
@@ -469,13 +513,24 @@ def warmup(jobs: int | None = None, *, only: list[str] | None = None, progress: 
 
         bar = tqdm(total=len(names), desc="compiling kernels (first run only)", unit="family", file=sys.stderr)
     results: dict[str, JobResult] = {}
-    with ThreadPoolExecutor(workers) as ex:
+    ex = ThreadPoolExecutor(workers)
+    try:
         futures = {ex.submit(_run, n, JOBS[n], env): n for n in names}
         for fut in futures:
             r = fut.result()
             results[r.name] = r
             if bar is not None:
                 bar.update(1)
-    if bar is not None:
-        bar.close()
+    except BaseException:  # Ctrl-C: no job started after it, the running ones ended (the pool had started every
+        ex.shutdown(wait=False, cancel_futures=True)  # queued job first: 100 s more after "interrupted")
+        with _jobs_lock:
+            procs = list(_running)
+        for proc in procs:
+            with contextlib.suppress(OSError):
+                proc.kill()
+        raise
+    finally:
+        if bar is not None:
+            bar.close()
+    ex.shutdown()
     return [results[n] for n in names]
