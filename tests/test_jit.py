@@ -417,7 +417,8 @@ def test_an_interrupted_warmup_starts_no_job_and_ends_the_running_ones():
     import sys
     import time
 
-    script = ("import sys, time\n"
+    script = ("import signal, sys, time\n"
+              "signal.signal(signal.SIGINT, signal.default_int_handler)\n"  # (a terminal's: xdist's workers ignore it)
               "from tokenmill import _jit\n"
               "_jit.JOBS = {f'sleep{i}': 'import time; time.sleep(60)' for i in range(4)}\n"
               "print('started', flush=True)\n"
