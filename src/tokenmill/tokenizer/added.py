@@ -94,6 +94,7 @@ class AddedTokenMatcher:
 
         self._normalizer = normalizer
         self._raw = {t.content: t for t in added if not t.normalized}
+        self._raw_special = frozenset(c for c, t in self._raw.items() if t.special)
         self._norm = {self._normalize(t.content): t for t in added if t.normalized}
         self._raw_re = self._alternation(self._raw)
         self._norm_re = self._alternation(self._norm)
@@ -127,7 +128,7 @@ class AddedTokenMatcher:
             text = self._normalize(text)
             return [(text, None)] if text else []
         raw_re = self._raw_re
-        special = {c for c, t in self._raw.items() if t.special}
+        special = self._raw_special  # (worked out once, not per text)
         if special and allowed is not None and 0 < len(special & set(allowed)) < len(special):
             # some special tokens allowed, not all (tiktoken's model: HF allows all or none): matched among the
             # allowed ones and the non-special tokens only, as tiktoken's pattern holds only the allowed ones (an
