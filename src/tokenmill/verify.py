@@ -84,14 +84,16 @@ def packing_equivalence(model, docs: Sequence, block_size: int, *, method: str =
                         layout: Literal["documents", "stream"] = "documents",
                         attention: Literal["dense", "flex", "varlen"] = "dense", atol: float = 1e-5,
                         rtol: float = 1e-5, batch_size: int = 8, vocab_size: int | None = None,
-                        seed: int = 0) -> EquivalenceReport:
+                        seed: int = 0, progress: bool = False) -> EquivalenceReport:
     """Compare a model's logits on packed blocks with its logits on each document alone.
 
     ``docs``: id sequences, each at most ``block_size`` long (a split document cannot match: its
     later pieces lose their prefix). ``layout="stream"`` packs the same blocks as a plain stream
     (the failing baseline). ``vocab_size`` (default: ``model.config.vocab_size`` or the largest
     id + 1) bounds the replacement ids. Runs under ``torch.no_grad()`` in eval mode, on the device
-    of the model's parameters; the model's train/eval mode is restored afterwards.
+    of the model's parameters; the model's train/eval mode is restored afterwards. ``progress``: a
+    bar on stderr counting the model's runs (each document alone, then every packed block, twice:
+    thousands of documents take minutes on a CPU).
 
     >>> from tokenmill.torch import TinyCausalLM, TinyConfig
     >>> model = TinyCausalLM(TinyConfig(positions="learned"), seed=0)
@@ -135,6 +137,14 @@ def packing_equivalence(model, docs: Sequence, block_size: int, *, method: str =
     device = next((p.device for p in getattr(model, "parameters", lambda: iter(()))()), torch.device("cpu"))
     plan = pack(lengths, block_size, method=method, long_docs="error", seed=seed)
     runner = _Runner(model, torch, device, attention, layout == "stream")
+    if progress:
+        import sys
+
+        from tqdm.auto import tqdm
+
+        shared = _doc_to_replace(plan) is not None  # (the isolation check runs the blocks a second time)
+        runner.bar = tqdm(total=len(arrays) + plan.num_blocks * (1 + shared), desc="verify packing", unit="run",
+                          file=sys.stderr, leave=False)
 
     was_training = getattr(model, "training", False)
     if hasattr(model, "eval"):
@@ -147,6 +157,8 @@ def packing_equivalence(model, docs: Sequence, block_size: int, *, method: str =
             diff, bad = _compare(alone, packed, atol, rtol)
             replaced, iso_diff, moved = _isolation(runner, plan, arrays, packed, vocab, seed, batch_size, atol, rtol)
     finally:
+        if runner.bar is not None:
+            runner.bar.close()
         if hasattr(model, "train"):
             model.train(was_training)
     return EquivalenceReport(layout, len(arrays), plan.num_blocks, int(sum(max(n - 1, 0) for n in lengths)),
@@ -174,6 +186,7 @@ class _Runner:
         self.model, self.torch, self.device = model, torch, device
         self.attention, self.stream = attention, stream
         self.label_errors = 0  # of the last packed()
+        self.bar = None  # a progress bar counting runs (documents alone, blocks packed), or None
 
     def _logits(self, input_ids, position_ids, mask):
         out = self.model(input_ids, position_ids=position_ids, attention_mask=mask)
@@ -188,6 +201,8 @@ class _Runner:
             mask = (t.tensor([0, L], dtype=t.int32, device=self.device), L)
         else:
             mask = t.ones(L, L, dtype=t.bool, device=self.device).tril()[None, None]
+        if self.bar is not None:
+            self.bar.update(1)
         return self._logits(x, pos, mask)[0, : max(L - 1, 0)]
 
     def packed(self, plan, arrays, batch_size: int):
@@ -212,6 +227,8 @@ class _Runner:
                 mask = sdpa_mask(batch, device=self.device)
             logits = self._logits(t.as_tensor(batch.input_ids, device=self.device),
                                   t.as_tensor(batch.position_ids, device=self.device), mask)
+            if self.bar is not None:
+                self.bar.update(len(batch.input_ids))
             for d in np.unique(batch.doc_ids[batch.doc_ids >= 0]).tolist():
                 rows, cols = np.nonzero(batch.doc_ids == d)
                 order = np.argsort(batch.token_offsets[rows, cols])

@@ -41,6 +41,19 @@ def test_verify_packing_command(capsys):
                  "--expect", "fail", "--positions", "rope"]) == 0
 
 
+def test_verify_packing_shows_progress(capsys):
+    """Thousands of documents run for minutes: ``--progress`` shows a bar counting the model's runs (each
+    document alone, the packed blocks twice), ``--quiet`` none (it had shown none either way)."""
+    pytest.importorskip("torch")
+    assert main(["verify-packing", "--docs", "6", "--block-size", "24", "--positions", "rope", "--progress"]) == 0
+    err = capsys.readouterr().err
+    assert "verify packing" in err
+    done = {int(m) for m in __import__("re").findall(r"verify packing: 100%\S*\s*(\d+)/", err)}
+    assert len(done) == 1 and done.pop() > 6  # the 6 documents alone and the blocks
+    assert main(["verify-packing", "--docs", "6", "--block-size", "24", "--positions", "rope", "--quiet"]) == 0
+    assert "verify packing" not in capsys.readouterr().err
+
+
 def test_verify_packing_json_and_quiet(capsys):
     """``verify-packing --json`` prints each report's counts (it had no --json), and both commands take
     ``--quiet`` (argparse had refused it, exit 2)."""

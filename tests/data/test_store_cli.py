@@ -60,6 +60,9 @@ def test_errors_are_reported_not_raised(tmp_path, tok, capsys):
     assert main(["store", "verify", str(tmp_path / "s")]) != 0
     err = capsys.readouterr().err
     assert "not a finished token store" in err and err.startswith("tokenmill store verify: error: ")
+    # a build that stopped on bad input is not called only "interrupted": it says to fix what stopped it
+    assert "or stopped on an error such as bad input: rerun it with the same arguments to resume, once what " \
+        "stopped it is fixed" in err
     assert main(["store", "verify", str(tmp_path / "bad.jsonl")]) != 0  # an input file given for the store
     assert "bad.jsonl is a file, not a token store" in capsys.readouterr().err
     (tmp_path / "plain").mkdir()

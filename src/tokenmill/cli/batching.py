@@ -204,7 +204,8 @@ def cmd_verify(args) -> int:
     for pos in args.positions:
         model = TinyCausalLM(TinyConfig(positions=pos, **cfg_kw), seed=args.seed, dtype=dtype)
         report = packing_equivalence(model, docs, args.block_size, method=args.method, layout=args.layout,
-                                     attention=args.attention, atol=atol, rtol=0.0, seed=args.seed)
+                                     attention=args.attention, atol=atol, rtol=0.0, seed=args.seed,
+                                     progress=not args.quiet)
         if not args.json:
             print(f"{pos:>7} positions: {report}")
         outcomes.append(report)

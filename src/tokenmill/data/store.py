@@ -1854,7 +1854,8 @@ class TokenStore(StoreSource):
             if (path / BUILD_STATE).exists():  # (from_token_arrays writes no resumable journal: it is run again)
                 arrays = _recorded_fingerprint(path, BUILD_STATE)[1].get("token_arrays")
                 extra = (" (from_token_arrays was interrupted: run it again with overwrite=True)" if arrays else
-                         " (a build was interrupted: rerun it with the same arguments to resume)")
+                         " (a build was interrupted, or stopped on an error such as bad input: rerun it with the same "
+                         "arguments to resume, once what stopped it is fixed)")
             if not path.exists():
                 old = _old_dir(path)
                 if (old / MANIFEST).exists():
