@@ -30,6 +30,7 @@ from typing import Literal, Sequence
 import numpy as np
 
 from ._validate import check_array, check_float, check_int
+from ._words import counted
 from .conventions import IGNORE_INDEX
 from .errors import ConfigError, require
 
@@ -70,13 +71,15 @@ class EquivalenceReport:
     def __str__(self) -> str:
         verdict = "PASS" if self.passed else "FAIL"
         iso = ("no block holds two documents" if self.replaced_doc is None else
-               f"replacing document {self.replaced_doc} moved {self.moved_targets:,d} other targets "
+               f"replacing document {self.replaced_doc} moved {counted(self.moved_targets, 'other target')} "
                f"(max {self.isolation_max_diff:.2e})")
-        return (f"{verdict} ({self.layout} layout): {self.documents:,d} documents in {self.blocks:,d} blocks; "
+        return (f"{verdict} ({self.layout} layout): {counted(self.documents, 'document')} in "
+                f"{counted(self.blocks, 'block')}; "
                 f"{self.mismatched_targets:,d} of {self.targets_compared:,d} targets differ from the "
                 f"documents run alone (max |diff| {self.max_abs_diff:.2e}, atol {self.atol:g}, "
                 f"rtol {self.rtol:g}); {iso}; "
-                + (f"{self.label_errors:,d} labels are not their document's own next token" if self.label_errors
+                + (f"{counted(self.label_errors, 'label is', 'labels are')} not their document's own next token"
+                   if self.label_errors
                    else "every label is its document's own"))
 
 

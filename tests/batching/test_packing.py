@@ -242,7 +242,7 @@ def test_materialized_batches_are_consistent(lengths, block_size, method, fragme
 
 def test_summary_mentions_what_was_not_packed_as_is():
     text = str(pack([10, 3, 0], 4, long_docs="truncate"))
-    assert "truncated 1 (6 tokens)" in text and "1 empty documents" in text
+    assert "truncated 1 (6 tokens)" in text and "1 empty document" in text
 
 
 def test_bad_options():

@@ -39,6 +39,7 @@ import numpy as np
 
 from .._arrays import is_sealed, owned, ranks_in_groups, readonly, seal
 from .._validate import check_array, check_bool, check_int, check_rows, check_spans, document_lengths
+from .._words import counted
 from ..data.masked import loss_mask_of, refuse_flags_as_ids
 from ..data.source import TokenSource, as_source, check_memory_ids, ids_checked, reader
 from ..errors import ConfigError, InputError, warn
@@ -194,11 +195,12 @@ class PackPlan:
         return list(zip(self.doc[lo:hi].tolist(), self.start[lo:hi].tolist(), self.length[lo:hi].tolist()))
 
     def __str__(self) -> str:
-        return (f"PackPlan({self.method}, block_size={self.block_size:,d}): {self.num_docs:,d} documents "
-                f"-> {self.num_blocks:,d} blocks, {self.tokens:,d} tokens, fill {self.fill:.2%}, "
-                f"padding {self.padding:,d}; split {self.split_docs:,d} documents, truncated "
-                f"{self.truncated_docs:,d} ({self.truncated_tokens:,d} tokens), "
-                f"{self.boundary_targets:,d} targets lost at cuts, {self.empty_docs:,d} empty documents")
+        return (f"PackPlan({self.method}, block_size={self.block_size:,d}): {counted(self.num_docs, 'document')} "
+                f"-> {counted(self.num_blocks, 'block')}, {counted(self.tokens, 'token')}, fill {self.fill:.2%}, "
+                f"padding {self.padding:,d}; split {counted(self.split_docs, 'document')}, truncated "
+                f"{self.truncated_docs:,d} ({counted(self.truncated_tokens, 'token')}), "
+                f"{counted(self.boundary_targets, 'target')} lost at cuts, "
+                f"{counted(self.empty_docs, 'empty document')}")
 
     # ---- checks ------------------------------------------------------------------------------
     def validate(self) -> None:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
+from .._words import counted
 from ..conventions import target_mask
 
 
@@ -77,10 +78,10 @@ class BatchStats:
         return self.targets / unique if unique else 0.0
 
     def __str__(self) -> str:
-        return (f"{self.sequences:,d} sequences, {self.positions:,d} positions, {self.non_pad:,d} non-pad "
-                f"({self.fill_rate:.1%}), {self.targets:,d} effective targets ({self.target_rate:.1%} of "
-                f"positions; {self.duplicate_targets:,d} duplicates), {self.documents:,d} documents, "
-                f"{self.truncated_tokens:,d} truncated tokens")
+        return (f"{counted(self.sequences, 'sequence')}, {counted(self.positions, 'position')}, "
+                f"{self.non_pad:,d} non-pad ({self.fill_rate:.1%}), {counted(self.targets, 'effective target')} "
+                f"({self.target_rate:.1%} of positions; {counted(self.duplicate_targets, 'duplicate')}), "
+                f"{counted(self.documents, 'document')}, {counted(self.truncated_tokens, 'truncated token')}")
 
 
 def stats_of(labels: np.ndarray, doc_ids: np.ndarray, token_offsets: np.ndarray, *,

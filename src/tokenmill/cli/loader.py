@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from .._words import counted
 from ._common import add_command, add_quiet, integer, number, seed
 
 
@@ -135,17 +136,19 @@ def cmd_loader(args) -> int:
         return 0
     what = "mixture of " + ", ".join(f"{p} ({w:g})" for p, _, w in parts) if report else parts[0][0]
     side = ("" if args.split is None else
-            f" (the training side of --split {args.split:g}: {out['documents']:,d} of {sum(whole):,d} documents)")
-    print(f"{what}: {out['documents']:,d} documents, {out['tokens']:,d} tokens{side}")
+            f" (the training side of --split {args.split:g}: {out['documents']:,d} of "
+            f"{counted(sum(whole), 'document')})")
+    print(f"{what}: {counted(out['documents'], 'document')}, {counted(out['tokens'], 'token')}{side}")
     print(f"samples per epoch {n:,d} of {out['sample_positions']:,d} positions (fill {out['fill']:.1%}, "
           f"{out['effective_targets_per_sample']:,.0f} effective targets each)")
     drawn = nb * sched.global_batch_size
     # (a mixture draws whole global batches; the rest of its samples carry into the next epoch, none is dropped:
     # "samples per epoch 5,887", "367 batches" of 16 and "leaves out 0" had not added up)
-    left = (f"{n - drawn:,d} samples carry into the next epoch (a mixture drops none)"
-            if report is not None and n > drawn else f"drop_last leaves out {out['dropped_samples']:,d} samples")
+    left = (f"{counted(n - drawn, 'sample carries', 'samples carry')} into the next epoch (a mixture drops none)"
+            if report is not None and n > drawn else
+            f"drop_last leaves out {counted(out['dropped_samples'], 'sample')}")
     print(f"global batch {sched.global_batch_size:,d} = {args.world_size} rank{'s' if args.world_size != 1 else ''} x {args.batch_size}: "
-          f"{nb:,d} batches per epoch on every rank; {left}")
+          f"{counted(nb, 'batch', 'batches')} per epoch on every rank; {left}")
     if report is not None:
         print(report)
     return 0

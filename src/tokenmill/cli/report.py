@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+from .._words import counted
 from ._common import add_command, add_quiet, add_tokenizer_args, integer, load_tokenizer, seed
 
 
@@ -51,6 +52,6 @@ def cmd_report(args) -> int:
     # (no tokens: no fill to say; its None had failed the format after the page was written)
     packing = (f"packing fill {p['fill']:.1%} vs padding {p['padding_fill']:.1%} at block size {p['block_size']:,d}"
                if p.get("fill") is not None and p.get("padding_fill") is not None else "no tokens to pack")
-    print(f"wrote {r.path} ({r.bytes:,d} bytes) in {r.seconds:.1f} s: {len(r.data.tokens['samples'])} samples, "
-          f"{t['tokens']:,d} tokens shown; {packing}")
+    print(f"wrote {r.path} ({r.bytes:,d} bytes) in {r.seconds:.1f} s: {counted(len(r.data.tokens['samples']), 'sample')}, "
+          f"{counted(t['tokens'], 'token')} shown; {packing}")
     return 0

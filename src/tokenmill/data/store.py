@@ -679,8 +679,9 @@ def _build_at(out: Path, srcs, tokenizer, opts, args: dict, shard_bytes: int, ov
         # (a resumed build's counts: what was kept, what was encoded now; said without progress bars too, as
         # the CLI writing to a log file has none, unless it was asked to be quiet)
         kept = [builder.records[k] for k in builder.reused]
-        _say(f"tokenmill: resumed an interrupted build: {len(kept):,d} of {len(builder.records):,d} shards "
-             f"({sum(r['documents'] for r in kept):,d} documents, {sum(r['tokens'] for r in kept):,d} tokens) "
+        _say(f"tokenmill: resumed an interrupted build: {len(kept):,d} of {counted(len(builder.records), 'shard')} "
+             f"({counted(sum(r['documents'] for r in kept), 'document')}, "
+             f"{counted(sum(r['tokens'] for r in kept), 'token')}) "
              f"were finished by the earlier run and kept, their input checked; "
              f"{len(builder.records) - len(kept):,d} encoded now")
     if replaced.count:

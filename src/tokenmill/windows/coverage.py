@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from .._words import counted
 from ..errors import ConfigError
 from .sliding import WindowPlan, as_lengths
 
@@ -80,15 +81,16 @@ class CoverageReport:
         shown = ", ".join(f"doc {d:,d} [{a:,d}, {b:,d})" for d, a, b in spans[:max_spans].tolist())
         more = f" (+{spans.shape[0] - max_spans:,d} more)" if spans.shape[0] > max_spans else ""
         return "\n".join([
-            f"coverage      {100 * self.coverage:.2f}% of {self.num_tokens:,d} tokens "
-            f"({self.num_tokens - self.covered_tokens:,d} uncovered in {spans.shape[0]:,d} spans{': ' if spans.shape[0] else ''}"
+            f"coverage      {100 * self.coverage:.2f}% of {counted(self.num_tokens, 'token')} "
+            f"({self.num_tokens - self.covered_tokens:,d} uncovered in {counted(spans.shape[0], 'span')}"
+            f"{': ' if spans.shape[0] else ''}"
             f"{shown}{more})",
             f"multiplicity  inputs min {self.multiplicity_min} / mean {self.multiplicity_mean:.3f} / max "
             f"{self.multiplicity_max}; targets min {self.target_multiplicity_min} / mean "
             f"{self.target_multiplicity_mean:.3f} / max {self.target_multiplicity_max} "
-            f"({self.tokens_never_scored:,d} tokens never scored)",
+            f"({counted(self.tokens_never_scored, 'token')} never scored)",
             f"windows/doc   min {wpd['min']:,d} / mean {wpd['mean']:.2f} / max {wpd['max']:,d} "
-            f"over {self.num_docs:,d} documents, {self.num_windows:,d} windows",
+            f"over {counted(self.num_docs, 'document')}, {counted(self.num_windows, 'window')}",
             f"checks        starts monotonic: {self.starts_monotonic}; duplicate windows: "
             f"{self.duplicate_windows:,d}; lengths <= window: {self.lengths_ok}",
         ])
