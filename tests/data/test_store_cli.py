@@ -193,6 +193,37 @@ def test_store_sft_of_chats_renders_them_with_the_template(tmp_path, tok, capsys
     assert f"{tmp_path / 'p.jsonl'}:1: the line is a JSON list, not an object" in capsys.readouterr().err
 
 
+def test_store_sft_takes_a_named_template_by_its_name(tmp_path, tok, capsys):
+    """A model folder whose config holds named chat templates: store sft renders chats with the 'default' one, or
+    the one --chat-template NAME names; with none called 'default' it says which there are."""
+    from tokenmill import MaskedSource
+
+    one = "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}<s>{% endfor %}"
+    two = "{% for m in messages %}[{{ m['role'] }}] {{ m['content'] }}\n{% endfor %}"
+    folder = tok.save_pretrained(tmp_path / "model", eos_token="<s>")
+    conf = json.loads((folder / "tokenizer_config.json").read_text())
+    rows = [{"messages": [{"role": "user", "content": "the theme"}, {"role": "assistant", "content": "then there"}]}]
+    (tmp_path / "chat.jsonl").write_text(json.dumps(rows[0]) + "\n")
+    base = ["store", "sft", "--tokenizer", str(folder), "--input", str(tmp_path / "chat.jsonl"), "-q"]
+    for names, extra, want in ((("default", "other"), [], one), (("default", "other"), ["--chat-template", "other"], two),
+                               (("a", "b"), ["--chat-template", "b"], two)):
+        conf["chat_template"] = [{"name": n, "template": t} for n, t in zip(names, (one, two))]
+        (folder / "tokenizer_config.json").write_text(json.dumps(conf))
+        out = tmp_path / f"sft-{len(list(tmp_path.iterdir()))}"
+        assert main(base + extra + ["--out", str(out)]) == 0, capsys.readouterr().err
+        assert tok.decode(MaskedSource.open(out).get(0).tolist()) == _rendered(want, rows[0]["messages"])
+    assert main(base + ["--out", str(tmp_path / "none")]) == 1
+    err = capsys.readouterr().err
+    assert "2 named chat templates and none called 'default' ('a', 'b'); pass the one to use by its name " \
+        "(--chat-template NAME)" in err
+
+
+def _rendered(template, messages):
+    from tokenmill.tokenizer.chat import render_chat
+
+    return render_chat(template, messages)
+
+
 def test_options_and_paths_a_probe_found_said_or_refused(tmp_path, tok, capsys):
     """store sft of a text file had read its whole text as the prompt and again as the completion (every book
     stored twice, exit 0); an EOS of another name could be set by no option; --ray-address without --engine ray

@@ -111,6 +111,35 @@ def test_a_transformers_tokenizer_brings_its_roles_and_template(tok, tmp_path):
     assert again.eos_token == "<|eot_id|>" and again.bos_token == "<|begin_of_text|>" and again.chat_template == LLAMA3
 
 
+def test_named_chat_templates_pick_the_default_or_the_one_named(tok, tmp_path):
+    """A tokenizer with named chat templates (a transformers object's dict, a config's list) renders a chat with
+    the one called 'default', as transformers' apply_chat_template does; chat_template='name' picks another. Had
+    been "the tokenizer has none of its own", also after save and load (the v3 file keeps the list)."""
+    pytest.importorskip("transformers")
+    from transformers import AutoTokenizer
+
+    from tokenmill import ConfigError, Tokenizer, as_tokenizer
+
+    d = tok.save_pretrained(tmp_path / "base", bos_token="<|begin_of_text|>", eos_token="<|endoftext|>")
+    hf = AutoTokenizer.from_pretrained(str(d))
+    hf.chat_template = {"default": CHATML, "tool_use": LLAMA3}
+    wrapped = as_tokenizer(hf)
+    wrapped.save(tmp_path / "t.json")
+    for given in (hf, wrapped, Tokenizer.load(tmp_path / "t.json")):
+        got = encode_sft(given, [{"messages": CONV}, {"prompt": "the cat ", "completion": "sat"}])
+        assert got.get(0).tolist() == list(hf.apply_chat_template(CONV, tokenize=True, return_dict=True)["input_ids"])
+        other = encode_sft(given, [{"messages": CONV}], chat_template="tool_use")
+        assert other.get(0).tolist() == list(hf.apply_chat_template(CONV, tokenize=True, return_dict=True,
+                                                                    chat_template="tool_use")["input_ids"])
+    hf.chat_template = {"a": CHATML, "b": LLAMA3}  # (transformers: "multiple chat templates with no default")
+    with pytest.raises(ConfigError, match="example 0 is a chat .* 2 named chat templates and none called 'default' "
+                                          r"\('a', 'b'\); pass the one to use by its name"):
+        encode_sft(hf, [{"messages": CONV}])
+    assert len(encode_sft(hf, [{"prompt": "the cat ", "completion": "sat"}])) == 1  # (no chat: no template needed)
+    assert encode_sft(hf, [{"messages": CONV}], chat_template="b").get(0).tolist() == \
+        encode_sft(hf, [{"messages": CONV}], chat_template=LLAMA3).get(0).tolist()
+
+
 def test_chats_refused_with_reasons(tok):
     with pytest.raises(InputError, match="example 0 is a chat .* no chat_template is given"):
         encode_sft(tok, [{"messages": CONV}])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 
 from .._words import counted
 from ._common import (
@@ -72,11 +73,12 @@ def register(sub) -> None:
                    help="the field (column) of the completion, the targets (default: completion)")
     f.add_argument("--format", choices=["auto", "jsonl", "parquet"], default="auto",
                    help="input format (default: by file extension)")
-    f.add_argument("--chat-template", metavar="FILE", default=None,
+    f.add_argument("--chat-template", metavar="FILE|NAME", default=None,
                    help="records holding a chat (--messages-field, a list of {role, content}) are rendered by this "
-                        "Jinja template (a .jinja file, or a tokenizer_config.json holding one), the assistant's "
-                        "turns the targets; default: the template of the --tokenizer's folder, where it has one "
-                        "(JSONL input)")
+                        "Jinja template (a .jinja file, a tokenizer_config.json holding one, or the name of one of "
+                        "the --tokenizer's named templates), the assistant's turns the targets; default: the "
+                        "template of the --tokenizer's folder, where it has one (its 'default' of named ones; JSONL "
+                        "input)")
     f.add_argument("--messages-field", default="messages", help="the field of a chat's messages (default: messages)")
     f.add_argument("--train-on", action="append", default=None, metavar="ROLE",
                    help="a chat's role whose turns are the targets (repeat for several; default: assistant)")
@@ -200,7 +202,13 @@ def _chat_template(args, tok) -> str | None:
     from ..tokenizer.formats.pretrained import own_chat_template, read_chat_template, read_config
 
     if args.chat_template is None:
-        return own_chat_template(tok)
+        try:
+            return own_chat_template(tok)
+        except ConfigError as e:
+            raise ConfigError(str(e).replace("(chat_template='...')", "(--chat-template NAME)")) from None
+    named = own_chat_template(tok, args.chat_template)
+    if named is not None and not os.path.exists(args.chat_template):  # (a name of the tokenizer's named templates)
+        return named
     if str(args.chat_template).endswith(".json"):
         template = read_config(args.chat_template).chat_template
         if not isinstance(template, str):

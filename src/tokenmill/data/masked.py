@@ -528,10 +528,16 @@ def encode_sft(tokenizer, examples, *, prompt: str = "prompt", completion: str =
     from ..tokenizer.formats.pretrained import roles_of
 
     roles = roles_of(tokenizer)
-    if chat_template is None:
-        from ..tokenizer.formats.pretrained import own_chat_template
+    from ..tokenizer.formats.pretrained import own_chat_template
 
-        chat_template = own_chat_template(tokenizer)
+    unchosen = None  # (named templates and none the default: said at the first chat, where one is needed)
+    if chat_template is None:
+        try:
+            chat_template = own_chat_template(tokenizer)
+        except ConfigError as e:
+            unchosen = e
+    elif isinstance(chat_template, str) and own_chat_template(tokenizer, chat_template) is not None:
+        chat_template = own_chat_template(tokenizer, chat_template)  # (one of its named templates, by its name)
     names = {k: v for k, v in roles.items() if v is not None}  # (an absent one is undefined: '' in a template)
     bos = special_id(tokenizer, _first(roles["bos_token"], BOS_NAMES), bos_id, "bos", prepend_bos)
     texts: list[str] = []
@@ -542,6 +548,8 @@ def encode_sft(tokenizer, examples, *, prompt: str = "prompt", completion: str =
     for i, ex in enumerate(examples):
         is_chat = is_chat_record(ex, messages, prompt)
         if is_chat:
+            if unchosen is not None:
+                raise ConfigError(f"example {i} is a chat (its {messages!r} field), but {unchosen}")
             if chat_template is None:
                 raise InputError(f"example {i} is a chat (its {messages!r} field) but no chat_template is given and "
                                  "the tokenizer has none of its own; pass the model's Jinja chat template (the one "

@@ -170,12 +170,23 @@ def roles_read(entry, source: str) -> dict:
     return out
 
 
-def own_chat_template(tok) -> str | None:
+def own_chat_template(tok, name: str | None = None) -> str | None:
     """The chat template that comes with ``tok`` (its model folder's, or the transformers object's it was made
-    from), where that is one template; else None."""
+    from); None where it has none. Where it has named templates (a config's list, a transformers object's dict):
+    the one called ``name``, else the one called ``"default"``, as transformers' ``apply_chat_template`` picks
+    (a ConfigError naming them where none is). With ``name``, None where ``tok`` has no template of that name."""
     conf = source_config(tok)
     template = None if conf is None else conf.get("chat_template")
-    return template if isinstance(template, str) else None
+    if not isinstance(template, list):
+        return template if isinstance(template, str) and name is None else None
+    named = {e["name"]: e["template"] for e in template}
+    if name is not None:
+        return named.get(name)
+    if "default" in named:
+        return named["default"]
+    raise ConfigError(f"the tokenizer has {len(named)} named chat templates and none called 'default' ("
+                      + ", ".join(repr(n) for n in named) + "); pass the one to use by its name "
+                      "(chat_template='...'), or a template's text")
 
 
 def transformers_config(obj) -> dict | None:
