@@ -184,6 +184,27 @@ def test_generation_blocks_decide_the_targets_as_transformers_assistant_masks(to
                                  {"role": "assistant", "content": "x"}])
 
 
+def test_a_generation_block_is_a_macros_body_as_in_transformers(tok, hf):
+    """transformers makes a {% generation %} block a call block: a {% set %} inside stays inside, and a {% break %}
+    there is "outside loop". A plain scope had rendered the break, a template transformers refuses."""
+    from tokenmill import ConfigError
+
+    brk = ("{% for m in messages %}{% if m.role == 'assistant' %}{% generation %}{{ m.content }}{% if loop.index > 1 %}"
+           "{% break %}{% endif %}{% endgeneration %}{% else %}{{ m.content }}{% endif %}{% endfor %}")
+    with pytest.raises(SyntaxError, match="outside loop"):
+        hf.apply_chat_template(CONV, chat_template=brk, tokenize=False)
+    with pytest.raises(ConfigError, match=r"does not parse \('break' outside loop\)"):
+        chat_segments(brk, CONV)
+    kept = ("{% set x = 'out' %}{% for m in messages %}{% if m.role == 'assistant' %}{% generation %}{% set x = 'in' %}"
+            "{{ m.content }}{{ x }}{{ loop.index }}{% endgeneration %}{{ x }}{% else %}{{ m.content }}{% endif %}"
+            "{% endfor %}")
+    assert render_chat(kept, CONV) == hf.apply_chat_template(CONV, chat_template=kept, tokenize=False)
+    out = hf.apply_chat_template(CONV, chat_template=kept, tokenize=True, return_dict=True,
+                                 return_assistant_tokens_mask=True)
+    assert encode_sft(tok, [{"messages": CONV}], chat_template=kept).loss_mask(0).tolist() == \
+        np.asarray(out["assistant_masks"], bool).tolist()
+
+
 def test_without_jinja2_the_error_names_the_extra(monkeypatch):
     """render_chat imported jinja2 before the function that says which extra brings it: a bare
     ModuleNotFoundError (the CLI: "a bug in tokenmill")."""

@@ -169,6 +169,37 @@ def test_the_models_roles_survive_tokenmills_own_file(tmp_path):
         Tokenizer.load(tmp_path / "t.json")
 
 
+def test_the_saved_chat_template_is_checked_as_strictly_as_the_rest(tmp_path):
+    """tokenmill writes ``pretrained`` itself, so its chat template is read as strictly as its roles: an unknown key
+    in a named entry, a blank template, an empty list or one over 1 MiB had loaded (and failed later, in
+    encode_sft, or never). A model folder's blank template is none: nothing is saved that would not load."""
+    from tokenmill._io import canonical_hash
+
+    src = tmp_path / "src"
+    train_bpe(["hello world, hi there"] * 20, 270, special_tokens=["<|endoftext|>"]).save_huggingface(
+        src / "tokenizer.json")
+    (src / "tokenizer_config.json").write_text(json.dumps({"eos_token": "<|endoftext|>", "chat_template": "  "}))
+    Tokenizer.from_huggingface(src).save(tmp_path / "t.json")
+    body = json.loads((tmp_path / "t.json").read_text())
+    assert body["version"] == 3 and body["pretrained"]["chat_template"] is None
+    assert Tokenizer.load(tmp_path / "t.json").encode("hi") == Tokenizer.from_huggingface(src).encode("hi")
+    bad = {"an unknown key": [{"name": "default", "template": "x", "bogus": 1}], "a blank template": "   ",
+           "an empty list": [], "a blank named template": [{"name": "default", "template": ""}],
+           "a nameless entry": [{"name": "", "template": "x"}], "5 MiB": "x" * (5 << 20)}
+    for what, value in bad.items():
+        edited = dict(body, pretrained=dict(body["pretrained"], chat_template=value))
+        edited["hash"] = canonical_hash({k: v for k, v in edited.items() if k != "hash"})
+        (tmp_path / "bad.json").write_text(json.dumps(edited))
+        with pytest.raises(FormatError, match="chat_template"):
+            Tokenizer.load(tmp_path / "bad.json")
+        print(what, "refused")
+    (src / "tokenizer_config.json").write_text(json.dumps({"chat_template": "x" * ((1 << 20) + 1)}))
+    with pytest.raises(ConfigError, match="chat template is 1,048,577 characters, more than the 1,048,576 a "
+                                          "tokenizer file keeps"):
+        Tokenizer.from_huggingface(src).save(tmp_path / "long.json")
+    assert not (tmp_path / "long.json").exists()
+
+
 @pytest.mark.parametrize("cls", ["PreTrainedTokenizerFast", "LlamaTokenizerFast"])
 def test_a_folders_own_tokenizer_json_decides_bos_whatever_the_configs_flags(tmp_path, cls):
     """A folder with its own tokenizer.json whose config says ``add_bos_token``/``add_eos_token``: transformers adds

@@ -49,12 +49,16 @@ def compiled_template(template: str):
         tags = {"generation"}
 
         def parse(self, parser):
+            # a call block, as transformers makes it: the body is a macro's (a {% set %} stays inside it, a
+            # {% break %} there is "outside loop", as transformers says, where a plain scope had rendered it)
             lineno = next(parser.stream).lineno
             body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
-            on = nodes.Name("tokenmill_generation_marks", "load", lineno=lineno)
-            mark = [nodes.Output([nodes.CondExpr(on, nodes.Const(m), nodes.Const(""), lineno=lineno)], lineno=lineno)
-                    for m in _MARKS]
-            return [mark[0], nodes.Scope(body, lineno=lineno), mark[1]]
+            call = self.call_method("_marked", [nodes.Name("tokenmill_generation_marks", "load", lineno=lineno)])
+            return nodes.CallBlock(call, [], [], body, lineno=lineno)
+
+        def _marked(self, on, caller):
+            text = caller()
+            return _MARKS[0] + text + _MARKS[1] if on else text
 
     def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
         return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
@@ -73,9 +77,12 @@ def compiled_template(template: str):
     env.globals["strftime_now"] = strftime_now
     try:
         compiled = env.from_string(template)
-    except jinja2.exceptions.TemplateSyntaxError as e:
-        raise ConfigError(f"the chat template does not parse (line {e.lineno}: {e.message}); pass the model's Jinja "
-                          "chat template (the one of its tokenizer_config.json, or its chat_template.jinja)") from None
+    except (jinja2.exceptions.TemplateSyntaxError, SyntaxError) as e:
+        # (a SyntaxError: Jinja's Python for the template does not compile, e.g. a {% break %} inside a
+        # {% generation %} block, which is a macro's body; transformers fails there too)
+        where = f"line {e.lineno}: {e.message}" if isinstance(e, jinja2.exceptions.TemplateSyntaxError) else e.msg
+        raise ConfigError(f"the chat template does not parse ({where}); pass the model's Jinja chat template (the "
+                          "one of its tokenizer_config.json, or its chat_template.jinja)") from None
     if len(_ENVIRONMENTS) > 16:
         _ENVIRONMENTS.clear()
     _ENVIRONMENTS[template] = compiled

@@ -270,7 +270,10 @@ class Tokenizer(VocabNames, PretrainedExport):
 
     @property
     def content_hash(self) -> str:
-        """A hash of everything that decides the ids (the saved file's ``hash``)."""
+        """A hash of everything that decides the ids: the tokenizer's identity, what stores and plans record.
+        It is the ``hash`` of a saved file of version 1 or 2; a version-3 file's ``hash`` also covers its
+        ``pretrained`` entry (roles, chat template: they decide no id), so there it is the file's checksum and
+        differs from this."""
         h = self.__dict__.get("_content_hash")
         if h is None:
             h = self._content_hash = tokenmill_format.content_hash(self._spec, self._merge_counts)

@@ -125,8 +125,8 @@ def source_config(tok) -> dict | None:
             if getattr(c, role) is not UNSET:
                 out[role], out["from"][role] = text(getattr(c, role)), name
     template = None if conf is None else conf.chat_template
-    out["chat_template"] = (template if not isinstance(template, list) else
-                            [{"name": e.name, "template": e.template} for e in template])
+    out["chat_template"] = _usable_template(template if not isinstance(template, list) else
+                                           [{"name": e.name, "template": e.template} for e in template])
     if "chat_template.jinja" in files:
         out["chat_template"] = read_chat_template(files["chat_template.jinja"], "chat template")
     for flag in ("add_bos_token", "add_eos_token"):  # (True where the config asks for it; else False)
@@ -134,6 +134,17 @@ def source_config(tok) -> dict | None:
     longest = None if conf is None else conf.model_max_length
     out["model_max_length"] = longest if type(longest) is int and 1 <= longest < 2**62 else None  # (1e30: none)
     return out
+
+
+def _usable_template(template):
+    """A chat template as found (a str, or a list of ``{name, template}``) without what renders nothing: a blank
+    template (a config's ``""``) or named entry is none; None where nothing is left."""
+    if isinstance(template, str):
+        return template if template.strip() else None
+    if isinstance(template, list):
+        kept = [e for e in template if e["name"] and e["template"].strip()]
+        return kept or None
+    return None
 
 
 def saved_roles(tok) -> dict | None:
@@ -145,7 +156,15 @@ def saved_roles(tok) -> dict | None:
     if conf is None:
         return None
     out: dict = {role: conf[role] for role in ROLES if conf.get(role, INFERRED) is not INFERRED}
-    out["chat_template"] = conf.get("chat_template")
+    out["chat_template"] = template = conf.get("chat_template")
+    from .schemas import TEMPLATE_CHARS
+
+    longest = max((len(t) for t in ([template] if isinstance(template, str) else
+                                    [e["template"] for e in template or ()])), default=0)
+    if longest > TEMPLATE_CHARS:  # (the file would be refused on load)
+        raise ConfigError(f"the model's chat template is {longest:,d} characters, more than the {TEMPLATE_CHARS:,d} a "
+                          "tokenizer file keeps; save the tokenizer without it (Tokenizer.from_huggingface of its "
+                          "tokenizer.json alone), or shorten the template")
     out["model_max_length"] = conf.get("model_max_length")
     out["add_bos_token"] = bool(conf.get("add_bos_token"))
     out["add_eos_token"] = bool(conf.get("add_eos_token"))
@@ -203,7 +222,7 @@ def transformers_config(obj) -> dict | None:
     template = obj.chat_template
     if isinstance(template, dict):  # (named templates: as a config's list)
         template = [{"name": str(k), "template": str(v)} for k, v in template.items()]
-    out["chat_template"] = template if isinstance(template, (str, list)) else None
+    out["chat_template"] = _usable_template(template)
     out["add_bos_token"] = out["add_eos_token"] = False  # (the backend's post-processor adds them: carried as such)
     longest = getattr(obj, "model_max_length", None)
     out["model_max_length"] = longest if type(longest) is int and 1 <= longest < 2**62 else None

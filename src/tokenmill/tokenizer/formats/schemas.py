@@ -71,6 +71,19 @@ class ChatTemplateEntry(Lenient):
     template: str
 
 
+# a chat template kept in tokenmill's own file: Jinja text, not blank, at most the 1 MiB a template file may hold
+# (``pretrained.read_chat_template``)
+TEMPLATE_CHARS = 1 << 20
+TemplateText = Annotated[str, Meta(min_length=1, max_length=TEMPLATE_CHARS, pattern=r"\S")]
+
+
+class SavedTemplate(Struct):
+    """One of the named chat templates of a tokenizer file's ``pretrained`` (a config's ``[{name, template}]``)."""
+
+    name: Annotated[str, Meta(min_length=1, max_length=1024)]
+    template: TemplateText
+
+
 class SavedRoles(Struct):
     """A tokenizer file's ``pretrained`` (version 3): what the model the tokenizer was read from says of its special
     tokens' roles, chat template and longest input (its folder's ``tokenizer_config.json``, or the transformers
@@ -82,7 +95,7 @@ class SavedRoles(Struct):
     eos_token: Union[str, None, UnsetType] = UNSET
     unk_token: Union[str, None, UnsetType] = UNSET
     pad_token: Union[str, None, UnsetType] = UNSET
-    chat_template: Union[str, list[ChatTemplateEntry], None] = None
+    chat_template: Union[TemplateText, Annotated[list[SavedTemplate], Meta(min_length=1, max_length=1024)], None] = None
     model_max_length: Union[Annotated[int, Meta(ge=1, le=2**62)], None] = None
     add_bos_token: bool = False
     add_eos_token: bool = False
