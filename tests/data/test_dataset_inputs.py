@@ -94,6 +94,25 @@ def test_special_token_text_in_a_build_names_the_build_option(tok, tmp_path):
     assert int((sp.get(0) == eos).sum()) == 1 and sp.manifest["build"]["special_text"] == "special"
 
 
+def test_documents_ending_with_their_own_eos_are_counted_when_another_is_appended(tok, tmp_path):
+    """special_text='special' reads a text's trailing '<|endoftext|>' as EOS, and the build appends another: the
+    documents ending with two had been stored without a word. A warning counts them; --no-eos stores one."""
+    from tokenmill.data import texts
+
+    eos = tok.special_tokens["<|endoftext|>"]
+    docs = ["the end<|endoftext|>", "then<|endoftext|>", "no eos here", "<|endoftext|> first", "<|endoftext|>"]
+    with pytest.warns(UserWarning, match="3 documents of .* end with two EOS .* pass append_eos=False "
+                                         r"\(CLI: --no-eos\)"):
+        st = TokenStore.build(tmp_path / "two", texts(docs), tok, special_text="special", progress=False)
+    assert [st.get(i)[-2:].tolist() == [eos, eos] for i in range(len(docs))] == [True, True, False, False, True]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # (no EOS appended, or none in the texts: nothing to say)
+        one = TokenStore.build(tmp_path / "one", texts(docs), tok, special_text="special", append_eos=False,
+                               progress=False)
+        TokenStore.build(tmp_path / "plain", texts(docs[2:3]), tok, special_text="special", progress=False)
+    assert one.get(0).tolist()[-1] == eos and len(one) == len(docs)
+
+
 def test_a_special_token_holding_a_semicolon_is_named_whole(gpt2_ranks_path, tmp_path):
     """The build's message gives what the text holds and where (``SpecialTokenError.found``) and its own advice;
     it had cut the tokenizer's message at its first ';', inside a token that holds one."""

@@ -689,6 +689,8 @@ def _build_at(out: Path, srcs, tokenizer, opts, args: dict, shard_bytes: int, ov
     blank = sum(s.blank_lines[0] for s in srcs if isinstance(getattr(s, "blank_lines", None), list))
     if blank:
         _say("tokenmill: " + blank_note(blank, "their line numbers are kept as the documents' rows"))
+    if opts.special_text == "special" and opts.eos_id is not None:
+        _say_doubled_eos(TokenStore.open(work), opts)
     if work != out:  # a replacement: verify every byte of the new store, then swap it in
         TokenStore.open(work).verify(progress=bool(progress))
         try:
@@ -703,6 +705,23 @@ def _out_dir(out_dir) -> str:
     """A store's output folder as given (a str), checked: a path, not empty."""
     return nonempty_path(fs_path(out_dir, "out_dir is {kind}; pass the store's folder (a str or a path)"), "out_dir",
                          "pass the store's folder")
+
+
+def _say_doubled_eos(store: "TokenStore", opts) -> None:
+    """Warn where documents end with two EOS: their text ended with EOS's own text, which ``special_text='special'``
+    reads as the token, and the build appended another (each such document then trains an EOS to predict EOS).
+    One gather of every document's last two ids (the store was just written: its pages are in memory)."""
+    eos, text = int(opts.eos_id), 1 + (opts.bos_id is not None)
+    n = 0
+    for sh in store.shards:
+        o = sh.offsets
+        ends = o[1:][np.diff(o) > text]  # (a document of some text: more than its BOS and EOS)
+        t = sh.tokens
+        n += int(((t[ends - 1] == eos) & (t[ends - 2] == eos)).sum())
+    if n:
+        warn(f"{counted(n, 'document')} of {store.path} end with two EOS (id {eos}): their text ends with the EOS "
+             "token's own text, which special_text='special' reads as the token, and the build appended another; "
+             "pass append_eos=False (CLI: --no-eos) where the texts end with their own EOS")
 
 
 def _doc_where(name: str, row: int) -> str:
