@@ -326,7 +326,7 @@ def test_train_takes_format_as_the_refusal_of_a_json_file_says(tmp_path, capsys)
     (tmp_path / "d.json").write_text('{"text": "hello world"}\n{"text": "second doc"}\n')
     out = str(tmp_path / "t.json")
     assert main(["train", "--input", str(tmp_path / "d.json"), "--vocab-size", "260", "--out", out, "-q"]) == 1
-    assert "(CLI: --format jsonl)" in capsys.readouterr().err
+    assert "pass --format jsonl;" in capsys.readouterr().err  # (the command line's spelling alone, since)
     assert main(["train", "--input", str(tmp_path / "d.json"), "--format", "jsonl", "--vocab-size", "260",
                  "--out", out, "-q"]) == 0
     assert "documents 2 of 2 (100.0% of 21 bytes)" in capsys.readouterr().out  # the two texts, not the JSON
@@ -530,7 +530,7 @@ def test_train_refuses_options_that_would_be_ignored_and_reads_stdin(tmp_path, c
     for extra, said in (
             (["--input", str(tmp_path / "a.txt"), "--special", "<|endoftext|>=1998"],
              "pass the token's text alone, --special '<|endoftext|>'"),
-            (["--input", str(tmp_path / "a.txt"), "--field", "body"], "field='body' (CLI: --field) names a JSONL"),
+            (["--input", str(tmp_path / "a.txt"), "--field", "body"], "--field 'body' names a JSONL"),
             (["--input", str(tmp_path / "r.jsonl"), "--split-lines"], "cuts text files into documents, but the input")):
         assert main(base + extra) == 1, extra
         assert said in capsys.readouterr().err

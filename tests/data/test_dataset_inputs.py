@@ -101,7 +101,7 @@ def test_documents_ending_with_their_own_eos_are_counted_when_another_is_appende
 
     eos = tok.special_tokens["<|endoftext|>"]
     docs = ["the end<|endoftext|>", "then<|endoftext|>", "no eos here", "<|endoftext|> first", "<|endoftext|>"]
-    with pytest.warns(UserWarning, match="3 documents of .* end with two EOS .* pass append_eos=False "
+    with pytest.warns(UserWarning, match=": 3 documents end with two EOS .* pass append_eos=False "
                                          r"\(CLI: --no-eos\)"):
         st = TokenStore.build(tmp_path / "two", texts(docs), tok, special_text="special", progress=False)
     assert [st.get(i)[-2:].tolist() == [eos, eos] for i in range(len(docs))] == [True, True, False, False, True]

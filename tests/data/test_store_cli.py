@@ -218,6 +218,22 @@ def test_store_sft_takes_a_named_template_by_its_name(tmp_path, tok, capsys):
         "(--chat-template NAME)" in err
 
 
+def test_library_messages_are_said_the_command_lines_way(tmp_path, tok, capsys):
+    """A library message for both audiences ("pass append_eos=False (CLI: --no-eos)") is said with the option alone
+    on the command line, in warnings as in errors."""
+    tok.save(tmp_path / "tok.json")
+    (tmp_path / "a.txt").write_text("the end<|endoftext|>")
+    assert main(["store", "build", "--tokenizer", str(tmp_path / "tok.json"), "--input", str(tmp_path / "a.txt"),
+                 "--out", str(tmp_path / "s"), "--special-text", "special", "-q"]) == 0
+    err = capsys.readouterr().err
+    assert ": 1 document ends with two EOS" in err and "pass --no-eos where the texts end with their own EOS" in err
+    assert "append_eos" not in err and "(CLI:" not in err
+    assert main(["store", "build", "--tokenizer", str(tmp_path / "tok.json"), "--input", str(tmp_path / "a.txt"),
+                 "--out", str(tmp_path / "p"), "-q"]) == 1
+    err = capsys.readouterr().err
+    assert "pass --special-text plain to encode such text as plain text, or --special-text special to" in err
+
+
 def _rendered(template, messages):
     from tokenmill.tokenizer.chat import render_chat
 
@@ -251,7 +267,7 @@ def test_options_and_paths_a_probe_found_said_or_refused(tmp_path, tok, capsys):
     st = TokenStore.open(tmp_path / "e2")
     assert st.eos_id == eot.special_tokens["<|eot|>"] and st.get(0)[-1] == st.eos_id
     assert main([*build, "--out", str(tmp_path / "e3"), "--no-eos", "--ray-address", "auto"]) == 1
-    assert "is for engine='ray' (CLI: --engine ray)" in capsys.readouterr().err
+    assert "--ray-address='auto' is for --engine ray, and" in capsys.readouterr().err
     with pytest.raises(ConfigError, match="is inside the store's folder"):
         st.export_megatron(tmp_path / "e2" / "corpus")
     for path, said in ((tmp_path / "chat.jsonl", "is a JSONL file (data: a record a line), not a tokenizer"),

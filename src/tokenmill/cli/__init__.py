@@ -6,6 +6,7 @@ import argparse
 import errno
 import importlib
 import os
+import re
 import sys
 import warnings
 
@@ -74,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
             # --quiet does not silence it: a warning says something about the user's data (files of a folder
             # left out, a tokenizer setting not applied, fewer merges than asked) that no output repeats
             warnings.showwarning = lambda message, category, *_, **__: print(
-                f"tokenmill {name}: warning: {' '.join(str(message).split())}", file=sys.stderr)
+                f"tokenmill {name}: warning: {cli_spelling(' '.join(str(message).split()))}", file=sys.stderr)
             return int(args.func(args) or 0)
     except BrokenPipeError:  # e.g. `tokenmill encode ... | head`
         return 0
@@ -111,6 +112,31 @@ def _command_of(args) -> str:
 _ALIASES = {"window_size": "window", "out_dir": "out", "val_fraction": "split"}
 
 
+# a library message's "name=value (CLI: --flag ...)": the Python argument and, after it, the option that sets it
+_BOTH = re.compile(r"(?<![\w.])[a-z_]+=('[^']*'|\"[^\"]*\"|[^\s,;)]+) \(CLI: (--[a-z-]+)( [^),]*)?\)")
+
+
+def cli_spelling(text: str) -> str:
+    """``text`` with each ``name=value (CLI: --flag)`` the library writes for both audiences said the command
+    line's way alone: ``--flag value`` (``--flag`` for ``True`` or ``...``; the CLI's own words where it gives a
+    value or another flag).
+
+    >>> cli_spelling("pass errors='replace' (CLI: --errors replace) to substitute U+FFFD")
+    'pass --errors replace to substitute U+FFFD'
+    >>> cli_spelling("pass overwrite=True (CLI: --overwrite) to replace it; field='body' (CLI: --field) names")
+    "pass --overwrite to replace it; --field 'body' names"
+    >>> cli_spelling("pass field=... (CLI: --field); append_eos=False (CLI: --no-eos) where; MaskedSource.open (CLI: x)")
+    'pass --field; --no-eos where; MaskedSource.open (CLI: x)'
+    """
+    def one(m: re.Match) -> str:
+        value, flag, rest = m.group(1), m.group(2), m.group(3)
+        if rest is not None or value in ("True", "...", "False"):
+            return flag + (rest or "")
+        return f"{flag} {value}"
+
+    return _BOTH.sub(one, text)
+
+
 def cli_names(text: str, command: argparse.ArgumentParser | None) -> str:
     """``text`` (a library message) with the Python names of ``command``'s options spelled as the command
     line spells them: ``window_size=0`` -> ``--window=0``, ``out_dir '...'`` -> ``--out '...'``.
@@ -125,9 +151,11 @@ def cli_names(text: str, command: argparse.ArgumentParser | None) -> str:
     >>> cli_names("pass reserve < window_size; lower block_size; the reserve it keeps; runs/block_size.txt", p)
     'pass --reserve < --window; lower --block-size; the reserve it keeps; runs/block_size.txt'
     """
-    if command is None or "(CLI:" in text:  # (a message that says the command line's spelling itself)
+    if command is None:
         return text
-    import re
+    text = cli_spelling(text)
+    if "(CLI:" in text:  # (a message that says the command line's spelling itself)
+        return text
 
     options = {a.dest: a.option_strings[-1] for a in command._actions if a.option_strings and a.dest != "help"}
     names = {**{d: o for d, o in options.items() if o.startswith("--")},

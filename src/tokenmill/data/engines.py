@@ -115,7 +115,7 @@ def encode_job(tokenizer, opts: EncodeOptions, texts):
                 if isinstance(e, SpecialTokenError):  # (its advice, allowed_special=..., is no option of a build)
                     return JobError(i, f"{type(e).__name__}: {e.found}; pass special_text='plain' "
                                        "(CLI: --special-text plain) to encode such text as plain text, or "
-                                       "special_text='special' (--special-text special) to encode it as the "
+                                       "special_text='special' (CLI: --special-text special) to encode it as the "
                                        "special token, or clean the data")
                 return JobError(i, f"{type(e).__name__}: {e}")
         raise

@@ -719,8 +719,8 @@ def _say_doubled_eos(store: "TokenStore", opts) -> None:
         t = sh.tokens
         n += int(((t[ends - 1] == eos) & (t[ends - 2] == eos)).sum())
     if n:
-        warn(f"{counted(n, 'document')} of {store.path} end with two EOS (id {eos}): their text ends with the EOS "
-             "token's own text, which special_text='special' reads as the token, and the build appended another; "
+        warn(f"{store.path}: {counted(n, 'document ends', 'documents end')} with two EOS (id {eos}): the text ends "
+             "with the EOS token's own text, which special_text='special' reads as the token, and the build appended another; "
              "pass append_eos=False (CLI: --no-eos) where the texts end with their own EOS")
 
 
