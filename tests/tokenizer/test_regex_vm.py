@@ -128,6 +128,25 @@ def test_catastrophic_pattern_is_linear():
     assert out == ["a" * 5000, "b"]
 
 
+def test_a_pattern_that_reads_far_ahead_runs_under_the_time_budget(monkeypatch):
+    """``a+b|a`` over a run of ``a``: the match at each chunk start reads the whole run and ends after one
+    character, so the compiled splitter read the run again from every place in it (quadratic: 16 K characters
+    1 s, a MB of them hours, with no way out). It counts its steps against the ``regex`` path's time budget
+    (``TOKENMILL_REGEX_TIMEOUT``) and stops with the error that path gives; the same text splits under a larger
+    budget, or with none."""
+    from tokenmill import ConfigError
+    from tokenmill.tokenizer.pretokenize.splitter import compiled_offsets
+
+    p = r"a+b|a|[^a]+"
+    monkeypatch.setenv("TOKENMILL_REGEX_TIMEOUT", "0.001")  # (100,000 steps, and 200 a byte)
+    assert compiled_offsets(b"a" * 300 + b"b" + b"a" * 200, p).tolist() == [0, 301] + list(range(302, 502))
+    with pytest.raises(ConfigError, match=r"pattern 'a\+b\|a\|\[\^a\]\+' ran out of its time budget \(0.0 s for "
+                                          r"5,000 bytes\): .* reads far ahead and ends short"):
+        compiled_offsets(b"a" * 5000, p)
+    monkeypatch.setenv("TOKENMILL_REGEX_TIMEOUT", "0")  # (no limit)
+    assert compiled_offsets(b"a" * 5000, p).tolist() == list(range(5001))
+
+
 def test_case_insensitive_set_syntax_folds_simply_on_every_path(gpt2_ranks_path):
     """A set-syntax pattern is compiled by the regex module in V1, where (?i) turned full case folding on ("ss"
     matched "ß"); the compiled splitter folds simply, as tiktoken's engine: the two paths of one tokenizer gave

@@ -85,10 +85,12 @@ def _add(lpc, lst, ln, pc0, st, pos, end, data, table, op, a, b, mark, gen, stac
 
 @njit(cache=True, nogil=True)
 def _search(data, table, op, a, b, pos, end, lpc, lst, mark, gen, stack):
-    """(start, end, gen) of the leftmost-first match in data[pos:end], or (-1, -1, gen). ``lpc``/``lst``:
-    (2, P) thread lists (program counter, match start), the current one and the next, by turns."""
+    """(start, end, gen, work) of the leftmost-first match in data[pos:end], or (-1, -1, gen, work). ``lpc``/
+    ``lst``: (2, P) thread lists (program counter, match start), the current one and the next, by turns.
+    ``work``: the thread steps it took (one per position and one per live thread there)."""
     ms = -1
     me = -1
+    work = 0
     gen += 1
     cur = 0
     cn = _add(lpc[0], lst[0], 0, 0, pos, pos, end, data, table, op, a, b, mark, gen, stack)
@@ -102,6 +104,7 @@ def _search(data, table, op, a, b, pos, end, lpc, lst, mark, gen, stack):
         gen += 1
         nxt = 1 - cur
         nn = 0
+        work += cn + 1
         for k in range(cn):
             pc = lpc[cur, k]
             if op[pc] == MATCH:
@@ -120,16 +123,21 @@ def _search(data, table, op, a, b, pos, end, lpc, lst, mark, gen, stack):
         cn = nn
         if cn == 0:
             break
-    return ms, me, gen
+    return ms, me, gen, work
 
 
 @njit(cache=True, nogil=True)
-def split(data, use_dfa, cls, trans, accept, lastnl, endc, table, op, a, b, docs):
+def split(data, use_dfa, cls, trans, accept, lastnl, endc, table, op, a, b, docs, budget):
     """Chunk boundaries of every document ``data[docs[d]:docs[d+1]]``: match starts and ends, and the
     gaps between matches as chunks of their own (``patterns.split_with_gaps``); int64, strictly
     increasing, from 0 to len(data). With ``use_dfa`` the match at each chunk start is found by the
     anchored DFA (one table step per character) and the VM searches only where no match starts there;
-    without it (a pattern with no DFA) the VM finds every match (the DFA arrays are then not read)."""
+    without it (a pattern with no DFA) the VM finds every match (the DFA arrays are then not read).
+
+    Each search is linear, but a pattern whose match at a chunk start reads far ahead and ends short (``a+b|a``
+    over a run of ``a``) reads the run again from every chunk start in it: quadratic. ``budget``: the DFA and
+    VM steps the call may take (a step is a few ns), after which it stops and returns an empty array (a
+    result always holds 0): the caller's error, as ``regex``'s time budget gives one."""
     n = data.shape[0]
     P = op.shape[0]
     out = np.empty(n + 2, np.int64)
@@ -140,15 +148,19 @@ def split(data, use_dfa, cls, trans, accept, lastnl, endc, table, op, a, b, docs
     mark = np.full(P, -1, np.int64)
     stack = np.empty(2 * P + 2, np.int64)
     gen = 0
+    work = 0
     for d in range(docs.shape[0] - 1):
         pos = docs[d]
         end = docs[d + 1]
         while pos < end:
+            if work > budget:
+                return out[:0].copy()
             if use_dfa:
                 s = 1
                 last = -1
                 p = pos
                 while True:
+                    work += 1
                     step = 0
                     c = endc
                     if p < end:
@@ -169,7 +181,8 @@ def split(data, use_dfa, cls, trans, accept, lastnl, endc, table, op, a, b, docs
                     k += 1
                     pos = last
                     continue
-            ms, me, gen = _search(data, table, op, a, b, pos, end, lpc, lst, mark, gen, stack)
+            ms, me, gen, steps = _search(data, table, op, a, b, pos, end, lpc, lst, mark, gen, stack)
+            work += steps
             if ms < 0:
                 out[k] = end
                 k += 1

@@ -355,7 +355,7 @@ def finditer_bounded(regex_str: str, text: str):
     try:
         yield from it
     except TimeoutError:
-        raise _timed_out(regex_str, budget, len(text)) from None
+        raise timed_out(regex_str, budget, len(text)) from None
 
 
 def findall_bounded(regex_str: str, text: str) -> list:
@@ -370,12 +370,14 @@ def findall_bounded(regex_str: str, text: str) -> list:
             return compiled(regex_str).findall(text, timeout=budget)
         return [text[m.start() : m.end()] for m in compiled(regex_str).finditer(seen, timeout=budget)]
     except TimeoutError:
-        raise _timed_out(regex_str, budget, len(text)) from None
+        raise timed_out(regex_str, budget, len(text)) from None
 
 
-def _timed_out(regex_str: str, budget: float, n: int) -> ConfigError:
+def timed_out(regex_str: str, budget: float, n: int, unit: str = "characters") -> ConfigError:
+    """The error of a pattern that ran out of its time budget (:func:`regex_budget`) over ``n`` ``unit``."""
     return ConfigError(
-        f"pattern {regex_str!r} ran out of its time budget ({budget:.1f} s for {n:,d} characters): it "
-        "backtracks catastrophically (nested quantifiers such as (a+)+ or (a|a)+); rewrite it, or raise "
-        "TOKENMILL_REGEX_TIMEOUT (seconds; 0 = no limit)"
+        f"pattern {regex_str!r} ran out of its time budget ({budget:.1f} s for {n:,d} {unit}): it backtracks "
+        "catastrophically (nested quantifiers such as (a+)+ or (a|a)+), or its match at each place reads far "
+        "ahead and ends short (a+b|a over a long run of a); rewrite it, or raise TOKENMILL_REGEX_TIMEOUT "
+        "(seconds; 0 = no limit)"
     )

@@ -111,7 +111,7 @@ def compiled_offsets(data: bytes, pattern: str, *, allow_general: bool | None = 
         if prog is None:
             return None
         buf = as_readonly_bytes(data)
-        return regex_offsets(buf, prog, _docs(doc_offsets, len(buf)))
+        return regex_offsets(buf, prog, _docs(doc_offsets, len(buf)), pattern=pattern)
     k, marks = params
     buf = as_readonly_bytes(data)
     from . import _family_kernels as K
@@ -155,17 +155,31 @@ def split_kernel(pattern: str):
 _NO_DFA = (np.zeros(1, np.uint16), np.zeros((2, 1), np.int32), np.zeros((2, 1), np.uint8), 0, 0)
 
 
-def regex_offsets(buf: np.ndarray, prog, docs: np.ndarray, *, use_dfa: bool = True) -> np.ndarray:
+def regex_offsets(buf: np.ndarray, prog, docs: np.ndarray, *, use_dfa: bool = True, pattern: str = "") -> np.ndarray:
     """Chunk boundaries of the documents of ``buf`` (read-only uint8) under a compiled pattern ``prog``
     (``regex_compile.compile_pattern``): its DFA at each chunk start and the VM where no match starts
-    there, or (``use_dfa=False``, or a pattern with no DFA) the VM alone."""
+    there, or (``use_dfa=False``, or a pattern with no DFA) the VM alone. A ConfigError naming ``pattern`` where
+    it runs out of the time budget (``patterns.regex_budget``, as steps)."""
     from ._regex_vm import split
+    from .patterns import regex_budget, timed_out
 
     dfa = prog.dfa if use_dfa else None
     cls, trans, accept, lastnl, end = _NO_DFA if dfa is None else (dfa.cls, dfa.trans, dfa.accept, dfa.lastnl,
                                                                     dfa.end)
-    return split(buf, dfa is not None, cls, trans, accept, lastnl, end, prog.class_table(), prog.op, prog.a,
-                 prog.b, docs)
+    # the time budget of the `regex` path (TOKENMILL_REGEX_TIMEOUT), counted in steps of ~10 ns (a DFA step or a
+    # VM thread step takes ~5-8 ns here): the same for any machine or thread count, so a text is split or
+    # refused alike everywhere
+    seconds = regex_budget(len(buf))
+    budget = _NO_LIMIT if seconds is None else min(int(seconds * _STEPS_A_SECOND), _NO_LIMIT)
+    offs = split(buf, dfa is not None, cls, trans, accept, lastnl, end, prog.class_table(), prog.op, prog.a,
+                 prog.b, docs, np.int64(budget))
+    if offs.size == 0:  # (the budget ran out)
+        raise timed_out(pattern, seconds, len(buf), "bytes")
+    return offs
+
+
+_STEPS_A_SECOND = 100_000_000
+_NO_LIMIT = 2**62
 
 
 def _docs(doc_offsets, n: int) -> np.ndarray:
