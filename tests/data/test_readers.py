@@ -363,6 +363,22 @@ def test_paths_globs_folders_and_bad_inputs(tmp_path):
         files(tmp_path / "d")
 
 
+def test_a_pipe_of_records_is_refused_where_it_would_be_read_as_text(tmp_path):
+    """train and windows read a FIFO (``<(cmd)``, standard input) as text as it streams; one that a .jsonl name or
+    format='jsonl' says holds records had been read as one text (JSON syntax trained on, --field unchecked)."""
+    from tokenmill.data.text import iter_documents
+
+    fifo = tmp_path / "records.jsonl"
+    os.mkfifo(fifo)  # (no writer: the refusal comes before the pipe is opened)
+    with pytest.raises(InputError, match=r"records.jsonl is a pipe \(a FIFO, or standard input\), which is read as "
+                                         r"text only, and its name says it holds jsonl records; write them to a file"):
+        list(iter_documents([fifo]))
+    plain = tmp_path / "plain"
+    os.mkfifo(plain)
+    with pytest.raises(InputError, match=r"format='jsonl' says it holds jsonl records"):
+        list(iter_documents([plain], format="jsonl", field="body"))
+
+
 def test_fifo_is_refused(tmp_path):
     fifo = tmp_path / "pipe.txt"
     os.mkfifo(fifo)

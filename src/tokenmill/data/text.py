@@ -69,6 +69,11 @@ def iter_documents(
     check_options_apply(kinds, field=field, split_lines=split_lines, separator=separator)  # (over them all)
     for p, kind in zip(paths, kinds):
         if not check_input_file(p):  # a FIFO (<(cmd)): its text as it streams
+            if kind != "text":  # (its records had been read as one text: JSON syntax trained on, --field unchecked)
+                raise InputError(f"{p} is a pipe (a FIFO, or standard input), which is read as text only, and "
+                                 f"{'format=' + repr(format) if format != 'auto' else 'its name'} says it holds "
+                                 f"{kind} records; write them to a file and pass that (or pass format='text' "
+                                 "for plain text)")
             for text, _ in text_documents(p, split_lines=split_lines, separator=separator, errors=errors,
                                           opener=_open_input, replaced=replaced, blank=blank):
                 yield text
