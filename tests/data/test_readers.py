@@ -570,6 +570,46 @@ def test_reader_edges_named_or_read_as_documented(tmp_path):
             docs(tmp_path / name)
 
 
+def test_a_folders_pipes_sockets_and_links_to_them_are_named(tmp_path):
+    """A FIFO or socket inside a folder was left out without a word (neither a file nor a folder), and a link to
+    an existing FIFO was called a link to something that "does not exist"."""
+    import socket
+
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "a.txt").write_text("a")
+    os.mkfifo(data / "b.txt")
+    with pytest.raises(InputError, match=r"b.txt' is a FIFO \(a named pipe\), not a regular file: a folder's inputs"):
+        files(data)
+    os.unlink(data / "b.txt")
+    os.mkfifo(tmp_path / "pipe.txt")
+    (data / "c.txt").symlink_to(tmp_path / "pipe.txt")
+    with pytest.raises(InputError, match=r"c.txt' is a symbolic link to .*pipe.txt', which is a FIFO"):
+        files(data)
+    os.unlink(data / "c.txt")
+    sock = socket.socket(socket.AF_UNIX)
+    try:
+        sock.bind(str(data / "s.txt"))
+        with pytest.raises(InputError, match=r"s.txt' is a socket, not a regular file"):
+            files(data)
+    finally:
+        sock.close()
+    os.unlink(data / "s.txt")
+    assert files(data).paths == [data / "a.txt"]
+
+
+def test_jsonl_records_name_the_files_byte_offset(tmp_path):
+    """The chat reader said an invalid byte's offset within its line (40), where every other reader says the
+    file's."""
+    from tokenmill.data.readers import jsonl_records
+
+    first = '\ufeff{"messages": []}\n\n'.encode()
+    (tmp_path / "c.jsonl").write_bytes(first + b'{"messages": [{"role": "user", "content": "b\xff"}]}\n')
+    at = len(first) + len(b'{"messages": [{"role": "user", "content": "b')
+    with pytest.raises(InputError, match=rf"c.jsonl:3: invalid UTF-8 at byte offset {at} "):
+        list(jsonl_records(tmp_path / "c.jsonl"))
+
+
 def test_a_folders_symbolic_links_are_followed_as_a_glob_follows_them(tmp_path):
     """A folder holding a link to another folder had been read without that folder's files and without a word
     (``rglob`` did not follow it: 600 files of a probe's folder became none), and a broken link was left out

@@ -218,6 +218,29 @@ def test_store_sft_takes_a_named_template_by_its_name(tmp_path, tok, capsys):
         "(--chat-template NAME)" in err
 
 
+def test_store_sft_errors_name_the_record_and_offer_only_its_own_options(tmp_path, tok, capsys):
+    """store sft's errors had advised --errors replace (an option it does not take) and added the chat-template
+    hint to every reader error; a lone surrogate was "text 3 of the batch" (its place in a flattened list)."""
+    from tokenmill import encode_sft
+    from tokenmill.errors import LoneSurrogateError
+
+    tok.save(tmp_path / "tok.json")
+    (tmp_path / "bad.jsonl").write_bytes(b'{"prompt": "a ", "completion": "cat"}\n{"prompt": "x", "completion": "d\xffg"}\n')
+    base = ["store", "sft", "--tokenizer", str(tmp_path / "tok.json"), "-q"]
+    assert main(base + ["--input", str(tmp_path / "bad.jsonl"), "--out", str(tmp_path / "o")]) == 1
+    err = capsys.readouterr().err
+    assert "bad.jsonl:2: invalid UTF-8" in err and "fix the input" in err
+    assert "--errors" not in err and "chat template" not in err
+    with pytest.raises(LoneSurrogateError, match=r"^example 1, part 1 holds a lone surrogate at character 1"):
+        encode_sft(tok, [{"prompt": "a", "completion": "b"}, {"prompt": "a", "completion": "x\ud800"}])
+    (tmp_path / "t.jinja").write_text("{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}")
+    chat = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "x\ud800"}]}
+    (tmp_path / "s.jsonl").write_text(json.dumps({"prompt": "a", "completion": "b"}) + "\n" + json.dumps(chat) + "\n")
+    assert main(base + ["--input", str(tmp_path / "s.jsonl"), "--chat-template", str(tmp_path / "t.jinja"),
+                        "--out", str(tmp_path / "c")]) == 1
+    assert f"{tmp_path / 's.jsonl'}:2, part 1 holds a lone surrogate" in capsys.readouterr().err
+
+
 def test_library_messages_are_said_the_command_lines_way(tmp_path, tok, capsys):
     """A library message for both audiences ("pass append_eos=False (CLI: --no-eos)") is said with the option alone
     on the command line, in warnings as in errors."""

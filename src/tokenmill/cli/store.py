@@ -156,6 +156,20 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_sft(args: argparse.Namespace) -> int:
+    from ..errors import InputError
+
+    try:
+        return _sft(args)
+    except InputError as e:  # (the readers' advice of --errors replace, an option store sft does not take)
+        said = str(e).replace(", or pass errors='replace' (CLI: --errors replace) to substitute U+FFFD", "")
+        said = said.replace("; pass errors='replace' (CLI: --errors replace) to make it U+FFFD, or fix the file",
+                            "; fix the file")
+        if said == str(e):
+            raise
+        raise InputError(said) from None
+
+
+def _sft(args: argparse.Namespace) -> int:
     from ..data.readers import files
     from ..errors import InputError
 
@@ -181,7 +195,8 @@ def cmd_sft(args: argparse.Namespace) -> int:
                 where.append(f"{prompts.paths[pf]}:{pr + 1}")  # (as typed, as the reader's own errors name it)
         except InputError as e:  # (the reader's advice names its own option, --field)
             said = str(e).replace("pass field=... (CLI: --field)", "pass --prompt-field and --completion-field")
-            if template is None:  # (records of chats, and no template to render them: say where one comes from)
+            if template is None and "no field" in said:  # (records of chats, maybe, and no template to render
+                # them: say where one comes from)
                 said += ("; records of chats (a --messages-field list of {role, content}) need a chat template: "
                          "--chat-template FILE, or a --tokenizer folder holding one")
             raise InputError(said) from None

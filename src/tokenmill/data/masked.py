@@ -30,7 +30,7 @@ import numpy as np
 
 from .._arrays import offsets_of, ranks_in_groups, seal
 from .._validate import check_array, check_bool
-from ..errors import ConfigError, FormatError, InputError, SpecialTokenError
+from ..errors import ConfigError, FormatError, InputError, LoneSurrogateError, SpecialTokenError
 from .source import TokenSource, as_source, doc_index
 
 # what a MaskedSource hands on from the source it wraps, where that source has it (the flat fast paths of
@@ -579,6 +579,8 @@ def encode_sft(tokenizer, examples, *, prompt: str = "prompt", completion: str =
             got = tokenizer.encode_batch(part, allowed_special=allowed, disallowed_special=disallowed, **kwargs)
         except SpecialTokenError as e:
             raise _which_example(tokenizer, texts, at, bounds, allowed, disallowed, e) from None
+        except LoneSurrogateError as e:  # (it named the text by its place in this batch, not the example)
+            raise _surrogate_example(texts, at, bounds, e) from None
         for k, ids in zip(at, got):
             encoded[k] = ids
     docs, masks = [], []
@@ -626,6 +628,19 @@ def _which_example(tokenizer, texts: list[str], at: list[int], bounds: list[int]
                                     "disallowed_special=() to encode them as plain text", e.found)
             out.example, out.part = i, k - bounds[i]
             return out
+    return error
+
+
+def _surrogate_example(texts: list[str], at: list[int], bounds: list[int], error):
+    """The LoneSurrogateError of a batch of examples' texts, naming the example and part that holds one."""
+    import bisect
+
+    from ..tokenizer.surrogates import batch_surrogate_error, lone_surrogate_error
+
+    for k in at:
+        if batch_surrogate_error([texts[k]]) is not None:
+            i = bisect.bisect_right(bounds, k) - 1
+            return lone_surrogate_error(texts[k], f"example {i:,d}, part {k - bounds[i]:,d}")
     return error
 
 

@@ -299,13 +299,33 @@ def visible_files(folder: Path) -> list[Path]:
                 walk(p, around | {key})
             elif is_file:
                 found.append(p)
-            elif e.is_symlink():
-                raise InputError(f"{str(p)!r} is a symbolic link to {os.readlink(p)!r}, which does not exist (or "
-                                 "cannot be read); remove the link, point it at a file, or name the files to read")
+            else:  # a FIFO, socket or device (had been left out without a word), or a link to nothing
+                try:
+                    kind = _special_kind(os.stat(p).st_mode)
+                except OSError:
+                    kind = None
+                link = f"a symbolic link to {os.readlink(p)!r}, which " if e.is_symlink() else ""
+                if kind is None and link:
+                    raise InputError(f"{str(p)!r} is {link}does not exist (or cannot be read); remove the link, "
+                                     "point it at a file, or name the files to read")
+                what = kind or "something else"
+                raise InputError(f"{str(p)!r} is {link + 'is ' if link else ''}{what}, not a regular file: a folder's "
+                                 "inputs are read as files; remove it from the folder, or name the files to read")
 
     st = os.stat(folder)
     walk(folder, frozenset({(st.st_dev, st.st_ino)}))
     return sorted(found)
+
+
+def _special_kind(mode: int) -> str | None:
+    """What a file that is neither a regular file nor a folder is, in words."""
+    import stat
+
+    for test, name in ((stat.S_ISFIFO, "a FIFO (a named pipe)"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return name
+    return None
 
 
 def folder_files(folder: Path, keep) -> list[Path]:
@@ -1005,12 +1025,15 @@ def jsonl_records(path) -> Iterator[tuple[int, dict]]:
     for offset, block in _blocks(p, b"\n"):
         if offset == 0 and block.startswith(b"\xef\xbb\xbf"):
             block = block[3:]
+            offset = 3
+        start = offset  # (of each line in the file: an invalid byte's offset is the file's, as a build says it)
         for raw in block.split(b"\n")[: -1 if block.endswith(b"\n") else None]:
             line_no += 1
+            at, start = start, start + len(raw) + 1
             if not raw.strip(_JSON_SPACE):
                 continue
             where = f"{p}:{line_no}"
-            rec = _json_line(decode_utf8(raw, name=where), where)
+            rec = _json_line(decode_utf8(raw, name=where, base=at), where)
             if not isinstance(rec, dict):
                 raise InputError(f"{where}: the line is a JSON {type(rec).__name__}, not an object")
             yield line_no, rec
