@@ -157,6 +157,10 @@ def check_array(a, name: str, *, ndim: int | None = 1, dtype=np.int64, min: int 
     if arr.dtype.kind not in "iu":
         raise error(f"{name} has dtype {arr.dtype}; it must hold integers (no bool, float or str values: "
                     "nothing is rounded or truncated)")
+    if isinstance(a, (list, tuple)) and arr.ndim == 1:  # (numpy reads [True, 5] as [1, 5]: a bool among ints)
+        i = next((i for i, v in enumerate(a) if isinstance(v, (bool, np.bool_))), None)
+        if i is not None:
+            raise error(f"{name} holds {a[i]!r} at index {i:,d}; it must hold integers (True is not 1)")
     info = np.iinfo(target)
     lo = info.min if min is None else builtins_max(min, info.min)
     hi = info.max if max is None else builtins_min(max, info.max)
@@ -371,6 +375,8 @@ def check_out(out, name: str, *, shape: tuple, dtype=None, error=ConfigError) ->
     """A writeable output array with at least ``shape`` (each dimension) and the given ``dtype`` kind."""
     if not isinstance(out, np.ndarray):
         raise error(f"{name} must be a numpy array (got a {type(out).__name__})")
+    if isinstance(out, np.ma.MaskedArray):  # (its mask would be ignored; the kernels do not take the type)
+        raise error(f"{name} is a masked array; pass a plain numpy array (np.empty or np.zeros)")
     if out.ndim != len(shape):
         raise error(f"{name} has shape {out.shape}; it must be {len(shape)}-D, at least {shape}")
     if any(have < need for have, need in zip(out.shape, shape)):

@@ -240,6 +240,10 @@ class Batch:
         """Stack equal-length blocks into a batch."""
         if not blocks:
             raise ConfigError("cannot build a batch from 0 blocks; pass at least one block")
+        odd = next((i for i, b in enumerate(blocks) if not isinstance(b, Block)), None)
+        if odd is not None:
+            raise ConfigError(f"block {odd} is a {type(blocks[odd]).__name__}, not a Block; pass the Blocks a plan "
+                              "gives (PackPlan.block, or a PackedBlocks dataset's items)")
         T = len(blocks[0])
         for i, b in enumerate(blocks):
             if len(b) != T:

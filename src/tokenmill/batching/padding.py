@@ -136,7 +136,9 @@ def _as_id_arrays(seqs) -> list[np.ndarray]:
     flat = None
     try:
         if seqs and all(type(s) is list for s in seqs):
-            flat = np.asarray(list(itertools.chain.from_iterable(seqs)))
+            items = list(itertools.chain.from_iterable(seqs))
+            # (numpy reads [1, True] as [1, 1]: a list holding a bool goes one by one, where check_array names it)
+            flat = None if bool in map(type, items) else np.asarray(items)
         elif seqs and all(type(s) is np.ndarray and s.ndim == 1 for s in seqs):
             flat = np.concatenate(seqs)
     except (ValueError, TypeError, OverflowError):  # ragged or nested items, no numbers: named below

@@ -148,7 +148,11 @@ class MaskedSource:
     def flagged(self, doc: np.ndarray, begin: np.ndarray, end: np.ndarray) -> int:
         """How many tokens flagged 1 the spans ``[begin, end)`` of documents ``doc`` hold together (arrays of one entry
         per span; an empty span holds none). What a plan's targets are, counted without building its batches."""
-        doc, begin, end = (np.asarray(a, np.int64) for a in (doc, begin, end))
+        from .._validate import check_array
+
+        doc = check_array(doc, "doc", min=0, max=len(self) - 1)  # (floats had been truncated, doc n an IndexError)
+        begin = check_array(begin, "begin", shape=doc.shape)
+        end = check_array(end, "end", shape=doc.shape)
         keep = end > begin
         if not keep.any():
             return 0

@@ -213,7 +213,10 @@ class Mixture(KnownLengths):
 
     def part_of(self, doc_ids) -> np.ndarray:
         """The part of every document id of the concatenated numbering (-1 stays -1: padding)."""
-        d = np.asarray(doc_ids, np.int64)
+        from .._validate import check_array
+
+        # (any shape, as a batch's doc_ids; an id past the last document had been given a part that is none)
+        d = check_array(doc_ids, "doc_ids", ndim=None, min=-1, max=len(self) - 1)
         return np.where(d >= 0, np.searchsorted(self.doc_base, d, side="right") - 1, -1)
 
     def report(self, training_tokens: int, *, part_tokens=None, drawn=None) -> MixtureReport:

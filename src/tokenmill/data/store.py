@@ -1543,6 +1543,9 @@ class StoreSource:
         gather; where that mapping is unavailable, one compiled copy per shard present in ``rows``.
         Never one Python call per window.
         """
+        if not all(hasattr(plan, a) for a in ("row_indices", "doc", "start", "length")):  # (a WindowPlan's)
+            raise ConfigError(f"plan is a {type(plan).__name__}, not a WindowPlan; pass what SlidingWindows(...).plan "
+                              "(or another planner) made of this store's lengths")
         # the plan's own reading of rows (indices, exact, or a boolean mask), as plan.gather's: a mask had been
         # cast to 0/1 indices (every window of a 1-window selection), 0.9 truncated to row 0
         rows = plan.row_indices(rows)
@@ -1550,7 +1553,8 @@ class StoreSource:
         width = int(length.max()) if length.size else 0
         if out is None:
             out = np.empty((rows.size, width), self.dtype)
-        elif (out.ndim != 2 or out.shape[0] != rows.size or out.shape[1] < width or not out.flags.c_contiguous
+        elif (not isinstance(out, np.ndarray) or isinstance(out, np.ma.MaskedArray) or out.ndim != 2
+              or out.shape[0] != rows.size or out.shape[1] < width or not out.flags.c_contiguous
               or not out.flags.writeable):
             raise ConfigError(f"out must be a writable C-contiguous array of shape ({rows.size}, >= {width})")
         flat = self._flat_segments(doc, start, length)

@@ -40,7 +40,7 @@ def token_weighted_loss(logits, labels, *, num_targets, ignore_index: int = IGNO
     if logits.shape[:-1] != labels.shape:
         raise ConfigError(f"logits have shape {tuple(logits.shape)} but labels {tuple(labels.shape)}; "
                           "logits must be (B, T, V) for labels (B, T)")
-    if labels.dtype.is_floating_point or labels.dtype == torch.bool:
+    if labels.dtype.is_floating_point or labels.dtype.is_complex or labels.dtype == torch.bool:
         raise ConfigError(f"labels are a {labels.dtype} tensor; pass integer token ids (and ignore_index)")
     if labels.dtype != torch.int64:  # (int32, uint16 numpy labels: cross_entropy takes int64 targets only)
         labels = labels.long()
@@ -60,17 +60,26 @@ def token_weighted_loss(logits, labels, *, num_targets, ignore_index: int = IGNO
                           f"(labels must be token ids below it, or ignore_index={ignore_index} where a position is "
                           "not a target): check the tokenizer matches the model's vocab_size") from None
     if torch.is_tensor(num_targets):  # (its value is not read here: that would wait for the GPU every step)
-        if num_targets.dtype.is_floating_point or num_targets.dtype == torch.bool or num_targets.numel() != 1:
+        if num_targets.dtype.is_floating_point or num_targets.dtype.is_complex or num_targets.dtype == torch.bool \
+                or num_targets.numel() != 1:
             raise ConfigError(f"num_targets is a {num_targets.dtype} tensor of shape {tuple(num_targets.shape)}; pass "
                               "the step's target count: an integer, or a one-element integer tensor")
         n = num_targets
+        if n.device.type == "cpu":  # (read where it costs nothing: -3 or 0 had been clamped to 1 silently)
+            _checked_count(int(n.item()), targets, ignore_index)
     else:  # a count: 2.5 or -3 is no count (-3 was clamped to 1, 2.5 divided by)
-        n = torch.tensor(check_int(num_targets, "num_targets", min=0))
-        if num_targets == 0 and (targets != ignore_index).any():  # (read only here: a step with no target is rare)
-            raise ConfigError(f"num_targets=0, but these labels hold {int((targets != ignore_index).sum()):,d} "
-                              "targets; pass the step's count of effective targets over all micro-batches and "
-                              "ranks (count_targets of each, summed), which is 0 only when no label is a target")
+        n = torch.tensor(_checked_count(num_targets, targets, ignore_index))
     return total / n.to(total.device).clamp(min=1)
+
+
+def _checked_count(num_targets, targets, ignore_index: int) -> int:
+    """``num_targets`` as a count (0 or more), and 0 only where ``targets`` (this micro-batch's) hold none."""
+    n = check_int(num_targets, "num_targets", min=0)
+    if n == 0 and (targets != ignore_index).any():  # (read only here: a step with no target is rare)
+        raise ConfigError(f"num_targets=0, but these labels hold {int((targets != ignore_index).sum()):,d} "
+                          "targets; pass the step's count of effective targets over all micro-batches and "
+                          "ranks (count_targets of each, summed), which is 0 only when no label is a target")
+    return n
 
 
 class StepNormalizer:

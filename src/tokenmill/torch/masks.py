@@ -12,6 +12,8 @@ or empty, so long packed blocks skip the empty tiles entirely.
 
 from __future__ import annotations
 
+from .._validate import check_int
+from .._words import counted
 from ..batching.batch import as_batch
 from ..errors import ConfigError, require
 
@@ -35,13 +37,28 @@ def sdpa_mask(batch, *, device=None):
     """
     if isinstance(batch, dict):
         B, T, cu = dict_segments(batch, "sdpa_mask")
+        _dense_fits(B, T)
         if device is None:  # where the batch is (a batch moved to the GPU gets its mask there)
             device = cu.device
         seg = segment_ids(cu.to(device), B, T)
         causal = torch.ones(T, T, dtype=torch.bool, device=device).tril()
         return ((seg[:, :, None] == seg[:, None, :]) & causal).unsqueeze(1)
-    return torch.from_numpy(as_batch(batch, "sdpa_mask", " (or a dict of tensors from to_tensors)").dense_mask()
-                            ).unsqueeze(1).to(device)
+    batch = as_batch(batch, "sdpa_mask", " (or a dict of tensors from to_tensors)")
+    shape = batch.input_ids.shape  # (a Batch's (B, T), a Block's (T,))
+    _dense_fits(shape[0] if len(shape) == 2 else 1, shape[-1])
+    return torch.from_numpy(batch.dense_mask()).unsqueeze(1).to(device)
+
+
+DENSE_MASK_BYTES = 1 << 33
+
+
+def _dense_fits(B: int, T: int) -> None:
+    """Refuse a dense mask of more than 8 GiB (``B * T * T`` bools) before allocating it: a batch of long rows
+    wants FlexAttention's block mask, which stores only the tiles that attend."""
+    if B * T * T > DENSE_MASK_BYTES:
+        raise ConfigError(f"a dense mask of {counted(B, 'row')} of {T:,d} positions is {B * T * T / 2**30:,.0f} GiB (B x T x T "
+                          "bools), more than 8 GiB; use flex_block_mask(batch) (or varlen attention with the "
+                          "batch's cu_seqlens), or fewer or shorter rows")
 
 
 def dict_segments(batch: dict, what: str):
@@ -108,4 +125,5 @@ def flex_block_mask(batch, *, device="cpu", BLOCK_SIZE: int = 128):
         b = as_batch(batch, "flex_block_mask", " (or a dict of tensors from to_tensors)")
         B, T = b.shape
         seg = torch.from_numpy(b.segment_ids).to(device)
+    BLOCK_SIZE = check_int(BLOCK_SIZE, "BLOCK_SIZE", min=1, max=1 << 20)  # (0: ZeroDivisionError, -4 a shape error)
     return create_block_mask(document_mask_mod(seg), B, None, T, T, device=device, BLOCK_SIZE=BLOCK_SIZE)

@@ -1,0 +1,83 @@
+"""Inputs a crash hunt found taken silently or failing with another library's error: each refused here with
+tokenmill's own, naming the argument (a bool among ints read as 1, an id past the last document given a
+part, complex labels, a count clamped to 1, a masked array reaching a kernel, an 8 GiB+ dense mask)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tokenmill.errors import ConfigError, InputError
+
+
+def test_a_bool_among_integers_is_not_one():
+    from tokenmill.batching import pack, pad_batch
+    from tokenmill.windows import SlidingWindows
+
+    for call in (lambda: SlidingWindows(8, 4).plan([True, 5]), lambda: pack([3, np.True_], 8),
+                 lambda: pad_batch([[1, True, 11, 2]], pad_id=2), lambda: pad_batch([[1, 2], [3, False]], pad_id=0)):
+        with pytest.raises(InputError, match=r"holds (np\.)?(True_?|False) at index \d; it must hold integers \(True is not 1\)"):
+            call()
+    assert pad_batch([[1, 2], [3]], pad_id=0).input_ids.tolist() == [[1, 2], [3, 0]]  # (lists of ints as before)
+    assert SlidingWindows(8, 4).plan([3, 5]).length.tolist() == [3, 5]
+
+
+def test_mixture_part_of_and_masked_flagged_check_their_ids():
+    from tokenmill import MaskedSource
+    from tokenmill.data.mixture import Mixture
+
+    m = Mixture([([[1, 2, 3]], 1), ([[7, 8]], 1)])
+    assert m.part_of(np.array([[0, 1], [-1, 1]])).tolist() == [[0, 1], [-1, 1]]
+    for bad, said in (([2], "doc_ids holds 2"), ([0.9], "dtype float64"), ([True], "dtype bool"),
+                      (np.array([2**64 - 1], np.uint64), "doc_ids holds 18,446")):
+        with pytest.raises(InputError, match=said):
+            m.part_of(bad)
+    src = MaskedSource([np.array([1, 2, 3]), np.array([4, 5])], [np.array([0, 1, 1]), np.array([1, 0])])
+    assert src.flagged([0, 1], [0, 0], [3, 2]) == 3
+    with pytest.raises(InputError, match="doc holds 2"):
+        src.flagged([2], [0], [1])  # (had been numpy's IndexError)
+    with pytest.raises(InputError, match="dtype float64"):
+        src.flagged([0.9], [0.5], [2.9])  # (had been truncated: 1)
+
+
+def test_loss_refuses_complex_labels_and_a_cpu_count_it_would_clamp():
+    torch = pytest.importorskip("torch")
+    from tokenmill.torch import token_weighted_loss
+
+    logits, labels = torch.zeros(1, 3, 4), torch.tensor([[-100, 1, 2]])
+    assert token_weighted_loss(logits, labels, num_targets=torch.tensor(2)).item() == pytest.approx(np.log(4))
+    with pytest.raises(ConfigError, match="complex64"):
+        token_weighted_loss(logits, torch.tensor([[-100, 1 + 5j, 2]], dtype=torch.complex64), num_targets=2)
+    with pytest.raises(ConfigError, match="num_targets=-3 is out of range"):
+        token_weighted_loss(logits, labels, num_targets=torch.tensor(-3))
+    with pytest.raises(ConfigError, match="num_targets=0, but these labels hold 2 targets"):
+        token_weighted_loss(logits, labels, num_targets=torch.tensor(0))
+    assert token_weighted_loss(logits, torch.full((1, 3), -100), num_targets=torch.tensor(0)).item() == 0.0
+
+
+def test_outputs_plans_blocks_and_masks_are_checked_before_use(tmp_path):
+    torch = pytest.importorskip("torch")
+    from tokenmill import TokenStore
+    from tokenmill.batching import pack
+    from tokenmill.torch import collate_blocks, flex_block_mask, sdpa_mask
+    from tokenmill.windows import SlidingWindows
+
+    toks, offs = np.arange(10), np.array([0, 6, 10])
+    plan = SlidingWindows(4, 4).plan([6, 4])
+    with pytest.raises(ConfigError, match="out is a masked array; pass a plain numpy array"):
+        plan.gather(toks, offs, out=np.ma.zeros((3, 4), np.int64))
+    store = TokenStore.from_token_arrays(tmp_path / "s", [(np.array([6, 4]), toks)], vocab_size=16)
+    assert store.gather_windows(plan)[0].tolist() == plan.gather(toks, offs)[0].tolist()
+    with pytest.raises(ConfigError, match="plan is a list, not a WindowPlan"):
+        store.gather_windows([1, 2])
+    for out in ([[0] * 4] * 3, np.ma.zeros((3, 4), np.uint16)):
+        with pytest.raises(ConfigError, match="out must be a writable C-contiguous array"):
+            store.gather_windows(plan, out=out)
+    block = next(pack([2, 1], 3).blocks([[1, 2], [3]], pad_id=0))
+    with pytest.raises(ConfigError, match="block 1 is a int, not a Block"):
+        collate_blocks([block, 1])
+    with pytest.raises(ConfigError, match="BLOCK_SIZE=0 is out of range"):
+        flex_block_mask(block, BLOCK_SIZE=0)
+    with pytest.raises(ConfigError, match=r"a dense mask of 1 row of 1,048,576 positions is 1,024 GiB .* use "
+                                          r"flex_block_mask"):
+        sdpa_mask({"input_ids": torch.zeros((1, 2**20), dtype=torch.int8), "cu_seqlens": torch.tensor([0, 2**20])})
