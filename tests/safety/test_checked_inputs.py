@@ -53,6 +53,17 @@ def test_loss_refuses_complex_labels_and_a_cpu_count_it_would_clamp():
     with pytest.raises(ConfigError, match="num_targets=0, but these labels hold 2 targets"):
         token_weighted_loss(logits, labels, num_targets=torch.tensor(0))
     assert token_weighted_loss(logits, torch.full((1, 3), -100), num_targets=torch.tensor(0)).item() == 0.0
+    # numpy labels checked as integers first (torch's own errors, or a uint64 wrapped to a negative id, before)
+    assert token_weighted_loss(logits, np.array([[-100, 1, 2]], ">i8"), num_targets=2).item() == pytest.approx(
+        np.log(4) * 2 / 2)
+    for bad_logits, bad_labels, said in ((logits, np.array([[-100, 1, "a"]], object), "labels holds 'a'"),
+                                         (logits, np.array([[0, 1, 2**63]], np.uint64), "labels holds 9,223"),
+                                         (np.zeros((1, 3, 4)), [[-100, 1, 2]], "logits are a ndarray"),
+                                         (torch.zeros(1, 3, 0), [[-100, 1, 2]], r"logits are of shape \(1, 3, 0\)")):
+        with pytest.raises(ConfigError, match=said):
+            token_weighted_loss(bad_logits, bad_labels, num_targets=2)
+    with pytest.raises(ConfigError, match="ignore_index=1.5 must be an integer"):
+        token_weighted_loss(logits, labels, num_targets=2, ignore_index=1.5)
 
 
 def test_outputs_plans_blocks_and_masks_are_checked_before_use(tmp_path):
@@ -81,3 +92,22 @@ def test_outputs_plans_blocks_and_masks_are_checked_before_use(tmp_path):
     with pytest.raises(ConfigError, match=r"a dense mask of 1 row of 1,048,576 positions is 1,024 GiB .* use "
                                           r"flex_block_mask"):
         sdpa_mask({"input_ids": torch.zeros((1, 2**20), dtype=torch.int8), "cu_seqlens": torch.tensor([0, 2**20])})
+
+
+def test_decode_batch_threads_and_semantic_boundaries_are_checked():
+    import re
+    import warnings
+
+    from tokenmill import train_bpe
+    from tokenmill.windows import SemanticWindows
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (training stops early on this text)
+        tok = train_bpe(["hello world"] * 10, 260)
+    assert tok.decode_batch([[104, 105]], num_threads=2) == ["hi"]
+    for call in (lambda: tok.decode_batch([[1]], num_threads=0), lambda: tok.decode_bytes_batch([[1]], num_threads=-1)):
+        with pytest.raises(ConfigError, match="num_threads=-?[01] is out of range"):  # (as encode_batch refuses it)
+            call()
+    for given in (b"\n", re.compile("\n")):
+        with pytest.raises(ConfigError, match=f"boundaries is a {type(given).__name__}; pass one of"):
+            SemanticWindows(6, boundaries=given)

@@ -26,6 +26,7 @@ from .bpe import tables
 from .encoding import Encoding
 from .formats import tokenmill as tokenmill_format
 from .formats.pretrained import PretrainedExport
+from .groups import batch_threads
 from .spec import MergeTrace, TokenizerSpec
 from .special import check_specials, special_token_names, without_special_ids
 from .vocab_names import VocabNames
@@ -339,12 +340,15 @@ class Tokenizer(VocabNames, PretrainedExport):
     def decode_batch(self, batch: Iterable[Iterable[int]], *, errors: str = "replace", num_threads: int | None = None
                      ) -> list[str]:
         """``decode`` of each id sequence of ``batch`` (tiktoken's name). ``num_threads`` is taken for tiktoken's
-        signature; the sequences are decoded in this thread (a long one at ~8 ns an id)."""
+        signature (checked as ``encode_batch`` checks it); the sequences are decoded in this thread (a long one at
+        ~8 ns an id)."""
+        batch_threads(num_threads)
         return [self.decode(ids, errors) for ids in batch]
 
     def decode_bytes_batch(self, batch: Iterable[Iterable[int]], *, num_threads: int | None = None) -> list[bytes]:
         """``decode_bytes`` of each id sequence of ``batch`` (tiktoken's name; ``num_threads`` as in
         :meth:`decode_batch`)."""
+        batch_threads(num_threads)
         return [self.decode_bytes(ids) for ids in batch]
 
     def token_byte_values(self) -> list[bytes]:

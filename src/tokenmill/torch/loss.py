@@ -15,7 +15,7 @@ Across ranks, ``N`` is all-reduced first; if the data-parallel wrapper *averages
 
 from __future__ import annotations
 
-from .._validate import check_int
+from .._validate import check_array, check_int
 from ..conventions import IGNORE_INDEX, count_targets  # noqa: F401  (the torch API exports it from here)
 from ..errors import ConfigError, require
 
@@ -35,8 +35,13 @@ def token_weighted_loss(logits, labels, *, num_targets, ignore_index: int = IGNO
     >>> round(loss.item(), 6) == round(2 * 1.3862944 / 4, 6)
     True
     """
+    if not torch.is_tensor(logits) or logits.ndim < 2 or logits.shape[-1] == 0:
+        what = f"a {type(logits).__name__}" if not torch.is_tensor(logits) else f"of shape {tuple(logits.shape)}"
+        raise ConfigError(f"logits are {what}; pass the model's logits, a (B, T, V) tensor with V >= 1")
+    ignore_index = check_int(ignore_index, "ignore_index")
     if not torch.is_tensor(labels):  # numpy labels (pad_batch's, a plan's batches): the same values on the device
-        labels = torch.as_tensor(labels, device=logits.device)
+        # (checked as integers first: big-endian or object arrays had failed in torch, uint64 wrapped)
+        labels = torch.as_tensor(check_array(labels, "labels", ndim=None, error=ConfigError), device=logits.device)
     if logits.shape[:-1] != labels.shape:
         raise ConfigError(f"logits have shape {tuple(logits.shape)} but labels {tuple(labels.shape)}; "
                           "logits must be (B, T, V) for labels (B, T)")

@@ -105,7 +105,11 @@ class SemanticWindows:
         if oversize not in ("split", "truncate", "error"):
             raise ConfigError(f"oversize={oversize!r} is not one of ('split', 'truncate', 'error')")
         check_choice("score", score)
-        if isinstance(boundaries, str) and boundaries not in BOUNDARIES and boundaries.isascii() and boundaries.isalpha():
+        if not isinstance(boundaries, str):  # (bytes compiled, then failed on every text; a compiled pattern
+            # had been "neither ... nor a valid regex")
+            raise ConfigError(f"boundaries is a {type(boundaries).__name__}; pass one of {tuple(BOUNDARIES)} or a "
+                              "regex as a str (its source: pattern.pattern for a compiled one)")
+        if boundaries not in BOUNDARIES and boundaries.isascii() and boundaries.isalpha():
             import difflib
 
             near = difflib.get_close_matches(boundaries.lower(), BOUNDARIES, n=1, cutoff=0.6)
