@@ -413,8 +413,8 @@ def document_lengths(lengths, name: str = "lengths", *, error=InputError) -> np.
         sizes = np.empty(len(lengths), np.int64)
         for i, d in enumerate(lengths):
             if np.ndim(d) != 1:
-                raise error(f"{name}: item {i:,d} has shape {np.shape(d)}, item 0 {np.shape(lengths[0])}; pass the "
-                            "documents' lengths, or the documents themselves (each a 1-D sequence of ids)")
+                raise error(f"{name}: item {i:,d} has shape {np.shape(d)}, not 1-D; pass the documents' lengths, or "
+                            "the documents themselves (each a 1-D sequence of ids)")
             sizes[i] = len(d)
         lengths = sizes
     a = check_array(lengths, name, min=0, item="document {i} has length {v}", error=error)

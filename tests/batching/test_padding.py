@@ -167,7 +167,7 @@ def test_messages_name_what_the_user_passed():
     assert MultiScaleWindows([2**53 + 1], stride_ratio=1.0).scales[0].stride == 2**53 + 1  # floor, exactly
     with pytest.raises(ConfigError, match="stride_ratio=2 makes window size .* beyond 2\\*\\*62"):
         MultiScaleWindows([2**62], stride_ratio=2.0)
-    with pytest.raises(ConfigError, match=r"\(1 rows of .*\) overflows int32 cu_seqlens .* a smaller block_size"):
+    with pytest.raises(ConfigError, match=r"\(1 row of .*\) overflows int32 cu_seqlens .* shorter rows \(block_size, or pad_batch.s max_length\)"):
         next(pack([3], 2**31).batches([[1, 2, 3]], batch_size=1, pad_id=0))
 
 

@@ -45,6 +45,7 @@ import numpy as np
 
 from .._arrays import readonly
 from .._validate import check_array, check_int, check_spans
+from .._words import counted
 from ..errors import ConfigError, InputError
 from .batch import (  # noqa: F401 (layout re-exports the batch types its callers import from here)
     FIRST_RUN_PYTHON_POSITIONS,
@@ -298,8 +299,9 @@ def check_token_array(tokens, name: str) -> np.ndarray:
 
 def _checked_size(seg_row: np.ndarray, seg_len: np.ndarray, B: int, T: int) -> int:
     if B * T > np.iinfo(np.int32).max:
-        raise ConfigError(f"a batch of {B * T:,d} positions ({B:,d} rows of {T:,d}) overflows int32 cu_seqlens (at most "
-                          f"{2**31 - 1:,d}); use " + ("fewer rows per batch" if B > 1 else "a smaller block_size"))
+        raise ConfigError(f"a batch of {B * T:,d} positions ({counted(B, 'row')} of {T:,d}) overflows int32 cu_seqlens (at most "
+                          f"{2**31 - 1:,d}); use " + ("fewer rows per batch" if B > 1 else
+                                                       "shorter rows (block_size, or pad_batch's max_length)"))
     if seg_row.size and (seg_row[0] < 0 or seg_row[-1] >= B or (np.diff(seg_row) < 0).any()):
         raise ConfigError(f"segment rows must be nondecreasing within 0 .. {B - 1}")
     used = np.bincount(seg_row, weights=seg_len, minlength=B)
