@@ -111,3 +111,16 @@ def test_decode_batch_threads_and_semantic_boundaries_are_checked():
     for given in (b"\n", re.compile("\n")):
         with pytest.raises(ConfigError, match=f"boundaries is a {type(given).__name__}; pass one of"):
             SemanticWindows(6, boundaries=given)
+
+
+def test_a_batch_dicts_cu_seqlens_and_input_ids_are_checked_before_torch_reads_them():
+    pytest.importorskip("torch")
+    from tokenmill.torch import sdpa_mask
+
+    ids = np.zeros((1, 3))
+    assert sdpa_mask({"input_ids": ids, "cu_seqlens": np.array([0, 2, 3], ">i8")})[0, 0].int().tolist() == \
+        [[1, 0, 0], [1, 1, 0], [0, 0, 1]]  # (big-endian: torch had refused its byte order)
+    with pytest.raises(ConfigError, match=r"batch\['cu_seqlens'\] holds 'a' at index 1"):
+        sdpa_mask({"input_ids": ids, "cu_seqlens": np.array([0, "a", 3], object)})
+    with pytest.raises(ConfigError, match=r"batch\['input_ids'\] is a list; pass a 2-D tensor or numpy array"):
+        sdpa_mask({"input_ids": [[1, 2, 3]], "cu_seqlens": [0, 3]})

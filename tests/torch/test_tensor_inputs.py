@@ -135,7 +135,7 @@ def test_planners_take_the_documents_themselves():
         assert LengthGroupedBatches(form, batch_size=1).lengths.tolist() == [2, 5, 3]
         assert pack(form, 8).doc_lengths.tolist() == [2, 5, 3]
         assert SlidingWindows(4, 2).plan(form).start.tolist() == SlidingWindows(4, 2).plan([2, 5, 3]).start.tolist()
-    with pytest.raises(InputError, match=r"item 1 has shape \(1, 1\), item 0 \(2,\)"):
+    with pytest.raises(InputError, match=r"item 1 has shape \(1, 1\), not 1-D"):
         pack([[1, 2], [[3]]], 8)
 
 

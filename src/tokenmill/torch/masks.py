@@ -12,7 +12,7 @@ or empty, so long packed blocks skip the empty tiles entirely.
 
 from __future__ import annotations
 
-from .._validate import check_int
+from .._validate import check_array, check_int
 from .._words import counted
 from ..batching.batch import as_batch
 from ..errors import ConfigError, require
@@ -70,11 +70,17 @@ def dict_segments(batch: dict, what: str):
     if missing:
         raise ConfigError(f"{what}: the batch has no {' or '.join(missing)}; pass a tokenmill Batch or a "
                           "TrainingLoader / to_tensors() batch dict")
-    shape = tuple(getattr(batch["input_ids"], "shape", ()))
+    ids = batch["input_ids"]
+    if not hasattr(ids, "shape"):  # (a list had been "must be 2-D (got shape ())")
+        raise ConfigError(f"{what}: batch['input_ids'] is a {type(ids).__name__}; pass a 2-D tensor or numpy array "
+                          "(rows, positions), as to_tensors and the TrainingLoader give")
+    shape = tuple(ids.shape)
     if len(shape) != 2:
         raise ConfigError(f"{what}: batch['input_ids'] must be 2-D (rows, positions) (got shape {shape})")
     B, T = shape
-    cu = torch.as_tensor(batch["cu_seqlens"])
+    cu = batch["cu_seqlens"]
+    if not torch.is_tensor(cu):  # (checked as integers first: big-endian, object or str values had failed in torch)
+        cu = torch.as_tensor(check_array(cu, "batch['cu_seqlens']", error=ConfigError))
     check_cu_seqlens(cu, B, T)
     return B, T, cu
 
