@@ -598,6 +598,17 @@ def test_a_folders_pipes_sockets_and_links_to_them_are_named(tmp_path):
     assert files(data).paths == [data / "a.txt"]
 
 
+def test_a_dotted_field_says_fields_are_read_by_their_top_level_name(tmp_path):
+    """--field meta.text on {"meta": {"text": ...}} said only "no field 'meta.text'; the fields are: 'meta'"."""
+    (tmp_path / "n.jsonl").write_text('{"meta": {"text": "x"}}\n')
+    with pytest.raises(InputError, match=r"no field 'meta.text'; .* \(a field is read by its top-level name: "
+                                         r"'meta.text' is not looked up inside 'meta'; flatten the records first"):
+        list(files(tmp_path / "n.jsonl", field="meta.text").documents())
+    with pytest.raises(InputError, match=r"no field 'body'; the record's fields are: 'meta'; pass field=\.\.\. "
+                                         r"\(CLI: --field\)$"):
+        list(files(tmp_path / "n.jsonl", field="body").documents())
+
+
 def test_jsonl_records_name_the_files_byte_offset(tmp_path):
     """The chat reader said an invalid byte's offset within its line (40), where every other reader says the
     file's."""

@@ -951,7 +951,7 @@ class FileSource(Source):
         names = pf.schema_arrow.names
         if self.field not in names:
             raise InputError(f"{p}: no column {self.field!r}; the columns are: {', '.join(names)}; "
-                             "pass field=... (CLI: --field)")
+                             f"pass field=... (CLI: --field){_top_level(self.field, names)}")
         if names.count(self.field) > 1:  # (pyarrow reads the first: which one was meant is not known)
             raise InputError(f"{p}: {names.count(self.field)} columns are named {self.field!r}; a file with one "
                              "such column can be read")
@@ -1045,8 +1045,18 @@ def _field_of(rec: Any, name: str, where: str) -> str:
     if name not in rec:
         present = ", ".join(map(repr, rec)) or "none"
         raise InputError(f"{where}: no field {name!r}; the record's fields are: {present}; pass field=... "
-                         "(CLI: --field)")
+                         f"(CLI: --field){_top_level(name, rec)}")
     return _as_text(rec[name], where, name, "strict")
+
+
+def _top_level(name: str, names) -> str:
+    """Where ``name`` reads as a path into a nested field (``meta.text`` beside a field ``meta``): that fields are
+    read by their top-level name."""
+    head = name.split(".")[0]
+    if "." not in name or head not in names:
+        return ""
+    return (f" (a field is read by its top-level name: {name!r} is not looked up inside {head!r}; flatten the records "
+            "first, e.g. datasets' flatten() or a jq/pandas pass)")
 
 
 def _as_text(v: Any, where: str, name: str, errors: str, replaced: Replaced | None = None) -> str:
