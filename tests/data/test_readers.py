@@ -609,6 +609,21 @@ def test_a_dotted_field_says_fields_are_read_by_their_top_level_name(tmp_path):
         list(files(tmp_path / "n.jsonl", field="body").documents())
 
 
+def test_binary_files_under_a_text_name_say_what_they_start_as(tmp_path):
+    """gzip data named .jsonl, UTF-16 text, Parquet named .txt: "invalid UTF-8 at byte offset 0" said nothing of
+    why; the message names what the file's first bytes are."""
+    (tmp_path / "z.jsonl").write_bytes(gzip.compress(b'{"text": "x"}\n'))
+    (tmp_path / "u.txt").write_bytes("hi".encode("utf-16"))
+    (tmp_path / "p.txt").write_bytes(b"PAR1\x15\x04\x00\xff")
+    for name, what in (("z.jsonl", "gzip-compressed data: name it .gz"), ("u.txt", "UTF-16 \\(little-endian\\) text"),
+                       ("p.txt", "a Parquet file: name it .parquet")):
+        with pytest.raises(InputError, match=f"invalid UTF-8 at byte offset \\d \\(.*; the file starts as {what}"):
+            list(files(tmp_path / name).documents())
+    (tmp_path / "late.txt").write_bytes(b"fine text, then \x1f\x8b\xff")  # (bytes past the start: no guess)
+    with pytest.raises(InputError, match=r"byte offset 17 \(invalid start byte\); fix the input"):
+        list(files(tmp_path / "late.txt").documents())
+
+
 def test_jsonl_records_name_the_files_byte_offset(tmp_path):
     """The chat reader said an invalid byte's offset within its line (40), where every other reader says the
     file's."""

@@ -149,6 +149,23 @@ class Replaced:
         return f"replaced {self.count:,d} invalid UTF-8 sequence{s} with U+FFFD (errors='replace'){of}; the first in {self.where}{at}"
 
 
+# the first bytes of files that are no text, for a file read as text whose first bytes are no UTF-8
+_MAGIC = ((b"\x1f\x8b", "gzip-compressed data: name it .gz"), (b"\x28\xb5\x2f\xfd", "zstd-compressed data: name it .zst"),
+          (b"\xff\xfe", "UTF-16 (little-endian) text: convert it to UTF-8 (iconv -f UTF-16 -t UTF-8)"),
+          (b"\xfe\xff", "UTF-16 (big-endian) text: convert it to UTF-8 (iconv -f UTF-16 -t UTF-8)"),
+          (b"PAR1", "a Parquet file: name it .parquet"), (b"PK\x03\x04", "a zip archive: extract it first"),
+          (b"BZh", "bzip2-compressed data: decompress it first"),
+          (b"\xfd7zXZ\x00", "xz-compressed data: decompress it first"))
+
+
+def _binary_start(data: bytes) -> str:
+    """What ``data`` (a file's first bytes) is where its magic bytes say (``"; it starts as gzip..."``), else ""."""
+    for magic, what in _MAGIC:
+        if data.startswith(magic):
+            return f"; the file starts as {what}"
+    return ""
+
+
 def decode_utf8(data: bytes, *, name: str, errors: Errors = "strict", base: int = 0,
                 replaced: Replaced | None = None, first_line: int | None = None) -> str:
     """Decode UTF-8, or raise an InputError naming ``name`` and the first bad byte's offset (``base`` plus
@@ -174,7 +191,8 @@ def decode_utf8(data: bytes, *, name: str, errors: Errors = "strict", base: int 
                 line = first_line + before.count(b"\n") + before.count(b"\r") - before.count(b"\r\n")
                 where = f"line {line:,d}, "
             raise InputError(
-                f"{name}: invalid UTF-8 at {where}byte offset {base + e.start:,d} ({e.reason}); fix the input, "
+                f"{name}: invalid UTF-8 at {where}byte offset {base + e.start:,d} ({e.reason}"
+                f"{_binary_start(data) if base == 0 else ''}); fix the input, "
                 "or pass errors='replace' (CLI: --errors replace) to substitute U+FFFD") from None
         text = data.decode("utf-8", "replace")
         if replaced is not None:  # a U+FFFD spelled in valid UTF-8 (EF BF BD) stays one U+FFFD, not counted
