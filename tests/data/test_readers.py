@@ -624,6 +624,16 @@ def test_binary_files_under_a_text_name_say_what_they_start_as(tmp_path):
         list(files(tmp_path / "late.txt").documents())
 
 
+def test_jsonl_cut_by_lone_carriage_returns_says_so(tmp_path):
+    """Records cut by CR alone read as one line, "Extra data at column 15", which said nothing of why."""
+    (tmp_path / "cr.jsonl").write_bytes(b'{"text": "a"}\r{"text": "b"}\r')
+    with pytest.raises(InputError, match=r"cr.jsonl:1: not valid JSON \(Extra data at column 15\); .* the file's "
+                                         r"lines end with CR alone"):
+        list(files(tmp_path / "cr.jsonl").documents())
+    (tmp_path / "crlf.jsonl").write_bytes(b'{"text": "a"}\r\n{"text": "b"}\r\n')  # (CRLF: read as before)
+    assert [t for t, _, _ in files(tmp_path / "crlf.jsonl").documents()] == ["a", "b"]
+
+
 def test_jsonl_records_name_the_files_byte_offset(tmp_path):
     """The chat reader said an invalid byte's offset within its line (40), where every other reader says the
     file's."""

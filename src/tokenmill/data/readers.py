@@ -1027,8 +1027,11 @@ def _json_line(line: str, where: str) -> Any:
     try:
         return json.loads(line, parse_int=_json_int)
     except json.JSONDecodeError as e:  # (its msg may end in "at": "Invalid control character at")
+        # (records cut by a lone CR, an old Mac's line end, are one line here: "Extra data" said nothing of why)
+        cr = ("; the line holds a carriage return (\\r) between records: the file's lines end with CR alone, "
+              "convert them to \\n (e.g. tr '\\r' '\\n')") if e.msg == "Extra data" and "\r" in line.strip() else ""
         raise InputError(f"{where}: not valid JSON ({e.msg.removesuffix(' at')} at column {e.colno}); every line of a "
-                         "JSONL file must be one JSON object") from None
+                         f"JSONL file must be one JSON object{cr}") from None
     except RecursionError:
         raise InputError(f"{where}: its JSON nests too deeply to read; every line of a JSONL file must be one JSON "
                          "object (of reasonable depth)") from None
