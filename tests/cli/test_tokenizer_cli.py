@@ -238,7 +238,7 @@ def test_cli_messages_say_what_to_change(tmp_path, capsys):
     out = str(tmp_path / "t.json")
     assert main(["train", "--input", str(tmp_path / "c.txt"), "--split-lines", "--vocab-size", "270", "--sample",
                  "0.01", "--out", out]) == 1
-    assert "sample='0.01', a fraction of 0.01 of the documents, kept none of them: raise it" in capsys.readouterr().err
+    assert "--sample 0.01, a fraction of 0.01 of the documents, kept none of them: raise it" in capsys.readouterr().err
     assert main(["train", "--input", str(tmp_path / "c.txt"), "--separator", "", "--vocab-size", "270",
                  "--out", out]) == 1
     assert "--separator '' is empty" in capsys.readouterr().err

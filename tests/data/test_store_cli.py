@@ -290,7 +290,7 @@ def test_options_and_paths_a_probe_found_said_or_refused(tmp_path, tok, capsys):
     st = TokenStore.open(tmp_path / "e2")
     assert st.eos_id == eot.special_tokens["<|eot|>"] and st.get(0)[-1] == st.eos_id
     assert main([*build, "--out", str(tmp_path / "e3"), "--no-eos", "--ray-address", "auto"]) == 1
-    assert "--ray-address='auto' is for --engine ray, and" in capsys.readouterr().err
+    assert "--ray-address auto is for --engine ray, and" in capsys.readouterr().err
     with pytest.raises(ConfigError, match="is inside the store's folder"):
         st.export_megatron(tmp_path / "e2" / "corpus")
     for path, said in ((tmp_path / "chat.jsonl", "is a JSONL file (data: a record a line), not a tokenizer"),

@@ -150,6 +150,8 @@ def cli_names(text: str, command: argparse.ArgumentParser | None) -> str:
     '--block-size=0 is out of range; --window=0 too; my_block_size=1'
     >>> cli_names("pass reserve < window_size; lower block_size; the reserve it keeps; runs/block_size.txt", p)
     'pass --reserve < --window; lower --block-size; the reserve it keeps; runs/block_size.txt'
+    >>> cli_names("window='auto' reads it; window='a b' too", p)
+    "--window auto reads it; --window='a b' too"
     """
     if command is None:
         return text
@@ -165,7 +167,8 @@ def cli_names(text: str, command: argparse.ArgumentParser | None) -> str:
         # (not in a path or a file name: 'runs/vocab_size.txt')
         after = "(=| ')" if name == "out_dir" else r"(=| [<>]=? )" if "_" not in name else r"(?![\w/-]|\.\w)"
         text = re.sub(rf"(?<![\w/.-]){re.escape(name)}(?={after})", option, text)
-    return text
+    # --format='jsonl' as typed on a command line: --format jsonl (a value of plain characters only)
+    return re.sub(r"(?<![\w-])(--[a-z][a-z-]*)='([\w.+-]+)'", r"\1 \2", text)
 
 
 def _interrupted(e: BaseException) -> bool:
