@@ -540,8 +540,8 @@ def encode_sft(tokenizer, examples, *, prompt: str = "prompt", completion: str =
             chat_template = own_chat_template(tokenizer)
         except ConfigError as e:
             unchosen = e
-    elif isinstance(chat_template, str) and own_chat_template(tokenizer, chat_template) is not None:
-        chat_template = own_chat_template(tokenizer, chat_template)  # (one of its named templates, by its name)
+    elif isinstance(chat_template, str):  # (one of its named templates, by its name; else the template's text)
+        chat_template = own_chat_template(tokenizer, chat_template) or chat_template
     names = {k: v for k, v in roles.items() if v is not None}  # (an absent one is undefined: '' in a template)
     bos = special_id(tokenizer, _first(roles["bos_token"], BOS_NAMES), bos_id, "bos", prepend_bos)
     texts: list[str] = []
