@@ -28,6 +28,7 @@ import os
 import numpy as np
 
 from ._arrays import readonly
+from ._words import counted
 from .errors import ConfigError, InputError
 
 INT64_MAX = 2**63 - 1
@@ -142,6 +143,11 @@ def check_array(a, name: str, *, ndim: int | None = 1, dtype=np.int64, min: int 
         arr = np.asarray(a)
     except (ValueError, TypeError, OverflowError, RuntimeError) as e:  # (RuntimeError: a tensor that requires grad)
         raise error(f"{name} is not an array of integers numpy can read ({e})") from None
+    if isinstance(a, np.ma.MaskedArray) and np.ma.is_masked(a):  # (np.asarray keeps the values under the mask)
+        i = int(np.argmax(np.ma.getmaskarray(a).ravel()))
+        raise error(f"{name} is a masked array with {counted(int(np.ma.count_masked(a)), 'masked entry', 'masked entries')} (the first at "
+                    f"flat index {i:,d}); their values would be read as they are: fill or drop them first "
+                    "(a.filled(value) or a.compressed())")
     if arr.dtype.kind in "US":  # (text where ids or lengths go: "has shape (); it must be 1-D" said nothing useful)
         raise error(f"{name} is text ({type(a).__name__}), not integers; where token ids are expected, encode the "
                     "text with a tokenizer first (tok.encode(text))")

@@ -124,3 +124,19 @@ def test_a_batch_dicts_cu_seqlens_and_input_ids_are_checked_before_torch_reads_t
         sdpa_mask({"input_ids": ids, "cu_seqlens": np.array([0, "a", 3], object)})
     with pytest.raises(ConfigError, match=r"batch\['input_ids'\] is a list; pass a 2-D tensor or numpy array"):
         sdpa_mask({"input_ids": [[1, 2, 3]], "cu_seqlens": [0, 3]})
+
+
+def test_a_masked_array_with_masked_entries_is_refused_not_read_under_its_mask():
+    from tokenmill.batching import pack
+    from tokenmill.windows import SlidingWindows
+
+    lengths = np.ma.masked_array([3, 7, 5], mask=[False, True, False])  # (np.asarray reads the 7 under the mask)
+    for call in (lambda: SlidingWindows(8, 4).plan(lengths), lambda: pack(lengths, 8)):
+        with pytest.raises(InputError, match=r"masked array with 1 masked entry \(the first at flat index 1\).*"
+                                             r"a\.filled\(value\) or a\.compressed\(\)"):
+            call()
+    with pytest.raises(InputError, match="with 2 masked entries"):
+        pack(np.ma.masked_array([3, 7, 5], mask=[True, True, False]), 8)
+    plain = np.ma.masked_array([3, 7, 5], mask=[False, False, False])  # (nothing masked: the values as they are)
+    assert SlidingWindows(8, 4).plan(plain).length.tolist() == [3, 7, 5]
+    assert SlidingWindows(8, 4).plan(lengths.compressed()).length.tolist() == [3, 5]
