@@ -34,6 +34,7 @@ _EXPORTS = {
     "Mixture": ".data.mixture",
     "MaskedSource": ".data.masked",
     "encode_sft": ".data.masked",
+    "save_sft": ".data.masked",
     # tokenizer
     "Tokenizer": ".tokenizer.model",
     "train_bpe": ".tokenizer.bpe.train",
@@ -87,7 +88,7 @@ if TYPE_CHECKING:  # pragma: no cover  (static type checkers see the lazy export
     from .batching.sources import SliceSource
     from .batching.split import split_documents
     from .batching.stats import BatchStats
-    from .data.masked import MaskedSource, encode_sft
+    from .data.masked import MaskedSource, encode_sft, save_sft
     from .data.mixture import Mixture
     from .data.source import ArraySource, TokenSource, as_source
     from .data.store import TokenStore

@@ -325,3 +325,26 @@ def test_build_draws_bars_only_on_a_terminal_by_default(tmp_path, tok, capfd):
     assert capfd.readouterr().err == ""
     TokenStore.build(tmp_path / "s2", tmp_path / "in", tok, split_lines=True, workers=1, progress=True)
     assert "store build" in capfd.readouterr().err
+
+
+def test_store_sft_streams_its_records_and_names_a_bad_one_far_in(tmp_path, tok, capsys, monkeypatch):
+    """store sft encodes a batch of records at a time (save_sft): the stores are encode_sft's, and a record found bad
+    after many batches is named by its file and line."""
+    from tokenmill import MaskedSource, encode_sft
+    from tokenmill.data import masked
+
+    monkeypatch.setattr(masked, "SFT_BATCH", 2)  # (batches of 2 records: 15 batches, the names of old ones dropped)
+    tok.save(tmp_path / "tok.json")
+    rows = [{"prompt": f"the cat {i} ", "completion": "sat" * (i % 3)} for i in range(30)]
+    (tmp_path / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    base = ["store", "sft", "--tokenizer", str(tmp_path / "tok.json"), "-q"]
+    assert main(base + ["--input", str(tmp_path / "a.jsonl"), "--out", str(tmp_path / "s")]) == 0
+    assert "30 examples" in capsys.readouterr().out
+    got, want = MaskedSource.open(tmp_path / "s"), encode_sft(tok, rows)
+    assert [got.get(i).tolist() for i in range(30)] == [want.get(i).tolist() for i in range(30)]
+    assert got.num_targets == want.num_targets
+    rows[24]["completion"] = "sat<|endoftext|>"
+    (tmp_path / "b.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert main(base + ["--input", str(tmp_path / "b.jsonl"), "--out", str(tmp_path / "t")]) == 1
+    assert f"{tmp_path / 'b.jsonl'}:25: field 'completion'" in capsys.readouterr().err
+    assert not (tmp_path / "t").exists()

@@ -174,33 +174,57 @@ def _sft(args: argparse.Namespace) -> int:
     from ..errors import InputError
 
     tok = load_tokenizer(args)
-    examples: list = []
-    where: list[str] = []  # each example's file:line
     template = _chat_template(args, tok)
     if template is not None and (args.chat_template is not None or _all_jsonl(args)):
         return _sft_records(args, tok, template)  # whole records (a chat's messages are no text field): JSONL only
-    for path in args.input:  # each record read twice, a field each, by the one reader (rows checked to agree)
-        prompts = files(path, field=args.prompt_field, format=args.format)
-        completions = files(path, field=args.completion_field, format=args.format)
-        text = [p for p in prompts.paths if prompts.kind_of(p) == "text"]
-        if text:  # (its whole text had been read as the prompt and again as the completion)
-            raise InputError(f"{text[0]}: a text file, which holds no records; store sft reads JSONL (.jsonl, "
-                             ".ndjson) and Parquet files of prompt-completion records or chats: convert it, or pass "
-                             "--format jsonl if it holds one JSON object a line")
-        try:
-            for (p, pf, pr), (c, cf, cr) in zip(prompts.documents(), completions.documents(), strict=True):
-                if (pf, pr) != (cf, cr):  # (cannot happen: both read the same records in order; said, not assumed)
-                    raise RuntimeError(f"{path}: the prompt and completion readers disagree on record {pr}")
-                examples.append((p, c))
-                where.append(f"{prompts.paths[pf]}:{pr + 1}")  # (as typed, as the reader's own errors name it)
-        except InputError as e:  # (the reader's advice names its own option, --field)
-            said = str(e).replace("pass field=... (CLI: --field)", "pass --prompt-field and --completion-field")
-            if template is None and "no field" in said:  # (records of chats, maybe, and no template to render
-                # them: say where one comes from)
-                said += ("; records of chats (a --messages-field list of {role, content}) need a chat template: "
-                         "--chat-template FILE, or a --tokenizer folder holding one")
-            raise InputError(said) from None
-    return _encode_and_save(args, tok, examples, where)
+    where = _Where()
+
+    def examples():
+        for path in args.input:  # each record read twice, a field each, by the one reader (rows checked to agree)
+            prompts = files(path, field=args.prompt_field, format=args.format)
+            completions = files(path, field=args.completion_field, format=args.format)
+            text = [p for p in prompts.paths if prompts.kind_of(p) == "text"]
+            if text:  # (its whole text had been read as the prompt and again as the completion)
+                raise InputError(f"{text[0]}: a text file, which holds no records; store sft reads JSONL (.jsonl, "
+                                 ".ndjson) and Parquet files of prompt-completion records or chats: convert it, or "
+                                 "pass --format jsonl if it holds one JSON object a line")
+            try:
+                for (p, pf, pr), (c, cf, cr) in zip(prompts.documents(), completions.documents(), strict=True):
+                    if (pf, pr) != (cf, cr):  # (cannot happen: both read the same records in order; said, not assumed)
+                        raise RuntimeError(f"{path}: the prompt and completion readers disagree on record {pr}")
+                    where.add(f"{prompts.paths[pf]}:{pr + 1}")  # (as typed, as the reader's own errors name it)
+                    yield p, c
+            except InputError as e:  # (the reader's advice names its own option, --field)
+                said = str(e).replace("pass field=... (CLI: --field)", "pass --prompt-field and --completion-field")
+                if template is None and "no field" in said:  # (records of chats, maybe, and no template to render
+                    # them: say where one comes from)
+                    said += ("; records of chats (a --messages-field list of {role, content}) need a chat template: "
+                             "--chat-template FILE, or a --tokenizer folder holding one")
+                raise InputError(said) from None
+
+    return _encode_and_save(args, tok, examples(), where)
+
+
+class _Where:
+    """Each example's file:line as the readers go, kept for the examples of the batches not yet written (an error
+    names the example it is about by its number): a set of millions of examples is never held whole."""
+
+    def __init__(self):
+        from ..data.masked import SFT_BATCH
+
+        self.first, self.held, self.batch = 0, [], SFT_BATCH
+
+    def add(self, place: str) -> None:
+        if len(self.held) >= 4 * self.batch:  # (the oldest half: examples of batches encoded already)
+            drop = 2 * self.batch
+            self.first, self.held = self.first + drop, self.held[drop:]
+        self.held.append(place)
+
+    def __len__(self) -> int:
+        return self.first + len(self.held)
+
+    def get(self, i: int, default: str) -> str:
+        return self.held[i - self.first] if self.first <= i < len(self) else default
 
 
 def _all_jsonl(args) -> bool:
@@ -239,35 +263,53 @@ def _sft_records(args, tok, template: str) -> int:
     from ..data.readers import expand_paths, format_of, jsonl_records
     from ..errors import InputError
 
-    examples: list = []
-    where: list[str] = []
-    for path in expand_paths(list(args.input)):
-        kind = format_of(path) if args.format == "auto" else args.format
-        if kind != "jsonl":
-            raise InputError(f"{path}: a {kind} file; chats (--chat-template) are read from JSONL files")
-        for line, rec in jsonl_records(path):
-            if args.messages_field not in rec and args.prompt_field not in rec:
-                have = ", ".join(map(repr, list(rec)[:8])) or "none"
-                raise InputError(f"{path}:{line}: no field {args.messages_field!r} (a chat) nor {args.prompt_field!r} "
-                                 f"(its fields: {have}); pass --messages-field or --prompt-field")
-            examples.append(rec)
-            where.append(f"{path}:{line}")
-    return _encode_and_save(args, tok, examples, where, template)
+    where = _Where()
+
+    def examples():
+        for path in expand_paths(list(args.input)):
+            kind = format_of(path) if args.format == "auto" else args.format
+            if kind != "jsonl":
+                raise InputError(f"{path}: a {kind} file; chats (--chat-template) are read from JSONL files")
+            for line, rec in jsonl_records(path):
+                if args.messages_field not in rec and args.prompt_field not in rec:
+                    have = ", ".join(map(repr, list(rec)[:8])) or "none"
+                    raise InputError(f"{path}:{line}: no field {args.messages_field!r} (a chat) nor "
+                                     f"{args.prompt_field!r} (its fields: {have}); pass --messages-field or "
+                                     "--prompt-field")
+                where.add(f"{path}:{line}")
+                yield rec
+
+    return _encode_and_save(args, tok, examples(), where, template)
 
 
-def _encode_and_save(args, tok, examples: list, where: list[str], template: str | None = None) -> int:
+def _encode_and_save(args, tok, examples, where: _Where, template: str | None = None) -> int:
+    """Encode the examples (an iterator, read once) a batch at a time into the stores of ``--out``, and say what
+    was written."""
+    import itertools
     import re
 
-    from ..data.masked import encode_sft, is_chat_record
+    import numpy as np
+
+    from ..data.masked import is_chat_record, save_sft
     from ..errors import InputError, SpecialTokenError
 
     special = {"error": ((), "all"), "special": ("all", "all"), "plain": ((), ())}[args.special_text]
     check_role_ids(args)
-    if not examples:  # (an empty store had been written, and a garbled summary)
+    first = next(examples, None)
+    if first is None:  # (an empty store had been written, and a garbled summary)
         raise InputError(f"{', '.join(map(str, args.input))} hold no examples; pass JSONL records of prompt and "
                          "completion, or of messages")
+    seen = [0, 0]  # examples, chats
+
+    def counted_examples():
+        for ex in itertools.chain([first], examples):
+            seen[0] += 1
+            seen[1] += is_chat_record(ex, args.messages_field, args.prompt_field)
+            yield ex
+
     try:
-        src = encode_sft(tok, examples, prompt=args.prompt_field, completion=args.completion_field,
+        saved = save_sft(tok, counted_examples(), args.out, overwrite=args.overwrite, progress=not args.quiet,
+                         prompt=args.prompt_field, completion=args.completion_field,
                          messages=args.messages_field, chat_template=template,
                          train_on=tuple(args.train_on or ("assistant",)),
                          append_eos=False if args.no_eos else None, prepend_bos=args.bos,
@@ -277,18 +319,19 @@ def _encode_and_save(args, tok, examples: list, where: list[str], template: str 
         if getattr(e, "example", None) is None:
             raise
         field = args.completion_field if e.part else args.prompt_field
-        raise SpecialTokenError(f"{where[e.example]}: field {field!r}: {e.found}; pass --special-text special where "
-                                "the records spell special tokens on purpose (a chat template's), or --special-text "
-                                "plain to encode them as plain text") from None
+        raise SpecialTokenError(f"{where.get(e.example, f'example {e.example:,d}')}: field {field!r}: {e.found}; pass "
+                                "--special-text special where the records spell special tokens on purpose (a chat "
+                                "template's), or --special-text plain to encode them as plain text") from None
     except InputError as e:  # ("example 7, message 2: ..." -> "train.jsonl:8, message 2: ...")
-        said = re.sub(r"^example (\d+)", lambda m: where[int(m.group(1))] if int(m.group(1)) < len(where) else m[0],
-                      str(e))
+        said = re.sub(r"^example (\d{1,3}(?:,\d{3})*)", lambda m: where.get(int(m.group(1).replace(",", "")), m[0]), str(e))
         raise InputError(said.replace("prompt=... and completion=...", "--prompt-field and --completion-field")
                          .replace("messages with messages=...", "messages with --messages-field")
                          .replace("chat_template is given", "--chat-template is given")) from None
-    saved = src.save(args.out, overwrite=args.overwrite)
     tokens, targets = int(saved.mask.size), saved.num_targets
-    empty = int(sum(1 for i in range(len(saved)) if not saved.loss_mask(i).any()))
+    lengths = np.asarray(saved.lengths, np.int64)
+    per_doc = np.add.reduceat(np.append(saved.mask, np.uint8(0)), np.asarray(saved.mask_offsets[:-1], np.int64),
+                              dtype=np.int64) if lengths.size else np.zeros(0, np.int64)
+    empty = int(np.count_nonzero((per_doc == 0) | (lengths == 0)))  # (reduceat gives an empty span the next value)
     out = {"out": args.out, "examples": len(saved), "tokens": tokens, "targets": targets,
            "examples_without_target": empty, "fingerprint": saved.fingerprint}
     if args.json:
@@ -296,13 +339,13 @@ def _encode_and_save(args, tok, examples: list, where: list[str], template: str 
         return 0
     share = f" ({targets / tokens:.1%})" if tokens else ""
     roles = args.train_on or ["assistant"]
-    chats = sum(1 for ex in examples if is_chat_record(ex, args.messages_field, args.prompt_field))
+    chats = seen[1]
     said = []
     if chats:
         said.append(f"the {' and '.join(roles)} turns of {counted(chats, 'chat')}")
-    if chats < len(examples):
+    if chats < seen[0]:
         said.append(f"the completions{'' if args.no_eos else ' and their EOS'} of "
-                    f"{counted(len(examples) - chats, 'prompt-completion record')}")
+                    f"{counted(seen[0] - chats, 'prompt-completion record')}")
     what = " and ".join(said) + "; the rest is context"
     print(f"{counted(len(saved), 'example')}, {counted(tokens, 'token')}, {counted(targets, 'target')}{share}: {what}")
     if empty:

@@ -24,6 +24,7 @@ the opposite (True there = *not* a target): pass ``[not m for m in mask]``.
 from __future__ import annotations
 
 import hashlib
+import sys
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -228,15 +229,10 @@ class MaskedSource:
         import os
         from pathlib import Path
 
-        from .store import TokenStore
 
         overwrite = check_bool(overwrite, "overwrite")
         out = Path(os.fspath(out_dir))
-        there = [d for d in (TOKENS_DIR, MASK_DIR) if (out / d).exists()]
-        if there and not overwrite:
-            raise ConfigError(f"{str(out)!r} already holds {' and '.join(d + '/' for d in there)}; pass overwrite=True to "
-                              "replace the stores there (CLI: --overwrite), or another folder")
-        out.mkdir(parents=True, exist_ok=True)
+        _refuse_saved_there(out, overwrite)
         lengths = np.asarray(self.lengths, np.int64)
         ids = _all_ids(self.base, lengths)
         facts = {k: self.facts.get(k, getattr(self.base, k, None))
@@ -250,14 +246,9 @@ class MaskedSource:
                 raise ConfigError(f"vocab_size={given:,d}, but the source's ids come from a vocabulary of {int(vocab):,d}; "
                                   "leave vocab_size out (it is recorded)")
             vocab = given
-        vocab = int(vocab) if vocab is not None else (int(ids.max()) + 1 if ids.size else 1)
-        tokens = TokenStore.from_token_arrays(out / TOKENS_DIR, [(lengths, ids)], vocab_size=vocab,
-                                              tokenizer_hash=str(facts["tokenizer_hash"] or "external"),
-                                              eos_id=facts["eos_id"], bos_id=facts["bos_id"], overwrite=overwrite)
-        # the flags name the ids they were saved with (their store's fingerprint): open() pairs the two
-        TokenStore.from_token_arrays(out / MASK_DIR, [(lengths, self.mask)], vocab_size=2,
-                                     tokenizer_hash=f"{MASK_HASH}:{tokens.fingerprint}", overwrite=overwrite)
-        return MaskedSource.open(out)
+        facts["vocab_size"] = int(vocab) if vocab is not None else (int(ids.max()) + 1 if ids.size else 1)
+        # (cut into shards by their ids, as save_sft cuts the same documents given a batch at a time)
+        return _save_pair(out, _recut([(lengths, ids, self.mask)]), lambda: facts, overwrite)
 
     @classmethod
     def open(cls, path) -> "MaskedSource":
@@ -512,100 +503,297 @@ def encode_sft(tokenizer, examples, *, prompt: str = "prompt", completion: str =
     >>> src.get(0).tolist(), src.loss_mask(0).astype(int).tolist()
     ([256, 32, 256, 99, 257], [0, 0, 1, 1, 1])
     """
-    from ..tokenizer.adapters import tokenizer_with
-    from ..tokenizer.special import BOS_NAMES, EOS_NAMES
-    from .store import special_id
-
-    # (what as_tokenizer takes: a path, a transformers tokenizer, whose roles and chat template come along)
-    tokenizer = tokenizer_with(tokenizer, ("encode_batch", "vocab_size", "special_tokens"))
-    if isinstance(examples, (str, bytes, dict)):
-        raise InputError(f"examples is a {type(examples).__name__}; pass a list (or any iterable) of examples")
-    if append_eos is not None:
-        append_eos = check_bool(append_eos, "append_eos")
-    prepend_bos = check_bool(prepend_bos, "prepend_bos")
-    if isinstance(train_on, str):
-        train_on = (train_on,)
-    if not isinstance(train_on, (tuple, list)) or not train_on or not all(isinstance(r, str) for r in train_on):
-        raise ConfigError(f"train_on={train_on!r}: pass the roles whose turns are targets, e.g. ('assistant',)")
-    # the special tokens' roles as the model's folder declares them (Llama 3 Instruct's EOS is <|eot_id|>, Qwen's
-    # Instruct <|im_end|>), else found by name: what the template's variables say and what EOS/BOS append
-    from ..tokenizer.formats.pretrained import roles_of
-
-    roles = roles_of(tokenizer)
-    from ..tokenizer.formats.pretrained import own_chat_template
-
-    unchosen = None  # (named templates and none the default: said at the first chat, where one is needed)
-    if chat_template is None:
-        try:
-            chat_template = own_chat_template(tokenizer)
-        except ConfigError as e:
-            unchosen = e
-    elif isinstance(chat_template, str):  # (one of its named templates, by its name; else the template's text)
-        chat_template = own_chat_template(tokenizer, chat_template) or chat_template
-    names = {k: v for k, v in roles.items() if v is not None}  # (an absent one is undefined: '' in a template)
-    bos = special_id(tokenizer, _first(roles["bos_token"], BOS_NAMES), bos_id, "bos", prepend_bos)
-    texts: list[str] = []
-    flags: list[bool] = []
-    chat_text: list[bool] = []  # (a chat's text: its template spells special tokens on purpose)
-    bounds = [0]
-    chats: list[bool] = []
-    for i, ex in enumerate(examples):
-        is_chat = is_chat_record(ex, messages, prompt)
-        if is_chat:
-            if unchosen is not None:
-                raise ConfigError(f"example {i} is a chat (its {messages!r} field), but {unchosen}")
-            if chat_template is None:
-                raise InputError(f"example {i} is a chat (its {messages!r} field) but no chat_template is given and "
-                                 "the tokenizer has none of its own; pass the model's Jinja chat template (the one "
-                                 "of its tokenizer_config.json)")
-            from ..tokenizer.chat import chat_segments
-
-            pairs = chat_segments(chat_template, ex[messages], train_on=train_on, where=f"example {i}", **names)
-        else:
-            pairs = _segments(ex, i, prompt, completion)
-        for text, target in pairs:
-            texts.append(text)
-            flags.append(target)
-            chat_text.append(is_chat)
-        bounds.append(len(texts))
-        chats.append(is_chat)
-    needs_eos = append_eos if append_eos is not None else not all(chats)
-    eos = special_id(tokenizer, _first(roles["eos_token"], EOS_NAMES), eos_id, "eos", bool(needs_eos))
-    kwargs = {} if num_threads is None else {"num_threads": num_threads}
-    encoded: list = [None] * len(texts)
-    for is_chat in (False, True):  # (plain texts under the caller's special-token rules, chats' reading them)
-        at = [k for k, c in enumerate(chat_text) if c == is_chat]
-        if not at:
-            continue
-        part = [texts[k] for k in at]
-        allowed, disallowed = ("all", ()) if is_chat else (allowed_special, disallowed_special)
-        try:
-            got = tokenizer.encode_batch(part, allowed_special=allowed, disallowed_special=disallowed, **kwargs)
-        except SpecialTokenError as e:
-            raise _which_example(tokenizer, texts, at, bounds, allowed, disallowed, e) from None
-        except LoneSurrogateError as e:  # (it named the text by its place in this batch, not the example)
-            raise _surrogate_example(texts, at, bounds, e) from None
-        for k, ids in zip(at, got):
-            encoded[k] = ids
-    docs, masks = [], []
-    head = [] if bos is None else [bos]
-    for (a, b), is_chat in zip(zip(bounds[:-1], bounds[1:]), chats):
-        tail = [] if eos is None or (append_eos is None and is_chat) else [eos]
-        ids, mask = list(head), [0] * len(head)
-        for k in range(a, b):
-            ids += encoded[k]
-            mask += [int(flags[k])] * len(encoded[k])
-        docs.append(np.asarray(ids + tail, np.int64))
-        masks.append(np.asarray(mask + [1] * len(tail), np.uint8))
-    out = MaskedSource(docs, masks)
-    from .engines import tokenizer_key
-
-    try:
-        key = tokenizer_key(tokenizer)
-    except ConfigError:  # (a tokenizer with no content hash: the store of ids says "external", as from ids)
-        key = "external"
-    out.facts = {"vocab_size": int(tokenizer.vocab_size), "eos_id": eos, "bos_id": bos, "tokenizer_hash": key}
+    enc = SftEncoder(tokenizer, examples, prompt=prompt, completion=completion, messages=messages,
+                     chat_template=chat_template, train_on=train_on, append_eos=append_eos, eos_id=eos_id,
+                     prepend_bos=prepend_bos, bos_id=bos_id, allowed_special=allowed_special,
+                     disallowed_special=disallowed_special, num_threads=num_threads)
+    part = enc.encode(list(examples), 0)
+    ends = np.cumsum(part.lengths)
+    out = MaskedSource(np.split(part.ids, ends[:-1]) if ends.size else [],
+                       np.split(part.mask, ends[:-1]) if ends.size else [])
+    out.facts = enc.facts()
     return out
+
+
+SAVE_SHARD_IDS = 1 << 22  # ids a shard of a saved source holds (about; cut at the first document end past it)
+SFT_BATCH = 4096  # examples save_sft encodes at a time
+
+
+class SftPart:
+    """Consecutive examples encoded by :class:`SftEncoder`: their ``lengths`` (int64), all their ``ids`` (int64) and
+    ``mask`` (uint8 flags) back to back, and how many of them were chats (``chats``)."""
+
+    __slots__ = ("lengths", "ids", "mask", "chats")
+
+    def __init__(self, lengths: np.ndarray, ids: np.ndarray, mask: np.ndarray, chats: int):
+        self.lengths, self.ids, self.mask, self.chats = lengths, ids, mask, chats
+
+
+class SftEncoder:
+    """:func:`encode_sft`'s arguments, checked once (the tokenizer's roles, chat template, BOS), and its encoding of
+    consecutive runs of examples (:meth:`encode`): what :func:`encode_sft` does at once and :func:`save_sft` a batch
+    at a time, with the same ids and flags."""
+
+    def __init__(self, tokenizer, examples=(), *, prompt: str = "prompt", completion: str = "completion",
+                 messages: str = "messages", chat_template: str | None = None, train_on=("assistant",),
+                 append_eos: bool | None = None, eos_id: int | None = None, prepend_bos: bool = False,
+                 bos_id: int | None = None, allowed_special=(), disallowed_special="all",
+                 num_threads: int | None = None):
+        from ..tokenizer.adapters import tokenizer_with
+        from ..tokenizer.special import BOS_NAMES
+        from .store import special_id
+
+        # (what as_tokenizer takes: a path, a transformers tokenizer, whose roles and chat template come along)
+        tokenizer = tokenizer_with(tokenizer, ("encode_batch", "vocab_size", "special_tokens"))
+        if isinstance(examples, (str, bytes, dict)):
+            raise InputError(f"examples is a {type(examples).__name__}; pass a list (or any iterable) of examples")
+        if append_eos is not None:
+            append_eos = check_bool(append_eos, "append_eos")
+        prepend_bos = check_bool(prepend_bos, "prepend_bos")
+        if isinstance(train_on, str):
+            train_on = (train_on,)
+        if not isinstance(train_on, (tuple, list)) or not train_on or not all(isinstance(r, str) for r in train_on):
+            raise ConfigError(f"train_on={train_on!r}: pass the roles whose turns are targets, e.g. ('assistant',)")
+        # the special tokens' roles as the model's folder declares them (Llama 3 Instruct's EOS is <|eot_id|>, Qwen's
+        # Instruct <|im_end|>), else found by name: what the template's variables say and what EOS/BOS append
+        from ..tokenizer.formats.pretrained import roles_of
+
+        roles = roles_of(tokenizer)
+        from ..tokenizer.formats.pretrained import own_chat_template
+
+        unchosen = None  # (named templates and none the default: said at the first chat, where one is needed)
+        if chat_template is None:
+            try:
+                chat_template = own_chat_template(tokenizer)
+            except ConfigError as e:
+                unchosen = e
+        elif isinstance(chat_template, str):  # (one of its named templates, by its name; else the template's text)
+            chat_template = own_chat_template(tokenizer, chat_template) or chat_template
+        names = {k: v for k, v in roles.items() if v is not None}  # (an absent one is undefined: '' in a template)
+        bos = special_id(tokenizer, _first(roles["bos_token"], BOS_NAMES), bos_id, "bos", prepend_bos)
+        self.tokenizer, self.roles, self.names, self.bos = tokenizer, roles, names, bos
+        self.chat_template, self.unchosen, self.train_on = chat_template, unchosen, train_on
+        self.prompt, self.completion, self.messages = prompt, completion, messages
+        self.append_eos, self.eos_id = append_eos, eos_id
+        self.special = (allowed_special, disallowed_special)
+        self.kwargs = {} if num_threads is None else {"num_threads": num_threads}
+        self.eos = self.key = None
+
+    def facts(self) -> dict:
+        """What a saved source records of the tokenizer: vocabulary size, hash, EOS (once the examples that end with
+        it are encoded) and BOS ids."""
+        if self.key is None:
+            from .engines import tokenizer_key
+
+            try:
+                self.key = tokenizer_key(self.tokenizer)
+            except ConfigError:  # (a tokenizer with no content hash: the store of ids says "external", as from ids)
+                self.key = "external"
+        return {"vocab_size": int(self.tokenizer.vocab_size), "eos_id": self.eos, "bos_id": self.bos,
+                "tokenizer_hash": self.key}
+
+    def encode(self, examples: list, first: int) -> SftPart:
+        """The examples ``examples`` (examples ``first``, ``first + 1``, ... of the whole set, as errors name them)."""
+        from ..tokenizer.special import EOS_NAMES
+        from .store import special_id
+
+        tokenizer, messages, prompt = self.tokenizer, self.messages, self.prompt
+        texts: list[str] = []
+        flags: list[bool] = []
+        chat_text: list[bool] = []  # (a chat's text: its template spells special tokens on purpose)
+        bounds = [0]
+        chats: list[bool] = []
+        for i, ex in enumerate(examples, first):
+            is_chat = is_chat_record(ex, messages, prompt)
+            if is_chat:
+                if self.unchosen is not None:
+                    raise ConfigError(f"example {i} is a chat (its {messages!r} field), but {self.unchosen}")
+                if self.chat_template is None:
+                    raise InputError(f"example {i} is a chat (its {messages!r} field) but no chat_template is given "
+                                     "and the tokenizer has none of its own; pass the model's Jinja chat template (the "
+                                     "one of its tokenizer_config.json)")
+                from ..tokenizer.chat import chat_segments
+
+                pairs = chat_segments(self.chat_template, ex[messages], train_on=self.train_on, where=f"example {i}",
+                                      **self.names)
+            else:
+                pairs = _segments(ex, i, prompt, self.completion)
+            for text, target in pairs:
+                texts.append(text)
+                flags.append(target)
+                chat_text.append(is_chat)
+            bounds.append(len(texts))
+            chats.append(is_chat)
+        append_eos = self.append_eos
+        # looked up at the first example that ends with it (a prompt-completion record, or any with append_eos=True):
+        # a set of chats alone records none, as its examples end with none
+        if self.eos is None and (append_eos if append_eos is not None else not all(chats)):
+            self.eos = special_id(tokenizer, _first(self.roles["eos_token"], EOS_NAMES), self.eos_id, "eos", True)
+        eos, bos = self.eos, self.bos
+        encoded: list = [None] * len(texts)
+        for is_chat in (False, True):  # (plain texts under the caller's special-token rules, chats' reading them)
+            at = [k for k, c in enumerate(chat_text) if c == is_chat]
+            if not at:
+                continue
+            part = [texts[k] for k in at]
+            allowed, disallowed = ("all", ()) if is_chat else self.special
+            try:
+                got = tokenizer.encode_batch(part, allowed_special=allowed, disallowed_special=disallowed,
+                                             **self.kwargs)
+            except SpecialTokenError as e:
+                raise _which_example(tokenizer, texts, at, bounds, allowed, disallowed, e, first) from None
+            except LoneSurrogateError as e:  # (it named the text by its place in this batch, not the example)
+                raise _surrogate_example(texts, at, bounds, e, first) from None
+            for k, ids in zip(at, got):  # (arrays: a batch's ids as Python lists of ints had taken ~200 bytes an id)
+                encoded[k] = np.asarray(ids, np.int64).reshape(-1)
+        # each example: [BOS] + its texts' ids + [EOS], the flags a run per piece; joined in C, not id by id
+        head = [] if bos is None else [np.array([bos], np.int64)]
+        pieces: list = []
+        piece_flags: list[int] = []
+        lengths = np.zeros(len(chats), np.int64)
+        for d, ((a, b), is_chat) in enumerate(zip(zip(bounds[:-1], bounds[1:]), chats)):
+            tail = [] if eos is None or (append_eos is None and is_chat) else [np.array([eos], np.int64)]
+            parts = head + encoded[a:b] + tail
+            pieces += parts
+            piece_flags += [0] * len(head) + [int(f) for f in flags[a:b]] + [1] * len(tail)
+            lengths[d] = sum(p.size for p in parts)
+        sizes = np.fromiter((p.size for p in pieces), np.int64, len(pieces))
+        flat = np.concatenate(pieces) if pieces else np.zeros(0, np.int64)
+        flags8 = np.repeat(np.asarray(piece_flags, np.uint8), sizes)
+        return SftPart(lengths, flat, flags8, sum(chats))
+
+
+def save_sft(tokenizer, examples, out_dir, *, overwrite: bool = False, progress: bool = False,
+             batch_examples: int | None = None, **options) -> MaskedSource:
+    """``encode_sft(tokenizer, examples, **options).save(out_dir)``, a batch of ``batch_examples`` examples at a time
+    (default :data:`SFT_BATCH`): the same stores, byte for byte (the shards are cut by their ids, whatever the
+    batches), for sets too large to hold in memory. ``examples`` may be any iterable (a generator reading a file),
+    read once; what is held is one batch, one shard of ids (:data:`SAVE_SHARD_IDS`) and the flags as bits (an
+    eighth of a byte a token). A folder holding the stores already is refused before an example is read, unless
+    ``overwrite``; bad input part-way leaves no store behind (errors name the example by its number in the set).
+    ``progress``: a bar of the examples on stderr. Returns the source over the saved folder
+    (:meth:`MaskedSource.open`).
+
+    >>> import tempfile, os
+    >>> from tokenmill import train_bpe
+    >>> tok = train_bpe(["ab ab abc"] * 3, vocab_size=258, special_tokens=["<|endoftext|>"])
+    >>> src = save_sft(tok, ({"prompt": "ab ", "completion": c} for c in ["abc", "b"]), tempfile.mkdtemp())
+    >>> len(src), src.loss_mask(1).astype(int).tolist()
+    (2, [0, 0, 1, 1])
+    """
+    import os
+    from pathlib import Path
+
+    from .._validate import check_int
+
+    overwrite = check_bool(overwrite, "overwrite")
+    progress = check_bool(progress, "progress")
+    batch_examples = SFT_BATCH if batch_examples is None else check_int(batch_examples, "batch_examples", min=1)
+    enc = SftEncoder(tokenizer, examples, **options)
+    out = Path(os.fspath(out_dir))
+    _refuse_saved_there(out, overwrite)
+
+    def parts():
+        batch: list = []
+        done = 0
+        with _examples_bar(progress) as shown:
+            for ex in examples:
+                batch.append(ex)
+                if len(batch) == batch_examples:
+                    got = enc.encode(batch, done)
+                    yield got.lengths, got.ids, got.mask
+                    done += len(batch)
+                    shown.update(len(batch))
+                    batch = []
+            if batch:
+                got = enc.encode(batch, done)
+                yield got.lengths, got.ids, got.mask
+                shown.update(len(batch))
+
+    return _save_pair(out, _recut(parts()), enc.facts, overwrite)
+
+
+def _examples_bar(shown: bool):
+    """A bar counting examples on stderr (``shown``), else one that counts nothing."""
+    from tqdm.auto import tqdm
+
+    return tqdm(unit=" examples", desc="encoding", disable=not shown, file=sys.stderr, leave=False)
+
+
+def _refuse_saved_there(out, overwrite: bool) -> None:
+    there = [d for d in (TOKENS_DIR, MASK_DIR) if (out / d).exists()]
+    if there and not overwrite:
+        raise ConfigError(f"{str(out)!r} already holds {' and '.join(d + '/' for d in there)}; pass overwrite=True "
+                          "(CLI: --overwrite) to replace the stores there, or another folder")
+
+
+def _recut(parts):
+    """``(lengths, ids, mask)`` runs of consecutive documents, cut again into shards of whole documents: one ends at
+    the first document end at or past :data:`SAVE_SHARD_IDS` ids (so a shard depends on the documents alone, not on
+    the runs they came in); at least one shard, empty where there are no documents."""
+    held: list = []
+    ids_held = 0
+    given = False
+    for lengths, ids, mask in parts:
+        at = 0  # (the first document of this run not yet in a shard)
+        ends = np.cumsum(lengths)
+        while at < lengths.size:
+            base = int(ends[at - 1]) if at else 0
+            need = SAVE_SHARD_IDS - ids_held  # (ids until the shard is full: it ends with the document reaching it)
+            cut = int(np.searchsorted(ends, base + need, side="left")) + 1  # (documents up to the one reaching it)
+            if cut > lengths.size:
+                held.append((lengths[at:], ids[base:], mask[base:]))
+                ids_held += ids.size - base
+                break
+            stop = int(ends[cut - 1])
+            held.append((lengths[at:cut], ids[base:stop], mask[base:stop]))
+            yield tuple(np.concatenate([h[k] for h in held]) for k in range(3))
+            given = True
+            held, ids_held, at = [], 0, cut
+    if held or not given:
+        yield tuple(np.concatenate([h[k] for h in held]) if held else np.zeros(0, dt)
+                    for k, dt in enumerate((np.int64, np.int64, np.uint8)))
+
+
+def _save_pair(out, shards, facts, overwrite: bool) -> MaskedSource:
+    """Write the documents of ``shards`` (``(lengths, ids, flags)`` each) as the store of ids ``out/tokens``, keeping
+    their flags as bits (an eighth of a byte a token), then the flags as ``out/loss_mask``; the source over the two.
+    ``facts``: a function giving the tokenizer's facts (``vocab_size``, ``tokenizer_hash``, ``eos_id``, ``bos_id``),
+    asked once every shard is written (``vocab_size`` before)."""
+    made = not out.exists()
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        return _save_stores(out, shards, facts, overwrite)
+    except BaseException:  # (bad input found part-way: the folder made here for the stores is not left behind empty)
+        if made and out.is_dir() and not any(out.iterdir()):
+            out.rmdir()
+        raise
+
+
+def _save_stores(out, shards, facts, overwrite: bool) -> MaskedSource:
+    from .store import TokenStore
+
+    bits: list = []
+
+    def ids():
+        for lengths, got, flags in shards:
+            bits.append((lengths, np.packbits(flags), flags.size))
+            yield lengths, got
+
+    known: dict = {}
+
+    def roles():
+        known.update(facts())
+        return known["eos_id"], known["bos_id"]
+
+    tokens = TokenStore.from_token_arrays(out / TOKENS_DIR, ids(), vocab_size=int(facts()["vocab_size"]),
+                                          tokenizer_hash=str(facts()["tokenizer_hash"] or "external"), roles=roles,
+                                          overwrite=overwrite)
+    # the flags name the ids they were saved with (their store's fingerprint): open() pairs the two
+    TokenStore.from_token_arrays(out / MASK_DIR, ((lengths, np.unpackbits(packed, count=n))
+                                                  for lengths, packed, n in bits),
+                                 vocab_size=2, tokenizer_hash=f"{MASK_HASH}:{tokens.fingerprint}", overwrite=overwrite)
+    return MaskedSource.open(out)
 
 
 def is_chat_record(ex, messages: str = "messages", prompt: str = "prompt") -> bool:
@@ -617,9 +805,10 @@ def _first(name: str | None, names) -> tuple:
     return tuple(names) if name is None else (name, *names)
 
 
-def _which_example(tokenizer, texts: list[str], at: list[int], bounds: list[int], allowed, disallowed, error):
+def _which_example(tokenizer, texts: list[str], at: list[int], bounds: list[int], allowed, disallowed, error,
+                   first: int = 0):
     """The SpecialTokenError of a batch of examples' texts (``texts[k]`` for ``k`` in ``at``), naming the example
-    and part that spells the token."""
+    (the batch's first is example ``first``) and part that spells the token."""
     import bisect
 
     for k in at:
@@ -627,16 +816,17 @@ def _which_example(tokenizer, texts: list[str], at: list[int], bounds: list[int]
             tokenizer.encode(texts[k], allowed_special=allowed, disallowed_special=disallowed)
         except SpecialTokenError as e:
             i = bisect.bisect_right(bounds, k) - 1
-            out = SpecialTokenError(f"example {i:,d}, part {k - bounds[i]:,d}: {e.found}; pass allowed_special='all' "
-                                    "where the texts spell special tokens on purpose (a chat template's), or "
-                                    "disallowed_special=() to encode them as plain text", e.found)
-            out.example, out.part = i, k - bounds[i]
+            out = SpecialTokenError(f"example {first + i:,d}, part {k - bounds[i]:,d}: {e.found}; pass "
+                                    "allowed_special='all' where the texts spell special tokens on purpose (a chat "
+                                    "template's), or disallowed_special=() to encode them as plain text", e.found)
+            out.example, out.part = first + i, k - bounds[i]
             return out
     return error
 
 
-def _surrogate_example(texts: list[str], at: list[int], bounds: list[int], error):
-    """The LoneSurrogateError of a batch of examples' texts, naming the example and part that holds one."""
+def _surrogate_example(texts: list[str], at: list[int], bounds: list[int], error, first: int = 0):
+    """The LoneSurrogateError of a batch of examples' texts (the first is example ``first``), naming the example
+    and part that holds one."""
     import bisect
 
     from ..tokenizer.surrogates import batch_surrogate_error, lone_surrogate_error
@@ -644,7 +834,7 @@ def _surrogate_example(texts: list[str], at: list[int], bounds: list[int], error
     for k in at:
         if batch_surrogate_error([texts[k]]) is not None:
             i = bisect.bisect_right(bounds, k) - 1
-            return lone_surrogate_error(texts[k], f"example {i:,d}, part {k - bounds[i]:,d}")
+            return lone_surrogate_error(texts[k], f"example {first + i:,d}, part {k - bounds[i]:,d}")
     return error
 
 

@@ -1760,12 +1760,14 @@ class TokenStore(StoreSource):
     @classmethod
     def from_token_arrays(cls, out_dir, shards, *, vocab_size: int, tokenizer_hash: str = "external",
                           eos_id: int | None = None, bos_id: int | None = None,
-                          overwrite: bool = False) -> "TokenStore":
+                          overwrite: bool = False, roles=None) -> "TokenStore":
         """A store from ids you already have (pre-tokenized data, synthetic benchmarks), no tokenizer run.
 
         ``shards``: an iterable of ``(lengths, ids)`` per shard (document lengths and all their ids
         concatenated). Ids must lie in ``0 .. vocab_size - 1``; the store is uint16 when the vocabulary
-        fits. Written like a build (shards first, the manifest last, atomically) into a new folder; with
+        fits. ``roles``: instead of ``eos_id`` and ``bos_id``, a function giving ``(eos_id, bos_id)``, called once
+        every shard is written (a writer that learns them from the documents it yields, as ``save_sft``).
+        Written like a build (shards first, the manifest last, atomically) into a new folder; with
         ``overwrite=True`` over a store already there, which stays whole until the new one is written and
         verified, then the two are swapped (a folder holding anything but a store is refused).
 
@@ -1783,8 +1785,17 @@ class TokenStore(StoreSource):
         vocab_size = check_int(vocab_size, "vocab_size", min=1, max=2**31)  # (what a manifest holds)
         # (checked before anything is written: np.int64(7) or 1.5 failed at the manifest, after the shards,
         # and left a folder no call could finish or open)
-        eos_id, bos_id = (None if v is None else check_int(v, name, min=0, max=vocab_size - 1)
-                          for v, name in ((eos_id, "eos_id"), (bos_id, "bos_id")))
+        if roles is not None and not (callable(roles) and eos_id is None and bos_id is None):
+            raise ConfigError("roles= is a function giving (eos_id, bos_id) once the shards are written; pass it "
+                              "instead of eos_id and bos_id")
+
+        def checked(eos_id, bos_id) -> tuple:
+            return tuple(None if v is None else check_int(v, name, min=0, max=vocab_size - 1)
+                         for v, name in ((eos_id, "eos_id"), (bos_id, "bos_id")))
+
+        eos_id, bos_id = checked(eos_id, bos_id)
+        if roles is not None:
+            eos_id = lambda: checked(*roles())  # noqa: E731 (asked by the writer once its shards are written)
         if not isinstance(tokenizer_hash, str) or not tokenizer_hash:
             raise ConfigError(f"tokenizer_hash={tokenizer_hash!r} must be a non-empty str (the tokenizer's "
                               "content_hash, or 'external')")
@@ -1856,6 +1867,8 @@ class TokenStore(StoreSource):
             recs.append({"name": shard_name(k), "documents": int(lengths.size), "tokens": int(ids.size),
                          "input_bytes": 0, "files": info})
             n_docs += int(lengths.size)
+        if callable(eos_id):  # (from_token_arrays' roles=: known once the shards are written)
+            eos_id, bos_id = eos_id()
         body = {"format": FORMAT_NAME, "version": FORMAT_VERSION,
                 "tokenizer": {"hash": tokenizer_hash, "vocab_size": vocab_size, "eos_id": eos_id, "bos_id": bos_id},
                 "dtype": dtype.name, "byte_order": "little", "documents": n_docs,
