@@ -550,7 +550,16 @@ def save_figure(fig, path: str | os.PathLike, *, what: str = "plot", inputs: Ite
     if ext not in FIGURE_FORMATS:
         raise ConfigError(f"{what} {raw!r} must end in {', '.join('.' + f for f in FIGURE_FORMATS)} (the "
                           "extension picks the image format), e.g. lengths.png")
-    write_with(raw, lambda f: fig.savefig(f, format=ext, dpi=110), inputs=inputs)
+    # the same bytes every run: no date in the file (svg, pdf), the svg's element ids from a fixed salt (random else)
+    meta = {"png": None, "svg": {"Date": None}, "pdf": {"CreationDate": None, "ModDate": None}}[ext]
+
+    def write(f):
+        import matplotlib
+
+        with matplotlib.rc_context({"svg.hashsalt": "tokenmill"}):
+            fig.savefig(f, format=ext, dpi=110, metadata=meta)
+
+    write_with(raw, write, inputs=inputs)
     return Path(raw)
 
 

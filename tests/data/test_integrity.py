@@ -249,6 +249,44 @@ def test_user_files_in_the_output_folder_are_never_removed(tmp_path, tok):
     assert (out / ".edits.tmp").read_text() == "my notes" and (out / "shard-00000.tokens").exists()
 
 
+def test_a_users_manifest_or_build_json_is_not_taken_for_a_store(tmp_path, tok):
+    """Files of the user's that merely share a store's names (a web app's manifest.json, a build tool's build.json,
+    a folder named build.json) had been read as a damaged store or a build's journal: replaced, or removed without a
+    word. A record is tokenmill's where its first bytes name its format; these are refused by name and kept, with or
+    without overwrite, and a real store's damaged manifest is still rebuilt."""
+    cases = {"web": {"manifest.json": '{"name": "my web app", "icons": []}'},
+             "tool": {"build.json": '{"target": "release"}'},
+             "both": {"build.json": '{"target": "release"}', "shard-00000.tokens": "my own tokens"},
+             "format-later": {"manifest.json": '{"name": "x", "note": "format: tokenmill.store"}'}}
+    for name, files in cases.items():
+        out = tmp_path / name
+        out.mkdir()
+        for f, text in files.items():
+            (out / f).write_text(text)
+        for overwrite in (False, True):
+            with pytest.raises(ConfigError, match=r"not part of a token store \((build|manifest)\.json"):
+                build(out, texts(["x"]), tok, overwrite=overwrite)
+        assert {p.name: p.read_text() for p in out.iterdir()} == files
+    (tmp_path / "dir" / "build.json").mkdir(parents=True)
+    (tmp_path / "dir" / "build.json" / "inner.txt").write_text("keep")
+    with pytest.raises(ConfigError, match=r"not part of a token store \(build\.json\)"):
+        build(tmp_path / "dir", texts(["x"]), tok)
+    assert (tmp_path / "dir" / "build.json" / "inner.txt").read_text() == "keep"
+    st = build(tmp_path / "real", texts(["x y", "z"]), tok)
+    raw = (tmp_path / "real" / "manifest.json").read_bytes()
+    (tmp_path / "real" / "manifest.json").write_bytes(raw[:300] + b"#" + raw[301:])  # (a damaged manifest of ours)
+    again = build(tmp_path / "real", texts(["x y", "z"]), tok)
+    assert again.fingerprint == st.fingerprint
+
+
+def test_a_file_put_in_a_stores_folder_is_named_to_move_out(tmp_path, tok):
+    build(tmp_path / "s", texts(["x y", "z"]), tok)
+    (tmp_path / "s" / "lengths.png").write_bytes(b"a plot")
+    with pytest.raises(ConfigError, match=r"is a token store holding files that are not part of it \(lengths\.png\); "
+                                          "move them out of the store's folder"):
+        build(tmp_path / "s", texts(["x y", "z"]), tok)
+
+
 def test_files_named_like_shards_that_the_manifest_does_not_record_are_never_removed(tmp_path, tok):
     """A finished store's folder holding a user's shard-named files (a copy of a shard, notes in shard-00042.json):
     a rebuild of the damaged store, ``overwrite=True`` and ``remove_store`` had deleted them (every shard-named

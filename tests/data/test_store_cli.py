@@ -34,6 +34,18 @@ def test_build_verify_stats(tmp_path, tok, capsys):
     assert st["percentiles"]["p100"] == int(api.lengths.max()) and sum(st["histogram"]["counts"]) == len(api)
     assert (tmp_path / "len.png").read_bytes()[:4] == b"\x89PNG"
     assert 1.0 < st["bytes_per_token"] < 4.0
+    for ext in ("svg", "pdf"):  # (the same bytes every run: no date, no random element ids)
+        plots = [tmp_path / f"{k}.{ext}" for k in (1, 2)]
+        for p in plots:
+            assert main(["store", "stats", str(out), "--json", "--plot", str(p)]) == 0
+        assert plots[0].read_bytes() == plots[1].read_bytes()
+    capsys.readouterr()
+    # an output inside the store's folder is refused before the work (a build there again had stopped at it)
+    assert main(["store", "stats", str(out), "--plot", str(out / "len.png")]) == 1
+    assert "is inside the store's folder" in capsys.readouterr().err and not (out / "len.png").exists()
+    assert main(["report", "--tokenizer", str(tmp_path / "tok.json"), "--store", str(out), "--out",
+                 str(out / "sub" / "r.html"), "-q"]) == 1
+    assert "the report" in capsys.readouterr().err and not (out / "sub").exists()
 
 
 def test_quiet_silences_progress_not_a_warning_about_the_data(tmp_path, tok, capsys):

@@ -371,9 +371,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def cmd_stats(args: argparse.Namespace) -> int:
     from ..data.stats import plot_lengths
-    from ..data.store import TokenStore, store_files
+    from ..data.store import TokenStore, outside_store, store_files
 
     store = TokenStore.open(args.dir)
+    if args.plot:  # (checked before the work)
+        outside_store(args.plot, store, f"--plot {args.plot!r}")
     st = store.stats()
     if args.plot:  # never onto the store it reads (a link or hard link to its manifest, say)
         args.plot = str(plot_lengths(st, args.plot, inputs=store_files(store)))

@@ -337,12 +337,17 @@ def _classify(d: Path) -> tuple[str, list[Path]]:
     if not d.is_dir():
         raise ConfigError(f"out_dir {str(d)!r} exists and is not a folder")
     names = {p.name: p for p in d.iterdir()}
-    journal = BUILD_STATE in names
-    recorded, valid = _manifest_shards(d, names) if MANIFEST in names and not journal else (set(), False)
+    # a manifest or journal is tokenmill's where its first bytes say so, or where the folder holds a store's first
+    # shard whole (a manifest damaged past its first bytes, beside its shards); a web app's manifest.json or a build
+    # tool's build.json in a user's folder had been taken for a damaged store, replaced or removed
+    shard0 = all(f"{shard_name(0)}.{part}" in names for part in _PARTS)
+    journal = BUILD_STATE in names and _our_record(names[BUILD_STATE], FORMAT_NAME + ".build", shard0)
+    manifest = MANIFEST in names and _our_record(names[MANIFEST], FORMAT_NAME, shard0)
+    recorded, valid = _manifest_shards(d, names) if manifest and not journal else (set(), False)
     ours, other = [], []
     for n, p in names.items():
         m = _SHARD_RE.match(n)
-        if n in (MANIFEST, BUILD_STATE) or (n.startswith(".") and n.endswith(TMP_SUFFIX)):
+        if (n == MANIFEST and manifest) or (n == BUILD_STATE and journal) or (n.startswith(".") and n.endswith(TMP_SUFFIX)):
             ours.append(p)
         elif m and (journal or n.rpartition(".")[0] in recorded) and p.is_file() and not p.is_symlink():
             ours.append(p)
@@ -355,7 +360,7 @@ def _classify(d: Path) -> tuple[str, list[Path]]:
                               "a link, a folder): tokenmill writes and removes only its own regular files; move them "
                               "out of the folder, or choose another out_dir")
         unrecorded = sorted(p.name for p in other if _SHARD_RE.match(p.name))
-        if MANIFEST in names and unrecorded:
+        if manifest and unrecorded:
             past = valid and all(int(_SHARD_RE.match(n).group(1)) >= len(recorded) for n in unrecorded)
             raise ConfigError(
                 f"out_dir {str(d)!r} holds files named like a token store's shards that "
@@ -371,11 +376,45 @@ def _classify(d: Path) -> tuple[str, list[Path]]:
                               f"build journal): a store whose manifest was removed, which nothing can verify; "
                               "tokenmill removes only files a manifest or journal records, so remove the folder "
                               "yourself and build again, or build into another folder")
-        raise ConfigError(f"out_dir {str(d)!r} holds files that are not part of a token store "
-                          f"({', '.join(sorted(p.name for p in other)[:5])}); choose an empty or new folder "
-                          "(tokenmill removes only files it made and recorded)")
-    state = "store" if MANIFEST in names else "partial" if BUILD_STATE in names else "empty"
+        theirs = ", ".join(sorted(p.name for p in other)[:5])
+        if manifest and valid:  # (a store, and a file put in its folder since: a plot, a report)
+            raise ConfigError(f"out_dir {str(d)!r} is a token store holding files that are not part of it ({theirs}); "
+                              "move them out of the store's folder (tokenmill removes only files it made and "
+                              "recorded)")
+        raise ConfigError(f"out_dir {str(d)!r} holds files that are not part of a token store ({theirs}); choose an "
+                          "empty or new folder (tokenmill removes only files it made and recorded)")
+    state = "store" if manifest else "partial" if journal else "empty"
     return state, ours
+
+
+def outside_store(path, store, what: str, instead: str = "a path") -> None:
+    """Refuse an output ``path`` inside the folder of ``store`` (a store, a view of one, or None): a store's folder
+    holds its files alone (a build run there again finds a file that is no store's, a plot, a report, and stops).
+    ``what`` names the output in the message, ``instead`` what to pass."""
+    folder = getattr(getattr(store, "store", store), "path", None)
+    if not (isinstance(folder, Path) and folder.is_dir()):
+        return
+    where = Path(os.path.abspath(os.fspath(path))).parent.resolve()
+    inside = folder.resolve()
+    if where == inside or inside in where.parents:
+        raise ConfigError(f"{what} is inside the store's folder {str(folder)!r}, which holds the store's files alone "
+                          f"(a build there again would stop at it); pass {instead} in another folder")
+
+
+def _our_record(p: Path, fmt: str, beside_shards: bool) -> bool:
+    """Whether the file ``p`` is a record tokenmill wrote (a manifest, a build journal): a regular file whose first
+    bytes name the format ``fmt``, as tokenmill writes them, or any regular file ``beside_shards`` (a store's shard
+    files: a record damaged past its first bytes); a user's file of the same name is neither."""
+    if p.is_symlink() or not p.is_file():
+        return False
+    if beside_shards:
+        return True
+    try:
+        with open(p, "rb") as f:
+            head = f.read(256)
+    except OSError:
+        return False
+    return head.lstrip().startswith(b"{") and f'"format": "{fmt}"'.encode() in head
 
 
 def _checked_manifest(d: Path) -> dict:
@@ -1618,13 +1657,7 @@ class StoreSource:
         """Write ``prefix.bin`` / ``prefix.idx`` (Megatron MMIDIDX version 1), one sequence per document."""
         from .megatron import export_megatron, pair
 
-        # not inside the store's folder: a build run there again found files that are no store's and stopped
-        folder = getattr(getattr(self, "store", self), "path", None)
-        where = pair(prefix)[0].parent.resolve()
-        if isinstance(folder, Path) and folder.is_dir() and (where == folder.resolve() or folder.resolve() in where.parents):
-            raise ConfigError(f"the Megatron prefix {os.fspath(prefix)!r} is inside the store's folder {str(folder)!r}, "
-                              "which holds the store's files alone (a build there again would stop at the pair); "
-                              "pass a prefix in another folder")
+        outside_store(pair(prefix)[0], self, f"the Megatron prefix {os.fspath(prefix)!r}", "a prefix")
         return export_megatron(self, prefix, inputs=store_files(self))
 
     def stats(self):

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Sequence
 
 from .._io import resolve_output, write_bytes_atomic
-from ..data.store import TokenStore, store_files
+from ..data.store import TokenStore, outside_store, store_files
 from ..errors import ConfigError
 from .collect import ReportData, ReportOptions, collect
 from .render import render_html
@@ -68,6 +68,7 @@ def report(tokenizer, *, out, store=None, files: Sequence = (), texts: Sequence[
     if store is None and not files and not texts:
         raise ConfigError("nothing to report on: pass a store (--store) or texts (--text FILE)")
     resolve_output(out, what="report", inputs=inputs, suffix=".html")  # fail before the work, not after
+    outside_store(out, store, f"the report {os.fspath(out)!r}")
     bar = _progress(progress)
     try:
         data = collect(tokenizer, store=store, files=files, texts=texts, options=opts,
