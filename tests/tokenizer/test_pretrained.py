@@ -286,16 +286,63 @@ def test_the_two_files_change_together(monkeypatch, tmp_path):
 
     monkeypatch.setattr(P, "json_text", boom)
     with pytest.raises(OSError):
-        b.save_pretrained(out)
+        b.save_pretrained(out, overwrite=True)
     assert {n: (out / n).read_bytes() for n in before} == before and sorted(p.name for p in out.iterdir()) == \
         sorted(before)
     monkeypatch.undo()
     order = []
     real = os.replace
     monkeypatch.setattr(os, "replace", lambda s, d: (order.append(os.path.basename(d)), real(s, d))[1])
-    b.save_pretrained(out)
-    assert [n for n in order if not n.startswith(".")] == ["tokenizer_config.json", "tokenizer.json"]
+    b.save_pretrained(out, overwrite=True)
+    assert [n for n in order if not n.startswith(".") and not n.endswith(".tokenmill-old")] == \
+        ["tokenizer_config.json", "tokenizer.json"]
     assert _auto(out)("a dog")["input_ids"] == b.encode("a dog")
+
+
+def test_another_models_tokenizer_is_not_replaced_unasked_and_a_failure_puts_the_old_back(monkeypatch, tmp_path):
+    """save_pretrained (and export --to transformers) into another model's folder had replaced its tokenizer.json
+    and config without a word; and a disk error at the last flush left the folder without its old tokenizer.json
+    (removed before the new one was in place). Now another tokenizer's files are refused unless overwrite=True,
+    this same tokenizer's are written again, a folder of weights alone is written into, and the old files are
+    moved aside until both new ones are in place: a failure puts them back."""
+    import tokenmill._io as io
+    from tokenmill import train_bpe
+    from tokenmill.cli import main
+
+    a = train_bpe(["the cat sat " * 20], 262, special_tokens=["<|endoftext|>"])
+    b = train_bpe(["a dog ran far " * 20], 266, special_tokens=["</s>"])
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text('{"model_type": "llama"}')
+    (model / "model.safetensors").write_bytes(b"weights")
+    a.save_pretrained(model)  # (weights alone: written into)
+    a.save_pretrained(model)  # (the same tokenizer again: the same bytes)
+    mine = {p.name: p.read_bytes() for p in model.iterdir()}
+    with pytest.raises(ConfigError, match="holds tokenizer.json and tokenizer_config.json of another tokenizer .*"
+                                          "pass overwrite=True"):
+        b.save_pretrained(model)
+    a.save(tmp_path / "a.json")
+    b.save(tmp_path / "b.json")
+    assert main(["export", "--tokenizer", str(tmp_path / "b.json"), "--to", "transformers", "--out", str(model)]) == 1
+    assert {p.name: p.read_bytes() for p in model.iterdir()} == mine
+    real = io._flush_to_disk
+
+    def failing(path, **kw):  # (the config's temporary, flushed first of the two renames: its disk fails)
+        if "tokenizer_config" in os.path.basename(path):
+            raise OSError(5, "Input/output error")
+        return real(path, **kw)
+
+    monkeypatch.setattr(io, "_flush_to_disk", failing)
+    with pytest.raises(OSError, match="Input/output error"):
+        b.save_pretrained(model, overwrite=True)
+    assert {p.name: p.read_bytes() for p in model.iterdir()} == mine  # (the old pair back, nothing left aside)
+    monkeypatch.undo()
+    assert main(["export", "--tokenizer", str(tmp_path / "b.json"), "--to", "transformers", "--out", str(model),
+                 "--overwrite", "-q"]) == 0
+    assert _auto(model)("a dog")["input_ids"] == b.encode("a dog")
+    assert (model / "model.safetensors").read_bytes() == b"weights"
+    assert sorted(p.name for p in model.iterdir()) == ["config.json", "model.safetensors", "tokenizer.json",
+                                                       "tokenizer_config.json"]
 
 
 def test_never_over_the_tokenizer_json_it_was_read_from(tmp_path):
@@ -311,9 +358,11 @@ def test_never_over_the_tokenizer_json_it_was_read_from(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["tokenizer.json"]
 
 
-def test_an_existing_config_is_replaced(gpt2_ranks_path, tmp_path):
+def test_an_existing_config_is_replaced_when_asked(gpt2_ranks_path, tmp_path):
     (tmp_path / "tokenizer_config.json").write_text('{"eos_token": "</s>", "tokenizer_class": "LlamaTokenizer"}')
-    Tokenizer.from_tiktoken(gpt2_ranks_path).save_pretrained(tmp_path)
+    with pytest.raises(ConfigError, match="holds tokenizer_config.json of another tokenizer"):
+        Tokenizer.from_tiktoken(gpt2_ranks_path).save_pretrained(tmp_path)
+    Tokenizer.from_tiktoken(gpt2_ranks_path).save_pretrained(tmp_path, overwrite=True)
     assert json.loads((tmp_path / "tokenizer_config.json").read_text())["eos_token"] == "<|endoftext|>"
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # (no temporary left)
 

@@ -106,6 +106,10 @@ def register(sub) -> None:
     p.add_argument("--chat-template", default=None, metavar="FILE",
                    help="--to transformers: a file holding a Jinja chat template (apply_chat_template's); default: "
                         "the model's own (its folder's chat_template.jinja or tokenizer_config.json)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="--to transformers: replace the tokenizer.json and tokenizer_config.json of another tokenizer "
+                        "in the --out folder (without it such a folder is refused; one holding this same tokenizer, "
+                        "or a model's weights alone, is written into as it is)")
     add_quiet(p)
 
 
@@ -141,8 +145,8 @@ def cmd_export(args) -> int:
     roles = {f"{r}_token": getattr(args, f"{r}_token") for r in ("eos", "bos", "pad", "unk")}
     if args.to != "transformers":
         given = [f"--{k.replace('_', '-')}" for k, v in roles.items() if v is not None]
-        given += [o for o, v in (("--model-max-length", args.model_max_length), ("--chat-template", args.chat_template))
-                  if v is not None]
+        given += [o for o, v in (("--model-max-length", args.model_max_length), ("--chat-template", args.chat_template),
+                                 ("--overwrite", args.overwrite or None)) if v is not None]
         if given:
             raise ConfigError(f"{', '.join(given)} only go into a transformers folder; pass --to transformers, or "
                               "leave them out")
@@ -166,7 +170,8 @@ def cmd_export(args) -> int:
     template = None if args.chat_template is None else read_chat_template(args.chat_template, "--chat-template",
                                                                            ConfigError)
     try:
-        folder = tok.save_pretrained(args.out, model_max_length=args.model_max_length, chat_template=template, **kw)
+        folder = tok.save_pretrained(args.out, model_max_length=args.model_max_length, chat_template=template,
+                                     overwrite=args.overwrite, **kw)
     except ConfigError as e:  # (the command line spells Python's None as none)
         raise ConfigError(str(e).replace(", or None", ", or none")) from None
     conf = read_config(folder / "tokenizer_config.json")

@@ -304,10 +304,12 @@ def _config(roles: dict, model_max_length, source: dict | None = None, chat_temp
     return body
 
 
-def save_pretrained(tok, folder, given: dict, model_max_length=None, chat_template=None) -> Path:
+def save_pretrained(tok, folder, given: dict, model_max_length=None, chat_template=None, overwrite: bool = False
+                    ) -> Path:
     """Write ``folder/tokenizer.json`` (``tok.save_huggingface``) and ``folder/tokenizer_config.json`` (the
     roles, ``model_max_length``, ``clean_up_tokenization_spaces: false``), each atomically; the folder is
-    made where missing. Everything is checked before the first file is written. Returns the folder."""
+    made where missing. Everything is checked before the first file is written. A folder holding the files of
+    another tokenizer (other bytes than the ones written) is refused unless ``overwrite``. Returns the folder."""
     raw = fs_path(folder, "the folder is {kind}, not a str or a path; pass a folder's path")
     if not raw:
         raise ConfigError("the folder is empty (''); pass a folder's path (the current folder is '.')")
@@ -340,15 +342,49 @@ def save_pretrained(tok, folder, given: dict, model_max_length=None, chat_templa
     # folder holds a config without its tokenizer.json, which transformers refuses to load, not an old
     # tokenizer.json beside a new config (or a new one without its roles: no EOS), which it would load as
     # another tokenizer
-    with atomic_path(where / "tokenizer.json", inputs=inputs) as tj_tmp, \
-            atomic_path(where / "tokenizer_config.json", inputs=inputs) as config_tmp:
-        tok.save_huggingface(tj_tmp)
-        if template is not None:
-            _carry_post_processor(tj_tmp, template, inputs)
-        config_tmp.write_text(json_text(body) + "\n", encoding="utf-8")
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(where / "tokenizer.json")
+    # The old files are moved aside (``NAME.tokenmill-old``), not removed, until both new ones are in place: a
+    # failure (a disk error at the last flush) puts them back; killed in between, they are there to restore.
+    kept: list[tuple[Path, Path]] = []
+    try:
+        with atomic_path(where / "tokenizer.json", inputs=inputs) as tj_tmp, \
+                atomic_path(where / "tokenizer_config.json", inputs=inputs) as config_tmp:
+            tok.save_huggingface(tj_tmp)
+            if template is not None:
+                _carry_post_processor(tj_tmp, template, inputs)
+            config_tmp.write_text(json_text(body) + "\n", encoding="utf-8")
+            new = {"tokenizer.json": tj_tmp, "tokenizer_config.json": config_tmp}
+            old = [n for n in new if (where / n).is_file()]
+            if old and not overwrite and any(not _same_file(where / n, new[n]) for n in old):
+                raise ConfigError(f"the folder {raw!r} holds {' and '.join(old)} of another tokenizer (other bytes than "
+                                  "this one's); pass overwrite=True (CLI: --overwrite) to replace them, or a new folder "
+                                  "(a model's folder of weights without tokenizer files is written into as it is)")
+            for n in ("tokenizer.json", "tokenizer_config.json"):
+                if (where / n).exists():
+                    aside = where / (n + ".tokenmill-old")
+                    os.replace(where / n, aside)
+                    kept.append((aside, where / n))
+    except BaseException:
+        for aside, target in kept:
+            with contextlib.suppress(OSError):
+                os.replace(aside, target)
+        raise
+    for aside, _ in kept:
+        with contextlib.suppress(OSError):
+            aside.unlink()
     return where
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether the files ``a`` and ``b`` hold the same bytes."""
+    if a.stat().st_size != b.stat().st_size:
+        return False
+    with open(a, "rb") as fa, open(b, "rb") as fb:
+        while True:
+            x, y = fa.read(1 << 20), fb.read(1 << 20)
+            if x != y:
+                return False
+            if not x:
+                return True
 
 
 def _added_around(tok, body: dict, source: dict | None) -> dict | None:
@@ -420,12 +456,14 @@ class PretrainedExport:
 
     def save_pretrained(self, folder, *, bos_token=INFERRED, eos_token=INFERRED, unk_token=INFERRED,
                         pad_token=INFERRED, model_max_length: int | None = None,
-                        chat_template: str | None = None) -> Path:
+                        chat_template: str | None = None, overwrite: bool = False) -> Path:
         """Write a ``transformers`` tokenizer folder: ``tokenizer.json`` and ``tokenizer_config.json`` (the special
         tokens' roles, as the model's own config says or found by name unless given; ``None`` leaves one unset;
         ``chat_template``: a Jinja template for ``apply_chat_template``, else the model's own), which
         ``AutoTokenizer.from_pretrained(folder)`` loads with this tokenizer's ids
-        (``tokenizer/formats/pretrained.py``). Returns the folder as a Path.
+        (``tokenizer/formats/pretrained.py``). A folder already holding the files of another tokenizer is refused
+        unless ``overwrite=True`` (a model's folder of weights alone, or one holding this same tokenizer, is written
+        into as it is). Returns the folder as a Path.
 
         >>> import tempfile, tokenmill
         >>> tok = tokenmill.Tokenizer.from_merges([(104, 105)], special_tokens=["<|endoftext|>"])
@@ -433,8 +471,11 @@ class PretrainedExport:
         ...     sorted(p.name for p in tok.save_pretrained(d, model_max_length=1024).iterdir())
         ['tokenizer.json', 'tokenizer_config.json']
         """
+        from ..._validate import check_bool
+
         given = dict(bos_token=bos_token, eos_token=eos_token, unk_token=unk_token, pad_token=pad_token)
-        return save_pretrained(self, folder, given, model_max_length, chat_template)
+        return save_pretrained(self, folder, given, model_max_length, chat_template,
+                               check_bool(overwrite, "overwrite"))
 
     def to_transformers(self, *, bos_token=INFERRED, eos_token=INFERRED, unk_token=INFERRED, pad_token=INFERRED,
                         model_max_length: int | None = None, chat_template: str | None = None):
