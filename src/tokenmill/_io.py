@@ -391,6 +391,37 @@ def json_text(obj: Any) -> str:
         return json.dumps(obj, ensure_ascii=False, indent=1)
 
 
+ASIDE_SUFFIX = ".tokenmill-old"
+
+
+@contextlib.contextmanager
+def moved_aside(paths: Iterable) -> Iterator[Callable[[], None]]:
+    """For files replaced together (a tokenizer.json and its config, a Megatron .bin and .idx): yields a function
+    that moves the existing ``paths`` aside (``NAME.tokenmill-old``), to call once every new file is written (to
+    the temporaries of :func:`atomic_path` contexts opened inside this one) and before they are renamed into
+    place. Should anything fail after it, the old files are put back; on success they are removed. Killed in
+    between, the folder holds the new files that were renamed and the old ones aside, never a mix of old and new
+    under the files' names, and nothing of the user's is lost."""
+    kept: list[tuple[str, str]] = []
+
+    def aside() -> None:
+        for p in map(os.fspath, paths):
+            if os.path.lexists(p):
+                os.replace(p, p + ASIDE_SUFFIX)
+                kept.append((p + ASIDE_SUFFIX, p))
+
+    try:
+        yield aside
+    except BaseException:
+        for old, target in kept:
+            with contextlib.suppress(OSError):
+                os.replace(old, target)
+        raise
+    for old, _ in kept:
+        with contextlib.suppress(OSError):
+            os.unlink(old)
+
+
 def write_json_atomic(path: str | os.PathLike, obj: Any, *, inputs: Iterable = ()) -> None:
     with atomic_path(path, inputs=inputs) as tmp:
         tmp.write_text(json_text(obj) + "\n", encoding="utf-8")

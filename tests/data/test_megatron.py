@@ -175,7 +175,9 @@ def test_document_indices_group_sequences_and_mismatched_files_are_refused(store
 
 def test_a_re_export_stopped_between_its_two_renames_leaves_no_pair_that_opens(store, tmp_path, monkeypatch):
     """The .bin and .idx were replaced one after the other: killed between the two, a new .bin sat beside the
-    old .idx, and where the token totals agreed it opened without error, every document boundary wrong."""
+    old .idx, and where the token totals agreed it opened without error, every document boundary wrong. Then the
+    old .idx was removed before the renames: an error between them lost it. Now the old pair is moved aside until
+    both new files are in place, and an error (here an interrupt right after the .bin took its name) puts it back."""
     import os
 
     import tokenmill._io as io
@@ -184,20 +186,21 @@ def test_a_re_export_stopped_between_its_two_renames_leaves_no_pair_that_opens(s
     reordered = store.view(np.arange(len(store))[::-1], {"reversed": True})  # the same tokens, in another order
     replace, calls = os.replace, []
 
-    def stopped_after_the_first(src, dst):  # the process dies right after the .bin took its name
+    def stopped_after_the_first(src, dst):  # interrupted right after the .bin took its name
         calls.append(dst)
-        if len(calls) == 2:
+        if len(calls) == 4:
             raise KeyboardInterrupt
         replace(src, dst)
 
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
     monkeypatch.setattr(io.os, "replace", stopped_after_the_first)
     with pytest.raises(KeyboardInterrupt):
         reordered.export_megatron(tmp_path / "m")
     monkeypatch.setattr(io.os, "replace", replace)
-    assert [os.path.basename(c) for c in calls] == ["m.bin", "m.idx"]
-    assert not (tmp_path / "m.idx").exists() and not list(tmp_path.glob(".m.*tokenmill-tmp"))
-    with pytest.raises(FormatError, match="m.idx does not exist"):
-        TokenStore.from_megatron(tmp_path / "m")
+    assert [os.path.basename(c) for c in calls[:4]] == ["m.bin.tokenmill-old", "m.idx.tokenmill-old", "m.bin", "m.idx"]
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == before  # (the old pair only)
+    old = TokenStore.from_megatron(tmp_path / "m")
+    assert [old.get(i).tolist() for i in range(len(old))] == [store.get(i).tolist() for i in range(len(old))]
     reordered.export_megatron(tmp_path / "m")  # run again: the new pair
     back = TokenStore.from_megatron(tmp_path / "m")
     assert [back.get(i).tolist() for i in range(len(back))] == [reordered.get(i).tolist() for i in range(len(back))]

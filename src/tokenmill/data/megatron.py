@@ -17,7 +17,6 @@ megatron-core's ``IndexedDataset(prefix)`` reads the export (tested).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import struct
 from pathlib import Path
@@ -26,7 +25,7 @@ from typing import Annotated, Literal
 import numpy as np
 
 from .._arrays import offsets_of, seal
-from .._io import atomic_path, canonical_hash, fs_path, resolve_output
+from .._io import atomic_path, canonical_hash, fs_path, moved_aside, resolve_output
 from .._schema import Meta, Struct, check
 from ..errors import ConfigError, FormatError, InputError
 from .source import KnownLengths, doc_index
@@ -98,14 +97,15 @@ def export_megatron(store, prefix, *, inputs=()) -> tuple[Path, Path]:
         resolve_output(path, what="Megatron output", inputs=inputs)
     # A pair replaced one file after the other left, when killed between the two renames, a new .bin beside
     # the old .idx, which opens without error where the token counts agree (the format has no checksum):
-    # both are written first, then the old .idx goes, then the .bin and the .idx take their names. Killed
-    # in between, the folder holds a .bin without its .idx, which nothing opens.
-    with atomic_path(idx_path, inputs=inputs) as idx_tmp, atomic_path(bin_path, inputs=inputs) as bin_tmp:
+    # both are written first, then the old pair is moved aside, then the .bin and the .idx take their names.
+    # Killed in between, the folder holds a .bin without its .idx, which nothing opens (the old pair aside); a
+    # failure puts the old pair back (the old .idx had been removed first: a disk error lost it)
+    with moved_aside([bin_path, idx_path]) as aside, atomic_path(idx_path, inputs=inputs) as idx_tmp, \
+            atomic_path(bin_path, inputs=inputs) as bin_tmp:
         for tmp, write in ((bin_tmp, write_bin), (idx_tmp, write_idx)):
             with open(tmp, "wb") as f:
                 write(f)
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(idx_path)
+        aside()
     return bin_path, idx_path
 
 

@@ -32,11 +32,18 @@ imported one brought its own) and decodes ids as tokenmill does (``clean_up_toke
 
 from __future__ import annotations
 
-import contextlib
 import os
 from pathlib import Path
 
-from ..._io import atomic_path, check_writable_folder, fs_path, json_text, read_bytes_limited, resolve_output
+from ..._io import (
+    atomic_path,
+    check_writable_folder,
+    fs_path,
+    json_text,
+    moved_aside,
+    read_bytes_limited,
+    resolve_output,
+)
 from ...errors import ConfigError, FormatError, MissingExtraError, require, warn
 from ..special import BOS_NAMES, EOS_NAMES, PAD_NAMES
 
@@ -342,35 +349,23 @@ def save_pretrained(tok, folder, given: dict, model_max_length=None, chat_templa
     # folder holds a config without its tokenizer.json, which transformers refuses to load, not an old
     # tokenizer.json beside a new config (or a new one without its roles: no EOS), which it would load as
     # another tokenizer
-    # The old files are moved aside (``NAME.tokenmill-old``), not removed, until both new ones are in place: a
-    # failure (a disk error at the last flush) puts them back; killed in between, they are there to restore.
-    kept: list[tuple[Path, Path]] = []
-    try:
-        with atomic_path(where / "tokenizer.json", inputs=inputs) as tj_tmp, \
-                atomic_path(where / "tokenizer_config.json", inputs=inputs) as config_tmp:
-            tok.save_huggingface(tj_tmp)
-            if template is not None:
-                _carry_post_processor(tj_tmp, template, inputs)
-            config_tmp.write_text(json_text(body) + "\n", encoding="utf-8")
-            new = {"tokenizer.json": tj_tmp, "tokenizer_config.json": config_tmp}
-            old = [n for n in new if (where / n).is_file()]
-            if old and not overwrite and any(not _same_file(where / n, new[n]) for n in old):
-                raise ConfigError(f"the folder {raw!r} holds {' and '.join(old)} of another tokenizer (other bytes than "
-                                  "this one's); pass overwrite=True (CLI: --overwrite) to replace them, or a new folder "
-                                  "(a model's folder of weights without tokenizer files is written into as it is)")
-            for n in ("tokenizer.json", "tokenizer_config.json"):
-                if (where / n).exists():
-                    aside = where / (n + ".tokenmill-old")
-                    os.replace(where / n, aside)
-                    kept.append((aside, where / n))
-    except BaseException:
-        for aside, target in kept:
-            with contextlib.suppress(OSError):
-                os.replace(aside, target)
-        raise
-    for aside, _ in kept:
-        with contextlib.suppress(OSError):
-            aside.unlink()
+    # (the old pair moved aside, not removed, until both new files are in place: a failure, a disk error at the last
+    # flush, puts them back; it had left the folder with neither tokenizer.json)
+    names = ("tokenizer.json", "tokenizer_config.json")
+    with moved_aside([where / n for n in names]) as aside, \
+            atomic_path(where / "tokenizer.json", inputs=inputs) as tj_tmp, \
+            atomic_path(where / "tokenizer_config.json", inputs=inputs) as config_tmp:
+        tok.save_huggingface(tj_tmp)
+        if template is not None:
+            _carry_post_processor(tj_tmp, template, inputs)
+        config_tmp.write_text(json_text(body) + "\n", encoding="utf-8")
+        new = dict(zip(names, (tj_tmp, config_tmp)))
+        old = [n for n in names if (where / n).is_file()]
+        if old and not overwrite and any(not _same_file(where / n, new[n]) for n in old):
+            raise ConfigError(f"the folder {raw!r} holds {' and '.join(old)} of another tokenizer (other bytes than "
+                              "this one's); pass overwrite=True (CLI: --overwrite) to replace them, or a new folder "
+                              "(a model's folder of weights without tokenizer files is written into as it is)")
+        aside()
     return where
 
 
