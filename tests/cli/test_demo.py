@@ -55,6 +55,11 @@ def test_demo_refuses_a_folder_it_did_not_write_and_blocks_too_small(tmp_path, c
     assert main(["demo", "--quick", "--no-plots", "--out", str(mine), "-q"]) == 1
     assert "holds files the demo did not write (tokenizer.json)" in capsys.readouterr().err
     assert (mine / "tokenizer.json").read_text() == "my precious tokenizer" and len(list(mine.iterdir())) == 1
+    (mine / "report.json").write_text('{"accuracy": 0.93}')  # (names the demo writes, not the demo's report)
+    assert main(["demo", "--quick", "--no-plots", "--out", str(mine), "-q"]) == 1
+    assert "holds files the demo did not write (report.json, tokenizer.json)" in capsys.readouterr().err
+    assert (mine / "tokenizer.json").read_text() == "my precious tokenizer"
+    assert (mine / "report.json").read_text() == '{"accuracy": 0.93}'
     for b in ("1", "3"):
         assert main(["demo", "--quick", "--no-plots", "--out", str(tmp_path / "d"), "--block-size", b, "-q"]) == 1
         assert f"--block-size {b} must be an integer >= 4" in capsys.readouterr().err

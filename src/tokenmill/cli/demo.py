@@ -138,13 +138,27 @@ def _own_folder(out: Path, given: str) -> None:
 
     if out.is_dir() and not (out / _MARK).exists():
         held = sorted(p.name for p in out.iterdir())
-        earlier = "report.json" in held and set(held) <= _OUTPUTS  # a demo's folder from before the mark
+        # a demo's folder from before the mark: its outputs alone, its report.json the demo's (a user's evaluation
+        # report.json beside their tokenizer.json had been taken for one, and both replaced)
+        earlier = "report.json" in held and set(held) <= _OUTPUTS and _demo_report(out / "report.json")
         if held and not earlier:
             raise ConfigError(f"--out {given} holds files the demo did not write ({', '.join(held[:3])}"
                               f"{', ...' if len(held) > 3 else ''}); pass a new or empty folder (the demo writes "
                               "tokenizer.json, store/, checkpoint/, plots and a report there)")
     out.mkdir(parents=True, exist_ok=True)
     write_bytes_atomic(out / _MARK, b"written by tokenmill demo; its outputs here are replaced by the next demo run\n")
+
+
+def _demo_report(path: Path) -> bool:
+    """Whether ``path`` is a report.json the demo wrote: a JSON object with the demo's sections."""
+    import json
+
+    try:
+        with open(path, "rb") as f:
+            body = json.loads(f.read(1 << 20))
+    except (OSError, ValueError):
+        return False
+    return isinstance(body, dict) and {"corpus", "split", "training", "plots"} <= set(body)
 
 
 def _tokenizer_and_store(args, docs, out: Path, report: dict):
