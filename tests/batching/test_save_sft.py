@@ -132,3 +132,13 @@ def test_from_token_arrays_takes_roles_known_once_the_shards_are_written(tmp_pat
     with pytest.raises(ConfigError, match="eos_id"):
         TokenStore.from_token_arrays(tmp_path / "c", [([1], [3])], vocab_size=5, roles=lambda: (9, None))
     assert not (tmp_path / "c").exists()
+
+
+def test_a_folder_that_cannot_be_written_is_refused_before_the_work(tok, tmp_path, monkeypatch):
+    import tokenmill._io as io
+
+    monkeypatch.setattr(io.os, "access", lambda path, mode: False)  # (a read-only file system; root ignores modes)
+    read = []
+    with pytest.raises(ConfigError, match="cannot write the SFT stores' folder .* is not writable .*read-only file"):
+        save_sft(tok, (read.append(1) or ex for ex in [("a", "b")]), tmp_path / "s")
+    assert not read and not (tmp_path / "s").exists()

@@ -140,6 +140,13 @@ def test_a_full_disk_names_the_output_not_the_standard_streams(capsys, monkeypat
           f"cannot write {str(out)!r}: No space left on device; free some space or pass a path on another disk")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt"]
 
+    def too_large(self, *a, **k):  # (a `ulimit -f` limit: not a full disk, and no space to free)
+        raise OSError(errno.EFBIG, "File too large")
+
+    monkeypatch.setattr(pathlib.Path, "write_text", too_large)
+    fails(capsys, ["train", "--input", str(tmp_path / "in.txt"), "--vocab-size", "260", "--out", str(out), "-q"],
+          f"cannot write {str(out)!r}: File too large; the file is larger than this process or file system allows")
+
     def denied(self, *a, **k):
         raise PermissionError(errno.EACCES, "Permission denied", str(self))  # (names the temporary)
 

@@ -199,6 +199,10 @@ def _one_line(e: BaseException) -> str:
         text = str(e)
     elif isinstance(e, ConnectionError) and e.errno is None:  # (a library's own: Ray finding no cluster)
         text = f"cannot connect: {e}"
+    elif isinstance(e, OSError) and e.filename and e.errno == errno.EFBIG:  # (not a full disk: a size limit)
+        text = (f"cannot write {e.filename!r}: {e.strerror or e}; the file is larger than this process or file system "
+                "allows (a `ulimit -f` limit, or the file system's largest file): raise the limit or pass a path on "
+                "another disk")
     elif isinstance(e, OSError) and e.filename and e.errno in _FULL:
         text = f"cannot write {e.filename!r}: {e.strerror or e}; free some space or pass a path on another disk"
     elif isinstance(e, OSError):

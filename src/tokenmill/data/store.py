@@ -779,7 +779,7 @@ def _write_json(path: Path, obj) -> None:
     try:
         write_json_atomic(path, obj)
     except OSError as e:
-        raise WriteError(f"cannot write {path}: {e.strerror or e}; the store's previous state is unchanged") from e
+        raise WriteError(f"cannot write {path}: {e.strerror or e}; what the folder held before is unchanged") from e
 
 
 def _little(arr: np.ndarray) -> np.ndarray:
@@ -810,7 +810,7 @@ def _write_error(path: Path, e: OSError) -> WriteError:
     staged = folder.name.startswith(".") and folder.name.endswith(_STAGING_SUFFIX)
     where = (f"; the new store is staged in {folder} beside the old one, which is whole: rerun to go on, or remove "
              "that folder to give the replacement up" if staged else "")
-    return WriteError(f"cannot write {path}: {e.strerror or e}; the store's previous state is unchanged "
+    return WriteError(f"cannot write {path}: {e.strerror or e}; what the folder held before is unchanged "
                       f"(free space or fix permissions, then rerun: finished shards are kept){where}")
 
 
