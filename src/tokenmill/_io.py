@@ -603,11 +603,9 @@ def canonical_hash(obj: Any) -> str:
 def max_file_bytes() -> int:
     """The size cap for files that must be small (tokenizer files, rank files, manifests, records):
     ``$TOKENMILL_MAX_FILE_BYTES`` (default 1 GiB)."""
-    raw = os.environ.get("TOKENMILL_MAX_FILE_BYTES", str(1 << 30))
-    try:
-        return int(raw)
-    except ValueError:
-        raise ConfigError(f"TOKENMILL_MAX_FILE_BYTES={raw!r} is not a number of bytes") from None
+    from ._validate import env_limit
+
+    return env_limit("TOKENMILL_MAX_FILE_BYTES", 1 << 30, "bytes")
 
 
 _READ_CHUNK = 1 << 20  # bytes per read once a file holds more than its size said

@@ -434,11 +434,20 @@ def max_plan_rows() -> int:
     """The most rows (windows, segments, samples) one plan may hold: ``$TOKENMILL_MAX_PLAN_ROWS``
     (default 2**30, about 24 GB of int64 columns). A plan is arrays in memory: a block or window of a
     few tokens over huge lengths would otherwise allocate until the machine runs out."""
-    raw = os.environ.get("TOKENMILL_MAX_PLAN_ROWS", str(2**30))
-    try:
-        return int(raw)
-    except ValueError:
-        raise ConfigError(f"TOKENMILL_MAX_PLAN_ROWS={raw!r} is not a number") from None
+    return env_limit("TOKENMILL_MAX_PLAN_ROWS", 2**30, "rows")
+
+
+def env_limit(name: str, default: int, unit: str) -> int:
+    """The whole number >= 1 of ``$name`` (``default`` where unset), else a ConfigError naming the variable (0 or
+    -1 had been taken, and read as a fault of the data: "36 rows, more than the -1 allowed")."""
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    value = int(raw.strip()) if raw.strip().isascii() and raw.strip().isdigit() else 0
+    if value < 1:
+        raise ConfigError(f"{name}={raw!r} is not a whole number of {unit} >= 1 (the default is {default:,d}); set "
+                          "it to the limit wanted, or unset it")
+    return value
 
 
 def check_rows(n: int, what: str, fix: str) -> int:

@@ -90,3 +90,35 @@ def warn(message: str, category: type[Warning] = UserWarning) -> None:
     if level > 1 and (frame is None or outside == "threading" or outside.startswith("concurrent.futures")):
         level -= 1  # the outermost tokenmill frame: the function the thread runs
     warnings.warn(message, category, stacklevel=level + 1)
+
+
+def interrupt_in(e: BaseException | None) -> KeyboardInterrupt | None:
+    """The KeyboardInterrupt ``e`` is or wraps (its cause or context, at any depth), else None. numba turns a
+    Ctrl-C that lands while a compiled kernel's result is made into a SystemError ("returned a result with an
+    exception set") whose cause is the interrupt."""
+    seen = set()
+    while e is not None and id(e) not in seen:
+        if isinstance(e, KeyboardInterrupt):
+            return e
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    return None
+
+
+def interruptible(fn):
+    """``fn`` raising a KeyboardInterrupt where numba wrapped one in a SystemError (Ctrl-C during a compiled
+    kernel's return, ~1 in 6 interrupts of a two-thread ``encode_batch``): a script that catches the interrupt
+    to save its work, and a notebook's "interrupt kernel", see what they expect."""
+    import functools
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except SystemError as e:
+            got = interrupt_in(e)
+            if got is None:
+                raise
+            raise got.with_traceback(e.__traceback__) from None
+
+    return call

@@ -67,6 +67,23 @@ def test_catastrophic_pattern_ends_with_an_error_naming_it(monkeypatch):
         tok.encode(text)
 
 
+def test_limits_set_in_the_environment_are_checked(monkeypatch):
+    """TOKENMILL_MAX_PLAN_ROWS and TOKENMILL_MAX_FILE_BYTES of 0 or -1 had been taken, and said as a fault of the
+    data ("36 rows, more than the -1 allowed")."""
+    from tokenmill._io import max_file_bytes
+    from tokenmill._validate import max_plan_rows
+
+    for name, read in (("TOKENMILL_MAX_PLAN_ROWS", max_plan_rows), ("TOKENMILL_MAX_FILE_BYTES", max_file_bytes)):
+        for bad in ("-1", "0", "1e6", "lots"):
+            monkeypatch.setenv(name, bad)
+            with pytest.raises(ConfigError, match=f"{name}='{bad}' is not a whole number of .* >= 1"):
+                read()
+        monkeypatch.setenv(name, "123")
+        assert read() == 123
+        monkeypatch.delenv(name)
+        assert read() > 1 << 20
+
+
 def test_regex_timeout_setting_is_checked(monkeypatch):
     from tokenmill.tokenizer.pretokenize.patterns import regex_budget
 
@@ -75,6 +92,11 @@ def test_regex_timeout_setting_is_checked(monkeypatch):
         regex_budget(10)
     monkeypatch.setenv("TOKENMILL_REGEX_TIMEOUT", "0")
     assert regex_budget(10) is None
+    monkeypatch.setenv("TOKENMILL_REGEX_TIMEOUT", "inf")  # (had been an OverflowError on every custom pattern)
+    assert regex_budget(10) is None
+    from tokenmill import train_bpe
+
+    assert len(train_bpe(["ab ab abc " * 5], vocab_size=258, pattern=r"\w+|\s+")) == 258
 
 
 def test_devices_as_inputs_are_refused():

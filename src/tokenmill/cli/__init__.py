@@ -172,15 +172,10 @@ def cli_names(text: str, command: argparse.ArgumentParser | None) -> str:
 
 
 def _interrupted(e: BaseException) -> bool:
-    """Whether ``e`` wraps a KeyboardInterrupt (numba turns one raised while a kernel runs into a SystemError,
-    "returned a result with an exception set", with the interrupt as its context)."""
-    seen = set()
-    while e is not None and id(e) not in seen:
-        if isinstance(e, KeyboardInterrupt):
-            return True
-        seen.add(id(e))
-        e = e.__cause__ or e.__context__
-    return False
+    """Whether ``e`` is or wraps a KeyboardInterrupt (:func:`tokenmill.errors.interrupt_in`)."""
+    from ..errors import interrupt_in
+
+    return interrupt_in(e) is not None
 
 
 def is_terminal(stream) -> bool:

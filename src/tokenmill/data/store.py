@@ -67,7 +67,7 @@ from .._io import (
 )
 from .._schema import BIG, Count, Meta, Sha256, Struct, check, load_json
 from .._words import counted
-from ..errors import ConfigError, FormatError, InputError, OutOfRangeError, TokenmillError, warn
+from ..errors import ConfigError, FormatError, InputError, OutOfRangeError, TokenmillError, interruptible, warn
 from ..tokenizer.special import BOS_NAMES, EOS_NAMES
 from . import engines
 from .readers import Replaced, Source, Utf8Docs, as_sources, blank_note, format_of
@@ -576,6 +576,7 @@ def store_files(source) -> list[Path]:
     return list(getattr(root, "_files", ()))
 
 
+@interruptible
 def build(out_dir, sources, tokenizer, *, workers: int | None = None, engine: str = "local",
           append_eos: bool = True, prepend_bos: bool = False, shard_bytes: int = DEFAULT_SHARD_BYTES,
           errors: str = "strict", field: str = "text", format: str = "auto",

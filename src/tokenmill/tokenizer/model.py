@@ -21,7 +21,7 @@ from typing import Literal
 import numpy as np
 
 from .._validate import check_decode_errors, check_ids, check_ids_array, check_path, check_token_id
-from ..errors import ConfigError, FormatError, UnknownTokenError
+from ..errors import ConfigError, FormatError, UnknownTokenError, interruptible
 from .bpe import tables
 from .encoding import Encoding
 from .formats import tokenmill as tokenmill_format
@@ -337,6 +337,7 @@ class Tokenizer(VocabNames, PretrainedExport):
         """The bytes of each token of ``tokens`` (tiktoken's name)."""
         return [self.token_bytes(t) for t in tokens]
 
+    @interruptible
     def decode_batch(self, batch: Iterable[Iterable[int]], *, errors: str = "replace", num_threads: int | None = None
                      ) -> list[str]:
         """``decode`` of each id sequence of ``batch`` (tiktoken's name). ``num_threads`` is taken for tiktoken's
@@ -345,6 +346,7 @@ class Tokenizer(VocabNames, PretrainedExport):
         batch_threads(num_threads)
         return [self.decode(ids, errors) for ids in batch]
 
+    @interruptible
     def decode_bytes_batch(self, batch: Iterable[Iterable[int]], *, num_threads: int | None = None) -> list[bytes]:
         """``decode_bytes`` of each id sequence of ``batch`` (tiktoken's name; ``num_threads`` as in
         :meth:`decode_batch`)."""
@@ -403,6 +405,7 @@ class Tokenizer(VocabNames, PretrainedExport):
         return b"".join(pieces).decode("utf-8", "strict"), offsets
 
     # ----------------------------------------------------------------- encoding
+    @interruptible
     def encode(self, text: str, *, allowed_special: Specials = (), disallowed_special: Specials = "all") -> list[int]:
         """Encode ``text``; special-token text is an error unless allowed.
 
@@ -416,6 +419,7 @@ class Tokenizer(VocabNames, PretrainedExport):
         """Encode ``text`` with special-token text treated as plain text."""
         return self._encoding.encode(text, (), ())
 
+    @interruptible
     def encode_batch(self, texts: Iterable[str], *, num_threads: int | None = None, as_arrays: bool = False,
                      allowed_special: Specials = (), disallowed_special: Specials = "all") -> list:
         """Encode many texts on ``num_threads`` threads (default: all cores); the compiled kernels
@@ -428,6 +432,7 @@ class Tokenizer(VocabNames, PretrainedExport):
         """
         return self._encoding.encode_batch(texts, num_threads, as_arrays, allowed_special, disallowed_special)
 
+    @interruptible
     def encode_flat(self, texts: Iterable[str], *, num_threads: int | None = None, allowed_special: Specials = (),
                     disallowed_special: Specials = "all") -> tuple[np.ndarray, np.ndarray]:
         """``encode_batch``'s ids in one flat int64 array, with ``bounds`` (int64, ``len(texts) + 1``): text

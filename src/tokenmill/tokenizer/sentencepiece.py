@@ -55,6 +55,7 @@ from ..errors import (
     SpecialTokenError,
     UnknownTokenError,
     UnsupportedTokenizerError,
+    interruptible,
 )
 from .formats.kind import file_head, reading
 from .formats.pretrained import PretrainedExport
@@ -721,6 +722,7 @@ class SentencePieceTokenizer(VocabNames, PretrainedExport):
         """``sentencepiece``'s ``encode(text)``: special-token text is plain text."""
         return self.encode(text, disallowed_special=())
 
+    @interruptible
     def encode(self, text: str, *, allowed_special=(), disallowed_special="all") -> list[int]:
         """Token ids of ``text``; special-token text raises unless allowed (or ``disallowed_special=()``)."""
         if not isinstance(text, str):
@@ -775,6 +777,7 @@ class SentencePieceTokenizer(VocabNames, PretrainedExport):
         return lists
 
     @names_batch_text
+    @interruptible
     def encode_batch(self, texts, *, num_threads=None, as_arrays: bool = False, allowed_special=(),
                      disallowed_special="all") -> list:
         """Encode many texts on ``num_threads`` threads (default: all cores; the kernels release the GIL).

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..._validate import check_int, check_offsets, check_texts
-from ...errors import ConfigError, InputError, warn
+from ...errors import ConfigError, InputError, interruptible, warn
 from ..model import Tokenizer
 from ..pretokenize.patterns import resolve_pattern, split_with_gaps
 from ..special import special_token_names
@@ -49,6 +49,7 @@ class TrainReport:
         return self.bytes_used / self.bytes_seen if self.bytes_seen else 1.0
 
 
+@interruptible
 def train_bpe(
     texts: Iterable[str],
     vocab_size: int,

@@ -330,7 +330,7 @@ def regex_budget(n_chars: int) -> float | None:
     """Seconds a custom pattern may run over ``n_chars`` characters before it is stopped.
 
     ``$TOKENMILL_REGEX_TIMEOUT`` seconds (default 5) plus 2 microseconds per character: 10-100 times
-    what a linear-time pattern needs. ``TOKENMILL_REGEX_TIMEOUT=0`` turns the budget off.
+    what a linear-time pattern needs. ``TOKENMILL_REGEX_TIMEOUT=0`` (or ``inf``) turns the budget off.
     """
     raw = os.environ.get("TOKENMILL_REGEX_TIMEOUT", "5")
     try:
@@ -339,7 +339,7 @@ def regex_budget(n_chars: int) -> float | None:
         raise ConfigError(f"TOKENMILL_REGEX_TIMEOUT={raw!r} is not a number of seconds") from None
     if base != base:
         raise ConfigError("TOKENMILL_REGEX_TIMEOUT=nan is not a number of seconds")
-    if base <= 0:  # 0 or negative: no limit
+    if base <= 0 or base == float("inf"):  # 0, negative or infinite: no limit
         return None
     return base + 2e-6 * n_chars
 
