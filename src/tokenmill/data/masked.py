@@ -229,7 +229,6 @@ class MaskedSource:
         import os
         from pathlib import Path
 
-
         overwrite = check_bool(overwrite, "overwrite")
         out = Path(os.fspath(out_dir))
         _refuse_saved_there(out, overwrite)
