@@ -9,6 +9,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import socket
 import stat
 import tempfile
@@ -396,30 +397,54 @@ ASIDE_SUFFIX = ".tokenmill-old"
 
 @contextlib.contextmanager
 def moved_aside(paths: Iterable) -> Iterator[Callable[[], None]]:
-    """For files replaced together (a tokenizer.json and its config, a Megatron .bin and .idx): yields a function
-    that moves the existing ``paths`` aside (``NAME.tokenmill-old``), to call once every new file is written (to
-    the temporaries of :func:`atomic_path` contexts opened inside this one) and before they are renamed into
-    place. Should anything fail after it, the old files are put back; on success they are removed. Killed in
-    between, the folder holds the new files that were renamed and the old ones aside, never a mix of old and new
-    under the files' names, and nothing of the user's is lost."""
+    """For files (or folders) replaced together (a tokenizer.json and its config, a Megatron .bin and .idx, an SFT
+    source's two stores): yields a function that moves the existing ``paths`` aside (``NAME.tokenmill-old``), to
+    call once every new one is written (to temporaries) and before they are renamed into place. Should anything
+    fail after it, the old ones are put back and a new one where there was none is removed: the paths hold what
+    they held before. On success the old ones are removed. Killed in between, the folder holds the new ones that
+    were renamed and the old ones aside, never a mix of old and new under their names, and nothing of the user's is
+    lost. A ``NAME.tokenmill-old`` already there (what such a kill left: the user's old file) is refused before
+    anything is written, never written over."""
+    paths = [os.fspath(p) for p in paths]
+    left = [p + ASIDE_SUFFIX for p in paths if os.path.lexists(p + ASIDE_SUFFIX)]
+    if left:
+        raise ConfigError(f"{left[0]!r} is there: the old file a replacement of {os.path.basename(left[0][:-len(ASIDE_SUFFIX)])!r} "
+                          "that was stopped part-way moved aside; put it back in its place (or remove it if the "
+                          "new one is wanted), then run again")
     kept: list[tuple[str, str]] = []
+    new: list[str] = []  # (paths that held nothing: a new one renamed there is removed on failure)
 
     def aside() -> None:
-        for p in map(os.fspath, paths):
+        for p in paths:
             if os.path.lexists(p):
                 os.replace(p, p + ASIDE_SUFFIX)
                 kept.append((p + ASIDE_SUFFIX, p))
+            else:
+                new.append(p)
 
     try:
         yield aside
     except BaseException:
+        for p in new:
+            with contextlib.suppress(OSError):
+                _remove(p)
         for old, target in kept:
             with contextlib.suppress(OSError):
+                if os.path.lexists(target):
+                    _remove(target)
                 os.replace(old, target)
         raise
     for old, _ in kept:
         with contextlib.suppress(OSError):
-            os.unlink(old)
+            _remove(old)
+
+
+def _remove(path: str) -> None:
+    """Remove the file or folder at ``path`` (one tokenmill wrote or moved aside itself)."""
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path)
+    else:
+        os.unlink(path)
 
 
 def write_json_atomic(path: str | os.PathLike, obj: Any, *, inputs: Iterable = ()) -> None:

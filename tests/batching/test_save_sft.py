@@ -142,3 +142,41 @@ def test_a_folder_that_cannot_be_written_is_refused_before_the_work(tok, tmp_pat
     with pytest.raises(ConfigError, match="cannot write the SFT stores' folder .* is not writable .*read-only file"):
         save_sft(tok, (read.append(1) or ex for ex in [("a", "b")]), tmp_path / "s")
     assert not read and not (tmp_path / "s").exists()
+
+
+def test_an_overwrite_that_fails_part_way_leaves_the_old_pair_whole(tok, tmp_path, monkeypatch):
+    """Over stores already there the new pair is written aside and swapped in once whole: replacing tokens/ first
+    had left, on an error before loss_mask/ was written, the new ids beside the old flags and the old ids gone."""
+    from tokenmill.data import store as store_module
+
+    old = save_sft(tok, [("a", "b"), ("c", "d")], tmp_path / "s")
+    before = _files(tmp_path / "s")
+    real = store_module.TokenStore.from_token_arrays.__func__
+
+    def failing(cls, out_dir, shards, **kw):
+        if Path(out_dir).name == "loss_mask":
+            raise OSError(28, "No space left on device")
+        return real(cls, out_dir, shards, **kw)
+
+    monkeypatch.setattr(store_module.TokenStore, "from_token_arrays", classmethod(failing))
+    with pytest.raises(OSError, match="No space left"):
+        save_sft(tok, [("x", "y")] * 3, tmp_path / "s", overwrite=True)
+    monkeypatch.undo()
+    assert _files(tmp_path / "s") == before and MaskedSource.open(tmp_path / "s").fingerprint == old.fingerprint
+    new = save_sft(tok, [("x", "y")] * 3, tmp_path / "s", overwrite=True)
+    assert len(MaskedSource.open(tmp_path / "s")) == 3 and new.fingerprint != old.fingerprint
+    assert sorted(p.name for p in (tmp_path / "s").iterdir()) == ["loss_mask", "tokens"]  # (nothing staged left)
+    with pytest.raises(InputError):  # (bad input: the folders made for it are not left behind, parents included)
+        save_sft(tok, [("a", "b"), {"prompt": "x"}], tmp_path / "new" / "deeper" / "s")
+    assert not (tmp_path / "new").exists()
+
+
+def test_documents_without_targets_are_counted_in_pieces(tok, monkeypatch):
+    src = MaskedSource([[1, 2], [], [3], [4, 5, 6], [7]], [[0, 0], [], [1], [0, 1, 0], [0]])
+    assert src.documents_without_targets() == 3  # (the empty one, and the two of flags 0 alone)
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(0, 5, 3000)
+    flags = [(rng.random(int(n)) < 0.2).astype(np.uint8) for n in lengths]
+    big = MaskedSource([np.ones(int(n), np.int64) for n in lengths], flags)
+    monkeypatch.setattr(masked, "COUNT_TOKENS", 7)  # (pieces of ~3 documents)
+    assert big.documents_without_targets() == sum(1 for f in flags if not f.any())

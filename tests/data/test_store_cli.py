@@ -360,3 +360,8 @@ def test_store_sft_streams_its_records_and_names_a_bad_one_far_in(tmp_path, tok,
     assert main(base + ["--input", str(tmp_path / "b.jsonl"), "--out", str(tmp_path / "t")]) == 1
     assert f"{tmp_path / 'b.jsonl'}:25: field 'completion'" in capsys.readouterr().err
     assert not (tmp_path / "t").exists()
+    rows = [{"prompt": "a ", "completion": "b"}] * 1300
+    rows[1233] = {"prompt": "a "}  # (its message says "example 1233", no thousands comma: had been read as 123)
+    (tmp_path / "c.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert main(base + ["--input", str(tmp_path / "c.jsonl"), "--out", str(tmp_path / "t")]) == 1
+    assert f"{tmp_path / 'c.jsonl'}:1234" in capsys.readouterr().err

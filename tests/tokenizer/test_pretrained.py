@@ -345,6 +345,37 @@ def test_another_models_tokenizer_is_not_replaced_unasked_and_a_failure_puts_the
                                                        "tokenizer_config.json"]
 
 
+def test_a_file_left_aside_is_never_written_over_and_a_failure_leaves_no_half_pair(monkeypatch, tmp_path):
+    """A ``tokenizer.json.tokenmill-old`` a stopped run left (the user's old tokenizer) had been written over and
+    removed by the next run; and where the folder held tokenizer.json alone, a failure at the last rename put it
+    back beside the new config. Now the first is refused before anything is written, the second undone whole."""
+    import tokenmill._io as io
+    from tokenmill import train_bpe
+
+    a = train_bpe(["the cat sat " * 20], 262, special_tokens=["<|endoftext|>"])
+    b = train_bpe(["a dog ran far " * 20], 266, special_tokens=["</s>"])
+    out = a.save_pretrained(tmp_path / "f")
+    (out / "tokenizer.json.tokenmill-old").write_text("the user's old tokenizer")
+    with pytest.raises(ConfigError, match="tokenizer.json.tokenmill-old' is there: .* put it back in its place"):
+        b.save_pretrained(out, overwrite=True)
+    assert (out / "tokenizer.json.tokenmill-old").read_text() == "the user's old tokenizer"
+    (out / "tokenizer.json.tokenmill-old").unlink()
+    (out / "tokenizer_config.json").unlink()  # (tokenizer.json alone: a new config is written where none was)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    real = os.replace
+
+    def last_fails(src, dst):
+        if os.path.basename(dst) == "tokenizer.json" and ".tokenmill-old" not in os.path.basename(src):
+            raise OSError(5, "Input/output error")
+        return real(src, dst)
+
+    monkeypatch.setattr(io.os, "replace", last_fails)
+    with pytest.raises(OSError, match="Input/output error"):
+        b.save_pretrained(out, overwrite=True)
+    monkeypatch.undo()
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # (no new config beside the old tokenizer)
+
+
 def test_never_over_the_tokenizer_json_it_was_read_from(tmp_path):
     src = _dir("TOKENMILL_LLAMA3_DIR", "llama3", "tokenizer.json")
     shutil.copy(src / "tokenizer.json", tmp_path / "tokenizer.json")

@@ -288,8 +288,6 @@ def _encode_and_save(args, tok, examples, where: _Where, template: str | None = 
     import itertools
     import re
 
-    import numpy as np
-
     from ..data.masked import is_chat_record, save_sft
     from ..errors import InputError, SpecialTokenError
 
@@ -323,15 +321,12 @@ def _encode_and_save(args, tok, examples, where: _Where, template: str | None = 
                                 "--special-text special where the records spell special tokens on purpose (a chat "
                                 "template's), or --special-text plain to encode them as plain text") from None
     except InputError as e:  # ("example 7, message 2: ..." -> "train.jsonl:8, message 2: ...")
-        said = re.sub(r"^example (\d{1,3}(?:,\d{3})*)", lambda m: where.get(int(m.group(1).replace(",", "")), m[0]), str(e))
+        said = re.sub(r"^example (\d{1,3}(?:,\d{3})+|\d+)", lambda m: where.get(int(m.group(1).replace(",", "")), m[0]), str(e))
         raise InputError(said.replace("prompt=... and completion=...", "--prompt-field and --completion-field")
                          .replace("messages with messages=...", "messages with --messages-field")
                          .replace("chat_template is given", "--chat-template is given")) from None
     tokens, targets = int(saved.mask.size), saved.num_targets
-    lengths = np.asarray(saved.lengths, np.int64)
-    per_doc = np.add.reduceat(np.append(saved.mask, np.uint8(0)), np.asarray(saved.mask_offsets[:-1], np.int64),
-                              dtype=np.int64) if lengths.size else np.zeros(0, np.int64)
-    empty = int(np.count_nonzero((per_doc == 0) | (lengths == 0)))  # (reduceat gives an empty span the next value)
+    empty = saved.documents_without_targets()
     out = {"out": args.out, "examples": len(saved), "tokens": tokens, "targets": targets,
            "examples_without_target": empty, "fingerprint": saved.fingerprint}
     if args.json:

@@ -23,7 +23,10 @@ the opposite (True there = *not* a target): pass ``[not m for m in mask]``.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import os
+import shutil
 import sys
 from typing import Iterable, Sequence
 
@@ -146,6 +149,19 @@ class MaskedSource:
         """Tokens whose flag is 1 (before any rule of a batch: a packed document's first token, cut windows)."""
         return int(np.count_nonzero(self.mask))
 
+    def documents_without_targets(self) -> int:
+        """How many documents hold no token flagged 1 (an SFT example with an empty completion and no EOS): counted
+        a few million tokens at a time (a whole-source cast to int64 had taken 8 bytes a token)."""
+        offsets, n, empty = self.mask_offsets, len(self), 0
+        step = max(1, n * COUNT_TOKENS // max(int(self.mask.size), 1))  # (documents of ~COUNT_TOKENS tokens a time)
+        for a in range(0, n, step):
+            b = min(n, a + step)
+            seen = np.cumsum(self.mask[offsets[a] : offsets[b]], dtype=np.int64)
+            ends = np.asarray(offsets[a + 1 : b + 1], np.int64) - int(offsets[a])
+            at_end = np.concatenate(([0], seen))[ends]  # (targets up to each document's end)
+            empty += int(np.count_nonzero(np.diff(np.concatenate(([0], at_end))) == 0))
+        return empty
+
     def flagged(self, doc: np.ndarray, begin: np.ndarray, end: np.ndarray) -> int:
         """How many tokens flagged 1 the spans ``[begin, end)`` of documents ``doc`` hold together (arrays of one entry
         per span; an empty span holds none). What a plan's targets are, counted without building its batches."""
@@ -226,7 +242,6 @@ class MaskedSource:
         (a Mixture refuses parts of different sizes: GPT-2 examples saved without their largest id, 50256, had
         been refused beside a GPT-2 store).
         """
-        import os
         from pathlib import Path
 
         overwrite = check_bool(overwrite, "overwrite")
@@ -514,6 +529,7 @@ def encode_sft(tokenizer, examples, *, prompt: str = "prompt", completion: str =
     return out
 
 
+COUNT_TOKENS = 1 << 22  # tokens a count over the flags reads at a time (documents_without_targets)
 SAVE_SHARD_IDS = 1 << 22  # ids a shard of a saved source holds (about; cut at the first document end past it)
 SFT_BATCH = 4096  # examples save_sft encodes at a time
 
@@ -680,7 +696,6 @@ def save_sft(tokenizer, examples, out_dir, *, overwrite: bool = False, progress:
     >>> len(src), src.loss_mask(1).astype(int).tolist()
     (2, [0, 0, 1, 1])
     """
-    import os
     from pathlib import Path
 
     from .._validate import check_int
@@ -763,18 +778,52 @@ def _save_pair(out, shards, facts, overwrite: bool) -> MaskedSource:
     """Write the documents of ``shards`` (``(lengths, ids, flags)`` each) as the store of ids ``out/tokens``, keeping
     their flags as bits (an eighth of a byte a token), then the flags as ``out/loss_mask``; the source over the two.
     ``facts``: a function giving the tokenizer's facts (``vocab_size``, ``tokenizer_hash``, ``eos_id``, ``bos_id``),
-    asked once every shard is written (``vocab_size`` before)."""
-    made = not out.exists()
+    asked once every shard is written (``vocab_size`` before).
+
+    Over stores already there (``overwrite``), the new pair is written in a staging folder inside ``out`` first and
+    the two pairs swapped once it is whole (:func:`~tokenmill._io.moved_aside`): replacing ``tokens/`` first had
+    left, on an error or interrupt before ``loss_mask/`` was written, the new ids beside the old flags (refused on
+    open) and the old ids gone."""
+    from .._io import moved_aside
+
+    made = _missing_folders(out)
     out.mkdir(parents=True, exist_ok=True)
+    there = [out / d for d in (TOKENS_DIR, MASK_DIR) if (out / d).exists()]
+    stage = out / f".{TOKENS_DIR}-{MASK_DIR}.staging~{os.getpid()}" if there else out
     try:
-        return _save_stores(out, shards, facts, overwrite)
-    except BaseException:  # (bad input found part-way: the folder made here for the stores is not left behind empty)
-        if made and out.is_dir() and not any(out.iterdir()):
-            out.rmdir()
+        if stage is not out:
+            if stage.exists():  # (a run of this process that failed before its cleanup)
+                shutil.rmtree(stage)
+            stage.mkdir()
+        got = _save_stores(stage, shards, facts)
+        if stage is out:
+            return got
+        with moved_aside([out / TOKENS_DIR, out / MASK_DIR]) as aside:
+            aside()
+            for d in (TOKENS_DIR, MASK_DIR):
+                os.replace(stage / d, out / d)
+        stage.rmdir()
+        return MaskedSource.open(out)
+    except BaseException:  # (bad input found part-way: what was made here is not left behind)
+        for d in [stage] if stage is not out else [out / TOKENS_DIR, out / MASK_DIR]:  # (none was there before)
+            shutil.rmtree(d, ignore_errors=True)
+        for d in made:  # (the folders made for the stores, innermost first, where still empty)
+            with contextlib.suppress(OSError):
+                d.rmdir()
         raise
 
 
-def _save_stores(out, shards, facts, overwrite: bool) -> MaskedSource:
+def _missing_folders(out) -> list:
+    """The folders of ``out`` (it included) that do not exist yet, innermost first."""
+    missing = []
+    p = out.absolute()
+    while not p.exists() and p != p.parent:
+        missing.append(p)
+        p = p.parent
+    return missing
+
+
+def _save_stores(out, shards, facts) -> MaskedSource:
     from .store import TokenStore
 
     bits: list = []
@@ -791,12 +840,11 @@ def _save_stores(out, shards, facts, overwrite: bool) -> MaskedSource:
         return known["eos_id"], known["bos_id"]
 
     tokens = TokenStore.from_token_arrays(out / TOKENS_DIR, ids(), vocab_size=int(facts()["vocab_size"]),
-                                          tokenizer_hash=str(facts()["tokenizer_hash"] or "external"), roles=roles,
-                                          overwrite=overwrite)
+                                          tokenizer_hash=str(facts()["tokenizer_hash"] or "external"), roles=roles)
     # the flags name the ids they were saved with (their store's fingerprint): open() pairs the two
     TokenStore.from_token_arrays(out / MASK_DIR, ((lengths, np.unpackbits(packed, count=n))
                                                   for lengths, packed, n in bits),
-                                 vocab_size=2, tokenizer_hash=f"{MASK_HASH}:{tokens.fingerprint}", overwrite=overwrite)
+                                 vocab_size=2, tokenizer_hash=f"{MASK_HASH}:{tokens.fingerprint}")
     return MaskedSource.open(out)
 
 
