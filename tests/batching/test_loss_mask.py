@@ -161,6 +161,12 @@ def test_a_token_store_of_flags_and_save_open(tmp_path):
     bad = TokenStore.from_token_arrays(tmp_path / "bad", [([2, 1], [0, 1, 2])], vocab_size=3)
     with pytest.raises(InputError, match="loss_mask of document 1 holds 2 at position 0"):
         MaskedSource([[5, 6], [7]], bad)
+    # a store of several shards (a saved source is cut every ~4M ids) is read a shard at a time, not by document
+    two = TokenStore.from_token_arrays(tmp_path / "two", [([2], [0, 1]), ([1, 2], [1, 1, 0])], vocab_size=2)
+    assert MaskedSource([[5, 6], [7], [8, 9]], two).mask.tolist() == [0, 1, 1, 1, 0]
+    bad2 = TokenStore.from_token_arrays(tmp_path / "bad2", [([2], [0, 1]), ([1, 2], [0, 2, 1])], vocab_size=3)
+    with pytest.raises(InputError, match="loss_mask of document 2 holds 2 at position 0"):
+        MaskedSource([[5, 6], [7], [8, 9]], bad2)
 
 
 def test_encode_sft_joins_the_texts_encoded_alone():

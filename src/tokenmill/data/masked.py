@@ -317,10 +317,23 @@ def _flat_values(src, lengths: np.ndarray) -> np.ndarray | None:
     return np.asarray(tokens[int(offsets[0]) : int(offsets[n])])
 
 
-def _all_ids(src, lengths: np.ndarray) -> np.ndarray:
+def _value_runs(src, lengths: np.ndarray) -> list | None:
+    """All of a source's values back to back as arrays to read in turn: its ``token_array`` (:func:`_flat_values`),
+    or a whole store's shards in order (``shard_arrays``: its documents are ``lengths``); else None."""
     flat = _flat_values(src, lengths)
     if flat is not None:
-        return flat
+        return [flat]
+    shards = getattr(src, "shard_arrays", None)
+    own = getattr(src, "lengths", None)
+    if shards is None or own is None or not lengths.size or not np.array_equal(np.asarray(own), lengths):
+        return None
+    return list(shards())
+
+
+def _all_ids(src, lengths: np.ndarray) -> np.ndarray:
+    runs = _value_runs(src, lengths)
+    if runs is not None:
+        return runs[0] if len(runs) == 1 else np.concatenate(runs)
     return np.concatenate([np.asarray(src.get(i)) for i in range(lengths.size)]) if lengths.size else np.zeros(0, np.int64)
 
 
@@ -342,15 +355,18 @@ def _flat_mask(loss_mask, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if got.size != n:
             raise InputError(f"loss_mask holds {got.size:,d} documents, the source {n:,d}; pass one flag per token of "
                              "the source's documents")
-        whole = _flat_values(loss_mask, got)
-        if whole is not None and whole.dtype.kind == "u" and np.array_equal(got, lengths):  # (a store of flags: one
-            # pass, no loop over documents)
-            if whole.size and int(whole.max()) > 1:
-                i = int(np.argmax(whole > 1))
-                d = int(np.searchsorted(offsets, i, side="right") - 1)
-                raise InputError(f"loss_mask of document {d} holds {int(whole[i])} at position {i - int(offsets[d]):,d}; "
-                                 "a flag is 0 (context) or 1 (target)")
-            flat[:] = whole
+        runs = _value_runs(loss_mask, got) if np.array_equal(got, lengths) else None
+        if runs is not None and all(r.dtype.kind == "u" for r in runs):  # (a store of flags: a pass a shard, no loop
+            # over documents; a saved source's flags are shards of ~4M since they are saved a batch at a time)
+            at = 0
+            for whole in runs:
+                if whole.size and int(whole.max()) > 1:
+                    i = at + int(np.argmax(whole > 1))
+                    d = int(np.searchsorted(offsets, i, side="right") - 1)
+                    raise InputError(f"loss_mask of document {d} holds {int(whole[i - at])} at "
+                                     f"position {i - int(offsets[d]):,d}; a flag is 0 (context) or 1 (target)")
+                flat[at : at + whole.size] = whole
+                at += whole.size
             flat.flags.writeable = False
             return flat, seal(offsets)
         docs: Iterable = (loss_mask.get(i) for i in range(n))
@@ -592,6 +608,8 @@ class SftEncoder:
         self.append_eos, self.eos_id = append_eos, eos_id
         self.special = (allowed_special, disallowed_special)
         self.kwargs = {} if num_threads is None else {"num_threads": num_threads}
+        if _takes(tokenizer.encode_batch, "as_arrays"):  # (arrays, not lists of ints: ~1/3 of encode_sft's time)
+            self.kwargs["as_arrays"] = True
         self.eos = self.key = None
 
     def facts(self) -> dict:
@@ -676,6 +694,16 @@ class SftEncoder:
         flat = np.concatenate(pieces) if pieces else np.zeros(0, np.int64)
         flags8 = np.repeat(np.asarray(piece_flags, np.uint8), sizes)
         return SftPart(lengths, flat, flags8, sum(chats))
+
+
+def _takes(fn, name: str) -> bool:
+    """Whether the callable ``fn`` takes a keyword argument ``name``."""
+    import inspect
+
+    try:
+        return name in inspect.signature(fn).parameters
+    except (TypeError, ValueError):  # (a builtin without a signature)
+        return False
 
 
 def save_sft(tokenizer, examples, out_dir, *, overwrite: bool = False, progress: bool = False,
