@@ -273,6 +273,17 @@ def test_a_users_manifest_or_build_json_is_not_taken_for_a_store(tmp_path, tok):
         build(tmp_path / "dir", texts(["x"]), tok)
     assert (tmp_path / "dir" / "build.json" / "inner.txt").read_text() == "keep"
     st = build(tmp_path / "real", texts(["x y", "z"]), tok)
+    # a build tool's build.json beside a finished store's shards is no journal (one makes every shard-named file
+    # tokenmill's: a user's shard-named copy had been removed with it)
+    (tmp_path / "real" / "build.json").write_text('{"targets": ["app"]}')
+    (tmp_path / "real" / "shard-00099.tokens").write_text("my own copy")
+    for overwrite in (False, True):
+        with pytest.raises(ConfigError, match="shard-00099.tokens"):
+            build(tmp_path / "real", texts(["x y", "z"]), tok, overwrite=overwrite)
+    assert (tmp_path / "real" / "build.json").read_text() == '{"targets": ["app"]}'
+    assert (tmp_path / "real" / "shard-00099.tokens").read_text() == "my own copy"
+    (tmp_path / "real" / "build.json").unlink()
+    (tmp_path / "real" / "shard-00099.tokens").unlink()
     raw = (tmp_path / "real" / "manifest.json").read_bytes()
     (tmp_path / "real" / "manifest.json").write_bytes(raw[:300] + b"#" + raw[301:])  # (a damaged manifest of ours)
     again = build(tmp_path / "real", texts(["x y", "z"]), tok)

@@ -337,11 +337,14 @@ def _classify(d: Path) -> tuple[str, list[Path]]:
     if not d.is_dir():
         raise ConfigError(f"out_dir {str(d)!r} exists and is not a folder")
     names = {p.name: p for p in d.iterdir()}
-    # a manifest or journal is tokenmill's where its first bytes say so, or where the folder holds a store's first
-    # shard whole (a manifest damaged past its first bytes, beside its shards); a web app's manifest.json or a build
-    # tool's build.json in a user's folder had been taken for a damaged store, replaced or removed
+    # a manifest or journal is tokenmill's where its first bytes say so; a manifest also where the folder holds a
+    # store's first shard whole (damaged past its first bytes, beside its shards: the shards it cannot record are
+    # refused below). A journal is written whole or not at all, and makes every shard-named file tokenmill's: only
+    # its first bytes say it is one (a build tool's build.json beside a store's shards had been taken for one, and a
+    # user's shard-named copy removed with it). A web app's manifest.json or a build tool's build.json in a user's
+    # folder had been taken for a damaged store, replaced or removed.
     shard0 = all(f"{shard_name(0)}.{part}" in names for part in _PARTS)
-    journal = BUILD_STATE in names and _our_record(names[BUILD_STATE], FORMAT_NAME + ".build", shard0)
+    journal = BUILD_STATE in names and _our_record(names[BUILD_STATE], FORMAT_NAME + ".build", False)
     manifest = MANIFEST in names and _our_record(names[MANIFEST], FORMAT_NAME, shard0)
     recorded, valid = _manifest_shards(d, names) if manifest and not journal else (set(), False)
     ours, other = [], []
