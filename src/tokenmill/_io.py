@@ -408,9 +408,13 @@ def moved_aside(paths: Iterable) -> Iterator[Callable[[], None]]:
     paths = [os.fspath(p) for p in paths]
     left = [p + ASIDE_SUFFIX for p in paths if os.path.lexists(p + ASIDE_SUFFIX)]
     if left:
-        raise ConfigError(f"{left[0]!r} is there: the old file a replacement of {os.path.basename(left[0][:-len(ASIDE_SUFFIX)])!r} "
-                          "that was stopped part-way moved aside; put it back in its place (or remove it if the "
-                          "new one is wanted), then run again")
+        one = len(left) == 1
+        raise ConfigError(f"{' and '.join(repr(p) for p in left)} {'is' if one else 'are'} there: the old "
+                          f"{'file' if one else 'files'} of a replacement stopped part-way, moved aside; the files in "
+                          f"their places may be new, old or missing. To keep the old {'file' if one else 'files'}, "
+                          f"put {'it' if one else 'all of them'} back in place (rename, dropping {ASIDE_SUFFIX}); to "
+                          f"keep the new {'one' if one else 'ones'}, remove {'it' if one else 'them'}; then run "
+                          "again")
     kept: list[tuple[str, str]] = []
     new: list[str] = []  # (paths that held nothing: a new one renamed there is removed on failure)
 

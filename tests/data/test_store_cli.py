@@ -43,6 +43,11 @@ def test_build_verify_stats(tmp_path, tok, capsys):
     # an output inside the store's folder is refused before the work (a build there again had stopped at it)
     assert main(["store", "stats", str(out), "--plot", str(out / "len.png")]) == 1
     assert "is inside the store's folder" in capsys.readouterr().err and not (out / "len.png").exists()
+    (out / "sub").mkdir()  # (a link into the store, then '..': lexically outside, really inside)
+    (tmp_path / "link").symlink_to(out / "sub")
+    assert main(["store", "stats", str(out), "--plot", str(tmp_path / "link" / ".." / "len.png")]) == 1
+    assert "is inside the store's folder" in capsys.readouterr().err and not (out / "len.png").exists()
+    (out / "sub").rmdir()
     assert main(["report", "--tokenizer", str(tmp_path / "tok.json"), "--store", str(out), "--out",
                  str(out / "sub" / "r.html"), "-q"]) == 1
     assert "the report" in capsys.readouterr().err and not (out / "sub").exists()

@@ -41,3 +41,20 @@ def test_the_entry_points_raise_the_interrupt(monkeypatch):
             call()
     monkeypatch.undo()
     assert tok.encode_batch(["the cat"]) == [tok.encode("the cat")]  # (usable after)
+
+
+def test_a_generators_iteration_and_pack_raise_the_interrupt(monkeypatch):
+    import tokenmill.batching.packing as packing
+
+    def batches():
+        yield 1
+        _numba_like()
+
+    it = interruptible(batches)()
+    assert next(it) == 1
+    with pytest.raises(KeyboardInterrupt):
+        next(it)
+    assert packing.pack([3, 5], 8).num_blocks >= 1
+    monkeypatch.setattr(packing, "check_array", lambda *a, **k: _numba_like())
+    with pytest.raises(KeyboardInterrupt):
+        packing.pack([3, 5], 8)

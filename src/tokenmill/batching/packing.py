@@ -42,7 +42,7 @@ from .._validate import check_array, check_bool, check_int, check_rows, check_sp
 from .._words import counted
 from ..data.masked import loss_mask_of, refuse_flags_as_ids
 from ..data.source import TokenSource, as_source, check_memory_ids, ids_checked, reader
-from ..errors import ConfigError, InputError, warn
+from ..errors import ConfigError, InputError, interruptible, warn
 from .batch import Batch, Block, FragmentPositions, check_fragment_positions, with_loss_mask
 from .layout import (
     INT32_MAX,
@@ -511,6 +511,7 @@ def segment_filler_of(src: TokenSource, lengths: np.ndarray):
 
 
 # ---- planning ------------------------------------------------------------------------------------
+@interruptible
 def pack(lengths, block_size: int, *, method: Method = "best_fit", long_docs: LongDocs = "split",
          seed: int | None = 0) -> PackPlan:
     """Plan blocks of ``block_size`` positions from document lengths (see the module docstring).

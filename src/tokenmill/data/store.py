@@ -397,7 +397,9 @@ def outside_store(path, store, what: str, instead: str = "a path") -> None:
     folder = getattr(getattr(store, "store", store), "path", None)
     if not (isinstance(folder, Path) and folder.is_dir()):
         return
-    where = Path(os.path.abspath(os.fspath(path))).parent.resolve()
+    # (links followed before '..' is taken: abspath had made "link/../p.png" a path outside the store where the
+    # link led inside it)
+    where = Path(os.path.realpath(os.fspath(path))).parent
     inside = folder.resolve()
     if where == inside or inside in where.parents:
         raise ConfigError(f"{what} is inside the store's folder {str(folder)!r}, which holds the store's files alone "

@@ -26,7 +26,7 @@ import numpy as np
 from .._validate import check_bool, check_float, check_int
 from ..batching.schedule import BatchSchedule, checksum_of
 from ..conventions import count_targets
-from ..errors import ConfigError, TokenmillError, require
+from ..errors import ConfigError, TokenmillError, interruptible, require
 
 torch = require("torch", "torch")
 
@@ -308,6 +308,7 @@ class TrainingLoader(torch.utils.data.IterableDataset):
             self._pass += 1
 
     # ---- iteration -------------------------------------------------------------------------------
+    @interruptible
     def __iter__(self):
         """A new pass: the current epoch from its first batch, or from the position of a state loaded
         since the last ``iter()``; the next epoch when the last pass handed out every batch of this
@@ -333,6 +334,7 @@ class TrainingLoader(torch.utils.data.IterableDataset):
                                  "one position, like a DataLoader's current iterator, and state_dict() follows it); "
                                  "iterate the newest iterator")
 
+    @interruptible
     def _batches(self, token: int, epoch: int, start: int, stop: int):
         pin = self._dl_options["pin_memory"] and torch.cuda.is_available()
         if self.num_workers == 0 or stop - start <= 0:
