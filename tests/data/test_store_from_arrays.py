@@ -33,9 +33,8 @@ def test_bad_input(tmp_path):
         TokenStore.from_token_arrays(tmp_path / "b", [([2], [1, 10])], vocab_size=10)  # id 10 >= vocab
     with pytest.raises(TokenmillError):
         TokenStore.from_token_arrays(tmp_path / "c", [([1.5], [1])], vocab_size=10)  # fractional length
-    (tmp_path / "d").mkdir()
-    with pytest.raises(ConfigError, match="already exists"):
-        TokenStore.from_token_arrays(tmp_path / "d", [([1], [1])], vocab_size=10)
+    (tmp_path / "d").mkdir()  # (an empty folder is written into, as a new one: tempfile.mkdtemp()'s)
+    assert TokenStore.from_token_arrays(tmp_path / "d", [([1], [1])], vocab_size=10).verify()["documents"] == 1
     # a vocabulary a manifest cannot record: the argument is named (it was a format error about "the manifest")
     with pytest.raises(ConfigError, match="vocab_size"):
         TokenStore.from_token_arrays(tmp_path / "e", [([1], [1])], vocab_size=2**31 + 10)
@@ -48,7 +47,7 @@ def test_rerun_over_its_folder_with_overwrite(tmp_path):
     store, which stays whole when the new arrays are bad; a folder with a user's files is never removed."""
     out = tmp_path / "s"
     TokenStore.from_token_arrays(out, [([2, 1], [5, 6, 7])], vocab_size=10)
-    with pytest.raises(ConfigError, match="already exists; .* pass overwrite=True"):
+    with pytest.raises(ConfigError, match="already holds a token store .or an unfinished one.; pass overwrite=True"):
         TokenStore.from_token_arrays(out, [([1], [4])], vocab_size=10)
     before = {p.name: p.read_bytes() for p in out.iterdir()}
     with pytest.raises(TokenmillError):  # id 10 >= vocab: the old store is untouched, no staging folder is left
@@ -63,8 +62,9 @@ def test_rerun_over_its_folder_with_overwrite(tmp_path):
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "notes.txt").write_text("keep me")
-    with pytest.raises(ConfigError, match="holds files that are not part of a token store"):
-        TokenStore.from_token_arrays(mine, [([1], [4])], vocab_size=10, overwrite=True)
+    for overwrite in (False, True):  # (named, not told to pass overwrite=True)
+        with pytest.raises(ConfigError, match="holds files that are not part of a token store .notes.txt."):
+            TokenStore.from_token_arrays(mine, [([1], [4])], vocab_size=10, overwrite=overwrite)
     assert (mine / "notes.txt").read_text() == "keep me"
     with pytest.raises(ConfigError, match="overwrite='yes' must be True or False"):
         TokenStore.from_token_arrays(out, [([1], [4])], vocab_size=10, overwrite="yes")

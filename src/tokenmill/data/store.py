@@ -399,7 +399,8 @@ def outside_store(path, store, what: str, instead: str = "a path") -> None:
         return
     # (links followed before '..' is taken: abspath had made "link/../p.png" a path outside the store where the
     # link led inside it)
-    where = Path(os.path.realpath(os.fspath(path))).parent
+    # (the folder's links: a link as the file itself is the output's own check, resolve_output's)
+    where = Path(os.path.realpath(os.path.dirname(os.path.join(os.getcwd(), os.fspath(path)))))
     inside = folder.resolve()
     if where == inside or inside in where.parents:
         raise ConfigError(f"{what} is inside the store's folder {str(folder)!r}, which holds the store's files alone "
@@ -1850,10 +1851,13 @@ class TokenStore(StoreSource):
                          overwrite: bool) -> "TokenStore":
         state = "missing"
         if out.exists():
-            if not overwrite:
-                raise ConfigError(f"{str(out)!r} already exists; from_token_arrays writes a new store folder: pass "
-                                  "overwrite=True to replace the store there, or another folder")
-            state = _classify(out)[0]  # (refuses a folder with a user's files in it)
+            state = _classify(out)[0]  # (refuses a folder with a user's files in it, naming them)
+            if not overwrite and state != "empty":  # (overwrite=True had been advised for a user's folder too)
+                raise ConfigError(f"{str(out)!r} already holds a token store (or an unfinished one); pass "
+                                  "overwrite=True to replace it, or another folder")
+            if state == "empty":  # (an empty folder: written into, as a new one)
+                out.rmdir()
+                state = "missing"
         # into the folder when it is new; over a store (or an unfinished build), into a staging folder beside it
         work = out if state == "missing" else staging_dir(out)
         if work.exists():  # a staging folder an earlier replacement left: only tokenmill's files are removed
