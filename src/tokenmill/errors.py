@@ -119,10 +119,8 @@ def interruptible(fn):
             try:
                 return (yield from fn(*args, **kwargs))
             except SystemError as e:
-                got = interrupt_in(e)
-                if got is None:
-                    raise
-                raise got.with_traceback(e.__traceback__) from None
+                _raise_interrupt_in(e)
+                raise
 
         return iterate
 
@@ -131,9 +129,14 @@ def interruptible(fn):
         try:
             return fn(*args, **kwargs)
         except SystemError as e:
-            got = interrupt_in(e)
-            if got is None:
-                raise
-            raise got.with_traceback(e.__traceback__) from None
+            _raise_interrupt_in(e)
+            raise
 
     return call
+
+
+def _raise_interrupt_in(e: SystemError) -> None:
+    """Raise the KeyboardInterrupt ``e`` wraps, if it wraps one (with ``e``'s traceback, not chained to it)."""
+    got = interrupt_in(e)
+    if got is not None:
+        raise got.with_traceback(e.__traceback__) from None
