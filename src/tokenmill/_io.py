@@ -406,15 +406,7 @@ def moved_aside(paths: Iterable) -> Iterator[Callable[[], None]]:
     lost. A ``NAME.tokenmill-old`` already there (what such a kill left: the user's old file) is refused before
     anything is written, never written over."""
     paths = [os.fspath(p) for p in paths]
-    left = [p + ASIDE_SUFFIX for p in paths if os.path.lexists(p + ASIDE_SUFFIX)]
-    if left:
-        one = len(left) == 1
-        raise ConfigError(f"{' and '.join(repr(p) for p in left)} {'is' if one else 'are'} there: the old "
-                          f"{'file' if one else 'files'} of a replacement stopped part-way, moved aside; the files in "
-                          f"their places may be new, old or missing. To keep the old {'file' if one else 'files'}, "
-                          f"put {'it' if one else 'all of them'} back in place (rename, dropping {ASIDE_SUFFIX}); to "
-                          f"keep the new {'one' if one else 'ones'}, remove {'it' if one else 'them'}; then run "
-                          "again")
+    nothing_aside(paths)
     kept: list[tuple[str, str]] = []
     new: list[str] = []  # (paths that held nothing: a new one renamed there is removed on failure)
 
@@ -441,6 +433,21 @@ def moved_aside(paths: Iterable) -> Iterator[Callable[[], None]]:
     for old, _ in kept:
         with contextlib.suppress(OSError):
             _remove(old)
+
+
+def nothing_aside(paths: Iterable) -> None:
+    """Refuse (a ConfigError naming them and what to do) where a ``NAME.tokenmill-old`` of one of ``paths`` is there:
+    what a replacement killed part-way left (:func:`moved_aside`), the user's old file or folder. Said before any
+    work by a caller with long work ahead of its replacement (an SFT save encodes first)."""
+    left = [os.fspath(p) + ASIDE_SUFFIX for p in paths if os.path.lexists(os.fspath(p) + ASIDE_SUFFIX)]
+    if left:
+        one = len(left) == 1
+        raise ConfigError(f"{' and '.join(repr(p) for p in left)} {'is' if one else 'are'} there: the old "
+                          f"{'file' if one else 'files'} of a replacement stopped part-way, moved aside; the files in "
+                          f"their places may be new, old or missing. To keep the old {'file' if one else 'files'}, "
+                          f"put {'it' if one else 'all of them'} back in place (rename, dropping {ASIDE_SUFFIX}); to "
+                          f"keep the new {'one' if one else 'ones'}, remove {'it' if one else 'them'}; then run "
+                          "again")
 
 
 def _remove(path: str) -> None:

@@ -166,6 +166,12 @@ def test_an_overwrite_that_fails_part_way_leaves_the_old_pair_whole(tok, tmp_pat
     new = save_sft(tok, [("x", "y")] * 3, tmp_path / "s", overwrite=True)
     assert len(MaskedSource.open(tmp_path / "s")) == 3 and new.fingerprint != old.fingerprint
     assert sorted(p.name for p in (tmp_path / "s").iterdir()) == ["loss_mask", "tokens"]  # (nothing staged left)
+    (tmp_path / "s" / "tokens").rename(tmp_path / "s" / "tokens.tokenmill-old")  # (a swap killed part-way)
+    read = []
+    with pytest.raises(ConfigError, match="tokens.tokenmill-old' is there: the old file of a replacement stopped"):
+        save_sft(tok, (read.append(1) or ex for ex in [("a", "b")]), tmp_path / "s", overwrite=True)
+    assert not read  # (said before the encode)
+    (tmp_path / "s" / "tokens.tokenmill-old").rename(tmp_path / "s" / "tokens")
     with pytest.raises(InputError):  # (bad input: the folders made for it are not left behind, parents included)
         save_sft(tok, [("a", "b"), {"prompt": "x"}], tmp_path / "new" / "deeper" / "s")
     assert not (tmp_path / "new").exists()

@@ -765,9 +765,10 @@ def _examples_bar(shown: bool):
 def _refuse_saved_there(out, overwrite: bool) -> None:
     """Before any work: a folder that cannot be written, or one holding the two stores already (unless
     ``overwrite``), is refused."""
-    from .._io import check_writable_folder
+    from .._io import check_writable_folder, nothing_aside
 
     check_writable_folder(out, "the SFT stores' folder")
+    nothing_aside([out / TOKENS_DIR, out / MASK_DIR])  # (a swap killed part-way: said before the encode, not after)
     there = [d for d in (TOKENS_DIR, MASK_DIR) if (out / d).exists()]
     if there and not overwrite:
         raise ConfigError(f"{str(out)!r} already holds {' and '.join(d + '/' for d in there)}; pass overwrite=True "
