@@ -397,9 +397,8 @@ def outside_store(path, store, what: str, instead: str = "a path") -> None:
     folder = getattr(getattr(store, "store", store), "path", None)
     if not (isinstance(folder, Path) and folder.is_dir()):
         return
-    # (links followed before '..' is taken: abspath had made "link/../p.png" a path outside the store where the
-    # link led inside it)
-    # (the folder's links: a link as the file itself is the output's own check, resolve_output's)
+    # (the folder's links followed before '..' is taken: abspath had made "link/../p.png" a path outside the store
+    # where the link led inside it; a link as the file itself is the output's own check, resolve_output's)
     where = Path(os.path.realpath(os.path.dirname(os.path.join(os.getcwd(), os.fspath(path)))))
     inside = folder.resolve()
     if where == inside or inside in where.parents:
@@ -1833,9 +1832,9 @@ class TokenStore(StoreSource):
             return tuple(None if v is None else check_int(v, name, min=0, max=vocab_size - 1)
                          for v, name in ((eos_id, "eos_id"), (bos_id, "bos_id")))
 
-        eos_id, bos_id = checked(eos_id, bos_id)
-        if roles is not None:
-            eos_id = lambda: checked(*roles())  # noqa: E731 (asked by the writer once its shards are written)
+        given = checked(eos_id, bos_id)
+        # (one function either way, asked by the writer once its shards are written)
+        final = (lambda: given) if roles is None else (lambda: checked(*roles()))
         if not isinstance(tokenizer_hash, str) or not tokenizer_hash:
             raise ConfigError(f"tokenizer_hash={tokenizer_hash!r} must be a non-empty str (the tokenizer's "
                               "content_hash, or 'external')")
@@ -1844,10 +1843,10 @@ class TokenStore(StoreSource):
         # one writer at a time (a build or another call staging beside the same folder)
         out = Path(os.path.realpath(raw))
         with exclusive(out, _say):
-            return cls._token_arrays_at(out, shards, vocab_size, dtype, tokenizer_hash, eos_id, bos_id, overwrite)
+            return cls._token_arrays_at(out, shards, vocab_size, dtype, tokenizer_hash, final, overwrite)
 
     @classmethod
-    def _token_arrays_at(cls, out: Path, shards, vocab_size: int, dtype, tokenizer_hash: str, eos_id, bos_id,
+    def _token_arrays_at(cls, out: Path, shards, vocab_size: int, dtype, tokenizer_hash: str, roles,
                          overwrite: bool) -> "TokenStore":
         state = "missing"
         if out.exists():
@@ -1869,7 +1868,7 @@ class TokenStore(StoreSource):
         _write_json(work / BUILD_STATE, {"format": FORMAT_NAME + ".build", "build": {"token_arrays": True},
                                          "build_fingerprint": "token-arrays"})
         try:
-            store = cls._write_token_arrays(work, shards, vocab_size, dtype, tokenizer_hash, eos_id, bos_id)
+            store = cls._write_token_arrays(work, shards, vocab_size, dtype, tokenizer_hash, roles)
         except BaseException:  # a bad shard, a full disk: no half-written folder is left (it was made here)
             shutil.rmtree(work, ignore_errors=True)
             raise
@@ -1880,7 +1879,8 @@ class TokenStore(StoreSource):
         return cls.open(out)
 
     @classmethod
-    def _write_token_arrays(cls, out: Path, shards, vocab_size: int, dtype, tokenizer_hash: str, eos_id, bos_id):
+    def _write_token_arrays(cls, out: Path, shards, vocab_size: int, dtype, tokenizer_hash: str, roles):
+        """``roles``: a function giving ``(eos_id, bos_id)``, checked, asked once every shard is written."""
         from .._validate import check_array
 
         recs, n_docs = [], 0
@@ -1910,8 +1910,7 @@ class TokenStore(StoreSource):
             recs.append({"name": shard_name(k), "documents": int(lengths.size), "tokens": int(ids.size),
                          "input_bytes": 0, "files": info})
             n_docs += int(lengths.size)
-        if callable(eos_id):  # (from_token_arrays' roles=: known once the shards are written)
-            eos_id, bos_id = eos_id()
+        eos_id, bos_id = roles()
         body = {"format": FORMAT_NAME, "version": FORMAT_VERSION,
                 "tokenizer": {"hash": tokenizer_hash, "vocab_size": vocab_size, "eos_id": eos_id, "bos_id": bos_id},
                 "dtype": dtype.name, "byte_order": "little", "documents": n_docs,

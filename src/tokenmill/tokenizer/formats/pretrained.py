@@ -32,6 +32,7 @@ imported one brought its own) and decodes ids as tokenmill does (``clean_up_toke
 
 from __future__ import annotations
 
+import filecmp
 import os
 from pathlib import Path
 
@@ -361,25 +362,12 @@ def save_pretrained(tok, folder, given: dict, model_max_length=None, chat_templa
         config_tmp.write_text(json_text(body) + "\n", encoding="utf-8")
         new = dict(zip(names, (tj_tmp, config_tmp)))
         old = [n for n in names if (where / n).is_file()]
-        if old and not overwrite and any(not _same_file(where / n, new[n]) for n in old):
+        if old and not overwrite and any(not filecmp.cmp(where / n, new[n], shallow=False) for n in old):
             raise ConfigError(f"the folder {raw!r} holds {' and '.join(old)} of another tokenizer (other bytes than "
                               "this one's); pass overwrite=True (CLI: --overwrite) to replace them, or a new folder "
                               "(a model's folder of weights without tokenizer files is written into as it is)")
         aside()
     return where
-
-
-def _same_file(a: Path, b: Path) -> bool:
-    """Whether the files ``a`` and ``b`` hold the same bytes."""
-    if a.stat().st_size != b.stat().st_size:
-        return False
-    with open(a, "rb") as fa, open(b, "rb") as fb:
-        while True:
-            x, y = fa.read(1 << 20), fb.read(1 << 20)
-            if x != y:
-                return False
-            if not x:
-                return True
 
 
 def _added_around(tok, body: dict, source: dict | None) -> dict | None:
